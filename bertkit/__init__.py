@@ -1,0 +1,10 @@
+"""bertkit: a compact, fast, readable toolkit for BERT-family encoders."""
+
+from .config import SIZE_PRESETS, BertConfig
+from .errors import BertkitError, CheckpointError, ConfigError, DataError
+from .heads import (BertForMaskedLM, BertForMultipleChoice, BertForNextSentencePrediction,
+                    BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification,
+                    BertForTokenClassification)
+from .model import BertModel, EncoderOutput
+
+__version__ = "0.1.0"

@@ -1,0 +1,219 @@
+"""Hugging Face compatible checkpoints: `save_pretrained` / `from_pretrained`.
+
+A model directory holds `config.json` and `model.safetensors` (plus tokenizer files when a
+tokenizer is saved with it), exactly as `transformers` writes them. Loading accepts
+safetensors (single or sharded) or `pytorch_model.bin` read with `torch.load(weights_only=True)`,
+which refuses pickled code. Keys are mapped thinly:
+
+- old TF-era names `LayerNorm.gamma/beta` -> `LayerNorm.weight/bias`;
+- the tied MLM decoder weight is dropped (it *is* the word embedding matrix) and a separate
+  decoder bias becomes `cls.predictions.bias`;
+- a bare encoder checkpoint loads into a model with heads (the `bert.` prefix is added) and a
+  checkpoint with heads loads into a bare encoder (the prefix is stripped, heads reported unused).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from .config import BertConfig
+from .errors import CheckpointError
+from .io import atomic_open
+
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+# Prefixes transformers puts before the encoder's keys in models with heads.
+BASE_PREFIXES = ("bert", "roberta", "albert", "electra")
+# Buffers some transformers versions save that carry no learned state.
+IGNORED_KEYS = ("embeddings.position_ids", "embeddings.token_type_ids")
+
+
+@dataclass
+class LoadReport:
+    missing_keys: list[str] = field(default_factory=list)
+    unexpected_keys: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------- reading weights
+def read_state_dict(directory: str | os.PathLike) -> dict[str, torch.Tensor]:
+    """Read the weights of a model directory without executing any pickled code."""
+    directory = os.fspath(directory)
+    if not os.path.isdir(directory):
+        raise CheckpointError(f"model directory {directory} does not exist; pass a directory "
+                              "holding config.json and model.safetensors")
+    names = set(os.listdir(directory))
+    if "model.safetensors" in names:
+        return _read_safetensors(os.path.join(directory, "model.safetensors"))
+    if "model.safetensors.index.json" in names:
+        index = _read_json(os.path.join(directory, "model.safetensors.index.json"))
+        state: dict[str, torch.Tensor] = {}
+        for shard in sorted(set(index.get("weight_map", {}).values())):
+            state.update(_read_safetensors(os.path.join(directory, shard)))
+        return state
+    if "pytorch_model.bin" in names:
+        path = os.path.join(directory, "pytorch_model.bin")
+        try:
+            return torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as e:  # corrupt file, or one that needs unpickling of code
+            raise CheckpointError(
+                f"cannot read {path} as plain weights ({type(e).__name__}: {str(e)[:200]}); bertkit "
+                "never unpickles code: convert it to model.safetensors with a trusted tool") from None
+    raise CheckpointError(f"no weights in {directory}: expected one of {', '.join(WEIGHT_FILES)}")
+
+
+def _read_safetensors(path: str) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(path, device="cpu")
+    except FileNotFoundError:
+        raise CheckpointError(f"weights file {path} is missing") from None
+    except Exception as e:
+        raise CheckpointError(f"{path} is not a valid safetensors file ({str(e)[:200]}); "
+                              "the download or copy may be incomplete: restore it") from None
+
+
+def _read_json(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"cannot read {path}: {e}") from None
+
+
+# ---------------------------------------------------------------------------- key mapping
+def normalize_keys(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Map historical HF key spellings onto the ones bertkit's modules use."""
+    out: dict[str, torch.Tensor] = {}
+    for key, value in state.items():
+        if key.endswith(IGNORED_KEYS):
+            continue
+        key = key.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
+        if key.endswith("predictions.decoder.weight"):
+            continue  # tied to the word embeddings, re-tied on load
+        if key.endswith("predictions.decoder.bias"):
+            key = key.replace("predictions.decoder.bias", "predictions.bias")
+            if key in state:
+                continue
+        out[key] = value
+    return out
+
+
+def match_prefix(state: dict[str, torch.Tensor], model_keys: set[str], prefix: str
+                 ) -> dict[str, torch.Tensor]:
+    """Add or strip the base-model prefix so a bare encoder and a model with heads interchange."""
+    model_has_prefix = any(k.startswith(prefix + ".") for k in model_keys)
+    ckpt_prefix = next((p for p in BASE_PREFIXES
+                        if any(k.startswith(p + ".") for k in state)), None)
+    if model_has_prefix and ckpt_prefix is None:
+        # bare encoder checkpoint -> model with heads
+        return {f"{prefix}.{k}": v for k, v in state.items()}
+    if not model_has_prefix and ckpt_prefix is not None:
+        # model with heads -> bare encoder: keep the encoder part, the rest is reported unused
+        cut = len(ckpt_prefix) + 1
+        return {(k[cut:] if k.startswith(ckpt_prefix + ".") else k): v for k, v in state.items()}
+    if model_has_prefix and ckpt_prefix != prefix:
+        cut = len(ckpt_prefix) + 1
+        return {(prefix + "." + k[cut:] if k.startswith(ckpt_prefix + ".") else k): v
+                for k, v in state.items()}
+    return state
+
+
+def load_into(model: nn.Module, state: dict[str, torch.Tensor], prefix: str) -> LoadReport:
+    """Copy `state` into `model`; refuse shape mismatches; report missing and unused keys."""
+    own = model.state_dict()
+    state = match_prefix(normalize_keys(state), set(own), prefix)
+    mismatched = [f"{k}: checkpoint {tuple(v.shape)} vs model {tuple(own[k].shape)}"
+                  for k, v in state.items() if k in own and v.shape != own[k].shape]
+    if mismatched:
+        shown = "; ".join(mismatched[:5]) + (" ..." if len(mismatched) > 5 else "")
+        raise CheckpointError(f"{len(mismatched)} weight shapes differ from the model config ({shown}); "
+                              "the config.json does not describe these weights")
+    result = model.load_state_dict(state, strict=False)
+    return LoadReport(sorted(result.missing_keys), sorted(result.unexpected_keys))
+
+
+# ---------------------------------------------------------------------------- the mixin
+class PretrainedMixin:
+    """`from_pretrained`, `save_pretrained` and BERT's initialisation for every bertkit model."""
+
+    config: BertConfig
+    base_model_prefix = "bert"  # the attribute holding the encoder in models with heads
+
+    # ----------------------------------------------------------- initialisation
+    def init_weights(self) -> None:
+        """BERT's init: weights ~ N(0, initializer_range), biases 0, LayerNorm 1/0, pad row 0."""
+        self.apply(self._init_module)
+
+    def _init_module(self, module: nn.Module) -> None:
+        std = self.config.initializer_range
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=std)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=std)
+            if module.padding_idx is not None:
+                with torch.no_grad():
+                    module.weight[module.padding_idx].zero_()
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+
+    def num_parameters(self, trainable_only: bool = False) -> int:
+        return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
+
+    # ----------------------------------------------------------- saving
+    def save_pretrained(self, directory: str | os.PathLike, tokenizer: Any = None) -> None:
+        """Write config.json and model.safetensors (and the tokenizer's files) atomically."""
+        from safetensors.torch import save
+
+        directory = os.fspath(directory)
+        os.makedirs(directory, exist_ok=True)
+        config = self.config.replace(architectures=[type(self).__name__])
+        # safetensors refuses shared storage: contiguous copies of every tensor.
+        state = {k: v.detach().to("cpu").contiguous().clone() for k, v in self.state_dict().items()}
+        with atomic_open(os.path.join(directory, "model.safetensors"), "wb") as f:
+            f.write(save(state, metadata={"format": "pt"}))
+        config.save_pretrained(directory)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(directory)
+
+    # ----------------------------------------------------------- loading
+    @classmethod
+    def from_pretrained(cls, directory: str | os.PathLike, config: BertConfig | None = None,
+                        output_loading_info: bool = False, **config_overrides: Any):
+        """Build the model from `directory/config.json` and load its weights.
+
+        `config_overrides` change config fields before building (e.g. `num_labels=5` to put a new
+        classifier on a pre-trained encoder). Missing and unused weights are reported as a warning.
+        """
+        directory = os.fspath(directory)
+        if config is None:
+            config = BertConfig.from_pretrained(directory)
+        if config_overrides:
+            config = config.replace(**config_overrides)
+        model = cls(config)
+        report = load_into(model, read_state_dict(directory), cls.base_model_prefix)
+        _warn_about(report, cls.__name__, directory)
+        model.eval()  # like transformers: dropout off until the caller trains
+        return (model, report) if output_loading_info else model
+
+
+def _warn_about(report: LoadReport, name: str, directory: str) -> None:
+    if report.missing_keys:
+        warnings.warn(f"{name}: {len(report.missing_keys)} weights not in {directory} were newly "
+                      f"initialised ({_short(report.missing_keys)}); train them before use", stacklevel=3)
+    if report.unexpected_keys:
+        warnings.warn(f"{name}: {len(report.unexpected_keys)} weights in {directory} are not used by "
+                      f"this model ({_short(report.unexpected_keys)})", stacklevel=3)
+
+
+def _short(keys: list[str], n: int = 4) -> str:
+    return ", ".join(keys[:n]) + (", ..." if len(keys) > n else "")

@@ -1,0 +1,164 @@
+"""`BertConfig`: the one configuration for every encoder in bertkit.
+
+Field names are Hugging Face's, so a `config.json` written by `transformers` reads here and the
+one written here reads there. Fields this class does not know are kept in `extra` and written
+back out, so a round trip loses nothing. Variants (RoBERTa, ALBERT, ...) are switches on this
+one dataclass rather than separate classes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ConfigError
+from .io import atomic_write_text
+
+ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish", "tanh")
+POSITION_EMBEDDING_TYPES = ("absolute", "relative_key", "relative_key_query")
+
+# (layers, hidden, heads); intermediate is 4 x hidden, as in BERT and the Turc et al. mini-BERTs.
+SIZE_PRESETS = {
+    "tiny": (2, 128, 2),
+    "mini": (4, 256, 4),
+    "small": (4, 512, 8),
+    "medium": (8, 512, 8),
+    "base": (12, 768, 12),
+    "large": (24, 1024, 16),
+}
+
+
+@dataclass
+class BertConfig:
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"  # exact erf GELU, as the original BERT checkpoints were trained
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    layer_norm_eps: float = 1e-12  # BERT's value; RoBERTa checkpoints use 1e-5 and say so
+    pad_token_id: int = 0
+    initializer_range: float = 0.02  # std of the normal init of every weight matrix
+    position_embedding_type: str = "absolute"
+    classifier_dropout: float | None = None  # None: fall back to hidden_dropout_prob
+    num_labels: int = 2
+    id2label: dict[int, str] | None = None
+    label2id: dict[str, int] | None = None
+    problem_type: str | None = None  # "single_label_classification", "multi_label_...", "regression"
+    model_type: str = "bert"
+    architectures: list[str] | None = None
+    # Anything else found in config.json: kept so that saving writes it back unchanged.
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.id2label is not None:
+            self.id2label = {int(k): str(v) for k, v in self.id2label.items()}
+            self.num_labels = len(self.id2label)
+            if self.label2id is None:
+                self.label2id = {v: k for k, v in self.id2label.items()}
+        self.validate()
+
+    # ------------------------------------------------------------------ validation
+    def validate(self) -> None:
+        """Raise `ConfigError` with what to change when the values cannot make a model."""
+        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                     "intermediate_size", "max_position_embeddings"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if self.type_vocab_size < 0:
+            raise ConfigError(f"type_vocab_size must be >= 0, got {self.type_vocab_size}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ConfigError(
+                f"hidden_size ({self.hidden_size}) must be divisible by num_attention_heads "
+                f"({self.num_attention_heads}); change one of them, e.g. num_attention_heads="
+                f"{_nearest_divisor(self.hidden_size, self.num_attention_heads)}")
+        if self.hidden_act not in ACTIVATIONS:
+            raise ConfigError(f"hidden_act {self.hidden_act!r} is not known; use one of {ACTIVATIONS}")
+        if self.position_embedding_type not in POSITION_EMBEDDING_TYPES:
+            raise ConfigError(f"position_embedding_type {self.position_embedding_type!r} is not known; "
+                              f"use one of {POSITION_EMBEDDING_TYPES}")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            p = getattr(self, name)
+            if not 0.0 <= p < 1.0:
+                raise ConfigError(f"{name} must be in [0, 1), got {p}")
+        if self.num_labels <= 0:
+            raise ConfigError(f"num_labels must be positive, got {self.num_labels}")
+        if not 0 <= self.pad_token_id < self.vocab_size:
+            raise ConfigError(f"pad_token_id ({self.pad_token_id}) must be a valid id below "
+                              f"vocab_size ({self.vocab_size})")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    # ------------------------------------------------------------------ presets
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> "BertConfig":
+        """A standard size by name (tiny, mini, small, medium, base, large), with overrides."""
+        if name not in SIZE_PRESETS:
+            raise ConfigError(f"unknown size preset {name!r}; choose one of {sorted(SIZE_PRESETS)}")
+        layers, hidden, heads = SIZE_PRESETS[name]
+        values = dict(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads,
+                      intermediate_size=4 * hidden)
+        values.update(overrides)
+        return cls(**values)
+
+    # ------------------------------------------------------------------ HF config.json
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "BertConfig":
+        known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        extra = {k: v for k, v in data.items() if k not in known}
+        return cls(**kwargs, extra=extra)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
+        if data["id2label"] is not None:  # JSON object keys are strings
+            data["id2label"] = {str(k): v for k, v in data["id2label"].items()}
+        data = {k: v for k, v in data.items() if v is not None}
+        merged = dict(self.extra)
+        merged.update(data)
+        return dict(sorted(merged.items()))
+
+    @classmethod
+    def from_json_file(cls, path: str | os.PathLike) -> "BertConfig":
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except FileNotFoundError:
+            raise ConfigError(f"no config file at {path}; a model directory needs config.json") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{path} is not valid JSON ({e}); restore it from the original "
+                              "checkpoint") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path} must hold a JSON object of config fields")
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_pretrained(cls, directory: str | os.PathLike) -> "BertConfig":
+        path = os.path.join(directory, "config.json") if os.path.isdir(directory) else directory
+        return cls.from_json_file(path)
+
+    def to_json_string(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
+
+    def save_pretrained(self, directory: str | os.PathLike) -> None:
+        os.makedirs(directory, exist_ok=True)
+        atomic_write_text(os.path.join(directory, "config.json"), self.to_json_string())
+
+    def replace(self, **changes: Any) -> "BertConfig":
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, extra=dict(self.extra), **changes)
+
+
+def _nearest_divisor(n: int, target: int) -> int:
+    divisors = [d for d in range(1, n + 1) if n % d == 0]
+    return min(divisors, key=lambda d: abs(d - target))

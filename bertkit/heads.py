@@ -1,0 +1,327 @@
+"""Heads on top of the encoder: pre-training (MLM, NSP) and task heads.
+
+Each class owns the encoder as `self.bert` and its head under Hugging Face's names
+(`cls.predictions`, `cls.seq_relationship`, `classifier`, `qa_outputs`), so checkpoints load in
+the matching `transformers` class and back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .checkpoint import PretrainedMixin
+from .config import BertConfig
+from .model import BertModel, ModelOutput, activation
+
+IGNORE_INDEX = -100  # label value for positions that carry no loss
+
+
+@dataclass
+class MaskedLMOutput(ModelOutput):
+    loss: torch.Tensor | None = None
+    # (B, T, V); or (N, V) for the N labelled positions when computed only there
+    logits: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None
+
+
+@dataclass
+class PreTrainingOutput(ModelOutput):
+    loss: torch.Tensor | None = None
+    prediction_logits: torch.Tensor | None = None
+    seq_relationship_logits: torch.Tensor | None = None
+    mlm_loss: torch.Tensor | None = None
+    nsp_loss: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None
+
+
+@dataclass
+class ClassifierOutput(ModelOutput):
+    loss: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None
+
+
+@dataclass
+class QuestionAnsweringOutput(ModelOutput):
+    loss: torch.Tensor | None = None
+    start_logits: torch.Tensor | None = None
+    end_logits: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None
+
+
+# ---------------------------------------------------------------------------- MLM / NSP modules
+class BertPredictionHeadTransform(nn.Module):
+    """LayerNorm(act(W h + b)): one more non-linear layer before the vocabulary projection."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.transform_act_fn = activation(config.hidden_act)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(self.transform_act_fn(self.dense(x)))
+
+
+class BertLMPredictionHead(nn.Module):
+    """logits = transform(h) E^T + b, with E the (tied) word-embedding matrix."""
+
+    def __init__(self, config: BertConfig, word_embeddings: nn.Embedding):
+        super().__init__()
+        self.transform = BertPredictionHeadTransform(config)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+        # A plain attribute, not a submodule: the weight belongs to the embeddings, so it is
+        # saved once (as transformers does) and every update moves both.
+        self.__dict__["word_embeddings"] = word_embeddings
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return F.linear(self.transform(hidden), self.word_embeddings.weight, self.bias)
+
+
+class BertOnlyMLMHead(nn.Module):
+    def __init__(self, config: BertConfig, word_embeddings: nn.Embedding):
+        super().__init__()
+        self.predictions = BertLMPredictionHead(config, word_embeddings)
+
+
+class BertOnlyNSPHead(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.seq_relationship = nn.Linear(config.hidden_size, 2)
+
+
+class BertPreTrainingHeads(nn.Module):
+    def __init__(self, config: BertConfig, word_embeddings: nn.Embedding):
+        super().__init__()
+        self.predictions = BertLMPredictionHead(config, word_embeddings)
+        self.seq_relationship = nn.Linear(config.hidden_size, 2)
+
+
+def mlm_logits_and_loss(head: BertLMPredictionHead, hidden: torch.Tensor,
+                        labels: torch.Tensor | None, full_logits: bool
+                        ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Vocabulary logits and the cross-entropy over labelled positions.
+
+    The projection onto a 30k vocabulary dominates a small model's FLOPs, and only the ~15%
+    labelled positions carry loss, so by default (labels given, `full_logits=False`) it is
+    computed only there: logits then have shape (N, V) for the N labelled positions in
+    row-major order. Without labels, or with `full_logits=True`, logits are (B, T, V).
+    """
+    if labels is None:
+        return head(hidden), None
+    if full_logits:
+        logits = head(hidden)
+        return logits, F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
+    selected = labels != IGNORE_INDEX
+    logits = head(hidden[selected])
+    return logits, F.cross_entropy(logits, labels[selected])
+
+
+class _WithEncoder(PretrainedMixin, nn.Module):
+    """Shared constructor: the config, the encoder under `self.bert`, BERT init."""
+
+    add_pooling_layer = True
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config, add_pooling_layer=self.add_pooling_layer)
+
+    def encode(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None,
+               head_mask=None, output_attentions=False, output_hidden_states=False):
+        return self.bert(input_ids, attention_mask, token_type_ids, position_ids, head_mask,
+                         output_attentions, output_hidden_states)
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.bert.embeddings.word_embeddings
+
+    def set_gradient_checkpointing(self, enabled: bool = True) -> None:
+        self.bert.set_gradient_checkpointing(enabled)
+
+
+# ---------------------------------------------------------------------------- pre-training models
+class BertForMaskedLM(_WithEncoder):
+    add_pooling_layer = False  # as in transformers: MLM needs no pooler
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        self.cls = BertOnlyMLMHead(config, self.bert.embeddings.word_embeddings)
+        self.init_weights()
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None,
+                labels=None, head_mask=None, output_attentions=False, output_hidden_states=False,
+                full_logits: bool = False) -> MaskedLMOutput:
+        out = self.encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask,
+                          output_attentions, output_hidden_states)
+        logits, loss = mlm_logits_and_loss(self.cls.predictions, out.last_hidden_state, labels, full_logits)
+        return MaskedLMOutput(loss, logits, out.hidden_states, out.attentions)
+
+
+class BertForNextSentencePrediction(_WithEncoder):
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        self.cls = BertOnlyNSPHead(config)
+        self.init_weights()
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None,
+                labels=None, head_mask=None, output_attentions=False, output_hidden_states=False
+                ) -> ClassifierOutput:
+        out = self.encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask,
+                          output_attentions, output_hidden_states)
+        logits = self.cls.seq_relationship(out.pooler_output)
+        loss = None if labels is None else F.cross_entropy(logits, labels.view(-1))
+        return ClassifierOutput(loss, logits, out.hidden_states, out.attentions)
+
+
+class BertForPreTraining(_WithEncoder):
+    """MLM + next-sentence (or sentence-order) prediction; loss = MLM loss + NSP loss."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        self.cls = BertPreTrainingHeads(config, self.bert.embeddings.word_embeddings)
+        self.init_weights()
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None,
+                labels=None, next_sentence_label=None, head_mask=None, output_attentions=False,
+                output_hidden_states=False, full_logits: bool = False) -> PreTrainingOutput:
+        out = self.encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask,
+                          output_attentions, output_hidden_states)
+        logits, mlm_loss = mlm_logits_and_loss(self.cls.predictions, out.last_hidden_state, labels, full_logits)
+        nsp_logits = self.cls.seq_relationship(out.pooler_output)
+        nsp_loss = None
+        if next_sentence_label is not None:
+            nsp_loss = F.cross_entropy(nsp_logits, next_sentence_label.view(-1))
+        losses = [x for x in (mlm_loss, nsp_loss) if x is not None]
+        loss = sum(losses) if losses else None
+        return PreTrainingOutput(loss, logits, nsp_logits, mlm_loss, nsp_loss,
+                                 out.hidden_states, out.attentions)
+
+
+# ---------------------------------------------------------------------------- task models
+def classifier_dropout(config: BertConfig) -> nn.Dropout:
+    p = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+    return nn.Dropout(p)
+
+
+def classification_loss(logits: torch.Tensor, labels: torch.Tensor, config: BertConfig) -> torch.Tensor:
+    """MSE for regression (one output), BCE for multi-label (float multi-hot labels), else CE.
+
+    The problem type is inferred as transformers does when config.problem_type is unset.
+    """
+    problem = config.problem_type
+    if problem is None:
+        if config.num_labels == 1:
+            problem = "regression"
+        elif labels.dtype in (torch.long, torch.int32, torch.int64):
+            problem = "single_label_classification"
+        else:
+            problem = "multi_label_classification"
+    if problem == "regression":
+        return F.mse_loss(logits.squeeze(-1), labels.to(logits.dtype).view(-1)) if config.num_labels == 1 \
+            else F.mse_loss(logits, labels.to(logits.dtype))
+    if problem == "multi_label_classification":
+        return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
+    return F.cross_entropy(logits.view(-1, config.num_labels), labels.view(-1))
+
+
+class BertForSequenceClassification(_WithEncoder):
+    """Single text or text pair -> num_labels logits from the pooled [CLS] vector."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        self.dropout = classifier_dropout(config)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.init_weights()
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None,
+                labels=None, head_mask=None, output_attentions=False, output_hidden_states=False
+                ) -> ClassifierOutput:
+        out = self.encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask,
+                          output_attentions, output_hidden_states)
+        logits = self.classifier(self.dropout(out.pooler_output))
+        loss = None if labels is None else classification_loss(logits, labels, self.config)
+        return ClassifierOutput(loss, logits, out.hidden_states, out.attentions)
+
+
+class BertForTokenClassification(_WithEncoder):
+    """One label per token (NER tags); positions labelled -100 carry no loss."""
+
+    add_pooling_layer = False
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        self.dropout = classifier_dropout(config)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.init_weights()
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None,
+                labels=None, head_mask=None, output_attentions=False, output_hidden_states=False
+                ) -> ClassifierOutput:
+        out = self.encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask,
+                          output_attentions, output_hidden_states)
+        logits = self.classifier(self.dropout(out.last_hidden_state))
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.view(-1, self.config.num_labels), labels.view(-1),
+                                   ignore_index=IGNORE_INDEX)
+        return ClassifierOutput(loss, logits, out.hidden_states, out.attentions)
+
+
+class BertForQuestionAnswering(_WithEncoder):
+    """Extractive QA: a start and an end logit per token; loss = mean of the two CEs."""
+
+    add_pooling_layer = False
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)
+        self.init_weights()
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None,
+                start_positions=None, end_positions=None, head_mask=None, output_attentions=False,
+                output_hidden_states=False) -> QuestionAnsweringOutput:
+        out = self.encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask,
+                          output_attentions, output_hidden_states)
+        start_logits, end_logits = self.qa_outputs(out.last_hidden_state).unbind(dim=-1)
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            # Positions outside the sequence (answers cut off by truncation) are ignored.
+            seq_len = start_logits.shape[1]
+            start = start_positions.view(-1).clamp(0, seq_len)
+            end = end_positions.view(-1).clamp(0, seq_len)
+            loss = (F.cross_entropy(start_logits, start, ignore_index=seq_len)
+                    + F.cross_entropy(end_logits, end, ignore_index=seq_len)) / 2
+        return QuestionAnsweringOutput(loss, start_logits.contiguous(), end_logits.contiguous(),
+                                       out.hidden_states, out.attentions)
+
+
+class BertForMultipleChoice(_WithEncoder):
+    """Inputs (B, C, T) for C choices -> (B, C) scores; loss = CE over the choices."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        self.dropout = classifier_dropout(config)
+        self.classifier = nn.Linear(config.hidden_size, 1)
+        self.init_weights()
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None,
+                labels=None, head_mask=None, output_attentions=False, output_hidden_states=False
+                ) -> ClassifierOutput:
+        num_choices = input_ids.shape[1]
+
+        def flat(x):
+            return None if x is None else x.reshape(-1, x.shape[-1])
+
+        out = self.encode(flat(input_ids), flat(attention_mask), flat(token_type_ids),
+                          flat(position_ids), head_mask, output_attentions, output_hidden_states)
+        logits = self.classifier(self.dropout(out.pooler_output)).view(-1, num_choices)
+        loss = None if labels is None else F.cross_entropy(logits, labels.view(-1))
+        return ClassifierOutput(loss, logits, out.hidden_states, out.attentions)

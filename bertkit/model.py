@@ -1,0 +1,303 @@
+"""The BERT encoder in one file: embeddings, self-attention, feed-forward, layer, encoder, pooler.
+
+Shapes: B = batch, T = sequence length, H = hidden size, h = number of heads, d = H / h.
+Module and parameter names equal Hugging Face's (`encoder.layer.0.attention.self.query.weight`,
+...), so a `transformers` state dict loads without renaming. Variants are switches on
+`BertConfig`, not copies of this file.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from .checkpoint import PretrainedMixin
+from .config import BertConfig
+from .errors import BertkitError
+
+
+# ---------------------------------------------------------------------------- outputs
+class ModelOutput:
+    """Dataclass base whose fields can also be read by position, skipping None (like HF)."""
+
+    def to_tuple(self) -> tuple:
+        return tuple(v for v in (getattr(self, f.name) for f in fields(self)) if v is not None)
+
+    def __getitem__(self, index: int | str) -> Any:
+        if isinstance(index, str):
+            return getattr(self, index)
+        return self.to_tuple()[index]
+
+
+@dataclass
+class EncoderOutput(ModelOutput):
+    last_hidden_state: torch.Tensor
+    pooler_output: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None  # embeddings, then every layer
+    attentions: tuple[torch.Tensor, ...] | None = None  # per layer, (B, h, T, T)
+
+
+def activation(name: str):
+    """The feed-forward non-linearity. "gelu" is the exact erf form BERT was trained with."""
+    if name == "gelu":
+        return nn.GELU()
+    if name in ("gelu_new", "gelu_pytorch_tanh"):
+        return nn.GELU(approximate="tanh")
+    if name == "relu":
+        return nn.ReLU()
+    if name in ("silu", "swish"):
+        return nn.SiLU()
+    if name == "tanh":
+        return nn.Tanh()
+    raise BertkitError(f"unknown activation {name!r}")
+
+
+# ---------------------------------------------------------------------------- embeddings
+class BertEmbeddings(nn.Module):
+    """x_t = LayerNorm(word[id_t] + position[t] + segment[type_t]), then dropout."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size,
+                                            padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.token_type_embeddings = nn.Embedding(max(config.type_vocab_size, 1), config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
+                position_ids: torch.Tensor | None = None) -> torch.Tensor:
+        seq_len = input_ids.shape[1]
+        if position_ids is None:
+            position_ids = torch.arange(seq_len, device=input_ids.device).unsqueeze(0)
+        x = self.word_embeddings(input_ids) + self.position_embeddings(position_ids)
+        if token_type_ids is None:
+            x = x + self.token_type_embeddings.weight[0]  # every token is in segment 0
+        else:
+            x = x + self.token_type_embeddings(token_type_ids)
+        return self.dropout(self.LayerNorm(x))
+
+
+# ---------------------------------------------------------------------------- attention
+class BertSelfAttention(nn.Module):
+    """softmax(Q K^T / sqrt(d) + mask) V for h heads in parallel.
+
+    Two paths give the same result: PyTorch's fused `scaled_dot_product_attention` (fast, never
+    materialises the T x T probabilities) and an explicit one that returns the probabilities.
+    The explicit path is taken only when probabilities are asked for or a head mask is given.
+    """
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.num_heads = config.num_attention_heads
+        self.head_dim = config.head_dim
+        hidden = config.hidden_size
+        self.query = nn.Linear(hidden, hidden)
+        self.key = nn.Linear(hidden, hidden)
+        self.value = nn.Linear(hidden, hidden)
+        self.dropout_prob = config.attention_probs_dropout_prob
+        self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
+
+    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, H) -> (B, h, T, d)"""
+        batch, seq_len, _ = x.shape
+        return x.view(batch, seq_len, self.num_heads, self.head_dim).transpose(1, 2)
+
+    def forward(self, hidden: torch.Tensor, attention_bias: torch.Tensor | None = None,
+                head_mask: torch.Tensor | None = None, output_attentions: bool = False
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        q = self.split_heads(self.query(hidden))
+        k = self.split_heads(self.key(hidden))
+        v = self.split_heads(self.value(hidden))
+        probs = None
+        if output_attentions or head_mask is not None:
+            scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)
+            if attention_bias is not None:
+                scores = scores + attention_bias
+            probs = scores.softmax(dim=-1)
+            weights = self.dropout(probs)
+            if head_mask is not None:
+                weights = weights * head_mask
+            context = weights @ v
+        else:
+            context = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=attention_bias,
+                dropout_p=self.dropout_prob if self.training else 0.0)
+        batch, _, seq_len, _ = context.shape
+        context = context.transpose(1, 2).reshape(batch, seq_len, self.num_heads * self.head_dim)
+        return context, probs
+
+
+class BertSelfOutput(nn.Module):
+    """Project the heads back to H, then the residual connection and LayerNorm (post-LN)."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, context: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(self.dropout(self.dense(context)) + residual)
+
+
+class BertAttention(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.self = BertSelfAttention(config)  # HF's name, kept for state-dict compatibility
+        self.output = BertSelfOutput(config)
+
+    def forward(self, hidden, attention_bias=None, head_mask=None, output_attentions=False):
+        context, probs = self.self(hidden, attention_bias, head_mask, output_attentions)
+        return self.output(context, hidden), probs
+
+
+# ---------------------------------------------------------------------------- feed-forward
+class BertIntermediate(nn.Module):
+    """The widening half of the feed-forward block: act(x W1 + b1), H -> intermediate."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.intermediate_act_fn = activation(config.hidden_act)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.intermediate_act_fn(self.dense(x))
+
+
+class BertOutput(nn.Module):
+    """The narrowing half: LayerNorm(dropout(a W2 + b2) + x)."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, intermediate: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(self.dropout(self.dense(intermediate)) + residual)
+
+
+class BertLayer(nn.Module):
+    """One transformer block: self-attention sub-layer, then feed-forward sub-layer."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.attention = BertAttention(config)
+        self.intermediate = BertIntermediate(config)
+        self.output = BertOutput(config)
+
+    def forward(self, hidden, attention_bias=None, head_mask=None, output_attentions=False):
+        attended, probs = self.attention(hidden, attention_bias, head_mask, output_attentions)
+        return self.output(self.intermediate(attended), attended), probs
+
+
+class BertEncoder(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.layer = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
+        self.gradient_checkpointing = False  # recompute activations in backward to save memory
+
+    def forward(self, hidden, attention_bias=None, head_mask=None, output_attentions=False,
+                output_hidden_states=False):
+        all_hidden = [hidden] if output_hidden_states else None
+        all_attn = [] if output_attentions else None
+        for i, layer in enumerate(self.layer):
+            layer_head_mask = None if head_mask is None else head_mask[i]
+            if self.gradient_checkpointing and self.training:
+                hidden, probs = checkpoint(layer, hidden, attention_bias, layer_head_mask,
+                                           output_attentions, use_reentrant=False)
+            else:
+                hidden, probs = layer(hidden, attention_bias, layer_head_mask, output_attentions)
+            if output_hidden_states:
+                all_hidden.append(hidden)
+            if output_attentions:
+                all_attn.append(probs)
+        return (hidden, None if all_hidden is None else tuple(all_hidden),
+                None if all_attn is None else tuple(all_attn))
+
+
+class BertPooler(nn.Module):
+    """tanh(W h_[CLS] + b): the sentence vector BERT's NSP head was trained on."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = nn.Tanh()
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.activation(self.dense(hidden[:, 0]))
+
+
+# ---------------------------------------------------------------------------- the model
+class BertModel(PretrainedMixin, nn.Module):
+    """The bare encoder: token ids in, contextual vectors (and the pooled [CLS] vector) out."""
+
+    def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
+        super().__init__()
+        self.config = config
+        self.embeddings = BertEmbeddings(config)
+        self.encoder = BertEncoder(config)
+        self.pooler = BertPooler(config) if add_pooling_layer else None
+        self.init_weights()
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
+                head_mask: torch.Tensor | None = None, output_attentions: bool = False,
+                output_hidden_states: bool = False) -> EncoderOutput:
+        self.check_inputs(input_ids, attention_mask)
+        hidden = self.embeddings(input_ids, token_type_ids, position_ids)
+        bias = attention_bias(attention_mask, hidden.dtype)
+        hidden, all_hidden, all_attn = self.encoder(
+            hidden, bias, self.expand_head_mask(head_mask), output_attentions, output_hidden_states)
+        pooled = self.pooler(hidden) if self.pooler is not None else None
+        return EncoderOutput(hidden, pooled, all_hidden, all_attn)
+
+    def check_inputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> None:
+        """Turn the usual user mistakes into messages instead of index errors deep in torch."""
+        if input_ids.dim() != 2:
+            raise BertkitError(f"input_ids must have shape (batch, sequence), got {tuple(input_ids.shape)}")
+        if input_ids.shape[1] > self.config.max_position_embeddings:
+            raise BertkitError(
+                f"sequence length {input_ids.shape[1]} exceeds max_position_embeddings "
+                f"({self.config.max_position_embeddings}); tokenize with truncation and "
+                f"max_length={self.config.max_position_embeddings}")
+        if input_ids.numel() and (int(input_ids.max()) >= self.config.vocab_size or int(input_ids.min()) < 0):
+            raise BertkitError(
+                f"token id {int(input_ids.max())} is outside the model's vocabulary of "
+                f"{self.config.vocab_size}; the tokenizer does not fit this model")
+        if attention_mask is not None and attention_mask.shape != input_ids.shape:
+            raise BertkitError(f"attention_mask shape {tuple(attention_mask.shape)} differs from "
+                               f"input_ids shape {tuple(input_ids.shape)}")
+
+    def expand_head_mask(self, head_mask: torch.Tensor | None) -> torch.Tensor | None:
+        """(h,) or (layers, h) of 0/1 -> (layers, 1, h, 1, 1), broadcastable over probabilities."""
+        if head_mask is None:
+            return None
+        if head_mask.dim() == 1:
+            head_mask = head_mask.unsqueeze(0).expand(self.config.num_hidden_layers, -1)
+        return head_mask[:, None, :, None, None].to(self.embeddings.word_embeddings.weight.dtype)
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embeddings.word_embeddings
+
+    def set_gradient_checkpointing(self, enabled: bool = True) -> None:
+        self.encoder.gradient_checkpointing = enabled
+
+
+def attention_bias(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+    """0/1 padding mask (B, T) -> additive bias (B, 1, 1, T): 0 to attend, a huge negative to skip.
+
+    Returns None when nothing is padded, which lets SDPA pick its fastest kernel.
+    """
+    if attention_mask is None or bool(attention_mask.all()):
+        return None
+    bias = torch.zeros(attention_mask.shape, dtype=dtype, device=attention_mask.device)
+    bias.masked_fill_(attention_mask == 0, torch.finfo(dtype).min)
+    return bias[:, None, None, :]
