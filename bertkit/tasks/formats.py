@@ -1,0 +1,486 @@
+"""Task data in the standard file formats: CSV/TSV/JSONL text sets, CoNLL, SQuAD JSON.
+
+Three example types cover the fine-tuning tasks:
+
+* `TextExample`  -- one text (or a text pair) with a class label, several labels
+  (multi-label), a number (regression), or no label (unlabelled prediction input).
+* `TokenExample` -- a tokenised sentence with one tag per token (NER, POS, supersenses).
+* `QAExample`    -- an extractive question over a context (SQuAD v1.1 / v2.0).
+
+Every problem a user can cause in a file raises `DataError` with the file, the line (or
+record) at fault and what to do about it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence, Union
+
+from bertkit.errors import DataError
+
+Label = Union[str, float, list, None]
+
+__all__ = [
+    "TextExample",
+    "TokenExample",
+    "QAExample",
+    "SquadReadStats",
+    "read_text_dataset",
+    "read_conll",
+    "write_conll",
+    "read_squad",
+    "write_squad",
+    "infer_task_kind",
+    "build_label_map",
+    "check_labels_known",
+]
+
+
+@dataclass
+class TextExample:
+    """A text (optionally a pair) and its label.
+
+    `label` is a class name (str), several class names (list[str], multi-label), a number
+    (float, regression) or None (unlabelled).
+    """
+
+    text: str
+    text_pair: str | None = None
+    label: Label = None
+
+
+@dataclass
+class TokenExample:
+    """A sentence as tokens with one tag per token (e.g. IOB2 tags `B-PER`, `I-PER`, `O`)."""
+
+    tokens: list[str]
+    tags: list[str]
+
+    def __post_init__(self) -> None:
+        if len(self.tokens) != len(self.tags):
+            raise DataError(
+                f"TokenExample has {len(self.tokens)} tokens but {len(self.tags)} tags; "
+                "give exactly one tag per token"
+            )
+
+
+@dataclass
+class QAExample:
+    """An extractive QA example in SQuAD form.
+
+    `answers` is a list of {"text": str, "answer_start": int} with
+    `context[answer_start : answer_start + len(text)] == text`. For a SQuAD 2.0 question
+    without an answer, `is_impossible` is True and `answers` is empty.
+    """
+
+    id: str
+    question: str
+    context: str
+    answers: list[dict] = field(default_factory=list)
+    is_impossible: bool = False
+
+
+# ----------------------------------------------------------------------------------------
+# CSV / TSV / JSONL text classification and regression sets
+# ----------------------------------------------------------------------------------------
+
+
+def _parse_number(value) -> float | None:
+    """The value as a finite float, or None when it is not a number (bools are not numbers)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            return None
+        return number if math.isfinite(number) else None
+    return None
+
+
+def _finish_labels(raw: list, where: list[str], path: str, label_type: str) -> list:
+    """Turn raw label cells into final labels, the same kind for every record.
+
+    raw[i] is None (missing), a str, a number or a list of str; where[i] names its line.
+    Rules: any list -> all multi-label (missing -> []); otherwise with label_type "auto" all
+    labels become floats when every one parses as a number, else str.
+    """
+    if all(value is None for value in raw):
+        return raw
+    if any(isinstance(value, list) for value in raw):
+        if label_type == "number":
+            raise DataError(f"{path}: label_type='number' but {where[0]} has a list of labels")
+        return [value if isinstance(value, list) else ([] if value is None else [str(value)])
+                for value in raw]
+    for value, loc in zip(raw, where):
+        if value is None:
+            raise DataError(
+                f"{path}: {loc} has no label while other records have one; "
+                "fill it in, or remove the row"
+            )
+    if label_type == "category":
+        return [_label_to_str(value) for value in raw]
+    numbers = [_parse_number(value) for value in raw]
+    if label_type == "number":
+        for number, value, loc in zip(numbers, raw, where):
+            if number is None:
+                raise DataError(f"{path}: {loc} label {value!r} is not a number (label_type='number')")
+        return numbers
+    if all(number is not None for number in numbers):
+        return numbers
+    return [_label_to_str(value) for value in raw]
+
+
+def _label_to_str(value) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _csv_rows(path: str, delimiter: str):
+    """Yield (line_number, row_dict, fieldnames) from a CSV/TSV file with a header row."""
+    quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
+    with open(path, newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle, delimiter=delimiter, quoting=quoting)
+        fieldnames = reader.fieldnames or []
+        if not fieldnames:
+            raise DataError(f"{path}: file is empty; expected a header row naming the columns")
+        for row in reader:
+            line = reader.line_num
+            if None in row:
+                raise DataError(
+                    f"{path}: line {line} has {len(fieldnames) + len(row[None])} fields but the "
+                    f"header has {len(fieldnames)}; quote fields that contain the delimiter"
+                )
+            if any(value is None for value in row.values()):
+                raise DataError(
+                    f"{path}: line {line} has fewer fields than the {len(fieldnames)} in the header"
+                )
+            yield line, row, fieldnames
+
+
+def _jsonl_rows(path: str):
+    """Yield (line_number, record_dict) from a JSON-lines file, skipping blank lines."""
+    with open(path, encoding="utf-8") as handle:
+        for line_number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise DataError(f"{path}: line {line_number} is not valid JSON ({err.msg})") from None
+            if not isinstance(record, dict):
+                raise DataError(f"{path}: line {line_number} must be a JSON object, got {type(record).__name__}")
+            yield line_number, record
+
+
+def read_text_dataset(
+    path: str | os.PathLike,
+    text_column: str = "text",
+    pair_column: str | None = None,
+    label_column: str | None = "label",
+    label_type: str = "auto",
+    multilabel_sep: str = "|",
+) -> list[TextExample]:
+    """Read a text classification / regression set from .csv, .tsv or .jsonl.
+
+    CSV and TSV files need a header row. Labels:
+      * multi-label: a JSON list in JSONL, or labels joined by `multilabel_sep` ("a|b") in
+        CSV/TSV; once any record has several labels, every label becomes a list.
+      * numbers: with `label_type="auto"` labels become floats when EVERY label parses as a
+        number (regression). Integer class ids such as 0/1 therefore read as floats: pass
+        `label_type="category"` to keep them as class names ("0", "1").
+      * `label_column=None` reads an unlabelled set (label None).
+    """
+    path = str(path)
+    if label_type not in ("auto", "category", "number"):
+        raise DataError(f"label_type must be 'auto', 'category' or 'number', got {label_type!r}")
+    if not os.path.isfile(path):
+        raise DataError(f"{path}: no such file")
+    suffix = Path(path).suffix.lower()
+    wanted = [text_column] + ([pair_column] if pair_column else []) + ([label_column] if label_column else [])
+    texts, pairs, raw_labels, where = [], [], [], []
+
+    if suffix in (".csv", ".tsv"):
+        for line, row, fieldnames in _csv_rows(path, "\t" if suffix == ".tsv" else ","):
+            missing = [name for name in wanted if name not in row]
+            if missing:
+                raise DataError(
+                    f"{path}: header has no column {missing[0]!r} (columns: {', '.join(fieldnames)}); "
+                    "pass the right column name"
+                )
+            texts.append(row[text_column])
+            pairs.append(row[pair_column] if pair_column else None)
+            where.append(f"line {line}")
+            if label_column is None:
+                raw_labels.append(None)
+                continue
+            cell = row[label_column].strip()
+            if cell == "":
+                raw_labels.append(None)
+            elif multilabel_sep and multilabel_sep in cell:
+                raw_labels.append([part.strip() for part in cell.split(multilabel_sep) if part.strip()])
+            else:
+                raw_labels.append(cell)
+    elif suffix == ".jsonl":
+        for line, record in _jsonl_rows(path):
+            missing = [name for name in wanted if name not in record]
+            if missing:
+                raise DataError(
+                    f"{path}: line {line} has no key {missing[0]!r} (keys: {', '.join(record)}); "
+                    "pass the right column name"
+                )
+            for name in wanted[:2] if pair_column else wanted[:1]:
+                if not isinstance(record[name], str):
+                    raise DataError(f"{path}: line {line} field {name!r} must be a string")
+            texts.append(record[text_column])
+            pairs.append(record[pair_column] if pair_column else None)
+            where.append(f"line {line}")
+            value = record[label_column] if label_column else None
+            if isinstance(value, list):
+                if not all(isinstance(item, str) for item in value):
+                    raise DataError(f"{path}: line {line} label list must hold strings, got {value!r}")
+            elif value is not None and (isinstance(value, bool) or not isinstance(value, (str, int, float))):
+                raise DataError(
+                    f"{path}: line {line} label {value!r} must be a string, a number or a list of strings"
+                )
+            raw_labels.append(value)
+    else:
+        raise DataError(f"{path}: unknown extension {suffix!r}; use .csv, .tsv or .jsonl")
+
+    labels = _finish_labels(raw_labels, where, path, label_type)
+    return [TextExample(text=t, text_pair=p, label=l) for t, p, l in zip(texts, pairs, labels)]
+
+
+def infer_task_kind(examples: Sequence[TextExample]) -> str:
+    """"classification" (str labels), "multilabel" (list labels) or "regression" (float labels)."""
+    labels = [example.label for example in examples]
+    if not labels:
+        raise DataError("cannot infer the task kind of an empty dataset")
+    if all(isinstance(label, list) for label in labels):
+        return "multilabel"
+    if all(isinstance(label, float) for label in labels):
+        return "regression"
+    if all(isinstance(label, str) for label in labels):
+        return "classification"
+    kinds = sorted({type(label).__name__ for label in labels})
+    raise DataError(
+        f"labels are of mixed kinds ({', '.join(kinds)}); every example needs a class name, a list "
+        "of class names, or a number"
+    )
+
+
+def build_label_map(labels: Iterable) -> tuple[dict[str, int], dict[int, str]]:
+    """Sorted, deterministic label vocabulary: (label2id, id2label).
+
+    `labels` may hold class names or lists of class names (multi-label); lists are flattened.
+    """
+    names: set[str] = set()
+    for label in labels:
+        if isinstance(label, list):
+            names.update(label)
+        elif label is not None:
+            names.add(label)
+    ordered = sorted(names)
+    label2id = {name: index for index, name in enumerate(ordered)}
+    id2label = {index: name for index, name in enumerate(ordered)}
+    return label2id, id2label
+
+
+def check_labels_known(labels: Iterable, label2id: dict, split_name: str) -> None:
+    """Raise DataError listing labels of split `split_name` that are not in `label2id`."""
+    unseen: set[str] = set()
+    for label in labels:
+        for name in label if isinstance(label, list) else [label]:
+            if name is not None and name not in label2id:
+                unseen.add(name)
+    if unseen:
+        shown = ", ".join(repr(name) for name in sorted(unseen)[:20])
+        more = f" and {len(unseen) - 20} more" if len(unseen) > 20 else ""
+        raise DataError(
+            f"{split_name} split has {len(unseen)} label(s) never seen in training: {shown}{more}; "
+            "add training examples for them or remove them from this split"
+        )
+
+
+# ----------------------------------------------------------------------------------------
+# CoNLL token-tag files
+# ----------------------------------------------------------------------------------------
+
+
+def read_conll(path: str | os.PathLike, token_col: int = 0, tag_col: int = -1) -> list[TokenExample]:
+    """Read a CoNLL file: one token per line with whitespace-separated columns, a blank line
+    between sentences, `-DOCSTART-` lines skipped. Every token line must have the same number
+    of columns as the first one."""
+    path = str(path)
+    if not os.path.isfile(path):
+        raise DataError(f"{path}: no such file")
+    sentences: list[TokenExample] = []
+    tokens: list[str] = []
+    tags: list[str] = []
+    n_columns = None
+    with open(path, encoding="utf-8") as handle:
+        for line_number, line in enumerate(handle, start=1):
+            fields = line.split()
+            if not fields:
+                if tokens:
+                    sentences.append(TokenExample(tokens, tags))
+                    tokens, tags = [], []
+                continue
+            if fields[0] == "-DOCSTART-":
+                continue
+            if n_columns is None:
+                n_columns = len(fields)
+                needed = max(token_col if token_col >= 0 else -token_col - 1,
+                             tag_col if tag_col >= 0 else -tag_col - 1) + 1
+                if n_columns < needed or n_columns < 2:
+                    raise DataError(
+                        f"{path}: line {line_number} has {n_columns} column(s) but token_col={token_col} "
+                        f"and tag_col={tag_col} need at least {max(needed, 2)}"
+                    )
+            elif len(fields) != n_columns:
+                raise DataError(
+                    f"{path}: line {line_number} has {len(fields)} columns, expected {n_columns} "
+                    "like the first token line; separate columns by whitespace and sentences by a blank line"
+                )
+            tokens.append(fields[token_col])
+            tags.append(fields[tag_col])
+    if tokens:
+        sentences.append(TokenExample(tokens, tags))
+    return sentences
+
+
+def write_conll(path: str | os.PathLike, examples: Iterable[TokenExample]) -> None:
+    """Write `token tag` lines with a blank line after each sentence (readable by read_conll)."""
+    path = str(path)
+    with open(path, "w", encoding="utf-8") as handle:
+        for index, example in enumerate(examples):
+            for token, tag in zip(example.tokens, example.tags):
+                if not token or not tag or any(ch.isspace() for ch in token + tag):
+                    raise DataError(
+                        f"sentence {index}: token {token!r} / tag {tag!r} is empty or contains "
+                        "whitespace, which CoNLL cannot store; split or replace it"
+                    )
+                handle.write(f"{token} {tag}\n")
+            handle.write("\n")
+
+
+# ----------------------------------------------------------------------------------------
+# SQuAD JSON (v1.1 and v2.0)
+# ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class SquadReadStats:
+    """What read_squad had to repair or drop."""
+
+    questions: int = 0          # questions kept
+    answers: int = 0            # answers kept
+    fixed_starts: int = 0       # answer_start moved to the nearest occurrence of the text
+    dropped_answers: int = 0    # answer text not found in its context
+    dropped_questions: int = 0  # answerable questions left with no valid answer
+
+
+def _locate_answer(context: str, text: str, start: int) -> int | None:
+    """The start of `text` in `context`: `start` when it matches there, else the occurrence
+    nearest to `start`, else None."""
+    if 0 <= start and context[start:start + len(text)] == text:
+        return start
+    best = None
+    position = context.find(text)
+    while position != -1:
+        if best is None or abs(position - start) < abs(best - start):
+            best = position
+        position = context.find(text, position + 1)
+    return best
+
+
+def read_squad(path: str | os.PathLike, return_stats: bool = False):
+    """Read SQuAD v1.1 or v2.0 JSON into QAExamples.
+
+    Each answer is checked: `context[answer_start:answer_start+len(text)] == text`. When it
+    does not hold but the text occurs elsewhere in the context, answer_start is moved to the
+    nearest occurrence; when the text does not occur at all, the answer is dropped, and an
+    answerable question left with no answer is dropped. Nothing crashes on such data: the
+    counts are reported with `warnings.warn` and returned as `SquadReadStats` when
+    `return_stats=True` (then the result is `(examples, stats)`).
+    """
+    path = str(path)
+    if not os.path.isfile(path):
+        raise DataError(f"{path}: no such file")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = json.load(handle)
+    except json.JSONDecodeError as err:
+        raise DataError(f"{path}: not valid JSON (line {err.lineno}: {err.msg})") from None
+    if not isinstance(document, dict) or not isinstance(document.get("data"), list):
+        raise DataError(f'{path}: expected a SQuAD object {{"version": ..., "data": [...]}}')
+
+    stats = SquadReadStats()
+    examples: list[QAExample] = []
+    for article_index, article in enumerate(document["data"]):
+        for paragraph_index, paragraph in enumerate(_field(article, "paragraphs", list, path, f"data[{article_index}]")):
+            where = f"data[{article_index}].paragraphs[{paragraph_index}]"
+            context = _field(paragraph, "context", str, path, where)
+            for qa_index, qa in enumerate(_field(paragraph, "qas", list, path, where)):
+                qa_where = f"{where}.qas[{qa_index}]"
+                qid = str(_field(qa, "id", (str, int), path, qa_where))
+                question = _field(qa, "question", str, path, f"{qa_where} (id {qid})")
+                impossible = bool(qa.get("is_impossible", False))
+                answers = []
+                for answer in qa.get("answers", []) if not impossible else []:
+                    text = _field(answer, "text", str, path, f"{qa_where} (id {qid})")
+                    start = _field(answer, "answer_start", int, path, f"{qa_where} (id {qid})")
+                    found = _locate_answer(context, text, start) if text else None
+                    if found is None:
+                        stats.dropped_answers += 1
+                        continue
+                    stats.fixed_starts += found != start
+                    answers.append({"text": text, "answer_start": found})
+                if not impossible and not answers:
+                    stats.dropped_questions += 1
+                    continue
+                stats.questions += 1
+                stats.answers += len(answers)
+                examples.append(QAExample(qid, question, context, answers, impossible))
+    if stats.fixed_starts or stats.dropped_answers or stats.dropped_questions:
+        warnings.warn(
+            f"{path}: moved {stats.fixed_starts} answer_start(s) to where the answer text occurs, "
+            f"dropped {stats.dropped_answers} answer(s) not found in their context and "
+            f"{stats.dropped_questions} question(s) left without an answer",
+            stacklevel=2,
+        )
+    return (examples, stats) if return_stats else examples
+
+
+def _field(record, key: str, kind, path: str, where: str):
+    """record[key], checked to be of type `kind`, else a DataError naming the record."""
+    if not isinstance(record, dict) or key not in record:
+        raise DataError(f"{path}: {where} has no {key!r} field; is this a SQuAD file?")
+    value = record[key]
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise DataError(f"{path}: {where} field {key!r} has the wrong type ({type(value).__name__})")
+    return value
+
+
+def write_squad(path: str | os.PathLike, examples: Iterable[QAExample], version: str = "v2.0") -> None:
+    """Write QAExamples as SQuAD JSON; consecutive examples sharing a context form one paragraph."""
+    paragraphs: list[dict] = []
+    for example in examples:
+        if not paragraphs or paragraphs[-1]["context"] != example.context:
+            paragraphs.append({"context": example.context, "qas": []})
+        qa = {"id": example.id, "question": example.question, "answers": list(example.answers)}
+        if version.startswith("v2") or example.is_impossible:
+            qa["is_impossible"] = example.is_impossible
+        paragraphs[-1]["qas"].append(qa)
+    document = {"version": version, "data": [{"title": "bertkit", "paragraphs": paragraphs}]}
+    with open(str(path), "w", encoding="utf-8") as handle:
+        json.dump(document, handle, ensure_ascii=False)

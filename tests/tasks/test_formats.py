@@ -1,0 +1,228 @@
+import json
+
+import pytest
+
+from bertkit.errors import DataError
+from bertkit.tasks.formats import (
+    QAExample,
+    TextExample,
+    TokenExample,
+    build_label_map,
+    check_labels_known,
+    infer_task_kind,
+    read_conll,
+    read_squad,
+    read_text_dataset,
+    write_conll,
+    write_squad,
+)
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# ---------------------------------------------------------------- text datasets
+
+
+def test_csv_classification_with_quoted_comma(tmp_path):
+    path = write(tmp_path, "train.csv", 'text,label\n"good, very good",pos\nbad,neg\n')
+    examples = read_text_dataset(path)
+    assert examples == [TextExample("good, very good", None, "pos"), TextExample("bad", None, "neg")]
+    assert infer_task_kind(examples) == "classification"
+
+
+def test_tsv_pair_regression_and_unbalanced_quotes(tmp_path):
+    path = write(tmp_path, "sts.tsv", 's1\ts2\tscore\nA "man eats\tA man eats food\t4.2\nx\ty\t0\n')
+    examples = read_text_dataset(path, text_column="s1", pair_column="s2", label_column="score")
+    assert examples[0] == TextExample('A "man eats', "A man eats food", 4.2)
+    assert examples[1].label == 0.0 and isinstance(examples[1].label, float)
+    assert infer_task_kind(examples) == "regression"
+
+
+def test_integer_class_ids_stay_names_with_category(tmp_path):
+    path = write(tmp_path, "sst.csv", "text,label\na,0\nb,1\n")
+    assert [e.label for e in read_text_dataset(path)] == [0.0, 1.0]
+    assert [e.label for e in read_text_dataset(path, label_type="category")] == ["0", "1"]
+
+
+def test_mixed_numbers_and_names_are_names(tmp_path):
+    path = write(tmp_path, "mix.csv", "text,label\na,1\nb,two\n")
+    assert [e.label for e in read_text_dataset(path)] == ["1", "two"]
+
+
+def test_csv_multilabel_pipe(tmp_path):
+    path = write(tmp_path, "ml.csv", "text,label\na,x|y\nb,z\nc,\n")
+    examples = read_text_dataset(path)
+    assert [e.label for e in examples] == [["x", "y"], ["z"], []]
+    assert infer_task_kind(examples) == "multilabel"
+    label2id, id2label = build_label_map(e.label for e in examples)
+    assert label2id == {"x": 0, "y": 1, "z": 2} and id2label == {0: "x", 1: "y", 2: "z"}
+
+
+def test_jsonl_multilabel_and_numbers(tmp_path):
+    path = write(tmp_path, "ml.jsonl", json.dumps({"text": "a", "label": ["p", "q"]}) + "\n\n"
+                 + json.dumps({"text": "b", "label": "p"}) + "\n")
+    assert [e.label for e in read_text_dataset(path)] == [["p", "q"], ["p"]]
+    path = write(tmp_path, "reg.jsonl", '{"text": "a", "label": 1}\n{"text": "b", "label": "2.5"}\n')
+    assert [e.label for e in read_text_dataset(path)] == [1.0, 2.5]
+
+
+def test_unlabelled_set(tmp_path):
+    path = write(tmp_path, "test.csv", "text\nhello\n")
+    assert read_text_dataset(path, label_column=None) == [TextExample("hello")]
+
+
+@pytest.mark.parametrize(
+    "name, content, kwargs, message",
+    [
+        ("a.csv", "text,label\na,x\nb,y,extra\n", {}, r"a\.csv: line 3 has 3 fields"),
+        ("a.csv", "text,label\na,x\nb\n", {}, r"a\.csv: line 3 has fewer fields"),
+        ("a.csv", "txt,label\na,x\n", {}, r"no column 'text' \(columns: txt, label\)"),
+        ("a.csv", "text,label\na,x\nb,\n", {}, r"a\.csv: line 3 has no label"),
+        ("a.jsonl", '{"text": "a", "label": "x"}\n{"text": "b", "label": \n', {}, r"a\.jsonl: line 2 is not valid JSON"),
+        ("a.jsonl", '{"text": "a", "label": {"k": 1}}\n', {}, r"line 1 label .* must be a string"),
+        ("a.jsonl", '{"text": "a"}\n', {}, r"line 1 has no key 'label'"),
+        ("a.csv", "text,label\na,x\n", {"label_type": "number"}, r"line 2 label 'x' is not a number"),
+        ("a.txt", "hello\n", {}, r"unknown extension '\.txt'"),
+    ],
+)
+def test_text_dataset_errors_name_file_and_line(tmp_path, name, content, kwargs, message):
+    path = write(tmp_path, name, content)
+    with pytest.raises(DataError, match=message):
+        read_text_dataset(path, **kwargs)
+
+
+def test_mixed_label_kinds_rejected():
+    with pytest.raises(DataError, match="mixed kinds"):
+        infer_task_kind([TextExample("a", label="x"), TextExample("b", label=1.0)])
+
+
+def test_label_map_sorted_and_unknown_labels_listed():
+    label2id, id2label = build_label_map(["b", "a", "c", "a"])
+    assert label2id == {"a": 0, "b": 1, "c": 2}
+    assert id2label[2] == "c"
+    check_labels_known(["a", "c"], label2id, "dev")
+    with pytest.raises(DataError, match=r"dev split has 2 label\(s\) never seen in training: 'd', 'e'"):
+        check_labels_known(["a", "e", "d", "e"], label2id, "dev")
+    with pytest.raises(DataError, match="'z'"):
+        check_labels_known([["a", "z"]], label2id, "test")
+
+
+# ---------------------------------------------------------------- CoNLL
+
+
+CONLL = """-DOCSTART- -X- -X- O
+
+EU NNP B-NP B-ORG
+rejects VBZ B-VP O
+German JJ B-NP B-MISC
+
+Peter NNP B-NP B-PER
+Blackburn NNP I-NP I-PER
+
+
+"""
+
+
+def test_read_conll_columns_docstart_and_blank_lines(tmp_path):
+    path = write(tmp_path, "train.conll", CONLL)
+    sentences = read_conll(path)
+    assert sentences == [
+        TokenExample(["EU", "rejects", "German"], ["B-ORG", "O", "B-MISC"]),
+        TokenExample(["Peter", "Blackburn"], ["B-PER", "I-PER"]),
+    ]
+    pos = read_conll(path, token_col=0, tag_col=1)
+    assert pos[0].tags == ["NNP", "VBZ", "JJ"]
+
+
+def test_conll_round_trip(tmp_path):
+    examples = [TokenExample(["a", "b"], ["B-X", "I-X"]), TokenExample(["c"], ["O"])]
+    path = tmp_path / "out.conll"
+    write_conll(path, examples)
+    assert read_conll(path) == examples
+
+
+def test_conll_wrong_column_count_names_line(tmp_path):
+    path = write(tmp_path, "bad.conll", "EU NNP B-ORG\nrejects VBZ O\n\nPeter B-PER\n")
+    with pytest.raises(DataError, match=r"bad\.conll: line 4 has 2 columns, expected 3"):
+        read_conll(path)
+
+
+def test_conll_too_few_columns_for_request(tmp_path):
+    path = write(tmp_path, "one.conll", "EU\nrejects\n")
+    with pytest.raises(DataError, match="line 1 has 1 column"):
+        read_conll(path)
+
+
+def test_write_conll_rejects_whitespace_token(tmp_path):
+    with pytest.raises(DataError, match="whitespace"):
+        write_conll(tmp_path / "x.conll", [TokenExample(["New York"], ["B-LOC"])])
+
+
+def test_token_example_length_mismatch():
+    with pytest.raises(DataError, match="2 tokens but 1 tags"):
+        TokenExample(["a", "b"], ["O"])
+
+
+# ---------------------------------------------------------------- SQuAD
+
+
+def squad_doc(qas, context="The cat sat on the mat.", version="v2.0"):
+    return {"version": version, "data": [{"title": "t", "paragraphs": [{"context": context, "qas": qas}]}]}
+
+
+def test_read_squad_v11_and_v2(tmp_path):
+    qas = [
+        {"id": "q1", "question": "Who sat?", "answers": [{"text": "The cat", "answer_start": 0},
+                                                          {"text": "cat", "answer_start": 4}]},
+        {"id": "q2", "question": "Where is the dog?", "answers": [], "is_impossible": True,
+         "plausible_answers": [{"text": "mat", "answer_start": 19}]},
+    ]
+    path = write(tmp_path, "dev.json", json.dumps(squad_doc(qas)))
+    examples = read_squad(path)
+    assert examples[0] == QAExample("q1", "Who sat?", "The cat sat on the mat.",
+                                    [{"text": "The cat", "answer_start": 0}, {"text": "cat", "answer_start": 4}], False)
+    assert examples[1].is_impossible and examples[1].answers == []
+    path = write(tmp_path, "v1.json", json.dumps(squad_doc(qas[:1], version="1.1")))
+    assert read_squad(path)[0].answers[1]["answer_start"] == 4
+
+
+def test_read_squad_repairs_and_counts_bad_answers(tmp_path):
+    qas = [
+        {"id": "shifted", "question": "?", "answers": [{"text": "mat", "answer_start": 3}]},
+        {"id": "partly", "question": "?", "answers": [{"text": "dog", "answer_start": 0},
+                                                      {"text": "cat", "answer_start": 4}]},
+        {"id": "gone", "question": "?", "answers": [{"text": "bird", "answer_start": 2}]},
+    ]
+    path = write(tmp_path, "dev.json", json.dumps(squad_doc(qas)))
+    with pytest.warns(UserWarning, match=r"moved 1 answer_start.*dropped 2 answer\(s\).*1 question"):
+        examples, stats = read_squad(path, return_stats=True)
+    assert [e.id for e in examples] == ["shifted", "partly"]
+    assert examples[0].answers == [{"text": "mat", "answer_start": 19}]
+    assert examples[1].answers == [{"text": "cat", "answer_start": 4}]
+    assert (stats.fixed_starts, stats.dropped_answers, stats.dropped_questions, stats.questions) == (1, 2, 1, 2)
+
+
+def test_read_squad_structure_errors_name_record(tmp_path):
+    path = write(tmp_path, "bad.json", json.dumps(squad_doc([{"id": "q9", "answers": []}])))
+    with pytest.raises(DataError, match=r"bad\.json: data\[0\]\.paragraphs\[0\]\.qas\[0\] \(id q9\) has no 'question'"):
+        read_squad(path)
+    path = write(tmp_path, "broken.json", '{"data": [\n  {"paragraphs": ]}')
+    with pytest.raises(DataError, match=r"broken\.json: not valid JSON \(line 2"):
+        read_squad(path)
+
+
+def test_squad_round_trip(tmp_path):
+    examples = [
+        QAExample("a", "Who?", "Ann met Bo.", [{"text": "Ann", "answer_start": 0}], False),
+        QAExample("b", "Whom?", "Ann met Bo.", [{"text": "Bo", "answer_start": 8}], False),
+        QAExample("c", "Why?", "Rain fell.", [], True),
+    ]
+    path = tmp_path / "out.json"
+    write_squad(path, examples)
+    document = json.loads(path.read_text())
+    assert len(document["data"][0]["paragraphs"]) == 2
+    assert read_squad(path) == examples
