@@ -1,0 +1,203 @@
+import math
+import random
+
+import numpy as np
+import pytest
+
+from bertkit.errors import DataError
+from bertkit.tasks.metrics import (
+    accuracy,
+    entity_prf,
+    entity_spans,
+    macro_f1,
+    micro_f1,
+    normalize_answer,
+    pearson,
+    per_class_prf,
+    spearman,
+    squad_em_f1,
+    squad_evaluate,
+)
+from bertkit.tasks.metrics import average_ranks
+
+# ---------------------------------------------------------------- classification (by hand)
+
+GOLD = ["a", "a", "a", "b", "b", "c"]
+PRED = ["a", "a", "b", "b", "c", "c"]
+
+
+def test_accuracy_and_per_class_by_hand():
+    assert accuracy(GOLD, PRED) == pytest.approx(4 / 6)
+    report = per_class_prf(GOLD, PRED)
+    # a: tp 2, fp 0, fn 1 ; b: tp 1, fp 1, fn 1 ; c: tp 1, fp 1, fn 0
+    assert report["a"] == pytest.approx({"precision": 1.0, "recall": 2 / 3, "f1": 0.8, "support": 3})
+    assert report["b"] == pytest.approx({"precision": 0.5, "recall": 0.5, "f1": 0.5, "support": 2})
+    assert report["c"] == pytest.approx({"precision": 0.5, "recall": 1.0, "f1": 2 / 3, "support": 1})
+    assert macro_f1(GOLD, PRED) == pytest.approx((0.8 + 0.5 + 2 / 3) / 3)
+    assert micro_f1(GOLD, PRED) == pytest.approx(accuracy(GOLD, PRED))
+
+
+def test_absent_class_counts_zero_in_macro():
+    assert macro_f1(["a", "a"], ["a", "a"], labels=["a", "b"]) == pytest.approx(0.5)
+
+
+def test_multilabel_by_hand():
+    gold = [["x", "y"], ["y"], []]
+    pred = [["x"], ["y", "z"], ["z"]]
+    # x: tp1 ; y: tp1 fn1 ; z: fp2  -> micro tp2 fp2 fn1: P=.5 R=2/3
+    assert micro_f1(gold, pred) == pytest.approx(2 * 0.5 * (2 / 3) / (0.5 + 2 / 3))
+    assert macro_f1(gold, pred) == pytest.approx((1.0 + 2 / 3 + 0.0) / 3)
+    assert accuracy(gold, pred) == 0.0
+    assert accuracy([["x", "y"]], [["y", "x"]]) == 1.0
+
+
+def test_length_mismatch_is_data_error():
+    with pytest.raises(DataError, match="2 gold labels but 1 predictions"):
+        accuracy(["a", "b"], ["a"])
+
+
+def test_against_sklearn():
+    metrics = pytest.importorskip("sklearn.metrics")
+    rng = random.Random(0)
+    gold = [rng.choice("abcd") for _ in range(300)]
+    pred = [g if rng.random() < 0.6 else rng.choice("abcde") for g in gold]
+    assert macro_f1(gold, pred) == pytest.approx(metrics.f1_score(gold, pred, average="macro", zero_division=0))
+    assert micro_f1(gold, pred) == pytest.approx(metrics.f1_score(gold, pred, average="micro"))
+
+
+# ---------------------------------------------------------------- correlations
+
+
+def test_pearson_by_hand():
+    assert pearson([1, 2, 3], [2, 4, 6]) == pytest.approx(1.0)
+    assert pearson([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    # x=[1,2,3,4], y=[1,3,2,4]: cov sum = 4, var sums = 5 and 5 -> r = 0.8
+    assert pearson([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx(0.8)
+    assert math.isnan(pearson([1, 1, 1], [1, 2, 3]))
+
+
+def test_average_ranks_ties():
+    assert average_ranks([10, 20, 20, 5, 20]).tolist() == [2.0, 4.0, 4.0, 1.0, 4.0]
+
+
+def test_spearman_by_hand_with_ties():
+    # ranks x = [1, 2.5, 2.5, 4], y = [1, 2, 3, 4] -> pearson of ranks
+    expected = pearson([1, 2.5, 2.5, 4], [1, 2, 3, 4])
+    assert spearman([1, 5, 5, 9], [0.1, 0.2, 0.3, 0.4]) == pytest.approx(expected)
+    assert spearman([1, 2, 3, 4], [1, 4, 9, 16]) == pytest.approx(1.0)  # monotone, not linear
+
+
+def test_correlations_need_two_points():
+    with pytest.raises(DataError, match="at least 2"):
+        spearman([1.0], [2.0])
+
+
+def test_against_scipy():
+    stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 6, 200).astype(float)  # many ties
+    y = x + rng.normal(size=200)
+    assert pearson(x, y) == pytest.approx(stats.pearsonr(x, y)[0])
+    assert spearman(x, y) == pytest.approx(stats.spearmanr(x, y)[0])
+
+
+# ---------------------------------------------------------------- entity spans (conlleval)
+
+
+def test_entity_spans_iob2():
+    tags = ["B-PER", "I-PER", "O", "B-LOC", "B-LOC", "I-LOC", "O"]
+    assert entity_spans(tags) == [("PER", 0, 1), ("LOC", 3, 3), ("LOC", 4, 5)]
+
+
+def test_entity_spans_lenient_i_start_and_type_change():
+    # I- after O starts an entity; a type change inside I- splits; entity at the very end.
+    tags = ["I-PER", "I-PER", "I-LOC", "O", "B-ORG", "I-PER", "O", "I-MISC"]
+    assert entity_spans(tags) == [("PER", 0, 1), ("LOC", 2, 2), ("ORG", 4, 4), ("PER", 5, 5), ("MISC", 7, 7)]
+
+
+def test_entity_spans_iob1_and_iobes():
+    # IOB1: B- only separates adjacent entities of the same type
+    assert entity_spans(["I-PER", "I-PER", "B-PER", "O"], scheme="IOB1") == [("PER", 0, 1), ("PER", 2, 2)]
+    assert entity_spans(["S-PER", "B-LOC", "E-LOC", "I-LOC"], scheme="IOBES") == [
+        ("PER", 0, 0), ("LOC", 1, 2), ("LOC", 3, 3)]
+
+
+def test_entity_spans_bad_tag():
+    with pytest.raises(DataError, match="'PER' is not 'O'"):
+        entity_spans(["PER"])
+    with pytest.raises(DataError, match="E-PER"):
+        entity_spans(["E-PER"], scheme="IOB2")
+    with pytest.raises(DataError, match="unknown tagging scheme"):
+        entity_spans(["O"], scheme="XYZ")
+
+
+def test_entity_prf_by_hand():
+    gold = [["B-PER", "I-PER", "O", "B-LOC"], ["B-ORG", "O"]]
+    pred = [["B-PER", "I-PER", "O", "B-ORG"], ["I-ORG", "O"]]
+    # gold: PER(0,1) LOC(3,3) ORG(s1 0,0); pred: PER(0,1) ORG(3,3) ORG(s1 0,0) -> tp 2 of 3/3
+    result = entity_prf(gold, pred)
+    assert result["precision"] == pytest.approx(2 / 3) and result["recall"] == pytest.approx(2 / 3)
+    assert result["f1"] == pytest.approx(2 / 3)
+    assert result["per_type"]["LOC"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 1}
+    assert result["per_type"]["ORG"]["precision"] == pytest.approx(0.5)
+    assert result["per_type"]["ORG"]["support"] == 1
+
+
+def test_entity_prf_entities_do_not_cross_sentences():
+    # the I-PER at the start of sentence 2 is a new entity, not a continuation
+    result = entity_prf([["B-PER"], ["I-PER"]], [["B-PER"], ["B-PER"]])
+    assert result["f1"] == pytest.approx(1.0)
+
+
+def _random_tags(rng, n):
+    return [rng.choice(["O", "O", "B-PER", "I-PER", "B-LOC", "I-LOC"]) for _ in range(n)]
+
+
+def test_against_seqeval():
+    seqeval = pytest.importorskip("seqeval.metrics")
+    rng = random.Random(1)
+    gold = [_random_tags(rng, rng.randint(1, 12)) for _ in range(200)]
+    pred = [[t if rng.random() < 0.7 else rng.choice(["O", "B-PER", "I-LOC"]) for t in s] for s in gold]
+    result = entity_prf(gold, pred)
+    assert result["f1"] == pytest.approx(seqeval.f1_score(gold, pred))
+    assert result["precision"] == pytest.approx(seqeval.precision_score(gold, pred))
+    assert result["recall"] == pytest.approx(seqeval.recall_score(gold, pred))
+
+
+# ---------------------------------------------------------------- SQuAD (official examples)
+
+
+def test_normalize_answer_official_rules():
+    assert normalize_answer("The  Quick, brown-fox!") == "quick brownfox"
+    assert normalize_answer("an apple a day") == "apple day"
+    assert normalize_answer("theatre") == "theatre"  # article removal is whole-word only
+
+
+def test_squad_em_f1_official_style():
+    assert squad_em_f1("the Denver Broncos", ["Denver Broncos", "Broncos"]) == (1.0, 1.0)
+    # pred "Broncos won" vs gold "Denver Broncos": common 1, P=1/2, R=1/2 -> F1 .5
+    exact, f1 = squad_em_f1("Broncos won", ["Denver Broncos"])
+    assert exact == 0.0 and f1 == pytest.approx(0.5)
+    # max over golds: "Broncos" matches exactly
+    assert squad_em_f1("Broncos.", ["Denver Broncos", "Broncos"]) == (1.0, 1.0)
+    assert squad_em_f1("Santa Clara", ["Levi's Stadium"]) == (0.0, 0.0)
+
+
+def test_squad_v2_no_answer():
+    assert squad_em_f1("", []) == (1.0, 1.0)
+    assert squad_em_f1("anything", []) == (0.0, 0.0)
+    assert squad_em_f1("", ["Paris"]) == (0.0, 0.0)
+    # gold answers that normalise to "" count as no answer (official v2 script)
+    assert squad_em_f1("", ["the"]) == (1.0, 1.0)
+
+
+def test_squad_evaluate_breakdown_and_missing():
+    gold = {"q1": ["Denver Broncos"], "q2": [], "q3": ["blue sky"], "q4": ["x"]}
+    preds = {"q1": "Denver Broncos", "q2": "", "q3": "sky"}
+    result = squad_evaluate(gold, preds)
+    assert result["total"] == 4 and result["missing"] == 1
+    assert result["exact"] == pytest.approx(50.0)
+    assert result["f1"] == pytest.approx(100 * (1 + 1 + 2 / 3 + 0) / 4)
+    assert result["HasAns_total"] == 3 and result["NoAns_total"] == 1
+    assert result["NoAns_exact"] == pytest.approx(100.0)
+    assert result["HasAns_exact"] == pytest.approx(100 / 3)
