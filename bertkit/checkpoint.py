@@ -195,6 +195,9 @@ class PretrainedMixin:
         classifier on a pre-trained encoder). Missing and unused weights are reported as a warning.
         """
         directory = os.fspath(directory)
+        if not os.path.isdir(directory):
+            raise CheckpointError(f"model directory {directory} does not exist; pass a directory "
+                                  "holding config.json and model.safetensors")
         if config is None:
             config = BertConfig.from_pretrained(directory)
         if config_overrides:

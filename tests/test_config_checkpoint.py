@@ -1,0 +1,190 @@
+"""BertConfig validation and round trips; checkpoint loading rules and bad-input messages."""
+
+import json
+import os
+import shutil
+
+import pytest
+import torch
+
+import bertkit
+from bertkit import BertConfig, CheckpointError, ConfigError
+
+TINY = dict(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+            intermediate_size=24, max_position_embeddings=32)
+
+
+@pytest.mark.parametrize("name,shape", [("tiny", (2, 128, 2)), ("mini", (4, 256, 4)),
+                                        ("small", (4, 512, 8)), ("medium", (8, 512, 8)),
+                                        ("base", (12, 768, 12)), ("large", (24, 1024, 16))])
+def test_presets(name, shape):
+    c = BertConfig.preset(name)
+    assert (c.num_hidden_layers, c.hidden_size, c.num_attention_heads) == shape
+    assert c.intermediate_size == 4 * c.hidden_size
+
+
+@pytest.mark.parametrize("changes,message", [
+    (dict(hidden_size=100, num_attention_heads=12), "divisible by num_attention_heads"),
+    (dict(hidden_size=0), "hidden_size must be a positive integer"),
+    (dict(hidden_act="gleu"), "hidden_act 'gleu' is not known"),
+    (dict(position_embedding_type="rotary"), "position_embedding_type"),
+    (dict(hidden_dropout_prob=1.5), "hidden_dropout_prob must be in"),
+])
+def test_validation_says_what_to_change(changes, message):
+    with pytest.raises(ConfigError, match=message):
+        BertConfig(**changes)
+
+
+def test_unknown_preset():
+    with pytest.raises(ConfigError, match="choose one of"):
+        BertConfig.preset("huge")
+
+
+def test_config_round_trip_keeps_unknown_fields(tmp_path):
+    data = dict(TINY, model_type="bert", some_future_field={"a": 1}, transformers_version="9.9",
+                id2label={"0": "neg", "1": "pos"})
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    c = BertConfig.from_pretrained(tmp_path)
+    assert c.id2label == {0: "neg", 1: "pos"} and c.label2id == {"neg": 0, "pos": 1}
+    assert c.num_labels == 2
+    c.save_pretrained(tmp_path / "out")
+    again = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert again["some_future_field"] == {"a": 1} and again["transformers_version"] == "9.9"
+    assert again["id2label"] == {"0": "neg", "1": "pos"}
+    assert BertConfig.from_pretrained(tmp_path / "out") == c
+
+
+def test_config_reads_in_transformers(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    BertConfig(**TINY, id2label={0: "a", 1: "b", 2: "c"}).save_pretrained(tmp_path)
+    theirs = transformers.BertConfig.from_pretrained(tmp_path)
+    assert theirs.hidden_size == 16 and theirs.num_labels == 3 and theirs.id2label[2] == "c"
+
+
+def test_missing_and_corrupt_config(tmp_path):
+    with pytest.raises(ConfigError, match="needs config.json"):
+        BertConfig.from_pretrained(tmp_path)
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        BertConfig.from_pretrained(tmp_path)
+
+
+@pytest.fixture
+def saved_mlm(tmp_path):
+    model = bertkit.BertForMaskedLM(BertConfig(**TINY))
+    model.save_pretrained(tmp_path / "mlm")
+    return model, tmp_path / "mlm"
+
+
+def test_save_writes_hf_layout(saved_mlm):
+    _, path = saved_mlm
+    assert sorted(os.listdir(path)) == ["config.json", "model.safetensors"]
+    assert json.loads((path / "config.json").read_text())["architectures"] == ["BertForMaskedLM"]
+
+
+def test_bare_encoder_and_headed_checkpoints_interchange(saved_mlm, tmp_path):
+    mlm, path = saved_mlm
+    with pytest.warns(UserWarning, match="newly initialised"):
+        encoder = bertkit.BertModel.from_pretrained(path)  # MLM has no pooler: reported
+    assert torch.equal(encoder.embeddings.word_embeddings.weight, mlm.bert.embeddings.word_embeddings.weight)
+    encoder.save_pretrained(tmp_path / "enc")
+    with pytest.warns(UserWarning, match="newly initialised"):  # the classifier is new
+        clf = bertkit.BertForSequenceClassification.from_pretrained(tmp_path / "enc", num_labels=4)
+    assert clf.classifier.out_features == 4
+    assert torch.equal(clf.bert.encoder.layer[1].output.dense.weight,
+                       mlm.bert.encoder.layer[1].output.dense.weight)
+
+
+def test_mlm_decoder_stays_tied_after_loading(saved_mlm):
+    _, path = saved_mlm
+    model = bertkit.BertForMaskedLM.from_pretrained(path)
+    with torch.no_grad():
+        model.bert.embeddings.word_embeddings.weight[7] += 1.0
+    ids = torch.tensor([[2, 7, 3]])
+    before = model(ids).logits
+    assert model.cls.predictions.word_embeddings is model.bert.embeddings.word_embeddings
+    assert before.shape == (1, 3, 50)
+
+
+def test_pytorch_bin_loads_with_weights_only(saved_mlm, tmp_path):
+    mlm, path = saved_mlm
+    out = tmp_path / "bin"
+    out.mkdir()
+    shutil.copy(path / "config.json", out / "config.json")
+    state = {k: v for k, v in mlm.state_dict().items()}
+    state = {k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): v
+             for k, v in state.items()}
+    torch.save(state, out / "pytorch_model.bin")
+    loaded = bertkit.BertForMaskedLM.from_pretrained(out)
+    ids = torch.tensor([[2, 9, 11, 3]])
+    with torch.no_grad():
+        assert torch.allclose(loaded(ids).logits, mlm.eval()(ids).logits, atol=1e-6)
+
+
+def test_pickled_code_is_refused(saved_mlm, tmp_path):
+    _, path = saved_mlm
+    out = tmp_path / "evil"
+    out.mkdir()
+    shutil.copy(path / "config.json", out / "config.json")
+    torch.save({"x": os.system}, out / "pytorch_model.bin")  # a callable needs unpickling code
+    with pytest.raises(CheckpointError, match="never unpickles code"):
+        bertkit.BertForMaskedLM.from_pretrained(out)
+
+
+def test_missing_and_corrupt_weights(saved_mlm, tmp_path):
+    _, path = saved_mlm
+    out = tmp_path / "noweights"
+    out.mkdir()
+    shutil.copy(path / "config.json", out / "config.json")
+    with pytest.raises(CheckpointError, match="no weights in"):
+        bertkit.BertModel.from_pretrained(out)
+    (out / "model.safetensors").write_bytes(b"\x00garbage" * 10)
+    with pytest.raises(CheckpointError, match="not a valid safetensors file"):
+        bertkit.BertModel.from_pretrained(out)
+    with pytest.raises(CheckpointError, match="does not exist"):
+        bertkit.BertModel.from_pretrained(tmp_path / "nowhere")
+
+
+def test_shape_mismatch_is_refused(saved_mlm):
+    _, path = saved_mlm
+    config = json.loads((path / "config.json").read_text())
+    config["intermediate_size"] = 40
+    (path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match="weight shapes differ"):
+        bertkit.BertForMaskedLM.from_pretrained(path)
+
+
+def test_model_input_errors():
+    model = bertkit.BertModel(BertConfig(**TINY)).eval()
+    with pytest.raises(bertkit.BertkitError, match="outside the model's vocabulary"):
+        model(torch.tensor([[1, 50]]))
+    with pytest.raises(bertkit.BertkitError, match="exceeds max_position_embeddings"):
+        model(torch.ones(1, 33, dtype=torch.long))
+    with pytest.raises(bertkit.BertkitError, match="shape"):
+        model(torch.ones(3, dtype=torch.long))
+
+
+def test_gradient_checkpointing_gives_same_gradients():
+    torch.manual_seed(0)
+    model = bertkit.BertForMaskedLM(BertConfig(**TINY, hidden_dropout_prob=0.0,
+                                               attention_probs_dropout_prob=0.0)).train()
+    ids = torch.randint(5, 50, (2, 9))
+    labels = ids.clone()
+
+    def grads():
+        model.zero_grad()
+        model(ids, labels=labels).loss.backward()
+        return [p.grad.clone() for p in model.parameters()]
+
+    plain = grads()
+    model.set_gradient_checkpointing(True)
+    checkpointed = grads()
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(plain, checkpointed))
+
+
+def test_init_follows_bert():
+    model = bertkit.BertModel(BertConfig.preset("tiny"))
+    w = model.encoder.layer[0].attention.self.query.weight
+    assert abs(w.std().item() - 0.02) < 0.002
+    assert model.encoder.layer[0].attention.self.query.bias.abs().max() == 0
+    assert model.embeddings.word_embeddings.weight[0].abs().max() == 0  # the [PAD] row
