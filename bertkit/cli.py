@@ -1,0 +1,48 @@
+"""`bertkit <command>`: one entry point; each command lives in `bertkit/commands/<name>.py`.
+
+A command module provides `HELP` (one line), `add_arguments(parser)` and `run(args) -> int`.
+Adding a command is one line in COMMANDS plus its module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from .errors import BertkitError
+
+# command name -> module under bertkit.commands
+COMMANDS = {
+    "quickstart": "quickstart",
+    "info": "info",
+    "tokenize": "tokenize",
+    "embed": "embed",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bertkit", description="Toolkit for BERT-family encoders.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, module_name in COMMANDS.items():
+        module = importlib.import_module(f"bertkit.commands.{module_name}")
+        command = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(command)
+        command.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args._run(args) or 0)
+    except BertkitError as e:  # a user mistake: one line that says what to do, no traceback
+        print(f"bertkit {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"bertkit {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""CLI commands: each module has HELP, add_arguments(parser) and run(args)."""

@@ -1,0 +1,55 @@
+"""`bertkit embed --model DIR --input FILE --output FILE.npy`: sentence embeddings, one per line.
+
+Mean pooling over real tokens, then L2 normalisation (sentence-transformers' definition), so a
+dot product of two rows is their cosine similarity.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..errors import DataError
+
+HELP = "embed each line of a text file (mean pooling + L2 normalisation) into a .npy matrix"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--model", required=True, help="model directory (weights + tokenizer)")
+    parser.add_argument("--input", required=True, help="UTF-8 text file, one text per line")
+    parser.add_argument("--output", required=True, help="where to write the (n, hidden) float32 .npy")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--max-length", type=int, default=256)
+    parser.add_argument("--no-normalize", action="store_true", help="keep the raw mean-pooled vectors")
+
+
+def read_lines(path: str) -> list[str]:
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        raise DataError(f"input file {path} does not exist") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path} is not UTF-8 (byte {e.start}: {raw[e.start:e.start + 1]!r}); "
+                        "re-encode it, e.g. iconv -f latin1 -t utf-8") from None
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise DataError(f"{path} holds no non-empty lines; put one text per line")
+    return lines
+
+
+def run(args) -> int:
+    from ..encode import SentenceEncoder
+    from ..io import atomic_open
+
+    texts = read_lines(args.input)
+    encoder = SentenceEncoder.from_pretrained(args.model)
+    vectors = encoder.encode(texts, batch_size=args.batch_size, max_length=args.max_length,
+                             normalize=not args.no_normalize)
+    with atomic_open(args.output, "wb") as f:
+        np.save(f, vectors.astype(np.float32))
+    print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} embeddings to {os.path.abspath(args.output)}")
+    return 0

@@ -1,0 +1,55 @@
+"""`bertkit info DIR`: what a model directory holds: its config and parameter counts by part."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+
+from ..checkpoint import read_state_dict
+from ..config import BertConfig
+
+HELP = "show a model directory's config and parameter counts by part"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("model", help="model directory (config.json + weights)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+
+
+def parameter_counts(state: dict) -> dict[str, int]:
+    """Parameters grouped by part: embeddings, each encoder layer, pooler, heads."""
+    counts: Counter[str] = Counter()
+    for key, tensor in state.items():
+        parts = key.split(".")
+        if parts[0] in ("bert", "roberta", "albert", "electra"):
+            parts = parts[1:]
+        if parts[0] == "encoder" and len(parts) > 2 and parts[1] == "layer":
+            part = f"encoder.layer.{parts[2]}"
+        elif parts[0] in ("embeddings", "encoder", "pooler"):
+            part = parts[0]
+        else:
+            part = "head:" + parts[0]
+        counts[part] += tensor.numel()
+    return dict(counts)
+
+
+def run(args) -> int:
+    config = BertConfig.from_pretrained(args.model)
+    counts = parameter_counts(read_state_dict(args.model))
+    total = sum(counts.values())
+    files = sorted(os.listdir(args.model))
+    if args.json:
+        print(json.dumps({"config": config.to_dict(), "parameters": counts, "total": total, "files": files}))
+        return 0
+    print(f"model: {args.model}")
+    print(f"architecture: {', '.join(config.architectures or ['?'])} ({config.model_type})")
+    print(f"shape: {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
+          f"{config.num_attention_heads} heads, intermediate {config.intermediate_size}, "
+          f"vocabulary {config.vocab_size}, positions {config.max_position_embeddings}")
+    print("parameters:")
+    for part, n in counts.items():
+        print(f"  {part:<24} {n:>12,}")
+    print(f"  {'total':<24} {total:>12,}")
+    print(f"files: {', '.join(files)}")
+    return 0

@@ -1,0 +1,43 @@
+"""`bertkit tokenize --model DIR "text" [--pair "text"]`: show tokens, ids, segments, word ids."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+HELP = "show how a tokenizer splits a text (tokens, ids, segment ids, word ids, offsets)"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--model", required=True, help="model or tokenizer directory")
+    parser.add_argument("text", nargs="?", help="the text; read from stdin when omitted")
+    parser.add_argument("--pair", help="a second text for a pair input")
+    parser.add_argument("--max-length", type=int, default=None)
+    parser.add_argument("--json", action="store_true", help="one JSON object per text")
+
+
+def run(args) -> int:
+    from ..tokenizer import Tokenizer
+
+    tok = Tokenizer.from_pretrained(args.model)
+    text = args.text if args.text is not None else sys.stdin.read()
+    enc = tok([text], [args.pair] if args.pair is not None else None, padding=False,
+              max_length=args.max_length, return_word_ids=True, return_offsets=True,
+              return_tensors=None)
+    ids = enc["input_ids"][0]
+    row = {
+        "tokens": tok.convert_ids_to_tokens(ids),
+        "input_ids": ids,
+        "token_type_ids": enc["token_type_ids"][0],
+        "word_ids": enc["word_ids"][0],
+        "offsets": [list(o) for o in enc["offsets"][0]],
+    }
+    if args.json:
+        print(json.dumps(row, ensure_ascii=False))
+        return 0
+    print(f"{len(ids)} tokens")
+    print(f"{'#':>4}  {'token':<20} {'id':>7} {'type':>4} {'word':>5}  chars")
+    for i, (t, x, s, w, o) in enumerate(zip(row["tokens"], ids, row["token_type_ids"],
+                                            row["word_ids"], row["offsets"])):
+        print(f"{i:>4}  {t:<20} {x:>7} {s:>4} {'' if w is None or w < 0 else w:>5}  {o[0]}-{o[1]}")
+    return 0
