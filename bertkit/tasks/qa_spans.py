@@ -34,7 +34,9 @@ class QAFeature:
 
 @dataclass
 class SpanPrediction:
-    """The answer chosen for one example. `text` is "" and `is_impossible` True for no answer."""
+    """The answer chosen for one example: context[start_char:end_char], or "" with
+    `is_impossible` True for no answer. `text` is None when merge_features got no context.
+    `n_best` lists the pooled (score, start_char, end_char) candidates, best first."""
 
     text: str | None
     start_char: int
