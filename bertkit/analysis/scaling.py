@@ -42,6 +42,7 @@ from bertkit.errors import ConfigError, DataError
 KAPLAN = {"alpha_n": 0.076, "n_c": 8.8e13, "alpha_d": 0.095, "d_c": 5.4e13}
 CHINCHILLA = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}
 CHINCHILLA_BUDGET = 5.76e23  # FLOPs of Gopher and of Chinchilla (70B params, 1.4T tokens)
+_clock = time.monotonic  # the sweep's wall clock; a module attribute so tests can fake it
 
 
 def _positive(name: str, x) -> np.ndarray:
@@ -344,13 +345,13 @@ def run_sweep(
         return n_tokens * (n_params or 1)
 
     records: list[dict] = []
-    start = time.monotonic()
+    start = _clock()
     last = None  # (cost, seconds) of the previous run, for the duration estimate
     for spec, n_tokens in zip(sizes, tokens):
         if _spec_key(spec) in done:
             records.append(done[_spec_key(spec)])
             continue
-        elapsed = time.monotonic() - start
+        elapsed = _clock() - start
         estimate = 0.0 if last is None else last[1] * cost(spec, n_tokens) / last[0]
         if elapsed + estimate > time_budget_s:
             record = {"size": spec, "tokens": n_tokens, "status": "skipped",
@@ -359,9 +360,9 @@ def run_sweep(
             records.append(record)
             _append(out_path, record)
             break
-        t0 = time.monotonic()
+        t0 = _clock()
         result = train_fn(spec, n_tokens)
-        seconds = time.monotonic() - t0
+        seconds = _clock() - t0
         extra = dict(result) if isinstance(result, dict) else {"loss": result}
         if "loss" not in extra:
             raise ConfigError("train_fn must return the final loss, or a dict with a 'loss' key")

@@ -128,25 +128,18 @@ def test_run_sweep_records_resumes_and_respects_budget(tmp_path):
     assert len(load_sweep(out)) == 6
 
 
-def test_run_sweep_stops_cleanly_when_budget_runs_out(tmp_path):
-    clock = {"t": 0.0}
+def test_run_sweep_stops_cleanly_when_budget_runs_out(tmp_path, monkeypatch):
+    import bertkit.analysis.scaling as scaling
 
-    def fake_monotonic():
-        return clock["t"]
+    clock = {"t": 0.0}
+    monkeypatch.setattr(scaling, "_clock", lambda: clock["t"])
 
     def train_fn(spec, max_tokens):
         clock["t"] += 1e-6 * spec["n_params"]  # 1 s per million parameters
         return {"loss": 3.0, "steps": 7}
 
-    import bertkit.analysis.scaling as scaling
-
-    real = scaling.time.monotonic
-    scaling.time.monotonic = fake_monotonic
-    try:
-        specs = [{"n_params": n} for n in (1e6, 2e6, 4e6, 8e6, 16e6)]
-        recs = run_sweep(train_fn, specs, 100, time_budget_s=10, out_path=tmp_path / "s.jsonl")
-    finally:
-        scaling.time.monotonic = real
+    specs = [{"n_params": n} for n in (1e6, 2e6, 4e6, 8e6, 16e6)]
+    recs = run_sweep(train_fn, specs, 100, time_budget_s=10, out_path=tmp_path / "s.jsonl")
     # 1 + 2 + 4 = 7 s used; the next run is estimated at 8 s > 3 s left: skipped, sweep stops
     assert [r["status"] for r in recs] == ["ok", "ok", "ok", "skipped"]
     assert "time budget" in recs[-1]["reason"] and recs[0]["steps"] == 7
