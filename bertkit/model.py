@@ -20,6 +20,7 @@ from torch.utils.checkpoint import checkpoint
 from .checkpoint import PretrainedMixin
 from .config import BertConfig
 from .errors import BertkitError
+from .variants.relative import RELATIVE_TYPES, relative_position_scores
 
 
 # ---------------------------------------------------------------------------- outputs
@@ -70,13 +71,16 @@ class BertEmbeddings(nn.Module):
         self.token_type_embeddings = nn.Embedding(max(config.type_vocab_size, 1), config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.position_embedding_type = config.position_embedding_type
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
                 position_ids: torch.Tensor | None = None) -> torch.Tensor:
         seq_len = input_ids.shape[1]
         if position_ids is None:
             position_ids = torch.arange(seq_len, device=input_ids.device).unsqueeze(0)
-        x = self.word_embeddings(input_ids) + self.position_embeddings(position_ids)
+        x = self.word_embeddings(input_ids)
+        if self.position_embedding_type == "absolute":  # relative types add positions in attention
+            x = x + self.position_embeddings(position_ids)
         if token_type_ids is None:
             x = x + self.token_type_embeddings.weight[0]  # every token is in segment 0
         else:
@@ -103,6 +107,10 @@ class BertSelfAttention(nn.Module):
         self.value = nn.Linear(hidden, hidden)
         self.dropout_prob = config.attention_probs_dropout_prob
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
+        self.position_embedding_type = config.position_embedding_type
+        self.max_positions = config.max_position_embeddings
+        if self.position_embedding_type in RELATIVE_TYPES:  # one vector per signed distance
+            self.distance_embedding = nn.Embedding(2 * config.max_position_embeddings - 1, self.head_dim)
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, H) -> (B, h, T, d)"""
@@ -115,6 +123,10 @@ class BertSelfAttention(nn.Module):
         q = self.split_heads(self.query(hidden))
         k = self.split_heads(self.key(hidden))
         v = self.split_heads(self.value(hidden))
+        if self.position_embedding_type in RELATIVE_TYPES:
+            relative = relative_position_scores(q, k, self.distance_embedding.weight,
+                                                self.position_embedding_type, self.max_positions)
+            attention_bias = relative if attention_bias is None else relative + attention_bias
         probs = None
         if output_attentions or head_mask is not None:
             scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)
