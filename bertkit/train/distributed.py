@@ -1,0 +1,117 @@
+"""Data-parallel training across processes with DistributedDataParallel (DDP).
+
+Launch with `torchrun --nproc_per_node N ...`: torchrun sets RANK, WORLD_SIZE, LOCAL_RANK,
+MASTER_ADDR and MASTER_PORT, and `init_distributed` joins the process group from them
+(gloo on CPU, nccl on GPU). Without those variables everything runs in one process.
+
+How the pieces fit:
+* every rank holds a full model copy; DDP broadcasts rank 0's weights at wrap time, then
+  averages gradients over ranks during backward, so the update equals one process taking the
+  mean of the per-rank losses: grad(1/W sum_r L_r);
+* every rank reads its own share of the batches (see `LengthBucketedBatches(rank=, world_size=)`);
+* with gradient accumulation the all-reduce is skipped (`no_sync`) on all but the last
+  micro-batch of a step, so the network is used once per optimizer step;
+* only rank 0 logs, evaluates and writes checkpoints; per-rank RNG states are gathered to it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from ..errors import ConfigError
+
+
+@dataclass
+class DistContext:
+    """Who this process is in the job: rank r of world_size W, on `device`."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = torch.device("cpu")
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+    def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Sum of `tensor` over ranks (in place, also returned); a no-op in one process."""
+        if self.enabled:
+            dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+        return tensor
+
+    def barrier(self) -> None:
+        if self.enabled:
+            dist.barrier()
+
+    def gather(self, obj) -> list:
+        """`obj` from every rank, in rank order, on every rank (small objects only)."""
+        if not self.enabled:
+            return [obj]
+        out = [None] * self.world_size
+        dist.all_gather_object(out, obj)
+        return out
+
+    def broadcast(self, obj):
+        """Rank 0's `obj` on every rank."""
+        if not self.enabled:
+            return obj
+        box = [obj]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+
+def pick_device(name: str = "auto", local_rank: int = 0) -> torch.device:
+    """"auto" -> cuda:<local_rank> when CUDA is available, else cpu; or an explicit device."""
+    if name == "auto":
+        return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"device {name!r} asked for but CUDA is not available; use device=\"cpu\"")
+    if name == "cuda":
+        return torch.device(f"cuda:{local_rank}")
+    return torch.device(name)
+
+
+def init_distributed(device: str = "auto") -> DistContext:
+    """Join the torchrun process group if WORLD_SIZE > 1; return this process's context."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    dev = pick_device(device, local_rank)
+    if world_size > 1:
+        if not dist.is_initialized():
+            backend = "nccl" if dev.type == "cuda" else "gloo"
+            if dev.type == "cuda":
+                torch.cuda.set_device(dev)
+            dist.init_process_group(backend=backend)  # env:// rendezvous from torchrun's variables
+        rank, world_size = dist.get_rank(), dist.get_world_size()
+    return DistContext(rank=rank, world_size=world_size, local_rank=local_rank, device=dev)
+
+
+def wrap_model(model: nn.Module, ctx: DistContext) -> nn.Module:
+    """DDP around `model` when there is more than one process, else the model itself."""
+    if not ctx.enabled:
+        return model
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    ids = [ctx.device.index] if ctx.device.type == "cuda" else None
+    return DDP(model, device_ids=ids)
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    """The model inside a DDP wrapper (for saving, evaluation and generation)."""
+    return getattr(model, "module", model)
+
+
+def shutdown() -> None:
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()

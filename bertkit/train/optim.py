@@ -1,0 +1,96 @@
+"""AdamW with BERT's parameter groups and layer-wise learning-rate decay (LLRD).
+
+Weight decay: AdamW applies  w <- w - lr * (m_hat / (sqrt(v_hat) + eps) + wd * w).  Decaying
+biases and LayerNorm gains toward 0 has no regularising purpose (they do not scale with the
+input), so, as in the original BERT code, they get wd = 0; every other weight gets `weight_decay`.
+
+LLRD (Howard & Ruder 2018; Clark et al. 2020): lower layers hold general features, so when
+fine-tuning they move less. With L encoder layers, numbered 1..L bottom to top, and the
+embeddings as layer 0,
+
+    lr(layer i) = lr * decay ** (L - i)
+
+so the top layer trains at the full `lr`, the embeddings at lr * decay**L, and everything above
+the encoder (pooler and task heads, including the MLM transform and bias) also at the full `lr`.
+The MLM decoder is tied to the word embeddings, so it is one parameter at the embeddings' lr.
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+from torch import nn
+
+from ..errors import ConfigError
+
+_LAYER = re.compile(r"(?:^|\.)encoder\.layer\.(\d+)\.")
+
+
+def layer_index(name: str, num_layers: int) -> int:
+    """Depth of a parameter: 0 for embeddings, i + 1 for encoder.layer.i, L for heads/pooler.
+
+    Heads sit at depth L so that `decay ** (L - depth)` gives them the full learning rate.
+    """
+    match = _LAYER.search(name)
+    if match:
+        return int(match.group(1)) + 1
+    if name.startswith("embeddings.") or ".embeddings." in name:
+        return 0
+    return num_layers
+
+
+def _no_decay_names(model: nn.Module) -> set[str]:
+    """Names of biases and of every LayerNorm's parameters (found by module type, not name)."""
+    names = set()
+    for module_name, module in model.named_modules():
+        for param_name, _ in module.named_parameters(recurse=False):
+            full = f"{module_name}.{param_name}" if module_name else param_name
+            if param_name == "bias" or isinstance(module, nn.LayerNorm):
+                names.add(full)
+    return names
+
+
+def param_groups(model: nn.Module, lr: float, weight_decay: float = 0.01,
+                 llrd: float | None = None, num_layers: int | None = None) -> list[dict]:
+    """Parameter groups for `torch.optim.AdamW`: one per (depth, decay/no-decay) pair.
+
+    Each group carries `lr`, `weight_decay` and, for inspection, `layer` (its depth) and
+    `names` (its parameter names). Frozen parameters (requires_grad=False) are left out.
+    """
+    if llrd is not None and not 0.0 < llrd <= 1.0:
+        raise ConfigError(f"llrd must be in (0, 1] (e.g. 0.8) or unset, got {llrd}")
+    if num_layers is None:
+        config = getattr(model, "config", None)
+        num_layers = getattr(config, "num_hidden_layers", 0)
+    no_decay = _no_decay_names(model)
+    groups: dict[tuple[int, bool], dict] = {}
+    # named_parameters() yields a tied weight once, under its first (embedding) name.
+    for name, param in model.named_parameters():
+        if not param.requires_grad:
+            continue
+        depth = layer_index(name, num_layers) if llrd is not None else num_layers
+        decays = name not in no_decay
+        key = (depth, decays)
+        if key not in groups:
+            scale = llrd ** (num_layers - depth) if llrd is not None else 1.0
+            groups[key] = {"params": [], "names": [], "layer": depth, "lr": lr * scale,
+                           "weight_decay": weight_decay if decays else 0.0}
+        groups[key]["params"].append(param)
+        groups[key]["names"].append(name)
+    return [groups[k] for k in sorted(groups)]
+
+
+def build_optimizer(model: nn.Module, lr: float, weight_decay: float = 0.01,
+                    llrd: float | None = None, betas: tuple[float, float] = (0.9, 0.999),
+                    eps: float = 1e-6) -> torch.optim.AdamW:
+    """AdamW over `param_groups`; eps = 1e-6 as in BERT (1e-8 can blow up tiny-v updates)."""
+    if lr <= 0:
+        raise ConfigError(f"lr must be positive, got {lr}")
+    if weight_decay < 0:
+        raise ConfigError(f"weight_decay must be >= 0, got {weight_decay}")
+    groups = param_groups(model, lr, weight_decay, llrd)
+    if not groups:
+        raise ConfigError("the model has no trainable parameters; unfreeze some before training")
+    # `foreach` keeps the update fast on CPU; the extra keys ("names", "layer") are kept by torch.
+    return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)

@@ -1,0 +1,45 @@
+"""Training curves as a PNG: loss (train and eval), eval accuracies, learning rate vs step."""
+
+from __future__ import annotations
+
+from typing import IO
+
+
+def plot_curves(rows: list[dict], out: IO[bytes]) -> None:
+    """Draw the metric rows of a run (metrics.jsonl) into `out` as PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display: render to a file only
+    import matplotlib.pyplot as plt
+
+    train = [r for r in rows if r.get("split") == "train"]
+    evals = [r for r in rows if r.get("split") == "eval"]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    ax = axes[0]
+    if train:
+        ax.plot([r["step"] for r in train], [r["loss"] for r in train], label="train loss")
+    for key in ("mlm_loss", "loss"):
+        points = [(r["step"], r[key]) for r in evals if key in r]
+        if points:
+            ax.plot(*zip(*points), "o-", label=f"eval {key}")
+            break
+    ax.set_xlabel("step")
+    ax.set_title("loss")
+    ax.legend()
+    ax = axes[1]
+    keys = sorted({k for r in evals for k in r if k.endswith("accuracy") or k in ("f1", "exact")})
+    for key in keys:
+        points = [(r["step"], r[key]) for r in evals if key in r]
+        ax.plot(*zip(*points), "o-", label=key)
+    ax.set_xlabel("step")
+    ax.set_title("eval")
+    if keys:
+        ax.legend()
+    ax = axes[2]
+    if train:
+        ax.plot([r["step"] for r in train], [r["lr"] for r in train])
+    ax.set_xlabel("step")
+    ax.set_title("learning rate")
+    fig.tight_layout()
+    fig.savefig(out, format="png", dpi=90)
+    plt.close(fig)

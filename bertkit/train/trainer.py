@@ -1,0 +1,542 @@
+"""One training loop for pre-training and fine-tuning: `Trainer(model, data, TrainConfig)`.
+
+Per optimizer step (A = grad_accum micro-batches per rank, W ranks):
+
+    loss_step = 1/W sum_r 1/A sum_a L(batch_{r,a})        (DDP averages over r, we average over a)
+    clip ||g||_2 to grad_clip, AdamW step, scheduler step (lr of the next step), zero grads
+
+Around it: a tqdm bar; JSON-lines metrics (`OUT/metrics.jsonl`) and `OUT/curves.png`;
+evaluation every `eval_every` steps; checkpoints every `save_every` steps and at the end.
+
+A checkpoint `OUT/checkpoint-<step>/` is a Hugging Face model directory (config.json,
+model.safetensors, tokenizer files) plus `trainer_state.pt`: optimizer, scheduler, grad
+scaler, step, data position, the loss window being averaged for the log, and every rank's RNG
+states (python, numpy, torch, cuda, the collator's). It is written into a temporary directory
+renamed into place, so a killed run leaves only complete checkpoints, and `train(resume=True)`
+continues from the newest one with the same loss at every later step as an uninterrupted run.
+
+`trainer_state.pt` holds only tensors and plain containers and is read with
+`torch.load(weights_only=True)`: resuming never unpickles code.
+
+The data protocol is small: `data` is an iterable of batches (dicts of tensors whose keys are
+the model's forward arguments, including the labels). If it has `set_epoch(e)` it is told
+the epoch before each pass (so a shuffle can depend on it), and if it has `skip(n)` a resume
+jumps to batch n directly; otherwise n batches are drawn and dropped. Exact resume needs the
+batch order to be a function of the epoch, and a collator with random masking to be passed as
+`collator=` (anything with `state_dict()`/`load_state_dict()`) so its RNG is saved.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import random
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Iterable
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..checkpoint import load_into, read_state_dict
+from ..config import BertConfig
+from ..errors import BertkitError, CheckpointError, ConfigError, DataError
+from ..io import atomic_open, atomic_write_text
+from .config_io import dataclass_from_dict
+from .distributed import DistContext, init_distributed, unwrap, wrap_model
+from .optim import build_optimizer
+from .schedule import SCHEDULES, build_scheduler
+
+PRECISIONS = ("fp32", "bf16", "fp16")
+STATE_FILE = "trainer_state.pt"
+CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
+
+
+# ---------------------------------------------------------------------------- config
+@dataclass
+class TrainConfig:
+    """The `[train]` section of a recipe config. Steps count optimizer updates."""
+
+    max_steps: int = 1000
+    lr: float = 1e-4
+    weight_decay: float = 0.01
+    warmup_steps: int = 0
+    warmup_ratio: float = 0.0  # used when warmup_steps is 0: warmup = round(ratio * max_steps)
+    schedule: str = "linear"  # "linear" | "cosine" | "constant", after the warmup
+    grad_clip: float = 1.0  # max global L2 norm of the gradient; 0 turns clipping off
+    grad_accum: int = 1  # micro-batches per optimizer step (per rank)
+    batch_size: int = 32  # examples per micro-batch per rank
+    precision: str = "fp32"  # fp32 is fastest on CPUs without bf16 units; bf16/fp16 for GPUs
+    llrd: float | None = None  # layer-wise lr decay factor, e.g. 0.8 for fine-tuning
+    eval_every: int = 0  # steps between evaluations; 0 = only at the end
+    save_every: int = 0  # steps between checkpoints; 0 = only at the end
+    keep_last: int = 2  # checkpoints kept on disk (older ones deleted)
+    log_every: int = 10  # steps averaged into one metrics row
+    seed: int = 0
+    device: str = "auto"  # "auto" = cuda when available, else cpu
+    adam_eps: float = 1e-6
+    adam_beta2: float = 0.999
+
+    def __post_init__(self) -> None:
+        for name in ("max_steps", "grad_accum", "batch_size", "keep_last", "log_every"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"train.{name} must be a positive integer, got {value!r}")
+        for name in ("eval_every", "save_every", "warmup_steps"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise ConfigError(f"train.{name} must be an integer >= 0, got {value!r}")
+        if not (isinstance(self.lr, (int, float)) and self.lr > 0):
+            raise ConfigError(f"train.lr must be a positive number, got {self.lr!r}")
+        if self.schedule not in SCHEDULES:
+            raise ConfigError(f"train.schedule {self.schedule!r} is not known; use one of {SCHEDULES}")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"train.precision {self.precision!r} is not known; use one of {PRECISIONS}")
+        if not 0.0 <= self.warmup_ratio < 1.0:
+            raise ConfigError(f"train.warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
+        if self.warmup_steps and self.warmup_ratio:
+            raise ConfigError("set train.warmup_steps or train.warmup_ratio, not both")
+        if self.grad_clip < 0:
+            raise ConfigError(f"train.grad_clip must be >= 0 (0 = off), got {self.grad_clip}")
+        if self.llrd is not None and not 0.0 < self.llrd <= 1.0:
+            raise ConfigError(f"train.llrd must be in (0, 1], got {self.llrd}")
+
+    @property
+    def warmup(self) -> int:
+        steps = self.warmup_steps or round(self.warmup_ratio * self.max_steps)
+        return min(steps, self.max_steps)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "TrainConfig":
+        """From a TOML `[train]` table; unknown keys raise ConfigError with a suggestion."""
+        return dataclass_from_dict(cls, values, "train")
+
+
+# ---------------------------------------------------------------------------- RNG state
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def rng_state() -> dict:
+    """Python, numpy and torch RNG states as tensors and plain containers (weights_only-safe)."""
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    version, internal, gauss_next = random.getstate()
+    state = {
+        "python": {"version": version, "internal": torch.tensor(internal, dtype=torch.int64),
+                   "gauss_next": gauss_next},
+        "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                  "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    py = state["python"]
+    random.setstate((py["version"], tuple(int(x) for x in py["internal"].tolist()), py["gauss_next"]))
+    npy = state["numpy"]
+    np.random.set_state((npy["kind"], npy["keys"].numpy().astype(np.uint32), npy["pos"],
+                         npy["has_gauss"], npy["cached_gaussian"]))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+# ---------------------------------------------------------------------------- checkpoints on disk
+def list_checkpoints(out_dir: str) -> list[tuple[int, str]]:
+    """(step, path) of the complete checkpoints in `out_dir`, oldest first."""
+    if not os.path.isdir(out_dir):
+        return []
+    found = []
+    for name in os.listdir(out_dir):
+        match = CHECKPOINT_RE.match(name)
+        path = os.path.join(out_dir, name)
+        # The state file is written last and the directory renamed into place after it, so a
+        # directory with it is complete; the check also skips stray user-made directories.
+        if match and os.path.isfile(os.path.join(path, STATE_FILE)):
+            found.append((int(match.group(1)), path))
+    return sorted(found)
+
+
+def latest_checkpoint(out_dir: str) -> str | None:
+    found = list_checkpoints(out_dir)
+    return found[-1][1] if found else None
+
+
+def load_trainer_state(checkpoint_dir: str) -> dict:
+    path = os.path.join(checkpoint_dir, STATE_FILE)
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:
+        raise CheckpointError(f"cannot read {path} ({type(e).__name__}: {str(e)[:200]}); delete "
+                              "this checkpoint directory to resume from the one before") from None
+
+
+# ---------------------------------------------------------------------------- the trainer
+class Trainer:
+    """Train `model` on `data` for `config.max_steps` optimizer steps.
+
+    model      a bertkit model whose forward(**batch) returns an output with `.loss`
+    data       an iterable of batches, or a callable `factory(ctx) -> iterable` that builds this
+               rank's share once the distributed context is known
+    eval_fn    `eval_fn(model) -> {name: float}`, run on rank 0 with the unwrapped model in
+               eval mode under no_grad; rows go to metrics.jsonl with split "eval"
+    collator   an object with state_dict()/load_state_dict() whose RNG is saved for resume
+    tokenizer  saved into every checkpoint, so each one is a complete model directory
+    """
+
+    def __init__(self, model: nn.Module, data: Iterable | Callable, config: TrainConfig,
+                 out_dir: str, eval_fn: Callable[[nn.Module], dict] | None = None,
+                 collator: Any = None, tokenizer: Any = None, ctx: DistContext | None = None,
+                 progress: bool = True):
+        self.config = config
+        self.out_dir = os.fspath(out_dir)
+        self.ctx = ctx or init_distributed(config.device)
+        self.model = model.to(self.ctx.device)
+        self.data = data(self.ctx) if callable(data) and not hasattr(data, "__iter__") else data
+        self.eval_fn = eval_fn
+        self.collator = collator
+        self.tokenizer = tokenizer
+        self.progress = progress and self.ctx.is_main
+        self.device_type = self.ctx.device.type
+
+        if config.precision == "fp16" and self.device_type != "cuda":
+            raise ConfigError("precision fp16 needs a CUDA GPU (it relies on a gradient scaler); "
+                              "use precision=\"bf16\" or \"fp32\" on this device")
+        if config.precision == "bf16" and self.device_type == "cuda" and not torch.cuda.is_bf16_supported():
+            raise ConfigError("this GPU has no bf16 support; use precision=\"fp16\" or \"fp32\"")
+
+        self.optimizer = build_optimizer(unwrap(self.model), config.lr, config.weight_decay,
+                                         config.llrd, betas=(0.9, config.adam_beta2), eps=config.adam_eps)
+        self.scheduler = build_scheduler(self.optimizer, config.warmup, config.max_steps, config.schedule)
+        self.scaler = torch.amp.GradScaler("cuda", enabled=config.precision == "fp16")
+        self.ddp_model = wrap_model(self.model, self.ctx)
+
+        self.step = 0
+        self.epoch = 0
+        self.batches_in_epoch = 0
+        self.window = {"loss": 0.0, "steps": 0, "tokens": 0, "time": 0.0}
+        self.history: list[dict] = []
+
+    # ------------------------------------------------------------------ public
+    def train(self, resume: bool = False) -> dict:
+        """Run to `max_steps`; returns the last eval metrics (or the last train row)."""
+        cfg = self.config
+        existing = latest_checkpoint(self.out_dir) if self.ctx.is_main else None
+        existing = self.ctx.broadcast(existing)
+        if existing and not resume:
+            raise BertkitError(f"{self.out_dir} already holds {os.path.basename(existing)}; pass "
+                               "--resume to continue it, or choose a new --out directory")
+        if self.ctx.is_main:
+            os.makedirs(self.out_dir, exist_ok=True)
+            self._remove_partial_checkpoints()
+        if existing:
+            self._restore(existing)
+        else:
+            seed_everything(cfg.seed + self.ctx.rank)
+            if self.ctx.is_main:
+                atomic_write_text(self._metrics_path(), "")
+        batches = self._batches()
+
+        bar = self._progress_bar()
+        last_metrics: dict = {}
+        try:
+            while self.step < cfg.max_steps:
+                loss, tokens, seconds = self._train_step(batches)
+                self.step += 1
+                self.window["loss"] += loss
+                self.window["steps"] += 1
+                self.window["tokens"] += tokens
+                self.window["time"] += seconds
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(loss=f"{loss:.4f}", lr=f"{self._lr():.2e}")
+                done = self.step == cfg.max_steps
+                if self.step % cfg.log_every == 0 or done:
+                    last_metrics = self._log_window()
+                if (cfg.eval_every and self.step % cfg.eval_every == 0) or done:
+                    last_metrics = self._evaluate() or last_metrics
+                if (cfg.save_every and self.step % cfg.save_every == 0) or done:
+                    self.save_checkpoint()
+        finally:
+            if bar is not None:
+                bar.close()
+        return last_metrics
+
+    # ------------------------------------------------------------------ one step
+    def _autocast(self):
+        if self.config.precision == "fp32":
+            return contextlib.nullcontext()
+        dtype = torch.bfloat16 if self.config.precision == "bf16" else torch.float16
+        return torch.autocast(self.device_type, dtype=dtype)
+
+    def _train_step(self, batches) -> tuple[float, int, float]:
+        cfg = self.config
+        start = time.perf_counter()
+        self.ddp_model.train()
+        accum = cfg.grad_accum
+        loss_sum = torch.zeros((), device=self.ctx.device, dtype=torch.float64)
+        tokens = torch.zeros((), device=self.ctx.device, dtype=torch.float64)
+        for micro in range(accum):
+            batch = {k: v.to(self.ctx.device, non_blocking=True) if torch.is_tensor(v) else v
+                     for k, v in next(batches).items()}
+            # Only the last micro-batch all-reduces gradients; the others accumulate locally.
+            sync = (self.ddp_model.no_sync() if self.ctx.enabled and micro < accum - 1
+                    else contextlib.nullcontext())
+            with sync:
+                with self._autocast():
+                    out = self.ddp_model(**batch)
+                if out.loss is None:
+                    raise DataError("the model returned no loss: the batches need labels")
+                loss = out.loss.float() / accum
+                self.scaler.scale(loss).backward()
+            loss_sum += loss.detach().double()
+            mask = batch.get("attention_mask")
+            tokens += mask.sum() if mask is not None else batch["input_ids"].numel()
+        # One all-reduce gives the global loss (mean over ranks) and token count for the log,
+        # and lets every rank see a non-finite loss on any rank and stop together.
+        totals = self.ctx.all_reduce_sum(torch.stack([loss_sum, tokens]))
+        loss_value = float(totals[0]) / self.ctx.world_size
+        if not math.isfinite(loss_value):
+            last = latest_checkpoint(self.out_dir)
+            kept = f"the last good checkpoint {last} is untouched" if last else "no checkpoint was written"
+            raise BertkitError(f"loss became {loss_value} at step {self.step + 1}; stopped ({kept}); "
+                               "lower train.lr, raise warmup, or use precision=\"fp32\"")
+        if cfg.grad_clip:
+            self.scaler.unscale_(self.optimizer)
+            nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+        self._step_lr = self.scheduler.get_last_lr()[-1]  # the lr this update used, for the log
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return loss_value, int(totals[1]), time.perf_counter() - start
+
+    _step_lr = 0.0
+
+    def _lr(self) -> float:
+        """The lr of the last group (full lr under LLRD) used by the last update."""
+        return self._step_lr
+
+    # ------------------------------------------------------------------ data position
+    def _batches(self):
+        """Endless batches across epochs; tracks (epoch, batches_in_epoch) for resume."""
+        data = self.data
+        skip = self.batches_in_epoch
+        while True:
+            if hasattr(data, "set_epoch"):
+                data.set_epoch(self.epoch)
+            if skip and hasattr(data, "skip"):
+                data.skip(skip)
+                iterator = iter(data)
+            else:
+                iterator = iter(data)
+                for _ in range(skip):  # no fast skip: draw and drop (collator RNG restored after)
+                    next(iterator)
+            if skip and self._pending_rng is not None:
+                self._apply_rank_state(self._pending_rng)
+            self._pending_rng = None
+            skip = 0
+            produced = False
+            for batch in iterator:
+                produced = True
+                self.batches_in_epoch += 1
+                yield batch
+            if not produced and self.batches_in_epoch == 0:
+                raise DataError("the training data produced no batch; check the corpus and batch_size")
+            self.epoch += 1
+            self.batches_in_epoch = 0
+
+    _pending_rng: dict | None = None
+
+    # ------------------------------------------------------------------ logging
+    def _metrics_path(self) -> str:
+        return os.path.join(self.out_dir, "metrics.jsonl")
+
+    def _write_row(self, row: dict) -> None:
+        self.history.append(row)
+        if not self.ctx.is_main:
+            return
+        # An append-only log: rewriting the whole file per row would cost O(rows^2). A crash can
+        # at worst cut the last line, and resume rewrites the file atomically (_restore).
+        with open(self._metrics_path(), "a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+
+    def _log_window(self) -> dict:
+        w = self.window
+        row = {"step": self.step, "split": "train", "loss": w["loss"] / max(1, w["steps"]),
+               "lr": self._lr(), "tokens_per_s": w["tokens"] / max(w["time"], 1e-9),
+               "epoch": self.epoch}
+        self.window = {"loss": 0.0, "steps": 0, "tokens": 0, "time": 0.0}
+        self._write_row(row)
+        return row
+
+    def _evaluate(self) -> dict | None:
+        if self.eval_fn is None:
+            return None
+        metrics = None
+        if self.ctx.is_main:
+            model = unwrap(self.model)
+            was_training = model.training
+            model.eval()
+            # fork_rng: evaluation must not move the training RNG streams, or a run with
+            # evaluation would train differently from one without.
+            with torch.random.fork_rng(devices=[self.ctx.device] if self.device_type == "cuda" else []), \
+                    torch.no_grad(), self._autocast():
+                metrics = {k: float(v) for k, v in self.eval_fn(model).items()}
+            model.train(was_training)
+            row = {"step": self.step, "split": "eval", **metrics}
+            self._write_row(row)
+            if self.progress:
+                from tqdm import tqdm
+                tqdm.write("eval step {}: {}".format(
+                    self.step, ", ".join(f"{k}={v:.4g}" for k, v in metrics.items())))
+            self.plot()
+        self.ctx.barrier()
+        return metrics
+
+    def plot(self) -> None:
+        """Write OUT/curves.png: train/eval loss, eval accuracies and lr against step."""
+        if self.ctx.is_main and self.history:
+            from .plots import plot_curves
+
+            with atomic_open(os.path.join(self.out_dir, "curves.png"), "wb") as f:
+                plot_curves(self.history, f)
+
+    def _progress_bar(self):
+        if not self.progress:
+            return None
+        from tqdm import tqdm
+
+        return tqdm(total=self.config.max_steps, initial=self.step, desc="train", unit="step",
+                    dynamic_ncols=True)
+
+    # ------------------------------------------------------------------ save / restore
+    def _rank_state(self) -> dict:
+        state = {"rng": rng_state()}
+        if self.collator is not None and hasattr(self.collator, "state_dict"):
+            state["collator"] = self.collator.state_dict()
+        return state
+
+    def _apply_rank_state(self, state: dict) -> None:
+        set_rng_state(state["rng"])
+        if "collator" in state and self.collator is not None:
+            self.collator.load_state_dict(state["collator"])
+
+    def save_checkpoint(self) -> str | None:
+        """Write OUT/checkpoint-<step>/ atomically (rank 0) and prune to the last `keep_last`."""
+        rank_states = self.ctx.gather(self._rank_state())  # collective: every rank takes part
+        path = None
+        if self.ctx.is_main:
+            state = {
+                "step": self.step, "epoch": self.epoch, "batches_in_epoch": self.batches_in_epoch,
+                "world_size": self.ctx.world_size, "window": dict(self.window),
+                "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                "scaler": self.scaler.state_dict(), "ranks": rank_states,
+                "train_config": asdict(self.config),
+            }
+            path = os.path.join(self.out_dir, f"checkpoint-{self.step}")
+            tmp = tempfile.mkdtemp(prefix=f".tmp-checkpoint-{self.step}-", dir=self.out_dir)
+            try:
+                unwrap(self.model).save_pretrained(tmp, tokenizer=self.tokenizer)
+                with atomic_open(os.path.join(tmp, STATE_FILE), "wb") as f:
+                    torch.save(state, f)
+                if os.path.exists(path):  # same step saved before (e.g. a re-run end): swap it out
+                    old = tmp + "-old"
+                    os.replace(path, old)
+                    os.replace(tmp, path)
+                    shutil.rmtree(old, ignore_errors=True)
+                else:
+                    os.replace(tmp, path)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+            for _, old_path in list_checkpoints(self.out_dir)[:-self.config.keep_last]:
+                shutil.rmtree(old_path, ignore_errors=True)
+            self.plot()
+        self.ctx.barrier()
+        return path
+
+    def _remove_partial_checkpoints(self) -> None:
+        for name in os.listdir(self.out_dir):
+            if name.startswith(".tmp-checkpoint-"):
+                shutil.rmtree(os.path.join(self.out_dir, name), ignore_errors=True)
+
+    def _restore(self, checkpoint_dir: str) -> None:
+        """Load model, optimizer, scheduler, scaler, position and RNG from a checkpoint."""
+        model = unwrap(self.model)
+        check_same_config(model.config, checkpoint_dir)
+        state = load_trainer_state(checkpoint_dir)
+        report = load_into(model, read_state_dict(checkpoint_dir), model.base_model_prefix)
+        if report.missing_keys or report.unexpected_keys:
+            raise CheckpointError(f"{checkpoint_dir} does not hold this model's weights (missing "
+                                  f"{report.missing_keys[:3]}, unused {report.unexpected_keys[:3]}); "
+                                  "resume with the model class that wrote it")
+        try:
+            self.optimizer.load_state_dict(state["optimizer"])
+        except (ValueError, KeyError) as e:
+            raise CheckpointError(f"the optimizer state in {checkpoint_dir} does not fit this model "
+                                  f"({e}); resume with the same model and train config") from None
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.scaler.load_state_dict(state["scaler"])
+        self.step = int(state["step"])
+        self.epoch = int(state["epoch"])
+        self.batches_in_epoch = int(state["batches_in_epoch"])
+        self.window = dict(state["window"])
+        ranks = state["ranks"]
+        if len(ranks) == self.ctx.world_size:
+            self._pending_rng = ranks[self.ctx.rank]
+        else:  # a different number of processes: positions still hold, randomness cannot
+            import warnings
+            warnings.warn(f"{checkpoint_dir} was written by {len(ranks)} processes, this run has "
+                          f"{self.ctx.world_size}: RNG streams are re-seeded, so the run is not bit-exact")
+            seed_everything(self.config.seed + self.ctx.rank + self.step)
+            self._pending_rng = None
+        if self._pending_rng is not None and self.batches_in_epoch == 0:
+            self._apply_rank_state(self._pending_rng)
+            self._pending_rng = None
+        if self.ctx.is_main:
+            self._truncate_metrics(self.step)
+        if self.progress:
+            from tqdm import tqdm
+            tqdm.write(f"resuming from {checkpoint_dir} (step {self.step})")
+
+    def _truncate_metrics(self, step: int) -> None:
+        """Keep the metric rows up to `step` (a killed run may have logged past its checkpoint)."""
+        rows = []
+        path = self._metrics_path()
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    try:
+                        row = json.loads(line)
+                    except json.JSONDecodeError:
+                        continue  # a line cut by the kill
+                    if row.get("step", 0) <= step:
+                        rows.append(row)
+        self.history = rows
+        atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
+
+
+def check_same_config(config: BertConfig, checkpoint_dir: str) -> None:
+    """Raise CheckpointError if the checkpoint was written for a model of another shape."""
+    saved = BertConfig.from_pretrained(checkpoint_dir).to_dict()
+    current = config.to_dict()
+    ignore = {"architectures", "transformers_version", "torch_dtype", "dtype"}
+    keys = sorted((set(saved) | set(current)) - ignore)
+    diff = [f"{k}={saved.get(k)!r} there, {current.get(k)!r} now" for k in keys
+            if saved.get(k) != current.get(k)]
+    if diff:
+        raise CheckpointError(f"{checkpoint_dir} was trained with a different model config "
+                              f"({'; '.join(diff[:4])}); resume with the config it was written with, "
+                              "or train into a new --out directory")
