@@ -42,10 +42,11 @@ def read_lines(path: str) -> list[str]:
 
 
 def run(args) -> int:
+    texts = read_lines(args.input)  # before loading the model: bad input fails fast
+
     from ..encode import SentenceEncoder
     from ..io import atomic_open
 
-    texts = read_lines(args.input)
     encoder = SentenceEncoder.from_pretrained(args.model)
     vectors = encoder.encode(texts, batch_size=args.batch_size, max_length=args.max_length,
                              normalize=not args.no_normalize)

@@ -1,0 +1,56 @@
+"""The foundation's CLI commands, run in-process through bertkit.cli.main."""
+
+import json
+
+import numpy as np
+import pytest
+
+from bertkit.cli import main
+
+
+def test_info_counts_parameters(minilm_dir, capsys):
+    assert main(["info", minilm_dir, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["config"]["hidden_size"] == 384
+    assert info["total"] == 22_713_728  # all-MiniLM-L6-v2's published size
+    assert info["parameters"]["encoder.layer.0"] == 1_774_464
+
+
+def test_tokenize_pair(minilm_dir, capsys):
+    assert main(["tokenize", "--model", minilm_dir, "--json", "Unaffordable homes.", "--pair", "Yes"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert row["tokens"][:4] == ["[CLS]", "una", "##ff", "##ord"]
+    assert row["tokens"][-3:] == ["[SEP]", "yes", "[SEP]"]
+    assert row["token_type_ids"][-2:] == [1, 1]
+    assert row["word_ids"][1:5] == [0, 0, 0, 0]
+
+
+def test_embed_gives_reference_cosine(minilm_dir, tmp_path, capsys):
+    src = tmp_path / "in.txt"
+    src.write_text("A man is eating food.\n\nA man is eating a piece of bread.\n", encoding="utf-8")
+    out = tmp_path / "vectors.npy"
+    assert main(["embed", "--model", minilm_dir, "--input", str(src), "--output", str(out)]) == 0
+    vectors = np.load(out)
+    assert vectors.shape == (2, 384)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert abs(float(vectors[0] @ vectors[1]) - 0.755) < 0.001
+
+
+@pytest.mark.parametrize("content,message", [
+    (b"", "no non-empty lines"),
+    (b"   \n\n", "no non-empty lines"),
+    (b"caf\xe9 au lait\n", "is not UTF-8"),
+])
+def test_embed_bad_input_is_one_line(minilm_dir, tmp_path, capsys, content, message):
+    src = tmp_path / "in.txt"
+    src.write_bytes(content)
+    out = tmp_path / "vectors.npy"
+    assert main(["embed", "--model", minilm_dir, "--input", str(src), "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert not out.exists()
+
+
+def test_missing_model_dir(capsys, tmp_path):
+    assert main(["info", str(tmp_path / "nope")]) == 2
+    assert "config.json" in capsys.readouterr().err
