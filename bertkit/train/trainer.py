@@ -227,6 +227,9 @@ class Trainer:
         self.batches_in_epoch = 0
         self.window = {"loss": 0.0, "steps": 0, "tokens": 0, "time": 0.0}
         self.history: list[dict] = []
+        # Set True (e.g. by eval_fn, for early stopping) to end train() after this step's
+        # evaluation; the loop then writes its checkpoint and returns.
+        self.stop_requested = False
 
     # ------------------------------------------------------------------ public
     def train(self, resume: bool = False) -> dict:
@@ -266,8 +269,11 @@ class Trainer:
                     last_metrics = self._log_window()
                 if (cfg.eval_every and self.step % cfg.eval_every == 0) or done:
                     last_metrics = self._evaluate() or last_metrics
-                if (cfg.save_every and self.step % cfg.save_every == 0) or done:
+                    self.stop_requested = bool(self.ctx.broadcast(self.stop_requested))
+                if (cfg.save_every and self.step % cfg.save_every == 0) or done or self.stop_requested:
                     self.save_checkpoint()
+                if self.stop_requested:
+                    break
         finally:
             if bar is not None:
                 bar.close()
