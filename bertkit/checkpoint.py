@@ -26,6 +26,7 @@ from torch import nn
 from .config import BertConfig
 from .errors import CheckpointError
 from .io import atomic_open
+from .variants.keymaps import from_hf, hf_architecture, to_hf
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
 # Prefixes transformers puts before the encoder's keys in models with heads.
@@ -128,6 +129,9 @@ def match_prefix(state: dict[str, torch.Tensor], model_keys: set[str], prefix: s
 def load_into(model: nn.Module, state: dict[str, torch.Tensor], prefix: str) -> LoadReport:
     """Copy `state` into `model`; refuse shape mismatches; report missing and unused keys."""
     own = model.state_dict()
+    config = getattr(model, "config", None)
+    if config is not None:  # RoBERTa/ALBERT/ELECTRA names -> ours
+        state = from_hf(state, config.model_type, type(model).__name__)
     state = match_prefix(normalize_keys(state), set(own), prefix)
     mismatched = [f"{k}: checkpoint {tuple(v.shape)} vs model {tuple(own[k].shape)}"
                   for k, v in state.items() if k in own and v.shape != own[k].shape]
@@ -176,9 +180,11 @@ class PretrainedMixin:
 
         directory = os.fspath(directory)
         os.makedirs(directory, exist_ok=True)
-        config = self.config.replace(architectures=[type(self).__name__])
+        name = type(self).__name__
+        config = self.config.replace(architectures=[hf_architecture(name, self.config.model_type)])
         # safetensors refuses shared storage: contiguous copies of every tensor.
         state = {k: v.detach().to("cpu").contiguous().clone() for k, v in self.state_dict().items()}
+        state = to_hf(state, self.config.model_type, name)  # the family's names, as transformers
         with atomic_open(os.path.join(directory, "model.safetensors"), "wb") as f:
             f.write(save(state, metadata={"format": "pt"}))
         config.save_pretrained(directory)

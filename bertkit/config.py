@@ -19,6 +19,17 @@ from .io import atomic_write_text
 
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish", "tanh")
 POSITION_EMBEDDING_TYPES = ("absolute", "relative_key", "relative_key_query")
+# Checkpoint families this one encoder reads and writes; `model_type` picks the switches and the
+# Hugging Face key names (see bertkit/variants/keymaps.py).
+MODEL_TYPES = ("bert", "roberta")
+# What a family changes from BERT's defaults when a config is built by `preset(model_type=...)`.
+VARIANT_DEFAULTS: dict[str, dict[str, Any]] = {
+    "bert": {},
+    # RoBERTa: byte-level BPE vocabulary with <s>=0 <pad>=1 </s>=2; positions count from pad+1,
+    # hence 512 + 2 rows; one segment; LayerNorm eps 1e-5.
+    "roberta": dict(vocab_size=50265, max_position_embeddings=514, pad_token_id=1,
+                    layer_norm_eps=1e-5, type_vocab_size=1),
+}
 
 # (layers, hidden, heads); intermediate is 4 x hidden, as in BERT and the Turc et al. mini-BERTs.
 SIZE_PRESETS = {
@@ -94,20 +105,42 @@ class BertConfig:
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise ConfigError(f"pad_token_id ({self.pad_token_id}) must be a valid id below "
                               f"vocab_size ({self.vocab_size})")
+        if self.model_type not in MODEL_TYPES:
+            raise ConfigError(f"model_type {self.model_type!r} is not supported; use one of {MODEL_TYPES} "
+                              "(it selects the variant switches and the checkpoint key names)")
+        if self.model_type == "roberta" and self.max_position_embeddings <= self.pad_token_id + 1:
+            raise ConfigError(
+                f"RoBERTa numbers positions from pad_token_id + 1 = {self.pad_token_id + 1}, so "
+                f"max_position_embeddings ({self.max_position_embeddings}) must be larger; use "
+                f"max_length + {self.pad_token_id + 1} (514 for 512 tokens)")
 
     @property
     def head_dim(self) -> int:
         return self.hidden_size // self.num_attention_heads
 
+    @property
+    def max_sequence_length(self) -> int:
+        """The longest input: RoBERTa spends pad_token_id + 1 position rows before the first token."""
+        if self.model_type == "roberta":
+            return self.max_position_embeddings - self.pad_token_id - 1
+        return self.max_position_embeddings
+
     # ------------------------------------------------------------------ presets
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> "BertConfig":
-        """A standard size by name (tiny, mini, small, medium, base, large), with overrides."""
+        """A standard size by name (tiny, mini, small, medium, base, large), with overrides.
+
+        `model_type="roberta"` (or another family) also applies that family's defaults
+        (`VARIANT_DEFAULTS`), e.g. `BertConfig.preset("base", model_type="roberta", vocab_size=8000)`.
+        """
         if name not in SIZE_PRESETS:
             raise ConfigError(f"unknown size preset {name!r}; choose one of {sorted(SIZE_PRESETS)}")
+        model_type = overrides.get("model_type", "bert")
+        if model_type not in VARIANT_DEFAULTS:
+            raise ConfigError(f"model_type {model_type!r} is not supported; use one of {MODEL_TYPES}")
         layers, hidden, heads = SIZE_PRESETS[name]
-        values = dict(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads,
-                      intermediate_size=4 * hidden)
+        values = dict(VARIANT_DEFAULTS[model_type], num_hidden_layers=layers, hidden_size=hidden,
+                      num_attention_heads=heads, intermediate_size=4 * hidden)
         values.update(overrides)
         return cls(**values)
 

@@ -64,7 +64,8 @@ class BertPredictionHeadTransform(nn.Module):
     def __init__(self, config: BertConfig):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-        self.transform_act_fn = activation(config.hidden_act)
+        # RoBERTa's LM head always uses exact GELU, whatever the encoder's activation.
+        self.transform_act_fn = activation("gelu" if config.model_type == "roberta" else config.hidden_act)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -67,7 +67,11 @@ class BertEmbeddings(nn.Module):
         super().__init__()
         self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size,
                                             padding_idx=config.pad_token_id)
-        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        # RoBERTa numbers positions after the pad row (see `roberta_position_ids`).
+        self.pad_positions = config.model_type == "roberta"
+        self.pad_token_id = config.pad_token_id
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size,
+                                                padding_idx=config.pad_token_id if self.pad_positions else None)
         self.token_type_embeddings = nn.Embedding(max(config.type_vocab_size, 1), config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
@@ -76,7 +80,9 @@ class BertEmbeddings(nn.Module):
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
                 position_ids: torch.Tensor | None = None) -> torch.Tensor:
         seq_len = input_ids.shape[1]
-        if position_ids is None:
+        if position_ids is None and self.pad_positions:
+            position_ids = roberta_position_ids(input_ids, self.pad_token_id)
+        elif position_ids is None:
             position_ids = torch.arange(seq_len, device=input_ids.device).unsqueeze(0)
         x = self.word_embeddings(input_ids)
         if self.position_embedding_type == "absolute":  # relative types add positions in attention
@@ -86,6 +92,16 @@ class BertEmbeddings(nn.Module):
         else:
             x = x + self.token_type_embeddings(token_type_ids)
         return self.dropout(self.LayerNorm(x))
+
+
+def roberta_position_ids(input_ids: torch.Tensor, pad_token_id: int) -> torch.Tensor:
+    """RoBERTa's positions: pad + (number of real tokens so far) at real tokens, pad at padding.
+
+    [<s> a b </s> <pad>] with pad id 1 -> [2 3 4 5 1]: left or right padding gives the same
+    positions to the same tokens, and padding always reads the (zero-initialised) pad row.
+    """
+    real = (input_ids != pad_token_id).long()
+    return torch.cumsum(real, dim=1) * real + pad_token_id
 
 
 # ---------------------------------------------------------------------------- attention
@@ -275,11 +291,11 @@ class BertModel(PretrainedMixin, nn.Module):
         """Turn the usual user mistakes into messages instead of index errors deep in torch."""
         if input_ids.dim() != 2:
             raise BertkitError(f"input_ids must have shape (batch, sequence), got {tuple(input_ids.shape)}")
-        if input_ids.shape[1] > self.config.max_position_embeddings:
+        if input_ids.shape[1] > self.config.max_sequence_length:
             raise BertkitError(
                 f"sequence length {input_ids.shape[1]} exceeds max_position_embeddings "
-                f"({self.config.max_position_embeddings}); tokenize with truncation and "
-                f"max_length={self.config.max_position_embeddings}")
+                f"({self.config.max_position_embeddings} rows: at most {self.config.max_sequence_length} "
+                f"tokens); tokenize with truncation and max_length={self.config.max_sequence_length}")
         if input_ids.numel() and (int(input_ids.max()) >= self.config.vocab_size or int(input_ids.min()) < 0):
             raise BertkitError(
                 f"token id {int(input_ids.max())} is outside the model's vocabulary of "
