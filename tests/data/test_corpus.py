@@ -1,0 +1,110 @@
+import json
+import warnings
+
+import pytest
+
+from bertkit.data.corpus import open_corpus, split_sentences
+from bertkit.errors import DataError
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Mr. Smith met Dr. Jones. They talked.", ["Mr. Smith met Dr. Jones.", "They talked."]),
+    ("The U.S. economy grew. Prices rose!", ["The U.S. economy grew.", "Prices rose!"]),
+    ('He said "Stop!" Then he ran. Did he? Yes.', ['He said "Stop!"', "Then he ran.", "Did he?", "Yes."]),
+    ("Sales rose 3.5% in 2004. 2005 was worse.", ["Sales rose 3.5% in 2004.", "2005 was worse."]),
+    ('It ended. "Never again," she said.', ["It ended.", '"Never again," she said.']),
+    ("John F. Kennedy spoke. The crowd cheered.", ["John F. Kennedy spoke.", "The crowd cheered."]),
+    ("A title\n\nFirst line. second clause stays.\nNew line", ["A title", "First line. second clause stays.", "New line"]),
+    ("   \n \n", []),
+])
+def test_split_sentences(text, expected):
+    assert split_sentences(text) == expected
+
+
+def test_file_mode_reads_directory_recursively_in_sorted_order(tmp_path):
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "2.txt").write_text("Second doc. Two sentences.")
+    (tmp_path / "a.txt").write_text("First doc.")
+    (tmp_path / "c.txt").write_text("  \n")  # whitespace only: no document
+    corpus = open_corpus(tmp_path)
+    assert list(corpus) == [["First doc."], ["Second doc.", "Two sentences."]]
+    assert corpus.stats["documents"] == 2 and corpus.stats["sentences"] == 3
+
+
+def test_blank_line_mode(tmp_path):
+    f = tmp_path / "docs.txt"
+    f.write_text("Doc one. Still one.\nMore of one.\n\n\n  \nDoc two.\n\nDoc three!")
+    assert list(open_corpus(f, mode="blank")) == [
+        ["Doc one.", "Still one.", "More of one."], ["Doc two."], ["Doc three!"]]
+
+
+def test_jsonl_mode(tmp_path):
+    f = tmp_path / "docs.jsonl"
+    f.write_text("\n".join(json.dumps(o) for o in [{"text": "A b. C d.", "id": 1}, {"text": "E f."}]) + "\n\n")
+    assert list(open_corpus(f)) == [["A b.", "C d."], ["E f."]]
+    f.write_text('{"text": "ok."}\n{"body": "no text field"}\n')
+    with pytest.raises(DataError, match=r"docs.jsonl:2.*'text'"):
+        list(open_corpus(f))
+    f.write_text('{"text": "ok."}\nnot json\n')
+    with pytest.raises(DataError, match=r"docs.jsonl:2: not valid JSON"):
+        list(open_corpus(f))
+
+
+def test_binary_files_are_skipped_with_a_warning(tmp_path):
+    (tmp_path / "good.txt").write_text("Good text here.")
+    (tmp_path / "image.bin").write_bytes(b"\x89PNG\x00\x00\x01binary")
+    (tmp_path / "latin1.txt").write_bytes("caf\xe9 cr\xe8me".encode("latin-1"))
+    with pytest.warns(UserWarning) as record:
+        docs = list(open_corpus(tmp_path))
+    assert docs == [["Good text here."]]
+    messages = " ".join(str(w.message) for w in record)
+    assert "image.bin" in messages and "latin1.txt" in messages
+
+
+def test_empty_or_unusable_corpus_raises(tmp_path):
+    (tmp_path / "blank.txt").write_text("\n   \n\t\n")
+    with pytest.raises(DataError, match="no usable text"):
+        list(open_corpus(tmp_path))
+    (tmp_path / "blank.txt").write_bytes(b"\x00\x01\x02")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(DataError, match="no usable text"):
+            list(open_corpus(tmp_path))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(DataError, match="contains no files"):
+        open_corpus(empty)
+
+
+def test_bad_path_and_mode():
+    with pytest.raises(DataError, match="does not exist"):
+        open_corpus("/no/such/corpus/dir")
+    with pytest.raises(DataError, match="unknown corpus mode"):
+        open_corpus("bbc", mode="paragraphs")
+
+
+def test_named_bbc_corpus_streams_articles():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # one BBC file is Latin-1 and is skipped
+        docs = []
+        for doc in open_corpus("bbc"):
+            docs.append(doc)
+            if len(docs) == 5:
+                break
+    assert all(len(d) > 3 for d in docs)
+    assert all(isinstance(s, str) and s == s.strip() and s for d in docs for s in d)
+
+
+def test_wordnet_glosses_are_documents():
+    from bertkit.data.corpus import WORDNET_DIR
+
+    if not (WORDNET_DIR / "data.verb").is_file():
+        pytest.skip("wordnet-base is not installed")
+    corpus = open_corpus("wordnet")
+    for doc in corpus:
+        if doc[0].startswith("cause to be alert and energetic"):
+            assert doc == ["cause to be alert and energetic", "Coffee and tea stimulate me",
+                           "This herbal infusion doesn't stimulate"]
+            break
+    else:
+        pytest.fail("the gloss of 'stimulate' was not found")
