@@ -127,6 +127,9 @@ class BertSelfAttention(nn.Module):
         self.max_positions = config.max_position_embeddings
         if self.position_embedding_type in RELATIVE_TYPES:  # one vector per signed distance
             self.distance_embedding = nn.Embedding(2 * config.max_position_embeddings - 1, self.head_dim)
+        # Prefix tuning (bertkit.peft.prefix) sets a module here: prefix(k, v, bias) -> (k, v, bias)
+        # with P learned key/value tokens put before the sequence's and the bias widened to match.
+        self.prefix: nn.Module | None = None
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, H) -> (B, h, T, d)"""
@@ -143,6 +146,8 @@ class BertSelfAttention(nn.Module):
             relative = relative_position_scores(q, k, self.distance_embedding.weight,
                                                 self.position_embedding_type, self.max_positions)
             attention_bias = relative if attention_bias is None else relative + attention_bias
+        if self.prefix is not None:
+            k, v, attention_bias = self.prefix(k, v, attention_bias)
         probs = None
         if output_attentions or head_mask is not None:
             scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)
