@@ -169,3 +169,24 @@ def test_plots_write_pngs_and_check_ranges(tmp_path):
         plot_head(a, TOKENS, 0, -1, tmp_path / "bad.png")
     assert not (tmp_path / "bad.png").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["grid.png", "head.png"]  # no temp files left
+
+
+def test_contract_with_the_real_model():
+    """The model's out.attentions feeds these functions: padding is cut, rows are distributions."""
+    from bertkit.config import BertConfig
+    from bertkit.model import BertModel
+
+    torch.manual_seed(0)
+    model = BertModel(BertConfig.preset("tiny", vocab_size=50)).eval()
+    ids = torch.tensor([[1, 5, 6, 7, 2], [1, 8, 2, 0, 0]])
+    mask = (ids != 0).long()
+    with torch.no_grad():
+        out = model(ids, mask, torch.zeros_like(ids), output_attentions=True)
+        alone = model(ids[1:, :3], mask[1:, :3], output_attentions=True)
+    a, n = stack_attentions(out.attentions, index=1, attention_mask=mask)
+    assert n == 3 and a.shape == (model.config.num_hidden_layers, model.config.num_attention_heads, 3, 3)
+    np.testing.assert_allclose(a.sum(-1), 1.0, atol=1e-5)  # padded keys got no weight
+    ref, _ = stack_attentions(alone.attentions)
+    np.testing.assert_allclose(a, ref, atol=1e-5)  # same as running the sentence unpadded
+    stats = head_statistics(a, ["[CLS]", "x", "[SEP]"])
+    assert stats["entropy"].shape == a.shape[:2]

@@ -166,3 +166,19 @@ def test_collect_features_needs_hidden_states():
     ids = torch.ones(1, 3, dtype=torch.long)
     with pytest.raises(ConfigError, match="hidden_states"):
         collect_features(NoHidden(), [{"input_ids": ids, "attention_mask": ids}])
+
+
+def test_contract_with_the_real_model():
+    """Sentence features of a padded batch equal those of each sentence run alone."""
+    from bertkit.config import BertConfig
+    from bertkit.model import BertModel
+
+    torch.manual_seed(0)
+    model = BertModel(BertConfig.preset("tiny", vocab_size=50))
+    ids = torch.tensor([[1, 5, 6, 7, 2], [1, 8, 2, 0, 0]])
+    mask = (ids != 0).long()
+    feats = collect_features(model, [{"input_ids": ids, "attention_mask": mask}])
+    alone = collect_features(model, [{"input_ids": ids[1:, :3], "attention_mask": mask[1:, :3]}])
+    assert len(feats) == model.config.num_hidden_layers + 1
+    for layer in range(len(feats)):
+        np.testing.assert_allclose(feats[layer][1], alone[layer][0], atol=1e-5)
