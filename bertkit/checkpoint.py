@@ -131,7 +131,7 @@ def load_into(model: nn.Module, state: dict[str, torch.Tensor], prefix: str) -> 
     own = model.state_dict()
     config = getattr(model, "config", None)
     if config is not None:  # RoBERTa/ALBERT/ELECTRA names -> ours
-        state = from_hf(state, config.model_type, type(model).__name__)
+        state = from_hf(state, config, type(model).__name__)
     state = match_prefix(normalize_keys(state), set(own), prefix)
     mismatched = [f"{k}: checkpoint {tuple(v.shape)} vs model {tuple(own[k].shape)}"
                   for k, v in state.items() if k in own and v.shape != own[k].shape]
@@ -184,7 +184,7 @@ class PretrainedMixin:
         config = self.config.replace(architectures=[hf_architecture(name, self.config.model_type)])
         # safetensors refuses shared storage: contiguous copies of every tensor.
         state = {k: v.detach().to("cpu").contiguous().clone() for k, v in self.state_dict().items()}
-        state = to_hf(state, self.config.model_type, name)  # the family's names, as transformers
+        state = to_hf(state, self.config, name)  # the family's names, as transformers
         with atomic_open(os.path.join(directory, "model.safetensors"), "wb") as f:
             f.write(save(state, metadata={"format": "pt"}))
         config.save_pretrained(directory)

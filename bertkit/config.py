@@ -21,7 +21,7 @@ ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish",
 POSITION_EMBEDDING_TYPES = ("absolute", "relative_key", "relative_key_query")
 # Checkpoint families this one encoder reads and writes; `model_type` picks the switches and the
 # Hugging Face key names (see bertkit/variants/keymaps.py).
-MODEL_TYPES = ("bert", "roberta")
+MODEL_TYPES = ("bert", "roberta", "albert")
 # What a family changes from BERT's defaults when a config is built by `preset(model_type=...)`.
 VARIANT_DEFAULTS: dict[str, dict[str, Any]] = {
     "bert": {},
@@ -29,6 +29,10 @@ VARIANT_DEFAULTS: dict[str, dict[str, Any]] = {
     # hence 512 + 2 rows; one segment; LayerNorm eps 1e-5.
     "roberta": dict(vocab_size=50265, max_position_embeddings=514, pad_token_id=1,
                     layer_norm_eps=1e-5, type_vocab_size=1),
+    # ALBERT: 128-wide factorised embeddings, one set of layer weights shared by all layers,
+    # no dropout (as the ALBERT v2 checkpoints), tanh-approximated GELU, a 30k SentencePiece vocab.
+    "albert": dict(vocab_size=30000, embedding_size=128, num_hidden_groups=1, inner_group_num=1,
+                   hidden_act="gelu_new", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0),
 }
 
 # (layers, hidden, heads); intermediate is 4 x hidden, as in BERT and the Turc et al. mini-BERTs.
@@ -65,10 +69,21 @@ class BertConfig:
     problem_type: str | None = None  # "single_label_classification", "multi_label_...", "regression"
     model_type: str = "bert"
     architectures: list[str] | None = None
+    # ---- variant switches (bertkit/variants/); None keeps plain BERT
+    # Factorised embeddings (ALBERT, ELECTRA): tokens are embedded in E < H dimensions and
+    # projected up to H by `encoder.embedding_hidden_mapping_in`. None: E = H, no projection.
+    embedding_size: int | None = None
+    # Cross-layer sharing (ALBERT): the layers are split into num_hidden_groups consecutive groups
+    # that share one set of weights each (1 = all layers share); every group holds inner_group_num
+    # distinct layers applied in turn. None: every layer has its own weights (BERT).
+    num_hidden_groups: int | None = None
+    inner_group_num: int = 1
     # Anything else found in config.json: kept so that saving writes it back unchanged.
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
+        if self.model_type == "albert" and self.num_hidden_groups is None:
+            self.num_hidden_groups = 1  # transformers' AlbertConfig default: all layers share
         if self.id2label is not None:
             self.id2label = {int(k): str(v) for k, v in self.id2label.items()}
             self.num_labels = len(self.id2label)
@@ -113,6 +128,20 @@ class BertConfig:
                 f"RoBERTa numbers positions from pad_token_id + 1 = {self.pad_token_id + 1}, so "
                 f"max_position_embeddings ({self.max_position_embeddings}) must be larger; use "
                 f"max_length + {self.pad_token_id + 1} (514 for 512 tokens)")
+        if self.embedding_size is not None and not 0 < self.embedding_size <= self.hidden_size:
+            raise ConfigError(
+                f"embedding_size ({self.embedding_size}) must be between 1 and hidden_size "
+                f"({self.hidden_size}): factorised embeddings save parameters only when E < H; "
+                f"set embedding_size <= {self.hidden_size} or leave it unset")
+        groups = self.num_hidden_groups
+        if groups is not None and not 1 <= groups <= self.num_hidden_layers:
+            raise ConfigError(f"num_hidden_groups ({groups}) must be between 1 (all layers share "
+                              f"weights) and num_hidden_layers ({self.num_hidden_layers})")
+        if not isinstance(self.inner_group_num, int) or self.inner_group_num < 1:
+            raise ConfigError(f"inner_group_num must be a positive integer, got {self.inner_group_num!r}")
+        if self.inner_group_num > 1 and groups is None:
+            raise ConfigError("inner_group_num > 1 describes layers inside shared groups: also set "
+                              "num_hidden_groups (1 = one group shared by all layers)")
 
     @property
     def head_dim(self) -> int:
@@ -124,6 +153,16 @@ class BertConfig:
         if self.model_type == "roberta":
             return self.max_position_embeddings - self.pad_token_id - 1
         return self.max_position_embeddings
+
+    @property
+    def embedding_dim(self) -> int:
+        """E: the width of the token/position/segment embeddings (hidden_size unless factorised)."""
+        return self.embedding_size if self.embedding_size is not None else self.hidden_size
+
+    @property
+    def shares_layers(self) -> bool:
+        return self.num_hidden_groups is not None and (
+            self.num_hidden_groups < self.num_hidden_layers or self.inner_group_num > 1)
 
     # ------------------------------------------------------------------ presets
     @classmethod
@@ -142,6 +181,8 @@ class BertConfig:
         values = dict(VARIANT_DEFAULTS[model_type], num_hidden_layers=layers, hidden_size=hidden,
                       num_attention_heads=heads, intermediate_size=4 * hidden)
         values.update(overrides)
+        if "embedding_size" not in overrides and (values.get("embedding_size") or 0) > values["hidden_size"]:
+            values["embedding_size"] = values["hidden_size"]  # ALBERT's 128 on a narrower model
         return cls(**values)
 
     # ------------------------------------------------------------------ HF config.json

@@ -59,14 +59,18 @@ class QuestionAnsweringOutput(ModelOutput):
 
 # ---------------------------------------------------------------------------- MLM / NSP modules
 class BertPredictionHeadTransform(nn.Module):
-    """LayerNorm(act(W h + b)): one more non-linear layer before the vocabulary projection."""
+    """LayerNorm(act(W h + b)): one more non-linear layer before the vocabulary projection.
+
+    W maps H to the embedding width E (= H unless factorised, as in ALBERT/ELECTRA), so the tied
+    decoder is the V x E word-embedding table.
+    """
 
     def __init__(self, config: BertConfig):
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dense = nn.Linear(config.hidden_size, config.embedding_dim)
         # RoBERTa's LM head always uses exact GELU, whatever the encoder's activation.
         self.transform_act_fn = activation("gelu" if config.model_type == "roberta" else config.hidden_act)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.LayerNorm = nn.LayerNorm(config.embedding_dim, eps=config.layer_norm_eps)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.LayerNorm(self.transform_act_fn(self.dense(x)))
@@ -183,7 +187,11 @@ class BertForNextSentencePrediction(_WithEncoder):
 
 
 class BertForPreTraining(_WithEncoder):
-    """MLM + next-sentence (or sentence-order) prediction; loss = MLM loss + NSP loss."""
+    """MLM + next-sentence (or sentence-order) prediction; loss = MLM loss + NSP loss.
+
+    With model_type="albert" the second head is ALBERT's sentence-order head (`sop_classifier` in
+    its checkpoints; label 0 = segments in order, 1 = swapped): pass `sentence_order_label`.
+    """
 
     def __init__(self, config: BertConfig):
         super().__init__(config)
@@ -192,7 +200,10 @@ class BertForPreTraining(_WithEncoder):
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None,
                 labels=None, next_sentence_label=None, head_mask=None, output_attentions=False,
-                output_hidden_states=False, full_logits: bool = False) -> PreTrainingOutput:
+                output_hidden_states=False, full_logits: bool = False,
+                sentence_order_label=None) -> PreTrainingOutput:
+        if next_sentence_label is None:
+            next_sentence_label = sentence_order_label  # ALBERT's name for the same 2-way label
         out = self.encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask,
                           output_attentions, output_hidden_states)
         logits, mlm_loss = mlm_logits_and_loss(self.cls.predictions, out.last_hidden_state, labels, full_logits)

@@ -20,6 +20,7 @@ from torch.utils.checkpoint import checkpoint
 from .checkpoint import PretrainedMixin
 from .config import BertConfig
 from .errors import BertkitError
+from .variants.albert import has_embedding_projection, layer_order, num_layer_modules
 from .variants.relative import RELATIVE_TYPES, relative_position_scores
 
 
@@ -65,15 +66,15 @@ class BertEmbeddings(nn.Module):
 
     def __init__(self, config: BertConfig):
         super().__init__()
-        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size,
-                                            padding_idx=config.pad_token_id)
+        width = config.embedding_dim  # H, or E < H with factorised embeddings (ALBERT, ELECTRA)
+        self.word_embeddings = nn.Embedding(config.vocab_size, width, padding_idx=config.pad_token_id)
         # RoBERTa numbers positions after the pad row (see `roberta_position_ids`).
         self.pad_positions = config.model_type == "roberta"
         self.pad_token_id = config.pad_token_id
-        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size,
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, width,
                                                 padding_idx=config.pad_token_id if self.pad_positions else None)
-        self.token_type_embeddings = nn.Embedding(max(config.type_vocab_size, 1), config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.token_type_embeddings = nn.Embedding(max(config.type_vocab_size, 1), width)
+        self.LayerNorm = nn.LayerNorm(width, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.position_embedding_type = config.position_embedding_type
 
@@ -234,15 +235,24 @@ class BertLayer(nn.Module):
 class BertEncoder(nn.Module):
     def __init__(self, config: BertConfig):
         super().__init__()
-        self.layer = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
+        # Factorised embeddings (ALBERT, ELECTRA): project E up to H before the first layer.
+        self.embedding_hidden_mapping_in = (nn.Linear(config.embedding_dim, config.hidden_size)
+                                            if has_embedding_projection(config) else None)
+        self.layer = nn.ModuleList(BertLayer(config) for _ in range(num_layer_modules(config)))
+        # Which layer runs at each step: 0..L-1, or ALBERT's shared groups (variants/albert.py).
+        self.layer_order = layer_order(config)
+        self.steps_per_layer = config.inner_group_num if config.num_hidden_groups else 1
         self.gradient_checkpointing = False  # recompute activations in backward to save memory
 
     def forward(self, hidden, attention_bias=None, head_mask=None, output_attentions=False,
                 output_hidden_states=False):
+        if self.embedding_hidden_mapping_in is not None:
+            hidden = self.embedding_hidden_mapping_in(hidden)
         all_hidden = [hidden] if output_hidden_states else None
         all_attn = [] if output_attentions else None
-        for i, layer in enumerate(self.layer):
-            layer_head_mask = None if head_mask is None else head_mask[i]
+        for step, index in enumerate(self.layer_order):
+            layer = self.layer[index]
+            layer_head_mask = None if head_mask is None else head_mask[step // self.steps_per_layer]
             if self.gradient_checkpointing and self.training:
                 hidden, probs = checkpoint(layer, hidden, attention_bias, layer_head_mask,
                                            output_attentions, use_reentrant=False)

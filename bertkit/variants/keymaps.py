@@ -4,21 +4,33 @@ bertkit's modules always carry BERT's names (`bert.encoder.layer.0.attention.sel
 `config.model_type` says which family's names the files on disk use. `to_hf` renames our
 state dict before saving and `from_hf` renames a loaded one back, so a RoBERTa checkpoint saved
 here loads in `transformers.RobertaForMaskedLM` and the other way round, without a second
-model class. Renames are key *prefixes*, tried in order, first match wins.
+model class. Renames are key *prefixes*, tried in order, first match wins; ALBERT's layer
+groups also renumber the layers.
 
 Which class to build is never read from the file: every bertkit class (BertModel,
 BertForMaskedLM, ...) builds any family, because the family is a set of config switches.
 `BertForMaskedLM.from_pretrained(roberta_dir)` therefore reads `model_type: "roberta"` from
-config.json and gives a RoBERTa MLM.
+config.json and gives a RoBERTa MLM; `BertForPreTraining.from_pretrained(albert_dir)` gives
+ALBERT's MLM + sentence-order model.
 """
 
 from __future__ import annotations
 
+import re
+
 import torch
+
+from ..config import BertConfig
 
 # The attribute transformers keeps the encoder under, per family (ours is always `bert`).
 HF_BASE_PREFIX = {"bert": "bert", "roberta": "roberta", "albert": "albert", "electra": "electra"}
 
+_ALBERT_MLM = [
+    ("cls.predictions.transform.dense.", "predictions.dense."),
+    ("cls.predictions.transform.LayerNorm.", "predictions.LayerNorm."),
+    ("cls.predictions.decoder.", "predictions.decoder."),
+    ("cls.predictions.bias", "predictions.bias"),
+]
 # (bertkit prefix, Hugging Face prefix) per family and head class.
 HEAD_RENAMES: dict[tuple[str, str], list[tuple[str, str]]] = {
     ("roberta", "BertForMaskedLM"): [
@@ -33,16 +45,29 @@ HEAD_RENAMES: dict[tuple[str, str], list[tuple[str, str]]] = {
         ("bert.pooler.dense.", "classifier.dense."),
         ("classifier.", "classifier.out_proj."),
     ],
+    ("albert", "BertForMaskedLM"): _ALBERT_MLM,
+    ("albert", "BertForPreTraining"): _ALBERT_MLM + [("cls.seq_relationship.", "sop_classifier.classifier.")],
 }
 # Keys transformers' class does not have, dropped on load (its pooler is our classifier.dense).
 DROPPED_ON_LOAD: dict[tuple[str, str], tuple[str, ...]] = {
     ("roberta", "BertForSequenceClassification"): ("bert.pooler.", "pooler."),
 }
+# Inside one ALBERT layer: (bertkit, transformers) names.
+ALBERT_LAYER = [
+    ("attention.self.query.", "attention.query."),
+    ("attention.self.key.", "attention.key."),
+    ("attention.self.value.", "attention.value."),
+    ("attention.self.distance_embedding.", "attention.distance_embedding."),
+    ("attention.output.dense.", "attention.dense."),
+    ("attention.output.LayerNorm.", "attention.LayerNorm."),
+    ("intermediate.dense.", "ffn."),
+    ("output.dense.", "ffn_output."),
+    ("output.LayerNorm.", "full_layer_layer_norm."),
+]
 # Class names transformers has for each family (saved in config.json "architectures").
-HF_CLASSES = {
-    "roberta": ("BertModel", "BertForMaskedLM", "BertForSequenceClassification",
-                "BertForTokenClassification", "BertForQuestionAnswering", "BertForMultipleChoice"),
-}
+_COMMON = ("BertModel", "BertForMaskedLM", "BertForSequenceClassification",
+           "BertForTokenClassification", "BertForQuestionAnswering", "BertForMultipleChoice")
+HF_CLASSES = {"roberta": _COMMON, "albert": _COMMON + ("BertForPreTraining",)}
 
 
 def _rename(key: str, pairs: list[tuple[str, str]]) -> str:
@@ -52,21 +77,63 @@ def _rename(key: str, pairs: list[tuple[str, str]]) -> str:
     return key
 
 
-def to_hf(state: dict[str, torch.Tensor], model_type: str, class_name: str) -> dict[str, torch.Tensor]:
+def _split_base(key: str, base: str) -> tuple[str, str]:
+    """'bert.encoder.x' -> ('bert.', 'encoder.x'); a bare encoder key has no prefix."""
+    return (base + ".", key[len(base) + 1:]) if key.startswith(base + ".") else ("", key)
+
+
+def _albert_to_hf(key: str, config: BertConfig) -> str:
+    head, body = _split_base(key, "bert")
+    match = re.fullmatch(r"encoder\.layer\.(\d+)\.(.+)", body)
+    if match:
+        group, inner = divmod(int(match.group(1)), config.inner_group_num)
+        body = (f"encoder.albert_layer_groups.{group}.albert_layers.{inner}."
+                + _rename(match.group(2), ALBERT_LAYER))
+    elif body.startswith("pooler.dense."):  # ALBERT's pooler is a bare Linear
+        body = "pooler." + body[len("pooler.dense."):]
+    return head + body
+
+
+def _albert_from_hf(key: str, config: BertConfig) -> str:
+    head, body = _split_base(key, "bert")
+    match = re.fullmatch(r"encoder\.albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.(.+)", body)
+    if match:
+        index = int(match.group(1)) * config.inner_group_num + int(match.group(2))
+        body = f"encoder.layer.{index}." + _rename(match.group(3), [(b, a) for a, b in ALBERT_LAYER])
+    elif body in ("pooler.weight", "pooler.bias"):
+        body = "pooler.dense." + body[len("pooler."):]
+    return head + body
+
+
+def to_hf(state: dict[str, torch.Tensor], config: BertConfig, class_name: str) -> dict[str, torch.Tensor]:
     """Our state dict -> the key names transformers' class of that family expects."""
-    pairs = HEAD_RENAMES.get((model_type, class_name), [])
-    prefix = [("bert.", HF_BASE_PREFIX.get(model_type, "bert") + ".")]
-    return {_rename(_rename(k, pairs), prefix): v for k, v in state.items()}
+    family = config.model_type
+    pairs = HEAD_RENAMES.get((family, class_name), [])
+    prefix = [("bert.", HF_BASE_PREFIX.get(family, "bert") + ".")]
+    out = {}
+    for key, value in state.items():
+        key = _rename(key, pairs)
+        if family == "albert":
+            key = _albert_to_hf(key, config)
+        out[_rename(key, prefix)] = value
+    return out
 
 
-def from_hf(state: dict[str, torch.Tensor], model_type: str, class_name: str) -> dict[str, torch.Tensor]:
+def from_hf(state: dict[str, torch.Tensor], config: BertConfig, class_name: str) -> dict[str, torch.Tensor]:
     """A family's checkpoint keys -> ours (a bare encoder's keys stay bare; load adds `bert.`)."""
-    base = HF_BASE_PREFIX.get(model_type, "bert")
+    family = config.model_type
+    base = HF_BASE_PREFIX.get(family, "bert")
     state = {_rename(k, [(base + ".", "bert.")]): v for k, v in state.items()}
-    dropped = DROPPED_ON_LOAD.get((model_type, class_name), ())
+    dropped = DROPPED_ON_LOAD.get((family, class_name), ())
     state = {k: v for k, v in state.items() if not k.startswith(dropped)}
-    pairs = [(hf, ours) for ours, hf in HEAD_RENAMES.get((model_type, class_name), [])]
-    return {_rename(k, pairs): v for k, v in state.items()}
+    pairs = [(hf, ours) for ours, hf in HEAD_RENAMES.get((family, class_name), [])]
+    out = {}
+    for key, value in state.items():
+        key = _rename(key, pairs)
+        if family == "albert":
+            key = _albert_from_hf(key, config)
+        out[key] = value
+    return out
 
 
 def hf_architecture(class_name: str, model_type: str) -> str:
