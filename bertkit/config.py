@@ -21,7 +21,7 @@ ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish",
 POSITION_EMBEDDING_TYPES = ("absolute", "relative_key", "relative_key_query")
 # Checkpoint families this one encoder reads and writes; `model_type` picks the switches and the
 # Hugging Face key names (see bertkit/variants/keymaps.py).
-MODEL_TYPES = ("bert", "roberta", "albert")
+MODEL_TYPES = ("bert", "roberta", "albert", "electra")
 # What a family changes from BERT's defaults when a config is built by `preset(model_type=...)`.
 VARIANT_DEFAULTS: dict[str, dict[str, Any]] = {
     "bert": {},
@@ -33,6 +33,8 @@ VARIANT_DEFAULTS: dict[str, dict[str, Any]] = {
     # no dropout (as the ALBERT v2 checkpoints), tanh-approximated GELU, a 30k SentencePiece vocab.
     "albert": dict(vocab_size=30000, embedding_size=128, num_hidden_groups=1, inner_group_num=1,
                    hidden_act="gelu_new", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0),
+    # ELECTRA: 128-wide embeddings (projected when narrower than the layers), no pooler.
+    "electra": dict(embedding_size=128),
 }
 
 # (layers, hidden, heads); intermediate is 4 x hidden, as in BERT and the Turc et al. mini-BERTs.
@@ -128,7 +130,11 @@ class BertConfig:
                 f"RoBERTa numbers positions from pad_token_id + 1 = {self.pad_token_id + 1}, so "
                 f"max_position_embeddings ({self.max_position_embeddings}) must be larger; use "
                 f"max_length + {self.pad_token_id + 1} (514 for 512 tokens)")
-        if self.embedding_size is not None and not 0 < self.embedding_size <= self.hidden_size:
+        # E > H only makes sense for an ELECTRA generator, which reads the discriminator's wider
+        # shared embeddings and projects them down.
+        wider_allowed = self.model_type == "electra"
+        if self.embedding_size is not None and (
+                self.embedding_size <= 0 or (self.embedding_size > self.hidden_size and not wider_allowed)):
             raise ConfigError(
                 f"embedding_size ({self.embedding_size}) must be between 1 and hidden_size "
                 f"({self.hidden_size}): factorised embeddings save parameters only when E < H; "

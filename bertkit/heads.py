@@ -68,8 +68,9 @@ class BertPredictionHeadTransform(nn.Module):
     def __init__(self, config: BertConfig):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.embedding_dim)
-        # RoBERTa's LM head always uses exact GELU, whatever the encoder's activation.
-        self.transform_act_fn = activation("gelu" if config.model_type == "roberta" else config.hidden_act)
+        # RoBERTa's and ELECTRA's LM heads always use exact GELU, whatever the encoder's activation.
+        act = "gelu" if config.model_type in ("roberta", "electra") else config.hidden_act
+        self.transform_act_fn = activation(act)
         self.LayerNorm = nn.LayerNorm(config.embedding_dim, eps=config.layer_norm_eps)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -267,12 +267,16 @@ class BertEncoder(nn.Module):
 
 
 class BertPooler(nn.Module):
-    """tanh(W h_[CLS] + b): the sentence vector BERT's NSP head was trained on."""
+    """tanh(W h_[CLS] + b): the sentence vector BERT's NSP head was trained on.
+
+    ELECTRA has no pooler; its classification head is the same map with GELU, so for
+    model_type="electra" this module plays that role (checkpoint names: variants/keymaps.py).
+    """
 
     def __init__(self, config: BertConfig):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-        self.activation = nn.Tanh()
+        self.activation = activation("gelu") if config.model_type == "electra" else nn.Tanh()
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.activation(self.dense(hidden[:, 0]))
@@ -282,11 +286,13 @@ class BertPooler(nn.Module):
 class BertModel(PretrainedMixin, nn.Module):
     """The bare encoder: token ids in, contextual vectors (and the pooled [CLS] vector) out."""
 
-    def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
+    def __init__(self, config: BertConfig, add_pooling_layer: bool | None = None):
         super().__init__()
         self.config = config
         self.embeddings = BertEmbeddings(config)
         self.encoder = BertEncoder(config)
+        if add_pooling_layer is None:  # by default as transformers' bare model of the family
+            add_pooling_layer = config.model_type != "electra"
         self.pooler = BertPooler(config) if add_pooling_layer else None
         self.init_weights()
 

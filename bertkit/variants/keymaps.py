@@ -46,12 +46,26 @@ HEAD_RENAMES: dict[tuple[str, str], list[tuple[str, str]]] = {
         ("classifier.", "classifier.out_proj."),
     ],
     ("albert", "BertForMaskedLM"): _ALBERT_MLM,
+    # ELECTRA's generator; its classifier is our pooler (with GELU) + classifier, as RoBERTa's.
+    ("electra", "BertForMaskedLM"): [
+        ("cls.predictions.transform.dense.", "generator_predictions.dense."),
+        ("cls.predictions.transform.LayerNorm.", "generator_predictions.LayerNorm."),
+        ("cls.predictions.decoder.weight", "generator_lm_head.weight"),
+        ("cls.predictions.bias", "generator_lm_head.bias"),
+    ],
+    ("electra", "BertForSequenceClassification"): [
+        ("bert.pooler.dense.", "classifier.dense."),
+        ("classifier.", "classifier.out_proj."),
+    ],
     ("albert", "BertForPreTraining"): _ALBERT_MLM + [("cls.seq_relationship.", "sop_classifier.classifier.")],
 }
 # Keys transformers' class does not have, dropped on load (its pooler is our classifier.dense).
 DROPPED_ON_LOAD: dict[tuple[str, str], tuple[str, ...]] = {
     ("roberta", "BertForSequenceClassification"): ("bert.pooler.", "pooler."),
+    ("electra", "BertForSequenceClassification"): ("bert.pooler.", "pooler."),
 }
+# ELECTRA keeps the E -> H projection beside the embeddings, not in the encoder.
+ELECTRA_ENCODER = [("encoder.embedding_hidden_mapping_in.", "embeddings_project.")]
 # Inside one ALBERT layer: (bertkit, transformers) names.
 ALBERT_LAYER = [
     ("attention.self.query.", "attention.query."),
@@ -67,7 +81,8 @@ ALBERT_LAYER = [
 # Class names transformers has for each family (saved in config.json "architectures").
 _COMMON = ("BertModel", "BertForMaskedLM", "BertForSequenceClassification",
            "BertForTokenClassification", "BertForQuestionAnswering", "BertForMultipleChoice")
-HF_CLASSES = {"roberta": _COMMON, "albert": _COMMON + ("BertForPreTraining",)}
+HF_CLASSES = {"roberta": _COMMON, "albert": _COMMON + ("BertForPreTraining",),
+              "electra": _COMMON[:-1]}  # its multiple-choice head differs: not mapped
 
 
 def _rename(key: str, pairs: list[tuple[str, str]]) -> str:
@@ -115,6 +130,9 @@ def to_hf(state: dict[str, torch.Tensor], config: BertConfig, class_name: str) -
         key = _rename(key, pairs)
         if family == "albert":
             key = _albert_to_hf(key, config)
+        elif family == "electra":
+            head, body = _split_base(key, "bert")
+            key = head + _rename(body, ELECTRA_ENCODER)
         out[_rename(key, prefix)] = value
     return out
 
@@ -132,6 +150,9 @@ def from_hf(state: dict[str, torch.Tensor], config: BertConfig, class_name: str)
         key = _rename(key, pairs)
         if family == "albert":
             key = _albert_from_hf(key, config)
+        elif family == "electra":
+            head, body = _split_base(key, "bert")
+            key = head + _rename(body, [(b, a) for a, b in ELECTRA_ENCODER])
         out[key] = value
     return out
 

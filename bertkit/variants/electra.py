@@ -1,0 +1,193 @@
+"""ELECTRA (Clark et al. 2020): replaced-token detection with a small generator.
+
+A small MLM generator fills the masked positions with tokens sampled from its own softmax; the
+discriminator (the model that is kept) reads the corrupted sequence and predicts, for every real
+token, whether it was replaced. Losses, with M the masked positions and R the real (non-pad) ones:
+
+    generator_loss     = mean_{t in M} -log p_G(x_t | x_masked)
+    discriminator_loss = mean_{t in R} BCE(D(x_corrupt)_t, [x_corrupt_t != x_t])
+    loss               = generator_loss + disc_weight * discriminator_loss        (disc_weight = 50)
+
+A sampled token equal to the original counts as *not* replaced. Sampling is Gumbel-max under
+`torch.no_grad()`: no gradient flows from the discriminator into the generator.
+
+The two share their embeddings (token, position, segment tables and their LayerNorm): one module
+object sits in both encoders. When the generator is narrower than the embeddings it projects them
+down (`encoder.embedding_hidden_mapping_in`, saved as ELECTRA's `embeddings_project`).
+
+`ElectraForPreTraining` is the discriminator alone, laid out as transformers' class of that name;
+`ElectraPretrainer` holds both and saves them as `discriminator/` and `generator/` directories
+that transformers' ElectraForPreTraining and ElectraForMaskedLM read.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..checkpoint import PretrainedMixin
+from ..config import BertConfig
+from ..errors import ConfigError
+from ..heads import IGNORE_INDEX, BertForMaskedLM, ClassifierOutput
+from ..model import BertModel, ModelOutput, activation
+
+
+def generator_config(config: BertConfig, hidden_fraction: float = 0.25,
+                     num_hidden_layers: int | None = None) -> BertConfig:
+    """The generator's config: the discriminator's width times `hidden_fraction` (the paper's 1/4),
+    the same head size (so fewer heads), the same embeddings, the same or fewer layers."""
+    if not 0 < hidden_fraction <= 1:
+        raise ConfigError(f"hidden_fraction must be in (0, 1], got {hidden_fraction}: a generator "
+                          "wider than its discriminator makes the detection task too hard")
+    head_dim = config.head_dim
+    hidden = max(head_dim, int(round(config.hidden_size * hidden_fraction / head_dim)) * head_dim)
+    return config.replace(
+        model_type="electra", hidden_size=hidden, num_attention_heads=hidden // head_dim,
+        intermediate_size=max(1, int(config.intermediate_size * hidden / config.hidden_size)),
+        embedding_size=config.embedding_dim,
+        num_hidden_layers=num_hidden_layers or config.num_hidden_layers)
+
+
+def check_pair(generator: BertConfig, discriminator: BertConfig) -> None:
+    """Refuse a generator that cannot share the discriminator's embeddings or is wider than it."""
+    if generator.hidden_size > discriminator.hidden_size:
+        raise ConfigError(
+            f"the generator (hidden_size {generator.hidden_size}) is wider than the discriminator "
+            f"({discriminator.hidden_size}); ELECTRA needs a smaller generator (1/4 to 1/2 of the "
+            "width works best), otherwise its replacements are too hard to detect")
+    if generator.num_hidden_layers > discriminator.num_hidden_layers:
+        raise ConfigError(f"the generator has more layers ({generator.num_hidden_layers}) than the "
+                          f"discriminator ({discriminator.num_hidden_layers}); use the same or fewer")
+    for name in ("vocab_size", "embedding_dim", "max_position_embeddings", "type_vocab_size",
+                 "pad_token_id", "model_type", "position_embedding_type"):
+        if getattr(generator, name) != getattr(discriminator, name):
+            raise ConfigError(f"generator and discriminator share their embeddings, so {name} must be "
+                              f"equal ({getattr(generator, name)} vs {getattr(discriminator, name)})")
+
+
+class ElectraDiscriminatorPredictions(nn.Module):
+    """One logit per token, 'replaced': w2 . act(W1 h + b1) + b2 (transformers' names)."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = activation(config.hidden_act)
+        self.dense_prediction = nn.Linear(config.hidden_size, 1)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.dense_prediction(self.activation(self.dense(hidden))).squeeze(-1)
+
+
+class ElectraForPreTraining(PretrainedMixin, nn.Module):
+    """The discriminator: encoder + replaced-token head. logits (B, T); labels 1 = replaced."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config, add_pooling_layer=False)
+        self.discriminator_predictions = ElectraDiscriminatorPredictions(config)
+        self.init_weights()
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None,
+                labels=None, head_mask=None, output_attentions=False, output_hidden_states=False
+                ) -> ClassifierOutput:
+        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, head_mask,
+                        output_attentions, output_hidden_states)
+        logits = self.discriminator_predictions(out.last_hidden_state)
+        loss = None
+        if labels is not None:
+            real = attention_mask.bool() if attention_mask is not None else torch.ones_like(labels, dtype=torch.bool)
+            loss = F.binary_cross_entropy_with_logits(logits[real], labels[real].to(logits.dtype))
+        return ClassifierOutput(loss, logits, out.hidden_states, out.attentions)
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.bert.embeddings.word_embeddings
+
+
+@dataclass
+class ElectraPreTrainingOutput(ModelOutput):
+    loss: torch.Tensor | None = None
+    generator_loss: torch.Tensor | None = None
+    discriminator_loss: torch.Tensor | None = None
+    generator_logits: torch.Tensor | None = None  # (N, V) at the N masked positions
+    discriminator_logits: torch.Tensor | None = None  # (B, T)
+    replaced: torch.Tensor | None = None  # (B, T) bool: the discriminator's targets
+    corrupted_ids: torch.Tensor | None = None  # (B, T): what the discriminator read
+
+
+def gumbel_sample(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """One draw per row from softmax(logits / T): argmax(logits / T + Gumbel noise)."""
+    uniform = torch.rand_like(logits).clamp_(1e-9, 1.0 - 1e-9)
+    return (logits / temperature - torch.log(-torch.log(uniform))).argmax(dim=-1)
+
+
+class ElectraPretrainer(nn.Module):
+    """Generator + discriminator with shared embeddings; `forward` returns the ELECTRA loss.
+
+    Inputs are an MLM batch: `input_ids` with masked positions already replaced ([MASK] / random
+    / kept, as the masking collator makes them) and `labels` holding the original ids there and
+    -100 elsewhere.
+    """
+
+    def __init__(self, config: BertConfig, generator: BertConfig | None = None,
+                 disc_weight: float = 50.0, temperature: float = 1.0):
+        super().__init__()
+        gen_config = generator if generator is not None else generator_config(config)
+        check_pair(gen_config, config)
+        self.config = config
+        self.disc_weight = disc_weight
+        self.temperature = temperature
+        self.discriminator = ElectraForPreTraining(config)
+        self.generator = BertForMaskedLM(gen_config)
+        self.tie_embeddings()
+
+    def tie_embeddings(self) -> None:
+        shared = self.discriminator.bert.embeddings
+        self.generator.bert.embeddings = shared
+        # the generator's MLM decoder is the (now shared) word-embedding table
+        self.generator.cls.predictions.__dict__["word_embeddings"] = shared.word_embeddings
+
+    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor,
+                attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None) -> ElectraPreTrainingOutput:
+        masked = labels != IGNORE_INDEX
+        gen = self.generator(input_ids, attention_mask, token_type_ids, labels=labels)
+        if not masked.any():  # nothing masked in this batch: no generator signal, nothing replaced
+            gen_loss = gen.logits.sum() * 0.0
+        else:
+            gen_loss = gen.loss
+        with torch.no_grad():
+            sampled = gumbel_sample(gen.logits.detach(), self.temperature)
+            corrupted = input_ids.clone()
+            corrupted[masked] = sampled
+            original = torch.where(masked, labels, input_ids)
+            replaced = corrupted != original
+        disc = self.discriminator(corrupted, attention_mask, token_type_ids, labels=replaced.long())
+        loss = gen_loss + self.disc_weight * disc.loss
+        return ElectraPreTrainingOutput(loss, gen_loss, disc.loss, gen.logits, disc.logits, replaced, corrupted)
+
+    # ------------------------------------------------------------------ checkpoints
+    def save_pretrained(self, directory: str | os.PathLike, tokenizer: Any = None) -> None:
+        """`directory/discriminator` and `directory/generator`, each a transformers-readable model."""
+        directory = os.fspath(directory)
+        self.discriminator.save_pretrained(os.path.join(directory, "discriminator"), tokenizer)
+        self.generator.save_pretrained(os.path.join(directory, "generator"), tokenizer)
+
+    @classmethod
+    def from_pretrained(cls, directory: str | os.PathLike, **kwargs: Any) -> "ElectraPretrainer":
+        directory = os.fspath(directory)
+        disc = ElectraForPreTraining.from_pretrained(os.path.join(directory, "discriminator"))
+        gen = BertForMaskedLM.from_pretrained(os.path.join(directory, "generator"))
+        model = cls(disc.config, gen.config, **kwargs)
+        model.discriminator = disc
+        model.generator = gen
+        model.tie_embeddings()
+        return model
+
+    def num_parameters(self, trainable_only: bool = False) -> int:
+        return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
