@@ -87,7 +87,9 @@ class Tokenizer:
 
     Build one with `train_wordpiece`, `train_bpe` or `from_pretrained`; the constructor wraps
     an already configured `tokenizers.Tokenizer` (its truncation/padding settings are
-    cleared: each call chooses its own).
+    cleared: each call chooses its own). A call sets those settings on the shared Rust object
+    for its duration, so share one instance between threads only for `encode*`/`decode`;
+    give each thread its own for `__call__`. (DataLoader worker processes are fine.)
     """
 
     def __init__(
@@ -270,7 +272,7 @@ class Tokenizer:
         # trim the longer one first, as BERT pre-processing does.
         strategy = "only_second" if (pair_batch is not None and return_overflowing_tokens) else "longest_first"
         with self._settings(truncation, max_length, stride, strategy, padding):
-            encodings = self._encode_rust(inputs)
+            encodings = self._backend.encode_batch(inputs, add_special_tokens=True)
 
         if return_overflowing_tokens:
             rows, sample_map = [], []
@@ -293,6 +295,8 @@ class Tokenizer:
 
     def encode(self, text: str, pair: str | None = None, add_special_tokens: bool = True) -> list[int]:
         """Ids of one text (or pair), without truncation or padding."""
+        if not isinstance(text, str):
+            raise DataError(f"encode takes one string, got {type(text).__name__}; use encode_batch for many")
         _check_texts(text, pair)
         return self._backend.encode(text, pair, add_special_tokens=add_special_tokens).ids
 
@@ -460,12 +464,13 @@ class Tokenizer:
                 )
             yield
         except Exception as err:  # the Rust library reports bad settings as plain Exceptions
-            if truncation and stride and "stride" in str(err).lower():
+            message = str(err).lower()
+            if truncation and stride and "stride" in message:
                 raise ConfigError(
                     f"stride={stride} is too large for max_length={max_length}; "
                     f"use a stride smaller than max_length minus the special tokens"
                 ) from err
-            if truncation:
+            if truncation and "truncat" in message:
                 raise DataError(
                     f"cannot truncate to max_length={max_length} ({err}); "
                     f"raise max_length or shorten the first text of each pair"
@@ -474,9 +479,6 @@ class Tokenizer:
         finally:
             self._backend.no_truncation()
             self._backend.no_padding()
-
-    def _encode_rust(self, inputs):
-        return self._backend.encode_batch(inputs, add_special_tokens=True)
 
     def _warn_if_truncated(self, encodings, truncation: bool, max_length: int) -> None:
         """One warning per call: silent truncation loses text, a crash would lose the run."""
