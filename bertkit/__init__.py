@@ -6,5 +6,6 @@ from .heads import (BertForMaskedLM, BertForMultipleChoice, BertForNextSentenceP
                     BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification,
                     BertForTokenClassification)
 from .model import BertModel, EncoderOutput
+from .tokenizer import BatchEncoding, Tokenizer
 
 __version__ = "0.1.0"
