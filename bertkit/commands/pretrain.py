@@ -1,0 +1,52 @@
+"""`bertkit pretrain --config FILE --out DIR [--set section.key=value ...] [--resume]`."""
+
+from __future__ import annotations
+
+import sys
+
+HELP = "pre-train a BERT encoder (MLM, optionally NSP/SOP) from a TOML recipe config"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--config", required=True, help="recipe TOML, e.g. configs/pretrain-tiny.toml")
+    parser.add_argument("--out", required=True, help="run directory: checkpoints, metrics.jsonl, curves.png")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                        help="override one config value (a TOML literal), e.g. --set train.lr=5e-4; repeatable")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue from the newest complete checkpoint in --out")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def run(args) -> int:
+    from ..train.pretrain import load_config, run_pretraining
+    from ..train.distributed import shutdown
+
+    cfg = load_config(args.config, args.overrides)
+    try:
+        metrics = run_pretraining(cfg, args.out, resume=args.resume, progress=not args.quiet)
+    finally:
+        shutdown()
+    if metrics:
+        print("final: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                    for k, v in metrics.items()))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run this command alone (`python -m bertkit.commands.pretrain ...`, or under torchrun)."""
+    import argparse
+
+    from ..errors import BertkitError
+
+    parser = argparse.ArgumentParser(prog="bertkit pretrain", description=HELP)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except BertkitError as e:
+        print(f"bertkit pretrain: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""`bertkit tokenizer train --files F [F ...] --vocab-size N --out DIR`: train a tokenizer."""
+
+from __future__ import annotations
+
+import sys
+
+HELP = "train a WordPiece (BERT) or byte-level BPE (RoBERTa) tokenizer on text files"
+
+
+def add_arguments(parser) -> None:
+    sub = parser.add_subparsers(dest="tokenizer_command", metavar="ACTION", required=True)
+    train = sub.add_parser("train", help="train a tokenizer and save it in Hugging Face layout")
+    train.add_argument("--files", nargs="+", required=True, help="UTF-8 text files")
+    train.add_argument("--vocab-size", type=int, required=True)
+    train.add_argument("--out", required=True, help="output directory (tokenizer.json, vocab.txt, ...)")
+    train.add_argument("--kind", choices=("wordpiece", "bpe"), default="wordpiece")
+    train.add_argument("--min-frequency", type=int, default=2)
+    train.add_argument("--cased", action="store_true", help="keep case (WordPiece only; default lowercases)")
+
+
+def run(args) -> int:
+    from ..tokenizer import Tokenizer
+
+    if args.kind == "wordpiece":
+        tok = Tokenizer.train_wordpiece(args.files, vocab_size=args.vocab_size,
+                                        min_frequency=args.min_frequency, lowercase=not args.cased)
+    else:
+        tok = Tokenizer.train_bpe(args.files, vocab_size=args.vocab_size, min_frequency=args.min_frequency)
+    tok.save_pretrained(args.out)
+    print(f"saved a {args.kind} tokenizer with {tok.vocab_size} tokens to {args.out}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from ..errors import BertkitError
+
+    parser = argparse.ArgumentParser(prog="bertkit tokenizer", description=HELP)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except BertkitError as e:
+        print(f"bertkit tokenizer: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,283 @@
+"""The pre-training recipe: TOML config -> tokenizer -> token shards -> examples -> Trainer.
+
+    bertkit pretrain --config configs/pretrain-tiny.toml --out runs/tiny [--set train.lr=1e-3] [--resume]
+
+Sections of the config (every key is checked; a typo gets a "did you mean" suggestion):
+
+[model]      preset = "tiny" | "mini" | ... plus any BertConfig field as an override
+             (vocab_size comes from the tokenizer)
+[tokenizer]  path = an existing tokenizer/model directory, or train one on the corpus with
+             vocab_size, min_frequency, lowercase (saved to OUT/tokenizer)
+[data]       corpus ("bbc", "wordnet", a path, or a shard directory), objective
+             ("mlm" | "mlm+nsp" | "mlm+sop"), builder (for "mlm": "full_sentences" packs
+             contiguous sentences to max_length, or "doc_sentences"), max_length, masking
+             strategy and rate, eval_fraction (documents held out), ...
+[train]      the TrainConfig fields (max_steps, lr, batch_size, seed, ...)
+
+Steps: documents are tokenized once into memory-mapped shards (OUT/shards); documents are
+split into train/held-out by a seeded shuffle; examples are built by the data package's
+builders; batches group similar lengths (`LengthBucketedBatches`) and are masked dynamically by
+`MLMCollator`; held-out batches are masked once with a fixed seed so evaluations compare.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..config import SIZE_PRESETS, BertConfig
+from ..errors import ConfigError
+from ..io import atomic_open, atomic_write_json
+from .config_io import apply_overrides, check_keys, dataclass_from_dict, load_toml, suggest
+from .trainer import TrainConfig
+
+OBJECTIVES = {"mlm": None, "mlm+nsp": "nsp", "mlm+sop": "sop"}
+MLM_BUILDERS = ("full_sentences", "doc_sentences")
+
+
+@dataclass
+class TokenizerSection:
+    path: str = ""  # an existing tokenizer (or model) directory; empty = train one
+    vocab_size: int = 8000
+    min_frequency: int = 2
+    lowercase: bool = True
+
+
+@dataclass
+class DataSection:
+    corpus: str = "bbc"
+    mode: str = "file"  # how text files split into documents: "file" | "blank" | "jsonl"
+    objective: str = "mlm"
+    builder: str = ""  # empty: full_sentences for mlm, nsp/sop for the pair objectives
+    max_length: int = 128
+    masking: str = "token"  # "token" | "whole_word" | "span"
+    mlm_probability: float = 0.15
+    static_masking: bool = False  # True: the same mask every epoch (original BERT)
+    eval_fraction: float = 0.05  # share of documents held out
+    max_eval_examples: int = 512  # evaluation cost is bounded by this
+    max_documents: int = 0  # 0 = the whole corpus; >0 = the first N (quick runs)
+    bucket_size: int = 50  # batches per length-sorting chunk
+
+    def __post_init__(self):
+        if self.objective not in OBJECTIVES:
+            raise ConfigError(f"data.objective {self.objective!r} is not known; "
+                              f"use one of {', '.join(OBJECTIVES)}")
+        pair = OBJECTIVES[self.objective]
+        if not self.builder:
+            self.builder = pair or "full_sentences"
+        if pair and self.builder != pair:
+            raise ConfigError(f"data.objective {self.objective} needs data.builder = \"{pair}\" "
+                              f"(got {self.builder!r})")
+        if not pair and self.builder not in MLM_BUILDERS:
+            raise ConfigError(f"data.builder {self.builder!r} does not fit objective mlm; use one of "
+                              f"{', '.join(MLM_BUILDERS)}")
+        if not 0.0 < self.eval_fraction < 1.0:
+            raise ConfigError(f"data.eval_fraction must be in (0, 1), got {self.eval_fraction}")
+        if self.max_length < 8:
+            raise ConfigError(f"data.max_length must be at least 8, got {self.max_length}")
+
+
+@dataclass
+class PretrainConfig:
+    model: dict = field(default_factory=lambda: {"preset": "tiny"})
+    tokenizer: TokenizerSection = field(default_factory=TokenizerSection)
+    data: DataSection = field(default_factory=DataSection)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def to_dict(self) -> dict:
+        return {"model": dict(self.model), "tokenizer": dataclasses.asdict(self.tokenizer),
+                "data": dataclasses.asdict(self.data), "train": dataclasses.asdict(self.train)}
+
+
+def _model_keys() -> list[str]:
+    return ["preset"] + [f.name for f in dataclasses.fields(BertConfig) if f.name != "extra"]
+
+
+def _sections() -> dict[str, list[str]]:
+    return {"model": _model_keys(),
+            "tokenizer": [f.name for f in dataclasses.fields(TokenizerSection)],
+            "data": [f.name for f in dataclasses.fields(DataSection)],
+            "train": [f.name for f in dataclasses.fields(TrainConfig)]}
+
+
+def parse_config(raw: dict, overrides: list[str] = ()) -> PretrainConfig:
+    """Validate a raw TOML dict (plus `--set` strings) into a PretrainConfig."""
+    sections = _sections()
+    for name in raw:
+        if name not in sections:
+            raise ConfigError(f"unknown section [{name}]; {suggest(name, sections)}")
+    raw = apply_overrides(raw, overrides, sections)
+    model = dict(raw.get("model", {}))
+    check_keys(model, sections["model"], "model")
+    model.setdefault("preset", "tiny")
+    if model["preset"] not in SIZE_PRESETS:
+        raise ConfigError(f"model.preset {model['preset']!r} is not known; use one of {sorted(SIZE_PRESETS)}")
+    return PretrainConfig(
+        model=model,
+        tokenizer=dataclass_from_dict(TokenizerSection, raw.get("tokenizer", {}), "tokenizer"),
+        data=dataclass_from_dict(DataSection, raw.get("data", {}), "data"),
+        train=TrainConfig.from_dict(raw.get("train", {})),
+    )
+
+
+def load_config(path: str, overrides: list[str] = ()) -> PretrainConfig:
+    return parse_config(load_toml(path), overrides)
+
+
+# ---------------------------------------------------------------------------- building blocks
+def get_tokenizer(cfg: PretrainConfig, corpus, out_dir: str, is_main: bool, ctx):
+    """The configured tokenizer, or one trained on the corpus files (saved to OUT/tokenizer)."""
+    from ..tokenizer import Tokenizer
+
+    if cfg.tokenizer.path:
+        return Tokenizer.from_pretrained(cfg.tokenizer.path)
+    directory = os.path.join(out_dir, "tokenizer")
+    # A resumed run must see exactly the vocabulary it started with: reuse the saved one.
+    if not os.path.exists(os.path.join(directory, "tokenizer.json")):
+        if is_main:
+            # Train on the corpus as read by `Corpus` (which skips binary/non-UTF-8 files with a
+            # warning) rather than on its raw files: one sentence per line in a scratch file.
+            scratch = os.path.join(out_dir, ".tokenizer-corpus.txt")
+            with atomic_open(scratch, "w", encoding="utf-8") as f:
+                for doc in _first(corpus, cfg.data.max_documents):
+                    f.write("\n".join(doc) + "\n")
+            try:
+                tok = Tokenizer.train_wordpiece([scratch], vocab_size=cfg.tokenizer.vocab_size,
+                                                min_frequency=cfg.tokenizer.min_frequency,
+                                                lowercase=cfg.tokenizer.lowercase, show_progress=False)
+            finally:
+                os.unlink(scratch)
+            tok.save_pretrained(directory)
+        ctx.barrier()
+    return Tokenizer.from_pretrained(directory)
+
+
+def get_documents(cfg: PretrainConfig, tokenizer, out_dir: str, is_main: bool, ctx):
+    """Tokenized documents (lists of sentence id arrays) via memory-mapped shards."""
+    from ..data.corpus import open_corpus
+    from ..data.shards import ShardedCorpus, prepare_shards
+
+    source = cfg.data.corpus
+    if os.path.isfile(os.path.join(source, "meta.json")):  # already a shard directory
+        return ShardedCorpus(source, expected_vocab=tokenizer)
+    directory = os.path.join(out_dir, "shards")
+    if is_main and not _complete_shards(directory):
+        corpus = open_corpus(source, cfg.data.mode)
+        prepare_shards(_first(corpus, cfg.data.max_documents), tokenizer, directory,
+                       progress=False, resume=os.path.isdir(directory))
+    ctx.barrier()
+    return ShardedCorpus(directory, expected_vocab=tokenizer)
+
+
+def _complete_shards(directory: str) -> bool:
+    import json
+
+    try:
+        with open(os.path.join(directory, "meta.json"), encoding="utf-8") as f:
+            return bool(json.load(f).get("complete"))
+    except (OSError, ValueError):
+        return False
+
+
+def _first(docs, n: int):
+    for i, doc in enumerate(docs):
+        if n and i >= n:
+            return
+        yield doc
+
+
+def split_documents(n: int, eval_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(train, held-out) document indices from a seeded shuffle; at least one of each."""
+    if n < 2:
+        raise ConfigError(f"the corpus has {n} document(s); pre-training needs at least 2 "
+                          "(one to train on, one to hold out)")
+    order = np.random.default_rng([seed, 7]).permutation(n)
+    n_eval = min(n - 1, max(1, round(eval_fraction * n)))
+    return np.sort(order[n_eval:]), np.sort(order[:n_eval])
+
+
+def build_model(cfg: PretrainConfig, vocab_size: int):
+    from ..heads import BertForMaskedLM, BertForPreTraining
+
+    overrides = {k: v for k, v in cfg.model.items() if k != "preset"}
+    overrides.setdefault("vocab_size", vocab_size)
+    if overrides["vocab_size"] < vocab_size:
+        raise ConfigError(f"model.vocab_size={overrides['vocab_size']} is smaller than the "
+                          f"tokenizer's {vocab_size} ids; remove it or raise it")
+    overrides.setdefault("max_position_embeddings", max(cfg.data.max_length, 128))
+    config = BertConfig.preset(cfg.model["preset"], **overrides)
+    if config.max_position_embeddings < cfg.data.max_length:
+        raise ConfigError(f"data.max_length={cfg.data.max_length} exceeds model."
+                          f"max_position_embeddings={config.max_position_embeddings}")
+    cls = BertForMaskedLM if OBJECTIVES[cfg.data.objective] is None else BertForPreTraining
+    return cls(config)
+
+
+# ---------------------------------------------------------------------------- the recipe
+def run_pretraining(cfg: PretrainConfig, out_dir: str, resume: bool = False,
+                    progress: bool = True) -> dict:
+    """Pre-train as configured; returns the final evaluation metrics."""
+    import torch
+
+    from ..data.collate import MLMCollator
+    from ..data.examples import SpecialTokens, build_examples, make_builder
+    from ..data.corpus import open_corpus
+    from .batching import LengthBucketedBatches
+    from .distributed import init_distributed
+    from .evaluate import evaluate_pretraining
+    from .trainer import Trainer, seed_everything
+
+    t = cfg.train
+    ctx = init_distributed(t.device)
+    os.makedirs(out_dir, exist_ok=True)
+    corpus = None
+    if not cfg.tokenizer.path:
+        corpus = open_corpus(cfg.data.corpus, cfg.data.mode)
+    tokenizer = get_tokenizer(cfg, corpus, out_dir, ctx.is_main, ctx)
+    docs = get_documents(cfg, tokenizer, out_dir, ctx.is_main, ctx)
+    train_docs, eval_docs = split_documents(len(docs), cfg.data.eval_fraction, t.seed)
+
+    pair_task = OBJECTIVES[cfg.data.objective]
+    special = SpecialTokens.from_tokenizer(tokenizer)
+    builder = make_builder(cfg.data.builder, cfg.data.max_length, special)
+    # The examples are fixed for the run (like BERT's static data); the masks are not.
+    train_examples = build_examples(builder, docs, train_docs, random.Random(t.seed))
+    eval_examples = build_examples(builder, docs, eval_docs, random.Random(t.seed + 1))
+    eval_examples = eval_examples[: cfg.data.max_eval_examples]
+
+    def collator(seed: int) -> MLMCollator:
+        return MLMCollator(tokenizer, mlm_probability=cfg.data.mlm_probability,
+                           strategy=cfg.data.masking, static=cfg.data.static_masking, seed=seed)
+
+    train_collator = collator(t.seed + 1000 * ctx.rank)
+    batches = LengthBucketedBatches(train_examples, t.batch_size, train_collator, seed=t.seed,
+                                    bucket_size=cfg.data.bucket_size, rank=ctx.rank,
+                                    world_size=ctx.world_size)
+    # Held-out batches are masked once, with their own seed: every evaluation sees the same task.
+    eval_batches = list(LengthBucketedBatches(eval_examples, t.batch_size, collator(t.seed + 99991),
+                                              shuffle=False)) if eval_examples else []
+
+    vocab_size = max(tokenizer.get_vocab().values()) + 1
+    seed_everything(t.seed)  # the same initial weights on every rank and every run
+    model = build_model(cfg, vocab_size)
+    if ctx.is_main:
+        atomic_write_json(os.path.join(out_dir, "pretrain_config.json"), cfg.to_dict())
+        if progress:
+            print(f"pretrain: {type(model).__name__} {cfg.model['preset']} "
+                  f"({model.num_parameters() / 1e6:.2f}M params), {len(docs)} documents, "
+                  f"{len(train_examples)} train / {len(eval_examples)} held-out examples, "
+                  f"{len(batches)} batches per epoch per rank, padding "
+                  f"{batches.padding_fraction():.1%}", flush=True)
+
+    def eval_fn(m):
+        return evaluate_pretraining(m, eval_batches, pair_task or "nsp") if eval_batches else {}
+
+    trainer = Trainer(model, batches, t, out_dir, eval_fn=eval_fn, collator=train_collator,
+                      tokenizer=tokenizer, ctx=ctx, progress=progress)
+    torch.set_float32_matmul_precision("high")  # TF32 on GPUs that have it; no effect on CPU
+    return trainer.train(resume=resume)
+
