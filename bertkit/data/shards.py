@@ -30,7 +30,7 @@ import multiprocessing as mp
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -395,7 +395,3 @@ class ShardedCorpus:
         return (f"ShardedCorpus({str(self.directory)!r}, documents={self.num_documents}, "
                 f"sentences={self.num_sentences}, tokens={self.num_tokens}, dtype={self.dtype.name})")
 
-
-def documents_as_arrays(docs: Sequence[Sequence[Sequence[int]]]) -> list[list[np.ndarray]]:
-    """In-memory documents (lists of id lists) in the shape `ShardedCorpus` serves."""
-    return [[np.asarray(s, dtype=np.int64) for s in d] for d in docs]
