@@ -22,6 +22,7 @@ that transformers' ElectraForPreTraining and ElectraForMaskedLM read.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -39,16 +40,19 @@ from ..model import BertModel, ModelOutput, activation
 
 def generator_config(config: BertConfig, hidden_fraction: float = 0.25,
                      num_hidden_layers: int | None = None) -> BertConfig:
-    """The generator's config: the discriminator's width times `hidden_fraction` (the paper's 1/4),
-    the same head size (so fewer heads), the same embeddings, the same or fewer layers."""
+    """The generator's config: hidden size, heads and feed-forward width scaled by
+    `hidden_fraction` (the paper's 1/4, as ELECTRA's code does), the same embeddings, the same or
+    fewer layers."""
     if not 0 < hidden_fraction <= 1:
         raise ConfigError(f"hidden_fraction must be in (0, 1], got {hidden_fraction}: a generator "
                           "wider than its discriminator makes the detection task too hard")
-    head_dim = config.head_dim
-    hidden = max(head_dim, int(round(config.hidden_size * hidden_fraction / head_dim)) * head_dim)
+    hidden = max(1, int(config.hidden_size * hidden_fraction))
+    heads = max(1, int(config.num_attention_heads * hidden_fraction))
+    while hidden % heads:
+        heads -= 1
     return config.replace(
-        model_type="electra", hidden_size=hidden, num_attention_heads=hidden // head_dim,
-        intermediate_size=max(1, int(config.intermediate_size * hidden / config.hidden_size)),
+        model_type="electra", hidden_size=hidden, num_attention_heads=heads,
+        intermediate_size=max(1, int(config.intermediate_size * hidden_fraction)),
         embedding_size=config.embedding_dim,
         num_hidden_layers=num_hidden_layers or config.num_hidden_layers)
 
@@ -119,6 +123,11 @@ class ElectraPreTrainingOutput(ModelOutput):
     replaced: torch.Tensor | None = None  # (B, T) bool: the discriminator's targets
     corrupted_ids: torch.Tensor | None = None  # (B, T): what the discriminator read
 
+    @property
+    def logits(self) -> torch.Tensor | None:
+        """The generator's MLM logits, so MLM evaluation code reads this output as any MLM's."""
+        return self.generator_logits
+
 
 def gumbel_sample(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """One draw per row from softmax(logits / T): argmax(logits / T + Gumbel noise)."""
@@ -126,24 +135,38 @@ def gumbel_sample(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tenso
     return (logits / temperature - torch.log(-torch.log(uniform))).argmax(dim=-1)
 
 
-class ElectraPretrainer(nn.Module):
+class ElectraPretrainer(PretrainedMixin, nn.Module):
     """Generator + discriminator with shared embeddings; `forward` returns the ELECTRA loss.
 
     Inputs are an MLM batch: `input_ids` with masked positions already replaced ([MASK] / random
     / kept, as the masking collator makes them) and `labels` holding the original ids there and
     -100 elsewhere.
+
+    `save_pretrained(d)` writes the pair as one bertkit checkpoint (`d/config.json`: the
+    discriminator's config plus `electra_generator` / `electra_disc_weight` / `electra_temperature`
+    fields; `d/model.safetensors`: both models) which `from_pretrained` and the Trainer's resume
+    read, and the two exports transformers reads: `d/discriminator` (ElectraForPreTraining) and
+    `d/generator` (ElectraForMaskedLM).
     """
 
     def __init__(self, config: BertConfig, generator: BertConfig | None = None,
-                 disc_weight: float = 50.0, temperature: float = 1.0):
+                 disc_weight: float | None = None, temperature: float | None = None):
         super().__init__()
-        gen_config = generator if generator is not None else generator_config(config)
-        check_pair(gen_config, config)
-        self.config = config
-        self.disc_weight = disc_weight
-        self.temperature = temperature
-        self.discriminator = ElectraForPreTraining(config)
-        self.generator = BertForMaskedLM(gen_config)
+        settings = {k: v for k, v in config.extra.items() if k.startswith("electra_")}
+        disc_config = dataclasses.replace(
+            config, extra={k: v for k, v in config.extra.items() if k not in settings})
+        if generator is None:
+            saved = settings.get("electra_generator")
+            generator = BertConfig.from_dict(saved) if saved else generator_config(disc_config)
+        check_pair(generator, disc_config)
+        self.disc_weight = float(disc_weight if disc_weight is not None else settings.get("electra_disc_weight", 50.0))
+        self.temperature = float(temperature if temperature is not None else settings.get("electra_temperature", 1.0))
+        gen_fields = {k: v for k, v in generator.to_dict().items() if k != "architectures"}
+        self.config = dataclasses.replace(disc_config, extra=dict(
+            disc_config.extra, electra_generator=gen_fields, electra_disc_weight=self.disc_weight,
+            electra_temperature=self.temperature))
+        self.discriminator = ElectraForPreTraining(disc_config)
+        self.generator = BertForMaskedLM(generator)
         self.tie_embeddings()
 
     def tie_embeddings(self) -> None:
@@ -173,21 +196,8 @@ class ElectraPretrainer(nn.Module):
 
     # ------------------------------------------------------------------ checkpoints
     def save_pretrained(self, directory: str | os.PathLike, tokenizer: Any = None) -> None:
-        """`directory/discriminator` and `directory/generator`, each a transformers-readable model."""
+        """The pair (for resuming) plus `discriminator/` and `generator/` for transformers."""
         directory = os.fspath(directory)
+        super().save_pretrained(directory, tokenizer)
         self.discriminator.save_pretrained(os.path.join(directory, "discriminator"), tokenizer)
         self.generator.save_pretrained(os.path.join(directory, "generator"), tokenizer)
-
-    @classmethod
-    def from_pretrained(cls, directory: str | os.PathLike, **kwargs: Any) -> "ElectraPretrainer":
-        directory = os.fspath(directory)
-        disc = ElectraForPreTraining.from_pretrained(os.path.join(directory, "discriminator"))
-        gen = BertForMaskedLM.from_pretrained(os.path.join(directory, "generator"))
-        model = cls(disc.config, gen.config, **kwargs)
-        model.discriminator = disc
-        model.generator = gen
-        model.tie_embeddings()
-        return model
-
-    def num_parameters(self, trainable_only: bool = False) -> int:
-        return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)

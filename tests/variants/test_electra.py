@@ -44,7 +44,6 @@ def mlm_batch():
 def test_generator_config_is_a_quarter_wide_with_the_same_embeddings():
     gen = generator_config(disc_config())
     assert (gen.hidden_size, gen.num_attention_heads, gen.intermediate_size, gen.embedding_dim) == (16, 1, 32, 32)
-    assert gen.head_dim == disc_config().head_dim
     with pytest.raises(ConfigError, match="wider than the discriminator"):
         ElectraPretrainer(disc_config(), disc_config(hidden_size=128, intermediate_size=256))
     with pytest.raises(ConfigError, match="hidden_fraction"):
@@ -118,6 +117,25 @@ def test_discriminator_and_generator_load_in_transformers_and_back(tmp_path):
     assert again.generator.bert.embeddings is again.discriminator.bert.embeddings
     with torch.no_grad():
         assert torch.equal(again.discriminator(inputs, mask).logits, a)
+
+
+def test_pair_checkpoint_keeps_generator_settings_and_resumes_like_any_model(tmp_path):
+    from bertkit.checkpoint import load_into, read_state_dict
+
+    gen = generator_config(disc_config(), hidden_fraction=0.5, num_hidden_layers=1)
+    model = ElectraPretrainer(disc_config(), gen, disc_weight=20.0)
+    model.save_pretrained(tmp_path)
+    again = ElectraPretrainer.from_pretrained(tmp_path)
+    assert (again.generator.config.hidden_size, again.generator.config.num_hidden_layers) == (32, 1)
+    assert again.disc_weight == 20.0
+    assert again.config.replace(architectures=None).to_dict() == model.config.to_dict()
+    # what the Trainer does on resume: same config, every key found, nothing left over
+    fresh = ElectraPretrainer(again.config)
+    report = load_into(fresh, read_state_dict(tmp_path), fresh.base_model_prefix)
+    assert report.missing_keys == [] and report.unexpected_keys == []
+    for (name, x), y in zip(model.state_dict().items(), fresh.state_dict().values()):
+        assert torch.equal(x, y), name
+    assert fresh.generator.bert.embeddings is fresh.discriminator.bert.embeddings
 
 
 @pytest.mark.filterwarnings("ignore:BertForSequenceClassification")
