@@ -18,6 +18,17 @@ COMMANDS = {
     "info": "info",
     "tokenize": "tokenize",
     "embed": "embed",
+    "tokenizer": "tokenizer",
+    "prepare": "prepare",
+    "pretrain": "pretrain",
+    "fill-mask": "fill_mask",
+    "peft": "peft",
+    "finetune": "finetune",
+    "evaluate": "evaluate",
+    "predict": "predict",
+    "attention": "attention",
+    "probe": "probe",
+    "scale": "scale",
 }
 
 

@@ -35,6 +35,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from bertkit.errors import DataError
+from bertkit.io import atomic_write_json
 
 __all__ = ["prepare_shards", "ShardedCorpus", "vocab_fingerprint", "token_dtype"]
 
@@ -66,15 +67,6 @@ def vocab_fingerprint(vocab) -> str:
 
 def _shard_files(directory: Path, index: int) -> dict[str, Path]:
     return {k: directory / f"{k}-{index:05d}.bin" for k in ("tokens", "sents", "docs")}
-
-
-def _write_json_atomic(path: Path, obj: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def _read_meta(directory: Path) -> dict:
@@ -225,7 +217,7 @@ def prepare_shards(
         if old["complete"]:
             return old
         meta.update(shards=old["shards"], documents_read=old["documents_read"])
-    _write_json_atomic(out / META, _with_totals(meta))
+    atomic_write_json(out / META, _with_totals(meta))
 
     docs_iter = itertools.islice(iter(docs), meta["documents_read"], None)  # skip finished work
     batches = _batches(docs_iter, batch_docs)
@@ -254,7 +246,7 @@ def prepare_shards(
                     writer = None
                     meta["documents_read"] += pending_docs
                     pending_docs = 0
-                    _write_json_atomic(out / META, _with_totals(meta))
+                    atomic_write_json(out / META, _with_totals(meta))
             if bar is not None:
                 bar.update(len(batch))
                 done = sum(s["tokens"] for s in meta["shards"]) + (writer.tokens if writer else 0)
@@ -274,7 +266,7 @@ def prepare_shards(
         raise DataError("no tokens were produced: the corpus is empty or every document tokenized to nothing")
     meta["complete"] = True
     meta = _with_totals(meta)
-    _write_json_atomic(out / META, meta)
+    atomic_write_json(out / META, meta)
     return meta
 
 

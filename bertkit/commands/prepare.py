@@ -1,0 +1,37 @@
+"""`bertkit prepare --corpus bbc|wordnet|PATH --tokenizer DIR --out DIR`: token shards.
+
+Streams the corpus (never held whole in memory), tokenizes it, and writes memory-mapped shards
+that keep document and sentence boundaries; `--resume` continues an interrupted run.
+"""
+
+from __future__ import annotations
+
+HELP = "tokenize a corpus into memory-mapped token shards for pre-training"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--corpus", default="bbc", help="bbc, wordnet, a file or a directory")
+    parser.add_argument("--mode", choices=("file", "blank", "jsonl"), default="file",
+                        help="file: one document per file; blank: documents separated by blank lines")
+    parser.add_argument("--text-field", default="text", help="the JSONL field holding the text")
+    parser.add_argument("--tokenizer", required=True, help="tokenizer (or model) directory")
+    parser.add_argument("--out", required=True, help="output directory for the shards")
+    parser.add_argument("--shard-tokens", type=int, default=1 << 24, help="tokens per shard")
+    parser.add_argument("--workers", type=int, default=0,
+                        help="0: tokenize in this process with the tokenizer's threads; N: N processes")
+    parser.add_argument("--resume", action="store_true", help="continue an interrupted run")
+    parser.add_argument("--no-progress", action="store_true")
+
+
+def run(args) -> int:
+    from ..data.corpus import open_corpus
+    from ..data.shards import prepare_shards
+    from ..tokenizer import Tokenizer
+
+    corpus = open_corpus(args.corpus, args.mode, args.text_field)
+    meta = prepare_shards(corpus, Tokenizer.from_pretrained(args.tokenizer), args.out,
+                          shard_tokens=args.shard_tokens, num_workers=args.workers,
+                          progress=not args.no_progress, resume=args.resume)
+    print(f"{meta['num_tokens']:,} tokens of {meta['num_documents']:,} documents in "
+          f"{len(meta['shards'])} shard(s) ({meta['dtype']}) in {args.out}")
+    return 0
