@@ -536,6 +536,8 @@ class Trainer:
 
 def check_same_config(config: BertConfig, checkpoint_dir: str) -> None:
     """Raise CheckpointError if the checkpoint was written for a model of another shape."""
+    # Both sides go through BertConfig, so a field added to BertConfig since the checkpoint was
+    # written takes its default on both and does not count as a difference.
     saved = BertConfig.from_pretrained(checkpoint_dir).to_dict()
     current = config.to_dict()
     ignore = {"architectures", "transformers_version", "torch_dtype", "dtype"}
