@@ -1,0 +1,54 @@
+"""`bertkit finetune --task T --model DIR --train DATA --dev DATA --out DIR`: fine-tune an encoder.
+
+DATA is a file (CSV/TSV/JSONL for classification and regression, CoNLL for token
+classification, SQuAD JSON for QA) or a built-in real data set: bbc, wordnet-supersense,
+wordnet-tagging, wordnet-qa (optionally NAME:train|dev|test). Settings come from
+`--config FILE.toml` (sections [data], [train], [model]) and `--set section.key=value`, e.g.
+`--set train.epochs=3 train.lr=5e-5 train.patience=2 data.max_length=256`.
+See bertkit/tasks/finetune.py for the recipe.
+"""
+
+from __future__ import annotations
+
+import json
+
+HELP = "fine-tune an encoder: classification, regression, token classification or extractive QA"
+
+
+def add_arguments(parser) -> None:
+    from bertkit.tasks.features import TASKS
+
+    parser.add_argument("--task", required=True, choices=TASKS)
+    parser.add_argument("--model", required=True, help="pre-trained model directory (weights + tokenizer)")
+    parser.add_argument("--train", required=True,
+                        help="training data file, or built-in: bbc, wordnet-supersense, wordnet-tagging, wordnet-qa")
+    parser.add_argument("--dev", help="dev data file (picks the best checkpoint); default with built-in "
+                                      "data: its dev split")
+    parser.add_argument("--out", required=True, help="output directory: the best model ends here")
+    parser.add_argument("--config", help="TOML recipe with [data], [train], [model] sections "
+                                         "(e.g. configs/finetune-bbc.toml)")
+    parser.add_argument("--set", nargs="+", action="extend", default=[], metavar="SECTION.KEY=VALUE",
+                        help="override settings, e.g. train.epochs=3 data.max_length=128 train.llrd=0.9")
+    parser.add_argument("--seed", type=int, help="random seed (same as --set train.seed=N)")
+    parser.add_argument("--overwrite", action="store_true", help="replace a model already in --out")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def run(args) -> int:
+    from bertkit.tasks.finetune import finetune, section_keys
+    from bertkit.train.config_io import apply_overrides, load_toml
+
+    sections = load_toml(args.config) if args.config else {}
+    assignments = list(args.set) + ([f"train.seed={args.seed}"] if args.seed is not None else [])
+    sections = apply_overrides(sections, assignments, section_keys())
+    summary = finetune(args.task, args.model, args.train, args.dev, args.out, sections,
+                       overwrite=args.overwrite, progress=not args.no_progress)
+    if not summary:  # a non-zero rank of a distributed run
+        return 0
+    best = summary["best_dev"]
+    print(f"best dev {summary['select_metric']} = {best.get(summary['select_metric'])} at step "
+          f"{summary['best_step']} of {summary['steps']} ({summary['epochs_run']:.2f} epochs, "
+          f"{summary['wall_time_s']} s); trivial baseline: {summary['dev_baseline']}")
+    print(f"model saved in {args.out}")
+    print(json.dumps(best))
+    return 0
