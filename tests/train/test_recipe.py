@@ -1,0 +1,64 @@
+"""The commands end to end on a few BBC articles: tokenizer train, pretrain (+ resume), fill-mask."""
+
+import json
+import os
+
+import pytest
+
+from bertkit.commands import fill_mask, pretrain, tokenizer
+from bertkit.train import list_checkpoints
+
+CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "pretrain-tiny.toml")
+SMALL = ["data.max_documents=40", "tokenizer.vocab_size=1000", "data.max_length=32",
+         "model.max_position_embeddings=32", "model.hidden_size=64", "model.intermediate_size=128",
+         "train.batch_size=16", "train.warmup_steps=2", "train.log_every=2", "train.eval_every=4",
+         "train.save_every=4", "data.max_eval_examples=32"]
+
+
+def sets(items):
+    return [x for item in items for x in ("--set", item)]
+
+
+def test_pretrain_resume_and_fill_mask(tmp_path, capsys):
+    out = str(tmp_path / "run")
+    args = ["--config", CONFIG, "--out", out, "--quiet", *sets(SMALL)]
+    assert pretrain.main(args + sets(["train.max_steps=4"])) == 0
+    # Continue the same run to 8 steps: resume picks up checkpoint-4.
+    assert pretrain.main(args + sets(["train.max_steps=8"]) + ["--resume"]) == 0
+    rows = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
+    assert [r["step"] for r in rows if r["split"] == "train"] == [2, 4, 6, 8]
+    evals = [r for r in rows if r["split"] == "eval"]
+    assert {"mlm_loss", "mlm_accuracy", "perplexity"} <= set(evals[-1])
+    assert evals[-1]["perplexity"] == pytest.approx(2.718281828 ** evals[-1]["mlm_loss"], rel=1e-6)
+    assert [s for s, _ in list_checkpoints(out)] == [4, 8]
+    capsys.readouterr()
+
+    model_dir = os.path.join(out, "checkpoint-8")
+    assert fill_mask.main(["--model", model_dir, "the [MASK] said on monday", "--top-k", "3"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == "mask 1:" and len(printed) == 4
+    probs = [float(line.split()[-1]) for line in printed[1:]]
+    assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1
+    assert fill_mask.main(["--model", model_dir, "no mask here"]) == 2
+    assert "no [MASK]" in capsys.readouterr().err
+
+
+def test_pretrain_rejects_typos_and_nsp_runs(tmp_path, capsys):
+    out = str(tmp_path / "nsp")
+    assert pretrain.main(["--config", CONFIG, "--out", out, "--set", "train.max_step=3"]) == 2
+    assert "did you mean train.max_steps?" in capsys.readouterr().err
+    args = ["--config", CONFIG, "--out", out, "--quiet", *sets(SMALL),
+            *sets(["data.objective=mlm+sop", "train.max_steps=2", "train.eval_every=2"])]
+    assert pretrain.main(args) == 0
+    rows = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
+    assert "sop_accuracy" in rows[-1]
+    assert json.load(open(os.path.join(out, "checkpoint-2", "config.json")))["architectures"] == ["BertForPreTraining"]
+
+
+def test_tokenizer_train_command(tmp_path, bbc_dir, capsys):
+    from helpers import bbc_files
+
+    out = str(tmp_path / "tok")
+    assert tokenizer.main(["train", "--files", *bbc_files(bbc_dir, 10), "--vocab-size", "300", "--out", out]) == 0
+    assert os.path.exists(os.path.join(out, "tokenizer.json"))
+    assert "300 tokens" in capsys.readouterr().out
