@@ -80,6 +80,16 @@ class BertConfig:
     # distinct layers applied in turn. None: every layer has its own weights (BERT).
     num_hidden_groups: int | None = None
     inner_group_num: int = 1
+    # Mixture-of-experts feed-forward (variants/moe.py): num_experts FFNs per MoE layer, each
+    # token sent to its moe_top_k best (gates renormalised); at most capacity_factor x the fair
+    # share of tokens per expert (None: no limit; overflow tokens skip the FFN); the Switch
+    # load-balancing loss times moe_aux_loss_coef is added to the loss; MoE in every
+    # moe_every-th layer. None: the dense BERT feed-forward.
+    num_experts: int | None = None
+    moe_top_k: int = 1
+    moe_capacity_factor: float | None = None
+    moe_aux_loss_coef: float = 0.01
+    moe_every: int = 1
     # Anything else found in config.json: kept so that saving writes it back unchanged.
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -148,6 +158,25 @@ class BertConfig:
         if self.inner_group_num > 1 and groups is None:
             raise ConfigError("inner_group_num > 1 describes layers inside shared groups: also set "
                               "num_hidden_groups (1 = one group shared by all layers)")
+        if self.num_experts is not None:
+            if not isinstance(self.num_experts, int) or self.num_experts < 1:
+                raise ConfigError(f"num_experts must be a positive integer (or unset for a dense "
+                                  f"feed-forward), got {self.num_experts!r}")
+            if not 1 <= self.moe_top_k <= self.num_experts:
+                raise ConfigError(f"moe_top_k ({self.moe_top_k}) must be between 1 and num_experts "
+                                  f"({self.num_experts}): a token cannot go to more experts than exist")
+            if self.moe_capacity_factor is not None and self.moe_capacity_factor <= 0:
+                raise ConfigError(f"moe_capacity_factor must be > 0 (1.0-1.25 is usual) or unset for "
+                                  f"no limit, got {self.moe_capacity_factor}")
+            if self.moe_aux_loss_coef < 0:
+                raise ConfigError(f"moe_aux_loss_coef must be >= 0, got {self.moe_aux_loss_coef}")
+            if not 1 <= self.moe_every <= self.num_hidden_layers:
+                raise ConfigError(f"moe_every ({self.moe_every}) must be between 1 (every layer) and "
+                                  f"num_hidden_layers ({self.num_hidden_layers})")
+            if self.moe_every > 1 and self.shares_layers:
+                raise ConfigError(
+                    "shared layers must all have the same shape, but moe_every > 1 mixes MoE and dense "
+                    "layers; use moe_every = 1 with num_hidden_groups, or drop the sharing")
 
     @property
     def head_dim(self) -> int:

@@ -27,6 +27,7 @@ class MaskedLMOutput(ModelOutput):
     logits: torch.Tensor | None = None
     hidden_states: tuple[torch.Tensor, ...] | None = None
     attentions: tuple[torch.Tensor, ...] | None = None
+    aux_loss: torch.Tensor | None = None  # MoE load balancing, already included in `loss`
 
 
 @dataclass
@@ -38,6 +39,7 @@ class PreTrainingOutput(ModelOutput):
     nsp_loss: torch.Tensor | None = None
     hidden_states: tuple[torch.Tensor, ...] | None = None
     attentions: tuple[torch.Tensor, ...] | None = None
+    aux_loss: torch.Tensor | None = None  # MoE load balancing, already included in `loss`
 
 
 @dataclass
@@ -46,6 +48,7 @@ class ClassifierOutput(ModelOutput):
     logits: torch.Tensor | None = None
     hidden_states: tuple[torch.Tensor, ...] | None = None
     attentions: tuple[torch.Tensor, ...] | None = None
+    aux_loss: torch.Tensor | None = None  # MoE load balancing, already included in `loss`
 
 
 @dataclass
@@ -55,6 +58,7 @@ class QuestionAnsweringOutput(ModelOutput):
     end_logits: torch.Tensor | None = None
     hidden_states: tuple[torch.Tensor, ...] | None = None
     attentions: tuple[torch.Tensor, ...] | None = None
+    aux_loss: torch.Tensor | None = None  # MoE load balancing, already included in `loss`
 
 
 # ---------------------------------------------------------------------------- MLM / NSP modules
@@ -131,6 +135,13 @@ def mlm_logits_and_loss(head: BertLMPredictionHead, hidden: torch.Tensor,
     return logits, F.cross_entropy(logits, labels[selected])
 
 
+def with_aux(loss: torch.Tensor | None, out) -> torch.Tensor | None:
+    """The task loss plus the encoder's auxiliary loss (MoE load balancing), when both exist."""
+    if loss is None or out.aux_loss is None:
+        return loss
+    return loss + out.aux_loss
+
+
 class _WithEncoder(PretrainedMixin, nn.Module):
     """Shared constructor: the config, the encoder under `self.bert`, BERT init."""
 
@@ -168,7 +179,7 @@ class BertForMaskedLM(_WithEncoder):
         out = self.encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask,
                           output_attentions, output_hidden_states)
         logits, loss = mlm_logits_and_loss(self.cls.predictions, out.last_hidden_state, labels, full_logits)
-        return MaskedLMOutput(loss, logits, out.hidden_states, out.attentions)
+        return MaskedLMOutput(with_aux(loss, out), logits, out.hidden_states, out.attentions, out.aux_loss)
 
 
 class BertForNextSentencePrediction(_WithEncoder):
@@ -184,7 +195,7 @@ class BertForNextSentencePrediction(_WithEncoder):
                           output_attentions, output_hidden_states)
         logits = self.cls.seq_relationship(out.pooler_output)
         loss = None if labels is None else F.cross_entropy(logits, labels.view(-1))
-        return ClassifierOutput(loss, logits, out.hidden_states, out.attentions)
+        return ClassifierOutput(with_aux(loss, out), logits, out.hidden_states, out.attentions, out.aux_loss)
 
 
 class BertForPreTraining(_WithEncoder):
@@ -214,8 +225,8 @@ class BertForPreTraining(_WithEncoder):
             nsp_loss = F.cross_entropy(nsp_logits, next_sentence_label.view(-1))
         losses = [x for x in (mlm_loss, nsp_loss) if x is not None]
         loss = sum(losses) if losses else None
-        return PreTrainingOutput(loss, logits, nsp_logits, mlm_loss, nsp_loss,
-                                 out.hidden_states, out.attentions)
+        return PreTrainingOutput(with_aux(loss, out), logits, nsp_logits, mlm_loss, nsp_loss,
+                                 out.hidden_states, out.attentions, out.aux_loss)
 
 
 # ---------------------------------------------------------------------------- task models
@@ -261,7 +272,7 @@ class BertForSequenceClassification(_WithEncoder):
                           output_attentions, output_hidden_states)
         logits = self.classifier(self.dropout(out.pooler_output))
         loss = None if labels is None else classification_loss(logits, labels, self.config)
-        return ClassifierOutput(loss, logits, out.hidden_states, out.attentions)
+        return ClassifierOutput(with_aux(loss, out), logits, out.hidden_states, out.attentions, out.aux_loss)
 
 
 class BertForTokenClassification(_WithEncoder):
@@ -285,7 +296,7 @@ class BertForTokenClassification(_WithEncoder):
         if labels is not None:
             loss = F.cross_entropy(logits.view(-1, self.config.num_labels), labels.view(-1),
                                    ignore_index=IGNORE_INDEX)
-        return ClassifierOutput(loss, logits, out.hidden_states, out.attentions)
+        return ClassifierOutput(with_aux(loss, out), logits, out.hidden_states, out.attentions, out.aux_loss)
 
 
 class BertForQuestionAnswering(_WithEncoder):
@@ -312,8 +323,8 @@ class BertForQuestionAnswering(_WithEncoder):
             end = end_positions.view(-1).clamp(0, seq_len)
             loss = (F.cross_entropy(start_logits, start, ignore_index=seq_len)
                     + F.cross_entropy(end_logits, end, ignore_index=seq_len)) / 2
-        return QuestionAnsweringOutput(loss, start_logits.contiguous(), end_logits.contiguous(),
-                                       out.hidden_states, out.attentions)
+        return QuestionAnsweringOutput(with_aux(loss, out), start_logits.contiguous(), end_logits.contiguous(),
+                                       out.hidden_states, out.attentions, out.aux_loss)
 
 
 class BertForMultipleChoice(_WithEncoder):
@@ -337,4 +348,4 @@ class BertForMultipleChoice(_WithEncoder):
                           flat(position_ids), head_mask, output_attentions, output_hidden_states)
         logits = self.classifier(self.dropout(out.pooler_output)).view(-1, num_choices)
         loss = None if labels is None else F.cross_entropy(logits, labels.view(-1))
-        return ClassifierOutput(loss, logits, out.hidden_states, out.attentions)
+        return ClassifierOutput(with_aux(loss, out), logits, out.hidden_states, out.attentions, out.aux_loss)

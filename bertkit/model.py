@@ -20,6 +20,7 @@ from torch.utils.checkpoint import checkpoint
 from .checkpoint import PretrainedMixin
 from .config import BertConfig
 from .errors import BertkitError
+from .variants import moe
 from .variants.albert import has_embedding_projection, layer_order, num_layer_modules
 from .variants.relative import RELATIVE_TYPES, relative_position_scores
 
@@ -43,6 +44,7 @@ class EncoderOutput(ModelOutput):
     pooler_output: torch.Tensor | None = None
     hidden_states: tuple[torch.Tensor, ...] | None = None  # embeddings, then every layer
     attentions: tuple[torch.Tensor, ...] | None = None  # per layer, (B, h, T, T)
+    aux_loss: torch.Tensor | None = None  # MoE load balancing x its coefficient (variants/moe.py)
 
 
 def activation(name: str):
@@ -221,14 +223,19 @@ class BertOutput(nn.Module):
 class BertLayer(nn.Module):
     """One transformer block: self-attention sub-layer, then feed-forward sub-layer."""
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig, index: int = 0):
         super().__init__()
         self.attention = BertAttention(config)
-        self.intermediate = BertIntermediate(config)
-        self.output = BertOutput(config)
+        # A mixture of experts replaces the feed-forward sub-layer in MoE layers (variants/moe.py).
+        self.moe = moe.MoEFeedForward(config) if moe.is_moe_layer(config, index) else None
+        if self.moe is None:
+            self.intermediate = BertIntermediate(config)
+            self.output = BertOutput(config)
 
     def forward(self, hidden, attention_bias=None, head_mask=None, output_attentions=False):
         attended, probs = self.attention(hidden, attention_bias, head_mask, output_attentions)
+        if self.moe is not None:
+            return self.moe(attended), probs
         return self.output(self.intermediate(attended), attended), probs
 
 
@@ -238,7 +245,7 @@ class BertEncoder(nn.Module):
         # Factorised embeddings (ALBERT, ELECTRA): project E up to H before the first layer.
         self.embedding_hidden_mapping_in = (nn.Linear(config.embedding_dim, config.hidden_size)
                                             if has_embedding_projection(config) else None)
-        self.layer = nn.ModuleList(BertLayer(config) for _ in range(num_layer_modules(config)))
+        self.layer = nn.ModuleList(BertLayer(config, i) for i in range(num_layer_modules(config)))
         # Which layer runs at each step: 0..L-1, or ALBERT's shared groups (variants/albert.py).
         self.layer_order = layer_order(config)
         self.steps_per_layer = config.inner_group_num if config.num_hidden_groups else 1
@@ -303,10 +310,13 @@ class BertModel(PretrainedMixin, nn.Module):
         self.check_inputs(input_ids, attention_mask)
         hidden = self.embeddings(input_ids, token_type_ids, position_ids)
         bias = attention_bias(attention_mask, hidden.dtype)
+        if self.config.num_experts:  # MoE layers route real tokens only and report their aux loss
+            moe.begin_forward(self, attention_mask)
         hidden, all_hidden, all_attn = self.encoder(
             hidden, bias, self.expand_head_mask(head_mask), output_attentions, output_hidden_states)
         pooled = self.pooler(hidden) if self.pooler is not None else None
-        return EncoderOutput(hidden, pooled, all_hidden, all_attn)
+        aux = moe.collect_aux_loss(self, self.config.moe_aux_loss_coef) if self.config.num_experts else None
+        return EncoderOutput(hidden, pooled, all_hidden, all_attn, aux)
 
     def check_inputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> None:
         """Turn the usual user mistakes into messages instead of index errors deep in torch."""

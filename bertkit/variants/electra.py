@@ -34,7 +34,7 @@ from torch import nn
 from ..checkpoint import PretrainedMixin
 from ..config import BertConfig
 from ..errors import ConfigError
-from ..heads import IGNORE_INDEX, BertForMaskedLM, ClassifierOutput
+from ..heads import IGNORE_INDEX, BertForMaskedLM, ClassifierOutput, with_aux
 from ..model import BertModel, ModelOutput, activation
 
 
@@ -107,7 +107,7 @@ class ElectraForPreTraining(PretrainedMixin, nn.Module):
         if labels is not None:
             real = attention_mask.bool() if attention_mask is not None else torch.ones_like(labels, dtype=torch.bool)
             loss = F.binary_cross_entropy_with_logits(logits[real], labels[real].to(logits.dtype))
-        return ClassifierOutput(loss, logits, out.hidden_states, out.attentions)
+        return ClassifierOutput(with_aux(loss, out), logits, out.hidden_states, out.attentions, out.aux_loss)
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.bert.embeddings.word_embeddings
@@ -191,8 +191,11 @@ class ElectraPretrainer(PretrainedMixin, nn.Module):
             original = torch.where(masked, labels, input_ids)
             replaced = corrupted != original
         disc = self.discriminator(corrupted, attention_mask, token_type_ids, labels=replaced.long())
-        loss = gen_loss + self.disc_weight * disc.loss
-        return ElectraPreTrainingOutput(loss, gen_loss, disc.loss, gen.logits, disc.logits, replaced, corrupted)
+        disc_loss = disc.loss if disc.aux_loss is None else disc.loss - disc.aux_loss  # RTD alone
+        loss = gen_loss + self.disc_weight * disc_loss
+        if disc.aux_loss is not None:  # an MoE discriminator's balancing loss, not scaled by 50
+            loss = loss + disc.aux_loss
+        return ElectraPreTrainingOutput(loss, gen_loss, disc_loss, gen.logits, disc.logits, replaced, corrupted)
 
     # ------------------------------------------------------------------ checkpoints
     def save_pretrained(self, directory: str | os.PathLike, tokenizer: Any = None) -> None:

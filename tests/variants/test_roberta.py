@@ -86,7 +86,7 @@ def test_mlm_bertkit_to_transformers_and_back(tmp_path):
     assert diff(b, c, mask) < 1e-5
 
 
-@pytest.mark.filterwarnings("ignore:BertModel: 2 weights")
+@pytest.mark.filterwarnings("ignore:BertModel. 2 weights")
 def test_mlm_loads_a_transformers_initialised_model(tmp_path):
     hf_config = transformers.RobertaConfig(**TINY, max_length=None)
     theirs = perturb(transformers.RobertaForMaskedLM(hf_config))
