@@ -1,0 +1,86 @@
+"""`bertkit peft merge|info`: work with adapter directories (bertkit.peft).
+
+    bertkit peft merge --model ADAPTER_DIR [--base BASE_DIR] --out DIR
+        LoRA only: fold W += (alpha / r) B A into the base weights and write a plain checkpoint
+        (config.json, model.safetensors, tokenizer files) that loads in bertkit and in the
+        matching transformers class. --base defaults to the base recorded in the adapter.
+    bertkit peft info ADAPTER_DIR
+        method, settings, what it changes, its base and its size.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from ..errors import CheckpointError
+
+HELP = "parameter-efficient adapters: merge a LoRA adapter into a plain checkpoint, show one"
+
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json")
+
+
+def add_arguments(parser) -> None:
+    sub = parser.add_subparsers(dest="peft_command", metavar="ACTION", required=True)
+    merge = sub.add_parser("merge", help="fold a LoRA adapter into its base: a plain model directory",
+                           description="fold a LoRA adapter into its base: a plain model directory")
+    merge.add_argument("--model", required=True, help="adapter directory (adapter_config.json + weights)")
+    merge.add_argument("--base", help="base model directory (default: the one recorded in the adapter)")
+    merge.add_argument("--out", required=True, help="where to write the merged model directory")
+    merge.add_argument("--no-check-base", action="store_true",
+                       help="merge even if the base weights differ from those the adapter was trained on")
+    info = sub.add_parser("info", help="show an adapter directory's method, settings, base and size",
+                          description="show an adapter directory's method, settings, base and size")
+    info.add_argument("model", help="adapter directory")
+    info.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run(args) -> int:
+    if args.peft_command == "merge":
+        return merge(args)
+    return info(args)
+
+
+def merge(args) -> int:
+    from ..peft.io import load_peft_model
+
+    if os.path.abspath(args.out) == os.path.abspath(args.model):
+        raise CheckpointError("--out must differ from --model: the adapter directory would be "
+                              "overwritten by a full checkpoint")
+    peft = load_peft_model(args.model, args.base, check_base=not args.no_check_base)
+    peft._check_mergeable(peft.active_adapter)  # a clear message for adapters / prefixes, before work
+    tokenizer = _tokenizer(args.model) or _tokenizer(args.base or peft.base_model_path)
+    plain = peft.merge_and_unload()
+    plain.save_pretrained(args.out, tokenizer=tokenizer)
+    size = os.path.getsize(os.path.join(args.out, "model.safetensors"))
+    print(f"merged {peft.peft_configs[peft.active_adapter].method} adapter {args.model} into "
+          f"{peft.base_model_path}: {type(plain).__name__}, {size / 1e6:.1f} MB -> {os.path.abspath(args.out)}")
+    if tokenizer is None:
+        print("note: no tokenizer files in the adapter or base directory; copy them next to the model")
+    return 0
+
+
+def _tokenizer(directory):
+    if not directory or not any(os.path.isfile(os.path.join(directory, f)) for f in TOKENIZER_FILES):
+        return None
+    from ..tokenizer import Tokenizer
+
+    return Tokenizer.from_pretrained(directory)
+
+
+def info(args) -> int:
+    from ..peft.io import ADAPTER_WEIGHTS, read_adapter_config
+
+    meta, _ = read_adapter_config(args.model)
+    size = os.path.getsize(os.path.join(args.model, ADAPTER_WEIGHTS))
+    if args.json:
+        print(json.dumps({**meta, "file_bytes": size}))
+        return 0
+    print(f"adapter: {args.model}")
+    print(f"method: {meta['method']} ({', '.join(f'{k}={v}' for k, v in meta['peft_config'].items())})")
+    print(f"task: {meta['task_class']}; saved modules: {', '.join(meta['modules_to_save']) or '(none)'}")
+    targets = meta["targets"]
+    print(f"changes {len(targets)} modules: {', '.join(targets[:4])}{', ...' if len(targets) > 4 else ''}")
+    print(f"base: {meta['base_model'] or '(not recorded)'} (fingerprint {meta['base_fingerprint'][:12]})")
+    print(f"parameters: {meta['parameters']:,} ({size / 1e6:.2f} MB on disk)")
+    return 0

@@ -1,0 +1,46 @@
+"""Parameter-efficient fine-tuning: LoRA, bottleneck adapters (Houlsby, Pfeiffer), prefix tuning.
+
+    from bertkit.peft import LoraConfig, get_peft_model, PeftModel
+    peft = get_peft_model(model, LoraConfig(r=8, alpha=16), base_model_path=base_dir)
+    peft.print_trainable_parameters()
+    peft.save_pretrained(out)                      # adapter + head + adapter_config.json
+    peft = PeftModel.from_pretrained(out)          # onto the recorded base (or base=DIR)
+    plain = peft.merge_and_unload()                # LoRA: a plain checkpoint again
+
+See model.py for the wrapper, lora.py / adapters.py / prefix.py for the maths, io.py for the
+adapter directory format, and `bertkit peft merge` for the command line.
+"""
+
+from .adapters import AdapterConfig, Bottleneck
+from .io import (is_adapter_dir, load_model, load_peft_model, read_adapter_config, save_adapter)
+from .lora import LoraConfig, LoraUpdate
+from .model import (CONFIG_CLASSES, HeadCopies, ParameterCount, PeftLinear, PeftModel,
+                    base_fingerprint, get_peft_model)
+from .prefix import PrefixConfig, PrefixEncoder
+
+METHODS = tuple(CONFIG_CLASSES)  # ("lora", "adapter", "prefix"): the values of --peft
+
+
+def make_config(method: str, **settings) -> LoraConfig | AdapterConfig | PrefixConfig:
+    """The config of a method by name (`--peft lora`), with settings; None values are dropped so
+    a command can pass its unset options through."""
+    from ..errors import ConfigError
+
+    if method not in CONFIG_CLASSES:
+        raise ConfigError(f"unknown PEFT method {method!r}; use one of {', '.join(METHODS)}")
+    cls = CONFIG_CLASSES[method]
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(k for k, v in settings.items() if v is not None and k not in names)
+    if unknown:
+        raise ConfigError(f"{method} has no setting(s) {unknown}; it takes {sorted(names)}")
+    return cls(**{k: v for k, v in settings.items() if v is not None})
+
+
+__all__ = [
+    "AdapterConfig", "Bottleneck", "LoraConfig", "LoraUpdate", "PrefixConfig", "PrefixEncoder",
+    "PeftModel", "PeftLinear", "HeadCopies", "ParameterCount", "get_peft_model", "base_fingerprint",
+    "save_adapter", "load_peft_model", "load_model", "read_adapter_config", "is_adapter_dir",
+    "METHODS", "make_config",
+]
