@@ -51,7 +51,7 @@ from ..io import atomic_open, atomic_write_text
 from .config_io import dataclass_from_dict
 from .distributed import DistContext, init_distributed, unwrap, wrap_model
 from .optim import build_optimizer
-from .schedule import SCHEDULES, build_scheduler
+from .schedule import SCHEDULES, WarmupDecay, build_scheduler
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 STATE_FILE = "trainer_state.pt"
@@ -401,9 +401,9 @@ class Trainer:
                     torch.no_grad(), self._autocast():
                 metrics = {k: float(v) for k, v in self.eval_fn(model).items()}
             model.train(was_training)
-            row = {"step": self.step, "split": "eval", **metrics}
-            self._write_row(row)
-            if self.progress:
+            if metrics:
+                self._write_row({"step": self.step, "split": "eval", **metrics})
+            if self.progress and metrics:
                 from tqdm import tqdm
                 tqdm.write("eval step {}: {}".format(
                     self.step, ", ".join(f"{k}={v:.4g}" for k, v in metrics.items())))
@@ -494,6 +494,7 @@ class Trainer:
             raise CheckpointError(f"the optimizer state in {checkpoint_dir} does not fit this model "
                                   f"({e}); resume with the same model and train config") from None
         self.scheduler.load_state_dict(state["scheduler"])
+        self._apply_current_schedule(checkpoint_dir)
         self.scaler.load_state_dict(state["scaler"])
         self.step = int(state["step"])
         self.epoch = int(state["epoch"])
@@ -516,6 +517,26 @@ class Trainer:
         if self.progress:
             from tqdm import tqdm
             tqdm.write(f"resuming from {checkpoint_dir} (step {self.step})")
+
+    def _apply_current_schedule(self, checkpoint_dir: str) -> None:
+        """Follow this run's schedule if max_steps/warmup/schedule changed since the checkpoint.
+
+        LambdaLR restores the saved multiplier's settings; extending a run (a larger
+        max_steps) must instead continue on the new schedule, or the lr would stay at 0.
+        """
+        cfg = self.config
+        current = WarmupDecay(cfg.warmup, cfg.max_steps, cfg.schedule)
+        saved = self.scheduler.lr_lambdas[0]
+        if vars(saved) == vars(current):
+            return
+        import warnings
+        warnings.warn(f"the lr schedule differs from the one {checkpoint_dir} was trained with; "
+                      f"from step {self.step} the lr follows the new one", stacklevel=3)
+        self.scheduler.lr_lambdas = [current] * len(self.optimizer.param_groups)
+        factor = current(self.scheduler.last_epoch)
+        for group, base in zip(self.optimizer.param_groups, self.scheduler.base_lrs):
+            group["lr"] = base * factor
+        self.scheduler._last_lr = [g["lr"] for g in self.optimizer.param_groups]
 
     def _truncate_metrics(self, step: int) -> None:
         """Keep the metric rows up to `step` (a killed run may have logged past its checkpoint)."""

@@ -27,6 +27,8 @@ def test_pretrain_resume_and_fill_mask(tmp_path, capsys):
     assert pretrain.main(args + sets(["train.max_steps=8"]) + ["--resume"]) == 0
     rows = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
     assert [r["step"] for r in rows if r["split"] == "train"] == [2, 4, 6, 8]
+    # the extended run follows the new 8-step schedule (not the finished 4-step one)
+    assert [r["lr"] for r in rows if r["step"] == 6 and r["split"] == "train"][0] == pytest.approx(1e-3 * 3 / 6)
     evals = [r for r in rows if r["split"] == "eval"]
     assert {"mlm_loss", "mlm_accuracy", "perplexity"} <= set(evals[-1])
     assert evals[-1]["perplexity"] == pytest.approx(2.718281828 ** evals[-1]["mlm_loss"], rel=1e-6)
