@@ -90,6 +90,12 @@ class BertConfig:
     moe_capacity_factor: float | None = None
     moe_aux_loss_coef: float = 0.01
     moe_every: int = 1
+    # Block-sparse local attention (variants/sparse.py): blocks of attention_block_size tokens
+    # attend to attention_window_blocks neighbouring blocks on each side; with
+    # attention_global_cls token 0 attends to and is attended by all. None: dense attention.
+    attention_block_size: int | None = None
+    attention_window_blocks: int = 1
+    attention_global_cls: bool = True
     # Anything else found in config.json: kept so that saving writes it back unchanged.
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -158,6 +164,18 @@ class BertConfig:
         if self.inner_group_num > 1 and groups is None:
             raise ConfigError("inner_group_num > 1 describes layers inside shared groups: also set "
                               "num_hidden_groups (1 = one group shared by all layers)")
+        if self.attention_block_size is not None:
+            if not isinstance(self.attention_block_size, int) or self.attention_block_size < 1:
+                raise ConfigError(f"attention_block_size must be a positive integer (or unset for dense "
+                                  f"attention), got {self.attention_block_size!r}")
+            if not isinstance(self.attention_window_blocks, int) or self.attention_window_blocks < 0:
+                raise ConfigError(f"attention_window_blocks must be >= 0 (0 = each block alone), got "
+                                  f"{self.attention_window_blocks!r}")
+            if self.position_embedding_type != "absolute":
+                raise ConfigError(
+                    f"block-sparse attention cannot use position_embedding_type="
+                    f"{self.position_embedding_type!r}: relative scores are a dense T x T term; use "
+                    "absolute positions or unset attention_block_size")
         if self.num_experts is not None:
             if not isinstance(self.num_experts, int) or self.num_experts < 1:
                 raise ConfigError(f"num_experts must be a positive integer (or unset for a dense "

@@ -20,7 +20,7 @@ from torch.utils.checkpoint import checkpoint
 from .checkpoint import PretrainedMixin
 from .config import BertConfig
 from .errors import BertkitError
-from .variants import moe
+from .variants import moe, sparse
 from .variants.albert import has_embedding_projection, layer_order, num_layer_modules
 from .variants.relative import RELATIVE_TYPES, relative_position_scores
 
@@ -133,6 +133,10 @@ class BertSelfAttention(nn.Module):
         # Prefix tuning (bertkit.peft.prefix) sets a module here: prefix(k, v, bias) -> (k, v, bias)
         # with P learned key/value tokens put before the sequence's and the bias widened to match.
         self.prefix: nn.Module | None = None
+        # Block-sparse local attention (variants/sparse.py); None = dense.
+        self.block_size = config.attention_block_size
+        self.window_blocks = config.attention_window_blocks
+        self.global_cls = config.attention_global_cls
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, H) -> (B, h, T, d)"""
@@ -153,6 +157,10 @@ class BertSelfAttention(nn.Module):
             k, v, attention_bias = self.prefix(k, v, attention_bias)
         probs = None
         if output_attentions or head_mask is not None:
+            if self.block_size:  # the sparse pattern as a dense mask: probabilities show it
+                allowed = sparse.pattern_mask(q.shape[-2], self.block_size, self.window_blocks,
+                                              self.global_cls, q.device)
+                attention_bias = sparse.restrict_bias(attention_bias, allowed, q.dtype)
             scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)
             if attention_bias is not None:
                 scores = scores + attention_bias
@@ -161,6 +169,10 @@ class BertSelfAttention(nn.Module):
             if head_mask is not None:
                 weights = weights * head_mask
             context = weights @ v
+        elif self.block_size:
+            context = sparse.block_sparse_attention(
+                q, k, v, attention_bias, self.block_size, self.window_blocks, self.global_cls,
+                dropout_p=self.dropout_prob if self.training else 0.0)
         else:
             context = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=attention_bias,
