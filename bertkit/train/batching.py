@@ -67,9 +67,12 @@ class LengthBucketedBatches:
 
     def _all_batches(self) -> list[np.ndarray]:
         n = len(self.lengths)
-        if not self.shuffle:
+        if not self.shuffle:  # evaluation: sorted by length, a fixed order
             order = np.argsort(self.lengths, kind="stable")
-            return [order[i:i + self.batch_size] for i in range(0, n, self.batch_size)]
+            batches = [order[i:i + self.batch_size] for i in range(0, n, self.batch_size)]
+            if self.drop_last and len(batches[-1]) < self.batch_size:
+                batches.pop()
+            return batches
         rng = np.random.default_rng([self.seed, self.epoch])
         order = rng.permutation(n)
         chunk = self.batch_size * self.bucket_size
