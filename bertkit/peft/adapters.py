@@ -26,7 +26,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from ..errors import ConfigError
+from ..errors import BertkitError, ConfigError
 from ..model import activation
 
 ADAPTER_KINDS = ("houlsby", "pfeiffer")
@@ -46,7 +46,7 @@ class AdapterConfig:
     kind: str = "houlsby"
     reduction_factor: int = 16  # MiniLM: 384 / 16 = 24 bottleneck units
     activation: str = "relu"
-    init_scale: float = 1e-3  # std of W_up at init: small, so the adapter starts near the identity
+    init_scale: float = 1e-5  # std of W_up at init: the adapter starts within ~1e-4 of the identity
     modules_to_save: list[str] | None = None  # None = the task head
 
     def __post_init__(self) -> None:
@@ -58,7 +58,11 @@ class AdapterConfig:
                               f"got {self.reduction_factor!r}")
         if self.init_scale < 0:
             raise ConfigError(f"adapter init_scale must be >= 0, got {self.init_scale}")
-        activation(self.activation)  # raises on an unknown name
+        try:
+            activation(self.activation)
+        except BertkitError:
+            raise ConfigError(f"adapter activation {self.activation!r} is not known; use relu, gelu, "
+                              "gelu_new, silu or tanh") from None
         if self.modules_to_save is not None and not isinstance(self.modules_to_save, str):
             self.modules_to_save = [str(m) for m in self.modules_to_save]
 

@@ -1,0 +1,79 @@
+"""`bertkit peft merge|info`: a merged LoRA checkpoint predicts as the adapter in bertkit and transformers."""
+
+import json
+import os
+import warnings
+
+import pytest
+import torch
+
+import bertkit
+from bertkit.cli import main
+from bertkit.peft import AdapterConfig, LoraConfig, PeftLinear, get_peft_model
+from bertkit.tokenizer import Tokenizer
+
+transformers = pytest.importorskip("transformers")
+
+
+def test_merge_writes_a_checkpoint_transformers_loads_with_the_same_predictions(
+        minilm_classifier, minilm_batch, minilm_dir, tmp_path, capsys):
+    peft = get_peft_model(minilm_classifier, LoraConfig(r=8, target_modules=["query", "key", "value", "dense"]),
+                          base_model_path=minilm_dir).eval()
+    with torch.no_grad():
+        for module in peft.modules():
+            if isinstance(module, PeftLinear) and "default" in module.lora:
+                module.lora["default"].B.normal_(std=0.05)
+        peft.model.classifier.copies["default"].weight.normal_(std=0.5)
+        expected = peft(**minilm_batch).logits
+    adapter, out = tmp_path / "adapter", tmp_path / "merged"
+    peft.save_pretrained(adapter, tokenizer=Tokenizer.from_pretrained(minilm_dir))
+
+    assert main(["peft", "merge", "--model", str(adapter), "--out", str(out)]) == 0
+    assert "merged lora adapter" in capsys.readouterr().out
+    assert {"config.json", "model.safetensors", "tokenizer.json", "vocab.txt"} <= set(os.listdir(out))
+
+    ours = bertkit.BertForSequenceClassification.from_pretrained(out)
+    theirs = transformers.BertForSequenceClassification.from_pretrained(out).eval()
+    tokenizer = transformers.BertTokenizerFast.from_pretrained(out)
+    texts = ["Shares in the company fell sharply after the announcement.", "The striker scored twice.",
+             "The new movie is awesome, said the critic who had seen it twice on Sunday."]
+    batch = tokenizer(texts, padding=True, return_tensors="pt")
+    assert torch.equal(batch["input_ids"], minilm_batch["input_ids"])
+    with torch.no_grad():
+        a = ours(**minilm_batch).logits
+        b = theirs(**batch).logits
+    assert (a - expected).abs().max() < 1e-4
+    assert (b - expected).abs().max() < 1e-4
+    assert torch.equal(a.argmax(-1), expected.argmax(-1))
+
+    assert main(["peft", "info", str(adapter), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["method"] == "lora" and info["base_model"] == os.path.abspath(minilm_dir)
+    # per layer: query, key, value, attention.output.dense (384 -> 384), intermediate.dense and
+    # output.dense (384 <-> 1536); plus pooler.dense ("dense" matches it) and the 5-way head
+    lora = 6 * (4 * 8 * (384 + 384) + 2 * 8 * (384 + 1536)) + 8 * (384 + 384)
+    assert info["parameters"] == lora + 5 * 384 + 5
+
+
+def test_merge_errors_are_one_line(minilm_classifier, minilm_dir, tmp_path, capsys):
+    peft = get_peft_model(minilm_classifier, AdapterConfig(kind="pfeiffer"), base_model_path=minilm_dir)
+    peft.save_pretrained(tmp_path / "ad")
+    assert main(["peft", "merge", "--model", str(tmp_path / "ad"), "--out", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("bertkit peft: error: adapter 'default' is a bottleneck adapter") and "\n" not in err
+    assert not os.path.exists(tmp_path / "m")
+
+    assert main(["peft", "merge", "--model", str(tmp_path / "ad"), "--out", str(tmp_path / "ad")]) == 2
+    assert "--out must differ from --model" in capsys.readouterr().err
+
+    assert main(["peft", "merge", "--model", minilm_dir, "--out", str(tmp_path / "m")]) == 2
+    assert "plain model directory" in capsys.readouterr().err
+
+    lora = get_peft_model(bertkit.BertForSequenceClassification(minilm_classifier.config), LoraConfig())
+    lora.save_pretrained(tmp_path / "lora")  # no base recorded
+    assert main(["peft", "merge", "--model", str(tmp_path / "lora"), "--out", str(tmp_path / "m")]) == 2
+    assert "pass the base model directory (--base DIR)" in capsys.readouterr().err
+    # a base that is not the one it was trained on (random weights vs MiniLM)
+    assert main(["peft", "merge", "--model", str(tmp_path / "lora"), "--base", minilm_dir,
+                 "--out", str(tmp_path / "m")]) == 2
+    assert "other base weights" in capsys.readouterr().err
