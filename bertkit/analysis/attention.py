@@ -291,8 +291,13 @@ def _pyplot():
     return plt
 
 
-def plot_head(attn, tokens: Sequence[str], layer: int, head: int, path: str | os.PathLike) -> None:
-    """Heatmap of one head (rows = query tokens, columns = key tokens) as a PNG."""
+def plot_head(attn, tokens: Sequence[str], layer: int, head: int, path: str | os.PathLike,
+              title: str | None = None) -> None:
+    """Heatmap of one head (rows = query tokens, columns = key tokens) as a PNG.
+
+    `title` defaults to "layer L, head H"; pass one when plotting something else shaped like a
+    head, e.g. a rollout matrix as `rollout[:, None]`.
+    """
     a = check_attention(attn, tokens)
     _check_layer_head(a, layer, head)
     plt = _pyplot()
@@ -304,7 +309,7 @@ def plot_head(attn, tokens: Sequence[str], layer: int, head: int, path: str | os
     ax.set_yticks(range(T), list(tokens), fontsize=8)
     ax.set_xlabel("key (attended to)")
     ax.set_ylabel("query (attending)")
-    ax.set_title(f"layer {layer}, head {head}")
+    ax.set_title(title or f"layer {layer}, head {head}", fontsize=10)
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     fig.tight_layout()
     _save_png(fig, path)

@@ -267,8 +267,13 @@ def _pool(h: torch.Tensor, mask: torch.Tensor, batch: dict, level: str, pooling:
 
 
 # ----------------------------------------------------------------------------- plot
-def plot_probe(results: Sequence[dict], path: str | os.PathLike, title: str = "linear probe by layer") -> None:
-    """Accuracy per layer (with control accuracy, selectivity and the majority baseline) as PNG."""
+def plot_probe(results: Sequence[dict], path: str | os.PathLike, title: str = "linear probe by layer",
+               baseline: Sequence[dict] | None = None, baseline_label: str = "random-init encoder") -> None:
+    """Accuracy per layer (with control accuracy, selectivity and the majority baseline) as PNG.
+
+    `baseline`: results of the same probes on another encoder (e.g. the same architecture with
+    random weights), drawn as a second accuracy curve.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -284,6 +289,9 @@ def plot_probe(results: Sequence[dict], path: str | os.PathLike, title: str = "l
     if "control_accuracy" in results[0]:
         ax.plot(layers, [r["control_accuracy"] for r in results], "s--", label="control accuracy")
         ax.bar(layers, [r["selectivity"] for r in results], alpha=0.3, color="C2", label="selectivity")
+    if baseline:
+        ax.plot([r["layer"] for r in baseline], [r["accuracy"] for r in baseline], "^-", color="C3",
+                alpha=0.8, label=f"task accuracy, {baseline_label}")
     ax.axhline(results[0]["majority"], color="grey", linestyle=":", label="majority class")
     ax.set_xlabel("layer (0 = embeddings)")
     ax.set_ylabel("accuracy")

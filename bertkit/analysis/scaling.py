@@ -308,6 +308,7 @@ def run_sweep(
     time_budget_s: float,
     out_path: str | os.PathLike | None = None,
     resume: bool = True,
+    cost_fn: Callable[[Any, int], float] | None = None,
 ) -> list[dict]:
     """Train one model per size spec, smallest first, within a wall-clock budget.
 
@@ -317,8 +318,9 @@ def run_sweep(
     `out_path` as one JSON line as soon as it is known, so a crash loses at most the run in
     progress; with `resume`, specs already recorded as "ok" there are not trained again.
 
-    Before each run the driver estimates its duration from the previous run, scaled by
-    tokens x params (or tokens alone when params are unknown). If it would not finish inside
+    Before each run the driver estimates its duration from the previous run, scaled by the
+    ratio of their costs: `cost_fn(spec, tokens)` if given (e.g. measured seconds per step x
+    steps), else tokens x the spec's "flops_per_token" (else its "n_params"; else tokens alone). If it would not finish inside
     the budget, that run is recorded as "skipped" and the sweep stops: later specs are
     assumed to be larger. A run is never interrupted mid-way.
     """
@@ -340,9 +342,13 @@ def run_sweep(
     if out_path is not None and resume and os.path.exists(out_path):
         done = {_spec_key(r["size"]): r for r in load_sweep(out_path) if r.get("status") == "ok"}
 
-    def cost(spec, n_tokens, n_params=None):
-        n_params = n_params or (spec.get("n_params") if isinstance(spec, dict) else None)
-        return n_tokens * (n_params or 1)
+    def cost(spec, n_tokens):
+        # Only what is known before a run may enter its cost, or the ratio between the next
+        # run and the last one mixes units (params known for the last run only -> ~0 s).
+        if cost_fn is not None:
+            return max(float(cost_fn(spec, n_tokens)), 1e-12)
+        per_token = (spec.get("flops_per_token") or spec.get("n_params")) if isinstance(spec, dict) else None
+        return n_tokens * (per_token or 1)
 
     records: list[dict] = []
     start = _clock()
@@ -373,7 +379,7 @@ def run_sweep(
         record["status"] = "ok" if math.isfinite(loss) else "diverged"
         records.append(record)
         _append(out_path, record)
-        last = (cost(spec, n_tokens, record.get("n_params")), max(seconds, 1e-6))
+        last = (cost(spec, n_tokens), max(seconds, 1e-6))
     return records
 
 

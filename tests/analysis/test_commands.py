@@ -1,0 +1,235 @@
+"""The analysis commands (`bertkit attention`, `probe`, `scale`), run in-process through the CLI."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import warnings
+
+import numpy as np
+import pytest
+
+from bertkit.cli import main
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def two_layer_dir(tmp_path_factory, minilm_dir):
+    """MiniLM cut to its first 2 layers (a real, small encoder), saved with its tokenizer."""
+    from bertkit.model import BertModel
+    from bertkit.tokenizer import Tokenizer
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # layers 2..5 are unused on purpose
+        model = BertModel.from_pretrained(minilm_dir, num_hidden_layers=2)
+    out = tmp_path_factory.mktemp("minilm2")
+    model.save_pretrained(out, tokenizer=Tokenizer.from_pretrained(minilm_dir))
+    return str(out)
+
+
+def _one_line_error(capsys) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    return err
+
+
+# ----------------------------------------------------------------------------- attention
+def test_attention_writes_viewer_png_and_stats(minilm_dir, tmp_path, capsys):
+    html, png, stats = tmp_path / "a.html", tmp_path / "a.png", tmp_path / "a.jsonl"
+    code = main(["attention", "--model", minilm_dir, "The cat sat on the mat.", "--pair", "It purred.",
+                 "--html", str(html), "--png", str(png), "--stats", str(stats), "--rollout"])
+    assert code == 0
+    out = capsys.readouterr().out
+    tokens = ["[CLS]", "the", "cat", "sat", "on", "the", "mat", ".", "[SEP]", "it", "pu", "##rred", ".", "[SEP]"]
+    assert " ".join(tokens) in out
+
+    # the viewer holds exactly the real tokens (no padding) and where sentence B starts
+    page = html.read_text(encoding="utf-8")
+    data = json.loads(re.search(r'id="bertkit-data">(.*?)</script>', page).group(1))
+    assert data["tokens"] == tokens and data["sentence_b_start"] == tokens.index("it")
+    attn = np.array(data["attn"])
+    assert attn.shape == (6, 12, len(tokens), len(tokens))
+    np.testing.assert_allclose(attn.sum(-1), 1.0, atol=1e-3)
+
+    assert png.read_bytes()[:8] == PNG_MAGIC and png.stat().st_size > 20_000  # a 6 x 12 grid
+    assert (tmp_path / "a-rollout.png").read_bytes()[:8] == PNG_MAGIC
+
+    records = [json.loads(line) for line in stats.read_text().splitlines()]
+    assert len(records) == 72 and {(r["layer"], r["head"]) for r in records} == {(l, h) for l in range(6) for h in range(12)}
+    # the statistics describe the attention in the page: [CLS] share of head (l, h) = column 0
+    for r in records[::7]:
+        assert r["cls"] == pytest.approx(attn[r["layer"], r["head"], :, 0].mean(), abs=1e-3)
+    # the summary's top [CLS] head is the arg-max of the written statistics
+    top = max(records, key=lambda r: r["cls"])
+    assert re.search(rf"most \[CLS\]-focused heads[^:]*: L{top['layer']}H{top['head']} ", out)
+    assert "rollout: [CLS] at the last layer draws on" in out
+
+
+def test_attention_single_head_png_and_bad_indexes(minilm_dir, tmp_path, capsys):
+    png = tmp_path / "head.png"
+    assert main(["attention", "--model", minilm_dir, "Dogs bark.", "--png", str(png), "--head", "5", "11"]) == 0
+    assert png.read_bytes()[:8] == PNG_MAGIC
+    capsys.readouterr()
+
+    assert main(["attention", "--model", minilm_dir, "Dogs bark.", "--head", "6", "0"]) == 2
+    assert "layers 0..5" in _one_line_error(capsys)
+    assert main(["attention", "--model", minilm_dir, "Dogs bark.", "--head", "0", "12", "--png", str(png)]) == 2
+    assert "heads 0..11" in _one_line_error(capsys)
+
+
+def test_attention_truncates_long_text_with_a_warning(two_layer_dir, tmp_path, capsys):
+    stats = tmp_path / "s.jsonl"
+    html = tmp_path / "v.html"
+    text = " ".join(["word"] * 40)
+    assert main(["attention", "--model", two_layer_dir, text, "--max-length", "16",
+                 "--stats", str(stats), "--html", str(html)]) == 0
+    captured = capsys.readouterr()
+    assert "42 tokens" in captured.err and "truncated to the first 16" in captured.err
+    assert "16 tokens" in captured.out
+    data = json.loads(re.search(r'id="bertkit-data">(.*?)</script>', html.read_text()).group(1))
+    assert len(data["tokens"]) == 16 and data["tokens"][-1] == "[SEP]"
+    assert len(stats.read_text().splitlines()) == 2 * 12
+
+
+# ----------------------------------------------------------------------------- probe
+ANIMALS = "cat dog horse cow sheep goat mouse tiger lion wolf fox bear".split()
+MONEY = "bank loan stock bond price tax profit budget cash debt fund wage".split()
+FILLER = "the a of and with near then also very quite".split()
+
+
+def _topic_files(tmp_path, n=120):
+    """A sentence task (topic from content words) and a token task (word class), both linearly easy."""
+    rng = random.Random(0)
+    rows, conll = ["text\tlabel"], []
+    for k in range(n):
+        label = "animal" if k % 2 else "money"
+        words = rng.sample(ANIMALS if k % 2 else MONEY, 3) + rng.sample(FILLER, 3)
+        rng.shuffle(words)
+        rows.append(f"{' '.join(words)}\t{label}")
+        conll += [f"{w}\t{'ANIMAL' if w in ANIMALS else 'MONEY' if w in MONEY else 'O'}" for w in words] + [""]
+    (tmp_path / "topics.tsv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "words.conll").write_text("\n".join(conll) + "\n")
+    return tmp_path / "topics.tsv", tmp_path / "words.conll"
+
+
+def _results(out):
+    return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+
+
+def test_probe_finds_labels_that_are_in_the_features(two_layer_dir, tmp_path, capsys):
+    # Row/label misalignment (e.g. after the length sort) would drop these to chance.
+    sentences, words = _topic_files(tmp_path)
+    out = tmp_path / "sent"
+    assert main(["probe", "--model", two_layer_dir, "--task", str(sentences), "--out", str(out)]) == 0
+    rows = _results(out)
+    assert [r["layer"] for r in rows] == [0, 1, 2] and rows[0]["majority"] == pytest.approx(0.5)
+    assert max(r["accuracy"] for r in rows) >= 0.95
+
+    out = tmp_path / "tok"
+    assert main(["probe", "--model", two_layer_dir, "--task", str(words), "--level", "token",
+                 "--control", "--out", str(out)]) == 0
+    rows = _results(out)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["items"] == 120 * 6 and summary["classes"] == 3
+    assert max(r["accuracy"] for r in rows) >= 0.95
+    for r in rows:
+        assert r["selectivity"] == pytest.approx(r["accuracy"] - r["control_accuracy"])
+    capsys.readouterr()
+
+    assert main(["probe", "--model", two_layer_dir, "--task", str(words), "--level", "sentence",
+                 "--out", str(out)]) == 2
+    assert "--level token" in _one_line_error(capsys)
+
+
+def test_probe_wordnet_tokens_with_baselines(two_layer_dir, tmp_path, capsys):
+    out = tmp_path / "wn"
+    assert main(["probe", "--model", two_layer_dir, "--task", "wordnet-tokens", "--limit", "80",
+                 "--control", "--random-init", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    rows = _results(out)
+    assert [(r["encoder"], r["layer"]) for r in rows] == [(e, k) for e in ("pretrained", "random-init") for k in range(3)]
+    for r in rows:
+        assert 0.0 <= r["control_accuracy"] <= 1.0 and r["train_accuracy"] >= r["accuracy"] - 0.5
+    assert (out / "probe.png").read_bytes()[:8] == PNG_MAGIC
+    table = [line for line in printed.splitlines() if re.match(r"\s+\d\s+0\.\d{3}", line)]
+    assert len(table) == 3 and "random-init" in printed and "selectivity" in printed
+
+    assert main(["probe", "--model", two_layer_dir, "--task", "nosuch-task", "--out", str(out)]) == 2
+    assert "neither a built-in task" in _one_line_error(capsys)
+
+
+# ----------------------------------------------------------------------------- scale
+def test_scale_formula(capsys):
+    assert main(["scale", "formula", "--compute", "5.76e23", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)["chinchilla_optimal"]
+    # the published constants give N = 3.2e10, D = 3.0e12 at Chinchilla's budget (scaling.py docstring)
+    assert result["params"] == pytest.approx(3.2e10, rel=0.02)
+    assert result["tokens"] == pytest.approx(3.0e12, rel=0.02)
+    assert main(["scale", "formula", "--params", "7e10", "--tokens", "1.4e12"]) == 0
+    assert "given N = 7e+10" in capsys.readouterr().out
+    assert main(["scale", "formula", "--params", "1e8"]) == 2
+    assert "--params and --tokens together" in _one_line_error(capsys)
+
+
+def test_scale_fit_recovers_the_exponent(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    sizes = np.geomspace(1e5, 1e8, 7)
+    losses = (2e12 / sizes) ** 0.12 + 1.5 + rng.normal(0, 0.005, sizes.size)
+    sweep = tmp_path / "sweep.jsonl"
+    sweep.write_text("".join(json.dumps({"size": {"k": k}, "n_params": float(n), "loss": float(l), "status": "ok"})
+                             + "\n" for k, (n, l) in enumerate(zip(sizes, losses))))
+    plot = tmp_path / "fit.png"
+    assert main(["scale", "fit", str(sweep), "--plot", str(plot), "--json"]) == 0
+    fit = json.loads(capsys.readouterr().out)
+    assert abs(fit["alpha"] - 0.12) < 4 * fit["alpha_se"] and fit["alpha_se"] < 0.05
+    assert plot.read_bytes()[:8] == PNG_MAGIC
+
+    few = tmp_path / "few.jsonl"
+    few.write_text("".join(sweep.read_text().splitlines(keepends=True)[:3]))
+    assert main(["scale", "fit", str(few)]) == 2
+    assert "need at least 4" in _one_line_error(capsys)
+    assert main(["scale", "fit", str(tmp_path / "missing.jsonl")]) == 2
+    assert "does not exist" in _one_line_error(capsys)
+
+
+def test_scale_sweep_refuses_a_budget_or_size_list_too_small(tmp_path, capsys):
+    small = ["--set", "train.batch_size=4", "--set", "data.max_length=16", "--threads", "1", "--out", str(tmp_path / "sw")]
+    assert main(["scale", "sweep", "--sizes", "1x16,1x32,2x32,2x64", "--tokens", "1e8",
+                 "--time-budget", "1", *small]) == 2
+    err = capsys.readouterr().err
+    assert "--time-budget 1s is too small" in err and "raise --time-budget to about" in err
+    assert not (tmp_path / "sw" / "data").exists()  # refused before any data preparation
+
+    assert main(["scale", "sweep", "--sizes", "1x16,1x32,2x32", "--tokens", "1e4", "--time-budget", "60", *small]) == 2
+    assert "needs at least 4" in _one_line_error(capsys)
+    assert main(["scale", "sweep", "--sizes", "1x16,big", "--tokens", "1e4", "--time-budget", "60", *small]) == 2
+    assert "LAYERSxHIDDEN" in _one_line_error(capsys)
+
+
+def test_scale_sweep_end_to_end_on_a_small_corpus(tmp_path, capsys, bbc_dir):
+    # 40 BBC articles, a 300-token vocabulary and 4 very small models: the whole pipeline
+    # (tokenizer, shards, 4 pre-training runs, fit) in a few seconds.
+    import shutil
+    from pathlib import Path
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for f in sorted(Path(bbc_dir, "business").glob("*.txt"))[:40]:
+        shutil.copy(f, corpus / f.name)
+    out = tmp_path / "sweep"
+    code = main(["scale", "sweep", "--sizes", "1x8,1x16,1x32,2x32", "--tokens", "6000", "--time-budget", "120", "--threads", "1",
+                 "--set", f"data.corpus='{corpus}'", "--set", "tokenizer.vocab_size=300",
+                 "--set", "data.max_length=32", "--set", "train.batch_size=8", "--set", "data.eval_fraction=0.2",
+                 "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    records = [json.loads(line) for line in (out / "sweep.jsonl").read_text().splitlines()]
+    assert [r["name"] for r in records] == ["1x8x1", "1x16x1", "1x32x1", "2x32x1"]
+    assert all(r["status"] == "ok" and r["steps"] == 24 for r in records)
+    # N = encoder parameters, checked against the formula for one layer of width 8
+    assert records[0]["n_params"] == 4 * (8 * 8 + 8) + (8 * 32 + 32 + 32 * 8 + 8) + 4 * 8
+    fit = json.loads((out / "fit.json").read_text())
+    assert fit["n_points"] == 4 and np.isfinite(fit["alpha"])
+    assert (out / "scaling.png").read_bytes()[:8] == PNG_MAGIC and "alpha =" in printed
