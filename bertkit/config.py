@@ -21,7 +21,7 @@ ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish",
 POSITION_EMBEDDING_TYPES = ("absolute", "relative_key", "relative_key_query")
 # Checkpoint families this one encoder reads and writes; `model_type` picks the switches and the
 # Hugging Face key names (see bertkit/variants/keymaps.py).
-MODEL_TYPES = ("bert", "roberta", "albert", "electra")
+MODEL_TYPES = ("bert", "roberta", "albert", "electra", "deberta-v2")
 # What a family changes from BERT's defaults when a config is built by `preset(model_type=...)`.
 VARIANT_DEFAULTS: dict[str, dict[str, Any]] = {
     "bert": {},
@@ -35,6 +35,11 @@ VARIANT_DEFAULTS: dict[str, dict[str, Any]] = {
                    hidden_act="gelu_new", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0),
     # ELECTRA: 128-wide embeddings (projected when narrower than the layers), no pooler.
     "electra": dict(embedding_size=128),
+    # DeBERTa v3: disentangled attention over 256 log-bucketed distances, no absolute positions
+    # in the input, no segments, LayerNorm eps 1e-7.
+    "deberta-v2": dict(vocab_size=128100, relative_attention=True, pos_att_type=["p2c", "c2p"],
+                       position_buckets=256, share_att_key=True, norm_rel_ebd="layer_norm",
+                       position_biased_input=False, type_vocab_size=0, layer_norm_eps=1e-7),
 }
 
 # (layers, hidden, heads); intermediate is 4 x hidden, as in BERT and the Turc et al. mini-BERTs.
@@ -96,10 +101,25 @@ class BertConfig:
     attention_block_size: int | None = None
     attention_window_blocks: int = 1
     attention_global_cls: bool = True
+    # DeBERTa's disentangled attention (variants/deberta.py), transformers' DebertaV2Config names:
+    # relative_attention adds content-to-position ("c2p") and position-to-content ("p2c") scores
+    # from one table of relative-position vectors shared by all layers; position_buckets > 0
+    # buckets distances logarithmically; share_att_key projects the table with the layer's own
+    # key/query maps; norm_rel_ebd="layer_norm" normalises the table; position_biased_input=False
+    # drops the absolute position embedding from the input.
+    relative_attention: bool = False
+    pos_att_type: list[str] | None = None
+    position_buckets: int = -1
+    max_relative_positions: int = -1
+    share_att_key: bool = False
+    norm_rel_ebd: str = "none"
+    position_biased_input: bool = True
     # Anything else found in config.json: kept so that saving writes it back unchanged.
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
+        if isinstance(self.pos_att_type, str):  # transformers also writes "p2c|c2p"
+            self.pos_att_type = [x.strip() for x in self.pos_att_type.lower().split("|") if x.strip()]
         if self.model_type == "albert" and self.num_hidden_groups is None:
             self.num_hidden_groups = 1  # transformers' AlbertConfig default: all layers share
         if self.id2label is not None:
@@ -164,6 +184,20 @@ class BertConfig:
         if self.inner_group_num > 1 and groups is None:
             raise ConfigError("inner_group_num > 1 describes layers inside shared groups: also set "
                               "num_hidden_groups (1 = one group shared by all layers)")
+        if self.relative_attention:
+            unknown = set(self.pos_att_type or []) - {"c2p", "p2c"}
+            if unknown:
+                raise ConfigError(f"pos_att_type may hold 'c2p' and 'p2c', got {sorted(unknown)}")
+            if self.position_embedding_type != "absolute" or self.attention_block_size is not None:
+                raise ConfigError("relative_attention (DeBERTa) brings its own relative positions: use "
+                                  "position_embedding_type='absolute' and dense attention with it")
+            if self.embedding_dim != self.hidden_size:
+                raise ConfigError("relative_attention with factorised embeddings is not supported "
+                                  "(DeBERTa projects before its LayerNorm); unset embedding_size")
+            longest = self.max_relative_positions if self.max_relative_positions > 0 else self.max_position_embeddings
+            if self.position_buckets > 0 and longest <= self.position_buckets // 2 + 1:
+                raise ConfigError(f"position_buckets ({self.position_buckets}) needs max_position_embeddings "
+                                  f"(or max_relative_positions) above {self.position_buckets // 2 + 1}")
         if self.attention_block_size is not None:
             if not isinstance(self.attention_block_size, int) or self.attention_block_size < 1:
                 raise ConfigError(f"attention_block_size must be a positive integer (or unset for dense "
@@ -251,6 +285,8 @@ class BertConfig:
         if data["id2label"] is not None:  # JSON object keys are strings
             data["id2label"] = {str(k): v for k, v in data["id2label"].items()}
         data = {k: v for k, v in data.items() if v is not None}
+        # Variant switches left at their defaults are not written: plain configs stay plain.
+        data = {k: v for k, v in data.items() if k not in _SWITCH_DEFAULTS or v != _SWITCH_DEFAULTS[k]}
         merged = dict(self.extra)
         merged.update(data)
         return dict(sorted(merged.items()))
@@ -284,6 +320,12 @@ class BertConfig:
     def replace(self, **changes: Any) -> "BertConfig":
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, extra=dict(self.extra), **changes)
+
+
+# The variant switches (fields after `architectures`) and their defaults.
+_FIELDS = [f.name for f in dataclasses.fields(BertConfig)]
+_SWITCH_DEFAULTS = {f.name: f.default for f in dataclasses.fields(BertConfig)
+                    if _FIELDS.index(f.name) > _FIELDS.index("architectures") and f.name != "extra"}
 
 
 def _nearest_divisor(n: int, target: int) -> int:

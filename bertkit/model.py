@@ -20,7 +20,7 @@ from torch.utils.checkpoint import checkpoint
 from .checkpoint import PretrainedMixin
 from .config import BertConfig
 from .errors import BertkitError
-from .variants import moe, sparse
+from .variants import deberta, moe, sparse
 from .variants.albert import has_embedding_projection, layer_order, num_layer_modules
 from .variants.relative import RELATIVE_TYPES, relative_position_scores
 
@@ -73,9 +73,11 @@ class BertEmbeddings(nn.Module):
         # RoBERTa numbers positions after the pad row (see `roberta_position_ids`).
         self.pad_positions = config.model_type == "roberta"
         self.pad_token_id = config.pad_token_id
-        self.position_embeddings = nn.Embedding(config.max_position_embeddings, width,
-                                                padding_idx=config.pad_token_id if self.pad_positions else None)
-        self.token_type_embeddings = nn.Embedding(max(config.type_vocab_size, 1), width)
+        # DeBERTa (position_biased_input=False) has no absolute positions; type_vocab_size=0: no segments.
+        self.position_embeddings = nn.Embedding(
+            config.max_position_embeddings, width, padding_idx=config.pad_token_id if self.pad_positions else None
+        ) if config.position_biased_input else None
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, width) if config.type_vocab_size else None
         self.LayerNorm = nn.LayerNorm(width, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.position_embedding_type = config.position_embedding_type
@@ -88,12 +90,11 @@ class BertEmbeddings(nn.Module):
         elif position_ids is None:
             position_ids = torch.arange(seq_len, device=input_ids.device).unsqueeze(0)
         x = self.word_embeddings(input_ids)
-        if self.position_embedding_type == "absolute":  # relative types add positions in attention
-            x = x + self.position_embeddings(position_ids)
-        if token_type_ids is None:
-            x = x + self.token_type_embeddings.weight[0]  # every token is in segment 0
-        else:
-            x = x + self.token_type_embeddings(token_type_ids)
+        if self.position_embedding_type == "absolute" and self.position_embeddings is not None:
+            x = x + self.position_embeddings(position_ids)  # relative types add positions in attention
+        if self.token_type_embeddings is not None:  # without token_type_ids all are in segment 0
+            x = x + (self.token_type_embeddings.weight[0] if token_type_ids is None
+                     else self.token_type_embeddings(token_type_ids))
         return self.dropout(self.LayerNorm(x))
 
 
@@ -137,6 +138,13 @@ class BertSelfAttention(nn.Module):
         self.block_size = config.attention_block_size
         self.window_blocks = config.attention_window_blocks
         self.global_cls = config.attention_global_cls
+        # DeBERTa's disentangled attention (variants/deberta.py): q.k is scaled by
+        # 1/sqrt(d * (1 + number of c2p/p2c terms)) and the terms come as a bias.
+        self.disentangled: BertConfig | None = None
+        self.scale_factor = 1
+        if config.relative_attention:
+            deberta.add_disentangled(self, config)
+            self.scale_factor = 1 + len(config.pos_att_type or [])
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, H) -> (B, h, T, d)"""
@@ -153,6 +161,9 @@ class BertSelfAttention(nn.Module):
             relative = relative_position_scores(q, k, self.distance_embedding.weight,
                                                 self.position_embedding_type, self.max_positions)
             attention_bias = relative if attention_bias is None else relative + attention_bias
+        if self.disentangled is not None:
+            relative = deberta.disentangled_scores(self, q, k)
+            attention_bias = relative if attention_bias is None else relative + attention_bias
         if self.prefix is not None:
             k, v, attention_bias = self.prefix(k, v, attention_bias)
         probs = None
@@ -161,7 +172,7 @@ class BertSelfAttention(nn.Module):
                 allowed = sparse.pattern_mask(q.shape[-2], self.block_size, self.window_blocks,
                                               self.global_cls, q.device)
                 attention_bias = sparse.restrict_bias(attention_bias, allowed, q.dtype)
-            scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)
+            scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim * self.scale_factor)
             if attention_bias is not None:
                 scores = scores + attention_bias
             probs = scores.softmax(dim=-1)
@@ -176,7 +187,8 @@ class BertSelfAttention(nn.Module):
         else:
             context = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=attention_bias,
-                dropout_p=self.dropout_prob if self.training else 0.0)
+                dropout_p=self.dropout_prob if self.training else 0.0,
+                scale=None if self.scale_factor == 1 else 1 / math.sqrt(self.head_dim * self.scale_factor))
         batch, _, seq_len, _ = context.shape
         context = context.transpose(1, 2).reshape(batch, seq_len, self.num_heads * self.head_dim)
         return context, probs
@@ -261,6 +273,8 @@ class BertEncoder(nn.Module):
         # Which layer runs at each step: 0..L-1, or ALBERT's shared groups (variants/albert.py).
         self.layer_order = layer_order(config)
         self.steps_per_layer = config.inner_group_num if config.num_hidden_groups else 1
+        if config.relative_attention:  # DeBERTa: one relative-position table for every layer
+            deberta.add_relative_embeddings(self, config)
         self.gradient_checkpointing = False  # recompute activations in backward to save memory
 
     def forward(self, hidden, attention_bias=None, head_mask=None, output_attentions=False,
@@ -311,7 +325,7 @@ class BertModel(PretrainedMixin, nn.Module):
         self.embeddings = BertEmbeddings(config)
         self.encoder = BertEncoder(config)
         if add_pooling_layer is None:  # by default as transformers' bare model of the family
-            add_pooling_layer = config.model_type != "electra"
+            add_pooling_layer = config.model_type not in ("electra", "deberta-v2")
         self.pooler = BertPooler(config) if add_pooling_layer else None
         self.init_weights()
 

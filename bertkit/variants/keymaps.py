@@ -23,7 +23,8 @@ import torch
 from ..config import BertConfig
 
 # The attribute transformers keeps the encoder under, per family (ours is always `bert`).
-HF_BASE_PREFIX = {"bert": "bert", "roberta": "roberta", "albert": "albert", "electra": "electra"}
+HF_BASE_PREFIX = {"bert": "bert", "roberta": "roberta", "albert": "albert", "electra": "electra",
+                  "deberta-v2": "deberta"}
 
 _ALBERT_MLM = [
     ("cls.predictions.transform.dense.", "predictions.dense."),
@@ -64,6 +65,8 @@ DROPPED_ON_LOAD: dict[tuple[str, str], tuple[str, ...]] = {
     ("roberta", "BertForSequenceClassification"): ("bert.pooler.", "pooler."),
     ("electra", "BertForSequenceClassification"): ("bert.pooler.", "pooler."),
 }
+# DeBERTa names its attention projections query_proj/key_proj/value_proj.
+DEBERTA_LAYER = [(f"attention.self.{name}.", f"attention.self.{name}_proj.") for name in ("query", "key", "value")]
 # ELECTRA keeps the E -> H projection beside the embeddings, not in the encoder.
 ELECTRA_ENCODER = [("encoder.embedding_hidden_mapping_in.", "embeddings_project.")]
 # Inside one ALBERT layer: (bertkit, transformers) names.
@@ -82,7 +85,10 @@ ALBERT_LAYER = [
 _COMMON = ("BertModel", "BertForMaskedLM", "BertForSequenceClassification",
            "BertForTokenClassification", "BertForQuestionAnswering", "BertForMultipleChoice")
 HF_CLASSES = {"roberta": _COMMON, "albert": _COMMON + ("BertForPreTraining",),
-              "electra": _COMMON[:-1]}  # its multiple-choice head differs: not mapped
+              "electra": _COMMON[:-1],  # its multiple-choice head differs: not mapped
+              "deberta-v2": ("BertModel", "BertForMaskedLM", "BertForTokenClassification",
+                             "BertForQuestionAnswering")}
+HF_CLASS_PREFIX = {"deberta-v2": "DebertaV2"}
 
 
 def _rename(key: str, pairs: list[tuple[str, str]]) -> str:
@@ -120,6 +126,12 @@ def _albert_from_hf(key: str, config: BertConfig) -> str:
     return head + body
 
 
+def _rename_layer_part(key: str, pairs: list[tuple[str, str]]) -> str:
+    """Rename inside `...encoder.layer.N.`: the part after the layer index."""
+    match = re.fullmatch(r"(.*encoder\.layer\.\d+\.)(.+)", key)
+    return match.group(1) + _rename(match.group(2), pairs) if match else key
+
+
 def to_hf(state: dict[str, torch.Tensor], config: BertConfig, class_name: str) -> dict[str, torch.Tensor]:
     """Our state dict -> the key names transformers' class of that family expects."""
     family = config.model_type
@@ -133,6 +145,8 @@ def to_hf(state: dict[str, torch.Tensor], config: BertConfig, class_name: str) -
         elif family == "electra":
             head, body = _split_base(key, "bert")
             key = head + _rename(body, ELECTRA_ENCODER)
+        elif family == "deberta-v2":
+            key = _rename_layer_part(key, DEBERTA_LAYER)
         out[_rename(key, prefix)] = value
     return out
 
@@ -153,6 +167,8 @@ def from_hf(state: dict[str, torch.Tensor], config: BertConfig, class_name: str)
         elif family == "electra":
             head, body = _split_base(key, "bert")
             key = head + _rename(body, [(b, a) for a, b in ELECTRA_ENCODER])
+        elif family == "deberta-v2":
+            key = _rename_layer_part(key, [(b, a) for a, b in DEBERTA_LAYER])
         out[key] = value
     return out
 
@@ -160,5 +176,5 @@ def from_hf(state: dict[str, torch.Tensor], config: BertConfig, class_name: str)
 def hf_architecture(class_name: str, model_type: str) -> str:
     """The transformers class name for config.json: BertForMaskedLM + roberta -> RobertaForMaskedLM."""
     if class_name in HF_CLASSES.get(model_type, ()):
-        return model_type.capitalize() + class_name[len("Bert"):]
+        return HF_CLASS_PREFIX.get(model_type, model_type.capitalize()) + class_name[len("Bert"):]
     return class_name
