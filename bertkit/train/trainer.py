@@ -75,7 +75,7 @@ class TrainConfig:
     precision: str = "fp32"  # fp32 is fastest on CPUs without bf16 units; bf16/fp16 for GPUs
     llrd: float | None = None  # layer-wise lr decay factor, e.g. 0.8 for fine-tuning
     eval_every: int = 0  # steps between evaluations; 0 = only at the end
-    save_every: int = 0  # steps between checkpoints; 0 = only at the end
+    save_every: int = 0  # steps between checkpoints; 0 = only at the end; -1 = never (no resume)
     keep_last: int = 2  # checkpoints kept on disk (older ones deleted)
     log_every: int = 10  # steps averaged into one metrics row
     seed: int = 0
@@ -90,8 +90,9 @@ class TrainConfig:
                 raise ConfigError(f"train.{name} must be a positive integer, got {value!r}")
         for name in ("eval_every", "save_every", "warmup_steps"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 0:
-                raise ConfigError(f"train.{name} must be an integer >= 0, got {value!r}")
+            lowest = -1 if name == "save_every" else 0
+            if not isinstance(value, int) or value < lowest:
+                raise ConfigError(f"train.{name} must be an integer >= {lowest}, got {value!r}")
         if not (isinstance(self.lr, (int, float)) and self.lr > 0):
             raise ConfigError(f"train.lr must be a positive number, got {self.lr!r}")
         if self.schedule not in SCHEDULES:
@@ -270,7 +271,8 @@ class Trainer:
                 if (cfg.eval_every and self.step % cfg.eval_every == 0) or done:
                     last_metrics = self._evaluate() or last_metrics
                     self.stop_requested = bool(self.ctx.broadcast(self.stop_requested))
-                if (cfg.save_every and self.step % cfg.save_every == 0) or done or self.stop_requested:
+                if cfg.save_every >= 0 and ((cfg.save_every and self.step % cfg.save_every == 0)
+                                            or done or self.stop_requested):
                     self.save_checkpoint()
                 if self.stop_requested:
                     break
@@ -494,9 +496,9 @@ class Trainer:
             raise CheckpointError(f"the optimizer state in {checkpoint_dir} does not fit this model "
                                   f"({e}); resume with the same model and train config") from None
         self.scheduler.load_state_dict(state["scheduler"])
-        self._apply_current_schedule(checkpoint_dir)
         self.scaler.load_state_dict(state["scaler"])
         self.step = int(state["step"])
+        self._apply_current_schedule(checkpoint_dir)
         self.epoch = int(state["epoch"])
         self.batches_in_epoch = int(state["batches_in_epoch"])
         self.window = dict(state["window"])

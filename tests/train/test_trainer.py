@@ -73,6 +73,9 @@ def test_trainer_learns_and_writes_outputs(tmp_path, bbc_tok_examples):
     assert first > 7.0 and last < first - 0.5, rows  # from ~ln(1500) = 7.3 down clearly
     assert evals == [False, False]  # evaluated twice, in eval mode
     assert [s for s, _ in list_checkpoints(str(tmp_path))] == [20, 40]
+    none = make_trainer(tmp_path / "nosave", examples, tok.vocab_size, max_steps=2, save_every=-1)
+    none.train()  # save_every=-1: no checkpoints at all (fine-tuning keeps only its best model)
+    assert list_checkpoints(str(tmp_path / "nosave")) == []
     assert os.path.getsize(tmp_path / "curves.png") > 1000
     rows = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
     assert {"step", "loss", "lr", "tokens_per_s"} <= set(rows[0])
