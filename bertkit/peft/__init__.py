@@ -11,6 +11,8 @@ See model.py for the wrapper, lora.py / adapters.py / prefix.py for the maths, i
 adapter directory format, and `bertkit peft merge` for the command line.
 """
 
+import dataclasses
+
 from .adapters import AdapterConfig, Bottleneck
 from .io import (is_adapter_dir, load_model, load_peft_model, read_adapter_config, save_adapter)
 from .lora import LoraConfig, LoraUpdate
@@ -19,6 +21,13 @@ from .model import (CONFIG_CLASSES, HeadCopies, ParameterCount, PeftLinear, Peft
 from .prefix import PrefixConfig, PrefixEncoder
 
 METHODS = tuple(CONFIG_CLASSES)  # ("lora", "adapter", "prefix"): the values of --peft
+# Keys of a recipe's [peft] section: the method and every method's settings.
+PEFT_KEYS = ("method",) + tuple(dict.fromkeys(
+    f.name for cls in CONFIG_CLASSES.values() for f in dataclasses.fields(cls)))
+# Default learning rates when fine-tuning with a method (full fine-tuning uses 2e-5..5e-5):
+# LoRA 4e-4..5e-4 (Hu et al., RoBERTa-base GLUE), adapters 1e-4..1e-3 (Houlsby et al.),
+# prefixes ~5e-3..1e-2 (Li & Liang; Liu et al. P-tuning v2).
+DEFAULT_LR = {"lora": 5e-4, "adapter": 5e-4, "prefix": 5e-3}
 
 
 def make_config(method: str, **settings) -> LoraConfig | AdapterConfig | PrefixConfig:
@@ -29,8 +38,6 @@ def make_config(method: str, **settings) -> LoraConfig | AdapterConfig | PrefixC
     if method not in CONFIG_CLASSES:
         raise ConfigError(f"unknown PEFT method {method!r}; use one of {', '.join(METHODS)}")
     cls = CONFIG_CLASSES[method]
-    import dataclasses
-
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(k for k, v in settings.items() if v is not None and k not in names)
     if unknown:
@@ -42,5 +49,5 @@ __all__ = [
     "AdapterConfig", "Bottleneck", "LoraConfig", "LoraUpdate", "PrefixConfig", "PrefixEncoder",
     "PeftModel", "PeftLinear", "HeadCopies", "ParameterCount", "get_peft_model", "base_fingerprint",
     "save_adapter", "load_peft_model", "load_model", "read_adapter_config", "is_adapter_dir",
-    "METHODS", "make_config",
+    "METHODS", "PEFT_KEYS", "DEFAULT_LR", "make_config",
 ]
