@@ -30,6 +30,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--set", nargs="+", action="extend", default=[], metavar="SECTION.KEY=VALUE",
                         help="override settings, e.g. train.epochs=3 data.max_length=128 train.llrd=0.9")
     parser.add_argument("--seed", type=int, help="random seed (same as --set train.seed=N)")
+    parser.add_argument("--peft", choices=("lora", "adapter", "prefix"),
+                        help="train only a LoRA / bottleneck adapter / prefix (and the head) on the frozen "
+                             "model; OUT is then a small adapter directory. Settings: --set peft.r=16 "
+                             "'peft.target_modules=[\"query\",\"value\"]' peft.kind=pfeiffer "
+                             "peft.num_virtual_tokens=20 (see bertkit/peft)")
     parser.add_argument("--overwrite", action="store_true", help="replace a model already in --out")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -40,6 +45,7 @@ def run(args) -> int:
 
     sections = load_toml(args.config) if args.config else {}
     assignments = list(args.set) + ([f"train.seed={args.seed}"] if args.seed is not None else [])
+    assignments += [f"peft.method={args.peft}"] if args.peft else []
     sections = apply_overrides(sections, assignments, section_keys())
     summary = finetune(args.task, args.model, args.train, args.dev, args.out, sections,
                        overwrite=args.overwrite, progress=not args.no_progress)

@@ -248,8 +248,11 @@ def section_keys() -> dict[str, list[str]]:
     """Valid `--set section.key` names."""
     from bertkit.train import TrainConfig
 
+    from bertkit.peft import PEFT_KEYS
+
     train = [f.name for f in dataclasses.fields(TrainConfig)] + [f.name for f in dataclasses.fields(FinetuneOptions)]
-    return {"data": [f.name for f in dataclasses.fields(DataConfig)], "train": train, "model": list(MODEL_KEYS)}
+    return {"data": [f.name for f in dataclasses.fields(DataConfig)], "train": train, "model": list(MODEL_KEYS),
+            "peft": list(PEFT_KEYS)}
 
 
 @dataclass
@@ -260,6 +263,7 @@ class Recipe:
     model: dict
     explicit_max_steps: bool
     explicit_eval_every: bool
+    peft: dict = dataclasses.field(default_factory=dict)  # [peft]: method = "lora" | ..., settings
 
 
 def build_recipe(sections: dict | None) -> Recipe:
@@ -276,6 +280,15 @@ def build_recipe(sections: dict | None) -> Recipe:
         check_keys(values, valid[name], name)
     data = dataclass_from_dict(DataConfig, dict(sections.get("data", {})), "data")
     train_values = dict(TRAIN_DEFAULTS)
+    peft = dict(sections.get("peft", {}))
+    if peft and peft.get("method") is None:
+        raise ConfigError(f"peft settings {sorted(peft)} but no method: pass --peft lora|adapter|prefix "
+                          "(or peft.method)")
+    if peft:  # PEFT trains few parameters: a larger default lr
+        from bertkit.peft import DEFAULT_LR, make_config
+
+        make_config(**peft)  # bad settings fail now, before the data is read
+        train_values["lr"] = DEFAULT_LR[peft["method"]]
     train_values.update(sections.get("train", {}))
     option_names = {f.name for f in dataclasses.fields(FinetuneOptions)}
     options = dataclass_from_dict(FinetuneOptions, {k: v for k, v in train_values.items() if k in option_names},
@@ -285,7 +298,8 @@ def build_recipe(sections: dict | None) -> Recipe:
     explicit_eval_every = "eval_every" in train_only
     train_only.setdefault("max_steps", 1)  # replaced by the epoch count once the data is known
     train = dataclass_from_dict(TrainConfig, train_only, "train")
-    return Recipe(data, train, options, dict(sections.get("model", {})), explicit_max_steps, explicit_eval_every)
+    return Recipe(data, train, options, dict(sections.get("model", {})), explicit_max_steps, explicit_eval_every,
+                  peft)
 
 
 # ---------------------------------------------------------------------------- model
@@ -407,7 +421,7 @@ class BestKeeper:
             raise
 
 
-MODEL_FILES_MARKERS = ("model.safetensors", "pytorch_model.bin", SUMMARY_FILE)
+MODEL_FILES_MARKERS = ("model.safetensors", "pytorch_model.bin", "adapter_model.safetensors", SUMMARY_FILE)
 
 
 def prepare_out_dir(out_dir: str, overwrite: bool) -> None:
@@ -518,6 +532,12 @@ def finetune(task: str, model_dir: str, train_source: str, dev_source: str | Non
                           f"positions; use data.max_length={config.max_sequence_length} or less")
     torch.manual_seed(train_config.seed)  # the new head's initialisation
     model = build_task_model(model_dir, task, kind, labels, recipe.model)
+    if recipe.peft:  # frozen base + adapter; OUT then holds the adapter directory (bertkit.peft)
+        from bertkit.peft import get_peft_model, make_config
+
+        model = get_peft_model(model, make_config(**recipe.peft), base_model_path=model_dir)
+        if progress:
+            model.print_trainable_parameters()
     label2id = {n: i for i, n in enumerate(labels or [])}
     if kind == "tagging":
         features = encode_words(tokenizer, train, data.max_length, label2id, data.label_all_subwords, "train")
@@ -573,6 +593,7 @@ def finetune(task: str, model_dir: str, train_source: str, dev_source: str | Non
         "train_config": dataclasses.asdict(train_config),
         "options": dataclasses.asdict(options),
         "model_overrides": recipe.model,
+        "peft": recipe.peft and {**recipe.peft, **_peft_counts(model)},
         "steps": trainer.step,
         "steps_per_epoch": steps_per_epoch,
         "epochs_run": trainer.step / steps_per_epoch,
@@ -586,6 +607,12 @@ def finetune(task: str, model_dir: str, train_source: str, dev_source: str | Non
     }
     atomic_write_json(os.path.join(out_dir, SUMMARY_FILE), summary)
     return summary
+
+
+def _peft_counts(model) -> dict:
+    count = model.trainable_parameters()
+    return {"trainable_parameters": count.trainable, "total_parameters": count.total,
+            "trainable_share": count.share}
 
 
 def _clean(metrics: dict) -> dict:

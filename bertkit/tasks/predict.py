@@ -132,7 +132,14 @@ def load_model(model_dir: str, task: str) -> torch.nn.Module:
     """The task model of a fine-tuned directory, refusing one whose head was never trained."""
     import warnings
 
+    from bertkit.peft import is_adapter_dir, load_peft_model
+
     cls = MODEL_CLASSES[task]
+    if is_adapter_dir(model_dir):  # a PEFT adapter (`finetune --peft`): onto its recorded base
+        model = load_peft_model(model_dir)
+        if type(model.model) is not cls:
+            raise ConfigError(f"{model_dir} is a {type(model.model).__name__} adapter, not a {task} model")
+        return model
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model, report = cls.from_pretrained(model_dir, output_loading_info=True)
@@ -165,7 +172,7 @@ def forward_features(model, features: Sequence[dict], batch_size: int, pad_token
             chunk = [features[i] for i in index]
             batch = collate([{k: f[k] for k in ("input_ids", "token_type_ids")} for f in chunk])
             out = model(**{k: v.to(device) for k, v in batch.items()})
-            if isinstance(model, BertForQuestionAnswering):
+            if hasattr(out, "start_logits"):  # QA (also through a PEFT wrapper)
                 start = out.start_logits.float().cpu().numpy()
                 end = out.end_logits.float().cpu().numpy()
                 for row, i in enumerate(index):
