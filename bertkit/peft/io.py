@@ -179,7 +179,7 @@ def task_class(name: str) -> type:
     return cls
 
 
-def load_peft_model(adapter_dir, base=None, adapter_name: str = "default", check_base: bool = True
+def load_peft_model(adapter_dir, base=None, adapter_name: str | None = None, check_base: bool = True
                     ) -> PeftModel:
     """Rebuild the task model on its base weights and load the adapter onto it (eval mode).
 
@@ -224,6 +224,7 @@ def load_peft_model(adapter_dir, base=None, adapter_name: str = "default", check
             warnings.warn(f"{len(unsaved_heads)} head weights are neither in {base_path} nor in the "
                           f"adapter ({', '.join(unsaved_heads[:3])}) and stay randomly initialised",
                           stacklevel=2)
+    adapter_name = adapter_name or meta.get("adapter_name") or "default"
     fingerprint = base_fingerprint(model)
     if check_base:
         _check_fingerprint(meta, fingerprint, base_name, adapter_dir)

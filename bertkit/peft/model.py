@@ -128,7 +128,7 @@ class HeadCopies(nn.Module):
         try:
             return super().__getattr__(name)
         except AttributeError:
-            if name in ("original", "copies"):
+            if name in ("original", "copies") or name.startswith("__"):  # never delegate protocols
                 raise
             return getattr(self.current(), name)
 
@@ -224,7 +224,7 @@ class PeftModel(nn.Module):
         try:
             return super().__getattr__(name)
         except AttributeError:
-            if name == "model":
+            if name == "model" or name.startswith("__"):  # never delegate protocols (copy, pickle)
                 raise
             return getattr(self.model, name)
 
@@ -407,10 +407,11 @@ class PeftModel(nn.Module):
         save_adapter(self, directory, adapter_name, tokenizer)
 
     @classmethod
-    def from_pretrained(cls, adapter_dir, base=None, adapter_name: str = "default",
+    def from_pretrained(cls, adapter_dir, base=None, adapter_name: str | None = None,
                         check_base: bool = True) -> "PeftModel":
         """Load an adapter directory onto its base (a directory, or a bertkit model; default:
-        the base path recorded in adapter_config.json)."""
+        the base path recorded in adapter_config.json). `adapter_name` defaults to the name it
+        was saved under."""
         from .io import load_peft_model
 
         return load_peft_model(adapter_dir, base, adapter_name, check_base)

@@ -258,3 +258,26 @@ def test_lora_learns_bbc_topics_with_under_two_percent_trainable(minilm_classifi
     update = peft.model.bert.encoder.layer[0].attention.self.query.lora["default"]
     assert update.B.abs().max() > 1e-4  # the low-rank update itself trained, not only the head
     assert peft.model.bert.encoder.layer[0].attention.self.query.weight.grad is None  # base frozen
+
+
+def test_modules_to_save_by_name(tiny_classifier, tmp_path):
+    with pytest.raises(ConfigError, match="modules_to_save 'clasifier' matches no module .*near names: classifier"):
+        get_peft_model(tiny_classifier, LoraConfig(modules_to_save=["clasifier"]))
+    peft = get_peft_model(tiny_classifier, LoraConfig(modules_to_save=["classifier", "pooler"]), adapter_name="p")
+    assert peft.saved_modules["p"] == ["bert.pooler", "classifier"]
+    assert peft.trainable_parameters().parts["head"] == (32 * 32 + 32) + (32 * 3 + 3)
+    with torch.no_grad():
+        peft.model.bert.pooler.copies["p"].dense.bias.fill_(0.5)
+    ids, mask = padded_batch()
+    peft.eval()
+    with torch.no_grad():
+        expected = peft(ids, mask).logits
+    peft.save_pretrained(tmp_path / "p")
+    base = bertkit.BertForSequenceClassification(tiny_classifier.config)
+    base.load_state_dict({k.replace(".original.", "."): v for k, v in peft.model.state_dict().items()
+                          if ".copies." not in k and ".lora." not in k})
+    loaded = PeftModel.from_pretrained(tmp_path / "p", base=base)
+    assert loaded.adapter_names == ["p"]  # the name it was saved under
+    with torch.no_grad():
+        assert torch.allclose(loaded(ids, mask).logits, expected, atol=1e-6)
+    assert torch.equal(loaded.merge_and_unload().bert.pooler.dense.bias, torch.full((32,), 0.5))
