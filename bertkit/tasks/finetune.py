@@ -473,12 +473,17 @@ def prepare_labels(task: str, kind: str, train_source: str, train: Sequence, dev
 
 
 def finetune(task: str, model_dir: str, train_source: str, dev_source: str | None, out_dir: str,
-             sections: dict | None = None, overwrite: bool = False, progress: bool = True) -> dict:
+             sections: dict | None = None, overwrite: bool = False, progress: bool = True,
+             model_fn=None, train_wrapper=None) -> dict:
     """Fine-tune `model_dir` on `train_source` for `task`; returns the summary dict.
 
     `dev_source` None means the built-in set's dev split (built-in training data only).
     `sections` holds `data`, `train` and `model` tables (see DataConfig, TrainConfig,
     FinetuneOptions; model: dropout overrides).
+    Hooks for recipes built on this one (distillation, bertkit/variants/distill.py):
+    `model_fn(model_dir, task, kind, labels, model_overrides)` builds the task model instead of
+    `build_task_model`; `train_wrapper(model)` wraps it into the module the Trainer optimises
+    (its forward gives the loss), while dev evaluation and the saved model stay `model`.
     """
     from bertkit.tokenizer import Tokenizer
     from bertkit.train import LengthBucketedBatches, Trainer
@@ -531,7 +536,7 @@ def finetune(task: str, model_dir: str, train_source: str, dev_source: str | Non
         raise ConfigError(f"data.max_length={data.max_length} exceeds the model's {config.max_sequence_length} "
                           f"positions; use data.max_length={config.max_sequence_length} or less")
     torch.manual_seed(train_config.seed)  # the new head's initialisation
-    model = build_task_model(model_dir, task, kind, labels, recipe.model)
+    model = (model_fn or build_task_model)(model_dir, task, kind, labels, recipe.model)
     if recipe.peft:  # frozen base + adapter; OUT then holds the adapter directory (bertkit.peft)
         from bertkit.peft import get_peft_model, make_config
 
@@ -548,6 +553,8 @@ def finetune(task: str, model_dir: str, train_source: str, dev_source: str | Non
     trained: nn.Module = model
     if options.class_weights == "balanced":
         trained = WeightedLoss(model, balanced_weights(features, model.config.num_labels))
+    if train_wrapper is not None:
+        trained = train_wrapper(trained)
 
     prepare_out_dir(out_dir, overwrite)
     batches = LengthBucketedBatches(features, train_config.batch_size, Collator(tokenizer.pad_token_id),
