@@ -424,20 +424,30 @@ class BestKeeper:
 MODEL_FILES_MARKERS = ("model.safetensors", "pytorch_model.bin", "adapter_model.safetensors", SUMMARY_FILE)
 
 
-def prepare_out_dir(out_dir: str, overwrite: bool) -> None:
+def _taken(out_dir: str) -> list[str]:
+    if not os.path.isdir(out_dir):
+        return []
+    return sorted(n for n in os.listdir(out_dir) if n in MODEL_FILES_MARKERS or n.startswith("checkpoint-"))
+
+
+def check_out_dir(out_dir: str, overwrite: bool) -> None:
     """Refuse to mix a new run into a directory holding another model, unless overwriting."""
+    taken = _taken(out_dir)
+    if taken and not overwrite:
+        raise BertkitError(f"{out_dir} already holds a model ({', '.join(taken[:3])}); choose a new "
+                           "--out directory or pass --overwrite")
+
+
+def prepare_out_dir(out_dir: str, overwrite: bool) -> None:
+    """check_out_dir, then (overwriting) remove the old model, checkpoints and temporaries."""
+    check_out_dir(out_dir, overwrite)
     if os.path.isdir(out_dir):
-        taken = [n for n in os.listdir(out_dir) if n in MODEL_FILES_MARKERS or n.startswith("checkpoint-")]
-        if taken and not overwrite:
-            raise BertkitError(f"{out_dir} already holds a model ({', '.join(sorted(taken)[:3])}); choose a new "
-                               "--out directory or pass --overwrite")
-        if taken:
-            for name in os.listdir(out_dir):
-                path = os.path.join(out_dir, name)
-                if os.path.isdir(path) and (name.startswith("checkpoint-") or name.startswith(".")):
-                    shutil.rmtree(path)
-                elif name in MODEL_FILES_MARKERS:
-                    os.remove(path)
+        for name in os.listdir(out_dir):
+            path = os.path.join(out_dir, name)
+            if name.startswith((".best", ".tmp-best-", "checkpoint-")):  # a killed run's leftovers
+                shutil.rmtree(path, ignore_errors=True)
+            elif name in MODEL_FILES_MARKERS:
+                os.remove(path)
     os.makedirs(out_dir, exist_ok=True)
 
 
@@ -491,6 +501,7 @@ def finetune(task: str, model_dir: str, train_source: str, dev_source: str | Non
     started = time.time()
     check_task(task)
     recipe = build_recipe(sections)
+    check_out_dir(out_dir, overwrite)  # before the slow parts; cleaned once the data is known good
     data, options, train_config = recipe.data, recipe.options, recipe.train
     if dev_source is None:
         if parse_source(train_source)[0] not in BUILTIN_TASKS:

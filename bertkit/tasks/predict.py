@@ -113,7 +113,7 @@ def read_spec(model_dir: str, task: str | None = None) -> TaskSpec:
                 spec = TaskSpec.from_dict(json.load(f)["spec"])
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise CheckpointError(f"{path} is unreadable ({e}); pass --task, or delete the file") from None
-        if task is not None and check_task(task) != spec.task and {task, spec.task} != {"classification", "regression"}:
+        if task is not None and check_task(task) != spec.task:
             raise ConfigError(f"--task {task} but {model_dir} was fine-tuned for {spec.task}; drop --task "
                               "or use a model fine-tuned for this task")
         return spec

@@ -1,0 +1,171 @@
+"""The finetune / evaluate / predict commands through `bertkit.cli.main`: token
+classification end to end on WordNet tagging, JSON output contracts, and the errors users cause."""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+
+import pytest
+import torch
+
+from bertkit.cli import main
+from bertkit.heads import BertForTokenClassification
+from bertkit.model import BertModel
+from bertkit.tasks.features import Collator, encode_words
+from bertkit.tasks.finetune import builtin_splits
+from bertkit.tasks.formats import write_conll
+from bertkit.tokenizer import Tokenizer
+
+
+@pytest.fixture(scope="module")
+def encoder(tmp_path_factory, minilm_dir):
+    """MiniLM's first 2 layers: enough for word-level tags, and fast."""
+    out = tmp_path_factory.mktemp("enc2")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = BertModel.from_pretrained(minilm_dir, num_hidden_layers=2)
+    model.save_pretrained(out, tokenizer=Tokenizer.from_pretrained(minilm_dir))
+    return str(out)
+
+
+def run_cli(argv, capsys):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture(scope="module")
+def tagger(tmp_path_factory, encoder):
+    """A token classifier fine-tuned through the CLI on 320 WordNet example sentences."""
+    out = str(tmp_path_factory.mktemp("tagger") / "model")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        code = main(["finetune", "--task", "token-classification", "--model", encoder, "--train",
+                     "wordnet-tagging", "--out", out, "--no-progress", "--seed", "0",
+                     "--set", "data.max_length=40", "data.max_train_examples=320",
+                     "data.max_eval_examples=100", "train.epochs=4", "train.lr=5e-4", "train.log_every=5"])
+    assert code == 0
+    return out
+
+
+def test_token_classification_learns_entities(tagger):
+    with open(os.path.join(tagger, "finetune_summary.json")) as f:
+        summary = json.load(f)
+    with open(os.path.join(tagger, "metrics.jsonl")) as f:
+        rows = [r for r in map(json.loads, f) if r["split"] == "train"]
+    assert rows[-1]["loss"] < 0.5 * rows[0]["loss"]
+    assert summary["spec"]["kind"] == "tagging" and summary["select_metric"] == "f1"
+    assert len(summary["labels"]) == 91  # O + B-/I- for the 45 supersenses
+    # tagging the target word with its supersense: entity F1 well above zero and above a
+    # most-frequent-tag-per-word lookup
+    assert summary["best_dev"]["f1"] > 0.15
+    assert summary["best_dev"]["f1"] > summary["dev_baseline"]["f1"]
+
+
+def test_evaluate_prints_json_on_the_last_line(tagger, capsys, tmp_path):
+    test = builtin_splits("wordnet-tagging")["test"][:60]
+    write_conll(tmp_path / "test.conll", test)
+    code, out, _ = run_cli(["evaluate", "--model", tagger, "--data", str(tmp_path / "test.conll")], capsys)
+    assert code == 0
+    metrics = json.loads(out.strip().splitlines()[-1])
+    assert set(metrics) == {"f1", "precision", "recall", "tag_accuracy"}
+    assert 0.0 <= metrics["f1"] <= 1.0 and metrics["tag_accuracy"] > 0.5
+
+
+def test_predict_writes_entities_with_character_spans(tagger, capsys, tmp_path):
+    texts = ["The baker sold fresh bread to the village.", "She ran quickly across the field!"]
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    out_file = tmp_path / "pred.jsonl"
+    code, out, _ = run_cli(["predict", "--model", tagger, "--input", str(tmp_path / "in.txt"),
+                            "--output", str(out_file)], capsys)
+    assert code == 0 and "wrote 2 predictions" in out
+    rows = [json.loads(line) for line in out_file.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 2
+    for text, row in zip(texts, rows):
+        assert len(row["words"]) == len(row["tags"])
+        for entity in row["entities"]:
+            assert text[entity["start"]:entity["end"]] == entity["text"]
+            assert entity["text"].split()[0] in row["words"]
+
+
+def test_tagger_reloads_in_transformers_auto_class(tagger):
+    transformers = pytest.importorskip("transformers")
+    ours = BertForTokenClassification.from_pretrained(tagger)
+    theirs = transformers.AutoModelForTokenClassification.from_pretrained(tagger).eval()
+    assert theirs.config.id2label == ours.config.id2label
+    tokenizer = Tokenizer.from_pretrained(tagger)
+    batch = Collator(tokenizer.pad_token_id)(encode_words(tokenizer, builtin_splits("wordnet-tagging")["test"][:8], 48))
+    with torch.no_grad():
+        torch.testing.assert_close(ours(**batch).logits, theirs(**batch).logits, atol=1e-4, rtol=1e-4)
+
+
+def test_evaluate_refuses_labels_the_model_never_saw(tagger, capsys, tmp_path):
+    (tmp_path / "odd.conll").write_text("Paris B-LOC\nis O\nnice O\n\n", encoding="utf-8")
+    code, _, err = run_cli(["evaluate", "--model", tagger, "--data", str(tmp_path / "odd.conll")], capsys)
+    assert code == 2
+    assert "'B-LOC'" in err and "never saw" in err and len(err.strip().splitlines()) == 1
+
+
+def test_classification_predict_and_evaluate_from_files(encoder, capsys, tmp_path):
+    train = "text,label\n" + "".join(f"the match ended {i} nil,sport\nshares fell {i} percent,business\n"
+                                     for i in range(12))
+    (tmp_path / "train.csv").write_text(train, encoding="utf-8")
+    (tmp_path / "dev.csv").write_text("text,label\ngoal in the last minute,sport\nprofits rose,business\n",
+                                      encoding="utf-8")
+    out = str(tmp_path / "clf")
+    code, stdout, _ = run_cli(["finetune", "--task", "classification", "--model", encoder, "--train",
+                               str(tmp_path / "train.csv"), "--dev", str(tmp_path / "dev.csv"), "--out", out,
+                               "--no-progress", "--set", "train.max_steps=4", "train.batch_size=8",
+                               "data.max_length=16"], capsys)
+    assert code == 0
+    assert set(json.loads(stdout.strip().splitlines()[-1])) == {"accuracy", "macro_f1"}
+    (tmp_path / "in.txt").write_text("the striker scored\nthe bank cut rates\n", encoding="utf-8")
+    code, _, _ = run_cli(["predict", "--model", out, "--input", str(tmp_path / "in.txt"), "--output",
+                          str(tmp_path / "p.jsonl")], capsys)
+    assert code == 0
+    rows = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
+    assert len(rows) == 2
+    for row in rows:
+        assert row["label"] in ("sport", "business")
+        assert set(row["probabilities"]) == {"business", "sport"}
+        assert sum(row["probabilities"].values()) == pytest.approx(1.0, abs=1e-4)
+    # a file whose labels the model does not know
+    (tmp_path / "other.csv").write_text("text,label\nrain tomorrow,weather\nsun,weather\n", encoding="utf-8")
+    code, _, err = run_cli(["evaluate", "--model", out, "--data", str(tmp_path / "other.csv")], capsys)
+    assert code == 2 and "'weather'" in err
+    # an existing model in --out is not overwritten silently
+    code, _, err = run_cli(["finetune", "--task", "classification", "--model", encoder, "--train",
+                            str(tmp_path / "train.csv"), "--dev", str(tmp_path / "dev.csv"), "--out", out,
+                            "--no-progress"], capsys)
+    assert code == 2 and "--overwrite" in err
+
+
+def test_user_errors_are_one_line_and_say_where(encoder, capsys, tmp_path):
+    train = tmp_path / "train.csv"
+    train.write_text("text,label\ngood film,pos\nbad film,neg\n", encoding="utf-8")
+    (tmp_path / "dev.csv").write_text("text,label\nfine film,pos\nodd film,neutral\n", encoding="utf-8")
+    base = ["finetune", "--model", encoder, "--out", str(tmp_path / "o"), "--no-progress"]
+    code, _, err = run_cli(base + ["--task", "classification", "--train", str(train), "--dev",
+                                   str(tmp_path / "dev.csv")], capsys)
+    assert code == 2 and "'neutral'" in err and "dev" in err
+
+    (tmp_path / "empty.csv").write_text('text,label\ngood film,pos\n"  ",neg\n', encoding="utf-8")
+    code, _, err = run_cli(base + ["--task", "classification", "--train", str(tmp_path / "empty.csv"),
+                                   "--dev", str(train)], capsys)
+    assert code == 2 and "example 2 has an empty text" in err
+
+    (tmp_path / "bad.conll").write_text("Paris B-LOC\nis O\n\nRome B-LOC extra\n", encoding="utf-8")
+    code, _, err = run_cli(base + ["--task", "token-classification", "--train", str(tmp_path / "bad.conll"),
+                                   "--dev", str(tmp_path / "bad.conll")], capsys)
+    assert code == 2 and "line 4" in err
+
+    code, _, err = run_cli(base + ["--task", "qa", "--train", "bbc"], capsys)
+    assert code == 2 and "classification" in err
+
+    code, _, err = run_cli(base + ["--task", "classification", "--train", "bbc", "--set", "train.epoch=1"], capsys)
+    assert code == 2 and "train.epochs" in err
+    assert not os.path.exists(tmp_path / "o" / "model.safetensors")

@@ -1,0 +1,164 @@
+"""Fine-tuning end to end on small real subsets: the model learns, the best model is kept, and
+the saved directory gives the same predictions in bertkit and in `transformers`' Auto classes."""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from bertkit.heads import BertForQuestionAnswering, BertForSequenceClassification
+from bertkit.model import BertModel
+from bertkit.tasks.features import Collator, encode_qa, encode_texts
+from bertkit.tasks.finetune import builtin_splits, finetune
+from bertkit.tasks.predict import SUMMARY_FILE, TaskSpec, evaluate_examples, load_model, read_spec
+from bertkit.tasks.formats import TextExample
+from bertkit.tokenizer import Tokenizer
+
+
+def train_rows(out_dir: str) -> list[dict]:
+    with open(os.path.join(out_dir, "metrics.jsonl")) as f:
+        return [r for r in map(json.loads, f) if r["split"] == "train"]
+
+
+def summary_of(out_dir: str) -> dict:
+    with open(os.path.join(out_dir, SUMMARY_FILE)) as f:
+        return json.load(f)
+
+
+@pytest.fixture(scope="session")
+def small_encoder(tmp_path_factory, minilm_dir):
+    """MiniLM cut to its first 2 layers (fast; its [CLS] state carries little before layer 6,
+    so it serves the token-level tasks)."""
+    out = tmp_path_factory.mktemp("minilm2")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = BertModel.from_pretrained(minilm_dir, num_hidden_layers=2)
+    model.save_pretrained(out, tokenizer=Tokenizer.from_pretrained(minilm_dir))
+    return str(out)
+
+
+@pytest.fixture(scope="module")
+def bbc_run(tmp_path_factory, minilm_dir):
+    out = str(tmp_path_factory.mktemp("bbc") / "model")
+    sections = {"data": {"max_length": 32, "max_train_examples": 120, "max_eval_examples": 60},
+                "train": {"epochs": 2, "lr": 1e-4, "batch_size": 12, "log_every": 2, "patience": 3}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        summary = finetune("classification", minilm_dir, "bbc", None, out, sections, progress=False)
+    return out, summary
+
+
+def test_classification_learns_bbc_topics(bbc_run):
+    out, summary = bbc_run
+    rows = train_rows(out)
+    assert rows[-1]["loss"] < rows[0]["loss"] - 0.2
+    # 5 topics: the majority class gets about a fifth; the model must do far better
+    assert summary["dev_baseline"]["accuracy"] < 0.3
+    assert summary["best_dev"]["accuracy"] >= 0.6
+    assert summary["best_dev"]["accuracy"] == max(r["accuracy"] for r in summary["dev_history"])
+    assert summary["labels"] == ["business", "entertainment", "politics", "sports", "tech"]
+    files = set(os.listdir(out))
+    assert {"model.safetensors", "config.json", "tokenizer.json", SUMMARY_FILE, "metrics.jsonl"} <= files
+    assert not [n for n in files if n.startswith(("checkpoint-", ".best", ".tmp"))]
+    with open(os.path.join(out, "config.json")) as f:
+        config = json.load(f)
+    assert config["id2label"]["3"] == "sports" and config["label2id"]["tech"] == 4
+    assert config["architectures"] == ["BertForSequenceClassification"]
+
+
+def test_saved_model_is_the_best_one_and_reloads_with_the_same_score(bbc_run):
+    out, summary = bbc_run
+    spec = read_spec(out)
+    assert spec.task == "classification" and spec.data.max_length == 32
+    model = load_model(out, spec.task)
+    dev = builtin_splits("bbc")["dev"]
+    from bertkit.tasks.features import subsample
+
+    dev = subsample(dev, 60, summary["train_config"]["seed"] + 1)
+    metrics = evaluate_examples(model, Tokenizer.from_pretrained(out), spec, dev)
+    assert metrics["accuracy"] == pytest.approx(summary["best_dev"]["accuracy"])
+
+
+def test_classifier_reloads_in_transformers_auto_class(bbc_run):
+    transformers = pytest.importorskip("transformers")
+    out, _ = bbc_run
+    ours = BertForSequenceClassification.from_pretrained(out)
+    theirs = transformers.AutoModelForSequenceClassification.from_pretrained(out).eval()
+    assert theirs.config.id2label == ours.config.id2label
+    tokenizer = Tokenizer.from_pretrained(out)
+    texts = [e for e in builtin_splits("bbc")["test"][:6]]
+    batch = Collator(tokenizer.pad_token_id)(encode_texts(tokenizer, texts, 32))
+    with torch.no_grad():
+        a = ours(**batch).logits
+        b = theirs(**batch).logits
+    torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+    hf_tokens = transformers.AutoTokenizer.from_pretrained(out)(texts[0].text, truncation=True, max_length=32)
+    assert hf_tokens["input_ids"] == batch["input_ids"][0][batch["attention_mask"][0] == 1].tolist()
+
+
+def test_qa_learns_on_wordnet_glosses(tmp_path, small_encoder):
+    out = str(tmp_path / "qa")
+    sections = {"data": {"max_length": 96, "doc_stride": 24, "max_answer_length": 64,
+                         "max_train_examples": 120, "max_eval_examples": 40},
+                "train": {"epochs": 3, "lr": 3e-4, "batch_size": 16, "log_every": 3}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        summary = finetune("qa", small_encoder, "wordnet-qa", None, out, sections, progress=False)
+    rows = train_rows(out)
+    assert rows[-1]["loss"] < 0.6 * rows[0]["loss"]
+    assert summary["spec"]["allow_no_answer"]  # the built-in set has SQuAD 2.0 no-answer questions
+    assert {"exact", "f1", "HasAns_f1", "NoAns_exact"} <= set(summary["best_dev"])
+    # beats answering the first sentence of the context
+    assert summary["best_dev"]["f1"] > summary["dev_baseline"]["f1"]
+
+    transformers = pytest.importorskip("transformers")
+    ours = BertForQuestionAnswering.from_pretrained(out)
+    theirs = transformers.AutoModelForQuestionAnswering.from_pretrained(out).eval()
+    tokenizer = Tokenizer.from_pretrained(out)
+    features = encode_qa(tokenizer, builtin_splits("wordnet-qa")["test"][:4], 96, 24)
+    batch = Collator(tokenizer.pad_token_id)(features)
+    with torch.no_grad():
+        a, b = ours(**batch), theirs(**batch)
+    torch.testing.assert_close(a.start_logits, b.start_logits, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(a.end_logits, b.end_logits, atol=1e-4, rtol=1e-4)
+
+
+def write_jsonl(path, rows):
+    with open(path, "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+
+
+def test_regression_and_multilabel_pairs_run_and_reload(tmp_path, small_encoder):
+    """Regression on pairs (Pearson/Spearman) and multi-label (BCE, micro-F1): a few steps."""
+    rng = np.random.default_rng(0)
+    words = "market film vote match chip bank actor party goal phone".split()
+    rows = []
+    for i in range(48):
+        a, b = rng.choice(words, 4), rng.choice(words, 4)
+        rows.append({"text": " ".join(a), "text_pair": " ".join(b),
+                     "score": float(len(set(a) & set(b))), "tags": sorted({w for w in a if w in words[:5]}) or ["none"]})
+    write_jsonl(tmp_path / "train.jsonl", rows[:40])
+    write_jsonl(tmp_path / "dev.jsonl", rows[40:])
+    common = {"max_length": 16, "pair_column": "text_pair"}
+    train = {"max_steps": 6, "batch_size": 8, "lr": 1e-3}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reg = finetune("regression", small_encoder, str(tmp_path / "train.jsonl"), str(tmp_path / "dev.jsonl"),
+                       str(tmp_path / "reg"), {"data": {**common, "label_column": "score"}, "train": train},
+                       progress=False)
+        multi = finetune("classification", small_encoder, str(tmp_path / "train.jsonl"),
+                         str(tmp_path / "dev.jsonl"), str(tmp_path / "multi"),
+                         {"data": {**common, "label_column": "tags"}, "train": train}, progress=False)
+    assert reg["spec"]["kind"] == "regression" and reg["select_metric"] == "pearson"
+    assert {"pearson", "spearman", "mse"} <= set(reg["best_dev"])
+    assert multi["spec"]["kind"] == "multilabel" and multi["select_metric"] == "micro_f1"
+    assert "none" in multi["labels"]
+    model = BertForSequenceClassification.from_pretrained(tmp_path / "multi")
+    assert model.config.problem_type == "multi_label_classification"
+    assert BertForSequenceClassification.from_pretrained(tmp_path / "reg").config.num_labels == 1
