@@ -26,6 +26,7 @@ COMMANDS = {
     "finetune": "finetune",
     "evaluate": "evaluate",
     "predict": "predict",
+    "distill": "distill",
     "attention": "attention",
     "probe": "probe",
     "scale": "scale",
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; returns its exit code (2 for a user error, printed as one line)."""
     args = build_parser().parse_args(argv)
     try:
         return int(args._run(args) or 0)

@@ -56,18 +56,10 @@ def run(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
+    """Run this command alone: `python -m bertkit.commands.fill_mask ...`."""
+    from ..cli import main as cli_main
 
-    from ..errors import BertkitError
-
-    parser = argparse.ArgumentParser(prog="bertkit fill-mask", description=HELP)
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except BertkitError as e:
-        print(f"bertkit fill-mask: error: {e}", file=sys.stderr)
-        return 2
+    return cli_main(["fill-mask", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

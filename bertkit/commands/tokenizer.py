@@ -32,18 +32,10 @@ def run(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
+    """Run this command alone: `python -m bertkit.commands.tokenizer ...`."""
+    from ..cli import main as cli_main
 
-    from ..errors import BertkitError
-
-    parser = argparse.ArgumentParser(prog="bertkit tokenizer", description=HELP)
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except BertkitError as e:
-        print(f"bertkit tokenizer: error: {e}", file=sys.stderr)
-        return 2
+    return cli_main(["tokenizer", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":
