@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-HELP = "pre-train a BERT encoder (MLM, optionally NSP/SOP) from a TOML recipe config"
+HELP = "pre-train an encoder from a TOML recipe: MLM (+ NSP/SOP) or ELECTRA; BERT, RoBERTa, ALBERT, ... configs"
 
 
 def add_arguments(parser) -> None:

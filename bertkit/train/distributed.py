@@ -97,14 +97,19 @@ def init_distributed(device: str = "auto") -> DistContext:
     return DistContext(rank=rank, world_size=world_size, local_rank=local_rank, device=dev)
 
 
-def wrap_model(model: nn.Module, ctx: DistContext) -> nn.Module:
-    """DDP around `model` when there is more than one process, else the model itself."""
+def wrap_model(model: nn.Module, ctx: DistContext, find_unused_parameters: bool = False) -> nn.Module:
+    """DDP around `model` when there is more than one process, else the model itself.
+
+    `find_unused_parameters=True` lets a step leave some parameters without a gradient (the
+    absolute position table under relative positions; data-dependent MoE routing); it costs one
+    walk of the autograd graph per step.
+    """
     if not ctx.enabled:
         return model
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     ids = [ctx.device.index] if ctx.device.type == "cuda" else None
-    return DDP(model, device_ids=ids)
+    return DDP(model, device_ids=ids, find_unused_parameters=find_unused_parameters)
 
 
 def unwrap(model: nn.Module) -> nn.Module:

@@ -4,15 +4,27 @@
 
 Sections of the config (every key is checked; a typo gets a "did you mean" suggestion):
 
-[model]      preset = "tiny" | "mini" | ... plus any BertConfig field as an override
-             (vocab_size comes from the tokenizer)
-[tokenizer]  path = an existing tokenizer/model directory, or train one on the corpus with
-             vocab_size, min_frequency, lowercase (saved to OUT/tokenizer)
+[model]      preset = "tiny" | "mini" | ... plus any BertConfig field as an override; model_type
+             ("bert" | "roberta" | "albert" | "electra" | ...) applies that family's defaults.
+             vocab_size and pad_token_id come from the tokenizer; RoBERTa's position table gets
+             max_length + pad_token_id + 1 rows (its positions are numbered after the pad row)
+[tokenizer]  path = an existing tokenizer/model directory, or train one on the corpus: kind
+             ("wordpiece", BERT's; "bpe", RoBERTa's byte-level BPE), vocab_size, min_frequency,
+             lowercase (WordPiece only) -- saved to OUT/tokenizer
 [data]       corpus ("bbc", "wordnet", a path, or a shard directory), objective
-             ("mlm" | "mlm+nsp" | "mlm+sop"), builder (for "mlm": "full_sentences" packs
-             contiguous sentences to max_length, or "doc_sentences"), max_length, masking
-             strategy and rate, eval_fraction (documents held out), ...
+             ("mlm" | "mlm+nsp" | "mlm+sop" | "electra"), builder (for "mlm"/"electra":
+             "full_sentences" packs contiguous sentences to max_length, or "doc_sentences"),
+             max_length, masking strategy and rate, static_masking, eval_fraction, ...
+[electra]    only with objective "electra": generator_hidden_fraction, generator_layers,
+             disc_weight (the paper's lambda = 50), temperature (of the generator's sampling)
 [train]      the TrainConfig fields (max_steps, lr, batch_size, seed, ...)
+
+Objectives -> model: "mlm" BertForMaskedLM; "mlm+nsp" / "mlm+sop" BertForPreTraining (with
+model_type "albert" its second head is ALBERT's sentence-order head); "electra"
+`ElectraPretrainer` (a small generator + the discriminator, sharing embeddings). Besides the
+loss, the train rows of metrics.jsonl carry the parts of the objective: mlm_loss / nsp_loss,
+generator_loss / discriminator_loss, and aux_loss (the MoE load-balancing term) when the model
+has experts.
 
 Steps: documents are tokenized once into memory-mapped shards (OUT/shards); documents are
 split into train/held-out by a seeded shuffle; examples are built by the data package's
@@ -35,16 +47,48 @@ from ..io import atomic_open, atomic_write_json
 from .config_io import apply_overrides, check_keys, dataclass_from_dict, load_toml, suggest
 from .trainer import TrainConfig
 
-OBJECTIVES = {"mlm": None, "mlm+nsp": "nsp", "mlm+sop": "sop"}
+# objective -> the sentence-pair task its examples carry (None: single packed sequences)
+OBJECTIVES = {"mlm": None, "mlm+nsp": "nsp", "mlm+sop": "sop", "electra": None}
 MLM_BUILDERS = ("full_sentences", "doc_sentences")
+TOKENIZER_KINDS = ("wordpiece", "bpe")
 
 
 @dataclass
 class TokenizerSection:
     path: str = ""  # an existing tokenizer (or model) directory; empty = train one
+    kind: str = "wordpiece"  # "wordpiece" (BERT, [PAD]=0) | "bpe" (RoBERTa's byte-level BPE, <pad>=1)
     vocab_size: int = 8000
     min_frequency: int = 2
-    lowercase: bool = True
+    lowercase: bool | None = None  # WordPiece: None = True (uncased); byte-level BPE keeps case
+
+    def __post_init__(self):
+        if self.kind not in TOKENIZER_KINDS:
+            raise ConfigError(f"tokenizer.kind {self.kind!r} is not known; use one of "
+                              f"{', '.join(TOKENIZER_KINDS)}")
+        if self.kind == "bpe" and self.lowercase:
+            raise ConfigError("tokenizer.lowercase does not apply to kind \"bpe\" (byte-level BPE keeps "
+                              "case, as RoBERTa's); remove tokenizer.lowercase or use kind \"wordpiece\"")
+
+
+@dataclass
+class ElectraSection:
+    """[electra]: the generator of ELECTRA's replaced-token detection (bertkit/variants/electra.py)."""
+
+    generator_hidden_fraction: float = 0.25  # generator width / discriminator width (paper: 1/4)
+    generator_layers: int = 0  # 0 = as many layers as the discriminator
+    disc_weight: float = 50.0  # lambda: loss = generator MLM loss + lambda * replaced-token BCE
+    temperature: float = 1.0  # of the generator's softmax when sampling replacements
+
+    def __post_init__(self):
+        if not 0.0 < self.generator_hidden_fraction <= 1.0:
+            raise ConfigError(f"electra.generator_hidden_fraction must be in (0, 1], got "
+                              f"{self.generator_hidden_fraction}")
+        if not isinstance(self.generator_layers, int) or self.generator_layers < 0:
+            raise ConfigError(f"electra.generator_layers must be an integer >= 0 (0 = as many as the "
+                              f"discriminator), got {self.generator_layers!r}")
+        if self.disc_weight <= 0 or self.temperature <= 0:
+            raise ConfigError(f"electra.disc_weight and electra.temperature must be > 0, got "
+                              f"{self.disc_weight} and {self.temperature}")
 
 
 @dataclass
@@ -87,10 +131,14 @@ class PretrainConfig:
     tokenizer: TokenizerSection = field(default_factory=TokenizerSection)
     data: DataSection = field(default_factory=DataSection)
     train: TrainConfig = field(default_factory=TrainConfig)
+    electra: ElectraSection | None = None  # set exactly when data.objective = "electra"
 
     def to_dict(self) -> dict:
-        return {"model": dict(self.model), "tokenizer": dataclasses.asdict(self.tokenizer),
-                "data": dataclasses.asdict(self.data), "train": dataclasses.asdict(self.train)}
+        out = {"model": dict(self.model), "tokenizer": dataclasses.asdict(self.tokenizer),
+               "data": dataclasses.asdict(self.data), "train": dataclasses.asdict(self.train)}
+        if self.electra is not None:
+            out["electra"] = dataclasses.asdict(self.electra)
+        return out
 
 
 def _model_keys() -> list[str]:
@@ -101,6 +149,7 @@ def _sections() -> dict[str, list[str]]:
     return {"model": _model_keys(),
             "tokenizer": [f.name for f in dataclasses.fields(TokenizerSection)],
             "data": [f.name for f in dataclasses.fields(DataSection)],
+            "electra": [f.name for f in dataclasses.fields(ElectraSection)],
             "train": [f.name for f in dataclasses.fields(TrainConfig)]}
 
 
@@ -116,11 +165,23 @@ def parse_config(raw: dict, overrides: list[str] = ()) -> PretrainConfig:
     model.setdefault("preset", "tiny")
     if model["preset"] not in SIZE_PRESETS:
         raise ConfigError(f"model.preset {model['preset']!r} is not known; use one of {sorted(SIZE_PRESETS)}")
+    data = dataclass_from_dict(DataSection, raw.get("data", {}), "data")
+    electra = None
+    if data.objective == "electra":
+        # ELECTRA's checkpoints (and transformers' Electra* classes) are model_type "electra"
+        if model.setdefault("model_type", "electra") != "electra":
+            raise ConfigError(f"data.objective = \"electra\" trains an ELECTRA discriminator: set "
+                              f"model.model_type = \"electra\" (got {model['model_type']!r})")
+        electra = dataclass_from_dict(ElectraSection, raw.get("electra", {}), "electra")
+    elif raw.get("electra"):
+        raise ConfigError(f"[electra] settings are only used with data.objective = \"electra\" (got "
+                          f"{data.objective!r}); remove the [electra] section or change the objective")
     return PretrainConfig(
         model=model,
         tokenizer=dataclass_from_dict(TokenizerSection, raw.get("tokenizer", {}), "tokenizer"),
-        data=dataclass_from_dict(DataSection, raw.get("data", {}), "data"),
+        data=data,
         train=TrainConfig.from_dict(raw.get("train", {})),
+        electra=electra,
     )
 
 
@@ -145,15 +206,27 @@ def get_tokenizer(cfg: PretrainConfig, corpus, out_dir: str, is_main: bool, ctx)
             with atomic_open(scratch, "w", encoding="utf-8") as f:
                 for doc in _first(corpus, cfg.data.max_documents):
                     f.write("\n".join(doc) + "\n")
+            t = cfg.tokenizer
             try:
-                tok = Tokenizer.train_wordpiece([scratch], vocab_size=cfg.tokenizer.vocab_size,
-                                                min_frequency=cfg.tokenizer.min_frequency,
-                                                lowercase=cfg.tokenizer.lowercase, show_progress=False)
+                if t.kind == "bpe":
+                    # Sentences are tokenized one at a time and then packed, so every sentence
+                    # starts with a space token, as a word inside running text does.
+                    tok = Tokenizer.train_bpe([scratch], vocab_size=t.vocab_size,
+                                              min_frequency=t.min_frequency, add_prefix_space=True,
+                                              show_progress=False)
+                else:
+                    tok = Tokenizer.train_wordpiece([scratch], vocab_size=t.vocab_size,
+                                                    min_frequency=t.min_frequency,
+                                                    lowercase=t.lowercase is not False, show_progress=False)
             finally:
                 os.unlink(scratch)
             tok.save_pretrained(directory)
         ctx.barrier()
-    return Tokenizer.from_pretrained(directory)
+    tok = Tokenizer.from_pretrained(directory)
+    if tok.kind != cfg.tokenizer.kind:
+        raise ConfigError(f"{directory} holds a {tok.kind} tokenizer but tokenizer.kind = "
+                          f"{cfg.tokenizer.kind!r}; keep the kind the run started with, or use a new --out")
+    return tok
 
 
 def get_documents(cfg: PretrainConfig, tokenizer, out_dir: str, is_main: bool, ctx):
@@ -200,21 +273,60 @@ def split_documents(n: int, eval_fraction: float, seed: int) -> tuple[np.ndarray
     return np.sort(order[n_eval:]), np.sort(order[:n_eval])
 
 
-def build_model(cfg: PretrainConfig, vocab_size: int):
-    from ..heads import BertForMaskedLM, BertForPreTraining
-
+def model_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int | None = None) -> BertConfig:
+    """The model's BertConfig: the preset and family defaults, [model] overrides, the tokenizer's
+    vocabulary size and pad id, and room in the position table for data.max_length tokens."""
     overrides = {k: v for k, v in cfg.model.items() if k != "preset"}
     overrides.setdefault("vocab_size", vocab_size)
     if overrides["vocab_size"] < vocab_size:
         raise ConfigError(f"model.vocab_size={overrides['vocab_size']} is smaller than the "
                           f"tokenizer's {vocab_size} ids; remove it or raise it")
-    overrides.setdefault("max_position_embeddings", max(cfg.data.max_length, 128))
+    if pad_token_id is not None:
+        # The embedding's padding row and RoBERTa's position numbering both key on this id.
+        if overrides.setdefault("pad_token_id", pad_token_id) != pad_token_id:
+            raise ConfigError(f"model.pad_token_id={overrides['pad_token_id']} but the tokenizer pads with "
+                              f"id {pad_token_id}; remove model.pad_token_id (it follows the tokenizer)")
+    model_type = overrides.get("model_type", "bert")
+    # RoBERTa numbers positions from pad_token_id + 1, so pad_token_id + 1 rows come first.
+    offset = overrides.get("pad_token_id", 1) + 1 if model_type == "roberta" else 0
+    overrides.setdefault("max_position_embeddings", max(cfg.data.max_length, 128) + offset)
     config = BertConfig.preset(cfg.model["preset"], **overrides)
-    if config.max_position_embeddings < cfg.data.max_length:
-        raise ConfigError(f"data.max_length={cfg.data.max_length} exceeds model."
-                          f"max_position_embeddings={config.max_position_embeddings}")
+    if config.max_sequence_length < cfg.data.max_length:
+        extra = f" + {offset} (RoBERTa's rows up to the pad row)" if offset else ""
+        raise ConfigError(f"data.max_length={cfg.data.max_length} exceeds the model's "
+                          f"{config.max_sequence_length} positions; set model.max_position_embeddings = "
+                          f"{cfg.data.max_length}{extra} or leave it unset")
+    return config
+
+
+def build_model(cfg: PretrainConfig, vocab_size: int, pad_token_id: int | None = None):
+    """The model the objective trains: BertForMaskedLM, BertForPreTraining or ElectraPretrainer."""
+    from ..heads import BertForMaskedLM, BertForPreTraining
+
+    config = model_config(cfg, vocab_size, pad_token_id)
+    if cfg.data.objective == "electra":
+        from ..variants.electra import ElectraPretrainer, generator_config
+
+        e = cfg.electra or ElectraSection()
+        generator = generator_config(config, e.generator_hidden_fraction, e.generator_layers or None)
+        return ElectraPretrainer(config, generator, disc_weight=e.disc_weight, temperature=e.temperature)
     cls = BertForMaskedLM if OBJECTIVES[cfg.data.objective] is None else BertForPreTraining
     return cls(config)
+
+
+def logged_outputs(cfg: PretrainConfig, model) -> dict[str, str]:
+    """The parts of the objective the Trainer averages into the train rows besides the loss:
+    {row key: field of the model's output}."""
+    pair_task = OBJECTIVES[cfg.data.objective]
+    if cfg.data.objective == "electra":
+        names = {"generator_loss": "generator_loss", "discriminator_loss": "discriminator_loss"}
+    elif pair_task is not None:
+        names = {"mlm_loss": "mlm_loss", f"{pair_task}_loss": "nsp_loss"}  # the 2-way head's loss
+    else:
+        names = {}
+    if model.config.num_experts:
+        names["aux_loss"] = "aux_loss"  # the MoE load-balancing term (already inside the loss)
+    return names
 
 
 # ---------------------------------------------------------------------------- the recipe
@@ -263,7 +375,7 @@ def run_pretraining(cfg: PretrainConfig, out_dir: str, resume: bool = False,
 
     vocab_size = max(tokenizer.get_vocab().values()) + 1
     seed_everything(t.seed)  # the same initial weights on every rank and every run
-    model = build_model(cfg, vocab_size)
+    model = build_model(cfg, vocab_size, tokenizer.pad_token_id)
     if ctx.is_main:
         atomic_write_json(os.path.join(out_dir, "pretrain_config.json"), cfg.to_dict())
         if progress:
@@ -274,10 +386,17 @@ def run_pretraining(cfg: PretrainConfig, out_dir: str, resume: bool = False,
                   f"{batches.padding_fraction():.1%}", flush=True)
 
     def eval_fn(m):
-        return evaluate_pretraining(m, eval_batches, pair_task or "nsp") if eval_batches else {}
+        if not eval_batches:
+            return {}
+        if cfg.data.objective == "electra":
+            from ..variants.electra import evaluate_electra
+
+            return evaluate_electra(m, eval_batches, seed=t.seed)
+        return evaluate_pretraining(m, eval_batches, pair_task or "nsp")
 
     trainer = Trainer(model, batches, t, out_dir, eval_fn=eval_fn, collator=train_collator,
-                      tokenizer=tokenizer, ctx=ctx, progress=progress)
+                      tokenizer=tokenizer, ctx=ctx, progress=progress,
+                      log_outputs=logged_outputs(cfg, model))
     torch.set_float32_matmul_precision("high")  # TF32 on GPUs that have it; no effect on CPU
     return trainer.train(resume=resume)
 

@@ -194,13 +194,19 @@ class Trainer:
                eval mode under no_grad; rows go to metrics.jsonl with split "eval"
     collator   an object with state_dict()/load_state_dict() whose RNG is saved for resume
     tokenizer  saved into every checkpoint, so each one is a complete model directory
+    log_outputs  scalar fields of the model's output (e.g. "generator_loss", "aux_loss")
+               averaged into the train rows like the loss: names, or {row key: field name};
+               a field that is None in a step counts as 0 there
     """
 
     def __init__(self, model: nn.Module, data: Iterable | Callable, config: TrainConfig,
                  out_dir: str, eval_fn: Callable[[nn.Module], dict] | None = None,
                  collator: Any = None, tokenizer: Any = None, ctx: DistContext | None = None,
-                 progress: bool = True):
+                 progress: bool = True, log_outputs: Iterable[str] | dict[str, str] = ()):
         self.config = config
+        if not isinstance(log_outputs, dict):
+            log_outputs = {name: name for name in log_outputs}
+        self.log_outputs = dict(log_outputs)  # row key -> output field
         self.out_dir = os.fspath(out_dir)
         self.ctx = ctx or init_distributed(config.device)
         self.model = model.to(self.ctx.device)
@@ -221,12 +227,13 @@ class Trainer:
                                          config.llrd, betas=(0.9, config.adam_beta2), eps=config.adam_eps)
         self.scheduler = build_scheduler(self.optimizer, config.warmup, config.max_steps, config.schedule)
         self.scaler = torch.amp.GradScaler("cuda", enabled=config.precision == "fp16")
-        self.ddp_model = wrap_model(self.model, self.ctx)
+        self.ddp_model = wrap_model(self.model, self.ctx,
+                                    find_unused_parameters=may_skip_parameters(unwrap(self.model)))
 
         self.step = 0
         self.epoch = 0
         self.batches_in_epoch = 0
-        self.window = {"loss": 0.0, "steps": 0, "tokens": 0, "time": 0.0}
+        self.window = self._empty_window()
         self.history: list[dict] = []
         # Set True (e.g. by eval_fn, for early stopping) to end train() after this step's
         # evaluation; the loop then writes its checkpoint and returns.
@@ -256,8 +263,10 @@ class Trainer:
         last_metrics: dict = {}
         try:
             while self.step < cfg.max_steps:
-                loss, tokens, seconds = self._train_step(batches)
+                loss, tokens, seconds, parts = self._train_step(batches)
                 self.step += 1
+                for name, value in parts.items():
+                    self.window[name] = self.window.get(name, 0.0) + value
                 self.window["loss"] += loss
                 self.window["steps"] += 1
                 self.window["tokens"] += tokens
@@ -288,13 +297,14 @@ class Trainer:
         dtype = torch.bfloat16 if self.config.precision == "bf16" else torch.float16
         return torch.autocast(self.device_type, dtype=dtype)
 
-    def _train_step(self, batches) -> tuple[float, int, float]:
+    def _train_step(self, batches) -> tuple[float, int, float, dict[str, float]]:
         cfg = self.config
         start = time.perf_counter()
         self.ddp_model.train()
         accum = cfg.grad_accum
         loss_sum = torch.zeros((), device=self.ctx.device, dtype=torch.float64)
         tokens = torch.zeros((), device=self.ctx.device, dtype=torch.float64)
+        parts = torch.zeros(len(self.log_outputs), device=self.ctx.device, dtype=torch.float64)
         for micro in range(accum):
             batch = {k: v.to(self.ctx.device, non_blocking=True) if torch.is_tensor(v) else v
                      for k, v in next(batches).items()}
@@ -309,12 +319,17 @@ class Trainer:
                 loss = out.loss.float() / accum
                 self.scaler.scale(loss).backward()
             loss_sum += loss.detach().double()
+            for i, name in enumerate(self.log_outputs.values()):
+                value = getattr(out, name, None)
+                if value is not None:
+                    parts[i] += value.detach().double() / accum
             mask = batch.get("attention_mask")
             tokens += mask.sum() if mask is not None else batch["input_ids"].numel()
         # One all-reduce gives the global loss (mean over ranks) and token count for the log,
         # and lets every rank see a non-finite loss on any rank and stop together.
-        totals = self.ctx.all_reduce_sum(torch.stack([loss_sum, tokens]))
+        totals = self.ctx.all_reduce_sum(torch.cat([torch.stack([loss_sum, tokens]), parts]))
         loss_value = float(totals[0]) / self.ctx.world_size
+        part_values = {name: float(v) / self.ctx.world_size for name, v in zip(self.log_outputs, totals[2:])}
         if not math.isfinite(loss_value):
             last = latest_checkpoint(self.out_dir)
             kept = f"the last good checkpoint {last} is untouched" if last else "no checkpoint was written"
@@ -328,7 +343,7 @@ class Trainer:
         self.scaler.update()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return loss_value, int(totals[1]), time.perf_counter() - start
+        return loss_value, int(totals[1]), time.perf_counter() - start, part_values
 
     _step_lr = 0.0
 
@@ -380,12 +395,17 @@ class Trainer:
         with open(self._metrics_path(), "a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
 
+    def _empty_window(self) -> dict:
+        return {"loss": 0.0, "steps": 0, "tokens": 0, "time": 0.0, **{n: 0.0 for n in self.log_outputs}}
+
     def _log_window(self) -> dict:
         w = self.window
-        row = {"step": self.step, "split": "train", "loss": w["loss"] / max(1, w["steps"]),
+        steps = max(1, w["steps"])
+        row = {"step": self.step, "split": "train", "loss": w["loss"] / steps,
+               **{name: w.get(name, 0.0) / steps for name in self.log_outputs},
                "lr": self._lr(), "tokens_per_s": w["tokens"] / max(w["time"], 1e-9),
                "epoch": self.epoch}
-        self.window = {"loss": 0.0, "steps": 0, "tokens": 0, "time": 0.0}
+        self.window = self._empty_window()
         self._write_row(row)
         return row
 
@@ -555,6 +575,17 @@ class Trainer:
                         rows.append(row)
         self.history = rows
         atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
+
+
+def may_skip_parameters(model: nn.Module) -> bool:
+    """True when a training step may leave some of `model`'s parameters without a gradient, so
+    DDP has to look for them (`find_unused_parameters`) instead of waiting for them forever:
+    mixture-of-experts routing is data-dependent, and relative position scores leave the
+    absolute position table (kept for checkpoint compatibility) unused."""
+    config = getattr(model, "config", None)
+    if not isinstance(config, BertConfig):
+        return False
+    return bool(config.num_experts) or config.position_embedding_type != "absolute"
 
 
 def check_same_config(config: BertConfig, checkpoint_dir: str) -> None:

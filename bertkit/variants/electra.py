@@ -122,6 +122,7 @@ class ElectraPreTrainingOutput(ModelOutput):
     discriminator_logits: torch.Tensor | None = None  # (B, T)
     replaced: torch.Tensor | None = None  # (B, T) bool: the discriminator's targets
     corrupted_ids: torch.Tensor | None = None  # (B, T): what the discriminator read
+    aux_loss: torch.Tensor | None = None  # MoE load balancing of both models, already in `loss`
 
     @property
     def logits(self) -> torch.Tensor | None:
@@ -183,7 +184,7 @@ class ElectraPretrainer(PretrainedMixin, nn.Module):
         if not masked.any():  # nothing masked in this batch: no generator signal, nothing replaced
             gen_loss = gen.logits.sum() * 0.0
         else:
-            gen_loss = gen.loss
+            gen_loss = gen.loss if gen.aux_loss is None else gen.loss - gen.aux_loss  # MLM alone
         with torch.no_grad():
             sampled = gumbel_sample(gen.logits.detach(), self.temperature)
             corrupted = input_ids.clone()
@@ -193,9 +194,13 @@ class ElectraPretrainer(PretrainedMixin, nn.Module):
         disc = self.discriminator(corrupted, attention_mask, token_type_ids, labels=replaced.long())
         disc_loss = disc.loss if disc.aux_loss is None else disc.loss - disc.aux_loss  # RTD alone
         loss = gen_loss + self.disc_weight * disc_loss
-        if disc.aux_loss is not None:  # an MoE discriminator's balancing loss, not scaled by 50
-            loss = loss + disc.aux_loss
-        return ElectraPreTrainingOutput(loss, gen_loss, disc_loss, gen.logits, disc.logits, replaced, corrupted)
+        # MoE balancing losses of either model are added once, not scaled by disc_weight
+        aux = [x for x in (gen.aux_loss, disc.aux_loss) if x is not None]
+        aux_loss = sum(aux) if aux else None
+        if aux_loss is not None:
+            loss = loss + aux_loss
+        return ElectraPreTrainingOutput(loss, gen_loss, disc_loss, gen.logits, disc.logits, replaced,
+                                        corrupted, aux_loss)
 
     # ------------------------------------------------------------------ checkpoints
     def save_pretrained(self, directory: str | os.PathLike, tokenizer: Any = None) -> None:
@@ -204,3 +209,48 @@ class ElectraPretrainer(PretrainedMixin, nn.Module):
         super().save_pretrained(directory, tokenizer)
         self.discriminator.save_pretrained(os.path.join(directory, "discriminator"), tokenizer)
         self.generator.save_pretrained(os.path.join(directory, "generator"), tokenizer)
+
+
+@torch.no_grad()
+def evaluate_electra(model: ElectraPretrainer, batches, seed: int = 0) -> dict:
+    """Held-out metrics of the pair on pre-masked MLM `batches`, over all positions at once:
+
+        generator_loss      = mean over masked positions of -log p_G(x_t)  (also mlm_loss)
+        mlm_accuracy        = share of masked positions where argmax p_G = x_t
+        discriminator_loss  = mean over real tokens of the replaced-token BCE
+        rtd_accuracy        = share of real tokens whose replaced / original call is right
+        rtd_recall          = share of the replaced tokens the discriminator calls replaced
+        replaced_fraction   = share of real tokens the generator's samples changed
+
+    The generator's samples are drawn from a generator seeded with `seed`, so every evaluation of
+    a run corrupts the same way given the same generator weights.
+    """
+    device = next(model.parameters()).device
+    fork = [device] if device.type == "cuda" else []
+    gen_sum = disc_sum = 0.0
+    masked_n = gen_correct = real_n = disc_correct = replaced_n = detected = 0
+    with torch.random.fork_rng(devices=fork):
+        torch.manual_seed(seed)
+        for batch in batches:
+            batch = {k: v.to(device) for k, v in batch.items()}
+            labels = batch["labels"]
+            out = model(batch["input_ids"], labels, batch.get("attention_mask"), batch.get("token_type_ids"))
+            targets = labels[labels != IGNORE_INDEX]
+            gen_sum += float(F.cross_entropy(out.generator_logits.float(), targets, reduction="sum"))
+            gen_correct += int((out.generator_logits.argmax(-1) == targets).sum())
+            masked_n += targets.numel()
+            mask = batch.get("attention_mask")
+            real = mask.bool() if mask is not None else torch.ones_like(labels, dtype=torch.bool)
+            logits, replaced = out.discriminator_logits[real].float(), out.replaced[real]
+            disc_sum += float(F.binary_cross_entropy_with_logits(logits, replaced.float(), reduction="sum"))
+            called = logits > 0
+            disc_correct += int((called == replaced).sum())
+            real_n += replaced.numel()
+            replaced_n += int(replaced.sum())
+            detected += int((called & replaced).sum())
+    if masked_n == 0 or real_n == 0:
+        return {}
+    gen_loss = gen_sum / masked_n
+    return {"generator_loss": gen_loss, "mlm_loss": gen_loss, "mlm_accuracy": gen_correct / masked_n,
+            "discriminator_loss": disc_sum / real_n, "rtd_accuracy": disc_correct / real_n,
+            "rtd_recall": detected / max(1, replaced_n), "replaced_fraction": replaced_n / real_n}

@@ -1,0 +1,85 @@
+"""`bertkit distill --teacher DIR --out DIR --task classification --train DATA`: a smaller copy.
+
+Task-specific distillation (DistilBERT's recipe on a fine-tuned teacher): the student is the
+teacher with every other layer (`--layers N` or `--layer-map 1,3,5` to choose), trained with
+
+    loss = alpha * CE(student, labels) + (1 - alpha) * T^2 * KL(teacher_T || student_T)
+
+by the fine-tuning recipe (same data sources, `--config` / `--set` sections [data], [train],
+[model], dev evaluation and best-model keeping as `bertkit finetune`). OUT is a fine-tuned
+model like any other (evaluate/predict/transformers read it). `--test DATA` then compares
+teacher and student on DATA: the task metrics and the inference time (median of
+`--speed-repeats` alternating passes over the same texts). See bertkit/variants/distill.py.
+"""
+
+from __future__ import annotations
+
+import json
+
+HELP = "distil a fine-tuned classifier into a student with fewer layers (DistilBERT-style)"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--teacher", required=True, help="fine-tuned model directory (bertkit finetune output)")
+    parser.add_argument("--out", required=True, help="output directory: the best student ends here")
+    parser.add_argument("--task", default="classification", choices=("classification",),
+                        help="the teacher's task (single-label classification)")
+    parser.add_argument("--train", required=True, help="training data file, or built-in: bbc, wordnet-supersense")
+    parser.add_argument("--dev", help="dev data (picks the best checkpoint); default with built-in data: its dev split")
+    layers = parser.add_mutually_exclusive_group()
+    layers.add_argument("--layers", type=int, help="student layers, taken from every other teacher layer "
+                                                   "(default: half the teacher's)")
+    layers.add_argument("--layer-map", help="teacher layer of each student layer, e.g. 1,3,5")
+    parser.add_argument("--alpha", type=float, default=0.5, help="weight of the label loss (1 - alpha: the teacher's)")
+    parser.add_argument("--temperature", type=float, default=2.0, help="softmax temperature of the KL term")
+    parser.add_argument("--config", help="TOML recipe with [data], [train], [model] sections (as bertkit finetune)")
+    parser.add_argument("--set", nargs="+", action="extend", default=[], metavar="SECTION.KEY=VALUE",
+                        help="override settings, e.g. train.epochs=3 train.lr=1e-4 data.max_length=128")
+    parser.add_argument("--seed", type=int, help="random seed (same as --set train.seed=N)")
+    parser.add_argument("--test", help="labelled data to compare teacher and student on, e.g. bbc:test")
+    parser.add_argument("--speed-repeats", type=int, default=3,
+                        help="timed passes per model for the --test speed comparison (median reported)")
+    parser.add_argument("--overwrite", action="store_true", help="replace a model already in --out")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def parse_layer_map(text: str | None) -> list[int] | None:
+    from bertkit.errors import ConfigError
+
+    if text is None:
+        return None
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(f"--layer-map expects comma-separated layer numbers such as 1,3,5, got {text!r}") from None
+
+
+def run(args) -> int:
+    from bertkit.tasks.finetune import section_keys
+    from bertkit.train.config_io import apply_overrides, load_toml
+    from bertkit.variants.distill import compare_on_test, distill_finetuned
+
+    sections = load_toml(args.config) if args.config else {}
+    assignments = list(args.set) + ([f"train.seed={args.seed}"] if args.seed is not None else [])
+    sections = apply_overrides(sections, assignments, section_keys())
+    summary = distill_finetuned(args.task, args.teacher, args.train, args.dev, args.out, sections,
+                                num_layers=args.layers, layer_map=parse_layer_map(args.layer_map),
+                                alpha=args.alpha, temperature=args.temperature, overwrite=args.overwrite,
+                                progress=not args.no_progress)
+    if not summary:  # a non-zero rank of a distributed run
+        return 0
+    info, metric = summary["distillation"], summary["select_metric"]
+    print(f"student: teacher layers {info['layer_map']} of {info['teacher_layers']}, "
+          f"{info['student_parameters'] / 1e6:.1f}M of the teacher's {info['teacher_parameters'] / 1e6:.1f}M "
+          f"parameters; best dev {metric} = {summary['best_dev'].get(metric)} at step {summary['best_step']} "
+          f"({summary['wall_time_s']} s)")
+    print(f"model saved in {args.out}")
+    if args.test:
+        result = compare_on_test(args.teacher, args.out, args.test, args.speed_repeats)
+        for name in ("teacher", "student"):
+            print(f"{name:>8} on {args.test}: {json.dumps(result[name])}; "
+                  f"{result['median_seconds'][name]:.2f} s per pass (median of {args.speed_repeats})")
+        print(f"student/teacher {metric}: {result.get('retained', {}).get(metric, float('nan')):.3f}; "
+              f"speed-up {result['speedup']:.2f}x ({result['examples']} texts, batch {result['batch_size']}, "
+              f"max_length {result['max_length']})")
+    return 0
