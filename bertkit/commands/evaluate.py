@@ -21,6 +21,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--task", choices=TASKS, help="default: the task the model was fine-tuned for")
     parser.add_argument("--set", nargs="+", action="extend", default=[], metavar="data.KEY=VALUE",
                         help="override input settings, e.g. data.eval_batch_size=16")
+    parser.add_argument("--limit", type=int, default=0,
+                        help="evaluate on a seeded random subset of this many examples (0 = all)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the --limit subset")
 
 
 def check_model_labels(model, spec, examples, source: str) -> list:
@@ -70,7 +73,8 @@ def load_for_inference(args):
 
 
 def run(args) -> int:
-    from bertkit.errors import DataError
+    from bertkit.errors import ConfigError, DataError
+    from bertkit.tasks.features import subsample
     from bertkit.tasks.finetune import load_examples
     from bertkit.tasks.predict import evaluate_examples, json_float
 
@@ -78,6 +82,9 @@ def run(args) -> int:
     examples = load_examples(spec.task, args.data, "test", spec.data)
     if not examples:
         raise DataError(f"{args.data}: no examples to evaluate")
+    if args.limit < 0:
+        raise ConfigError(f"--limit must be >= 0, got {args.limit}")
+    examples = subsample(examples, args.limit, args.seed)
     examples = check_model_labels(model, spec, examples, args.data)
     metrics = evaluate_examples(model, tokenizer, spec, examples, name=args.data)
     print(f"{spec.task} ({spec.kind}) on {args.data}: {len(examples)} examples")

@@ -45,8 +45,8 @@ def small_encoder(tmp_path_factory, minilm_dir):
 @pytest.fixture(scope="module")
 def bbc_run(tmp_path_factory, minilm_dir):
     out = str(tmp_path_factory.mktemp("bbc") / "model")
-    sections = {"data": {"max_length": 32, "max_train_examples": 120, "max_eval_examples": 60},
-                "train": {"epochs": 2, "lr": 1e-4, "batch_size": 12, "log_every": 2, "patience": 3}}
+    sections = {"data": {"max_length": 40, "max_train_examples": 160, "max_eval_examples": 60},
+                "train": {"epochs": 2, "lr": 2e-4, "batch_size": 16, "log_every": 2, "patience": 3}}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         summary = finetune("classification", minilm_dir, "bbc", None, out, sections, progress=False)
@@ -56,10 +56,10 @@ def bbc_run(tmp_path_factory, minilm_dir):
 def test_classification_learns_bbc_topics(bbc_run):
     out, summary = bbc_run
     rows = train_rows(out)
-    assert rows[-1]["loss"] < rows[0]["loss"] - 0.2
+    assert rows[-1]["loss"] < rows[0]["loss"] - 0.3
     # 5 topics: the majority class gets about a fifth; the model must do far better
     assert summary["dev_baseline"]["accuracy"] < 0.3
-    assert summary["best_dev"]["accuracy"] >= 0.6
+    assert summary["best_dev"]["accuracy"] >= 0.7
     assert summary["best_dev"]["accuracy"] == max(r["accuracy"] for r in summary["dev_history"])
     assert summary["labels"] == ["business", "entertainment", "politics", "sports", "tech"]
     files = set(os.listdir(out))
@@ -74,7 +74,7 @@ def test_classification_learns_bbc_topics(bbc_run):
 def test_saved_model_is_the_best_one_and_reloads_with_the_same_score(bbc_run):
     out, summary = bbc_run
     spec = read_spec(out)
-    assert spec.task == "classification" and spec.data.max_length == 32
+    assert spec.task == "classification" and spec.data.max_length == 40
     model = load_model(out, spec.task)
     dev = builtin_splits("bbc")["dev"]
     from bertkit.tasks.features import subsample
@@ -92,12 +92,12 @@ def test_classifier_reloads_in_transformers_auto_class(bbc_run):
     assert theirs.config.id2label == ours.config.id2label
     tokenizer = Tokenizer.from_pretrained(out)
     texts = [e for e in builtin_splits("bbc")["test"][:6]]
-    batch = Collator(tokenizer.pad_token_id)(encode_texts(tokenizer, texts, 32))
+    batch = Collator(tokenizer.pad_token_id)(encode_texts(tokenizer, texts, 40))
     with torch.no_grad():
         a = ours(**batch).logits
         b = theirs(**batch).logits
     torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
-    hf_tokens = transformers.AutoTokenizer.from_pretrained(out)(texts[0].text, truncation=True, max_length=32)
+    hf_tokens = transformers.AutoTokenizer.from_pretrained(out)(texts[0].text, truncation=True, max_length=40)
     assert hf_tokens["input_ids"] == batch["input_ids"][0][batch["attention_mask"][0] == 1].tolist()
 
 
@@ -115,6 +115,19 @@ def test_qa_learns_on_wordnet_glosses(tmp_path, small_encoder):
     assert {"exact", "f1", "HasAns_f1", "NoAns_exact"} <= set(summary["best_dev"])
     # beats answering the first sentence of the context
     assert summary["best_dev"]["f1"] > summary["dev_baseline"]["f1"]
+
+    from bertkit.cli import main
+
+    questions = builtin_splits("wordnet-qa")["test"][:3]
+    write_jsonl(tmp_path / "q.jsonl", [{"id": q.id, "question": q.question, "context": q.context} for q in questions])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["predict", "--model", out, "--input", str(tmp_path / "q.jsonl"),
+                     "--output", str(tmp_path / "a.jsonl")]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in rows] == [q.id for q in questions]
+    for q, r in zip(questions, rows):
+        assert r["no_answer"] or q.context[r["start"]:r["end"]] == r["answer"] != ""
 
     transformers = pytest.importorskip("transformers")
     ours = BertForQuestionAnswering.from_pretrained(out)
