@@ -3,4 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
-exec .venv/bin/python -m pytest -q "$@"
+# One worker per core; a test file stays on one worker so its module fixtures load once.
+workers=$(.venv/bin/python -c "import os; print(max(1, min(4, os.cpu_count() or 1)))")
+exec .venv/bin/python -m pytest -q -n "$workers" --dist loadfile "$@"
