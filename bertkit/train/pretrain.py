@@ -289,7 +289,9 @@ def model_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int | None 
     model_type = overrides.get("model_type", "bert")
     # RoBERTa numbers positions from pad_token_id + 1, so pad_token_id + 1 rows come first.
     offset = overrides.get("pad_token_id", 1) + 1 if model_type == "roberta" else 0
-    overrides.setdefault("max_position_embeddings", max(cfg.data.max_length, 128) + offset)
+    # DeBERTa-v3 adds no absolute positions; its 512 is the far end of the 256 log-buckets.
+    least = 512 if model_type == "deberta-v2" else 128
+    overrides.setdefault("max_position_embeddings", max(cfg.data.max_length, least) + offset)
     config = BertConfig.preset(cfg.model["preset"], **overrides)
     if config.max_sequence_length < cfg.data.max_length:
         extra = f" + {offset} (RoBERTa's rows up to the pad row)" if offset else ""
@@ -297,6 +299,14 @@ def model_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int | None 
                           f"{config.max_sequence_length} positions; set model.max_position_embeddings = "
                           f"{cfg.data.max_length}{extra} or leave it unset")
     return config
+
+
+def check_segments(cfg: PretrainConfig, config: BertConfig, tokenizer_kind: str) -> None:
+    """BERT's pair template gives the second segment token_type_id 1: the model needs 2 rows."""
+    if OBJECTIVES[cfg.data.objective] and tokenizer_kind == "wordpiece" and config.type_vocab_size == 1:
+        raise ConfigError(f"data.objective {cfg.data.objective} marks the second segment with token type 1, "
+                          f"but the model has type_vocab_size=1 ({config.model_type}); use tokenizer.kind = "
+                          "\"bpe\" (RoBERTa's pair template: all type ids 0) or model.type_vocab_size = 2")
 
 
 def build_model(cfg: PretrainConfig, vocab_size: int, pad_token_id: int | None = None):
@@ -376,6 +386,7 @@ def run_pretraining(cfg: PretrainConfig, out_dir: str, resume: bool = False,
     vocab_size = max(tokenizer.get_vocab().values()) + 1
     seed_everything(t.seed)  # the same initial weights on every rank and every run
     model = build_model(cfg, vocab_size, tokenizer.pad_token_id)
+    check_segments(cfg, model.config, tokenizer.kind)
     if ctx.is_main:
         atomic_write_json(os.path.join(out_dir, "pretrain_config.json"), cfg.to_dict())
         if progress:

@@ -17,7 +17,7 @@ import torch
 
 from bertkit import cli
 from bertkit.errors import ConfigError
-from bertkit.train.pretrain import build_model, load_config, logged_outputs, parse_config
+from bertkit.train.pretrain import build_model, check_segments, load_config, logged_outputs, parse_config
 
 transformers = pytest.importorskip("transformers")
 pytestmark = pytest.mark.filterwarnings("ignore:.*were cut to data.max_length")
@@ -101,6 +101,15 @@ def test_variant_configs_parse_and_build_the_right_models():
     model = build_model(albert, 1000, 0)
     assert type(model).__name__ == "BertForPreTraining" and model.config.shares_layers
     assert logged_outputs(albert, model) == {"mlm_loss": "mlm_loss", "sop_loss": "nsp_loss"}
+
+    # DeBERTa-v3's 256 log-buckets need a position range beyond 129: 512 as its checkpoints
+    deberta = build_model(parse_config({"model": {"model_type": "deberta-v2"}}), 1000, 0)
+    assert deberta.config.max_position_embeddings == 512
+    # RoBERTa has one segment row: BERT's pair template (second segment = 1) cannot feed it
+    pairs = parse_config({"model": {"model_type": "roberta"}, "data": {"objective": "mlm+nsp"}})
+    with pytest.raises(ConfigError, match="type_vocab_size=1"):
+        check_segments(pairs, build_model(pairs, 1000, 0).config, "wordpiece")
+    check_segments(pairs, build_model(pairs, 1000, 1).config, "bpe")  # <s> A </s></s> B </s>: all 0
 
     with pytest.raises(ConfigError, match="tokenizer.kind"):
         parse_config({"tokenizer": {"kind": "sentencepiece"}})
