@@ -19,6 +19,24 @@ from bertkit.tasks.formats import write_conll
 from bertkit.tokenizer import Tokenizer
 
 
+def make_tiny_model(directory, corpus_texts) -> str:
+    """A 1-layer, hidden-32 random BERT with a 600-piece WordPiece vocabulary trained on
+    `corpus_texts`: the cheapest model for pipeline and error tests (no learning asserted)."""
+    from bertkit.config import BertConfig
+
+    directory = str(directory)
+    os.makedirs(directory, exist_ok=True)
+    corpus = os.path.join(directory, "corpus.txt")
+    with open(corpus, "w", encoding="utf-8") as f:
+        f.write("\n".join(corpus_texts) + "\n")
+    tokenizer = Tokenizer.train_wordpiece([corpus], vocab_size=600, min_frequency=1, show_progress=False)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
+    BertModel(config).save_pretrained(directory, tokenizer=tokenizer)
+    os.remove(corpus)
+    return directory
+
+
 @pytest.fixture(scope="module")
 def encoder(tmp_path_factory, minilm_dir):
     """MiniLM's first 2 layers: enough for word-level tags, and fast."""
@@ -39,6 +57,14 @@ def run_cli(argv, capsys):
 
 
 @pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    texts = [f"the match ended {i} nil" for i in range(5)] + [f"shares fell {i} percent" for i in range(5)]
+    texts += ["goal in the last minute", "profits rose", "good film", "bad film", "fine film", "odd film",
+              "rain tomorrow", "the striker scored", "the bank cut rates"]
+    return make_tiny_model(tmp_path_factory.mktemp("tiny"), texts)
+
+
+@pytest.fixture(scope="module")
 def tagger(tmp_path_factory, encoder):
     """A token classifier fine-tuned through the CLI on 320 WordNet example sentences."""
     out = str(tmp_path_factory.mktemp("tagger") / "model")
@@ -47,7 +73,7 @@ def tagger(tmp_path_factory, encoder):
         code = main(["finetune", "--task", "token-classification", "--model", encoder, "--train",
                      "wordnet-tagging", "--out", out, "--no-progress", "--seed", "0",
                      "--set", "data.max_length=40", "data.max_train_examples=320",
-                     "data.max_eval_examples=100", "train.epochs=4", "train.lr=5e-4", "train.log_every=5"])
+                     "data.max_eval_examples=100", "train.epochs=2", "train.lr=5e-4", "train.log_every=5"])
     assert code == 0
     return out
 
@@ -110,14 +136,14 @@ def test_evaluate_refuses_labels_the_model_never_saw(tagger, capsys, tmp_path):
     assert "'B-LOC'" in err and "never saw" in err and len(err.strip().splitlines()) == 1
 
 
-def test_classification_predict_and_evaluate_from_files(encoder, capsys, tmp_path):
+def test_classification_predict_and_evaluate_from_files(tiny, capsys, tmp_path):
     train = "text,label\n" + "".join(f"the match ended {i} nil,sport\nshares fell {i} percent,business\n"
                                      for i in range(12))
     (tmp_path / "train.csv").write_text(train, encoding="utf-8")
     (tmp_path / "dev.csv").write_text("text,label\ngoal in the last minute,sport\nprofits rose,business\n",
                                       encoding="utf-8")
     out = str(tmp_path / "clf")
-    code, stdout, _ = run_cli(["finetune", "--task", "classification", "--model", encoder, "--train",
+    code, stdout, _ = run_cli(["finetune", "--task", "classification", "--model", tiny, "--train",
                                str(tmp_path / "train.csv"), "--dev", str(tmp_path / "dev.csv"), "--out", out,
                                "--no-progress", "--set", "train.max_steps=4", "train.batch_size=8",
                                "data.max_length=16"], capsys)
@@ -138,17 +164,17 @@ def test_classification_predict_and_evaluate_from_files(encoder, capsys, tmp_pat
     code, _, err = run_cli(["evaluate", "--model", out, "--data", str(tmp_path / "other.csv")], capsys)
     assert code == 2 and "'weather'" in err
     # an existing model in --out is not overwritten silently
-    code, _, err = run_cli(["finetune", "--task", "classification", "--model", encoder, "--train",
+    code, _, err = run_cli(["finetune", "--task", "classification", "--model", tiny, "--train",
                             str(tmp_path / "train.csv"), "--dev", str(tmp_path / "dev.csv"), "--out", out,
                             "--no-progress"], capsys)
     assert code == 2 and "--overwrite" in err
 
 
-def test_user_errors_are_one_line_and_say_where(encoder, capsys, tmp_path):
+def test_user_errors_are_one_line_and_say_where(tiny, capsys, tmp_path):
     train = tmp_path / "train.csv"
     train.write_text("text,label\ngood film,pos\nbad film,neg\n", encoding="utf-8")
     (tmp_path / "dev.csv").write_text("text,label\nfine film,pos\nodd film,neutral\n", encoding="utf-8")
-    base = ["finetune", "--model", encoder, "--out", str(tmp_path / "o"), "--no-progress"]
+    base = ["finetune", "--model", tiny, "--out", str(tmp_path / "o"), "--no-progress", "--set", "data.max_length=32"]
     code, _, err = run_cli(base + ["--task", "classification", "--train", str(train), "--dev",
                                    str(tmp_path / "dev.csv")], capsys)
     assert code == 2 and "'neutral'" in err and "dev" in err
@@ -168,4 +194,7 @@ def test_user_errors_are_one_line_and_say_where(encoder, capsys, tmp_path):
 
     code, _, err = run_cli(base + ["--task", "classification", "--train", "bbc", "--set", "train.epoch=1"], capsys)
     assert code == 2 and "train.epochs" in err
+    code, _, err = run_cli(base[:-2] + ["--task", "classification", "--train", str(train), "--dev", str(train)],
+                           capsys)
+    assert code == 2 and "max_length=128 exceeds the model's 64 positions" in err
     assert not os.path.exists(tmp_path / "o" / "model.safetensors")

@@ -30,6 +30,24 @@ def summary_of(out_dir: str) -> dict:
         return json.load(f)
 
 
+def make_tiny_model(directory, corpus_texts) -> str:
+    """A 1-layer, hidden-32 random BERT with a 600-piece WordPiece vocabulary trained on
+    `corpus_texts`: the cheapest model for pipeline and error tests (no learning asserted)."""
+    from bertkit.config import BertConfig
+
+    directory = str(directory)
+    os.makedirs(directory, exist_ok=True)
+    corpus = os.path.join(directory, "corpus.txt")
+    with open(corpus, "w", encoding="utf-8") as f:
+        f.write("\n".join(corpus_texts) + "\n")
+    tokenizer = Tokenizer.train_wordpiece([corpus], vocab_size=600, min_frequency=1, show_progress=False)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
+    BertModel(config).save_pretrained(directory, tokenizer=tokenizer)
+    os.remove(corpus)
+    return directory
+
+
 @pytest.fixture(scope="session")
 def small_encoder(tmp_path_factory, minilm_dir):
     """MiniLM cut to its first 2 layers (fast; its [CLS] state carries little before layer 6,
@@ -147,7 +165,7 @@ def write_jsonl(path, rows):
             f.write(json.dumps(row) + "\n")
 
 
-def test_regression_and_multilabel_pairs_run_and_reload(tmp_path, small_encoder):
+def test_regression_and_multilabel_pairs_run_and_reload(tmp_path):
     """Regression on pairs (Pearson/Spearman) and multi-label (BCE, micro-F1): a few steps."""
     rng = np.random.default_rng(0)
     words = "market film vote match chip bank actor party goal phone".split()
@@ -156,16 +174,17 @@ def test_regression_and_multilabel_pairs_run_and_reload(tmp_path, small_encoder)
         a, b = rng.choice(words, 4), rng.choice(words, 4)
         rows.append({"text": " ".join(a), "text_pair": " ".join(b),
                      "score": float(len(set(a) & set(b))), "tags": sorted({w for w in a if w in words[:5]}) or ["none"]})
+    tiny = make_tiny_model(tmp_path / "tiny", [r["text"] + " " + r["text_pair"] for r in rows])
     write_jsonl(tmp_path / "train.jsonl", rows[:40])
     write_jsonl(tmp_path / "dev.jsonl", rows[40:])
     common = {"max_length": 16, "pair_column": "text_pair"}
-    train = {"max_steps": 6, "batch_size": 8, "lr": 1e-3}
+    train = {"max_steps": 4, "batch_size": 8, "lr": 1e-3}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        reg = finetune("regression", small_encoder, str(tmp_path / "train.jsonl"), str(tmp_path / "dev.jsonl"),
+        reg = finetune("regression", tiny, str(tmp_path / "train.jsonl"), str(tmp_path / "dev.jsonl"),
                        str(tmp_path / "reg"), {"data": {**common, "label_column": "score"}, "train": train},
                        progress=False)
-        multi = finetune("classification", small_encoder, str(tmp_path / "train.jsonl"),
+        multi = finetune("classification", tiny, str(tmp_path / "train.jsonl"),
                          str(tmp_path / "dev.jsonl"), str(tmp_path / "multi"),
                          {"data": {**common, "label_column": "tags"}, "train": train}, progress=False)
     assert reg["spec"]["kind"] == "regression" and reg["select_metric"] == "pearson"
