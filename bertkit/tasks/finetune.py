@@ -11,9 +11,9 @@
    accumulation, optional layer-wise lr decay (`train.llrd`), length-bucketed batches with
    dynamic padding; optional class weights (`train.class_weights="balanced"`:
    w_c = N / (C * n_c), the loss is the weighted mean of the cross-entropies);
-4. evaluate on dev `evals_per_epoch` times per epoch; the best dev score (`select_metric`,
-   higher is better) is saved, and training stops after `patience` evaluations without
-   improvement (0 = never);
+4. evaluate on dev `evals_per_epoch` times per epoch; the best dev score (`select_metric`;
+   higher is better, except mse) is saved, and training stops after `patience` evaluations
+   without improvement (0 = never);
 5. OUT ends with the best model + tokenizer (config with the labels), `finetune_summary.json`
    (written last: its presence marks a finished run), `metrics.jsonl` and `curves.png`.
 """
@@ -45,8 +45,9 @@ from bertkit.tasks.features import (TASKS, Collator, DataConfig, encode_qa, enco
                                     subsample)
 from bertkit.tasks.formats import (build_label_map, check_labels_known, infer_task_kind, read_conll,
                                    read_squad, read_text_dataset)
-from bertkit.tasks.predict import (DEFAULT_METRIC, MODEL_CLASSES, PROBLEM_TYPES, SUMMARY_FILE, TaskSpec,
-                                   baseline_metrics, check_task, evaluate_examples, json_float)
+from bertkit.tasks.predict import (DEFAULT_METRIC, LOWER_IS_BETTER, METRIC_NAMES, MODEL_CLASSES, PROBLEM_TYPES,
+                                   SUMMARY_FILE, TaskSpec, baseline_metrics, check_task, evaluate_examples,
+                                   json_float)
 from bertkit.tasks import realdata
 
 # ---------------------------------------------------------------------------- built-in data
@@ -222,7 +223,7 @@ class FinetuneOptions:
 
     epochs: float = 3.0  # sets max_steps unless train.max_steps is given
     patience: int = 0  # evaluations without a better dev score before stopping; 0 = never stop
-    select_metric: str = ""  # dev metric of the best checkpoint; "" = the task's default
+    select_metric: str = ""  # dev metric of the best checkpoint; "" = the task's default (mse: lowest wins)
     evals_per_epoch: int = 1  # dev evaluations per epoch (unless train.eval_every is given)
     class_weights: str = "none"  # "none" | "balanced" (single-label and token classification)
 
@@ -377,6 +378,7 @@ class BestKeeper:
     def __init__(self, out_dir: str, metric: str, patience: int, tokenizer):
         self.out_dir = out_dir
         self.metric = metric
+        self.sign = -1.0 if metric in LOWER_IS_BETTER else 1.0  # compare sign * value, higher wins
         self.patience = patience
         self.tokenizer = tokenizer
         self.best_value = -math.inf
@@ -396,7 +398,7 @@ class BestKeeper:
                               f"use one of {', '.join(sorted(metrics))}")
         self.history.append({"step": step, **metrics})
         value = metrics[self.metric]
-        value = -math.inf if value is None or math.isnan(value) else value
+        value = -math.inf if value is None or math.isnan(value) else self.sign * value
         if self.best_step is None or value > self.best_value:
             self.best_value, self.best_step, self.best_metrics = value, step, dict(metrics)
             self.bad_evals = 0
@@ -540,6 +542,9 @@ def finetune(task: str, model_dir: str, train_source: str, dev_source: str | Non
     spec = TaskSpec(task, kind, data,
                     allow_no_answer=kind != "qa" or any(e.is_impossible for e in train))
     metric = options.select_metric or DEFAULT_METRIC[kind]
+    if metric not in METRIC_NAMES[kind]:
+        raise ConfigError(f"train.select_metric={metric!r} is not a dev metric of {kind}; use one of "
+                          f"{', '.join(METRIC_NAMES[kind])}")
 
     tokenizer = Tokenizer.from_pretrained(model_dir)
     config = BertConfig.from_pretrained(model_dir)

@@ -53,6 +53,12 @@ ARCHITECTURE_TASKS = {
 # The dev metric that picks the best checkpoint, per kind (higher is better for all).
 DEFAULT_METRIC = {"classification": "accuracy", "multilabel": "micro_f1", "regression": "pearson",
                   "tagging": "f1", "qa": "f1"}
+# Dev metrics each kind reports (QA also reports HasAns_/NoAns_ parts when both occur);
+# all are "higher is better" except those in LOWER_IS_BETTER.
+METRIC_NAMES = {"classification": ("accuracy", "macro_f1"), "multilabel": ("micro_f1", "macro_f1", "exact_match"),
+                "regression": ("pearson", "spearman", "mse"),
+                "tagging": ("f1", "precision", "recall", "tag_accuracy"), "qa": ("exact", "f1")}
+LOWER_IS_BETTER = frozenset({"mse"})
 PROBLEM_TYPES = {"classification": "single_label_classification",
                  "multilabel": "multi_label_classification", "regression": "regression"}
 

@@ -180,3 +180,22 @@ def test_best_keeper_saves_improvements_and_stops_after_patience(tmp_path):
     assert [n for n in os.listdir(tmp_path) if n.startswith(".tmp")] == []
     with pytest.raises(ConfigError, match="select_metric"):
         keeper.update(model, 9, {"accuracy": 1.0})
+
+
+def test_lower_is_better_for_mse_and_unknown_metrics_fail_before_training(tmp_path):
+    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, num_labels=2)
+    model = BertForTokenClassification(config)
+    keeper = BestKeeper(str(tmp_path), "mse", patience=1, tokenizer=None)
+    assert not keeper.update(model, 1, {"mse": 2.0})
+    assert not keeper.update(model, 2, {"mse": 1.0})  # lower mse is better
+    assert keeper.update(model, 3, {"mse": 1.5})
+    assert keeper.best_step == 2
+
+    from bertkit.tasks.finetune import finetune
+
+    train = tmp_path / "t.csv"
+    train.write_text("text,label\na,x\nb,y\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="select_metric='f1' is not a dev metric of classification"):
+        finetune("classification", str(tmp_path / "no-model"), str(train), str(train), str(tmp_path / "o"),
+                 {"train": {"select_metric": "f1"}}, progress=False)
