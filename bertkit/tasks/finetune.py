@@ -41,7 +41,7 @@ from bertkit.config import BertConfig
 from bertkit.errors import BertkitError, ConfigError, DataError
 from bertkit.io import atomic_write_json
 from bertkit.tasks.alignment import IGNORE_INDEX
-from bertkit.tasks.features import (TASKS, Collator, DataConfig, encode_qa, encode_texts, encode_words,
+from bertkit.tasks.features import (Collator, DataConfig, encode_qa, encode_texts, encode_words,
                                     subsample)
 from bertkit.tasks.formats import (build_label_map, check_labels_known, infer_task_kind, read_conll,
                                    read_squad, read_text_dataset)

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from bertkit.config import BertConfig
-from bertkit.errors import CheckpointError, ConfigError, DataError
+from bertkit.errors import CheckpointError, ConfigError
 from bertkit.heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
 from bertkit.tasks.alignment import IGNORE_INDEX, word_predictions_from_tokens
 from bertkit.tasks.features import (TASKS, Collator, DataConfig, encode_qa, encode_texts, encode_words,

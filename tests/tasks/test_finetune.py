@@ -15,8 +15,7 @@ from bertkit.heads import BertForQuestionAnswering, BertForSequenceClassificatio
 from bertkit.model import BertModel
 from bertkit.tasks.features import Collator, encode_qa, encode_texts
 from bertkit.tasks.finetune import builtin_splits, finetune
-from bertkit.tasks.predict import SUMMARY_FILE, TaskSpec, evaluate_examples, load_model, read_spec
-from bertkit.tasks.formats import TextExample
+from bertkit.tasks.predict import SUMMARY_FILE, evaluate_examples, load_model, read_spec
 from bertkit.tokenizer import Tokenizer
 
 

@@ -3,7 +3,6 @@ padding, label maps and class weights, best-model keeping. Real data, MiniLM's t
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
