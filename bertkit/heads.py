@@ -127,12 +127,30 @@ def mlm_logits_and_loss(head: BertLMPredictionHead, hidden: torch.Tensor,
     """
     if labels is None:
         return head(hidden), None
+    if hidden.dim() == 2:  # already only the labelled positions (see labelled_positions)
+        logits = head(hidden)
+        return logits, F.cross_entropy(logits, labels[labels != IGNORE_INDEX])
     if full_logits:
         logits = head(hidden)
         return logits, F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
     selected = labels != IGNORE_INDEX
     logits = head(hidden[selected])
     return logits, F.cross_entropy(logits, labels[selected])
+
+
+def labelled_positions(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(B, T) labels -> (B, M) positions of the labelled tokens, each row in increasing order
+    and padded to the row with most (M of them), and the (B, M) mask of real entries; None when
+    nothing is labelled. `states[mask]` is then in the row-major order of `labels[labels != -100]`.
+    """
+    selected = labels != IGNORE_INDEX
+    counts = selected.sum(1)
+    most = int(counts.max()) if counts.numel() else 0
+    if most == 0:
+        return None
+    # A stable sort of "not selected" (0 before 1) lists each row's selected positions first.
+    positions = torch.sort((~selected).to(torch.uint8), dim=1, stable=True).indices[:, :most]
+    return positions, torch.arange(most, device=labels.device) < counts.unsqueeze(1)
 
 
 def with_aux(loss: torch.Tensor | None, out) -> torch.Tensor | None:
@@ -153,9 +171,10 @@ class _WithEncoder(PretrainedMixin, nn.Module):
         self.bert = BertModel(config, add_pooling_layer=self.add_pooling_layer)
 
     def encode(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None,
-               head_mask=None, output_attentions=False, output_hidden_states=False):
+               head_mask=None, output_attentions=False, output_hidden_states=False,
+               output_positions=None):
         return self.bert(input_ids, attention_mask, token_type_ids, position_ids, head_mask,
-                         output_attentions, output_hidden_states)
+                         output_attentions, output_hidden_states, output_positions=output_positions)
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.bert.embeddings.word_embeddings
@@ -176,9 +195,13 @@ class BertForMaskedLM(_WithEncoder):
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None,
                 labels=None, head_mask=None, output_attentions=False, output_hidden_states=False,
                 full_logits: bool = False) -> MaskedLMOutput:
+        # With labels, the encoder's last layer too runs only at the labelled positions.
+        found = None if labels is None or full_logits else labelled_positions(labels)
         out = self.encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask,
-                          output_attentions, output_hidden_states)
-        logits, loss = mlm_logits_and_loss(self.cls.predictions, out.last_hidden_state, labels, full_logits)
+                          output_attentions, output_hidden_states,
+                          output_positions=None if found is None else found[0])
+        hidden = out.last_hidden_state if found is None else out.last_hidden_state[found[1]]
+        logits, loss = mlm_logits_and_loss(self.cls.predictions, hidden, labels, full_logits)
         return MaskedLMOutput(with_aux(loss, out), logits, out.hidden_states, out.attentions, out.aux_loss)
 
 
@@ -268,8 +291,10 @@ class BertForSequenceClassification(_WithEncoder):
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None,
                 labels=None, head_mask=None, output_attentions=False, output_hidden_states=False
                 ) -> ClassifierOutput:
+        # The pooler reads [CLS] only: the last layer runs only there.
+        cls_position = torch.zeros(input_ids.shape[0], 1, dtype=torch.long, device=input_ids.device)
         out = self.encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask,
-                          output_attentions, output_hidden_states)
+                          output_attentions, output_hidden_states, output_positions=cls_position)
         logits = self.classifier(self.dropout(out.pooler_output))
         loss = None if labels is None else classification_loss(logits, labels, self.config)
         return ClassifierOutput(with_aux(loss, out), logits, out.hidden_states, out.attentions, out.aux_loss)

@@ -152,9 +152,10 @@ class BertSelfAttention(nn.Module):
         return x.view(batch, seq_len, self.num_heads, self.head_dim).transpose(1, 2)
 
     def forward(self, hidden: torch.Tensor, attention_bias: torch.Tensor | None = None,
-                head_mask: torch.Tensor | None = None, output_attentions: bool = False
-                ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        q = self.split_heads(self.query(hidden))
+                head_mask: torch.Tensor | None = None, output_attentions: bool = False,
+                queries: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """`queries` (B, M, H): states to compute queries (and so outputs) for, default `hidden`."""
+        q = self.split_heads(self.query(hidden if queries is None else queries))
         k = self.split_heads(self.key(hidden))
         v = self.split_heads(self.value(hidden))
         if self.position_embedding_type in RELATIVE_TYPES:
@@ -213,9 +214,9 @@ class BertAttention(nn.Module):
         self.self = BertSelfAttention(config)  # HF's name, kept for state-dict compatibility
         self.output = BertSelfOutput(config)
 
-    def forward(self, hidden, attention_bias=None, head_mask=None, output_attentions=False):
-        context, probs = self.self(hidden, attention_bias, head_mask, output_attentions)
-        return self.output(context, hidden), probs
+    def forward(self, hidden, attention_bias=None, head_mask=None, output_attentions=False, queries=None):
+        context, probs = self.self(hidden, attention_bias, head_mask, output_attentions, queries)
+        return self.output(context, hidden if queries is None else queries), probs
 
 
 # ---------------------------------------------------------------------------- feed-forward
@@ -256,8 +257,8 @@ class BertLayer(nn.Module):
             self.intermediate = BertIntermediate(config)
             self.output = BertOutput(config)
 
-    def forward(self, hidden, attention_bias=None, head_mask=None, output_attentions=False):
-        attended, probs = self.attention(hidden, attention_bias, head_mask, output_attentions)
+    def forward(self, hidden, attention_bias=None, head_mask=None, output_attentions=False, queries=None):
+        attended, probs = self.attention(hidden, attention_bias, head_mask, output_attentions, queries)
         if self.moe is not None:
             return self.moe(attended), probs
         return self.output(self.intermediate(attended), attended), probs
@@ -278,7 +279,8 @@ class BertEncoder(nn.Module):
         self.gradient_checkpointing = False  # recompute activations in backward to save memory
 
     def forward(self, hidden, attention_bias=None, head_mask=None, output_attentions=False,
-                output_hidden_states=False):
+                output_hidden_states=False, output_positions=None):
+        """`output_positions` (B, M): the last layer runs only at these positions (see BertModel)."""
         if self.embedding_hidden_mapping_in is not None:
             hidden = self.embedding_hidden_mapping_in(hidden)
         all_hidden = [hidden] if output_hidden_states else None
@@ -286,11 +288,13 @@ class BertEncoder(nn.Module):
         for step, index in enumerate(self.layer_order):
             layer = self.layer[index]
             layer_head_mask = None if head_mask is None else head_mask[step // self.steps_per_layer]
+            last = step == len(self.layer_order) - 1
+            queries = gather_positions(hidden, output_positions) if last and output_positions is not None else None
             if self.gradient_checkpointing and self.training:
                 hidden, probs = checkpoint(layer, hidden, attention_bias, layer_head_mask,
-                                           output_attentions, use_reentrant=False)
+                                           output_attentions, queries, use_reentrant=False)
             else:
-                hidden, probs = layer(hidden, attention_bias, layer_head_mask, output_attentions)
+                hidden, probs = layer(hidden, attention_bias, layer_head_mask, output_attentions, queries)
             if output_hidden_states:
                 all_hidden.append(hidden)
             if output_attentions:
@@ -332,14 +336,24 @@ class BertModel(PretrainedMixin, nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
                 head_mask: torch.Tensor | None = None, output_attentions: bool = False,
-                output_hidden_states: bool = False) -> EncoderOutput:
+                output_hidden_states: bool = False, output_positions: torch.Tensor | None = None
+                ) -> EncoderOutput:
+        """`output_positions` (B, M) of positions: last_hidden_state is then (B, M, H), the final
+        states at those positions only (what a head reads: [CLS], the masked tokens). The last
+        layer then computes queries, attention output and feed-forward only there (keys and
+        values still come from every position): the same numbers, less work."""
         self.check_inputs(input_ids, attention_mask)
         hidden = self.embeddings(input_ids, token_type_ids, position_ids)
         bias = attention_bias(attention_mask, hidden.dtype)
         if self.config.num_experts:  # MoE layers route real tokens only and report their aux loss
             moe.begin_forward(self, attention_mask)
+        prune = output_positions is not None and self.last_layer_prunable(
+            head_mask, output_attentions, output_hidden_states)
         hidden, all_hidden, all_attn = self.encoder(
-            hidden, bias, self.expand_head_mask(head_mask), output_attentions, output_hidden_states)
+            hidden, bias, self.expand_head_mask(head_mask), output_attentions, output_hidden_states,
+            output_positions if prune else None)
+        if output_positions is not None and not prune:
+            hidden = gather_positions(hidden, output_positions)
         pooled = self.pooler(hidden) if self.pooler is not None else None
         aux = moe.collect_aux_loss(self, self.config.moe_aux_loss_coef) if self.config.num_experts else None
         return EncoderOutput(hidden, pooled, all_hidden, all_attn, aux)
@@ -361,6 +375,15 @@ class BertModel(PretrainedMixin, nn.Module):
             raise BertkitError(f"attention_mask shape {tuple(attention_mask.shape)} differs from "
                                f"input_ids shape {tuple(input_ids.shape)}")
 
+    def last_layer_prunable(self, head_mask, output_attentions, output_hidden_states) -> bool:
+        """Whether the last layer may run on a subset of query positions: not when every
+        position's output is returned, nor for variants whose attention or feed-forward depends
+        on all query positions (relative positions, DeBERTa, block-sparse, MoE routing)."""
+        config = self.config
+        return (head_mask is None and not output_attentions and not output_hidden_states
+                and config.position_embedding_type == "absolute" and not config.relative_attention
+                and not config.attention_block_size and not config.num_experts)
+
     def expand_head_mask(self, head_mask: torch.Tensor | None) -> torch.Tensor | None:
         """(h,) or (layers, h) of 0/1 -> (layers, 1, h, 1, 1), broadcastable over probabilities."""
         if head_mask is None:
@@ -374,6 +397,11 @@ class BertModel(PretrainedMixin, nn.Module):
 
     def set_gradient_checkpointing(self, enabled: bool = True) -> None:
         self.encoder.gradient_checkpointing = enabled
+
+
+def gather_positions(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """(B, T, H) states, (B, M) positions -> (B, M, H): hidden[b, positions[b, j]]."""
+    return hidden.gather(1, positions.unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))
 
 
 def attention_bias(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
