@@ -188,3 +188,11 @@ def test_init_follows_bert():
     assert abs(w.std().item() - 0.02) < 0.002
     assert model.encoder.layer[0].attention.self.query.bias.abs().max() == 0
     assert model.embeddings.word_embeddings.weight[0].abs().max() == 0  # the [PAD] row
+
+
+def test_saved_files_are_readable_like_any_other(saved_mlm):
+    _, path = saved_mlm
+    umask = os.umask(0)
+    os.umask(umask)
+    for name in ("config.json", "model.safetensors"):
+        assert os.stat(path / name).st_mode & 0o777 == 0o666 & ~umask
