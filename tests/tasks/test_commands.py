@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from bertkit.cli import main
-from bertkit.heads import BertForTokenClassification
+from bertkit.heads import BertForSequenceClassification, BertForTokenClassification
 from bertkit.model import BertModel
 from bertkit.tasks.features import Collator, encode_words
 from bertkit.tasks.finetune import builtin_splits
@@ -146,8 +146,12 @@ def test_classification_predict_and_evaluate_from_files(tiny, capsys, tmp_path):
     code, stdout, _ = run_cli(["finetune", "--task", "classification", "--model", tiny, "--train",
                                str(tmp_path / "train.csv"), "--dev", str(tmp_path / "dev.csv"), "--out", out,
                                "--no-progress", "--set", "train.max_steps=4", "train.batch_size=8",
-                               "data.max_length=16"], capsys)
+                               "data.max_length=16", "train.class_weights=balanced", "train.llrd=0.9"], capsys)
     assert code == 0
+    with open(os.path.join(out, "finetune_summary.json")) as f:
+        summary = json.load(f)
+    assert summary["options"]["class_weights"] == "balanced" and summary["train_config"]["llrd"] == 0.9
+    assert BertForSequenceClassification.from_pretrained(out).config.id2label == {0: "business", 1: "sport"}
     assert set(json.loads(stdout.strip().splitlines()[-1])) == {"accuracy", "macro_f1"}
     (tmp_path / "in.txt").write_text("the striker scored\nthe bank cut rates\n", encoding="utf-8")
     code, _, _ = run_cli(["predict", "--model", out, "--input", str(tmp_path / "in.txt"), "--output",
