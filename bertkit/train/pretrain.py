@@ -30,6 +30,13 @@ Steps: documents are tokenized once into memory-mapped shards (OUT/shards); docu
 split into train/held-out by a seeded shuffle; examples are built by the data package's
 builders; batches group similar lengths (`LengthBucketedBatches`) and are masked dynamically by
 `MLMCollator`; held-out batches are masked once with a fixed seed so evaluations compare.
+
+Continued pre-training (DAPT/TAPT, `continued.py`): [model] init = a trained model directory
+(its encoder and tokenizer; a missing MLM head is created: head_init, freeze_encoder);
+[data] general_corpus / general_fraction mix in and evaluate general text, masking =
+"keyword" with keywords / keyword_probability. Streaming (`streaming.py`): [data] streaming =
+true builds examples lazily per block of block_docs documents (corpora larger than memory),
+with the data position saved in every checkpoint. See docs/dapt.md.
 """
 
 from __future__ import annotations
@@ -98,13 +105,21 @@ class DataSection:
     objective: str = "mlm"
     builder: str = ""  # empty: full_sentences for mlm, nsp/sop for the pair objectives
     max_length: int = 128
-    masking: str = "token"  # "token" | "whole_word" | "span"
+    masking: str = "token"  # "token" | "whole_word" | "span" | "keyword"
     mlm_probability: float = 0.15
     static_masking: bool = False  # True: the same mask every epoch (original BERT)
     eval_fraction: float = 0.05  # share of documents held out
     max_eval_examples: int = 512  # evaluation cost is bounded by this
     max_documents: int = 0  # 0 = the whole corpus; >0 = the first N (quick runs)
     bucket_size: int = 50  # batches per length-sorting chunk
+    # Domain-adaptive pre-training (bertkit/train/continued.py) and streaming (streaming.py):
+    keywords: list | str = field(default_factory=list)  # masking = "keyword": words or a file
+    keyword_probability: float = 0.5  # each keyword occurrence is masked with this probability
+    general_corpus: str = ""  # general text: mixed in (general_fraction) and evaluated on
+    general_fraction: float = 0.0  # share of training sequences taken from general_corpus
+    general_max_documents: int = 0  # 0 = the whole general corpus
+    streaming: bool = False  # True: examples built lazily per block (corpora larger than memory)
+    block_docs: int = 256  # streaming: documents whose examples are built and shuffled together
 
     def __post_init__(self):
         if self.objective not in OBJECTIVES:
@@ -123,6 +138,9 @@ class DataSection:
             raise ConfigError(f"data.eval_fraction must be in (0, 1), got {self.eval_fraction}")
         if self.max_length < 8:
             raise ConfigError(f"data.max_length must be at least 8, got {self.max_length}")
+        from .continued import check_data_section
+
+        check_data_section(self)
 
 
 @dataclass
@@ -142,7 +160,9 @@ class PretrainConfig:
 
 
 def _model_keys() -> list[str]:
-    return ["preset"] + [f.name for f in dataclasses.fields(BertConfig) if f.name != "extra"]
+    from .continued import INIT_KEYS  # continued pre-training: init, head_init, freeze_encoder
+
+    return ["preset", *INIT_KEYS] + [f.name for f in dataclasses.fields(BertConfig) if f.name != "extra"]
 
 
 def _sections() -> dict[str, list[str]]:
@@ -162,7 +182,10 @@ def parse_config(raw: dict, overrides: list[str] = ()) -> PretrainConfig:
     raw = apply_overrides(raw, overrides, sections)
     model = dict(raw.get("model", {}))
     check_keys(model, sections["model"], "model")
-    model.setdefault("preset", "tiny")
+    from .continued import check_model_section
+
+    check_model_section(model)
+    model.setdefault("preset", "tiny")  # unused with model.init (the checkpoint fixes the shape)
     if model["preset"] not in SIZE_PRESETS:
         raise ConfigError(f"model.preset {model['preset']!r} is not known; use one of {sorted(SIZE_PRESETS)}")
     data = dataclass_from_dict(DataSection, raw.get("data", {}), "data")
@@ -194,8 +217,10 @@ def get_tokenizer(cfg: PretrainConfig, corpus, out_dir: str, is_main: bool, ctx)
     """The configured tokenizer, or one trained on the corpus files (saved to OUT/tokenizer)."""
     from ..tokenizer import Tokenizer
 
-    if cfg.tokenizer.path:
-        return Tokenizer.from_pretrained(cfg.tokenizer.path)
+    # Continued pre-training keeps the checkpoint's vocabulary: its embeddings are indexed by it.
+    path = cfg.tokenizer.path or cfg.model.get("init", "")
+    if path:
+        return Tokenizer.from_pretrained(path)
     directory = os.path.join(out_dir, "tokenizer")
     # A resumed run must see exactly the vocabulary it started with: reuse the saved one.
     if not os.path.exists(os.path.join(directory, "tokenizer.json")):
@@ -313,6 +338,16 @@ def build_model(cfg: PretrainConfig, vocab_size: int, pad_token_id: int | None =
     """The model the objective trains: BertForMaskedLM, BertForPreTraining or ElectraPretrainer."""
     from ..heads import BertForMaskedLM, BertForPreTraining
 
+    if cfg.model.get("init"):  # continued pre-training from a checkpoint (continued.py)
+        from .continued import load_init_model
+
+        if cfg.data.objective == "electra":
+            raise ConfigError("model.init continues MLM (or MLM+NSP/SOP) pre-training; the electra "
+                              "objective starts from scratch: remove model.init or change the objective")
+        cls = BertForMaskedLM if OBJECTIVES[cfg.data.objective] is None else BertForPreTraining
+        model, model.init_info = load_init_model(cfg.model, cls, vocab_size, cfg.data.max_length,
+                                                 pad_token_id)
+        return model
     config = model_config(cfg, vocab_size, pad_token_id)
     if cfg.data.objective == "electra":
         from ..variants.electra import ElectraPretrainer, generator_config
@@ -349,7 +384,9 @@ def run_pretraining(cfg: PretrainConfig, out_dir: str, resume: bool = False,
     from ..data.examples import SpecialTokens, build_examples, make_builder
     from ..data.corpus import open_corpus
     from .batching import LengthBucketedBatches
+    from .continued import masking_options, mix_examples, open_general
     from .distributed import init_distributed
+    from .streaming import streaming_batches, take_examples
     from .evaluate import evaluate_pretraining
     from .trainer import Trainer, seed_everything
 
@@ -357,7 +394,7 @@ def run_pretraining(cfg: PretrainConfig, out_dir: str, resume: bool = False,
     ctx = init_distributed(t.device)
     os.makedirs(out_dir, exist_ok=True)
     corpus = None
-    if not cfg.tokenizer.path:
+    if not (cfg.tokenizer.path or cfg.model.get("init")):  # only to train a tokenizer
         corpus = open_corpus(cfg.data.corpus, cfg.data.mode)
     tokenizer = get_tokenizer(cfg, corpus, out_dir, ctx.is_main, ctx)
     docs = get_documents(cfg, tokenizer, out_dir, ctx.is_main, ctx)
@@ -366,22 +403,48 @@ def run_pretraining(cfg: PretrainConfig, out_dir: str, resume: bool = False,
     pair_task = OBJECTIVES[cfg.data.objective]
     special = SpecialTokens.from_tokenizer(tokenizer)
     builder = make_builder(cfg.data.builder, cfg.data.max_length, special)
-    # The examples are fixed for the run (like BERT's static data); the masks are not.
-    train_examples = build_examples(builder, docs, train_docs, random.Random(t.seed))
-    eval_examples = build_examples(builder, docs, eval_docs, random.Random(t.seed + 1))
-    eval_examples = eval_examples[: cfg.data.max_eval_examples]
+    general = open_general(cfg, tokenizer, out_dir, ctx)  # None without data.general_corpus
+    if cfg.data.streaming:  # examples are built lazily, a block of documents at a time
+        train_examples = None
+        eval_examples = take_examples(builder, docs, eval_docs, random.Random(t.seed + 1),
+                                      cfg.data.max_eval_examples)
+    else:
+        # The examples are fixed for the run (like BERT's static data); the masks are not.
+        train_examples = build_examples(builder, docs, train_docs, random.Random(t.seed))
+        eval_examples = build_examples(builder, docs, eval_docs, random.Random(t.seed + 1))
+        eval_examples = eval_examples[: cfg.data.max_eval_examples]
+        if general is not None and cfg.data.general_fraction:
+            general_examples = build_examples(builder, general.docs, general.train_docs,
+                                              random.Random(t.seed + 2))
+            train_examples = mix_examples(train_examples, general_examples,
+                                          cfg.data.general_fraction, t.seed)
 
     def collator(seed: int) -> MLMCollator:
         return MLMCollator(tokenizer, mlm_probability=cfg.data.mlm_probability,
-                           strategy=cfg.data.masking, static=cfg.data.static_masking, seed=seed)
+                           strategy=cfg.data.masking, static=cfg.data.static_masking, seed=seed,
+                           **masking_options(cfg.data))
 
     train_collator = collator(t.seed + 1000 * ctx.rank)
-    batches = LengthBucketedBatches(train_examples, t.batch_size, train_collator, seed=t.seed,
-                                    bucket_size=cfg.data.bucket_size, rank=ctx.rank,
-                                    world_size=ctx.world_size)
+    if cfg.data.streaming:
+        # The stream's state (data position + the collator's RNG) is what the Trainer saves.
+        batches = streaming_batches(builder, docs, train_docs, t.batch_size, train_collator, t.seed,
+                                    ctx.rank, ctx.world_size, cfg.data.block_docs, general,
+                                    cfg.data.general_fraction)
+        data_state = batches
+    else:
+        batches = LengthBucketedBatches(train_examples, t.batch_size, train_collator, seed=t.seed,
+                                        bucket_size=cfg.data.bucket_size, rank=ctx.rank,
+                                        world_size=ctx.world_size)
+        data_state = train_collator
     # Held-out batches are masked once, with their own seed: every evaluation sees the same task.
     eval_batches = list(LengthBucketedBatches(eval_examples, t.batch_size, collator(t.seed + 99991),
                                               shuffle=False)) if eval_examples else []
+    general_eval_batches = []  # the forgetting monitor: held-out general text
+    if general is not None:
+        general_eval = take_examples(builder, general.docs, general.eval_docs,
+                                     random.Random(t.seed + 3), cfg.data.max_eval_examples)
+        general_eval_batches = list(LengthBucketedBatches(
+            general_eval, t.batch_size, collator(t.seed + 99992), shuffle=False)) if general_eval else []
 
     vocab_size = max(tokenizer.get_vocab().values()) + 1
     seed_everything(t.seed)  # the same initial weights on every rank and every run
@@ -390,22 +453,32 @@ def run_pretraining(cfg: PretrainConfig, out_dir: str, resume: bool = False,
     if ctx.is_main:
         atomic_write_json(os.path.join(out_dir, "pretrain_config.json"), cfg.to_dict())
         if progress:
-            print(f"pretrain: {type(model).__name__} {cfg.model['preset']} "
-                  f"({model.num_parameters() / 1e6:.2f}M params), {len(docs)} documents, "
-                  f"{len(train_examples)} train / {len(eval_examples)} held-out examples, "
-                  f"{len(batches)} batches per epoch per rank, padding "
-                  f"{batches.padding_fraction():.1%}", flush=True)
+            source = cfg.model.get("init") or cfg.model["preset"]
+            data = (f"streamed examples (blocks of {cfg.data.block_docs} documents)"
+                    if cfg.data.streaming else
+                    f"{len(train_examples)} train examples, {len(batches)} batches per epoch per "
+                    f"rank, padding {batches.padding_fraction():.1%}")
+            print(f"pretrain: {type(model).__name__} {source} "
+                  f"({model.num_parameters() / 1e6:.2f}M params), {len(docs)} documents, {data}, "
+                  f"{len(eval_examples)} held-out examples", flush=True)
+            if getattr(model, "init_info", None) and model.init_info["new_head_weights"]:
+                print(f"pretrain: new MLM head ({cfg.model.get('head_init', 'identity')} init) on "
+                      f"the encoder of {cfg.model['init']}", flush=True)
 
-    def eval_fn(m):
-        if not eval_batches:
-            return {}
+    def evaluate(m, held_out):
         if cfg.data.objective == "electra":
             from ..variants.electra import evaluate_electra
 
-            return evaluate_electra(m, eval_batches, seed=t.seed)
-        return evaluate_pretraining(m, eval_batches, pair_task or "nsp")
+            return evaluate_electra(m, held_out, seed=t.seed)
+        return evaluate_pretraining(m, held_out, pair_task or "nsp")
 
-    trainer = Trainer(model, batches, t, out_dir, eval_fn=eval_fn, collator=train_collator,
+    def eval_fn(m):
+        metrics = evaluate(m, eval_batches) if eval_batches else {}
+        if general_eval_batches:
+            metrics.update({f"general_{k}": v for k, v in evaluate(m, general_eval_batches).items()})
+        return metrics
+
+    trainer = Trainer(model, batches, t, out_dir, eval_fn=eval_fn, collator=data_state,
                       tokenizer=tokenizer, ctx=ctx, progress=progress,
                       log_outputs=logged_outputs(cfg, model))
     torch.set_float32_matmul_precision("high")  # TF32 on GPUs that have it; no effect on CPU

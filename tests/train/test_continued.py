@@ -1,0 +1,140 @@
+"""Continued (domain-adaptive) pre-training from MiniLM: init, head, keyword masking, general mixing."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from bertkit.checkpoint import read_state_dict
+from bertkit.errors import CheckpointError, ConfigError
+from bertkit.train.continued import general_count, masking_options, mix_examples, read_keywords
+from bertkit.train.pretrain import DataSection, build_model, parse_config, run_pretraining
+
+KEYWORDS = ["market", "shares", "profits", "economy", "bank", "prices", "sales", "growth"]
+
+
+def test_init_loads_the_encoder_and_ties_a_new_identity_head(minilm_dir):
+    cfg = parse_config({"model": {"init": minilm_dir}, "data": {"max_length": 64}})
+    model = build_model(cfg, 30522, 0)
+    saved = read_state_dict(minilm_dir)  # a BertModel: keys without the "bert." prefix
+    for key in ("encoder.layer.0.attention.self.query.weight", "embeddings.word_embeddings.weight",
+                "encoder.layer.5.output.LayerNorm.bias"):
+        assert torch.equal(model.bert.state_dict()[key], saved[key])
+    head = model.cls.predictions
+    assert torch.equal(head.transform.dense.weight, torch.eye(384))
+    assert not head.transform.dense.bias.any() and not head.bias.any()
+    assert head.word_embeddings.weight is model.bert.embeddings.word_embeddings.weight  # tied
+    assert sorted(model.init_info["new_head_weights"])[0] == "cls.predictions.bias"
+    # MiniLM's pooler is carried (frozen) so that fine-tuning after adaptation starts from it
+    assert model.init_info["unused_weights"] == []
+    assert torch.equal(model.bert.pooler.dense.weight, saved["pooler.dense.weight"])
+    assert not any(p.requires_grad for p in model.bert.pooler.parameters())
+
+    normal = build_model(parse_config({"model": {"init": minilm_dir, "head_init": "normal",
+                                                 "freeze_encoder": True}}), 30522, 0)
+    w = normal.cls.predictions.transform.dense.weight
+    assert abs(float(w.detach().std()) - 0.02) < 0.002 and abs(float(w.detach().mean())) < 0.001
+    trainable = {n for n, p in normal.named_parameters() if p.requires_grad}
+    assert trainable and all(n.startswith("cls.") for n in trainable)
+
+
+def test_bad_init_settings_are_refused(minilm_dir, tmp_path):
+    with pytest.raises(ConfigError, match="model.init"):
+        parse_config({"model": {"head_init": "identity"}})
+    with pytest.raises(ConfigError, match="not a model directory"):
+        parse_config({"model": {"init": str(tmp_path)}})
+    with pytest.raises(ConfigError, match="head_init"):
+        parse_config({"model": {"init": minilm_dir, "head_init": "zeros"}})
+    with pytest.raises(ConfigError, match="exceeds the 512 positions"):
+        build_model(parse_config({"model": {"init": minilm_dir}, "data": {"max_length": 600}}), 30522, 0)
+    with pytest.raises(CheckpointError, match="weight shapes"):
+        build_model(parse_config({"model": {"init": minilm_dir, "intermediate_size": 64}}), 30522, 0)
+    with pytest.raises(ConfigError, match="general_corpus"):
+        DataSection(general_fraction=0.2)
+    with pytest.raises(ConfigError, match="keyword"):
+        DataSection(keywords=["market"])
+    with pytest.raises(ConfigError, match="needs data.keywords"):
+        DataSection(masking="keyword")
+    with pytest.raises(ConfigError, match="single words"):
+        read_keywords(["stock market"])
+
+
+def test_keyword_masking_masks_keywords_at_the_higher_rate(minilm_dir, bbc_dir, tmp_path):
+    from bertkit.data.collate import MLMCollator
+    from bertkit.tokenizer import Tokenizer
+
+    words = tmp_path / "keywords.txt"
+    words.write_text("# business words\n" + "\n".join(KEYWORDS) + "\n")
+    data = DataSection(masking="keyword", keywords=str(words), keyword_probability=0.6)
+    assert read_keywords(data.keywords) == KEYWORDS
+    tok = Tokenizer.from_pretrained(minilm_dir)
+    collate = MLMCollator(tok, strategy=data.masking, seed=0, mask_replace_prob=1.0,
+                          random_replace_prob=0.0, **masking_options(data))
+    folder = os.path.join(bbc_dir, "business")
+    texts = [open(os.path.join(folder, f), encoding="utf-8", errors="replace").read()
+             for f in sorted(os.listdir(folder))[:60]]
+    rows = [ids[:126] for ids in tok.encode_batch(texts)]
+    examples = [{"input_ids": np.array([tok.cls_token_id, *r, tok.sep_token_id])} for r in rows]
+    keyword_ids = set(tok.convert_tokens_to_ids(KEYWORDS))
+    hits = {True: [0, 0], False: [0, 0]}  # is keyword -> [masked, seen]
+    for _ in range(5):
+        batch = collate(examples)
+        masked = batch["labels"] != -100
+        original = torch.where(masked, batch["labels"], batch["input_ids"])
+        specials = torch.tensor([tok.cls_token_id, tok.sep_token_id])
+        candidates = batch["attention_mask"].bool() & ~torch.isin(original, specials)
+        is_kw = torch.isin(original, torch.tensor(sorted(keyword_ids)))
+        for flag, where in ((True, is_kw & candidates), (False, ~is_kw & candidates)):
+            hits[flag][0] += int((masked & where).sum())
+            hits[flag][1] += int(where.sum())
+    kw_rate = hits[True][0] / hits[True][1]
+    other_rate = hits[False][0] / hits[False][1]
+    assert hits[True][1] > 200  # the keywords do occur in business news
+    assert kw_rate > 0.55 and other_rate < 0.15 and kw_rate > 4 * other_rate
+
+
+def test_general_mixing_ratio():
+    domain = [{"input_ids": np.array([1, i, 2])} for i in range(300)]
+    general = [{"input_ids": np.array([1, 10_000 + i, 2])} for i in range(50)]
+    for fraction in (0.1, 0.25, 0.5):
+        mixed = mix_examples(domain, general, fraction, seed=0)
+        share = sum(int(ex["input_ids"][1]) >= 10_000 for ex in mixed) / len(mixed)
+        assert abs(share - fraction) <= 1 / len(mixed)
+        assert len(mixed) - len(domain) == general_count(len(domain), fraction)
+    # fraction 0.5 needs 300 general examples from 50: six whole copies
+    ids = [int(ex["input_ids"][1]) for ex in mix_examples(domain, general, 0.5, seed=0)[300:]]
+    assert sorted(set(ids)) == list(range(10_000, 10_050)) and all(ids.count(i) == 6 for i in set(ids))
+    assert mix_examples(domain, general, 0.0, seed=0) == domain
+
+
+def test_dapt_from_minilm_lowers_held_out_domain_loss(minilm_dir, bbc_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr("bertkit.train.trainer.Trainer.plot", lambda self: None)  # PNGs: not tested here
+    out = str(tmp_path / "dapt")
+    raw = {
+        "model": {"init": minilm_dir},
+        "data": {"corpus": os.path.join(bbc_dir, "business"), "max_documents": 30, "max_length": 48,
+                 "eval_fraction": 0.2, "max_eval_examples": 16, "masking": "keyword",
+                 "keywords": KEYWORDS, "general_corpus": "wordnet", "general_max_documents": 150,
+                 "general_fraction": 0.2},
+        "train": {"max_steps": 6, "batch_size": 8, "lr": 3e-4, "eval_every": 3, "log_every": 1,
+                  "save_every": 0, "seed": 0},
+    }
+    metrics = run_pretraining(parse_config(raw), out, progress=False)
+    rows = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
+    evals = {r["step"]: r for r in rows if r["split"] == "eval"}
+    first_train = next(r["loss"] for r in rows if r["split"] == "train")
+    assert first_train > 9.5  # a fresh head over 30,522 tokens starts near ln(30522) = 10.3
+    assert evals[3]["mlm_loss"] < first_train - 1.0
+    assert evals[6]["mlm_loss"] < evals[3]["mlm_loss"] - 0.1
+    assert "general_mlm_loss" in metrics and metrics["general_mlm_loss"] < first_train
+    # the checkpoint is a complete MiniLM-vocabulary BertForMaskedLM, no tokenizer was trained
+    final = os.path.join(out, "checkpoint-6")
+    assert json.load(open(os.path.join(final, "config.json")))["architectures"] == ["BertForMaskedLM"]
+    assert open(os.path.join(final, "vocab.txt")).read() == open(os.path.join(minilm_dir, "vocab.txt")).read()
+    assert not os.path.exists(os.path.join(out, "tokenizer"))
+    adapted, original = read_state_dict(final), read_state_dict(minilm_dir)
+    assert torch.equal(adapted["bert.pooler.dense.weight"], original["pooler.dense.weight"])  # carried
+    query = "encoder.layer.0.attention.self.query.weight"
+    assert not torch.equal(adapted["bert." + query], original[query])  # the encoder did adapt
