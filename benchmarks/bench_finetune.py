@@ -38,12 +38,7 @@ def train_step(model, batches):
     return step
 
 
-def main(argv=None):
-    p = harness.parser(__doc__.splitlines()[0])
-    p.add_argument("--max-length", type=int, default=256)
-    args = p.parse_args(argv)
-    batch_size, n_batches, max_len = (4, 1, 32) if args.smoke else (BATCH, N_BATCHES, args.max_length)
-    directory = minilm_dir()
+def make_batches(directory: str, batch_size: int, n_batches: int, max_len: int) -> list[dict]:
     texts, labels = harness.bbc_articles(batch_size * n_batches, seed=0)
     tok = transformers.BertTokenizerFast.from_pretrained(directory)
     batches = []
@@ -51,6 +46,16 @@ def main(argv=None):
         enc = tok(texts[i:i + batch_size], padding=True, truncation=True, max_length=max_len,
                   return_tensors="pt")
         batches.append(dict(enc, labels=torch.tensor(labels[i:i + batch_size])))
+    return batches
+
+
+def main(argv=None):
+    p = harness.parser(__doc__.splitlines()[0])
+    p.add_argument("--max-length", type=int, default=256)
+    args = p.parse_args(argv)
+    batch_size, n_batches, max_len = (2, 1, 16) if args.smoke else (BATCH, N_BATCHES, args.max_length)
+    directory = minilm_dir()
+    batches = make_batches(directory, batch_size, n_batches, max_len)
     lengths = [int(n) for b in batches for n in b["attention_mask"].sum(1)]
     padded = sum(b["input_ids"].numel() for b in batches)
     cfg = bertkit.BertConfig.from_pretrained(directory)

@@ -12,8 +12,9 @@ Method (the same for every benchmark script):
   `--memory-child LIB`) that imports the same modules and builds the same inputs. After setup
   and the warmup calls (so optimizer state and model weights are resident), the kernel's
   high-water mark is reset (`echo 5 > /proc/self/clear_refs`); the timed calls run again and
-  `VmHWM` from /proc/self/status is the steady-state peak resident set. `ru_maxrss` of the whole
-  child (imports and setup included) is reported too. tracemalloc is not used: it does not see
+  `VmHWM` from /proc/self/status is the steady-state peak resident set. The child's whole peak
+  (imports, setup and warmup included, VmHWM before the reset) is reported too; not ru_maxrss,
+  which a child inherits from its parent across fork and exec. tracemalloc is not used: it does not see
   torch's C++ allocations.
 * MFU: a large fp32 matmul is timed in the same run (best of a few) as the achievable FLOP/s
   of this machine with these threads; a library's MFU is its model FLOP/s divided by that.
@@ -27,7 +28,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -187,6 +187,8 @@ def measure_memory_in_child(fn: Callable[[], object], warmup: int, steps: int) -
     for _ in range(warmup):
         fn()
     before_kb = _status_kb("VmRSS")
+    # VmHWM, not ru_maxrss: ru_maxrss survives fork+exec, so it would report the parent's peak.
+    setup_peak_kb = _status_kb("VmHWM")
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")  # reset VmHWM (peak RSS) to the current RSS
@@ -198,7 +200,7 @@ def measure_memory_in_child(fn: Callable[[], object], warmup: int, steps: int) -
     peak_kb = _status_kb("VmHWM")
     print("MEMORY " + json.dumps({
         "steady_peak_mb": peak_kb / 1024, "rss_before_mb": before_kb / 1024,
-        "process_max_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "process_max_mb": max(setup_peak_kb, peak_kb) / 1024,
         "hwm_reset": reset}))
 
 
@@ -231,7 +233,8 @@ def run(args, name: str, unit: str, work: float, flops: float,
     warmup = 0 if args.smoke else args.warmup
     if args.memory_child:
         calls = make_calls(args.memory_child)
-        measure_memory_in_child(calls[args.memory_child], warmup, max(args.steps, 2 if not args.smoke else 1))
+        # One warm-up call (weights, optimizer state and allocator pools in place), one measured.
+        measure_memory_in_child(calls[args.memory_child], 1, 1)
         sys.exit(0)
     calls = make_calls(None)
     probe = matmul_probe(512 if args.smoke else 2048, 2 if args.smoke else 5)

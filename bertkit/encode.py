@@ -21,11 +21,13 @@ import torch
 from .errors import CheckpointError, DataError
 from .model import BertModel
 
-PROGRESS_MIN_BATCHES = 8  # show_progress=None: a bar only when there are at least this many batches
+PROGRESS_MIN_BATCHES = 20  # show_progress=None: a bar only when there are at least this many batches
 
 
 class SentenceEncoder:
     """A tokenizer and a `BertModel`, with `encode(texts) -> (n, hidden)` embeddings."""
+
+    sort_by_length = True  # False only to measure what sorting buys (benchmarks/bench_levers.py)
 
     def __init__(self, model: BertModel, tokenizer) -> None:
         vocab = tokenizer.vocab_size
@@ -67,7 +69,8 @@ class SentenceEncoder:
                                  return_tensors=None)
         ids, types = encoded["input_ids"], encoded["token_type_ids"]
         # Longest first: similar lengths share a batch, and the peak memory comes early.
-        order = sorted(range(len(texts)), key=lambda i: -len(ids[i]))
+        order = sorted(range(len(texts)), key=lambda i: -len(ids[i])) if self.sort_by_length \
+            else list(range(len(texts)))
         batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
         if show_progress is None:
             show_progress = len(batches) >= PROGRESS_MIN_BATCHES
@@ -76,7 +79,7 @@ class SentenceEncoder:
         pad_id = self.model.config.pad_token_id
         with torch.inference_mode():
             for rows in _progress(batches, show_progress):
-                width = len(ids[rows[0]])  # the longest row of the batch (rows are sorted)
+                width = max(len(ids[i]) for i in rows)
                 input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
                 token_types = torch.zeros((len(rows), width), dtype=torch.long)
                 mask = torch.zeros((len(rows), width), dtype=torch.long)
@@ -104,4 +107,4 @@ def _progress(items, show: bool):
         return items
     from tqdm.auto import tqdm
 
-    return tqdm(items, desc="encode", unit="batch")
+    return tqdm(items, desc="encode", unit="batch", disable=None)  # None: no bar when not a terminal

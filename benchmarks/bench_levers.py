@@ -1,0 +1,102 @@
+"""One speed lever on vs off, bertkit against bertkit in the same run (same harness timing).
+
+    python benchmarks/bench_levers.py --lever prune --workload mlm_mini [--repeats N]
+
+Levers (each a switch on the same bertkit model, so nothing else differs):
+  head     MLM vocabulary projection only at labelled positions (off: full_logits=True)
+  prune    last layer only where the head reads (off: whole last layer, then select)
+  compile  the encoder under torch.compile (off: eager); compile time is reported, not timed
+  adamw    fused AdamW (off: the per-parameter loop); applies to any model alike
+  sort     SentenceEncoder batches texts by length (off: the given order)
+Workloads: mlm_mini, mlm_small, finetune, encode (as in the bench_*.py scripts).
+Printed: "LEVER <lever> on <workload>: on / off speed = R x (min, max)".
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+
+import harness
+
+import torch
+
+import bertkit
+from bertkit.assets import minilm_dir
+
+LEVERS = ("head", "prune", "compile", "adamw", "sort")
+WORKLOADS = ("mlm_mini", "mlm_small", "finetune", "encode")
+
+
+def build(workload: str, lever: str, on: bool, smoke: bool):
+    """A zero-argument call running one step (or one encode) of bertkit with the lever on/off."""
+    torch.manual_seed(0)
+    if workload == "encode":
+        import bench_encode
+
+        from bertkit.encode import SentenceEncoder
+
+        texts = harness.bbc_paragraphs(8 if smoke else 400, seed=0)
+        encoder = SentenceEncoder.from_pretrained(minilm_dir())
+        if lever == "sort":
+            encoder.sort_by_length = on
+        elif lever == "compile" and on:
+            encoder.model.compile(dynamic=True)
+        return lambda: encoder.encode(texts, batch_size=bench_encode.BATCH,
+                                      max_length=bench_encode.MAX_LEN, show_progress=False)
+
+    if workload.startswith("mlm"):
+        import bench_mlm
+
+        layers, hidden, heads, inter, batch_size = bench_mlm.SHAPES["smoke" if smoke else workload[4:]]
+        model = bertkit.BertForMaskedLM(bertkit.BertConfig(
+            vocab_size=bench_mlm.VOCAB, num_hidden_layers=layers, hidden_size=hidden,
+            num_attention_heads=heads, intermediate_size=inter)).train()
+        batches = [bench_mlm.make_batch(batch_size, 16 if smoke else bench_mlm.SEQ_LEN)]
+        if lever == "head" and not on:
+            batches[0]["full_logits"] = True
+    else:
+        import bench_finetune
+
+        batches = bench_finetune.make_batches(minilm_dir(), *((2, 1, 16) if smoke else (16, 4, 256)))
+        model = bertkit.BertForSequenceClassification.from_pretrained(minilm_dir(), num_labels=5).train()
+    if lever == "prune" and not on:
+        model.bert.last_layer_prunable = lambda *args: False
+    if lever == "compile" and on:
+        model.bert.compile(dynamic=True)
+    fused = on if lever == "adamw" else True
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, fused=fused)
+
+    def step(state={"i": 0}):
+        batch = batches[state["i"] % len(batches)]
+        state["i"] += 1
+        model(**batch).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+def main(argv=None):
+    p = harness.parser(__doc__.splitlines()[0])
+    p.add_argument("--lever", choices=LEVERS, required=True)
+    p.add_argument("--workload", choices=WORKLOADS, required=True)
+    args = p.parse_args(argv)
+    harness.setup_threads(args.threads)
+    calls = {"on": build(args.workload, args.lever, True, args.smoke),
+             "off": build(args.workload, args.lever, False, args.smoke)}
+    t = time.perf_counter()
+    calls["on"]()  # first call: includes compilation for the compile lever
+    first = time.perf_counter() - t
+    times = harness.alternate(calls, 1 if args.smoke else args.repeats, 0 if args.smoke else args.warmup,
+                              args.steps)
+    ratios = [off / on for on, off in zip(times["on"], times["off"])]
+    print(f"LEVER {args.lever} on {args.workload}: on / off speed = {statistics.median(ratios):.2f}x "
+          f"(min {min(ratios):.2f}, max {max(ratios):.2f}, {len(ratios)} repeats, {args.threads} threads); "
+          f"median s/call on {statistics.median(times['on']):.3f}, off {statistics.median(times['off']):.3f}; "
+          f"first 'on' call {first:.1f} s")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

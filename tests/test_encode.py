@@ -1,0 +1,82 @@
+"""SentenceEncoder: the MiniLM reference similarity, parity with transformers, errors."""
+
+import glob
+import os
+import random
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from bertkit.encode import SentenceEncoder, mean_pool
+from bertkit.errors import CheckpointError, DataError
+
+
+@pytest.fixture(scope="module")
+def encoder(minilm_dir):
+    return SentenceEncoder.from_pretrained(minilm_dir)
+
+
+def bbc_sentences(bbc_dir, n=50, seed=0):
+    """~50 real sentences of varied length: a fixed sample of BBC paragraphs and titles."""
+    paragraphs = []
+    for path in sorted(glob.glob(os.path.join(bbc_dir, "*", "*.txt")))[::20]:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            paragraphs += [p.strip() for p in f.read().split("\n") if p.strip()]
+    return random.Random(seed).sample(paragraphs, n)
+
+
+def test_reference_cosine(encoder):
+    a, b = encoder.encode(["A man is eating food.", "A man is eating a piece of bread."])
+    assert abs(float(a @ b) - 0.755) <= 0.001
+    assert np.allclose(np.linalg.norm([a, b], axis=1), 1.0, atol=1e-6)
+
+
+def test_equals_transformers_on_bbc(encoder, minilm_dir, bbc_dir):
+    transformers = pytest.importorskip("transformers")
+    texts = bbc_sentences(bbc_dir)
+    tok = transformers.BertTokenizerFast.from_pretrained(minilm_dir)
+    model = transformers.BertModel.from_pretrained(minilm_dir).eval()
+    expected = []
+    with torch.no_grad():
+        for i in range(0, len(texts), 16):  # the plain way: given order, padded batches
+            batch = tok(texts[i:i + 16], padding=True, truncation=True, max_length=256, return_tensors="pt")
+            hidden = model(**batch).last_hidden_state
+            expected.append(torch.nn.functional.normalize(mean_pool(hidden, batch["attention_mask"]), dim=-1))
+    expected = torch.cat(expected).numpy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # long paragraphs are truncated at 256 in both
+        got = encoder.encode(texts, batch_size=8)
+    assert got.shape == (len(texts), 384) and got.dtype == np.float32
+    assert np.abs(got - expected).max() < 1e-5
+
+
+def test_order_batch_size_and_normalize(encoder):
+    texts = ["short", "a somewhat longer sentence about the economy", "mid length text", "x " * 40]
+    full = encoder.encode(texts, batch_size=32)
+    assert np.allclose(encoder.encode(texts, batch_size=1), full, atol=1e-5)
+    assert np.allclose(encoder.encode(texts[::-1], batch_size=3)[::-1], full, atol=1e-5)
+    raw = encoder.encode(texts, normalize=False)
+    assert np.allclose(raw / np.linalg.norm(raw, axis=1, keepdims=True), full, atol=1e-5)
+    assert encoder.encode("one text").shape == (1, 384)
+
+
+def test_truncation_warns_once(encoder):
+    with pytest.warns(UserWarning, match="truncated") as record:
+        out = encoder.encode(["word " * 400, "word " * 300, "short"], max_length=32)
+    assert len([w for w in record if "truncated" in str(w.message)]) == 1
+    assert out.shape == (3, 384)
+
+
+def test_empty_input_is_a_data_error(encoder):
+    with pytest.raises(DataError, match="no texts"):
+        encoder.encode([])
+
+
+def test_tokenizer_larger_than_model_vocabulary(encoder):
+    class BigVocab:
+        vocab_size = encoder.model.config.vocab_size + 1
+
+    with pytest.raises(CheckpointError, match="vocabulary"):
+        SentenceEncoder(encoder.model, BigVocab())
