@@ -24,10 +24,11 @@ METHODS = tuple(CONFIG_CLASSES)  # ("lora", "adapter", "prefix"): the values of 
 # Keys of a recipe's [peft] section: the method and every method's settings.
 PEFT_KEYS = ("method",) + tuple(dict.fromkeys(
     f.name for cls in CONFIG_CLASSES.values() for f in dataclasses.fields(cls)))
-# Default learning rates when fine-tuning with a method (full fine-tuning uses 2e-5..5e-5):
-# LoRA 4e-4..5e-4 (Hu et al., RoBERTa-base GLUE), adapters 1e-4..1e-3 (Houlsby et al.),
-# prefixes ~5e-3..1e-2 (Li & Liang; Liu et al. P-tuning v2).
-DEFAULT_LR = {"lora": 5e-4, "adapter": 5e-4, "prefix": 5e-3}
+# Default learning rates when fine-tuning with a method (full fine-tuning uses 2e-5..5e-5). A
+# new head and a few parameters need a larger step: on BBC with MiniLM (40 steps of 16, length
+# 64, dev accuracy) LoRA reached 0.49 at 5e-4 and 0.93 at 2e-3 (full fine-tuning at 5e-5: 0.93),
+# adapters 0.88 at 2e-3, prefixes 0.94 at 1e-2 (Li & Liang and P-tuning v2 also use ~1e-2).
+DEFAULT_LR = {"lora": 2e-3, "adapter": 2e-3, "prefix": 1e-2}
 
 
 def make_config(method: str, **settings) -> LoraConfig | AdapterConfig | PrefixConfig:

@@ -209,8 +209,7 @@ class PeftModel(nn.Module):
         self.merged_adapter: str | None = None
         self.unloaded = False
         self.prefixes: PrefixTuning | None = None
-        for p in model.parameters():
-            p.requires_grad_(False)
+        # add_adapter checks everything before it changes the model, and freezes the base
         self.add_adapter(adapter_name, config, init_weights=init_weights)
         self.set_active(adapter_name)
 

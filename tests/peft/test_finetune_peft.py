@@ -9,7 +9,7 @@ from bertkit.cli import main
 from bertkit.errors import ConfigError
 from bertkit.peft import PeftModel, is_adapter_dir
 
-SETTINGS = ["train.max_steps=3", "data.max_length=32", "data.max_train_examples=48",
+SETTINGS = ["train.max_steps=2", "data.max_length=32", "data.max_train_examples=32",
             "data.max_eval_examples=16", "train.batch_size=16"]
 
 
@@ -28,13 +28,16 @@ def test_finetune_with_lora_writes_an_adapter_that_evaluate_and_predict_load(min
     assert peft["method"] == "lora" and peft["r"] == 4
     assert peft["trainable_parameters"] == 6 * 3 * 4 * (384 + 384) + 5 * 384 + 5
     assert peft["trainable_share"] < 0.01
-    assert summary["train_config"]["lr"] == 5e-4  # the PEFT default, not full fine-tuning's 5e-5
+    assert summary["train_config"]["lr"] == 2e-3  # the PEFT default, not full fine-tuning's 5e-5
     capsys.readouterr()
 
     model = PeftModel.from_pretrained(out)
     assert model.config.id2label[0] == "business"
 
-    assert main(["evaluate", "--model", str(out), "--data", "bbc:dev", "--set", "data.max_length=32"]) == 0
+    data = tmp_path / "dev.csv"
+    data.write_text("text,label\nShares fell as the bank warned on profits.,business\n"
+                    "The striker scored twice in the final.,sports\nThe film won three awards.,entertainment\n")
+    assert main(["evaluate", "--model", str(out), "--data", str(data)]) == 0
     metrics = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert 0 <= metrics["accuracy"] <= 1
 

@@ -73,6 +73,7 @@ def test_targets_that_match_nothing_are_reported_with_near_names(tiny_classifier
         get_peft_model(tiny_classifier, LoraConfig(target_modules=targets))
     assert "query, key, value, dense" in str(info.value)
     assert not any(isinstance(m, PeftLinear) for m in tiny_classifier.modules())  # nothing changed
+    assert all(p.requires_grad for p in tiny_classifier.parameters())
 
 
 @pytest.mark.parametrize("kwargs, message", [
