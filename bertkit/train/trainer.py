@@ -505,11 +505,14 @@ class Trainer:
         model = unwrap(self.model)
         check_same_config(model.config, checkpoint_dir)
         state = load_trainer_state(checkpoint_dir)
-        report = load_into(model, read_state_dict(checkpoint_dir), model.base_model_prefix)
-        if report.missing_keys or report.unexpected_keys:
-            raise CheckpointError(f"{checkpoint_dir} does not hold this model's weights (missing "
-                                  f"{report.missing_keys[:3]}, unused {report.unexpected_keys[:3]}); "
-                                  "resume with the model class that wrote it")
+        if hasattr(model, "load_adapter_weights"):  # a PeftModel: its checkpoints hold the adapter only
+            model.load_adapter_weights(checkpoint_dir)  # strict: every adapter tensor must fit
+        else:
+            report = load_into(model, read_state_dict(checkpoint_dir), model.base_model_prefix)
+            if report.missing_keys or report.unexpected_keys:
+                raise CheckpointError(f"{checkpoint_dir} does not hold this model's weights (missing "
+                                      f"{report.missing_keys[:3]}, unused {report.unexpected_keys[:3]}); "
+                                      "resume with the model class that wrote it")
         try:
             self.optimizer.load_state_dict(state["optimizer"])
         except (ValueError, KeyError) as e:
