@@ -39,6 +39,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--test", help="labelled data to compare teacher and student on, e.g. bbc:test")
     parser.add_argument("--speed-repeats", type=int, default=3,
                         help="timed passes per model for the --test speed comparison (median reported)")
+    parser.add_argument("--compare-only", action="store_true",
+                        help="no training: compare the student already in --out with the teacher on --test")
     parser.add_argument("--overwrite", action="store_true", help="replace a model already in --out")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -55,10 +57,16 @@ def parse_layer_map(text: str | None) -> list[int] | None:
 
 
 def run(args) -> int:
+    from bertkit.errors import ConfigError
     from bertkit.tasks.finetune import section_keys
     from bertkit.train.config_io import apply_overrides, load_toml
-    from bertkit.variants.distill import compare_on_test, distill_finetuned
+    from bertkit.variants.distill import distill_finetuned
 
+    if args.compare_only:
+        if not args.test:
+            raise ConfigError("--compare-only needs --test DATA (e.g. bbc:test)")
+        report_test(args)
+        return 0
     sections = load_toml(args.config) if args.config else {}
     assignments = list(args.set) + ([f"train.seed={args.seed}"] if args.seed is not None else [])
     sections = apply_overrides(sections, assignments, section_keys())
@@ -75,11 +83,20 @@ def run(args) -> int:
           f"({summary['wall_time_s']} s)")
     print(f"model saved in {args.out}")
     if args.test:
-        result = compare_on_test(args.teacher, args.out, args.test, args.speed_repeats)
-        for name in ("teacher", "student"):
-            print(f"{name:>8} on {args.test}: {json.dumps(result[name])}; "
-                  f"{result['median_seconds'][name]:.2f} s per pass (median of {args.speed_repeats})")
-        print(f"student/teacher {metric}: {result.get('retained', {}).get(metric, float('nan')):.3f}; "
-              f"speed-up {result['speedup']:.2f}x ({result['examples']} texts, batch {result['batch_size']}, "
-              f"max_length {result['max_length']})")
+        report_test(args)
     return 0
+
+
+def report_test(args) -> None:
+    from bertkit.variants.distill import compare_on_test
+
+    result = compare_on_test(args.teacher, args.out, args.test, args.speed_repeats)
+    for name in ("teacher", "student"):
+        print(f"{name:>8} on {args.test}: {json.dumps(result[name])}; "
+              f"{result['median_seconds'][name]:.2f} s per pass (median of {args.speed_repeats})")
+    retained = ", ".join(f"{k} {v:.3f}" for k, v in result.get("retained", {}).items())
+    pair = result["speedup_per_pair"]
+    print(f"student/teacher: {retained}; speed-up {result['speedup']:.2f}x (ratio of medians; per "
+          f"alternating pair: median {pair['median']:.2f}x, range {pair['min']:.2f}-{pair['max']:.2f}x) over "
+          f"{result['examples']} texts, batch {result['batch_size']}, max_length {result['max_length']}, "
+          f"{result['threads']} thread(s)")

@@ -246,7 +246,13 @@ def test_distill_command_student_learns_the_teacher_and_loads_in_transformers(el
     assert info["layer_map"] == [0] and info["alpha"] == 0.2
     assert info["student_parameters"] < info["teacher_parameters"]
     assert info["test"]["examples"] == 446 and info["test"]["speedup"] > 0
-    assert set(info["test"]["student"]) == {"accuracy", "macro_f1"}
+    assert set(info["test"]["student"]) == {"accuracy", "macro_f1"} == set(info["test"]["retained"])
+    # --compare-only measures again without training
+    assert cli.main(["distill", "--teacher", str(electra_classifier), "--train", "bbc", "--out", str(out),
+                     "--compare-only", "--test", "bbc:dev", "--speed-repeats", "2"]) == 0
+    again = json.load(open(out / "finetune_summary.json"))["distillation"]["test"]
+    assert again["test_data"] == "bbc:dev" and len(again["seconds"]["student"]) == 2
+    assert again["speedup_per_pair"]["min"] <= again["speedup_per_pair"]["median"] <= again["speedup_per_pair"]["max"]
 
     # the student moved towards the teacher: its KL to the teacher on the training texts fell
     teacher = load_model(str(electra_classifier), "classification")
