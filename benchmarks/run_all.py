@@ -1,10 +1,12 @@
 """Run every benchmark, then write the ratio table into docs/benchmarks.md and a PNG plot.
 
-    python benchmarks/run_all.py [--repeats N] [--only mlm_mini,encode] [--table-only]
+    python benchmarks/run_all.py [--repeats N] [--threads N] [--label NAME] [--only mlm_mini,encode]
+                                 [--table-only]
 
 Each benchmark runs as its own process (`python benchmarks/bench_*.py ...`) and leaves a JSON
 summary in benchmarks/results/; the table and plot are built from those files, so
-`--table-only` rebuilds them without re-running anything. Set LD_PRELOAD (see
+`--table-only` rebuilds them without re-running anything. `--label` keeps a variant's results
+(e.g. `--threads 1 --label threads1`) in files and a table of their own. Set LD_PRELOAD (see
 docs/benchmarks.md, "tcmalloc") before calling this to run everything with another allocator.
 """
 
@@ -21,7 +23,6 @@ ROOT = os.path.dirname(HERE)
 RESULTS = os.path.join(HERE, "results")
 DOC = os.path.join(ROOT, "docs", "benchmarks.md")
 PLOT = os.path.join(ROOT, "docs", "img", "benchmarks.png")
-START, END = "<!-- run_all:table:start -->", "<!-- run_all:table:end -->"
 
 # name -> (script arguments, goal ratio)
 BENCHMARKS = {
@@ -46,21 +47,29 @@ def run(names: list[str], extra: list[str]) -> None:
         subprocess.run(cmd, check=True, cwd=ROOT)
 
 
-def load(name: str) -> dict | None:
-    path = os.path.join(RESULTS, name + ".json")
+def markers(label: str) -> tuple[str, str]:
+    tag = f"table:{label}" if label else "table"
+    return f"<!-- run_all:{tag}:start -->", f"<!-- run_all:{tag}:end -->"
+
+
+START, END = markers("")
+
+
+def load(name: str, label: str = "") -> dict | None:
+    path = os.path.join(RESULTS, name + (f"-{label}" if label else "") + ".json")
     if not os.path.exists(path):
         return None
     with open(path) as f:
         return json.load(f)
 
 
-def table(names: list[str]) -> str:
+def table(names: list[str], label: str = "") -> str:
     rows = ["| workload | bertkit ÷ transformers (median) | min – max | repeats | goal | "
             "tokens/s bertkit / transformers | MFU bertkit / transformers | "
             "peak RSS MB bertkit / transformers | command |",
             "|---|---|---|---|---|---|---|---|---|"]
     for name in names:
-        r = load(name)
+        r = load(name, label)
         if r is None:
             continue
         goal = BENCHMARKS[name][1]
@@ -77,41 +86,49 @@ def table(names: list[str]) -> str:
     return "\n".join(rows)
 
 
-def plot(names: list[str]) -> None:
+def plot(names: list[str], label: str = "") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    results = [(n, load(n)) for n in names]
+    results = [(n, load(n, label)) for n in names]
     results = [(n, r) for n, r in results if r is not None]
     if not results:
         return
-    fig, ax = plt.subplots(figsize=(8, 0.9 + 0.7 * len(results)))
+    fig, ax = plt.subplots(figsize=(10, 1.2 + 0.7 * len(results)))
     for i, (name, r) in enumerate(results):
         med = r["ratio_median"]
         ax.barh(i, med, color="tab:blue" if med >= BENCHMARKS[name][1] else "tab:orange")
         ax.errorbar(med, i, xerr=[[med - r["ratio_min"]], [r["ratio_max"] - med]], color="black", capsize=4)
         ax.plot([BENCHMARKS[name][1]] * 2, [i - 0.4, i + 0.4], color="red", linestyle="--")
-        ax.text(r["ratio_max"] + 0.05, i, f"{med:.2f}x", va="center")
+        ax.text(max(r["ratio_max"], BENCHMARKS[name][1]) + 0.08, i, f"{med:.2f}x", va="center")
     ax.axvline(1.0, color="gray", linewidth=0.8)
     ax.set_yticks(range(len(results)), [TITLES[n] for n, _ in results])
     ax.invert_yaxis()
-    ax.set_xlabel("speed ratio bertkit ÷ transformers (median, bar = min–max; red dashes = goal)")
-    ax.set_title("bertkit vs transformers on this machine, same run")
+    ax.set_xlabel("speed ratio bertkit ÷ transformers: median, whiskers min–max, red dashes = goal")
+    ax.set_xlim(0, max(max(r["ratio_max"], BENCHMARKS[n][1]) for n, r in results) + 0.6)
+    threads = results[0][1].get("threads", "?")
+    ax.set_title(f"bertkit vs transformers, same run, {threads} thread(s) each (2-core CPU)")
     fig.tight_layout()
     os.makedirs(os.path.dirname(PLOT), exist_ok=True)
-    fig.savefig(PLOT, dpi=110)
+    fig.savefig(plot_path(label), dpi=110)
     plt.close(fig)
 
 
-def write_doc(names: list[str]) -> None:
-    block = f"{START}\n{table(names)}\n\n![ratios](img/benchmarks.png)\n{END}"
-    text = open(DOC).read() if os.path.exists(DOC) else f"# Benchmarks\n\n{START}\n{END}\n"
-    if START not in text:
-        text += f"\n{START}\n{END}\n"
-    head, rest = text.split(START, 1)
-    tail = rest.split(END, 1)[1]
+def plot_path(label: str) -> str:
+    return PLOT if not label else PLOT.replace(".png", f"-{label}.png")
+
+
+def write_doc(names: list[str], label: str = "") -> None:
+    start, end = markers(label)
+    image = os.path.relpath(plot_path(label), os.path.dirname(DOC))
+    block = f"{start}\n{table(names, label)}\n\n![ratios]({image})\n{end}"
+    text = open(DOC).read() if os.path.exists(DOC) else f"# Benchmarks\n\n{start}\n{end}\n"
+    if start not in text:
+        text += f"\n{start}\n{end}\n"
+    head, rest = text.split(start, 1)
+    tail = rest.split(end, 1)[1]
     with open(DOC, "w") as f:
         f.write(head + block + tail)
 
@@ -120,15 +137,20 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--only", default=",".join(BENCHMARKS), help="comma-separated subset")
+    p.add_argument("--threads", type=int, default=None, help="passed to every benchmark")
+    p.add_argument("--label", default="", help="passed to every benchmark; its own table and plot")
     p.add_argument("--table-only", action="store_true", help="rebuild table and plot from results/")
     args = p.parse_args(argv)
     names = args.only.split(",")
     if not args.table_only:
-        run(names, ["--repeats", str(args.repeats)])
+        extra = ["--repeats", str(args.repeats)]
+        extra += ["--threads", str(args.threads)] if args.threads else []
+        extra += ["--label", args.label] if args.label else []
+        run(names, extra)
     all_names = list(BENCHMARKS)
-    write_doc(all_names)
-    plot(all_names)
-    print(table(all_names))
+    write_doc(all_names, args.label)
+    plot(all_names, args.label)
+    print(table(all_names, args.label))
 
 
 if __name__ == "__main__":

@@ -8,18 +8,23 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPTS = [["bench_mlm.py"], ["bench_finetune.py"], ["bench_encode.py"]]
+SCRIPTS = [["bench_mlm.py"], ["bench_finetune.py"], ["bench_encode.py"],
+           ["bench_levers.py", "--lever", "prune", "--workload", "mlm_mini"]]
+RATIO_LINE = r"^(RATIO \S+: bertkit / transformers|LEVER \S+ on \S+: on / off speed) = [0-9.]+x"
 
 pytest.importorskip("transformers")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("script", SCRIPTS, ids=lambda s: s[0])
-def test_smoke(script):
-    cmd = [sys.executable, os.path.join(ROOT, "benchmarks", script[0]), *script[1:], "--smoke"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert re.search(r"^RATIO \S+: bertkit / transformers = [0-9.]+x", proc.stdout, re.M), proc.stdout
+def test_every_script_smoke():
+    # All at once, one thread each: most of the time is interpreter start-up and imports.
+    procs = [(script, subprocess.Popen(
+        [sys.executable, os.path.join(ROOT, "benchmarks", script[0]), *script[1:], "--smoke", "--threads", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)) for script in SCRIPTS]
+    for script, proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, f"{script}: {err[-3000:]}"
+        assert re.search(RATIO_LINE, out, re.M), f"{script}: {out}"
 
 
 def test_run_all_table_only(tmp_path, monkeypatch):
