@@ -1,4 +1,5 @@
-"""Atomic file writes: a reader (or a crash) never sees a half-written file.
+"""File helpers: atomic writes (a reader, or a crash, never sees a half-written file) and a
+validating JSON-lines reader.
 
 Each writer writes to a temporary file in the same directory, flushes it to disk and then
 renames it over the target; rename within one filesystem is atomic on POSIX and Windows.
@@ -52,3 +53,25 @@ def atomic_write_json(path: str | os.PathLike, data: Any) -> None:
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     with atomic_open(path, "wb") as f:
         f.write(data)
+
+
+def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
+    """Yield (line_number, object) from a JSON-lines file, streamed; blank lines are skipped.
+
+    A line that is not JSON, or not a JSON object, raises DataError naming the file and line.
+    """
+    from bertkit.errors import DataError
+
+    with open(path, encoding="utf-8") as handle:
+        for line_number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise DataError(f"{path}: line {line_number} is not valid JSON ({err.msg}); "
+                                "fix or remove the line") from None
+            if not isinstance(record, dict):
+                raise DataError(f"{path}: line {line_number} must be a JSON object, "
+                                f"got {type(record).__name__}")
+            yield line_number, record

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from bertkit.errors import DataError
+from bertkit.io import iter_jsonl
 
 __all__ = ["Corpus", "split_sentences", "open_corpus", "NAMED_CORPORA"]
 
@@ -226,20 +227,11 @@ def _blank_line_documents(path: Path) -> Iterator[list[str]]:
 
 
 def _jsonl_documents(path: Path, text_field: str) -> Iterator[list[str]]:
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{path}:{lineno}: not valid JSON ({e.msg}); fix or remove the line") from None
-            if not isinstance(obj, dict) or not isinstance(obj.get(text_field), str):
-                raise DataError(
-                    f"{path}:{lineno}: expected an object with a string {text_field!r} field; "
-                    f"fix the line or pass text_field="
-                )
-            yield split_sentences(obj[text_field])
+    for line_number, record in iter_jsonl(path):
+        if not isinstance(record.get(text_field), str):
+            raise DataError(f"{path}: line {line_number} needs a string {text_field!r} field; "
+                            f"fix the line or pass text_field=")
+        yield split_sentences(record[text_field])
 
 
 def _wordnet_documents(files: list[Path]) -> Iterator[list[str]]:

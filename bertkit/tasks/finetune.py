@@ -39,7 +39,7 @@ from torch import nn
 from bertkit.checkpoint import load_into, read_state_dict
 from bertkit.config import BertConfig
 from bertkit.errors import BertkitError, ConfigError, DataError
-from bertkit.io import atomic_write_json
+from bertkit.io import atomic_write_json, iter_jsonl
 from bertkit.tasks.alignment import IGNORE_INDEX
 from bertkit.tasks.features import (Collator, DataConfig, encode_qa, encode_texts, encode_words,
                                     subsample)
@@ -184,21 +184,12 @@ def read_prediction_input(task: str, source: str, data: DataConfig) -> Predictio
 
 
 def _jsonl_records(path: str, keys: tuple[str, ...]) -> list[dict]:
-    import json
-
     records = []
-    with open(path, encoding="utf-8") as f:
-        for line_number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{path}: line {line_number} is not valid JSON ({e.msg})") from None
-            missing = [k for k in keys if not isinstance(record, dict) or not isinstance(record.get(k), str)]
-            if missing:
-                raise DataError(f"{path}: line {line_number} needs a string field {missing[0]!r}")
-            records.append(record)
+    for line_number, record in iter_jsonl(path):
+        missing = [k for k in keys if not isinstance(record.get(k), str)]
+        if missing:
+            raise DataError(f"{path}: line {line_number} needs a string field {missing[0]!r}")
+        records.append(record)
     if not records:
         raise DataError(f"{path}: no records")
     return records

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Iterable, Sequence, Union
 
 from bertkit.errors import DataError
+from bertkit.io import iter_jsonl
 
 Label = Union[str, float, list, None]
 
@@ -167,21 +168,6 @@ def _csv_rows(path: str, delimiter: str):
             yield line, row, fieldnames
 
 
-def _jsonl_rows(path: str):
-    """Yield (line_number, record_dict) from a JSON-lines file, skipping blank lines."""
-    with open(path, encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise DataError(f"{path}: line {line_number} is not valid JSON ({err.msg})") from None
-            if not isinstance(record, dict):
-                raise DataError(f"{path}: line {line_number} must be a JSON object, got {type(record).__name__}")
-            yield line_number, record
-
-
 def read_text_dataset(
     path: str | os.PathLike,
     text_column: str = "text",
@@ -231,7 +217,7 @@ def read_text_dataset(
             else:
                 raw_labels.append(cell)
     elif suffix == ".jsonl":
-        for line, record in _jsonl_rows(path):
+        for line, record in iter_jsonl(path):
             missing = [name for name in wanted if name not in record]
             if missing:
                 raise DataError(

@@ -43,10 +43,10 @@ def test_jsonl_mode(tmp_path):
     f.write_text("\n".join(json.dumps(o) for o in [{"text": "A b. C d.", "id": 1}, {"text": "E f."}]) + "\n\n")
     assert list(open_corpus(f)) == [["A b.", "C d."], ["E f."]]
     f.write_text('{"text": "ok."}\n{"body": "no text field"}\n')
-    with pytest.raises(DataError, match=r"docs.jsonl:2.*'text'"):
+    with pytest.raises(DataError, match=r"docs.jsonl: line 2 .*'text'"):
         list(open_corpus(f))
     f.write_text('{"text": "ok."}\nnot json\n')
-    with pytest.raises(DataError, match=r"docs.jsonl:2: not valid JSON"):
+    with pytest.raises(DataError, match=r"docs.jsonl: line 2 is not valid JSON"):
         list(open_corpus(f))
 
 
