@@ -34,18 +34,9 @@ def run(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run this command alone (`python -m bertkit.commands.pretrain ...`, or under torchrun)."""
-    import argparse
+    from ..cli import main as cli_main
 
-    from ..errors import BertkitError
-
-    parser = argparse.ArgumentParser(prog="bertkit pretrain", description=HELP)
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except BertkitError as e:
-        print(f"bertkit pretrain: error: {e}", file=sys.stderr)
-        return 2
+    return cli_main(["pretrain", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

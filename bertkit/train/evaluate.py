@@ -9,6 +9,9 @@ batches with few masks do not count as much as full ones):
 
 and, when the batches carry `next_sentence_label`, the share of pairs whose relation (is-next
 for NSP, in-order for SOP) is predicted right.
+
+`unigram_baseline` gives the context-free reference those numbers must beat: always
+predicting the training text's most frequent token, and the loss of its unigram distribution.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -50,3 +54,45 @@ def evaluate_pretraining(model, batches: Iterable[dict], sentence_task: str = "n
     if pairs:
         metrics[f"{sentence_task}_accuracy"] = pair_correct / pairs
     return metrics
+
+
+def unigram_baseline(docs, doc_indices, batches: Iterable[dict], vocab_size: int,
+                     special_ids: Iterable[int] = (), max_tokens: int = 20_000_000) -> dict:
+    """What a model that ignores context scores on the held-out masks of `batches`.
+
+    Token counts come from the training documents `docs[i] for i in doc_indices` (lists of
+    sentence id arrays), at most `max_tokens` of them (a sample for corpora larger than that),
+    with special tokens removed: the "most frequent token" is the most frequent *word piece*.
+    Returns its accuracy on the held-out labels, and the cross-entropy of the add-one smoothed
+    unigram distribution (the loss a model that learnt only token frequencies would reach).
+    """
+    counts = np.zeros(vocab_size, dtype=np.int64)
+    pending: list[np.ndarray] = []  # counted a million tokens at a time: one bincount each
+    seen = 0  # tokens counted so far
+
+    def flush() -> None:
+        if pending:
+            counts[:] += np.bincount(np.concatenate(pending).astype(np.int64), minlength=vocab_size)[:vocab_size]
+            pending.clear()
+
+    pending_tokens = 0
+    for i in doc_indices:
+        for sentence in docs[int(i)]:
+            pending.append(np.asarray(sentence))
+            pending_tokens += len(sentence)
+        if pending_tokens >= 1_000_000:
+            flush()
+            seen, pending_tokens = seen + pending_tokens, 0
+        if seen + pending_tokens >= max_tokens:
+            break
+    flush()
+    seen += pending_tokens
+    counts[list(special_ids)] = 0
+    log_probs = np.log(counts + 1.0) - np.log(counts.sum() + vocab_size)
+    top = int(counts.argmax())
+    targets = np.concatenate([b["labels"][b["labels"] != IGNORE_INDEX].numpy() for b in batches]
+                             or [np.zeros(0, dtype=np.int64)])
+    if targets.size == 0:
+        return {}
+    return {"most_frequent_token_id": top, "most_frequent_token_accuracy": float((targets == top).mean()),
+            "unigram_loss": float(-log_probs[targets].mean()), "counted_tokens": int(seen)}

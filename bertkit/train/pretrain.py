@@ -465,6 +465,18 @@ def run_pretraining(cfg: PretrainConfig, out_dir: str, resume: bool = False,
                 print(f"pretrain: new MLM head ({cfg.model.get('head_init', 'identity')} init) on "
                       f"the encoder of {cfg.model['init']}", flush=True)
 
+    if ctx.is_main and eval_batches:  # the context-free score the held-out metrics must beat
+        from .evaluate import unigram_baseline
+
+        baseline = unigram_baseline(docs, train_docs, eval_batches, vocab_size, tokenizer.all_special_ids)
+        if baseline:
+            baseline["most_frequent_token"] = tokenizer.convert_ids_to_tokens(baseline["most_frequent_token_id"])
+            atomic_write_json(os.path.join(out_dir, "baseline.json"), baseline)
+            if progress:
+                print(f"pretrain: held-out baseline without context: most frequent token "
+                      f"{baseline['most_frequent_token']!r} is {baseline['most_frequent_token_accuracy']:.1%} "
+                      f"of the masks; unigram loss {baseline['unigram_loss']:.2f}", flush=True)
+
     def evaluate(m, held_out):
         if cfg.data.objective == "electra":
             from ..variants.electra import evaluate_electra
