@@ -44,9 +44,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    """Warnings from a command are notes to its user: one line, without the source line that
+    Python's default format echoes (`warnings.warn(...)` inside bertkit means nothing to them)."""
+    return f"bertkit: {category.__name__}: {message}\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command; returns its exit code (2 for a user error, printed as one line)."""
+    import warnings
+
     args = build_parser().parse_args(argv)
+    warnings.formatwarning = _one_line_warning
     try:
         return int(args._run(args) or 0)
     except BertkitError as e:  # a user mistake: one line that says what to do, no traceback

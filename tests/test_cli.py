@@ -54,3 +54,13 @@ def test_embed_bad_input_is_one_line(minilm_dir, tmp_path, capsys, content, mess
 def test_missing_model_dir(capsys, tmp_path):
     assert main(["info", str(tmp_path / "nope")]) == 2
     assert "config.json" in capsys.readouterr().err
+
+
+def test_warnings_from_a_command_are_one_line(capsys):
+    import warnings
+
+    from bertkit.cli import _one_line_warning
+
+    text = _one_line_warning(UserWarning("train: 3 of 10 texts were cut"), UserWarning, "/x/features.py", 86)
+    assert text == "bertkit: UserWarning: train: 3 of 10 texts were cut\n"
+    assert "features.py" not in text and warnings.formatwarning is not None
