@@ -56,11 +56,8 @@ def test_missing_model_dir(capsys, tmp_path):
     assert "config.json" in capsys.readouterr().err
 
 
-def test_warnings_from_a_command_are_one_line(capsys):
-    import warnings
-
+def test_warnings_from_a_command_are_one_line():
     from bertkit.cli import _one_line_warning
 
     text = _one_line_warning(UserWarning("train: 3 of 10 texts were cut"), UserWarning, "/x/features.py", 86)
     assert text == "bertkit: UserWarning: train: 3 of 10 texts were cut\n"
-    assert "features.py" not in text and warnings.formatwarning is not None
