@@ -7,6 +7,12 @@ batches with few masks do not count as much as full ones):
     mlm_accuracy = 1/N sum_i [argmax_v p(v | x) = y_i]
     perplexity   = exp(mlm_loss)
 
+`mlm_replaced_accuracy` is the accuracy over the labelled positions whose input token was
+replaced ([MASK] or a random token: 90% of them under 80/10/10). The other 10% show the
+model its answer, and copying it is learnt long before any use of context, so early in
+training mlm_accuracy can sit near 10% while mlm_replaced_accuracy is still at the
+frequent-token baseline.
+
 and, when the batches carry `next_sentence_label`, the share of pairs whose relation (is-next
 for NSP, in-order for SOP) is predicted right.
 
@@ -31,6 +37,7 @@ def evaluate_pretraining(model, batches: Iterable[dict], sentence_task: str = "n
     """Metrics of `model` (BertForMaskedLM or BertForPreTraining) on pre-masked `batches`."""
     device = next(model.parameters()).device
     loss_sum, correct, count = 0.0, 0, 0
+    replaced_correct, replaced = 0, 0
     pair_correct, pairs = 0, 0
     for batch in batches:
         batch = {k: v.to(device) for k, v in batch.items()}
@@ -40,8 +47,12 @@ def evaluate_pretraining(model, batches: Iterable[dict], sentence_task: str = "n
         logits = out.prediction_logits if hasattr(out, "prediction_logits") else out.logits
         targets = labels[labels != IGNORE_INDEX]
         loss_sum += float(F.cross_entropy(logits.float(), targets, reduction="sum"))
-        correct += int((logits.argmax(-1) == targets).sum())
+        hits = logits.argmax(-1) == targets
+        correct += int(hits.sum())
         count += targets.numel()
+        was_replaced = batch["input_ids"][labels != IGNORE_INDEX] != targets
+        replaced_correct += int(hits[was_replaced].sum())
+        replaced += int(was_replaced.sum())
         if "next_sentence_label" in batch and getattr(out, "seq_relationship_logits", None) is not None:
             predicted = out.seq_relationship_logits.argmax(-1)
             pair_correct += int((predicted == batch["next_sentence_label"].view(-1)).sum())
@@ -51,6 +62,8 @@ def evaluate_pretraining(model, batches: Iterable[dict], sentence_task: str = "n
     loss = loss_sum / count
     metrics = {"mlm_loss": loss, "mlm_accuracy": correct / count,
                "perplexity": math.exp(min(loss, 50.0))}  # capped: exp overflows past ~700
+    if replaced:
+        metrics["mlm_replaced_accuracy"] = replaced_correct / replaced
     if pairs:
         metrics[f"{sentence_task}_accuracy"] = pair_correct / pairs
     return metrics

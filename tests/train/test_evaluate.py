@@ -26,3 +26,22 @@ def test_unigram_baseline_counts_training_text_without_specials():
 def test_unigram_baseline_without_labels_is_empty():
     docs = [[np.array([3, 4])]]
     assert unigram_baseline(docs, [0], [{"labels": torch.full((1, 2), -100)}], vocab_size=5) == {}
+
+
+def test_replaced_accuracy_leaves_out_positions_that_show_their_answer():
+    from bertkit.train.evaluate import evaluate_pretraining
+
+    class CopyInput(torch.nn.Module):  # predicts the input token: right only where it was kept
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(1))
+
+        def forward(self, input_ids, labels, **_):
+            logits = torch.nn.functional.one_hot(input_ids[labels != -100], 10).float() * 5
+            return type("Out", (), {"logits": logits})()
+
+    batch = {"input_ids": torch.tensor([[1, 4, 4, 7, 9]]),  # 4 = [MASK]; 7 kept; 9 random
+             "labels": torch.tensor([[-100, 3, 5, 7, 2]])}
+    metrics = evaluate_pretraining(CopyInput(), [batch])
+    assert metrics["mlm_accuracy"] == 0.25
+    assert metrics["mlm_replaced_accuracy"] == 0.0
