@@ -36,8 +36,9 @@ PRETRAIN_CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "configs",
 
 def add_arguments(parser) -> None:
     parser.add_argument("--out", default="runs/quickstart", help="where every stage writes its results")
-    parser.add_argument("--pretrain-steps", type=int, default=400,
-                        help="pre-training steps for the tiny model (400 take a few minutes on 2 cores)")
+    parser.add_argument("--pretrain-steps", type=int, default=None,
+                        help="pre-training steps for the tiny model (default: configs/pretrain-tiny.toml's "
+                             "1500, a few minutes on 2 cores)")
     parser.add_argument("--finetune-epochs", type=float, default=2.0, help="epochs of BBC fine-tuning")
     parser.add_argument("--max-length", type=int, default=256, help="tokens per BBC article when fine-tuning")
     parser.add_argument("--skip", nargs="*", default=[], choices=("embed", "pretrain", "finetune"),
@@ -65,7 +66,7 @@ def embedding_stage(model_dir: str) -> None:
         print(f"  cosine {float(np.dot(vectors[a], vectors[b])):6.3f}  {a!r} ~ {b!r}")
 
 
-def pretrain_stage(out: str, steps: int) -> None:
+def pretrain_stage(out: str, steps: int | None) -> None:
     from ..train.trainer import latest_checkpoint
 
     print("\n== 2. pre-train a tiny BERT from scratch on BBC News ==")
@@ -73,7 +74,8 @@ def pretrain_stage(out: str, steps: int) -> None:
     if not os.path.exists(config):
         raise ConfigError(f"{config} is missing; run quickstart from a bertkit checkout")
     run_dir = os.path.join(out, "pretrain-tiny")
-    bertkit("pretrain", "--config", config, "--out", run_dir, "--set", f"train.max_steps={steps}",
+    steps_option = ["--set", f"train.max_steps={steps}"] if steps else []
+    bertkit("pretrain", "--config", config, "--out", run_dir, *steps_option,
             *(["--resume"] if latest_checkpoint(run_dir) else []))
     model_dir = latest_checkpoint(run_dir)
     print("\n== 3. fill-mask with the model just trained ==")
