@@ -1,16 +1,17 @@
 #!/bin/bash
 # The issue-4 real-data results in docs/results.md: all-MiniLM-L6-v2 fine-tuned on WordNet
 # supersense classification (45 classes), supersense tagging of the exemplified lemma (token
-# classification, entity F1) and gloss QA (SQuAD 2.0 style, EM/F1), each scored on a fixed
+# classification, entity F1), gloss QA (SQuAD 2.0 style, EM/F1) and reverse-dictionary QA over
+# example sentences (usage-qa, EM/F1), each scored on a fixed
 # 2000-example subset of its test split; classification and tagging also in plain transformers
 # with the same data and recipe (benchmarks/finetune_reference.py), over several seeds.
 # One thread per run.
-# Usage: [SEEDS="0 1 2"] [TASKS="supersense tagging qa"] scripts/finetune_results.sh [OUT_ROOT]
+# Usage: [SEEDS="0 1 2"] [TASKS="supersense tagging qa usage-qa"] scripts/finetune_results.sh [OUT_ROOT]
 set -eo pipefail
 cd "$(dirname "$0")/.." && . .venv/bin/activate
 ROOT=${1:-/tmp/finetune_results}
 SEEDS=${SEEDS:-0 1 2}
-TASKS=${TASKS:-supersense tagging qa}
+TASKS=${TASKS:-supersense tagging qa usage-qa}
 mkdir -p "$ROOT"
 export OMP_NUM_THREADS=1
 M=$(python -c "import bertkit.assets as a; print(a.minilm_dir())")
@@ -47,6 +48,8 @@ for seed in $SEEDS; do
         reference_run ref-tagging$s token-classification wordnet-tagging 64 $seed ;;
       qa)
         bertkit_run qa$s qa wordnet-qa configs/finetune-wordnet-qa.toml $seed ;;
+      usage-qa)
+        bertkit_run usage-qa$s qa wordnet-usage-qa configs/finetune-wordnet-usage-qa.toml $seed ;;
     esac
   done
 done

@@ -2,7 +2,7 @@
 
 DATA is a file (CSV/TSV/JSONL for classification and regression, CoNLL for token
 classification, SQuAD JSON for QA) or a built-in real data set: bbc, wordnet-supersense,
-wordnet-tagging, wordnet-qa (optionally NAME:train|dev|test). Settings come from
+wordnet-tagging, wordnet-qa, wordnet-usage-qa (optionally NAME:train|dev|test). Settings come from
 `--config FILE.toml` (sections [data], [train], [model]) and `--set section.key=value`, e.g.
 `--set train.epochs=3 train.lr=5e-5 train.patience=2 data.max_length=256`.
 See bertkit/tasks/finetune.py for the recipe.
@@ -21,7 +21,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--task", required=True, choices=TASKS)
     parser.add_argument("--model", required=True, help="pre-trained model directory (weights + tokenizer)")
     parser.add_argument("--train", required=True,
-                        help="training data file, or built-in: bbc, wordnet-supersense, wordnet-tagging, wordnet-qa")
+                        help="training data file, or built-in: bbc, wordnet-supersense, wordnet-tagging, wordnet-qa, "
+                             "wordnet-usage-qa")
     parser.add_argument("--dev", help="dev data file (picks the best checkpoint); default with built-in "
                                       "data: its dev split")
     parser.add_argument("--out", required=True, help="output directory: the best model ends here")

@@ -52,7 +52,7 @@ from bertkit.tasks import realdata
 
 # ---------------------------------------------------------------------------- built-in data
 BUILTIN_TASKS = {"bbc": "classification", "wordnet-supersense": "classification",
-                 "wordnet-tagging": "token-classification", "wordnet-qa": "qa"}
+                 "wordnet-tagging": "token-classification", "wordnet-qa": "qa", "wordnet-usage-qa": "qa"}
 SPLITS = ("train", "dev", "test")
 
 
@@ -96,6 +96,8 @@ def builtin_splits(name: str) -> dict:
     if name == "wordnet-qa":
         examples = realdata.wordnet_qa(seed=0, impossible_fraction=0.1)
         return _contiguous_split(examples, key=lambda e: e.context)
+    if name == "wordnet-usage-qa":
+        return _contiguous_split(realdata.wordnet_usage_qa(seed=0), key=lambda e: e.context)
     raise DataError(f"unknown built-in data {name!r}; use one of {', '.join(BUILTIN_TASKS)}")
 
 

