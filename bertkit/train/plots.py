@@ -1,11 +1,15 @@
-"""Training curves as a PNG: loss (train and eval), eval accuracies, learning rate vs step."""
+"""Training curves as a PNG: loss (train and eval), eval accuracies, learning rate vs step.
+
+With a pre-training run's baseline (OUT/baseline.json, see train/evaluate.unigram_baseline)
+the context-free references are drawn as dashed lines: the unigram loss and the accuracy of
+always predicting the most frequent token."""
 
 from __future__ import annotations
 
 from typing import IO
 
 
-def plot_curves(rows: list[dict], out: IO[bytes]) -> None:
+def plot_curves(rows: list[dict], out: IO[bytes], baseline: dict | None = None) -> None:
     """Draw the metric rows of a run (metrics.jsonl) into `out` as PNG."""
     import matplotlib
 
@@ -23,6 +27,8 @@ def plot_curves(rows: list[dict], out: IO[bytes]) -> None:
         if points:
             ax.plot(*zip(*points), "o-", label=f"eval {key}")
             break
+    if baseline and "unigram_loss" in baseline:
+        ax.axhline(baseline["unigram_loss"], color="grey", linestyle="--", label="unigram loss")
     ax.set_xlabel("step")
     ax.set_title("loss")
     ax.legend()
@@ -31,6 +37,11 @@ def plot_curves(rows: list[dict], out: IO[bytes]) -> None:
     for key in keys:
         points = [(r["step"], r[key]) for r in evals if key in r]
         ax.plot(*zip(*points), "o-", label=key)
+    if baseline and "most_frequent_token_accuracy" in baseline:
+        ax.axhline(baseline["most_frequent_token_accuracy"], color="grey", linestyle="--",
+                   label=f"most frequent token ({baseline.get('most_frequent_token', '?')})")
+        keys.append("baseline")
+    ax.set_ylim(bottom=0)  # accuracies and their baseline on an honest scale
     ax.set_xlabel("step")
     ax.set_title("eval")
     if keys:

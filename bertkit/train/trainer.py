@@ -438,8 +438,12 @@ class Trainer:
         if self.ctx.is_main and self.history:
             from .plots import plot_curves
 
+            baseline = None  # written by the pre-training recipe before training starts
+            with contextlib.suppress(OSError, ValueError):
+                with open(os.path.join(self.out_dir, "baseline.json"), encoding="utf-8") as f:
+                    baseline = json.load(f)
             with atomic_open(os.path.join(self.out_dir, "curves.png"), "wb") as f:
-                plot_curves(self.history, f)
+                plot_curves(self.history, f, baseline)
 
     def _progress_bar(self):
         if not self.progress:
