@@ -11,7 +11,7 @@ from bertkit.train import list_checkpoints
 CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "pretrain-tiny.toml")
 SMALL = ["data.max_documents=40", "tokenizer.vocab_size=1000", "data.max_length=32",
          "model.max_position_embeddings=32", "model.hidden_size=64", "model.intermediate_size=128",
-         "train.batch_size=16", "train.warmup_steps=2", "train.log_every=2", "train.eval_every=4",
+         "train.batch_size=16", "train.lr=1e-3", "train.warmup_steps=2", "train.log_every=2", "train.eval_every=4",
          "train.save_every=4", "data.max_eval_examples=32"]
 
 
