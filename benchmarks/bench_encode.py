@@ -62,7 +62,7 @@ def main(argv=None):
         if only in (None, "bertkit"):
             encoder = SentenceEncoder.from_pretrained(directory)
             if args.compile:
-                encoder.model.compile(dynamic=True)
+                encoder.model.compile_layers()
             calls["bertkit"] = lambda: encoder.encode(texts, batch_size=BATCH, max_length=MAX_LEN,
                                                         show_progress=False)
         if only in (None, "transformers"):

@@ -74,7 +74,7 @@ def main(argv=None):
             if hf is not None:
                 bk.classifier.load_state_dict(hf.classifier.state_dict())
             if args.compile:
-                bk.bert.compile(dynamic=True)
+                bk.compile_layers()
             calls["bertkit"] = train_step(bk, batches)
         if hf is not None:
             calls["transformers"] = train_step(hf, batches)

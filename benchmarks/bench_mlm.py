@@ -83,7 +83,7 @@ def main(argv=None):
                 assert not missing and set(unexpected) <= {"cls.predictions.decoder.weight",
                                                           "cls.predictions.decoder.bias"}, (missing, unexpected)
             if args.compile:
-                bk.bert.compile()  # the encoder only: the labelled-positions head has dynamic shapes
+                bk.compile_layers()  # the layers only: the labelled-positions head has dynamic shapes
             calls["bertkit"] = train_step(bk, batch)
         if hf is not None:
             calls["transformers"] = train_step(hf, batch)

@@ -182,6 +182,9 @@ class _WithEncoder(PretrainedMixin, nn.Module):
     def set_gradient_checkpointing(self, enabled: bool = True) -> None:
         self.bert.set_gradient_checkpointing(enabled)
 
+    def compile_layers(self, **options) -> None:
+        self.bert.compile_layers(**options)
+
 
 # ---------------------------------------------------------------------------- pre-training models
 class BertForMaskedLM(_WithEncoder):

@@ -398,6 +398,14 @@ class BertModel(PretrainedMixin, nn.Module):
     def set_gradient_checkpointing(self, enabled: bool = True) -> None:
         self.encoder.gradient_checkpointing = enabled
 
+    def compile_layers(self, **options) -> None:
+        """`torch.compile` each transformer layer (options go to it), so the LayerNorms, GELU,
+        dropouts and residual adds around the matmuls run fused. Embeddings, input checks and
+        heads stay eager: they branch on data and see varying shapes (labelled positions).
+        Same numbers; the first calls pay the compilation (about a minute on a CPU)."""
+        for layer in self.encoder.layer:
+            layer.compile(**options)
+
 
 def gather_positions(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     """(B, T, H) states, (B, M) positions -> (B, M, H): hidden[b, positions[b, j]]."""
