@@ -90,3 +90,14 @@ def test_labelled_positions_order():
     picked = states.gather(1, positions.unsqueeze(-1))[valid]
     assert picked.flatten().tolist() == states[labels != -100].flatten().tolist()
     assert labelled_positions(torch.full((2, 3), -100)) is None
+
+
+def test_compiled_layers_give_the_same_loss_and_gradients():
+    model = bertkit.BertForMaskedLM(bertkit.BertConfig(**CFG)).train()
+    compiled = bertkit.BertForMaskedLM(model.config).train()
+    compiled.load_state_dict(model.state_dict())
+    compiled.compile_layers()
+    assert all(layer._compiled_call_impl is not None for layer in compiled.bert.encoder.layer)
+    ids, mask, labels = batch()
+    inputs = dict(input_ids=ids, attention_mask=mask, labels=labels)
+    assert_same(loss_and_grads(compiled, **inputs), loss_and_grads(model, **inputs), atol=1e-5)
