@@ -40,7 +40,9 @@ def add_arguments(parser) -> None:
                         help="pre-training steps for the tiny model (default: configs/pretrain-tiny.toml's "
                              "1500, a few minutes on 2 cores)")
     parser.add_argument("--finetune-epochs", type=float, default=2.0, help="epochs of BBC fine-tuning")
-    parser.add_argument("--max-length", type=int, default=256, help="tokens per BBC article when fine-tuning")
+    parser.add_argument("--max-length", type=int, default=128,
+                        help="tokens per BBC article when fine-tuning (title and first paragraph: "
+                             "0.980 test accuracy, docs/peft.md)")
     parser.add_argument("--skip", nargs="*", default=[], choices=("embed", "pretrain", "finetune"),
                         help="stages to leave out")
 
