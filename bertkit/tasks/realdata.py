@@ -270,7 +270,7 @@ def tag_lemma_occurrences(tokens: list[str], lemmas: Sequence[str], supersense: 
     lowered = [token.lower() for token in tokens]
     tags = ["O"] * len(tokens)
     lemma_tokens = sorted({tuple(tokenize_words(lemma.lower())) for lemma in lemmas if lemma.strip()},
-                          key=len, reverse=True)
+                          key=lambda x: (-len(x), x))  # ties in a fixed order, not the set's
     found = False
     for pattern in lemma_tokens:
         width = len(pattern)
@@ -306,6 +306,22 @@ def wordnet_examples_tagged(
     return results
 
 
+def _random_groups(by_file: dict[str, list], low: int, high: int, rng: random.Random) -> list[tuple[str, list]]:
+    """Per key (a supersense) in sorted order, shuffle its items and cut them into groups of
+    low..high (sizes drawn by `rng`); then shuffle all (key, group) pairs together."""
+    groups = []
+    for key in sorted(by_file):
+        members = by_file[key]
+        rng.shuffle(members)
+        position = 0
+        while position < len(members):
+            size = rng.randint(low, high)
+            groups.append((key, members[position:position + size]))
+            position += size
+    rng.shuffle(groups)
+    return groups
+
+
 def wordnet_qa(
     limit: int | None = None,
     seed: int = 0,
@@ -339,19 +355,8 @@ def wordnet_qa(
         if synset.definition and synset.lemmas:
             by_file.setdefault(synset.supersense, []).append(synset)
 
-    groups: list[tuple[str, list[Synset]]] = []
-    for supersense in sorted(by_file):
-        members = by_file[supersense]
-        rng.shuffle(members)
-        position = 0
-        while position < len(members):
-            size = rng.randint(low, high)
-            groups.append((supersense, members[position:position + size]))
-            position += size
-    rng.shuffle(groups)
-
     examples: list[QAExample] = []
-    for group_index, (supersense, group) in enumerate(groups):
+    for group_index, (supersense, group) in enumerate(_random_groups(by_file, low, high, rng)):
         chosen, seen = [], set()
         for synset in group:
             lemma = synset.lemmas[0]
@@ -386,7 +391,8 @@ def wordnet_qa(
 def lemma_occurrence(sentence: str, lemmas: Sequence[str]) -> tuple[int, int] | None:
     """(start, end) character span of the first whole-word, case-insensitive occurrence of a
     lemma in `sentence` (longer lemmas tried first), or None."""
-    for lemma in sorted({lemma for lemma in lemmas if lemma.strip()}, key=len, reverse=True):
+    # longest first, ties alphabetically: a set's order changes from run to run (hash seed)
+    for lemma in sorted({lemma for lemma in lemmas if lemma.strip()}, key=lambda x: (-len(x), x)):
         match = re.search(r"(?<![\w'-])" + re.escape(lemma) + r"(?![\w'-])", sentence, flags=re.IGNORECASE)
         if match:
             return match.span()
@@ -427,17 +433,7 @@ def wordnet_usage_qa(
                 break
 
     examples: list[QAExample] = []
-    groups = []
-    for supersense in sorted(by_file):
-        members = by_file[supersense]
-        rng.shuffle(members)
-        position = 0
-        while position < len(members):
-            size = rng.randint(low, high)
-            groups.append(members[position:position + size])
-            position += size
-    rng.shuffle(groups)
-    for group_index, group in enumerate(groups):
+    for group_index, (_, group) in enumerate(_random_groups(by_file, low, high, rng)):
         chosen, words, definitions = [], set(), set()
         for synset, sentence, (start, end) in group:
             word, definition = sentence[start:end].lower(), synset.definition.lower()

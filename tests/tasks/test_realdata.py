@@ -140,6 +140,9 @@ def test_lemma_occurrence_matches_whole_words_longest_first():
     assert realdata.lemma_occurrence("He Breathes and breathe", ["breathe"]) == (16, 23)
     assert realdata.lemma_occurrence("the ice cream melted", ["ice", "ice cream"]) == (4, 13)
     assert realdata.lemma_occurrence("an icebox", ["ice"]) is None
+    # equal lengths: a fixed (alphabetical) order, not the order of a set, which varies by run
+    for lemmas in (["stop", "shut"], ["shut", "stop"]):
+        assert realdata.lemma_occurrence("stop it and shut it", lemmas) == (12, 16)
 
 
 @needs_wordnet
