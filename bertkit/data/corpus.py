@@ -22,7 +22,6 @@ skipped with a warning naming the file; a corpus with no usable document raises 
 from __future__ import annotations
 
 import importlib.util
-import json
 import re
 import warnings
 from dataclasses import dataclass, field

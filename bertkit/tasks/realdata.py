@@ -12,7 +12,7 @@
     several glosses (extractive QA; finding the lemma in the context nearly solves it);
   - `wordnet_usage_qa`: reverse-dictionary QA: a definition as the question, the word it
     defines as the answer, inside a context of example sentences of related synsets (the
-    definition's words are not in the context: the model has to match meaning).
+    context holds usages, not the definition: the model has to match meaning).
 Everything is deterministic given `seed`.
 """
 
@@ -306,6 +306,13 @@ def wordnet_examples_tagged(
     return results
 
 
+def _group_sizes(synsets_per_context: tuple[int, int]) -> tuple[int, int]:
+    low, high = synsets_per_context
+    if not 1 <= low <= high:
+        raise DataError(f"synsets_per_context={synsets_per_context} must be (low, high) with 1 <= low <= high")
+    return low, high
+
+
 def _random_groups(by_file: dict[str, list], low: int, high: int, rng: random.Random) -> list[tuple[str, list]]:
     """Per key (a supersense) in sorted order, shuffle its items and cut them into groups of
     low..high (sizes drawn by `rng`); then shuffle all (key, group) pairs together."""
@@ -344,9 +351,7 @@ def wordnet_qa(
     is not in the context (SQuAD 2.0 no-answer questions). Contexts are emitted in a seeded
     order; at most `limit` questions are returned.
     """
-    low, high = synsets_per_context
-    if not 1 <= low <= high:
-        raise DataError(f"synsets_per_context={synsets_per_context} must be (low, high) with 1 <= low <= high")
+    low, high = _group_sizes(synsets_per_context)
     if not 0.0 <= impossible_fraction < 1.0:
         raise DataError(f"impossible_fraction={impossible_fraction} must be in [0, 1)")
     rng = random.Random(f"qa:{seed}")
@@ -418,9 +423,7 @@ def wordnet_usage_qa(
     sentence (answer_start is its character offset in the context). A context of k
     sentences offers k candidate words, so picking one at random scores 1/k.
     """
-    low, high = synsets_per_context
-    if not 1 <= low <= high:
-        raise DataError(f"synsets_per_context={synsets_per_context} must be (low, high) with 1 <= low <= high")
+    low, high = _group_sizes(synsets_per_context)
     rng = random.Random(f"usage-qa:{seed}")
     by_file: dict[str, list[tuple[Synset, str, tuple[int, int]]]] = {}
     for synset in read_wordnet(wordnet_dir, pos):

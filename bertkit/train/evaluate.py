@@ -45,12 +45,13 @@ def evaluate_pretraining(model, batches: Iterable[dict], sentence_task: str = "n
         out = model(**batch)
         # With labels the model returns logits only at labelled positions, in row-major order.
         logits = out.prediction_logits if hasattr(out, "prediction_logits") else out.logits
-        targets = labels[labels != IGNORE_INDEX]
+        labelled = labels != IGNORE_INDEX
+        targets = labels[labelled]
         loss_sum += float(F.cross_entropy(logits.float(), targets, reduction="sum"))
         hits = logits.argmax(-1) == targets
         correct += int(hits.sum())
         count += targets.numel()
-        was_replaced = batch["input_ids"][labels != IGNORE_INDEX] != targets
+        was_replaced = batch["input_ids"][labelled] != targets
         replaced_correct += int(hits[was_replaced].sum())
         replaced += int(was_replaced.sum())
         if "next_sentence_label" in batch and getattr(out, "seq_relationship_logits", None) is not None:
@@ -81,25 +82,25 @@ def unigram_baseline(docs, doc_indices, batches: Iterable[dict], vocab_size: int
     """
     counts = np.zeros(vocab_size, dtype=np.int64)
     pending: list[np.ndarray] = []  # counted a million tokens at a time: one bincount each
-    seen = 0  # tokens counted so far
+    pending_tokens = seen = 0
 
     def flush() -> None:
+        nonlocal pending_tokens
         if pending:
             counts[:] += np.bincount(np.concatenate(pending).astype(np.int64), minlength=vocab_size)[:vocab_size]
-            pending.clear()
+        pending.clear()
+        pending_tokens = 0
 
-    pending_tokens = 0
     for i in doc_indices:
+        if seen >= max_tokens:
+            break
         for sentence in docs[int(i)]:
             pending.append(np.asarray(sentence))
             pending_tokens += len(sentence)
+            seen += len(sentence)
         if pending_tokens >= 1_000_000:
             flush()
-            seen, pending_tokens = seen + pending_tokens, 0
-        if seen + pending_tokens >= max_tokens:
-            break
     flush()
-    seen += pending_tokens
     counts[list(special_ids)] = 0
     log_probs = np.log(counts + 1.0) - np.log(counts.sum() + vocab_size)
     top = int(counts.argmax())

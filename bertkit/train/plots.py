@@ -40,11 +40,10 @@ def plot_curves(rows: list[dict], out: IO[bytes], baseline: dict | None = None) 
     if baseline and "most_frequent_token_accuracy" in baseline:
         ax.axhline(baseline["most_frequent_token_accuracy"], color="grey", linestyle="--",
                    label=f"most frequent token ({baseline.get('most_frequent_token', '?')})")
-        keys.append("baseline")
     ax.set_ylim(bottom=0)  # accuracies and their baseline on an honest scale
     ax.set_xlabel("step")
     ax.set_title("eval")
-    if keys:
+    if ax.get_legend_handles_labels()[0]:  # accuracies or the baseline were drawn
         ax.legend()
     ax = axes[2]
     if train:
