@@ -9,6 +9,7 @@ Levers (each a switch on the same bertkit model, so nothing else differs):
            reported, not timed
   adamw    fused AdamW (off: the per-parameter loop); applies to any model alike
   sort     SentenceEncoder batches texts by length (off: the given order)
+  dropout  bertkit's dropout mask on CPU (bertkit/dropout.py; off: nn.Dropout and SDPA's dropout)
 Workloads: mlm_mini, mlm_small, finetune, encode (as in the bench_*.py scripts).
 Printed: "LEVER <lever> on <workload>: on / off speed = R x (min, max)".
 """
@@ -26,7 +27,7 @@ import torch
 import bertkit
 from bertkit.assets import minilm_dir
 
-LEVERS = ("head", "prune", "compile", "adamw", "sort")
+LEVERS = ("head", "prune", "compile", "adamw", "sort", "dropout")
 WORKLOADS = ("mlm_mini", "mlm_small", "finetune", "encode")
 
 
@@ -66,6 +67,8 @@ def build(workload: str, lever: str, on: bool, smoke: bool):
         model.bert.last_layer_prunable = lambda *args: False
     if lever == "compile" and on:
         model.compile_layers()
+    if lever == "dropout" and not on:
+        use_torch_dropout(model)
     fused = on if lever == "adamw" else True
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, fused=fused)
 
@@ -77,6 +80,19 @@ def build(workload: str, lever: str, on: bool, smoke: bool):
         optimizer.zero_grad(set_to_none=True)
 
     return step
+
+
+def use_torch_dropout(model: torch.nn.Module) -> None:
+    """Put torch's dropout back: nn.Dropout modules, and SDPA's dropout inside attention."""
+    from bertkit.dropout import Dropout
+    from bertkit.model import BertSelfAttention
+
+    for module in list(model.modules()):
+        if isinstance(module, BertSelfAttention):
+            module.fast_cpu_dropout = False
+        for name, child in module.named_children():
+            if isinstance(child, Dropout):
+                setattr(module, name, torch.nn.Dropout(child.p))
 
 
 def main(argv=None):

@@ -15,6 +15,7 @@ from torch import nn
 
 from .checkpoint import PretrainedMixin
 from .config import BertConfig
+from .dropout import Dropout
 from .model import BertModel, ModelOutput, activation
 
 IGNORE_INDEX = -100  # label value for positions that carry no loss
@@ -256,9 +257,9 @@ class BertForPreTraining(_WithEncoder):
 
 
 # ---------------------------------------------------------------------------- task models
-def classifier_dropout(config: BertConfig) -> nn.Dropout:
+def classifier_dropout(config: BertConfig) -> Dropout:
     p = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
-    return nn.Dropout(p)
+    return Dropout(p)
 
 
 def classification_loss(logits: torch.Tensor, labels: torch.Tensor, config: BertConfig) -> torch.Tensor:

@@ -19,6 +19,7 @@ from torch.utils.checkpoint import checkpoint
 
 from .checkpoint import PretrainedMixin
 from .config import BertConfig
+from .dropout import Dropout, drop_mask
 from .errors import BertkitError
 from .variants import deberta, moe, sparse
 from .variants.albert import has_embedding_projection, layer_order, num_layer_modules
@@ -79,7 +80,7 @@ class BertEmbeddings(nn.Module):
         ) if config.position_biased_input else None
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, width) if config.type_vocab_size else None
         self.LayerNorm = nn.LayerNorm(width, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
         self.position_embedding_type = config.position_embedding_type
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
@@ -117,6 +118,8 @@ class BertSelfAttention(nn.Module):
     The explicit path is taken only when probabilities are asked for or a head mask is given.
     """
 
+    fast_cpu_dropout = True  # False: SDPA's own dropout path (benchmarks/bench_levers.py compares)
+
     def __init__(self, config: BertConfig):
         super().__init__()
         self.num_heads = config.num_attention_heads
@@ -126,7 +129,6 @@ class BertSelfAttention(nn.Module):
         self.key = nn.Linear(hidden, hidden)
         self.value = nn.Linear(hidden, hidden)
         self.dropout_prob = config.attention_probs_dropout_prob
-        self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
         self.position_embedding_type = config.position_embedding_type
         self.max_positions = config.max_position_embeddings
         if self.position_embedding_type in RELATIVE_TYPES:  # one vector per signed distance
@@ -168,19 +170,16 @@ class BertSelfAttention(nn.Module):
         if self.prefix is not None:
             k, v, attention_bias = self.prefix(k, v, attention_bias)
         probs = None
-        if output_attentions or head_mask is not None:
+        # On CPU, SDPA with dropout falls back to an unfused path that draws the mask with the
+        # slow serial generator; the explicit path with bertkit's mask is faster (dropout.py).
+        cpu_dropout = (self.training and self.dropout_prob > 0 and q.device.type == "cpu"
+                       and self.fast_cpu_dropout)
+        if output_attentions or head_mask is not None or (cpu_dropout and not self.block_size):
             if self.block_size:  # the sparse pattern as a dense mask: probabilities show it
                 allowed = sparse.pattern_mask(q.shape[-2], self.block_size, self.window_blocks,
                                               self.global_cls, q.device)
                 attention_bias = sparse.restrict_bias(attention_bias, allowed, q.dtype)
-            scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim * self.scale_factor)
-            if attention_bias is not None:
-                scores = scores + attention_bias
-            probs = scores.softmax(dim=-1)
-            weights = self.dropout(probs)
-            if head_mask is not None:
-                weights = weights * head_mask
-            context = weights @ v
+            context, probs = self.explicit_attention(q, k, v, attention_bias, head_mask)
         elif self.block_size:
             context = sparse.block_sparse_attention(
                 q, k, v, attention_bias, self.block_size, self.window_blocks, self.global_cls,
@@ -194,6 +193,25 @@ class BertSelfAttention(nn.Module):
         context = context.transpose(1, 2).reshape(batch, seq_len, self.num_heads * self.head_dim)
         return context, probs
 
+    def explicit_attention(self, q, k, v, attention_bias, head_mask):
+        """softmax(Q K^T / sqrt(d) + bias), dropped out, times V; returns (context, probabilities).
+
+        Dropout's 1 / (1 - p) scale is applied to the (T x d) context rather than the (T x T)
+        weights: the same numbers, a quarter of the memory passes at T = 256, d = 64.
+        """
+        scores = (q / math.sqrt(self.head_dim * self.scale_factor)) @ k.transpose(-1, -2)
+        if attention_bias is not None:
+            scores = scores + attention_bias
+        probs = scores.softmax(dim=-1)
+        weights, scale = probs, 1.0
+        if self.training and self.dropout_prob > 0:
+            dropped, scale = drop_mask(probs.shape, self.dropout_prob, probs.device)
+            weights = torch.where(dropped, 0.0, probs)
+        if head_mask is not None:
+            weights = weights * head_mask
+        context = weights @ v
+        return (context * scale if scale != 1.0 else context), probs
+
 
 class BertSelfOutput(nn.Module):
     """Project the heads back to H, then the residual connection and LayerNorm (post-LN)."""
@@ -202,7 +220,7 @@ class BertSelfOutput(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
 
     def forward(self, context: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         return self.LayerNorm(self.dropout(self.dense(context)) + residual)
@@ -239,7 +257,7 @@ class BertOutput(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
 
     def forward(self, intermediate: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         return self.LayerNorm(self.dropout(self.dense(intermediate)) + residual)

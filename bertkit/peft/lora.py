@@ -21,6 +21,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
+from ..dropout import Dropout
 from ..errors import ConfigError
 
 LORA_INITS = ("kaiming", "normal")
@@ -84,7 +85,7 @@ class LoraUpdate(nn.Module):
         self.A = nn.Parameter(torch.empty(config.r, in_features))
         self.B = nn.Parameter(torch.zeros(out_features, config.r))
         self.scaling = config.scaling
-        self.dropout = nn.Dropout(config.dropout) if config.dropout else nn.Identity()
+        self.dropout = Dropout(config.dropout) if config.dropout else nn.Identity()
         if config.init == "kaiming":
             nn.init.kaiming_uniform_(self.A, a=math.sqrt(5))  # nn.Linear's own init for a weight
         else:

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from ..config import BertConfig
+from ..dropout import Dropout
 
 
 def relative_span(config: BertConfig) -> int:
@@ -73,7 +74,7 @@ def relative_table(encoder: nn.Module) -> torch.Tensor:
 def add_disentangled(attention: nn.Module, config: BertConfig) -> None:
     """Switch one attention module to disentangled scores (position projections when unshared)."""
     attention.disentangled = config  # read by `disentangled_scores`
-    attention.pos_dropout = nn.Dropout(config.hidden_dropout_prob)
+    attention.pos_dropout = Dropout(config.hidden_dropout_prob)
     if not config.share_att_key:  # transformers' names, on the attention module
         if "c2p" in config.pos_att_type:
             attention.pos_key_proj = nn.Linear(config.hidden_size, config.hidden_size)

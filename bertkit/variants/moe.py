@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..config import BertConfig
+from ..dropout import Dropout
 
 
 def is_moe_layer(config: BertConfig, index: int) -> bool:
@@ -57,7 +58,7 @@ class MoEFeedForward(nn.Module):
         self.w_out = nn.Parameter(torch.randn(experts, hidden, inner) * std)
         self.b_out = nn.Parameter(torch.zeros(experts, hidden))
         self.act = activation(config.hidden_act)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
         self.LayerNorm = nn.LayerNorm(hidden, eps=config.layer_norm_eps)
         self.token_mask: torch.Tensor | None = None  # (B, T) 1 = real token, set per forward
         self.aux_losses: list[torch.Tensor] = []  # one per application (shared layers: several)
