@@ -15,9 +15,13 @@ On other devices torch's fused dropout kernels are faster, and `Dropout` uses th
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from .errors import ConfigError
 
 _LEVELS = 1 << 16  # 16-bit uniforms
 _INT16_MIN = -(1 << 15)
@@ -28,10 +32,8 @@ def drop_mask(shape: torch.Size | tuple[int, ...], p: float, device: torch.devic
     """A bool mask of `shape`, True where an element is dropped (rate p, 0 <= p < 1), and
     the scale 1 / (1 - p') that keeps the expectation of the kept values."""
     if not 0.0 <= p < 1.0:
-        raise ValueError(f"drop_mask: p must be in [0, 1), got {p}")
-    numel = 1
-    for size in shape:
-        numel *= size
+        raise ConfigError(f"drop_mask: p must be in [0, 1), got {p}")
+    numel = math.prod(shape)
     threshold = round(p * _LEVELS)
     bits = torch.empty((numel + 3) // 4, dtype=torch.int64, device=device).random_(-(1 << 63), None)
     # Each int64 holds four independent uniform int16s; comparing signed int16 against
@@ -56,7 +58,7 @@ class Dropout(nn.Module):
     def __init__(self, p: float = 0.5):
         super().__init__()
         if not 0.0 <= p <= 1.0:
-            raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
+            raise ConfigError(f"Dropout: p must be in [0, 1], got {p}")
         self.p = p
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
