@@ -19,8 +19,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import tempfile
 import warnings
+from collections import Counter
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -145,15 +147,20 @@ class Tokenizer:
         )
         backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         backend.decoder = decoders.WordPiece(prefix="##")
+        alphabet, continuations = _wordpiece_alphabet(backend, paths, limit_alphabet)
+        special_tokens = [specials[r] for r in _ROLES]
         trainer = trainers.WordPieceTrainer(
             vocab_size=vocab_size,
             min_frequency=min_frequency,
-            special_tokens=[specials[r] for r in _ROLES],
-            limit_alphabet=limit_alphabet,
+            # the '##c' tokens ride along as specials only to get fixed ids (see _wordpiece_alphabet)
+            special_tokens=special_tokens + continuations,
+            initial_alphabet=alphabet,
+            limit_alphabet=len(alphabet),
             continuing_subword_prefix="##",
             show_progress=show_progress,
         )
         _train(backend, paths, trainer)
+        backend = _keep_added_tokens(backend, special_tokens)
         backend.post_processor = _bert_post_processor(backend, specials)
         return cls(backend, "wordpiece", specials, _DEFAULT_MAX_LENGTH)
 
@@ -610,11 +617,58 @@ def _train(backend: _RustTokenizer, paths: list[str], trainer) -> None:
     except Exception as err:
         bad = next((p for p in paths if not _is_utf8(Path(p))), None)
         if bad is not None:
-            raise DataError(
-                f"training file {bad} is not valid UTF-8; re-encode it as UTF-8 "
-                f"(e.g. iconv -f latin1 -t utf-8) and train again"
-            ) from err
+            raise _not_utf8(bad) from err
         raise DataError(f"tokenizer training failed on {paths[0]}{' ...' if len(paths) > 1 else ''}: {err}") from err
+
+
+_ASCII_SPACE = re.compile(r"[ \t\n\r]+")  # what every normaliser keeps as a word boundary
+
+
+def _wordpiece_alphabet(backend: _RustTokenizer, paths: list[str], limit_alphabet: int
+                        ) -> tuple[list[str], list[str]]:
+    """The characters WordPiece training keeps, and their '##' continuation tokens that occur.
+
+    tokenizers' trainer creates each '##c' the first time it meets c inside a word while walking
+    a hash map, so the ids of these tokens change from run to run; the ids break ties between
+    equally frequent merges, so the vocabulary did too (huggingface/tokenizers#1794). Passed
+    to the trainer up front in sorted order, they get fixed ids and training is repeatable.
+    The alphabet is what the trainer keeps, the `limit_alphabet` most frequent characters, with
+    ties broken by code point rather than hash order. One pass over the text, through the
+    tokenizer's own normaliser and pre-tokeniser, run once per distinct space-separated string
+    (both work within such strings; calling them per line was 1.5 s per MB).
+    """
+    chunks: Counter[str] = Counter()
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as f:
+                while lines := f.readlines(1 << 20):
+                    chunks.update(_ASCII_SPACE.split("".join(lines)))
+        except UnicodeDecodeError as err:
+            raise _not_utf8(path) from err
+    char_counts: Counter[str] = Counter()
+    inside_words: set[str] = set()
+    for chunk, count in chunks.items():
+        normalized = backend.normalizer.normalize_str(chunk)
+        for word, _ in backend.pre_tokenizer.pre_tokenize_str(normalized):
+            for char in word:
+                char_counts[char] += count
+            inside_words.update(word[1:])
+    by_frequency = sorted(char_counts, key=lambda c: (-char_counts[c], c))
+    alphabet = sorted(by_frequency[:limit_alphabet])
+    return alphabet, ["##" + c for c in alphabet if c in inside_words]
+
+
+def _keep_added_tokens(backend: _RustTokenizer, keep: list[str]) -> _RustTokenizer:
+    """The tokenizer without the added (special) tokens outside `keep`; they stay in the vocabulary
+    as ordinary tokens."""
+    state = json.loads(backend.to_str())
+    state["added_tokens"] = [t for t in state["added_tokens"] if t["content"] in keep]
+    return _RustTokenizer.from_str(json.dumps(state))
+
+
+def _not_utf8(path) -> DataError:
+    return DataError(f"training file {path} is not valid UTF-8; re-encode it as UTF-8 "
+                     f"(e.g. iconv -f latin1 -t utf-8) and train again")
 
 
 def _is_utf8(path: Path, chunk: int = 1 << 20) -> bool:

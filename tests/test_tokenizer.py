@@ -292,6 +292,26 @@ def test_train_wordpiece_save_and_reload(tmp_path, training_files):
     _assert_same_inputs(Tokenizer.from_pretrained(tmp_path)(SAMPLES, SAMPLE_PAIRS), expected)
 
 
+def test_train_wordpiece_is_repeatable(training_files):
+    """tokenizers' trainer on its own gives the '##' tokens ids in hash-map order, which breaks
+    ties between equally frequent merges differently from run to run (huggingface/tokenizers#1794;
+    4 runs gave 4 vocabularies here); bertkit registers them up front in sorted order."""
+    vocabs = [Tokenizer.train_wordpiece(training_files, vocab_size=1500, show_progress=False).get_vocab()
+              for _ in range(3)]
+    assert vocabs[0] == vocabs[1] == vocabs[2]
+
+
+def test_trained_continuation_tokens_are_ordinary_tokens(training_files):
+    """The '##c' tokens ride through training as specials only for their ids: afterwards they are
+    plain vocabulary entries, so a literal '##s' in text is not matched as one token."""
+    trained = Tokenizer.train_wordpiece(training_files, vocab_size=1500, show_progress=False)
+    assert "##s" in trained.get_vocab() and trained.vocab_size == 1500
+    added = json.loads(trained._backend.to_str())["added_tokens"]
+    assert [t["content"] for t in added] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tokens = trained.convert_ids_to_tokens(trained.encode("dog ##s"))
+    assert tokens[-4:-1] in (["#", "#", "s"], ["[UNK]", "[UNK]", "s"])  # '#' may not be in the alphabet
+
+
 def test_train_bpe_save_and_reload(tmp_path, training_files):
     trained = Tokenizer.train_bpe(training_files, vocab_size=1000, show_progress=False)
     assert trained.kind == "bpe" and trained.vocab_size == 1000
