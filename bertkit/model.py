@@ -115,7 +115,9 @@ class BertSelfAttention(nn.Module):
 
     Two paths give the same result: PyTorch's fused `scaled_dot_product_attention` (fast, never
     materialises the T x T probabilities) and an explicit one that returns the probabilities.
-    The explicit path is taken only when probabilities are asked for or a head mask is given.
+    The explicit path is taken when probabilities are asked for, a head mask is given, or when
+    training on CPU with attention dropout (there SDPA is unfused anyway, and bertkit's dropout
+    mask is cheaper to draw than torch's: see dropout.py).
     """
 
     fast_cpu_dropout = True  # False: SDPA's own dropout path (benchmarks/bench_levers.py compares)
