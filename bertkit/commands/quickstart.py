@@ -38,7 +38,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--out", default="runs/quickstart", help="where every stage writes its results")
     parser.add_argument("--pretrain-steps", type=int, default=None,
                         help="pre-training steps for the tiny model (default: configs/pretrain-tiny.toml's "
-                             "1500, a few minutes on 2 cores)")
+                             "2500, a few minutes on 2 cores)")
     parser.add_argument("--finetune-epochs", type=float, default=2.0, help="epochs of BBC fine-tuning")
     parser.add_argument("--max-length", type=int, default=128,
                         help="tokens per BBC article when fine-tuning (title and first paragraph: "
