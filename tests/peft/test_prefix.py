@@ -96,7 +96,9 @@ def test_prefix_changes_the_model_and_only_it_trains(tiny_classifier):
     peft.set_active(None)
     peft.eval()
     with torch.no_grad():
-        assert torch.equal(peft(ids, mask).logits, base.logits)
+        # `base` ran with output_hidden_states=True (last layer in full) and this run does not
+        # (last layer at [CLS] only): different paths, so equal up to float rounding, not bitwise
+        assert (peft(ids, mask).logits - base.logits).abs().max() < 1e-5
 
 
 def test_vocab_init_uses_the_base_models_own_keys_and_values(tiny_classifier):
