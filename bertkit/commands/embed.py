@@ -11,6 +11,7 @@ import os
 import numpy as np
 
 from ..errors import DataError
+from ..io import iter_text_lines
 
 HELP = "embed each line of a text file (mean pooling + L2 normalisation) into a .npy matrix"
 
@@ -25,17 +26,7 @@ def add_arguments(parser) -> None:
 
 
 def read_lines(path: str) -> list[str]:
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
-        raise DataError(f"input file {path} does not exist") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise DataError(f"{path} is not UTF-8 (byte {e.start}: {raw[e.start:e.start + 1]!r}); "
-                        "re-encode it, e.g. iconv -f latin1 -t utf-8") from None
-    lines = [line for line in text.splitlines() if line.strip()]
+    lines = [line for _, line in iter_text_lines(path) if line.strip()]
     if not lines:
         raise DataError(f"{path} holds no non-empty lines; put one text per line")
     return lines

@@ -39,7 +39,7 @@ from torch import nn
 from bertkit.checkpoint import load_into, read_state_dict
 from bertkit.config import BertConfig
 from bertkit.errors import BertkitError, ConfigError, DataError
-from bertkit.io import atomic_write_json, iter_jsonl
+from bertkit.io import atomic_write_json, iter_jsonl, iter_text_lines
 from bertkit.tasks.alignment import IGNORE_INDEX
 from bertkit.tasks.features import (Collator, DataConfig, encode_qa, encode_texts, encode_words,
                                     subsample)
@@ -118,7 +118,7 @@ def load_examples(task: str, source: str, split: str, data: DataConfig) -> list:
         if BUILTIN_TASKS[name] != task:
             raise DataError(f"built-in data {name} is for --task {BUILTIN_TASKS[name]}, not {task}")
         return list(builtin_splits(name)[explicit or split])
-    if not os.path.isfile(source):
+    if not os.path.exists(source):  # a FIFO or device exists: its reader refuses it by name
         raise DataError(f"{source}: no such file (or built-in data name: {', '.join(BUILTIN_TASKS)})")
     if task in ("classification", "regression"):
         return read_text_dataset(source, data.text_column, data.pair_column or None, data.label_column,
@@ -156,7 +156,7 @@ def read_prediction_input(task: str, source: str, data: DataConfig) -> Predictio
     name, explicit = parse_source(source)
     if name in BUILTIN_TASKS:
         return PredictionInput(load_examples(task, source, "test", data))
-    if not os.path.isfile(source):
+    if not os.path.exists(source):  # a FIFO or device exists: its reader refuses it by name
         raise DataError(f"{source}: no such file (or built-in data name: {', '.join(BUILTIN_TASKS)})")
     suffix = os.path.splitext(source)[1].lower()
     if task in ("classification", "regression"):
@@ -198,12 +198,7 @@ def _jsonl_records(path: str, keys: tuple[str, ...]) -> list[dict]:
 
 
 def _read_lines(path: str) -> list[str]:
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = [line.rstrip("\n") for line in f]
-    except UnicodeDecodeError as e:
-        raise DataError(f"{path} is not UTF-8 ({e.reason} at byte {e.start}); re-encode it") from None
-    lines = [line for line in lines if line.strip()]
+    lines = [line for _, line in iter_text_lines(path) if line.strip()]
     if not lines:
         raise DataError(f"{path} holds no non-empty lines; put one input per line")
     return lines

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Iterable, Sequence, Union
 
 from bertkit.errors import DataError
-from bertkit.io import iter_jsonl
+from bertkit.io import MAX_LINE_BYTES, check_regular_file, iter_jsonl, iter_text_lines, loads_json, read_text
 
 Label = Union[str, float, list, None]
 
@@ -149,11 +149,18 @@ def _label_to_str(value) -> str:
 def _csv_rows(path: str, delimiter: str):
     """Yield (line_number, row_dict, fieldnames) from a CSV/TSV file with a header row."""
     quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
-    with open(path, newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle, delimiter=delimiter, quoting=quoting)
+    # csv's default field limit (131,072 characters) is below a long article; a field may be
+    # as long as the longest line we stream. Raised, never lowered: the limit is process-wide.
+    csv.field_size_limit(max(csv.field_size_limit(), MAX_LINE_BYTES))
+    lines = (line for _, line in iter_text_lines(path, keepends=True))
+    reader = csv.DictReader(lines, delimiter=delimiter, quoting=quoting)
+    try:
         fieldnames = reader.fieldnames or []
         if not fieldnames:
             raise DataError(f"{path}: file is empty; expected a header row naming the columns")
+        repeated = sorted({name for name in fieldnames if fieldnames.count(name) > 1})
+        if repeated:
+            raise DataError(f"{path}: line 1 names the column {repeated[0]!r} twice; rename or remove one")
         for row in reader:
             line = reader.line_num
             if None in row:
@@ -166,6 +173,9 @@ def _csv_rows(path: str, delimiter: str):
                     f"{path}: line {line} has fewer fields than the {len(fieldnames)} in the header"
                 )
             yield line, row, fieldnames
+    except csv.Error as err:
+        raise DataError(f"{path}: line {reader.line_num} is not valid {'TSV' if delimiter == chr(9) else 'CSV'} "
+                        f"({err})") from None
 
 
 def read_text_dataset(
@@ -189,8 +199,7 @@ def read_text_dataset(
     path = str(path)
     if label_type not in ("auto", "category", "number"):
         raise DataError(f"label_type must be 'auto', 'category' or 'number', got {label_type!r}")
-    if not os.path.isfile(path):
-        raise DataError(f"{path}: no such file")
+    check_regular_file(path)
     suffix = Path(path).suffix.lower()
     wanted = [text_column] + ([pair_column] if pair_column else []) + ([label_column] if label_column else [])
     texts, pairs, raw_labels, where = [], [], [], []
@@ -307,38 +316,35 @@ def read_conll(path: str | os.PathLike, token_col: int = 0, tag_col: int = -1) -
     between sentences, `-DOCSTART-` lines skipped. Every token line must have the same number
     of columns as the first one."""
     path = str(path)
-    if not os.path.isfile(path):
-        raise DataError(f"{path}: no such file")
     sentences: list[TokenExample] = []
     tokens: list[str] = []
     tags: list[str] = []
     n_columns = None
-    with open(path, encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            fields = line.split()
-            if not fields:
-                if tokens:
-                    sentences.append(TokenExample(tokens, tags))
-                    tokens, tags = [], []
-                continue
-            if fields[0] == "-DOCSTART-":
-                continue
-            if n_columns is None:
-                n_columns = len(fields)
-                needed = max(token_col if token_col >= 0 else -token_col - 1,
-                             tag_col if tag_col >= 0 else -tag_col - 1) + 1
-                if n_columns < needed or n_columns < 2:
-                    raise DataError(
-                        f"{path}: line {line_number} has {n_columns} column(s) but token_col={token_col} "
-                        f"and tag_col={tag_col} need at least {max(needed, 2)}"
-                    )
-            elif len(fields) != n_columns:
+    for line_number, line in iter_text_lines(path):
+        fields = line.split()
+        if not fields:
+            if tokens:
+                sentences.append(TokenExample(tokens, tags))
+                tokens, tags = [], []
+            continue
+        if fields[0] == "-DOCSTART-":
+            continue
+        if n_columns is None:
+            n_columns = len(fields)
+            needed = max(token_col if token_col >= 0 else -token_col - 1,
+                         tag_col if tag_col >= 0 else -tag_col - 1) + 1
+            if n_columns < needed or n_columns < 2:
                 raise DataError(
-                    f"{path}: line {line_number} has {len(fields)} columns, expected {n_columns} "
-                    "like the first token line; separate columns by whitespace and sentences by a blank line"
+                    f"{path}: line {line_number} has {n_columns} column(s) but token_col={token_col} "
+                    f"and tag_col={tag_col} need at least {max(needed, 2)}"
                 )
-            tokens.append(fields[token_col])
-            tags.append(fields[tag_col])
+        elif len(fields) != n_columns:
+            raise DataError(
+                f"{path}: line {line_number} has {len(fields)} columns, expected {n_columns} "
+                "like the first token line; separate columns by whitespace and sentences by a blank line"
+            )
+        tokens.append(fields[token_col])
+        tags.append(fields[tag_col])
     if tokens:
         sentences.append(TokenExample(tokens, tags))
     return sentences
@@ -400,13 +406,7 @@ def read_squad(path: str | os.PathLike, return_stats: bool = False):
     `return_stats=True` (then the result is `(examples, stats)`).
     """
     path = str(path)
-    if not os.path.isfile(path):
-        raise DataError(f"{path}: no such file")
-    try:
-        with open(path, encoding="utf-8") as handle:
-            document = json.load(handle)
-    except json.JSONDecodeError as err:
-        raise DataError(f"{path}: not valid JSON (line {err.lineno}: {err.msg})") from None
+    document = loads_json(read_text(path), path)
     if not isinstance(document, dict) or not isinstance(document.get("data"), list):
         raise DataError(f'{path}: expected a SQuAD object {{"version": ..., "data": [...]}}')
 

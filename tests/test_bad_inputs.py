@@ -1,0 +1,180 @@
+"""Bad input, as a careful user tries it (issue 17): every case through `bertkit.cli.main`
+must exit 2 with exactly one stderr line naming the problem, and leave no file behind.
+Cases that must be *accepted* (a UTF-8 byte-order mark, a CSV field over csv's default
+131,072-character limit) are checked for the right result instead."""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+
+import pytest
+
+from bertkit.cli import main
+from bertkit.config import BertConfig
+from bertkit.heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
+from bertkit.tokenizer import Tokenizer
+
+WORDS = ["the striker scored a late goal", "the bank cut interest rates", "a new film opened today",
+         "who scored the goal", "rates fell again", "caf au lait"]
+LATIN1 = "caf\xe9 au lait".encode("latin-1")
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """Tiny random classification, tagging and QA models sharing one 300-piece vocabulary."""
+    root = tmp_path_factory.mktemp("models")
+    corpus = root / "corpus.txt"
+    corpus.write_text("\n".join(WORDS) + "\n", encoding="utf-8")
+    tokenizer = Tokenizer.train_wordpiece([str(corpus)], vocab_size=300, min_frequency=1, show_progress=False)
+    labels = {0: "sport", 1: "business"}
+    tags = {0: "O", 1: "B-X"}
+    out = {}
+    for name, cls, id2label in (("clf", BertForSequenceClassification, labels),
+                                ("tag", BertForTokenClassification, tags),
+                                ("qa", BertForQuestionAnswering, None)):
+        config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1,
+                            num_attention_heads=2, intermediate_size=64, max_position_embeddings=128,
+                            **({"id2label": id2label, "label2id": {v: k for k, v in id2label.items()}}
+                               if id2label else {}))
+        directory = root / name
+        cls(config).save_pretrained(directory, tokenizer=tokenizer)
+        out[name] = str(directory)
+    return out
+
+
+def snapshot(root) -> set[str]:
+    return {os.path.relpath(os.path.join(d, f), root) for d, _, files in os.walk(root) for f in files}
+
+
+def run(argv, capsys, warnings_are_errors=True):
+    with warnings.catch_warnings():
+        # on a refusal a warning would be a second stderr line
+        warnings.simplefilter("error" if warnings_are_errors else "ignore")
+        code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def assert_refused(argv, capsys, workdir, *fragments):
+    """Exit code 2, one stderr line holding every fragment, no new or changed file in workdir."""
+    before = snapshot(workdir)
+    code, _, err = run(argv, capsys)
+    assert code == 2, err
+    assert err.count("\n") == 1 and err.endswith("\n"), err
+    for fragment in fragments:
+        assert fragment in err, (fragment, err)
+    assert snapshot(workdir) == before
+
+
+# ---------------------------------------------------------------------------- data files
+# (model, command, input name, content, fragments of the one error line)
+DATA_CASES = {
+    "latin1-txt-predict": ("clf", "predict", "in.txt", b"fine\n" + LATIN1 + b"\n", ["line 2", "not UTF-8", "iconv"]),
+    "latin1-csv-predict": ("clf", "predict", "in.csv", b"text\nok\n" + LATIN1 + b"\n", ["in.csv: line 3", "not UTF-8"]),
+    "latin1-csv-evaluate": ("clf", "evaluate", "in.csv", b"text,label\n" + LATIN1 + b",sport\n",
+                            ["in.csv: line 2", "not UTF-8"]),
+    "latin1-jsonl-predict": ("clf", "predict", "in.jsonl", b'{"text": "' + LATIN1 + b'"}\n',
+                             ["in.jsonl: line 1", "not UTF-8"]),
+    "latin1-conll-predict": ("tag", "predict", "in.conll", b"Paris O\n" + LATIN1 + b" O\n",
+                             ["in.conll: line 2", "not UTF-8"]),
+    "latin1-conll-evaluate": ("tag", "evaluate", "in.conll", b"Paris O\n\n" + LATIN1.replace(b" ", b"_") + b" O\n",
+                              ["in.conll: line 3", "not UTF-8"]),
+    "latin1-squad-predict": ("qa", "predict", "in.json",
+                             b'{"data": [{"paragraphs": [\n{"context": "' + LATIN1 + b'", "qas": []}]}]}',
+                             ["in.json: line 2", "not UTF-8"]),
+    "latin1-embed": ("clf", "embed", "in.txt", b"ok\n\n" + LATIN1 + b"\n", ["line 3", "not UTF-8"]),
+    "duplicate-csv-column": ("clf", "predict", "in.csv", b"text,id,text\na,1,b\n", ["in.csv: line 1", "'text' twice"]),
+    "duplicate-csv-column-evaluate": ("clf", "evaluate", "in.csv", b"text,label,label\na,sport,business\n",
+                                      ["'label' twice"]),
+    "duplicate-jsonl-key": ("clf", "predict", "in.jsonl", b'{"text": "a"}\n{"text": "a", "text": "b"}\n',
+                            ["in.jsonl: line 2", "'text' twice"]),
+    "duplicate-squad-key": ("qa", "predict", "in.json", b'{"data": [], "data": []}', ["'data' twice"]),
+}
+
+
+def _data_argv(models, tmp_path, model, command, path):
+    if command == "embed":
+        return ["embed", "--model", models[model], "--input", path, "--output", tmp_path / "out.npy"]
+    if command == "evaluate":
+        return ["evaluate", "--model", models[model], "--data", path]
+    return ["predict", "--model", models[model], "--input", path, "--output", tmp_path / "out.jsonl"]
+
+
+@pytest.mark.parametrize("case", DATA_CASES)
+def test_bad_data_file_is_one_line(case, models, tmp_path, capsys):
+    model, command, name, content, fragments = DATA_CASES[case]
+    path = tmp_path / name
+    path.write_bytes(content)
+    assert_refused(_data_argv(models, tmp_path, model, command, path), capsys, tmp_path, *fragments)
+
+
+@pytest.mark.parametrize("command", ["predict", "evaluate", "embed"])
+@pytest.mark.parametrize("kind", ["fifo", "symlink-to-fifo", "device", "directory"])
+def test_non_regular_files_are_refused_before_reading(command, kind, models, tmp_path, capsys):
+    fifo = tmp_path / "pipe.csv"
+    os.mkfifo(fifo)  # reading it would block forever: the test hanging is the failure
+    path = {"fifo": fifo, "device": "/dev/zero", "directory": tmp_path / "dir.csv"}.get(kind)
+    if kind == "symlink-to-fifo":
+        path = tmp_path / "link.csv"
+        path.symlink_to(fifo)
+    if kind == "directory":
+        path.mkdir()
+    fragment = "is a directory" if kind == "directory" else "not a regular file"
+    assert_refused(_data_argv(models, tmp_path, "clf", command, path), capsys, tmp_path, str(path), fragment)
+
+
+def test_a_line_without_end_is_refused_not_read_without_bound(models, tmp_path, capsys):
+    from bertkit.io import MAX_LINE_BYTES
+
+    path = tmp_path / "huge.txt"
+    with open(path, "wb") as f:
+        f.truncate(MAX_LINE_BYTES + 10)  # a sparse file: NUL bytes and no newline
+    assert_refused(_data_argv(models, tmp_path, "clf", "embed", path), capsys, tmp_path,
+                   "line 1 is longer than 16,777,216 bytes")
+
+
+def test_csv_field_over_the_raised_limit_is_reported(models, tmp_path, capsys):
+    path = tmp_path / "in.csv"
+    with open(path, "wb") as f:  # one quoted field of 17 MB over 17,000 lines: each line is short
+        f.write(b'text\n"' + (b"a" * 1000 + b"\n") * 17_000 + b'"\n')
+    assert_refused(_data_argv(models, tmp_path, "clf", "predict", path), capsys, tmp_path,
+                   "in.csv: line", "not valid CSV (field larger than field limit")
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl", ".txt"])
+def test_utf8_byte_order_mark_is_dropped(suffix, models, tmp_path, capsys):
+    path = tmp_path / f"in{suffix}"
+    body = {".csv": "text\ngoal\nrates\n", ".jsonl": '{"text": "goal"}\n{"text": "rates"}\n',
+            ".txt": "goal\nrates\n"}[suffix]
+    path.write_bytes(b"\xef\xbb\xbf" + body.encode("utf-8"))
+    out = tmp_path / "out.jsonl"
+    code, _, err = run(["predict", "--model", models["clf"], "--input", path, "--output", out], capsys)
+    assert code == 0, err
+    assert len(out.read_text(encoding="utf-8").splitlines()) == 2
+
+
+def test_csv_field_over_the_csv_module_default_is_read(models, tmp_path, capsys):
+    long_text = "goal " * 40_000  # 200,000 characters > csv's 131,072
+    path = tmp_path / "in.csv"
+    path.write_text(f'text\n"{long_text}"\nrates\n', encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    code, _, err = run(["predict", "--model", models["clf"], "--input", path, "--output", out], capsys,
+                       warnings_are_errors=False)  # (the long text is cut to max_length, with a note)
+    assert code == 0, err
+    assert len(out.read_text(encoding="utf-8").splitlines()) == 2
+
+
+def test_corpus_file_named_alone_is_refused_in_a_directory_skipped(tmp_path):
+    from bertkit.data.corpus import open_corpus
+    from bertkit.errors import DataError
+
+    (tmp_path / "good.txt").write_text("Good text here.\n\nMore text.\n", encoding="utf-8")
+    bad = tmp_path / "late.txt"
+    bad.write_bytes(b"fine line\n" * 2000 + b"\n" + LATIN1 + b"\n")  # the bad byte is past 8 KiB
+    with pytest.raises(DataError, match=r"late\.txt: line 2002 is not UTF-8"):
+        list(open_corpus(bad, mode="blank"))
+    with pytest.warns(UserWarning, match=r"late\.txt: line 2002"):
+        docs = list(open_corpus(tmp_path, mode="blank"))
+    assert docs == [["Good text here."], ["More text."]]  # nothing of the bad file, not even its start
