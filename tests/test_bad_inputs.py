@@ -178,3 +178,60 @@ def test_corpus_file_named_alone_is_refused_in_a_directory_skipped(tmp_path):
     with pytest.warns(UserWarning, match=r"late\.txt: line 2002"):
         docs = list(open_corpus(tmp_path, mode="blank"))
     assert docs == [["Good text here."], ["More text."]]  # nothing of the bad file, not even its start
+
+
+# ---------------------------------------------------------------------------- one row per input
+def _rows(path):
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.mark.parametrize("model,name,content,lines,blank", [
+    ("clf", "in.txt", "the goal\n\n   \nrates fell\n\t\n", [1, 2, 3, 4, 5], [1, 2, 4]),
+    ("clf", "in.csv", 'text\nthe goal\n""\n"  "\nrates fell\n', [2, 3, 4, 5], [1, 2]),
+    ("clf", "in.jsonl", '{"text": "goal"}\n\n{"text": " "}\n{"text": "rates"}\n', [1, 3, 4], [1]),
+    ("tag", "in.txt", "Paris is nice\n\nRome too\n", [1, 2, 3], [1]),
+    ("tag", "in.conll", "Paris O\nis O\n\n\nRome O\n", [1, 5], []),
+    ("qa", "in.jsonl", '{"question": "who scored", "context": "the striker scored"}\n'
+                       '{"question": " ", "context": "x"}\n', [1, 2], [1]),
+])
+def test_predict_gives_one_row_per_input_in_order(model, name, content, lines, blank, models, tmp_path, capsys):
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    code, stdout, err = run(["predict", "--model", models[model], "--input", path, "--output", out], capsys)
+    assert code == 0, err
+    rows = _rows(out)
+    assert [row["index"] for row in rows] == list(range(len(lines)))
+    assert [row["line"] for row in rows] == lines
+    nulls = [i for i, row in enumerate(rows)
+             if row.get("label", 0) is None or row.get("answer", 0) is None or row.get("words") == []]
+    assert nulls == blank
+    assert all(set(row) == set(rows[0]) for row in rows)  # blank rows: the task's keys, no prediction
+
+
+def test_predict_keeps_squad_questions_whose_gold_answer_is_absent(models, tmp_path, capsys):
+    squad = {"version": "v2.0", "data": [{"title": "t", "paragraphs": [{"context": "the striker scored a goal", "qas": [
+        {"id": "a", "question": "who scored", "answers": [{"text": "the striker", "answer_start": 0}]},
+        {"id": "b", "question": "what rates", "answers": [{"text": "not in the context", "answer_start": 3}]},
+        {"id": "c", "question": "what fell", "answers": [], "is_impossible": True}]}]}]}
+    path = tmp_path / "in.json"
+    path.write_text(json.dumps(squad), encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    code, _, err = run(["predict", "--model", models["qa"], "--input", path, "--output", out], capsys,
+                       warnings_are_errors=False)  # (a note that one gold answer is not in its context)
+    assert code == 0, err
+    assert [row["id"] for row in _rows(out)] == ["a", "b", "c"]
+
+
+def test_embed_gives_one_row_per_line(models, tmp_path, capsys):
+    import numpy as np
+
+    path = tmp_path / "in.txt"
+    path.write_text("the goal\n\n  \nrates fell\n", encoding="utf-8")
+    out = tmp_path / "out.npy"
+    with pytest.warns(UserWarning, match=r"2 blank line\(s\) got all-zero rows"):
+        assert main(["embed", "--model", models["clf"], "--input", str(path), "--output", str(out)]) == 0
+    vectors = np.load(out)
+    assert vectors.shape == (4, 32)
+    assert not vectors[[1, 2]].any()
+    assert np.allclose(np.linalg.norm(vectors[[0, 3]], axis=1), 1.0, atol=1e-5)

@@ -31,9 +31,10 @@ def test_embed_gives_reference_cosine(minilm_dir, tmp_path, capsys):
     out = tmp_path / "vectors.npy"
     assert main(["embed", "--model", minilm_dir, "--input", str(src), "--output", str(out)]) == 0
     vectors = np.load(out)
-    assert vectors.shape == (2, 384)
-    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
-    assert abs(float(vectors[0] @ vectors[1]) - 0.755) < 0.001
+    assert vectors.shape == (3, 384)  # row i is line i + 1: the blank line's row is all zeros
+    assert not vectors[1].any()
+    assert np.allclose(np.linalg.norm(vectors[[0, 2]], axis=1), 1.0, atol=1e-5)
+    assert abs(float(vectors[0] @ vectors[2]) - 0.755) < 0.001
 
 
 @pytest.mark.parametrize("content,message", [

@@ -2,11 +2,16 @@
 
 Mean pooling over real tokens, then L2 normalisation (sentence-transformers' definition), so a
 dot product of two rows is their cosine similarity.
+
+Row i of the output is line i + 1 of the input, always: a blank or whitespace-only line has
+no tokens to pool, so its row is all zeros (cosine 0 with everything; a note says how many)
+rather than being dropped, which would shift every later row. Lines are split at "\\n" only.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
 
@@ -26,8 +31,9 @@ def add_arguments(parser) -> None:
 
 
 def read_lines(path: str) -> list[str]:
-    lines = [line for _, line in iter_text_lines(path) if line.strip()]
-    if not lines:
+    """Every line of `path`, blank ones too (see the module note); refused when all are blank."""
+    lines = [line for _, line in iter_text_lines(path)]
+    if not any(line.strip() for line in lines):
         raise DataError(f"{path} holds no non-empty lines; put one text per line")
     return lines
 
@@ -39,8 +45,14 @@ def run(args) -> int:
     from ..io import atomic_open
 
     encoder = SentenceEncoder.from_pretrained(args.model)
-    vectors = encoder.encode(texts, batch_size=args.batch_size, max_length=args.max_length,
-                             normalize=not args.no_normalize)
+    kept = [i for i, text in enumerate(texts) if text.strip()]
+    found = encoder.encode([texts[i] for i in kept], batch_size=args.batch_size, max_length=args.max_length,
+                           normalize=not args.no_normalize)
+    vectors = np.zeros((len(texts), found.shape[1]), dtype=found.dtype)
+    vectors[kept] = found
+    if len(kept) < len(texts):
+        warnings.warn(f"{args.input}: {len(texts) - len(kept)} blank line(s) got all-zero rows "
+                      "(row i is still line i + 1)")
     with atomic_open(args.output, "wb") as f:
         np.save(f, vectors.astype(np.float32))
     print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} embeddings to {os.path.abspath(args.output)}")

@@ -161,18 +161,20 @@ def read_prediction_input(task: str, source: str, data: DataConfig) -> Predictio
     suffix = os.path.splitext(source)[1].lower()
     if task in ("classification", "regression"):
         if suffix == ".txt":
-            return PredictionInput([TextExample(text=line) for line in _read_lines(source)])
+            return PredictionInput([TextExample(text=line, line=n) for n, line in _read_lines(source)])
         return PredictionInput(read_text_dataset(source, data.text_column, data.pair_column or None, None))
     if task == "token-classification":
         if suffix in (".txt", ".jsonl"):
-            texts = _read_lines(source) if suffix == ".txt" else [r["text"] for r in _jsonl_records(source, ("text",))]
-            examples, spans = [], []
-            for index, text in enumerate(texts):
+            numbered = (_read_lines(source) if suffix == ".txt"
+                        else [(n, r["text"]) for n, r in _jsonl_records(source, ("text",))])
+            examples, spans, texts = [], [], []
+            for line, text in numbered:
                 words, word_spans = words_of_text(text)
-                if not words:
-                    raise DataError(f"{source}: input {index + 1} has no words")
-                examples.append(TokenExample(words, ["O"] * len(words)))
+                if not words and text.strip():
+                    raise DataError(f"{source}: line {line} has no words")
+                examples.append(TokenExample(words, ["O"] * len(words), line))  # no words: a blank row
                 spans.append(word_spans)
+                texts.append(text)
             return PredictionInput(examples, texts, spans)
         examples = read_conll(source, data.token_col, data.tag_col)
         if not examples:
@@ -180,26 +182,27 @@ def read_prediction_input(task: str, source: str, data: DataConfig) -> Predictio
         return PredictionInput(examples)
     if suffix == ".jsonl":
         records = _jsonl_records(source, ("question", "context"))
-        return PredictionInput([QAExample(str(r.get("id", i)), r["question"], r["context"])
-                                for i, r in enumerate(records)])
-    return PredictionInput(read_squad(source))
+        return PredictionInput([QAExample(str(r.get("id", i)), r["question"], r["context"], line=n)
+                                for i, (n, r) in enumerate(records)])
+    return PredictionInput(read_squad(source, keep_all_questions=True))  # one row per question
 
 
-def _jsonl_records(path: str, keys: tuple[str, ...]) -> list[dict]:
+def _jsonl_records(path: str, keys: tuple[str, ...]) -> list[tuple[int, dict]]:
     records = []
     for line_number, record in iter_jsonl(path):
         missing = [k for k in keys if not isinstance(record.get(k), str)]
         if missing:
             raise DataError(f"{path}: line {line_number} needs a string field {missing[0]!r}")
-        records.append(record)
+        records.append((line_number, record))
     if not records:
         raise DataError(f"{path}: no records")
     return records
 
 
-def _read_lines(path: str) -> list[str]:
-    lines = [line for _, line in iter_text_lines(path) if line.strip()]
-    if not lines:
+def _read_lines(path: str) -> list[tuple[int, str]]:
+    """(line number, line) of every line, blank ones too: predict gives each line its row."""
+    lines = list(iter_text_lines(path))
+    if not any(line.strip() for _, line in lines):
         raise DataError(f"{path} holds no non-empty lines; put one input per line")
     return lines
 

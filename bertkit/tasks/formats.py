@@ -54,6 +54,7 @@ class TextExample:
     text: str
     text_pair: str | None = None
     label: Label = None
+    line: int | None = field(default=None, compare=False)  # where it starts in its file (1-based)
 
 
 @dataclass
@@ -62,6 +63,7 @@ class TokenExample:
 
     tokens: list[str]
     tags: list[str]
+    line: int | None = field(default=None, compare=False)  # where it starts in its file (1-based)
 
     def __post_init__(self) -> None:
         if len(self.tokens) != len(self.tags):
@@ -85,6 +87,7 @@ class QAExample:
     context: str
     answers: list[dict] = field(default_factory=list)
     is_impossible: bool = False
+    line: int | None = field(default=None, compare=False)  # its line in a JSON-lines file (1-based)
 
 
 # ----------------------------------------------------------------------------------------
@@ -202,7 +205,7 @@ def read_text_dataset(
     check_regular_file(path)
     suffix = Path(path).suffix.lower()
     wanted = [text_column] + ([pair_column] if pair_column else []) + ([label_column] if label_column else [])
-    texts, pairs, raw_labels, where = [], [], [], []
+    texts, pairs, raw_labels, where, lines = [], [], [], [], []
 
     if suffix in (".csv", ".tsv"):
         for line, row, fieldnames in _csv_rows(path, "\t" if suffix == ".tsv" else ","):
@@ -215,6 +218,7 @@ def read_text_dataset(
             texts.append(row[text_column])
             pairs.append(row[pair_column] if pair_column else None)
             where.append(f"line {line}")
+            lines.append(line)
             if label_column is None:
                 raw_labels.append(None)
                 continue
@@ -239,6 +243,7 @@ def read_text_dataset(
             texts.append(record[text_column])
             pairs.append(record[pair_column] if pair_column else None)
             where.append(f"line {line}")
+            lines.append(line)
             value = record[label_column] if label_column else None
             if isinstance(value, list):
                 if not all(isinstance(item, str) for item in value):
@@ -252,7 +257,7 @@ def read_text_dataset(
         raise DataError(f"{path}: unknown extension {suffix!r}; use .csv, .tsv or .jsonl")
 
     labels = _finish_labels(raw_labels, where, path, label_type)
-    return [TextExample(text=t, text_pair=p, label=l) for t, p, l in zip(texts, pairs, labels)]
+    return [TextExample(text=t, text_pair=p, label=l, line=n) for t, p, l, n in zip(texts, pairs, labels, lines)]
 
 
 def infer_task_kind(examples: Sequence[TextExample]) -> str:
@@ -320,11 +325,12 @@ def read_conll(path: str | os.PathLike, token_col: int = 0, tag_col: int = -1) -
     tokens: list[str] = []
     tags: list[str] = []
     n_columns = None
+    first_line = None  # of the sentence being read
     for line_number, line in iter_text_lines(path):
         fields = line.split()
         if not fields:
             if tokens:
-                sentences.append(TokenExample(tokens, tags))
+                sentences.append(TokenExample(tokens, tags, first_line))
                 tokens, tags = [], []
             continue
         if fields[0] == "-DOCSTART-":
@@ -343,10 +349,12 @@ def read_conll(path: str | os.PathLike, token_col: int = 0, tag_col: int = -1) -
                 f"{path}: line {line_number} has {len(fields)} columns, expected {n_columns} "
                 "like the first token line; separate columns by whitespace and sentences by a blank line"
             )
+        if not tokens:
+            first_line = line_number
         tokens.append(fields[token_col])
         tags.append(fields[tag_col])
     if tokens:
-        sentences.append(TokenExample(tokens, tags))
+        sentences.append(TokenExample(tokens, tags, first_line))
     return sentences
 
 
@@ -395,7 +403,7 @@ def _locate_answer(context: str, text: str, start: int) -> int | None:
     return best
 
 
-def read_squad(path: str | os.PathLike, return_stats: bool = False):
+def read_squad(path: str | os.PathLike, return_stats: bool = False, keep_all_questions: bool = False):
     """Read SQuAD v1.1 or v2.0 JSON into QAExamples.
 
     Each answer is checked: `context[answer_start:answer_start+len(text)] == text`. When it
@@ -403,7 +411,8 @@ def read_squad(path: str | os.PathLike, return_stats: bool = False):
     nearest occurrence; when the text does not occur at all, the answer is dropped, and an
     answerable question left with no answer is dropped. Nothing crashes on such data: the
     counts are reported with `warnings.warn` and returned as `SquadReadStats` when
-    `return_stats=True` (then the result is `(examples, stats)`).
+    `return_stats=True` (then the result is `(examples, stats)`). With `keep_all_questions`
+    (prediction, where gold answers are not used) no question is dropped.
     """
     path = str(path)
     document = loads_json(read_text(path), path)
@@ -431,7 +440,7 @@ def read_squad(path: str | os.PathLike, return_stats: bool = False):
                         continue
                     stats.fixed_starts += found != start
                     answers.append({"text": text, "answer_start": found})
-                if not impossible and not answers:
+                if not impossible and not answers and not keep_all_questions:
                     stats.dropped_questions += 1
                     continue
                 stats.questions += 1

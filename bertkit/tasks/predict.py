@@ -366,7 +366,47 @@ def baseline_metrics(spec: TaskSpec, train: Sequence, examples: Sequence) -> dic
 
 def prediction_rows(model, tokenizer, spec: TaskSpec, examples: Sequence, texts: Sequence[str] | None = None,
                     spans: Sequence | None = None, name: str = "input") -> list[dict]:
-    """One JSON-ready dict per example.
+    """One JSON-ready dict per example, in input order, never fewer: row i is example i.
+
+    Every row starts with "index" (0-based position among the inputs) and "line" (1-based line
+    where the input starts in its file; None for SQuAD JSON and built-in data). A blank input
+    (empty or whitespace-only text, question or context; a sentence without words) is not sent
+    to the model: its row has the task's keys with null values ({"label": null,
+    "probabilities": null}, {"value": null}, empty words/tags/entities, {"answer": null, ...}).
+    The task's keys are described in `_model_rows`.
+    """
+    kept = [i for i, example in enumerate(examples) if not _is_blank(example)]
+    predicted = _model_rows(model, tokenizer, spec, [examples[i] for i in kept],
+                            None if texts is None else [texts[i] for i in kept],
+                            None if spans is None else [spans[i] for i in kept], name) if kept else []
+    by_index = dict(zip(kept, predicted))
+    return [{"index": i, "line": getattr(example, "line", None),
+             **(by_index[i] if i in by_index else _blank_row(spec, example))}
+            for i, example in enumerate(examples)]
+
+
+def _is_blank(example) -> bool:
+    if isinstance(example, TokenExample):
+        return not example.tokens
+    if isinstance(example, QAExample):
+        return not example.question.strip() or not example.context.strip()
+    return not example.text.strip() and not (example.text_pair or "").strip()
+
+
+def _blank_row(spec: TaskSpec, example) -> dict:
+    """The row of a blank input: the task's keys, with no prediction."""
+    if spec.kind == "tagging":
+        return {"words": [], "tags": [], "entities": []}
+    if spec.kind == "qa":
+        return {"id": example.id, "answer": None, "start": None, "end": None, "score": None, "no_answer": None}
+    if spec.kind == "regression":
+        return {"value": None}
+    return {"labels" if spec.kind == "multilabel" else "label": None, "probabilities": None}
+
+
+def _model_rows(model, tokenizer, spec: TaskSpec, examples: Sequence, texts: Sequence[str] | None = None,
+                spans: Sequence | None = None, name: str = "input") -> list[dict]:
+    """One JSON-ready dict per (non-blank) example.
 
     classification: {"label", "probabilities": {label: p}}; multi-label: {"labels", ...};
     regression: {"value"}; tagging: {"words", "tags", "entities": [{"type", "start", "end",
