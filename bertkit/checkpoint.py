@@ -14,7 +14,6 @@ which refuses pickled code. Keys are mapped thinly:
 
 from __future__ import annotations
 
-import json
 import os
 import warnings
 from dataclasses import dataclass, field
@@ -24,8 +23,8 @@ import torch
 from torch import nn
 
 from .config import BertConfig
-from .errors import CheckpointError
-from .io import atomic_open
+from .errors import CheckpointError, DataError
+from .io import atomic_open, check_regular_file, loads_json, read_text
 from .variants.keymaps import from_hf, hf_architecture, to_hf
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
@@ -54,11 +53,12 @@ def read_state_dict(directory: str | os.PathLike) -> dict[str, torch.Tensor]:
     if "model.safetensors.index.json" in names:
         index = _read_json(os.path.join(directory, "model.safetensors.index.json"))
         state: dict[str, torch.Tensor] = {}
-        for shard in sorted(set(index.get("weight_map", {}).values())):
-            state.update(_read_safetensors(os.path.join(directory, shard)))
+        for shard in sorted(set(_shard_names(index, directory))):
+            state.update(_read_safetensors(_inside(directory, shard)))
         return state
     if "pytorch_model.bin" in names:
         path = os.path.join(directory, "pytorch_model.bin")
+        _regular(path)
         try:
             return torch.load(path, map_location="cpu", weights_only=True)
         except Exception as e:  # corrupt file, or one that needs unpickling of code
@@ -68,9 +68,41 @@ def read_state_dict(directory: str | os.PathLike) -> dict[str, torch.Tensor]:
     raise CheckpointError(f"no weights in {directory}: expected one of {', '.join(WEIGHT_FILES)}")
 
 
+def _regular(path: str) -> None:
+    """A weights file must be a regular file: a FIFO behind a symlink made loading hang."""
+    if os.path.lexists(path) and not os.path.exists(path):
+        raise CheckpointError(f"{path} is a broken symlink; restore the weights file")
+    if os.path.exists(path):
+        try:
+            check_regular_file(path)
+        except DataError as e:
+            raise CheckpointError(str(e)) from None
+
+
+def _shard_names(index: Any, directory: str) -> list[str]:
+    """The shard file names of a safetensors index, each a string."""
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise CheckpointError(f"{directory}/model.safetensors.index.json needs a \"weight_map\" of "
+                              "tensor name -> shard file name")
+    return list(weight_map.values())
+
+
+def _inside(directory: str, name: str) -> str:
+    """directory/name, required to stay inside `directory` once symlinks and `..` are resolved:
+    an index naming "../x" or "/etc/x" must not load weights from elsewhere."""
+    root = os.path.realpath(directory)
+    path = os.path.realpath(os.path.join(directory, name))
+    if os.path.commonpath([root, path]) != root:
+        raise CheckpointError(f"the shard {name!r} in {directory}/model.safetensors.index.json lies outside "
+                              "the model directory; shards must be files inside it")
+    return path
+
+
 def _read_safetensors(path: str) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
+    _regular(path)
     try:
         return load_file(path, device="cpu")
     except FileNotFoundError:
@@ -82,9 +114,8 @@ def _read_safetensors(path: str) -> dict[str, torch.Tensor]:
 
 def _read_json(path: str) -> dict[str, Any]:
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
+        return loads_json(read_text(path), path)
+    except (OSError, DataError) as e:
         raise CheckpointError(f"cannot read {path}: {e}") from None
 
 

@@ -54,7 +54,8 @@ class SentenceEncoder:
                normalize: bool = True, show_progress: bool | None = None) -> np.ndarray:
         """Embed `texts` as an (n, hidden) float32 array, row i for texts[i].
 
-        Texts longer than `max_length` tokens are truncated (the tokenizer warns once).
+        Texts longer than `max_length` tokens are truncated (the tokenizer warns once);
+        `max_length` is at least 3 and at most the model's positions (larger values are cut to it).
         `show_progress=None` shows a bar when there are many batches.
         """
         if isinstance(texts, str):
@@ -62,8 +63,15 @@ class SentenceEncoder:
         texts = list(texts)
         if not texts:
             raise DataError("encode() got no texts; pass a non-empty list of strings")
-        if batch_size <= 0:
-            raise DataError(f"batch_size must be positive, got {batch_size}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+            raise DataError(f"batch_size must be a positive integer, got {batch_size!r}")
+        # [CLS] and [SEP] take two places: below 3 the tokenizer cannot truncate and silently
+        # ignored the limit. Above the model's positions it is cut to them (the default, 256,
+        # is longer than small models' 128).
+        if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 3:
+            raise DataError(f"max_length must be an integer of at least 3 (two special tokens and one of "
+                            f"text), got {max_length!r}")
+        max_length = min(max_length, self.model.config.max_sequence_length)
         # Tokenize everything at once (fast, in Rust), unpadded: one truncation warning at most.
         encoded = self.tokenizer(texts, padding=False, truncation=True, max_length=max_length,
                                  return_tensors=None)

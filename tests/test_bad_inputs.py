@@ -235,3 +235,124 @@ def test_embed_gives_one_row_per_line(models, tmp_path, capsys):
     assert vectors.shape == (4, 32)
     assert not vectors[[1, 2]].any()
     assert np.allclose(np.linalg.norm(vectors[[0, 3]], axis=1), 1.0, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------- model directories
+def _model_copy(models, tmp_path, name="clf"):
+    """A copy of a tiny model directory to break in one way."""
+    import shutil
+
+    target = tmp_path / "model"
+    shutil.copytree(models[name], target)
+    return target
+
+
+CONFIG_CASES = {  # config.json field -> (raw JSON value, fragments of the error)
+    "string-vocab": ("vocab_size", '"abc"', ["vocab_size must be an integer", "'abc'"]),
+    "float-layers": ("num_hidden_layers", "2.5", ["num_hidden_layers must be an integer", "2.5"]),
+    "bool-hidden": ("hidden_size", "true", ["hidden_size must be an integer", "True"]),
+    "nan-init": ("initializer_range", "NaN", ["initializer_range must be a finite number", "nan"]),
+    "string-dropout": ("hidden_dropout_prob", '"0.1"', ["hidden_dropout_prob must be a finite number"]),
+    "negative-eps": ("layer_norm_eps", "-1", ["layer_norm_eps must be > 0", "-1"]),
+    "zero-eps": ("layer_norm_eps", "0", ["layer_norm_eps must be > 0"]),
+    "negative-init": ("initializer_range", "-0.02", ["initializer_range", ">= 0"]),
+    "huge-vocab": ("vocab_size", "1000000000000", ["1,000,000,", "GiB of float32 weights", "vocab_size (1,000,000,000,000)"]),
+    "million-layers": ("num_hidden_layers", "1000000", ["GiB of float32 weights", "mostly layers",
+                                                        "num_hidden_layers (1,000,000)"]),
+    "list-act": ("hidden_act", '["gelu"]', ["hidden_act must be a string"]),
+    "bad-problem-type": ("problem_type", '"ranking"', ["problem_type 'ranking' is not known"]),
+}
+
+
+@pytest.mark.parametrize("command", ["info", "embed"])
+@pytest.mark.parametrize("case", CONFIG_CASES)
+def test_bad_config_json_is_refused_before_any_allocation(case, command, models, tmp_path, capsys):
+    field, raw, fragments = CONFIG_CASES[case]
+    model = _model_copy(models, tmp_path)
+    text = (model / "config.json").read_text(encoding="utf-8")
+    data = json.loads(text)
+    data[field] = "@@"
+    (model / "config.json").write_text(json.dumps(data).replace('"@@"', raw), encoding="utf-8")
+    (tmp_path / "in.txt").write_text("goal\n", encoding="utf-8")
+    argv = (["info", model] if command == "info" else
+            ["embed", "--model", model, "--input", tmp_path / "in.txt", "--output", tmp_path / "out.npy"])
+    assert_refused(argv, capsys, tmp_path, *fragments)
+
+
+def test_config_json_with_a_key_twice_is_refused(models, tmp_path, capsys):
+    model = _model_copy(models, tmp_path)
+    text = (model / "config.json").read_text(encoding="utf-8")
+    (model / "config.json").write_text(text.replace("{", '{"hidden_size": 64, ', 1), encoding="utf-8")
+    assert_refused(["info", model], capsys, tmp_path, "config.json", "'hidden_size' twice")
+
+
+def _shard_index(model, shard_name):
+    (model / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {}, "weight_map": {"bert.embeddings.word_embeddings.weight": shard_name}}),
+        encoding="utf-8")
+
+
+@pytest.mark.parametrize("kind", ["parent", "absolute", "symlink-out", "fifo", "symlink-fifo", "not-a-map"])
+def test_shard_index_cannot_reach_outside_or_hang(kind, models, tmp_path, capsys):
+    model = _model_copy(models, tmp_path)
+    outside = tmp_path / "outside.safetensors"
+    os.replace(model / "model.safetensors", outside)  # real weights, but outside the model dir
+    fragment = "outside the model directory"
+    if kind == "parent":
+        _shard_index(model, "../outside.safetensors")
+    elif kind == "absolute":
+        _shard_index(model, str(outside))
+    elif kind == "symlink-out":
+        (model / "shard.safetensors").symlink_to(outside)
+        _shard_index(model, "shard.safetensors")
+    elif kind == "fifo":
+        os.mkfifo(model / "shard.safetensors")
+        _shard_index(model, "shard.safetensors")
+        fragment = "not a regular file"
+    elif kind == "symlink-fifo":
+        os.mkfifo(tmp_path / "pipe")
+        (model / "model.safetensors").symlink_to(tmp_path / "pipe")
+        fragment = "not a regular file"
+    else:
+        (model / "model.safetensors.index.json").write_text('{"weight_map": ["x"]}', encoding="utf-8")
+        fragment = "needs a \"weight_map\""
+    (tmp_path / "in.txt").write_text("goal\n", encoding="utf-8")
+    for argv in (["info", model], ["embed", "--model", model, "--input", tmp_path / "in.txt",
+                                   "--output", tmp_path / "o.npy"]):
+        assert_refused(argv, capsys, tmp_path, fragment)
+
+
+def test_config_json_behind_a_fifo_is_refused(models, tmp_path, capsys):
+    model = _model_copy(models, tmp_path)
+    (model / "config.json").unlink()
+    os.mkfifo(model / "config.json")
+    assert_refused(["info", model], capsys, tmp_path, "config.json is not a regular file")
+
+
+@pytest.mark.parametrize("options,fragment", [
+    (dict(batch_size=2.5), "batch_size must be a positive integer, got 2.5"),
+    (dict(batch_size=0), "batch_size must be a positive integer, got 0"),
+    (dict(max_length=1), "max_length must be an integer of at least 3"),
+    (dict(max_length=64.0), "max_length must be an integer"),
+])
+def test_encode_refuses_bad_batch_size_and_max_length(options, fragment, models):
+    from bertkit.encode import SentenceEncoder
+    from bertkit.errors import DataError
+
+    encoder = SentenceEncoder.from_pretrained(models["clf"])
+    with pytest.raises(DataError, match=fragment.replace("(", r"\(")):
+        encoder.encode(["the goal"], **options)
+
+
+def test_encode_max_length_is_honoured_and_capped_at_the_models_positions(models):
+    from bertkit.encode import SentenceEncoder
+
+    encoder = SentenceEncoder.from_pretrained(models["clf"])
+    text = ["the striker scored a late goal " * 40]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # truncation notes
+        short, again = encoder.encode(text, max_length=3), encoder.encode(["the"], max_length=3)
+        capped = encoder.encode(text, max_length=10_000)
+        full = encoder.encode(text, max_length=128)
+    assert abs(short - again).max() < 1e-5  # [CLS] the [SEP]: the limit was applied
+    assert abs(capped - full).max() < 1e-6
