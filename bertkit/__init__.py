@@ -1,5 +1,9 @@
 """bertkit: a compact, fast, readable toolkit for BERT-family encoders."""
 
+from .threads import passive_wait_policy
+
+passive_wait_policy()  # first: OpenMP reads OMP_WAIT_POLICY when torch loads (see bertkit/threads.py)
+
 from .config import SIZE_PRESETS, BertConfig
 from .errors import BertkitError, CheckpointError, ConfigError, DataError
 from .heads import (BertForMaskedLM, BertForMultipleChoice, BertForNextSentencePrediction,

@@ -10,7 +10,10 @@ import argparse
 import importlib
 import sys
 
+import torch
+
 from .errors import BertkitError
+from .threads import default_threads
 
 # command name -> module under bertkit.commands
 COMMANDS = {
@@ -31,6 +34,15 @@ COMMANDS = {
     "probe": "probe",
     "scale": "scale",
 }
+# Commands that run a model get --threads (`scale` has its own, defaulting to torch's choice).
+THREADED = ("quickstart", "embed", "pretrain", "fill-mask", "finetune", "evaluate", "predict", "distill",
+            "attention", "probe")
+
+
+def _thread_count(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return int(text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,6 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
         command = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(command)
         command.set_defaults(_run=module.run)
+        if name in THREADED:
+            command.add_argument("--threads", type=_thread_count, default=None,
+                                 help="torch intra-op threads (default: OMP_NUM_THREADS if set, else the "
+                                      "cores this process may use)")
     return parser
 
 
@@ -56,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     warnings.formatwarning = _one_line_warning
+    before = torch.get_num_threads()
+    if args.command in THREADED:
+        torch.set_num_threads(args.threads or default_threads())
     try:
         return int(args._run(args) or 0)
     except BertkitError as e:  # a user mistake: one line that says what to do, no traceback
@@ -64,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"bertkit {args.command}: interrupted", file=sys.stderr)
         return 130
+    finally:
+        torch.set_num_threads(before)  # main() called in-process (tests) leaves torch as it was
 
 
 if __name__ == "__main__":
