@@ -3,9 +3,9 @@
 torch's CPU kernels run on OpenMP threads. By default an idle OpenMP thread spins (busy-waits)
 for a while before sleeping, so the next parallel region starts a little sooner. On a machine
 whose cores are also busy with other processes that is a bad trade: the spinning threads take
-the cores the other threads of the same step need, and a mini MLM step took 3.3-4.7 s against
-1.4 s with `OMP_WAIT_POLICY=PASSIVE` (threads sleep when idle); see docs/benchmarks.md for the
-measurement, including that PASSIVE costs nothing measurable on a quiet machine.
+the cores the other threads of the same step need: with other jobs on the cores a mini MLM
+step was 2.5-2.8x slower than with `OMP_WAIT_POLICY=PASSIVE` (threads sleep when idle), and
+PASSIVE with two threads kept at least the throughput of one thread per job (docs/benchmarks.md).
 
 OpenMP reads `OMP_WAIT_POLICY` once, when torch's OpenMP runtime is loaded (at `import torch`),
 so `passive_wait_policy()` runs first thing in `bertkit/__init__.py`, before any module imports

@@ -84,6 +84,10 @@ DATA_CASES = {
     "latin1-squad-predict": ("qa", "predict", "in.json",
                              b'{"data": [{"paragraphs": [\n{"context": "' + LATIN1 + b'", "qas": []}]}]}',
                              ["in.json: line 2", "not UTF-8"]),
+    "latin1-csv-finetune": ("clf", "finetune", "in.csv", b"text,label\nok,sport\n" + LATIN1 + b",business\n",
+                            ["in.csv: line 3", "not UTF-8"]),
+    "duplicate-jsonl-key-finetune": ("clf", "finetune", "in.jsonl", b'{"text": "a", "label": "x", "label": "y"}\n',
+                                     ["in.jsonl: line 1", "'label' twice"]),
     "latin1-embed": ("clf", "embed", "in.txt", b"ok\n\n" + LATIN1 + b"\n", ["line 3", "not UTF-8"]),
     "duplicate-csv-column": ("clf", "predict", "in.csv", b"text,id,text\na,1,b\n", ["in.csv: line 1", "'text' twice"]),
     "duplicate-csv-column-evaluate": ("clf", "evaluate", "in.csv", b"text,label,label\na,sport,business\n",
@@ -97,6 +101,9 @@ DATA_CASES = {
 def _data_argv(models, tmp_path, model, command, path):
     if command == "embed":
         return ["embed", "--model", models[model], "--input", path, "--output", tmp_path / "out.npy"]
+    if command == "finetune":  # the file is both splits: refused before any output exists
+        return ["finetune", "--task", "classification", "--model", models[model], "--train", path, "--dev", path,
+                "--out", tmp_path / "out"]
     if command == "evaluate":
         return ["evaluate", "--model", models[model], "--data", path]
     return ["predict", "--model", models[model], "--input", path, "--output", tmp_path / "out.jsonl"]
