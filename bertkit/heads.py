@@ -15,10 +15,9 @@ from torch import nn
 
 from .checkpoint import PretrainedMixin
 from .config import BertConfig
+from .constants import IGNORE_INDEX
 from .dropout import Dropout
 from .model import BertModel, ModelOutput, activation
-
-IGNORE_INDEX = -100  # label value for positions that carry no loss
 
 
 @dataclass
