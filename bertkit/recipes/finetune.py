@@ -77,7 +77,9 @@ class FinetuneOptions:
 # Fine-tuning defaults that differ from pre-training's TrainConfig defaults (Devlin et al.:
 # lr 2e-5..5e-5, batch 16/32, warmup 10%).
 TRAIN_DEFAULTS = {"lr": 5e-5, "batch_size": 16, "warmup_ratio": 0.1, "log_every": 10, "keep_last": 1}
-MODEL_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout")
+# [model]: dropout overrides of the config, and freeze_encoder (as in continued pre-training):
+# true trains the head only, the encoder's weights stay as loaded.
+MODEL_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout", "freeze_encoder")
 
 
 def section_keys() -> dict[str, list[str]]:
@@ -96,6 +98,7 @@ class Recipe:
     explicit_max_steps: bool
     explicit_eval_every: bool
     peft: dict = dataclasses.field(default_factory=dict)  # [peft]: method = "lora" | ..., settings
+    freeze_encoder: bool = False
 
 
 def build_recipe(sections: dict | None) -> Recipe:
@@ -125,8 +128,13 @@ def build_recipe(sections: dict | None) -> Recipe:
     explicit_eval_every = "eval_every" in train_only
     train_only.setdefault("max_steps", 1)  # replaced by the epoch count once the data is known
     train = dataclass_from_dict(TrainConfig, train_only, "train")
-    return Recipe(data, train, options, dict(sections.get("model", {})), explicit_max_steps, explicit_eval_every,
-                  peft)
+    model = dict(sections.get("model", {}))
+    freeze = model.pop("freeze_encoder", False)
+    if not isinstance(freeze, bool):
+        raise ConfigError(f"model.freeze_encoder must be true or false, got {freeze!r}")
+    if freeze and peft:
+        raise ConfigError("model.freeze_encoder and [peft] both choose what trains; use one of them")
+    return Recipe(data, train, options, model, explicit_max_steps, explicit_eval_every, peft, freeze)
 
 
 # ---------------------------------------------------------------------------- model
@@ -343,6 +351,8 @@ def build_model(model_dir: str, data: TaskData, recipe: Recipe, model_fn=None, p
                           f"{config.max_sequence_length} or less")
     torch.manual_seed(recipe.train.seed)  # the new head's initialisation
     model = (model_fn or build_task_model)(model_dir, data.task, data.labels, recipe.model)
+    if recipe.freeze_encoder:
+        getattr(model, model.base_model_prefix).requires_grad_(False)
     if recipe.peft:  # frozen base + adapter; OUT then holds the adapter directory (bertkit.peft)
         model = get_peft_model(model, make_config(**recipe.peft), base_model_path=model_dir)
         if progress:
