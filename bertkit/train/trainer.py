@@ -67,7 +67,9 @@ class TrainConfig:
     weight_decay: float = 0.01
     warmup_steps: int = 0
     warmup_ratio: float = 0.0  # used when warmup_steps is 0: warmup = round(ratio * max_steps)
-    schedule: str = "linear"  # "linear" | "cosine" | "constant", after the warmup
+    schedule: str = "linear"  # "linear" | "cosine" | "polynomial" | "noam" | "constant" (schedule.py)
+    lr_end: float = 1e-7  # polynomial: the lr the decay ends at (transformers' default)
+    schedule_power: float = 1.0  # polynomial: the exponent (1 = BERT's linear decay to lr_end)
     grad_clip: float = 1.0  # max global L2 norm of the gradient; 0 turns clipping off
     grad_accum: int = 1  # micro-batches per optimizer step (per rank)
     batch_size: int = 32  # examples per micro-batch per rank
@@ -97,6 +99,10 @@ class TrainConfig:
             raise ConfigError(f"train.lr must be a positive number, got {self.lr!r}")
         if self.schedule not in SCHEDULES:
             raise ConfigError(f"train.schedule {self.schedule!r} is not known; use one of {SCHEDULES}")
+        if self.schedule == "polynomial" and not (0 <= self.lr_end < self.lr and self.schedule_power > 0):
+            raise ConfigError(f"the polynomial schedule decays from train.lr ({self.lr}) to train.lr_end "
+                              f"({self.lr_end}) with exponent train.schedule_power ({self.schedule_power}): "
+                              "lr_end must be in [0, lr) and schedule_power > 0")
         if self.precision not in PRECISIONS:
             raise ConfigError(f"train.precision {self.precision!r} is not known; use one of {PRECISIONS}")
         if not 0.0 <= self.warmup_ratio < 1.0:
@@ -229,7 +235,8 @@ class Trainer:
         self.optimizer = build_optimizer(unwrap(self.model), config.lr, config.weight_decay,
                                          config.llrd, betas=(0.9, config.adam_beta2), eps=config.adam_eps,
                                          head_lr=config.head_lr)
-        self.scheduler = build_scheduler(self.optimizer, config.warmup, config.max_steps, config.schedule)
+        self.scheduler = build_scheduler(self.optimizer, config.warmup, config.max_steps, config.schedule,
+                                         config.schedule_power, config.lr_end / config.lr)
         self.scaler = torch.amp.GradScaler("cuda", enabled=config.precision == "fp16")
         self.ddp_model = wrap_model(self.model, self.ctx,
                                     find_unused_parameters=may_skip_parameters(unwrap(self.model)))
@@ -547,7 +554,7 @@ class Trainer:
         max_steps) must instead continue on the new schedule, or the lr would stay at 0.
         """
         cfg = self.config
-        current = WarmupDecay(cfg.warmup, cfg.max_steps, cfg.schedule)
+        current = WarmupDecay(cfg.warmup, cfg.max_steps, cfg.schedule, cfg.schedule_power, cfg.lr_end / cfg.lr)
         saved = self.scheduler.lr_lambdas[0]
         if vars(saved) == vars(current):
             return
