@@ -39,7 +39,7 @@ from bertkit.config import BertConfig
 from bertkit.constants import IGNORE_INDEX
 from bertkit.errors import BertkitError, ConfigError, DataError
 from bertkit.heads import BertForMultipleChoice, BertForSequenceClassification
-from bertkit.io import atomic_directory, atomic_write_json
+from bertkit.io import atomic_write_json
 from bertkit.peft import DEFAULT_LR as PEFT_DEFAULT_LR
 from bertkit.peft import PEFT_KEYS, get_peft_model, make_config
 from bertkit.tasks import (BUILTIN_DATA, SUMMARY_FILE, Collator, DataConfig, Task, TaskSpec, baseline_metrics,
@@ -49,6 +49,7 @@ from bertkit.tasks.formats import build_label_map, check_labels_known
 from bertkit.tokenizer import Tokenizer
 from bertkit.train import LengthBucketedBatches, TrainConfig, Trainer
 from bertkit.train.config_io import check_keys, dataclass_from_dict
+from bertkit.train.early_stopping import BestKeeper
 
 
 # ---------------------------------------------------------------------------- options
@@ -195,44 +196,6 @@ def balanced_weights(features: Sequence[dict], num_labels: int) -> torch.Tensor:
     labels = labels[labels != IGNORE_INDEX]
     counts = np.maximum(np.bincount(labels, minlength=num_labels), 1)
     return torch.tensor(len(labels) / (num_labels * counts), dtype=torch.float32)
-
-
-# ---------------------------------------------------------------------------- best model keeping
-class BestKeeper:
-    """Early stopping on a dev metric and the best model kept in OUT/.best (atomic swaps)."""
-
-    def __init__(self, out_dir: str, metric: str, patience: int, tokenizer, lower_is_better: bool = False):
-        self.out_dir = out_dir
-        self.metric = metric
-        self.sign = -1.0 if lower_is_better else 1.0  # compare sign * value, higher wins
-        self.patience = patience
-        self.tokenizer = tokenizer
-        self.best_value = -math.inf
-        self.best_step: int | None = None
-        self.best_metrics: dict = {}
-        self.bad_evals = 0
-        self.history: list[dict] = []
-
-    @property
-    def best_dir(self) -> str:
-        return os.path.join(self.out_dir, ".best")
-
-    def update(self, model: nn.Module, step: int, metrics: dict) -> bool:
-        """Record one evaluation; save the model when it is the best so far. True = stop."""
-        if self.metric not in metrics:
-            raise ConfigError(f"train.select_metric={self.metric!r} is not a dev metric of this task; "
-                              f"use one of {', '.join(sorted(metrics))}")
-        self.history.append({"step": step, **metrics})
-        value = metrics[self.metric]
-        value = -math.inf if value is None or math.isnan(value) else self.sign * value
-        if self.best_step is None or value > self.best_value:
-            self.best_value, self.best_step, self.best_metrics = value, step, dict(metrics)
-            self.bad_evals = 0
-            with atomic_directory(self.best_dir, prefix=".tmp-best-") as tmp:
-                model.save_pretrained(tmp, tokenizer=self.tokenizer)
-            return False
-        self.bad_evals += 1
-        return bool(self.patience) and self.bad_evals >= self.patience
 
 
 MODEL_FILES_MARKERS = ("model.safetensors", "pytorch_model.bin", "adapter_model.safetensors", SUMMARY_FILE)

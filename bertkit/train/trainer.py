@@ -49,6 +49,7 @@ from ..errors import BertkitError, CheckpointError, ConfigError, DataError
 from ..io import atomic_directory, atomic_open, atomic_write_text
 from .config_io import dataclass_from_dict
 from .distributed import DistContext, init_distributed, unwrap, wrap_model
+from .early_stopping import BestKeeper
 from .optim import build_optimizer
 from .schedule import SCHEDULES, WarmupDecay, build_scheduler
 
@@ -206,13 +207,17 @@ class Trainer:
     log_outputs  scalar fields of the model's output (e.g. "generator_loss", "aux_loss")
                averaged into the train rows like the loss: names, or {row key: field name};
                a field that is None in a step counts as 0 there
+    keeper     a `BestKeeper` (early_stopping.py) told every evaluation: it keeps the best model
+               and stops the run after its patience; a resumed run replays the logged evaluations
     """
 
     def __init__(self, model: nn.Module, data: Iterable | Callable, config: TrainConfig,
                  out_dir: str, eval_fn: Callable[[nn.Module], dict] | None = None,
                  collator: Any = None, tokenizer: Any = None, ctx: DistContext | None = None,
-                 progress: bool = True, log_outputs: Iterable[str] | dict[str, str] = ()):
+                 progress: bool = True, log_outputs: Iterable[str] | dict[str, str] = (),
+                 keeper: BestKeeper | None = None):
         self.config = config
+        self.keeper = keeper
         if not isinstance(log_outputs, dict):
             log_outputs = {name: name for name in log_outputs}
         self.log_outputs = dict(log_outputs)  # row key -> output field
@@ -436,6 +441,8 @@ class Trainer:
             model.train(was_training)
             if metrics:
                 self._write_row({"step": self.step, "split": "eval", **metrics})
+            if self.keeper is not None and self.keeper.update(model, self.step, metrics or {}):
+                self.stop_requested = True
             if self.progress and metrics:
                 from tqdm import tqdm
                 tqdm.write("eval step {}: {}".format(
@@ -543,6 +550,8 @@ class Trainer:
             self._pending_rng = None
         if self.ctx.is_main:
             self._truncate_metrics(self.step)
+            if self.keeper is not None:
+                self.keeper.replay(self.history)
         if self.progress:
             from tqdm import tqdm
             tqdm.write(f"resuming from {checkpoint_dir} (step {self.step})")
