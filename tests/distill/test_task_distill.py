@@ -107,3 +107,16 @@ def test_mismatched_models_are_refused():
     with pytest.raises(ConfigError, match="use Distiller"):
         clf = BertForSequenceClassification(BertConfig(**TEACHER))
         TaskDistiller(clf, clf)
+
+
+def test_recipe_and_command_route_tagging_and_qa_to_the_task_distiller(tmp_path, capsys):
+    from bertkit import cli
+    from bertkit.recipes.distill import WRAPPERS, distill_finetuned
+
+    assert WRAPPERS["token-classification"] is WRAPPERS["qa"] is TaskDistiller
+    with pytest.raises(ConfigError, match="single-label.*token-classification or qa"):
+        distill_finetuned("regression", str(tmp_path / "teacher"), "bbc", None, str(tmp_path / "out"))
+    argv = ["distill", "--task", "qa", "--teacher", str(tmp_path / "teacher"), "--train", "wordnet-qa",
+            "--out", str(tmp_path / "out"), "--test", "wordnet-qa:test"]
+    assert cli.main(argv) == 2
+    assert "--test compares classifiers" in capsys.readouterr().err
