@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 
 from bertkit.errors import ConfigError
-from bertkit.recipes.distill import WRAPPERS, compare_on_test, distill_finetuned
+from bertkit.recipes.distill import DISTILLABLE, compare_on_test, distill_finetuned
 from bertkit.recipes.finetune import section_keys
 from bertkit.train.config_io import apply_overrides, load_toml
 
@@ -32,7 +32,7 @@ HELP = "distil a fine-tuned classifier, tagger or QA model into a student with f
 def add_arguments(parser) -> None:
     parser.add_argument("--teacher", required=True, help="fine-tuned model directory (bertkit finetune output)")
     parser.add_argument("--out", required=True, help="output directory: the best student ends here")
-    parser.add_argument("--task", default="classification", choices=tuple(WRAPPERS),
+    parser.add_argument("--task", default="classification", choices=DISTILLABLE,
                         help="the teacher's task (classification: single-label)")
     parser.add_argument("--train", required=True, help="training data file, or built-in: bbc, wordnet-supersense, "
                                                        "wordnet-tagging, wordnet-qa")

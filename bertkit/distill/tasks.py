@@ -15,8 +15,9 @@ extends to the other heads by saying which rows are distributions:
   The loss is the mean of the start and end losses, as the head's loss is. An answer position
   outside the sequence (cut off by truncation) has no CE term, as in the head.
 
-`TaskDistiller` wraps a student and a frozen teacher of either kind for the Trainer, as
-`Distiller` does for classification: only the student is trained, saved and restored.
+`TaskDistiller` wraps a student and a frozen teacher of any of the three fine-tuning heads for
+the Trainer (a sequence classifier goes through `Distiller`'s loss): only the student is
+trained, saved and restored.
 """
 
 from __future__ import annotations
@@ -67,21 +68,27 @@ def qa_distillation_loss(student_start: torch.Tensor, student_end: torch.Tensor,
     return DistillationOutput((start.loss + end.loss) / 2, None, ce, (start.kd_loss + end.kd_loss) / 2)
 
 
+# The heads whose outputs are softmax distributions the loss can compare.
+HEADS = ("BertForSequenceClassification", "BertForTokenClassification", "BertForQuestionAnswering")
+
+
 class TaskDistiller(Distiller):
-    """student + frozen teacher, both BertForTokenClassification or both BertForQuestionAnswering;
-    forward(**batch) -> DistillationOutput with the loss above (the Trainer's batches as they are)."""
+    """student + frozen teacher with the same head (sequence classification, token classification
+    or QA); forward(**batch) -> DistillationOutput with the loss above (the Trainer's batches)."""
 
     def __init__(self, student, teacher, alpha: float = 0.5, temperature: float = 2.0):
         if type(student) is not type(teacher):
             raise ConfigError(f"student ({type(student).__name__}) and teacher ({type(teacher).__name__}) "
                               "need the same head")
-        if type(student).__name__ not in ("BertForTokenClassification", "BertForQuestionAnswering"):
-            raise ConfigError(f"TaskDistiller distils token classification and QA models, not "
-                              f"{type(student).__name__}; use Distiller for classification and MLM")
+        if type(student).__name__ not in HEADS:
+            raise ConfigError(f"TaskDistiller distils {', '.join(HEADS)}, not {type(student).__name__}; "
+                              "use Distiller for MLM")
         super().__init__(student, teacher, alpha=alpha, temperature=temperature)
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None,
                 start_positions=None, end_positions=None, **kwargs: Any) -> DistillationOutput:
+        if type(self.student).__name__ == "BertForSequenceClassification":
+            return super().forward(input_ids, attention_mask, token_type_ids, labels, **kwargs)
         teacher = self.teacher
         if next(teacher.parameters()).device != input_ids.device:
             teacher.to(input_ids.device)

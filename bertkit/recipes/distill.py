@@ -16,7 +16,7 @@ import time
 import torch
 from torch import nn
 
-from bertkit.distill import Distiller, TaskDistiller, every_other_layer, student_from_teacher
+from bertkit.distill import TaskDistiller, every_other_layer, student_from_teacher
 from bertkit.errors import ConfigError
 from bertkit.io import atomic_write_json
 from bertkit.recipes.finetune import finetune
@@ -25,8 +25,8 @@ from bertkit.tasks import (SUMMARY_FILE, evaluate_examples, forward_features, ge
 from bertkit.tokenizer import Tokenizer
 
 
-# The student + teacher module the Trainer runs, per task.
-WRAPPERS = {"classification": Distiller, "token-classification": TaskDistiller, "qa": TaskDistiller}
+# Tasks whose head gives softmax distributions (single-label classes, tags, answer boundaries).
+DISTILLABLE = ("classification", "token-classification", "qa")
 
 
 def distill_finetuned(task: str, teacher_dir: str, train_source: str, dev_source: str | None, out_dir: str,
@@ -39,12 +39,12 @@ def distill_finetuned(task: str, teacher_dir: str, train_source: str, dev_source
     default: 3 of a 6-layer teacher), the teacher's head and label set included; it is trained
     by the fine-tuning recipe (`bertkit.recipes.finetune.finetune`: same data reading, batching,
     dev evaluation, best-model keeping and output directory) on the distillation loss of a
-    `Distiller`. `sections` are finetune's ([data], [train], [model]); data.max_length defaults
-    to the teacher's. OUT ends as a plain fine-tuned model whose finetune_summary.json also has
-    a "distillation" entry. Tasks: single-label classification (`Distiller`), token
-    classification and QA (`TaskDistiller`: per-token tag and start/end distributions).
+    `TaskDistiller` (the class, per-token tag or answer start/end distributions: `DISTILLABLE`
+    tasks). `sections` are finetune's ([data], [train], [model]); data.max_length defaults to the
+    teacher's. OUT ends as a plain fine-tuned model whose finetune_summary.json also has a
+    "distillation" entry.
     """
-    if task not in WRAPPERS:
+    if task not in DISTILLABLE:
         raise ConfigError(f"distillation supports --task classification (single-label), token-classification "
                           f"or qa (one softmax per example, token or answer boundary), not {task!r}")
     spec = read_spec(teacher_dir, task)
@@ -82,7 +82,7 @@ def distill_finetuned(task: str, teacher_dir: str, train_source: str, dev_source
         return student.train()
 
     def wrap(student):
-        return WRAPPERS[task](student, teacher, alpha=alpha, temperature=temperature)
+        return TaskDistiller(student, teacher, alpha=alpha, temperature=temperature)
 
     summary = finetune(task, teacher_dir, train_source, dev_source, out_dir, sections, overwrite=overwrite,
                        progress=progress, model_fn=build_student, train_wrapper=wrap)

@@ -5,9 +5,10 @@ import pytest
 import torch
 
 from bertkit.config import BertConfig
-from bertkit.distill import TaskDistiller, qa_distillation_loss, token_distillation_loss
+from bertkit.distill import Distiller, TaskDistiller, qa_distillation_loss, token_distillation_loss
 from bertkit.errors import ConfigError
-from bertkit.heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
+from bertkit.heads import (BertForMaskedLM, BertForQuestionAnswering, BertForSequenceClassification,
+                           BertForTokenClassification)
 from bertkit.distill import distillation_loss
 
 TEACHER = dict(vocab_size=40, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
@@ -104,16 +105,27 @@ def test_mismatched_models_are_refused():
     token = BertForTokenClassification(BertConfig(**TEACHER))
     with pytest.raises(ConfigError, match="same head"):
         TaskDistiller(token, BertForQuestionAnswering(BertConfig(**TEACHER)))
-    with pytest.raises(ConfigError, match="use Distiller"):
-        clf = BertForSequenceClassification(BertConfig(**TEACHER))
-        TaskDistiller(clf, clf)
+    with pytest.raises(ConfigError, match="use Distiller for MLM"):
+        mlm = BertForMaskedLM(BertConfig(**TEACHER))
+        TaskDistiller(mlm, mlm)
+
+
+def test_sequence_classifiers_get_distillers_loss():
+    torch.manual_seed(0)
+    teacher = BertForSequenceClassification(BertConfig(**TEACHER, num_labels=3)).eval()
+    student = BertForSequenceClassification(BertConfig(**STUDENT, num_labels=3)).eval()
+    ids, labels = torch.randint(5, 40, (4, 9)), torch.tensor([0, 2, 1, 1])
+    with torch.no_grad():
+        ours = TaskDistiller(student, teacher, alpha=0.3, temperature=2.0)(ids, labels=labels)
+        theirs = Distiller(student, teacher, alpha=0.3, temperature=2.0)(ids, labels=labels)
+    assert ours.loss.item() == pytest.approx(theirs.loss.item(), rel=1e-6)
 
 
 def test_recipe_and_command_route_tagging_and_qa_to_the_task_distiller(tmp_path, capsys):
     from bertkit import cli
-    from bertkit.recipes.distill import WRAPPERS, distill_finetuned
+    from bertkit.recipes.distill import DISTILLABLE, distill_finetuned
 
-    assert WRAPPERS["token-classification"] is WRAPPERS["qa"] is TaskDistiller
+    assert DISTILLABLE == ("classification", "token-classification", "qa")
     with pytest.raises(ConfigError, match="single-label.*token-classification or qa"):
         distill_finetuned("regression", str(tmp_path / "teacher"), "bbc", None, str(tmp_path / "out"))
     argv = ["distill", "--task", "qa", "--teacher", str(tmp_path / "teacher"), "--train", "wordnet-qa",
