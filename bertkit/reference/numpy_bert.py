@@ -29,6 +29,7 @@ import os
 from dataclasses import dataclass
 
 import numpy as np
+from safetensors.numpy import load_file
 
 from ..errors import CheckpointError, ConfigError
 
@@ -52,8 +53,6 @@ def load(directory: str | os.PathLike, dtype: type = np.float32) -> tuple[Config
     Keys are Hugging Face's (`encoder.layer.0.attention.self.query.weight`, ...); a checkpoint
     with task heads keeps its encoder under `bert.`, which is stripped.
     """
-    from safetensors.numpy import load_file
-
     directory = os.fspath(directory)
     config_path = os.path.join(directory, "config.json")
     weights_path = os.path.join(directory, "model.safetensors")
