@@ -601,7 +601,8 @@ def may_skip_parameters(model: nn.Module) -> bool:
     config = getattr(model, "config", None)
     if not isinstance(config, BertConfig):
         return False
-    return bool(config.num_experts) or config.position_embedding_type != "absolute"
+    # sinusoidal positions have no learned table, so nothing is left unused
+    return bool(config.num_experts) or config.position_embedding_type not in ("absolute", "sinusoidal")
 
 
 def check_same_config(config: BertConfig, checkpoint_dir: str) -> None:

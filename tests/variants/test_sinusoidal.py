@@ -127,6 +127,13 @@ def test_transformers_runs_these_checkpoints_wrongly(tmp_path):
         assert (plain(ids).last_hidden_state - theirs(ids).last_hidden_state).abs().max() < 1e-5
 
 
+def test_ddp_need_not_search_for_unused_parameters():
+    from bertkit.train.trainer import may_skip_parameters
+
+    assert not may_skip_parameters(BertModel(config()))  # every parameter gets a gradient
+    assert may_skip_parameters(BertModel(config(position_embedding_type="relative_key")))
+
+
 def test_config_checks():
     with pytest.raises(ConfigError, match="position_biased_input"):
         config(position_biased_input=False)
