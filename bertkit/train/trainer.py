@@ -217,6 +217,9 @@ class Trainer:
                  progress: bool = True, log_outputs: Iterable[str] | dict[str, str] = (),
                  keeper: BestKeeper | None = None):
         self.config = config
+        if keeper is not None and keeper.patience and not config.eval_every:
+            raise ConfigError("early stopping counts evaluations, but train.eval_every = 0 evaluates only at "
+                              "the end: set train.eval_every (e.g. 250)")
         self.keeper = keeper
         if not isinstance(log_outputs, dict):
             log_outputs = {name: name for name in log_outputs}

@@ -69,6 +69,13 @@ def test_resumed_run_keeps_its_patience_and_best_model(tmp_path):
     assert torch.equal(first_best, snapshots[4])
 
 
+def test_early_stopping_without_evaluations_is_refused(tmp_path):
+    keeper = EarlyStoppingSection(patience=2).keeper(str(tmp_path), None)
+    model = BertForMaskedLM(tiny_config(50))
+    with pytest.raises(ConfigError, match="train.eval_every"):
+        Trainer(model, [], TrainConfig(eval_every=0, device="cpu"), str(tmp_path), progress=False, keeper=keeper)
+
+
 def test_best_keeper_min_delta_and_direction():
     keeper = BestKeeper("unused", "mlm_accuracy", patience=1, tokenizer=None, min_delta=0.01)
     assert keeper._record(1, {"mlm_accuracy": 0.20})
