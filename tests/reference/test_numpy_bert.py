@@ -90,3 +90,21 @@ def test_variant_checkpoints_are_refused(minilm_dir, tmp_path):
     (tmp_path / "config.json").unlink()
     with pytest.raises(bertkit.CheckpointError, match="config.json"):
         numpy_bert.load(tmp_path)
+
+
+def test_checkpoint_with_heads_and_without_pooler(tmp_path):
+    # An MLM checkpoint keeps its encoder under "bert." and has no pooler.
+    torch.manual_seed(0)
+    config = bertkit.BertConfig(vocab_size=50, hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
+                                intermediate_size=40, max_position_embeddings=16)
+    model = bertkit.BertForMaskedLM(config).eval()
+    model.save_pretrained(tmp_path)
+    ids = torch.randint(5, 50, (2, 7))
+    mask = torch.tensor([[1] * 7, [1] * 4 + [0] * 3])
+    ref_config, weights = numpy_bert.load(tmp_path)
+    ours = numpy_bert.forward(ids.numpy(), weights, ref_config, mask.numpy())
+    with torch.no_grad():
+        theirs = model.bert(ids, mask).last_hidden_state
+    assert ours.pooler_output is None and model.bert.pooler is None
+    real = mask.bool().numpy()[..., None]
+    assert np.abs(np.where(real, ours.last_hidden_state - theirs.numpy(), 0)).max() < 1e-5
