@@ -35,7 +35,6 @@ import os
 import random
 import re
 import shutil
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable
@@ -47,7 +46,7 @@ from torch import nn
 from ..checkpoint import load_into, read_state_dict
 from ..config import BertConfig
 from ..errors import BertkitError, CheckpointError, ConfigError, DataError
-from ..io import atomic_open, atomic_write_text
+from ..io import atomic_directory, atomic_open, atomic_write_text
 from .config_io import dataclass_from_dict
 from .distributed import DistContext, init_distributed, unwrap, wrap_model
 from .optim import build_optimizer
@@ -74,6 +73,7 @@ class TrainConfig:
     batch_size: int = 32  # examples per micro-batch per rank
     precision: str = "fp32"  # fp32 is fastest on CPUs without bf16 units; bf16/fp16 for GPUs
     llrd: float | None = None  # layer-wise lr decay factor, e.g. 0.8 for fine-tuning
+    head_lr: float | None = None  # lr of the task head (outside the encoder); None = lr
     eval_every: int = 0  # steps between evaluations; 0 = only at the end
     save_every: int = 0  # steps between checkpoints; 0 = only at the end; -1 = never (no resume)
     keep_last: int = 2  # checkpoints kept on disk (older ones deleted)
@@ -107,6 +107,9 @@ class TrainConfig:
             raise ConfigError(f"train.grad_clip must be >= 0 (0 = off), got {self.grad_clip}")
         if self.llrd is not None and not 0.0 < self.llrd <= 1.0:
             raise ConfigError(f"train.llrd must be in (0, 1], got {self.llrd}")
+        if self.head_lr is not None and not (isinstance(self.head_lr, (int, float)) and self.head_lr > 0):
+            raise ConfigError(f"train.head_lr must be a positive number (or unset: the head trains at train.lr), "
+                              f"got {self.head_lr!r}")
 
     @property
     def warmup(self) -> int:
@@ -224,7 +227,8 @@ class Trainer:
             raise ConfigError("this GPU has no bf16 support; use precision=\"fp16\" or \"fp32\"")
 
         self.optimizer = build_optimizer(unwrap(self.model), config.lr, config.weight_decay,
-                                         config.llrd, betas=(0.9, config.adam_beta2), eps=config.adam_eps)
+                                         config.llrd, betas=(0.9, config.adam_beta2), eps=config.adam_eps,
+                                         head_lr=config.head_lr)
         self.scheduler = build_scheduler(self.optimizer, config.warmup, config.max_steps, config.schedule)
         self.scaler = torch.amp.GradScaler("cuda", enabled=config.precision == "fp16")
         self.ddp_model = wrap_model(self.model, self.ctx,
@@ -478,21 +482,10 @@ class Trainer:
                 "train_config": asdict(self.config),
             }
             path = os.path.join(self.out_dir, f"checkpoint-{self.step}")
-            tmp = tempfile.mkdtemp(prefix=f".tmp-checkpoint-{self.step}-", dir=self.out_dir)
-            try:
+            with atomic_directory(path, prefix=f".tmp-checkpoint-{self.step}-") as tmp:
                 unwrap(self.model).save_pretrained(tmp, tokenizer=self.tokenizer)
                 with atomic_open(os.path.join(tmp, STATE_FILE), "wb") as f:
                     torch.save(state, f)
-                if os.path.exists(path):  # same step saved before (e.g. a re-run end): swap it out
-                    old = tmp + "-old"
-                    os.replace(path, old)
-                    os.replace(tmp, path)
-                    shutil.rmtree(old, ignore_errors=True)
-                else:
-                    os.replace(tmp, path)
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
             for _, old_path in list_checkpoints(self.out_dir)[:-self.config.keep_last]:
                 shutil.rmtree(old_path, ignore_errors=True)
             self.plot()
