@@ -4,24 +4,25 @@ from __future__ import annotations
 
 import sys
 
+from .options import add_progress, add_seed, add_set, seed_assignment
+
 HELP = "pre-train an encoder from a TOML recipe: MLM (+ NSP/SOP), ELECTRA or a registered objective"
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--config", required=True, help="recipe TOML, e.g. configs/pretrain-tiny.toml")
     parser.add_argument("--out", required=True, help="run directory: checkpoints, metrics.jsonl, curves.png")
-    parser.add_argument("--set", nargs="+", action="extend", default=[], metavar="SECTION.KEY=VALUE",
-                        help="override config values (TOML literals), e.g. --set train.lr=5e-4 data.max_length=64")
-    parser.add_argument("--seed", type=int, help="random seed (same as --set train.seed=N)")
+    add_set(parser, "train.lr=5e-4 data.max_length=64 data.objective=mlm+sop")
+    add_seed(parser)
     parser.add_argument("--resume", action="store_true",
                         help="continue from the newest complete checkpoint in --out")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_progress(parser)
 
 
 def run(args) -> int:
     from ..recipes.pretrain import pretrain  # torch and the rest load only when the command runs
 
-    overrides = list(args.set) + ([f"train.seed={args.seed}"] if args.seed is not None else [])
+    overrides = list(args.set) + seed_assignment(args)
     metrics = pretrain(args.config, args.out, overrides, resume=args.resume, progress=not args.no_progress)
     if metrics:
         print("final: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"

@@ -37,8 +37,9 @@ from torch import nn
 
 from ..checkpoint import PretrainedMixin
 from ..config import BertConfig
+from ..constants import IGNORE_INDEX
 from ..errors import ConfigError
-from ..heads import IGNORE_INDEX, BertForMaskedLM, ClassifierOutput, with_aux
+from ..heads import BertForMaskedLM, ClassifierOutput, with_aux
 from ..model import BertModel, ModelOutput, activation
 
 
