@@ -22,7 +22,8 @@ import numpy as np
 import torch
 
 from bertkit.analysis.loading import load_encoder, model_name
-from bertkit.analysis.probe_data import ProbeData, features, load_items, resolve_level, split_items, token_inputs, token_labels
+from bertkit.analysis.probe_data import (ProbeData, features, load_items, resolve_level, split_items, token_inputs,
+                                         token_labels)
 from bertkit.analysis.probing import control_task_labels, plot_probe, probe_layers
 from bertkit.errors import ConfigError, DataError
 from bertkit.io import atomic_open, atomic_write_json
