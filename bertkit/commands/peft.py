@@ -14,7 +14,8 @@ import json
 import os
 
 from ..errors import CheckpointError
-from ..peft.io import ADAPTER_WEIGHTS, load_peft_model, read_adapter_config
+from ..peft import load_peft_model, read_adapter_config
+from ..peft.io import ADAPTER_WEIGHTS
 from ..tokenizer import Tokenizer
 
 HELP = "parameter-efficient adapters: merge a LoRA adapter into a plain checkpoint, show one"
