@@ -14,8 +14,10 @@ from .errors import CheckpointError, ConfigError, DataError
 from .heads import BertForMaskedLM
 from .tokenizer import Tokenizer
 
+TOP_K = 5  # fillers per mask
 
-def fill_mask(model_dir: str, text: str, top_k: int = 5) -> list[list[tuple[str, float]]]:
+
+def fill_mask(model_dir: str, text: str, top_k: int = TOP_K) -> list[list[tuple[str, float]]]:
     """For each mask token in `text`, the top_k (token, probability) pairs, best first."""
     if top_k < 1:
         raise ConfigError(f"--top-k must be at least 1, got {top_k}")

@@ -26,6 +26,8 @@ from bertkit.config import BertConfig
 from bertkit.errors import ConfigError
 from bertkit.io import atomic_open
 
+TOP_HEADS = 3  # heads listed per category in the summary
+
 
 @dataclass
 class TextAttention:
@@ -164,7 +166,7 @@ def write_files(result: TextAttention, title: str, *, html: str | None = None, p
 
 
 def attention_report(model_dir: str, text: str, pair: str | None = None, *, max_length: int | None = None,
-                     top: int = 3, head: tuple[int, int] | None = None, rollout: bool = False,
+                     top: int = TOP_HEADS, head: tuple[int, int] | None = None, rollout: bool = False,
                      html: str | None = None, png: str | None = None, stats: str | None = None,
                      log: Callable[[str], None] = print) -> TextAttention:
     """Analyse one text: log the summary, write the files asked for, return the attention."""

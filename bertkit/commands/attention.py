@@ -11,7 +11,7 @@ The analysis is bertkit/analysis/attention_report.py.
 
 from __future__ import annotations
 
-from ..analysis.attention_report import attention_report
+from ..analysis.attention_report import TOP_HEADS, attention_report
 
 HELP = "show a model's attention on a text: HTML viewer, PNG heatmaps, per-head statistics"
 
@@ -29,7 +29,7 @@ def add_arguments(parser) -> None:
                         help="also compute attention rollout; with --png writes FILE-rollout.png")
     parser.add_argument("--max-length", type=int, default=None,
                         help="cut the input to this many tokens (default: the model's limit)")
-    parser.add_argument("--top", type=int, default=3, help="heads listed per category in the summary")
+    parser.add_argument("--top", type=int, default=TOP_HEADS, help="heads listed per category in the summary")
 
 
 def run(args) -> int:

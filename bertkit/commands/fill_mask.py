@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 
 from .. import cli
-from ..fill_mask import fill_mask
+from ..fill_mask import TOP_K, fill_mask
 
 HELP = "print the top-k tokens (with probabilities) a masked-LM model predicts for each [MASK]"
 
@@ -16,7 +16,7 @@ HELP = "print the top-k tokens (with probabilities) a masked-LM model predicts f
 def add_arguments(parser) -> None:
     parser.add_argument("--model", required=True, help="model directory with an MLM head and a tokenizer")
     parser.add_argument("text", help="text containing the tokenizer's mask token, e.g. [MASK]")
-    parser.add_argument("--top-k", type=int, default=5)
+    parser.add_argument("--top-k", type=int, default=TOP_K, help="fillers per mask")
 
 
 def run(args) -> int:
