@@ -6,8 +6,10 @@ shared `head` (dense, activation, norm), `decoder` (MLM, tied to the token embed
 projection only at the labelled positions (logits (N, V)) unless `full_logits=True`.
 
 Pooling for sequence classification and multiple choice is `config.classifier_pooling`: "cls"
-reads the first token (for multiple choice, as transformers, the first real token of each row),
-"mean" averages the final states over real tokens.
+reads the first real token of each row, "mean" averages the final states over real tokens. (With
+left padding transformers' ModernBertForSequenceClassification reads column 0, a padding state;
+its multiple-choice class reads the first real token, as both do here. Without left padding
+the two agree.)
 """
 
 from __future__ import annotations
@@ -149,7 +151,7 @@ class ModernBertForSequenceClassification(_WithModernEncoder):
                 ) -> ClassifierOutput:
         refuse_head_mask(head_mask)
         out = self.encode(input_ids, attention_mask, position_ids, output_attentions, output_hidden_states)
-        pooled = pool(out.last_hidden_state, attention_mask, self.config.classifier_pooling)
+        pooled = pool(out.last_hidden_state, attention_mask, self.config.classifier_pooling, first_real=True)
         logits = self.classifier(self.drop(self.head(pooled)))
         loss = None if labels is None else classification_loss(logits, labels, self.config)
         return ClassifierOutput(loss, logits, out.hidden_states, out.attentions)
