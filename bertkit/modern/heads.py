@@ -54,17 +54,29 @@ class TiedDecoder(nn.Module):
         return F.linear(x, self.embeddings.weight, self.bias)
 
 
-def pool(hidden: torch.Tensor, attention_mask: torch.Tensor | None, how: str, first_real: bool = False
-         ) -> torch.Tensor:
-    """(B, T, H) -> (B, H): the first token (or the first real one), or the mean over real tokens."""
-    if how == "mean":
-        if attention_mask is None:
-            return hidden.mean(1)
-        weights = attention_mask.to(hidden.dtype).unsqueeze(-1)
-        return (hidden * weights).sum(1) / weights.sum(1)
-    if first_real and attention_mask is not None:  # left padding: [CLS] is the first real token
-        return hidden[torch.arange(hidden.shape[0], device=hidden.device), attention_mask.argmax(-1)]
-    return hidden[:, 0]
+def first_real_token(input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+    """(B, T) bool, True at each row's first real token ([CLS], also with left padding)."""
+    first = torch.zeros(input_ids.shape, dtype=torch.bool, device=input_ids.device)
+    column = torch.zeros(input_ids.shape[0], dtype=torch.long, device=input_ids.device) \
+        if attention_mask is None else attention_mask.argmax(-1)
+    first[torch.arange(input_ids.shape[0], device=input_ids.device), column] = True
+    return first
+
+
+def pooled(encoder: ModernBertModel, how: str, input_ids, attention_mask, position_ids,
+           output_attentions, output_hidden_states):
+    """(encoder output, (B, H) pooled states): the first real token's final state ("cls"; the
+    last layer then runs only there) or the mean of the final states over real tokens."""
+    if how == "cls":
+        out = encoder(input_ids, attention_mask, None, position_ids, None, output_attentions,
+                      output_hidden_states, first_real_token(input_ids, attention_mask))
+        return out, out.last_hidden_state
+    out = encoder(input_ids, attention_mask, None, position_ids, None, output_attentions, output_hidden_states)
+    hidden = out.last_hidden_state
+    if attention_mask is None:
+        return out, hidden.mean(1)
+    weights = attention_mask.to(hidden.dtype).unsqueeze(-1)
+    return out, (hidden * weights).sum(1) / weights.sum(1)
 
 
 class _WithModernEncoder(PretrainedMixin, nn.Module):
@@ -97,9 +109,9 @@ class _WithModernEncoder(PretrainedMixin, nn.Module):
                 nn.init.zeros_(classifier.bias)
 
     def encode(self, input_ids, attention_mask=None, position_ids=None, output_attentions=False,
-               output_hidden_states=False):
+               output_hidden_states=False, output_mask=None):
         return self.model(input_ids, attention_mask, None, position_ids, None, output_attentions,
-                          output_hidden_states)
+                          output_hidden_states, output_mask)
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.model.embeddings.tok_embeddings
@@ -123,17 +135,17 @@ class ModernBertForMaskedLM(_WithModernEncoder):
                 labels=None, head_mask=None, output_attentions=False, output_hidden_states=False,
                 full_logits: bool = False) -> MaskedLMOutput:
         refuse_head_mask(head_mask)
-        out = self.encode(input_ids, attention_mask, position_ids, output_attentions, output_hidden_states)
-        hidden = out.last_hidden_state
-        if labels is None:
-            return MaskedLMOutput(None, self.decoder(self.head(hidden)), out.hidden_states, out.attentions)
-        if full_logits:
-            logits = self.decoder(self.head(hidden))
-            loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
-        else:  # the vocabulary projection only where there is a label: logits (N, V)
-            selected = labels != IGNORE_INDEX
-            logits = self.decoder(self.head(hidden[selected]))
+        # With labels, the last layer's output map and MLP, the head and the vocabulary
+        # projection run only at the labelled positions: logits (N, V), row-major.
+        selected = None if labels is None or full_logits else labels != IGNORE_INDEX
+        out = self.encode(input_ids, attention_mask, position_ids, output_attentions, output_hidden_states,
+                          selected)
+        logits = self.decoder(self.head(out.last_hidden_state))
+        loss = None
+        if selected is not None:
             loss = F.cross_entropy(logits, labels[selected])
+        elif labels is not None:
+            loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
         return MaskedLMOutput(loss, logits, out.hidden_states, out.attentions)
 
 
@@ -150,9 +162,9 @@ class ModernBertForSequenceClassification(_WithModernEncoder):
                 labels=None, head_mask=None, output_attentions=False, output_hidden_states=False
                 ) -> ClassifierOutput:
         refuse_head_mask(head_mask)
-        out = self.encode(input_ids, attention_mask, position_ids, output_attentions, output_hidden_states)
-        pooled = pool(out.last_hidden_state, attention_mask, self.config.classifier_pooling, first_real=True)
-        logits = self.classifier(self.drop(self.head(pooled)))
+        out, states = pooled(self.model, self.config.classifier_pooling, input_ids, attention_mask,
+                             position_ids, output_attentions, output_hidden_states)
+        logits = self.classifier(self.drop(self.head(states)))
         loss = None if labels is None else classification_loss(logits, labels, self.config)
         return ClassifierOutput(loss, logits, out.hidden_states, out.attentions)
 
@@ -230,9 +242,8 @@ class ModernBertForMultipleChoice(_WithModernEncoder):
         def flat(x):
             return None if x is None else x.reshape(-1, x.shape[-1])
 
-        mask = flat(attention_mask)
-        out = self.encode(flat(input_ids), mask, flat(position_ids), output_attentions, output_hidden_states)
-        pooled = pool(out.last_hidden_state, mask, self.config.classifier_pooling, first_real=True)
-        logits = self.classifier(self.drop(self.head(pooled))).view(-1, num_choices)
+        out, states = pooled(self.model, self.config.classifier_pooling, flat(input_ids), flat(attention_mask),
+                             flat(position_ids), output_attentions, output_hidden_states)
+        logits = self.classifier(self.drop(self.head(states))).view(-1, num_choices)
         loss = None if labels is None else F.cross_entropy(logits, labels.view(-1))
         return ClassifierOutput(loss, logits, out.hidden_states, out.attentions)

@@ -157,8 +157,11 @@ class ModernBertAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor],
                 mask: torch.Tensor | None, unpadding: Unpadding | None = None,
-                output_attentions: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """x: (B, T, H), or (N, H) with `unpadding`; rotary: cos, sin (B or 1, T, d)."""
+                output_attentions: bool = False, keep: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """x: (B, T, H), or (N, H) with `unpadding`; rotary: cos, sin (B or 1, T, d).
+        `keep` (K,): the token rows (of x flattened to rows) whose output is wanted; the output
+        map Wo then runs on those K rows only, and the result is (K, H)."""
         qkv = self.Wqkv(x)
         if unpadding is not None:
             qkv = unpadding.pad(qkv)
@@ -176,6 +179,8 @@ class ModernBertAttention(nn.Module):
         context = context.transpose(1, 2).reshape(batch, length, -1)
         if unpadding is not None:
             context = unpadding.unpad(context)
+        if keep is not None:
+            context = context.flatten(0, -2)[keep]
         return self.out_drop(self.Wo(context)), probs
 
     def explicit_attention(self, q, k, v, mask):
@@ -216,9 +221,11 @@ class ModernBertEncoderLayer(nn.Module):
         self.mlp_norm = layer_norm(config)
         self.mlp = ModernBertMLP(config)
 
-    def forward(self, x, rotary, mask, unpadding=None, output_attentions=False):
-        attended, probs = self.attn(self.attn_norm(x), rotary, mask, unpadding, output_attentions)
-        x = x + attended
+    def forward(self, x, rotary, mask, unpadding=None, output_attentions=False, keep=None):
+        """`keep` (K,): rows of x (flattened to token rows) to compute the output for: keys and
+        values still come from every token, the rest of the layer runs on K rows -> (K, H)."""
+        attended, probs = self.attn(self.attn_norm(x), rotary, mask, unpadding, output_attentions, keep)
+        x = (x if keep is None else x.flatten(0, -2)[keep]) + attended
         return x + self.mlp(self.mlp_norm(x)), probs
 
 
@@ -242,13 +249,22 @@ class ModernBertModel(PretrainedMixin, nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
                 head_mask: torch.Tensor | None = None, output_attentions: bool = False,
-                output_hidden_states: bool = False) -> EncoderOutput:
+                output_hidden_states: bool = False, output_mask: torch.Tensor | None = None
+                ) -> EncoderOutput:
         """Same call as bertkit's BertModel. `token_type_ids` is accepted and ignored (the
         architecture has no segments); `position_ids` (B, T) default to the column index, as in
         transformers. hidden_states = (embeddings, the outputs of layers 0..L-2, last_hidden_state),
         as transformers: the last entry is after the final norm.
+
+        `output_mask` (B, T) bool: last_hidden_state is then (K, H), the final states at the K
+        True positions in row-major order (= full_states[output_mask]), which must be real
+        tokens. The last layer then runs its output map and MLP on those K rows only (what a
+        head reads: the masked tokens, [CLS]); the same numbers, less work.
         """
         self.check_inputs(input_ids, attention_mask, head_mask)
+        if output_mask is not None and (output_attentions or output_hidden_states):
+            return self.select(self(input_ids, attention_mask, None, position_ids, None, output_attentions,
+                                    output_hidden_states), output_mask)
         config = self.config
         padded = attention_mask is not None and not bool(attention_mask.all())
         unpadding = Unpadding.from_mask(attention_mask) if padded and self.unpad and not output_attentions else None
@@ -261,12 +277,14 @@ class ModernBertModel(PretrainedMixin, nn.Module):
         masks = attention_masks(config, length, attention_mask if padded else None, input_ids.device)
 
         ids = input_ids if unpadding is None else unpadding.unpad(input_ids)
+        keep = None if output_mask is None else self.kept_rows(output_mask, attention_mask, unpadding, length)
         hidden = self.embeddings(ids)
         all_hidden = [hidden] if output_hidden_states else None
         all_attn = [] if output_attentions else None
         for i, layer in enumerate(self.layers):
             kind = layer.attn.layer_type
-            args = (hidden, rotary[kind], masks[kind], unpadding, output_attentions)
+            last = i == len(self.layers) - 1
+            args = (hidden, rotary[kind], masks[kind], unpadding, output_attentions, keep if last else None)
             if self.gradient_checkpointing and self.training:
                 hidden, probs = checkpoint(layer, *args, use_reentrant=False)
             else:
@@ -278,12 +296,29 @@ class ModernBertModel(PretrainedMixin, nn.Module):
         hidden = self.final_norm(hidden)
         if output_hidden_states:
             all_hidden.append(hidden)
+        if keep is not None:
+            return EncoderOutput(hidden)
         if unpadding is not None:  # back to (B, T, H), zeros at padding
             width = input_ids.shape[1]
             hidden = unpadding.pad(hidden, width)
             all_hidden = None if all_hidden is None else [unpadding.pad(h, width) for h in all_hidden]
         return EncoderOutput(hidden, None, None if all_hidden is None else tuple(all_hidden),
                              None if all_attn is None else tuple(all_attn))
+
+    @staticmethod
+    def kept_rows(output_mask: torch.Tensor, attention_mask: torch.Tensor | None,
+                  unpadding: Unpadding | None, length: int) -> torch.Tensor:
+        """The token rows (of the (B*T, H) or unpadded (N, H) states) at output_mask's positions."""
+        if attention_mask is not None and bool((output_mask & ~attention_mask.bool()).any()):
+            raise BertkitError("output positions (e.g. MLM labels other than -100) fall on padding "
+                               "(attention_mask 0); label real tokens only")
+        if unpadding is None:
+            return output_mask.flatten().nonzero().squeeze(1)
+        return output_mask[:, :length].flatten()[unpadding.indices].nonzero().squeeze(1)
+
+    @staticmethod
+    def select(out: EncoderOutput, output_mask: torch.Tensor) -> EncoderOutput:
+        return EncoderOutput(out.last_hidden_state[output_mask], None, out.hidden_states, out.attentions)
 
     def check_inputs(self, input_ids, attention_mask, head_mask) -> None:
         """Turn the usual user mistakes into messages instead of index errors deep in torch."""
