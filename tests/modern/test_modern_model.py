@@ -36,18 +36,27 @@ def run_both(model, *args, **kwargs):
 
 def test_unpadding_gathers_and_scatters_real_tokens():
     mask = torch.tensor([[1, 1, 1, 0, 0, 0], [1, 1, 0, 0, 0, 0], [0, 1, 1, 1, 0, 0]])
-    u = Unpadding.from_mask(mask)
+    u = Unpadding.from_mask(mask, ModernBertConfig(**CONFIG))
     assert u.length == 4 and u.indices.tolist() == [0, 1, 2, 4, 5, 9, 10, 11]
     x = torch.arange(18.0).view(3, 6)
     assert u.unpad(x).tolist() == [0, 1, 2, 6, 7, 13, 14, 15]
     back = u.pad(u.unpad(x)[:, None], 6)[..., 0]
     assert torch.equal(back, x * mask)
+    # one attention bucket, rows by length (row 1, then 0 and 2), padded to 3; token rows 0-7
+    (bucket,) = u.buckets
+    assert bucket.rows.tolist() == [[3, 4, 3], [0, 1, 2], [5, 6, 7]]
+    assert bucket.real.tolist() == [[True, True, False], [True] * 3, [True] * 3]
+    assert sorted(u.order.tolist()) == list(range(8))
 
 
 def test_unpadded_matches_padded_outputs_and_gradients():
     config = ModernBertConfig(**CONFIG)
     model = ModernBertModel(config).train()  # no dropout by default: train mode is deterministic
-    ids, mask = varied_batch([20, 7, 13, 1], 24, config.vocab_size)
+    # 19 rows: three attention buckets; windows (+-3) shorter than most rows; two rows left-padded
+    lengths = torch.randint(1, 25, (19,), generator=torch.Generator().manual_seed(2)).tolist()
+    ids, mask = varied_batch(lengths, 24, config.vocab_size)
+    ids[:2], mask[:2] = ids[:2].flip(1), mask[:2].flip(1)
+    assert len(Unpadding.from_mask(mask, config).buckets) == 3
     real = mask.bool()
     grads = []
     for unpad in (True, False):
