@@ -75,7 +75,10 @@ def test_unpadded_matches_padded_outputs_and_gradients():
     for a, b in zip(first, states, strict=True):
         assert (a - b).abs().max() < 1e-5
     for name in grads[0]:
-        assert (grads[0][name] - grads[1][name]).abs().max() < 1e-5, name
+        # Gradients reach 650 (final_norm) in this sum over ~250 tokens; the embedding table's
+        # come out of the embedding norm's backward (x 1/std = 50) with heavy cancellation, so
+        # summation order shows there (2.5e-5 measured); a wrong mask or position gives O(1).
+        assert (grads[0][name] - grads[1][name]).abs().max() < 1e-4, name
 
 
 def test_unpadded_heads_match_padded():
