@@ -10,8 +10,11 @@ from .heads import (BertForMaskedLM, BertForMultipleChoice, BertForNextSentenceP
                     BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification,
                     BertForTokenClassification)
 from .model import BertModel, EncoderOutput
+from .modern import (ModernBertConfig, ModernBertForMaskedLM, ModernBertForMultipleChoice,
+                     ModernBertForQuestionAnswering, ModernBertForSequenceClassification,
+                     ModernBertForTokenClassification, ModernBertModel)
 from .tokenizer import BatchEncoding, Tokenizer
-from .variants.distill import Distiller, distillation_loss, student_from_teacher
-from .variants.electra import ElectraForPreTraining, ElectraPretrainer, generator_config
+from .distill import Distiller, distillation_loss, student_from_teacher
+from .objectives.electra import ElectraForPreTraining, ElectraPretrainer, generator_config
 
 __version__ = "0.1.0"
