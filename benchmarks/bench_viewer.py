@@ -40,7 +40,8 @@ def main(argv=None) -> None:
     for n, checkout in enumerate(args.checkout):
         page = os.path.join(work, f"page{n}.html")
         env = dict(os.environ, PYTHONPATH=os.path.abspath(checkout))
-        subprocess.run([sys.executable, "-c", MAKE_PAGE, page], env=env, check=True)
+        # cwd too: `python -c` puts the current directory before PYTHONPATH on sys.path
+        subprocess.run([sys.executable, "-c", MAKE_PAGE, page], env=env, cwd=os.path.abspath(checkout), check=True)
         pages.append(page)
         print(f"{checkout}: {os.path.getsize(page) / 1e6:.1f} MB")
     for repeat in range(args.repeats):
