@@ -38,6 +38,7 @@ COMMANDS = {
 # Commands that run a model get --threads (`scale` has its own, defaulting to torch's choice).
 THREADED = ("quickstart", "embed", "pretrain", "fill-mask", "finetune", "evaluate", "predict", "distill",
             "attention", "probe")
+_depth = 0  # main() running inside main() (quickstart runs its stages so) keeps the outer thread count
 
 
 def _thread_count(text: str) -> int:
@@ -83,9 +84,11 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; returns its exit code (2 for a user error, printed as one line)."""
     args = build_parser().parse_args(argv)
     warnings.formatwarning = _one_line_warning
+    global _depth
     before = torch.get_num_threads()
-    if args.command in THREADED:
+    if args.command in THREADED and (args.threads or _depth == 0):
         torch.set_num_threads(args.threads or default_threads())
+    _depth += 1
     try:
         return int(args._run(args) or 0)
     except BertkitError as e:  # a user mistake: one line that says what to do, no traceback
@@ -95,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bertkit {args.command}: interrupted", file=sys.stderr)
         return 130
     finally:
+        _depth -= 1
         torch.set_num_threads(before)  # main() called in-process (tests) leaves torch as it was
 
 

@@ -61,6 +61,20 @@ def test_threads_option_applies_during_the_command_and_is_restored(monkeypatch):
     assert torch.get_num_threads() == before  # in-process callers (tests) keep their setting
 
 
+def test_a_command_run_inside_another_keeps_the_outer_threads(monkeypatch):
+    import bertkit.commands.embed as embed
+    import bertkit.commands.predict as predict
+
+    seen = []
+    monkeypatch.setattr(predict, "run", lambda args: seen.append(torch.get_num_threads()) or 0)
+    inner = ["predict", "--model", "m", "--input", "i", "--output", "o"]
+    monkeypatch.setattr(embed, "run", lambda args: main(inner))  # as quickstart runs its stages
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    outer = ["embed", "--model", "m", "--input", "i", "--output", "o"]
+    assert main(outer + ["--threads", "3"]) == 0 and main(outer) == 0
+    assert seen == [3, available_cores()]  # the inner command without --threads follows the outer one
+
+
 @pytest.mark.parametrize("value", ["0", "-1", "1.5", "many"])
 def test_bad_threads_value_is_refused(value, capsys):
     with pytest.raises(SystemExit) as exit_info:
