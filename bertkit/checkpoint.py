@@ -250,6 +250,13 @@ def family_class(cls: type, directory: str) -> type:
     return target
 
 
+def read_config(directory: str):
+    """The config of a checkpoint directory of any family: a BertConfig, or the config class of
+    the family its config.json's model_type names (ModernBertConfig for "modernbert")."""
+    encoder = family_class(PretrainedMixin._registry["BertModel"], directory)
+    return encoder.config_class.from_pretrained(directory)
+
+
 def _warn_about(report: LoadReport, name: str, directory: str) -> None:
     if report.missing_keys:
         warnings.warn(f"{name}: {len(report.missing_keys)} weights not in {directory} were newly "

@@ -20,7 +20,7 @@ from typing import Sequence
 
 import torch
 
-from bertkit.config import BertConfig
+from bertkit.checkpoint import read_config
 from bertkit.errors import CheckpointError, ConfigError, DataError
 from bertkit.peft import is_adapter_dir, load_peft_model
 from bertkit.tasks.builtin import BUILTIN_DATA, load_examples, parse_source
@@ -33,7 +33,7 @@ from bertkit.train.config_io import apply_overrides, dataclass_from_dict
 # ---------------------------------------------------------------------------- loading
 def read_spec(model_dir: str, task: str | None = None) -> TaskSpec:
     """The task of a model directory: its finetune_summary.json, else its config.json."""
-    config = BertConfig.from_pretrained(model_dir)
+    config = read_config(model_dir)
     path = os.path.join(model_dir, SUMMARY_FILE)
     if os.path.isfile(path):
         try:
@@ -74,7 +74,7 @@ def load_model(model_dir: str, task: str) -> torch.nn.Module:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model, report = cls.from_pretrained(model_dir, output_loading_info=True)
-    head = [k for k in report.missing_keys if not k.startswith("bert.")]
+    head = [k for k in report.missing_keys if not k.startswith(model.base_model_prefix + ".")]
     if head:
         raise CheckpointError(f"{model_dir} has no trained {task} head (missing {', '.join(head[:3])}); "
                               "fine-tune it first with `bertkit finetune`")
