@@ -57,6 +57,7 @@ def load_for_inference(args):
     """(model, tokenizer, spec) of args.model with args.task / --set data overrides applied."""
     import dataclasses
 
+    from bertkit.peft import tokenizer_dir
     from bertkit.tasks.features import DataConfig
     from bertkit.tasks.predict import load_model, read_spec
     from bertkit.tokenizer import Tokenizer
@@ -68,7 +69,7 @@ def load_for_inference(args):
     if overrides:
         spec.data = dataclass_from_dict(DataConfig, {**spec.data.to_dict(), **overrides}, "data")
     model = load_model(args.model, spec.task)
-    tokenizer = Tokenizer.from_pretrained(args.model)
+    tokenizer = Tokenizer.from_pretrained(tokenizer_dir(args.model))  # a PEFT adapter: its base's
     return model, tokenizer, spec
 
 

@@ -42,7 +42,7 @@ def run(args) -> int:
 
 
 def merge(args) -> int:
-    from ..peft.io import load_peft_model
+    from ..peft import load_peft_model
 
     if os.path.abspath(args.out) == os.path.abspath(args.model):
         raise CheckpointError("--out must differ from --model: the adapter directory would be "
@@ -69,10 +69,10 @@ def _tokenizer(directory):
 
 
 def info(args) -> int:
-    from ..peft.io import ADAPTER_WEIGHTS, read_adapter_config
+    from ..peft import read_adapter_config
 
     meta, _ = read_adapter_config(args.model)
-    size = os.path.getsize(os.path.join(args.model, ADAPTER_WEIGHTS))
+    size = os.path.getsize(meta["weights_file"])
     if args.json:
         print(json.dumps({**meta, "file_bytes": size}))
         return 0
@@ -81,6 +81,7 @@ def info(args) -> int:
     print(f"task: {meta['task_class']}; saved modules: {', '.join(meta['modules_to_save']) or '(none)'}")
     targets = meta["targets"]
     print(f"changes {len(targets)} modules: {', '.join(targets[:4])}{', ...' if len(targets) > 4 else ''}")
-    print(f"base: {meta['base_model'] or '(not recorded)'} (fingerprint {meta['base_fingerprint'][:12]})")
+    print(f"base: {meta['base_model'] or '(not recorded)'} (fingerprint "
+          f"{(meta['base_fingerprint'] or '(not recorded)')[:12]})")
     print(f"parameters: {meta['parameters']:,} ({size / 1e6:.2f} MB on disk)")
     return 0

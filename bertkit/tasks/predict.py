@@ -111,7 +111,9 @@ def check_task(task: str) -> str:
 # ---------------------------------------------------------------------------- loading
 def read_spec(model_dir: str, task: str | None = None) -> TaskSpec:
     """The task of a model directory: its finetune_summary.json, else its config.json."""
-    config = BertConfig.from_pretrained(model_dir)
+    from bertkit.peft import adapter_task_config, is_adapter_dir
+
+    config = adapter_task_config(model_dir) if is_adapter_dir(model_dir) else BertConfig.from_pretrained(model_dir)
     path = os.path.join(model_dir, SUMMARY_FILE)
     if os.path.isfile(path):
         try:
