@@ -20,8 +20,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--input", required=True, help="UTF-8 text file, one text per line")
     parser.add_argument("--output", required=True, help="where to write the (n, hidden) float32 .npy")
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--max-length", type=int, default=256)
-    parser.add_argument("--no-normalize", action="store_true", help="keep the raw mean-pooled vectors")
+    parser.add_argument("--max-length", type=int, default=None,
+                        help="truncation length (default: the model's max_seq_length, else 256)")
+    parser.add_argument("--no-normalize", action="store_true", help="keep the raw pooled vectors")
 
 
 def read_lines(path: str) -> list[str]:
@@ -49,7 +50,7 @@ def run(args) -> int:
 
     encoder = SentenceEncoder.from_pretrained(args.model)
     vectors = encoder.encode(texts, batch_size=args.batch_size, max_length=args.max_length,
-                             normalize=not args.no_normalize)
+                             normalize=False if args.no_normalize else None)  # None: as the model says
     with atomic_open(args.output, "wb") as f:
         np.save(f, vectors.astype(np.float32))
     print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} embeddings to {os.path.abspath(args.output)}")
