@@ -40,6 +40,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import BertkitError, CheckpointError, ConfigError
+from ..hf_compat import count_parameters
 from ..model import BertSelfAttention
 from . import io
 from .adapters import ADAPTER_PLACES, AdapterConfig, Bottleneck
@@ -187,8 +188,11 @@ class PeftModel(nn.Module):
                 raise
             return getattr(self.model, name)
 
-    def num_parameters(self, trainable_only: bool = False) -> int:
-        return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
+    def num_parameters(self, only_trainable: bool = False, exclude_embeddings: bool = False, *,
+                       trainable_only: bool | None = None) -> int:
+        """As transformers' (`trainable_only`: bertkit's earlier name for `only_trainable`)."""
+        return count_parameters(self, only_trainable if trainable_only is None else trainable_only,
+                                exclude_embeddings)
 
     # ------------------------------------------------------------------ adapters
     @property
