@@ -35,6 +35,18 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs: Any) -> Iter
         raise
 
 
+def temp_dir(parent: str | os.PathLike, prefix: str) -> str:
+    """A new temporary directory in `parent`, to be renamed into place when complete.
+
+    mkdtemp makes it private (0700); give it the permissions os.makedirs would have (0755 under
+    the usual umask), so a checkpoint directory renamed from it is readable by others, as the
+    directories transformers writes are.
+    """
+    path = tempfile.mkdtemp(prefix=prefix, dir=parent)
+    os.chmod(path, 0o777 & ~_umask())
+    return path
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)

@@ -20,7 +20,6 @@ import contextlib
 import json
 import os
 import re
-import tempfile
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -33,6 +32,7 @@ from tokenizers import Tokenizer as _RustTokenizer
 from tokenizers import trainers
 
 from bertkit.errors import CheckpointError, ConfigError, DataError
+from bertkit.io import atomic_write_text
 
 __all__ = ["Tokenizer", "BatchEncoding"]
 
@@ -471,7 +471,7 @@ class Tokenizer:
         files["tokenizer_config.json"] = json.dumps(config, indent=2, ensure_ascii=False)
         files["special_tokens_map.json"] = json.dumps(special_map, indent=2, ensure_ascii=False)
         for name, text in files.items():
-            _atomic_write(out / name, text)
+            atomic_write_text(out / name, text)  # 0644 under the umask, as transformers writes
 
     # ------------------------------------------------------------------ internals
 
@@ -891,18 +891,3 @@ def _word_ids_array(rows: list[list[int | None]]) -> np.ndarray:
     """
     array = np.array(rows, dtype=np.float64)
     return np.nan_to_num(array, nan=-1.0).astype(np.int64)
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    """Write via a temp file in the same directory, then rename over the target."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise

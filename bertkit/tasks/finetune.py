@@ -25,7 +25,6 @@ import functools
 import math
 import os
 import shutil
-import tempfile
 import time
 import warnings
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ from torch import nn
 from bertkit.checkpoint import load_into, read_state_dict
 from bertkit.config import BertConfig
 from bertkit.errors import BertkitError, ConfigError, DataError
-from bertkit.io import atomic_write_json, iter_jsonl
+from bertkit.io import atomic_write_json, iter_jsonl, temp_dir
 from bertkit.tasks.alignment import IGNORE_INDEX
 from bertkit.tasks.features import (Collator, DataConfig, encode_qa, encode_texts, encode_words,
                                     subsample)
@@ -401,7 +400,7 @@ class BestKeeper:
         return bool(self.patience) and self.bad_evals >= self.patience
 
     def _save(self, model: nn.Module) -> None:
-        tmp = tempfile.mkdtemp(prefix=".tmp-best-", dir=self.out_dir)
+        tmp = temp_dir(self.out_dir, prefix=".tmp-best-")
         try:
             model.save_pretrained(tmp, tokenizer=self.tokenizer)
             old = None

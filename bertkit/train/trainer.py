@@ -35,7 +35,6 @@ import os
 import random
 import re
 import shutil
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable
@@ -47,7 +46,7 @@ from torch import nn
 from ..checkpoint import load_into, read_state_dict
 from ..config import BertConfig
 from ..errors import BertkitError, CheckpointError, ConfigError, DataError
-from ..io import atomic_open, atomic_write_text
+from ..io import atomic_open, atomic_write_text, temp_dir
 from .config_io import dataclass_from_dict
 from .distributed import DistContext, init_distributed, unwrap, wrap_model
 from .optim import build_optimizer
@@ -478,7 +477,7 @@ class Trainer:
                 "train_config": asdict(self.config),
             }
             path = os.path.join(self.out_dir, f"checkpoint-{self.step}")
-            tmp = tempfile.mkdtemp(prefix=f".tmp-checkpoint-{self.step}-", dir=self.out_dir)
+            tmp = temp_dir(self.out_dir, prefix=f".tmp-checkpoint-{self.step}-")
             try:
                 unwrap(self.model).save_pretrained(tmp, tokenizer=self.tokenizer)
                 with atomic_open(os.path.join(tmp, STATE_FILE), "wb") as f:
