@@ -9,7 +9,7 @@ from .heads import (BertForMaskedLM, BertForMultipleChoice, BertForNextSentenceP
                     BertForTokenClassification)
 from .model import BertModel, EncoderOutput
 from .tokenizer import BatchEncoding, Tokenizer
-from .variants.distill import Distiller, distillation_loss, student_from_teacher
+from .distill import Distiller, distillation_loss, student_from_teacher
 from .variants.electra import ElectraForPreTraining, ElectraPretrainer, generator_config
 
 __version__ = "0.1.0"

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import bertkit
-from bertkit.tasks.finetune import BestKeeper
+from bertkit.recipes.finetune import BestKeeper
 
 
 @pytest.fixture

@@ -172,7 +172,7 @@ def sentence_batches(tokenizer, texts: list[str], batch_size: int, max_length: i
 def token_inputs(tokenizer, data: ProbeData, max_length: int) -> tuple[list[dict], list[list[int]]]:
     """Per sentence: unpadded inputs with word_ids set only on the probed words, and which
     probed words survived truncation (in order; collect_features emits rows in that order)."""
-    from ..tasks.features import word_char_spans, word_ids_from_offsets
+    from ..tasks.tagging import word_char_spans, word_ids_from_offsets
 
     texts, spans = [], []
     for index, sentence in enumerate(data.sentences):

@@ -46,7 +46,7 @@ from torch import nn
 from ..checkpoint import load_into, read_state_dict
 from ..config import BertConfig
 from ..errors import BertkitError, CheckpointError, ConfigError, DataError
-from ..io import atomic_open, atomic_write_text, temp_dir
+from ..io import atomic_directory, atomic_open, atomic_write_text
 from .config_io import dataclass_from_dict
 from .distributed import DistContext, init_distributed, unwrap, wrap_model
 from .optim import build_optimizer
@@ -477,21 +477,10 @@ class Trainer:
                 "train_config": asdict(self.config),
             }
             path = os.path.join(self.out_dir, f"checkpoint-{self.step}")
-            tmp = temp_dir(self.out_dir, prefix=f".tmp-checkpoint-{self.step}-")
-            try:
+            with atomic_directory(path, prefix=f".tmp-checkpoint-{self.step}-") as tmp:
                 unwrap(self.model).save_pretrained(tmp, tokenizer=self.tokenizer)
                 with atomic_open(os.path.join(tmp, STATE_FILE), "wb") as f:
                     torch.save(state, f)
-                if os.path.exists(path):  # same step saved before (e.g. a re-run end): swap it out
-                    old = tmp + "-old"
-                    os.replace(path, old)
-                    os.replace(tmp, path)
-                    shutil.rmtree(old, ignore_errors=True)
-                else:
-                    os.replace(tmp, path)
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
             for _, old_path in list_checkpoints(self.out_dir)[:-self.config.keep_last]:
                 shutil.rmtree(old_path, ignore_errors=True)
             self.plot()

@@ -10,5 +10,4 @@ Each module here holds the code of one switch that is more than a few lines; `mo
 - `moe.py`       mixture-of-experts feed-forward (`num_experts`, `moe_top_k`, ...)
 - `sparse.py`    block-sparse local attention (`attention_block_size`, ...)
 - `deberta.py`   disentangled attention (`relative_attention`, `pos_att_type`, ...)
-- `distill.py`   distillation loss, DistilBERT student init, `Distiller`
 """

@@ -13,9 +13,12 @@ from bertkit.config import BertConfig
 from bertkit.errors import ConfigError, DataError
 from bertkit.heads import BertForTokenClassification
 from bertkit.tasks.alignment import IGNORE_INDEX
-from bertkit.tasks.features import Collator, encode_qa, encode_texts, encode_words, eval_order, subsample
-from bertkit.tasks.finetune import (BestKeeper, WeightedLoss, _contiguous_split, balanced_weights,
-                                    build_recipe, prepare_labels)
+from bertkit.recipes.finetune import BestKeeper, WeightedLoss, balanced_weights, build_recipe, prepare_labels
+from bertkit.tasks import Collator, eval_order, get_task, subsample
+from bertkit.tasks.builtin import _contiguous_split
+from bertkit.tasks.qa import encode_qa
+from bertkit.tasks.sequence import encode_texts
+from bertkit.tasks.tagging import encode_words
 from bertkit.tasks.formats import QAExample, TextExample, TokenExample
 from bertkit.tasks.realdata import wordnet_qa
 from bertkit.tokenizer import Tokenizer
@@ -119,10 +122,10 @@ def test_unseen_dev_labels_are_listed():
     train = [TextExample("a", label="sport"), TextExample("b", label="tech")]
     dev = [TextExample("c", label="sport"), TextExample("d", label="weather")]
     with pytest.raises(DataError, match="'weather'"):
-        prepare_labels("classification", "classification", "train.csv", train, dev)
+        prepare_labels(get_task("classification"), "train.csv", train, dev)
     tags = [TokenExample(["x"], ["B-PER"])]
     with pytest.raises(DataError, match="'B-ORG'"):
-        prepare_labels("token-classification", "tagging", "t.conll", tags, [TokenExample(["y"], ["B-ORG"])])
+        prepare_labels(get_task("token-classification"), "t.conll", tags, [TokenExample(["y"], ["B-ORG"])])
 
 
 def test_recipe_rejects_unknown_keys_with_a_suggestion():
@@ -185,13 +188,13 @@ def test_lower_is_better_for_mse_and_unknown_metrics_fail_before_training(tmp_pa
     config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                         intermediate_size=32, num_labels=2)
     model = BertForTokenClassification(config)
-    keeper = BestKeeper(str(tmp_path), "mse", patience=1, tokenizer=None)
+    keeper = BestKeeper(str(tmp_path), "mse", patience=1, tokenizer=None, lower_is_better=True)
     assert not keeper.update(model, 1, {"mse": 2.0})
     assert not keeper.update(model, 2, {"mse": 1.0})  # lower mse is better
     assert keeper.update(model, 3, {"mse": 1.5})
     assert keeper.best_step == 2
 
-    from bertkit.tasks.finetune import finetune
+    from bertkit.recipes.finetune import finetune
 
     train = tmp_path / "t.csv"
     train.write_text("text,label\na,x\nb,y\n", encoding="utf-8")

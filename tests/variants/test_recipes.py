@@ -220,7 +220,7 @@ def test_electra_discriminator_fine_tunes(electra_classifier):
 
 def kl_to_teacher(student, teacher, features, pad_id):
     """Mean KL(teacher || student) of the class distributions over `features`."""
-    from bertkit.tasks.predict import forward_features
+    from bertkit.tasks import forward_features
 
     s = torch.from_numpy(np.stack(forward_features(student, features, 32, pad_id)))
     t = torch.from_numpy(np.stack(forward_features(teacher, features, 32, pad_id)))
@@ -230,11 +230,10 @@ def kl_to_teacher(student, teacher, features, pad_id):
 
 def test_distill_command_student_learns_the_teacher_and_loads_in_transformers(electra_classifier, tmp_path):
     from bertkit.heads import BertForSequenceClassification
-    from bertkit.tasks.features import encode_texts, subsample
-    from bertkit.tasks.finetune import builtin_splits
-    from bertkit.tasks.predict import load_model
+    from bertkit.tasks import builtin_splits, load_model, subsample
+    from bertkit.tasks.sequence import encode_texts
     from bertkit.tokenizer import Tokenizer
-    from bertkit.variants.distill import student_from_teacher
+    from bertkit.distill import student_from_teacher
 
     out = tmp_path / "student"
     argv = ["distill", "--teacher", str(electra_classifier), "--train", "bbc", "--out", str(out), "--no-progress",
@@ -274,7 +273,7 @@ def test_distill_command_student_learns_the_teacher_and_loads_in_transformers(el
     with torch.no_grad():
         assert (ours(ids, mask).logits - theirs(input_ids=ids, attention_mask=mask).logits).abs().max() < 1e-5
     # refused: tasks without one softmax over the labels
-    from bertkit.variants.distill import distill_finetuned
+    from bertkit.recipes.distill import distill_finetuned
 
     with pytest.raises(ConfigError, match="single-label"):
         distill_finetuned("regression", str(electra_classifier), "bbc", None, str(tmp_path / "x"))
