@@ -186,3 +186,39 @@ def test_transformers_trainer_trains_and_saves_a_bertkit_model(tmp_path):
         model.save_pretrained(tmp_path / "full")
         hf = _hf("BertForSequenceClassification", tmp_path / "full")
         assert (hf(ids).logits - expected).abs().max() < 1e-5
+
+
+def test_transformers_pipelines_run_on_bertkit_checkpoints(minilm_dir, tmp_path):
+    """pipeline("text-classification") and pipeline("fill-mask") on directories bertkit saved
+    give bertkit's own labels, scores and top tokens."""
+    tokenizer = bertkit.Tokenizer.from_pretrained(minilm_dir)
+    small = dict(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
+                 num_attention_heads=4, intermediate_size=64)
+    torch.manual_seed(0)
+    clf = bertkit.BertForSequenceClassification(bertkit.BertConfig(
+        **small, id2label={0: "business", 1: "sport", 2: "tech"}, initializer_range=0.5)).eval()
+    clf.save_pretrained(tmp_path / "clf", tokenizer=tokenizer)
+    texts = ["Shares fell as the bank warned on profits.", "The striker scored twice in the final."]
+    with torch.no_grad():
+        probs = clf(**tokenizer(texts)).logits.softmax(-1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        classify = transformers.pipeline("text-classification", model=str(tmp_path / "clf"), device="cpu")
+    for row, result in zip(probs, classify(texts)):
+        assert result["label"] == clf.config.id2label[int(row.argmax())]
+        assert abs(result["score"] - float(row.max())) < 1e-5
+
+    torch.manual_seed(1)
+    mlm = bertkit.BertForMaskedLM(bertkit.BertConfig(**small)).eval()
+    mlm.save_pretrained(tmp_path / "mlm", tokenizer=tokenizer)
+    text = "The capital of France is [MASK]."
+    enc = tokenizer(text)
+    position = int((enc.input_ids[0] == tokenizer.mask_token_id).nonzero())
+    with torch.no_grad():
+        top = mlm(**enc, full_logits=True).logits[0, position].softmax(-1).topk(5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fill = transformers.pipeline("fill-mask", model=str(tmp_path / "mlm"), device="cpu")
+    results = fill(text, top_k=5)
+    assert [r["token"] for r in results] == top.indices.tolist()
+    assert max(abs(r["score"] - float(s)) for r, s in zip(results, top.values)) < 1e-5
