@@ -1,7 +1,8 @@
 """`bertkit embed --model DIR --input FILE --output FILE.npy`: sentence embeddings, one per line.
 
-Mean pooling over real tokens, then L2 normalisation (sentence-transformers' definition), so a
-dot product of two rows is their cosine similarity.
+The pooling the model directory names (a sentence-transformers layout: cls, mean, max, ...,
+with or without normalisation); a plain model directory gets mean pooling over real tokens and
+L2 normalisation, so a dot product of two rows is their cosine similarity.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import numpy as np
 
 from ..errors import DataError
 
-HELP = "embed each line of a text file (mean pooling + L2 normalisation) into a .npy matrix"
+HELP = "embed each line of a text file (the model's pooling; default mean + L2) into a .npy matrix"
 
 
 def add_arguments(parser) -> None:
