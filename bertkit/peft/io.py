@@ -9,9 +9,11 @@ LoRA is written exactly as the `peft` library writes it, so `peft.PeftModel.from
                                ...lora_B.weight (out, r), base_model.model.classifier.weight (a
                                saved module); its metadata entry "bertkit" holds what PEFT has no
                                field for (task class, base shape and weight fingerprint).
-Bottleneck adapters (which PEFT does not have) and prefix tuning (PEFT's prefix tuning on
-transformers' BERT also shifts the position ids by the prefix length, bertkit's does not, so the
-same prefixes give other outputs there) keep bertkit's own files:
+Prefix tuning with PEFT's position convention (`PrefixConfig(shift_positions=True)`) is written
+as PEFT's PREFIX_TUNING: prompt_embeddings (P, layers * 2 * hidden) and heads under "base_model.".
+Bottleneck adapters (which PEFT does not have) and prefixes with bertkit's default convention
+(positions from 0; PEFT's prefixes shift them by P, so the same tensors give other outputs there)
+keep bertkit's own files:
     bertkit_adapter_config.json   method and settings, task class, targets, base path, shape, fingerprint
     bertkit_adapter.safetensors   tensors under bertkit's names (`...output.dense.adapter.up.weight`,
                                   `prefix.key_values`, `classifier.weight`).
@@ -43,6 +45,7 @@ from ..io import atomic_open, atomic_write_json
 from ..model import BertModel
 from .base import CONFIG_CLASSES, PeftConfig, base_shape, encoder_of
 from .lora import LoraConfig
+from .prefix import PrefixConfig
 
 ADAPTER_CONFIG = "adapter_config.json"  # PEFT's names: LoRA
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
@@ -99,7 +102,8 @@ def save_adapter(peft, directory, adapter_name: str | None = None, tokenizer: An
             "base_config": base_shape(peft.config),
             "parameters": sum(t.numel() for t in state.values())}
     lora = config.method == "lora"
-    for stale in ((OWN_CONFIG, OWN_WEIGHTS) if lora else (ADAPTER_CONFIG, ADAPTER_WEIGHTS)):
+    peft_format = lora or (config.method == "prefix" and config.shift_positions)
+    for stale in ((OWN_CONFIG, OWN_WEIGHTS) if peft_format else (ADAPTER_CONFIG, ADAPTER_WEIGHTS)):
         path = os.path.join(directory, stale)
         if os.path.exists(path):  # the other kind's files from an earlier save: one adapter per dir
             os.remove(path)
@@ -108,6 +112,13 @@ def save_adapter(peft, directory, adapter_name: str | None = None, tokenizer: An
         metadata = {"format": "pt", "bertkit": json.dumps(meta)}
         weights_name, config_name = ADAPTER_WEIGHTS, ADAPTER_CONFIG
         config_dict = _peft_lora_config(config, meta, peft.peft_target_modules(name))
+    elif peft_format:  # prefix tuning as PEFT's PREFIX_TUNING: heads under "base_model."
+        key_values = peft.prefixes.encoders[name].folded().to("cpu")  # (L, 2, P, H), MLP folded
+        tensors = {"base_model." + k: v for k, v in state.items() if not k.startswith("prefix.")}
+        tensors["prompt_embeddings"] = prompt_embeddings(key_values)
+        metadata = {"format": "pt", "bertkit": json.dumps(meta)}
+        weights_name, config_name = ADAPTER_WEIGHTS, ADAPTER_CONFIG
+        config_dict = _peft_prefix_config(config, meta, peft.config, key_values.shape[0])
     else:
         tensors, metadata = state, {"format": "pt", "method": config.method}
         weights_name, config_name = OWN_WEIGHTS, OWN_CONFIG
@@ -152,6 +163,39 @@ def _peft_lora_config(config: LoraConfig, meta: dict, target_modules: list[str])
         "init_lora_weights": True if config.init == "kaiming" else "gaussian",
         **UNSUPPORTED_LORA,
         "layers_pattern": None,
+    }
+
+
+def prompt_embeddings(key_values: torch.Tensor) -> torch.Tensor:
+    """bertkit's (L, 2, P, H) prefixes -> PEFT's prompt_embeddings (P, L * 2 * H): for each
+    virtual token, layer 0's key, layer 0's value, layer 1's key, ... (PEFT views the row as
+    (L * 2, heads, head_dim) and gives layer l the pair 2l, 2l + 1)."""
+    layers, _, tokens, hidden = key_values.shape
+    return key_values.permute(2, 0, 1, 3).reshape(tokens, layers * 2 * hidden).contiguous()
+
+
+def key_values_of(prompt: torch.Tensor, layers: int) -> torch.Tensor:
+    """PEFT's (P, L * 2 * H) prompt_embeddings -> bertkit's (L, 2, P, H)."""
+    tokens = prompt.shape[0]
+    return prompt.reshape(tokens, layers, 2, -1).permute(1, 2, 0, 3).contiguous()
+
+
+def _peft_prefix_config(config, meta: dict, model_config: BertConfig, layers: int) -> dict:
+    """adapter_config.json as PEFT's PrefixTuningConfig writes it."""
+    return {
+        "peft_type": "PREFIX_TUNING",
+        "task_type": TASK_TYPES.get(meta["task_class"]),
+        "base_model_name_or_path": meta["base_model"],
+        "revision": None,
+        "inference_mode": True,
+        "num_virtual_tokens": config.num_virtual_tokens,
+        "token_dim": model_config.hidden_size,
+        "num_transformer_submodules": 1,
+        "num_attention_heads": model_config.num_attention_heads,
+        "num_layers": layers,
+        "encoder_hidden_size": model_config.hidden_size,
+        "prefix_projection": False,
+        "modules_to_save": meta["modules_to_save"] or None,
     }
 
 
@@ -238,9 +282,12 @@ def _read_peft(directory: str, peft_config: dict) -> SavedAdapter:
     """A directory in PEFT's format (written by PEFT or by bertkit): LoRA only."""
     path = os.path.join(directory, ADAPTER_CONFIG)
     kind = peft_config.get("peft_type")
+    if kind == "PREFIX_TUNING":
+        return _read_peft_prefix(directory, peft_config)
     if kind != "LORA":
         raise CheckpointError(f"{path}: peft_type {kind!r} is not read by bertkit; it reads PEFT's LoRA "
-                              "adapters (peft_type \"LORA\") and its own bottleneck adapters and prefixes")
+                              "(\"LORA\") and prefix tuning (\"PREFIX_TUNING\") adapters and its own "
+                              "bottleneck adapters")
     changed = [f"{k}={peft_config[k]!r}" for k, default in UNSUPPORTED_LORA.items()
                if peft_config.get(k, default) not in (default, None, {}, False)]
     init = peft_config.get("init_lora_weights", True)
@@ -280,6 +327,47 @@ def _read_peft(directory: str, peft_config: dict) -> SavedAdapter:
             "task_class": task, "targets": targets, "modules_to_save": saved,
             "base_model": peft_config.get("base_model_name_or_path"),
             "base_fingerprint": ours.get("base_fingerprint"), "base_config": ours.get("base_config"),
+            "parameters": sum(t.numel() for t in weights.values())}
+    return SavedAdapter(directory, config, meta, weights, weights_path)
+
+
+def _read_peft_prefix(directory: str, peft_config: dict) -> SavedAdapter:
+    """PEFT's PREFIX_TUNING directory: prompt_embeddings (P, L * 2 * H), heads under "base_model."."""
+    path = os.path.join(directory, ADAPTER_CONFIG)
+    if peft_config.get("prefix_projection"):
+        raise CheckpointError(f"{path} has prefix_projection=true: its file holds the MLP's input, not the "
+                              "prefixes; save it from peft with prefix_projection=false, or load it with peft")
+    if peft_config.get("num_transformer_submodules", 1) != 1:
+        raise CheckpointError(f"{path}: num_transformer_submodules={peft_config['num_transformer_submodules']}"
+                              " is an encoder-decoder's prefix; bertkit's encoders take 1")
+    weights_path = os.path.join(directory, ADAPTER_WEIGHTS)
+    raw, metadata = _read_weights(weights_path)
+    if "prompt_embeddings" not in raw:
+        raise CheckpointError(f"{weights_path} has no prompt_embeddings: not a prefix-tuning adapter")
+    try:
+        layers, tokens = int(peft_config["num_layers"]), int(peft_config["num_virtual_tokens"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise CheckpointError(f"{path}: not a readable prefix-tuning config ({e})") from None
+    prompt = raw.pop("prompt_embeddings")
+    if prompt.dim() != 2 or prompt.shape[0] != tokens or prompt.shape[1] % (2 * layers):
+        raise CheckpointError(f"{weights_path}: prompt_embeddings of shape {tuple(prompt.shape)} does not fit "
+                              f"{tokens} virtual tokens over {layers} layers")
+    weights = {k.removeprefix("base_model."): v for k, v in raw.items()}
+    weights["prefix.key_values"] = key_values_of(prompt, layers)
+    ours = json.loads(metadata["bertkit"]) if "bertkit" in metadata else {}
+    names = peft_config.get("modules_to_save") or []
+    heads = [k for k in weights if not k.startswith("prefix.")]
+    saved = ours.get("modules_to_save") or list(dict.fromkeys(
+        n for n in names if any(_has_module(key, n) for key in heads)))
+    config = PrefixConfig(num_virtual_tokens=tokens, init="normal", modules_to_save=saved,
+                          shift_positions=True)
+    task = ours.get("task_class") or _task_class_name(directory, peft_config)
+    meta = {"format": "peft", "method": "prefix", "adapter_name": ours.get("adapter_name", "default"),
+            "task_class": task, "targets": ours.get("targets", []), "modules_to_save": saved,
+            "base_model": peft_config.get("base_model_name_or_path"),
+            "base_fingerprint": ours.get("base_fingerprint"),
+            "base_config": ours.get("base_config") or {"num_hidden_layers": layers, **(
+                {"hidden_size": peft_config["token_dim"]} if peft_config.get("token_dim") else {})},
             "parameters": sum(t.numel() for t in weights.values())}
     return SavedAdapter(directory, config, meta, weights, weights_path)
 

@@ -177,7 +177,21 @@ class PeftModel(nn.Module):
     # ------------------------------------------------------------------ running
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         self._check_usable()
+        config = self.peft_configs.get(self.active_adapter) if self.active_adapter else None
+        if getattr(config, "shift_positions", False) and len(args) < 4 and kwargs.get("position_ids") is None:
+            kwargs["position_ids"] = self._shifted_positions(args[0] if args else kwargs["input_ids"],
+                                                             config.num_virtual_tokens)
         return self.model(*args, **kwargs)
+
+    def _shifted_positions(self, input_ids: torch.Tensor, shift: int) -> torch.Tensor:
+        """(1, T) positions P .. P + T - 1: PEFT's prefix tuning on transformers' BERT counts the
+        prefix as a past key/value cache, so the sequence's positions start after it."""
+        length = input_ids.shape[-1]
+        if shift + length > self.config.max_position_embeddings:
+            raise BertkitError(f"this prefix shifts positions by {shift} (PEFT's convention), so inputs "
+                               f"may have at most {self.config.max_position_embeddings - shift} tokens; "
+                               f"got {length}: truncate shorter")
+        return torch.arange(shift, shift + length, device=input_ids.device).unsqueeze(0)
 
     def __getattr__(self, name: str) -> Any:
         """Attributes the wrapper lacks come from the wrapped model (get_input_embeddings, ...)."""
@@ -216,6 +230,9 @@ class PeftModel(nn.Module):
             targets = self._adapter_places(config)
         else:
             targets = [f"{p}.prefix" for p in self._attention_paths()]
+            if config.shift_positions and self.config.model_type == "roberta":
+                raise ConfigError("shift_positions is transformers' BERT convention; RoBERTa numbers "
+                                  "positions from the padding, use shift_positions=False")
         # Everything checked: now change the model.
         reference = self.model.get_submodule(targets[0]) if config.method != "prefix" else None
         for path in saved:

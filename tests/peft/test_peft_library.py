@@ -204,3 +204,41 @@ def test_adapter_directories_of_the_earlier_format_still_load(tmp_path, tiny_cla
     ids, mask = padded_batch()
     with torch.no_grad():
         assert torch.allclose(loaded(ids, mask).logits, model(ids, mask).logits, atol=1e-6)
+
+
+def test_prefix_tuning_in_peft_format_both_ways(tmp_path):
+    """Prefixes with PEFT's position convention (shift_positions=True) are saved as PEFT's
+    PREFIX_TUNING and give PEFT's logits; PEFT's prefixes load in bertkit with its logits."""
+    from bertkit.peft import PrefixConfig
+
+    torch.manual_seed(0)
+    base = bertkit.BertForSequenceClassification(tiny_config())
+    base.save_pretrained(tmp_path / "base")
+    ours = get_peft_model(base, PrefixConfig(num_virtual_tokens=5, init="normal", shift_positions=True),
+                          base_model_path=str(tmp_path / "base"))
+    _randomise(ours, 6)
+    ours.eval()
+    ours.save_pretrained(tmp_path / "prefix")
+    written = json.loads((tmp_path / "prefix" / "adapter_config.json").read_text())
+    assert written["peft_type"] == "PREFIX_TUNING" and written["num_virtual_tokens"] == 5
+    assert written["num_layers"] == 2 and written["token_dim"] == 32
+
+    ids, mask = padded_batch()
+    theirs = peft.PeftModel.from_pretrained(_hf_classifier(tmp_path / "base"), str(tmp_path / "prefix")).eval()
+    with torch.no_grad():
+        expected = ours(input_ids=ids, attention_mask=mask).logits
+        assert (theirs(input_ids=ids, attention_mask=mask).logits - expected).abs().max() < 1e-5
+        plain = _hf_classifier(tmp_path / "base")(input_ids=ids, attention_mask=mask).logits
+        assert (plain - expected).abs().max() > 1e-2
+
+    # PEFT's own prefixes (random, as if trained) load in bertkit with PEFT's logits.
+    model = peft.get_peft_model(_hf_classifier(tmp_path / "base"),
+                                peft.PrefixTuningConfig(task_type="SEQ_CLS", num_virtual_tokens=4))
+    _randomise(model, 7)
+    model.eval()
+    model.save_pretrained(str(tmp_path / "peft-prefix"))
+    loaded = PeftModel.from_pretrained(tmp_path / "peft-prefix", base=str(tmp_path / "base"))
+    assert loaded.peft_configs["default"].shift_positions
+    with torch.no_grad():
+        got = loaded(input_ids=ids, attention_mask=mask).logits
+        assert (got - model(input_ids=ids, attention_mask=mask).logits).abs().max() < 1e-5
