@@ -9,6 +9,7 @@ one dataclass rather than separate classes.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 from dataclasses import dataclass, field
@@ -336,6 +337,7 @@ def default_labels(n: int) -> dict[int, str]:
 _dataclass_init = BertConfig.__init__
 
 
+@functools.wraps(_dataclass_init)  # keeps the dataclass's signature for help() and inspect
 def _init_keeping_unknown_keys(self, *args: Any, **kwargs: Any) -> None:
     known = {f.name for f in dataclasses.fields(BertConfig)}
     unknown = {k: kwargs.pop(k) for k in list(kwargs) if k not in known}
