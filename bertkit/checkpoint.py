@@ -27,7 +27,7 @@ from .config import BertConfig
 from .errors import CheckpointError
 from .hf_compat import TransformersHabits, check_attn_implementation, resolve_dtype
 from .io import atomic_open
-from .variants.keymaps import from_hf, hf_architecture, to_hf
+from .variants.keymaps import from_hf, hf_architecture, to_hf, warn_if_transformers_cannot_run
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
 # Prefixes transformers puts before the encoder's keys in models with heads.
@@ -178,6 +178,7 @@ class PretrainedMixin(TransformersHabits):
         from safetensors.torch import save
 
         directory = os.fspath(directory)
+        warn_if_transformers_cannot_run(self.config)
         os.makedirs(directory, exist_ok=True)
         name = type(self).__name__
         config = self.config.replace(architectures=[hf_architecture(name, self.config.model_type)])

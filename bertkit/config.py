@@ -19,7 +19,7 @@ from .errors import ConfigError
 from .io import atomic_write_text
 
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish", "tanh")
-POSITION_EMBEDDING_TYPES = ("absolute", "relative_key", "relative_key_query")
+POSITION_EMBEDDING_TYPES = ("absolute", "relative_key", "relative_key_query", "sinusoidal")
 # Checkpoint families this one encoder reads and writes; `model_type` picks the switches and the
 # Hugging Face key names (see bertkit/variants/keymaps.py).
 MODEL_TYPES = ("bert", "roberta", "albert", "electra", "deberta-v2")
@@ -154,6 +154,9 @@ class BertConfig:
         if self.position_embedding_type not in POSITION_EMBEDDING_TYPES:
             raise ConfigError(f"position_embedding_type {self.position_embedding_type!r} is not known; "
                               f"use one of {POSITION_EMBEDDING_TYPES}")
+        if self.position_embedding_type == "sinusoidal" and not self.position_biased_input:
+            raise ConfigError("sinusoidal positions are added to the input, which position_biased_input="
+                              "False turns off; set position_biased_input=True or use absolute positions")
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             p = getattr(self, name)
             if not 0.0 <= p < 1.0:
@@ -210,11 +213,11 @@ class BertConfig:
             if not isinstance(self.attention_window_blocks, int) or self.attention_window_blocks < 0:
                 raise ConfigError(f"attention_window_blocks must be >= 0 (0 = each block alone), got "
                                   f"{self.attention_window_blocks!r}")
-            if self.position_embedding_type != "absolute":
+            if self.position_embedding_type in ("relative_key", "relative_key_query"):
                 raise ConfigError(
                     f"block-sparse attention cannot use position_embedding_type="
                     f"{self.position_embedding_type!r}: relative scores are a dense T x T term; use "
-                    "absolute positions or unset attention_block_size")
+                    "absolute or sinusoidal positions, or unset attention_block_size")
         if self.num_experts is not None:
             if not isinstance(self.num_experts, int) or self.num_experts < 1:
                 raise ConfigError(f"num_experts must be a positive integer (or unset for a dense "

@@ -24,6 +24,7 @@ from .errors import BertkitError
 from .variants import deberta, moe
 from .variants.albert import has_embedding_projection, layer_order, num_layer_modules
 from .variants.relative import RELATIVE_TYPES, relative_position_scores
+from .variants.sinusoidal import sinusoidal_table
 
 
 # ---------------------------------------------------------------------------- outputs
@@ -62,7 +63,10 @@ class BertEmbeddings(nn.Module):
         # DeBERTa (position_biased_input=False) has no absolute positions; type_vocab_size=0: no segments.
         self.position_embeddings = nn.Embedding(
             config.max_position_embeddings, width, padding_idx=config.pad_token_id if self.pad_positions else None
-        ) if config.position_biased_input else None
+        ) if config.position_biased_input and config.position_embedding_type != "sinusoidal" else None
+        if config.position_embedding_type == "sinusoidal":  # fixed (variants/sinusoidal.py): not trained, not saved
+            self.register_buffer("sinusoidal_positions", sinusoidal_table(config.max_position_embeddings, width),
+                                 persistent=False)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, width) if config.type_vocab_size else None
         self.LayerNorm = nn.LayerNorm(width, eps=config.layer_norm_eps)
         self.dropout = Dropout(config.hidden_dropout_prob)
@@ -78,6 +82,8 @@ class BertEmbeddings(nn.Module):
         x = self.word_embeddings(input_ids)
         if self.position_embedding_type == "absolute" and self.position_embeddings is not None:
             x = x + self.position_embeddings(position_ids)  # relative types add positions in attention
+        elif self.position_embedding_type == "sinusoidal":
+            x = x + self.sinusoidal_positions[position_ids]
         if self.token_type_embeddings is not None:  # without token_type_ids all are in segment 0
             x = x + (self.token_type_embeddings.weight[0] if token_type_ids is None
                      else self.token_type_embeddings(token_type_ids))
@@ -355,7 +361,7 @@ class BertModel(PretrainedMixin, nn.Module):
         on all query positions (relative positions, DeBERTa, block-sparse, MoE routing)."""
         config = self.config
         return (head_mask is None and not output_attentions and not output_hidden_states
-                and config.position_embedding_type == "absolute" and not config.relative_attention
+                and config.position_embedding_type not in RELATIVE_TYPES and not config.relative_attention
                 and not config.attention_block_size and not config.num_experts)
 
     def expand_head_mask(self, head_mask: torch.Tensor | None) -> torch.Tensor | None:

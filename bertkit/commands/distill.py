@@ -9,7 +9,10 @@ by the fine-tuning recipe (same data sources, `--config` / `--set` sections [dat
 [model], dev evaluation and best-model keeping as `bertkit finetune`). OUT is a fine-tuned
 model like any other (evaluate/predict/transformers read it). `--test DATA` then compares
 teacher and student on DATA: the task metrics and the inference time (median of
-`--speed-repeats` alternating passes over the same texts). See bertkit/recipes/distill.py.
+`--speed-repeats` alternating passes over the same texts; classification only). Token
+classification and QA (`--task token-classification|qa`) distil the teacher's per-token tag
+distributions and its start/end distributions (bertkit/distill/tasks.py). See
+bertkit/recipes/distill.py.
 """
 
 from __future__ import annotations
@@ -17,21 +20,22 @@ from __future__ import annotations
 import json
 
 from bertkit.errors import ConfigError
-from bertkit.recipes.distill import compare_on_test, distill_finetuned
+from bertkit.recipes.distill import DISTILLABLE, compare_on_test, distill_finetuned
 from bertkit.recipes.finetune import section_keys
 from bertkit.train.config_io import apply_overrides, load_toml
 
 from .options import add_progress, add_seed, add_set, seed_assignment
 
-HELP = "distil a fine-tuned classifier into a student with fewer layers (DistilBERT-style)"
+HELP = "distil a fine-tuned classifier, tagger or QA model into a student with fewer layers (DistilBERT-style)"
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--teacher", required=True, help="fine-tuned model directory (bertkit finetune output)")
     parser.add_argument("--out", required=True, help="output directory: the best student ends here")
-    parser.add_argument("--task", default="classification", choices=("classification",),
-                        help="the teacher's task (single-label classification)")
-    parser.add_argument("--train", required=True, help="training data file, or built-in: bbc, wordnet-supersense")
+    parser.add_argument("--task", default="classification", choices=DISTILLABLE,
+                        help="the teacher's task (classification: single-label)")
+    parser.add_argument("--train", required=True, help="training data file, or built-in: bbc, wordnet-supersense, "
+                                                       "wordnet-tagging, wordnet-qa")
     parser.add_argument("--dev", help="dev data (picks the best checkpoint); default with built-in data: its dev split")
     layers = parser.add_mutually_exclusive_group()
     layers.add_argument("--layers", type=int, help="student layers, taken from every other teacher layer "
@@ -61,6 +65,9 @@ def parse_layer_map(text: str | None) -> list[int] | None:
 
 
 def run(args) -> int:
+    if args.test and args.task != "classification":
+        raise ConfigError("--test compares classifiers; score a token-classification or QA student with "
+                          "bertkit evaluate --model OUT --data DATA")
     if args.compare_only:
         if not args.test:
             raise ConfigError("--compare-only needs --test DATA (e.g. bbc:test)")

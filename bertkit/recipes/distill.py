@@ -16,13 +16,17 @@ import time
 import torch
 from torch import nn
 
-from bertkit.distill import Distiller, every_other_layer, student_from_teacher
+from bertkit.distill import TaskDistiller, every_other_layer, student_from_teacher
 from bertkit.errors import ConfigError
 from bertkit.io import atomic_write_json
 from bertkit.recipes.finetune import finetune
 from bertkit.tasks import (SUMMARY_FILE, evaluate_examples, forward_features, get_task, load_examples, load_model,
                            model_labels, read_spec)
 from bertkit.tokenizer import Tokenizer
+
+
+# Tasks whose head gives softmax distributions (single-label classes, tags, answer boundaries).
+DISTILLABLE = ("classification", "token-classification", "qa")
 
 
 def distill_finetuned(task: str, teacher_dir: str, train_source: str, dev_source: str | None, out_dir: str,
@@ -35,16 +39,18 @@ def distill_finetuned(task: str, teacher_dir: str, train_source: str, dev_source
     default: 3 of a 6-layer teacher), the teacher's head and label set included; it is trained
     by the fine-tuning recipe (`bertkit.recipes.finetune.finetune`: same data reading, batching,
     dev evaluation, best-model keeping and output directory) on the distillation loss of a
-    `Distiller`. `sections` are finetune's ([data], [train], [model]); data.max_length defaults
-    to the teacher's. OUT ends as a plain fine-tuned model whose finetune_summary.json also has
-    a "distillation" entry. Single-label classification only, for now.
+    `TaskDistiller` (the class, per-token tag or answer start/end distributions: `DISTILLABLE`
+    tasks). `sections` are finetune's ([data], [train], [model]); data.max_length defaults to the
+    teacher's. OUT ends as a plain fine-tuned model whose finetune_summary.json also has a
+    "distillation" entry.
     """
-    if task != "classification":
-        raise ConfigError(f"distillation supports --task classification (single-label), not {task!r}")
+    if task not in DISTILLABLE:
+        raise ConfigError(f"distillation supports --task classification (single-label), token-classification "
+                          f"or qa (one softmax per example, token or answer boundary), not {task!r}")
     spec = read_spec(teacher_dir, task)
-    if spec.task != "classification":
-        raise ConfigError(f"{teacher_dir} is a {spec.task} model; distillation's KL term needs a single-label "
-                          "classifier (one softmax over the labels)")
+    if spec.task != task:
+        raise ConfigError(f"{teacher_dir} is a {spec.task} model; distillation's KL term needs a {task} "
+                          "teacher (single-label: one softmax over the labels)")
     sections = {name: dict(values) for name, values in (sections or {}).items()}
     train = sections.get("train", {})
     if train.get("class_weights", "none") != "none" or sections.get("peft"):
@@ -64,7 +70,7 @@ def distill_finetuned(task: str, teacher_dir: str, train_source: str, dev_source
     built: dict[str, nn.Module] = {}
 
     def build_student(model_dir, task_, labels, model_overrides):
-        if labels != teacher_labels:
+        if labels is not None and labels != teacher_labels:  # QA has no labels
             raise ConfigError(f"the teacher's labels {teacher_labels} differ from the training data's "
                               f"{labels}; distil on the data the teacher was fine-tuned for")
         student = student_from_teacher(teacher, layer_map=chosen)
@@ -76,7 +82,7 @@ def distill_finetuned(task: str, teacher_dir: str, train_source: str, dev_source
         return student.train()
 
     def wrap(student):
-        return Distiller(student, teacher, alpha=alpha, temperature=temperature)
+        return TaskDistiller(student, teacher, alpha=alpha, temperature=temperature)
 
     summary = finetune(task, teacher_dir, train_source, dev_source, out_dir, sections, overwrite=overwrite,
                        progress=progress, model_fn=build_student, train_wrapper=wrap)

@@ -39,7 +39,7 @@ from bertkit.config import BertConfig
 from bertkit.constants import IGNORE_INDEX
 from bertkit.errors import BertkitError, ConfigError, DataError
 from bertkit.heads import BertForMultipleChoice, BertForSequenceClassification
-from bertkit.io import atomic_directory, atomic_write_json
+from bertkit.io import atomic_write_json
 from bertkit.peft import DEFAULT_LR as PEFT_DEFAULT_LR
 from bertkit.peft import PEFT_KEYS, get_peft_model, make_config
 from bertkit.tasks import (BUILTIN_DATA, SUMMARY_FILE, Collator, DataConfig, Task, TaskSpec, baseline_metrics,
@@ -49,6 +49,7 @@ from bertkit.tasks.formats import build_label_map, check_labels_known
 from bertkit.tokenizer import Tokenizer
 from bertkit.train import LengthBucketedBatches, TrainConfig, Trainer
 from bertkit.train.config_io import check_keys, dataclass_from_dict
+from bertkit.train.early_stopping import BestKeeper
 
 
 # ---------------------------------------------------------------------------- options
@@ -77,7 +78,9 @@ class FinetuneOptions:
 # Fine-tuning defaults that differ from pre-training's TrainConfig defaults (Devlin et al.:
 # lr 2e-5..5e-5, batch 16/32, warmup 10%).
 TRAIN_DEFAULTS = {"lr": 5e-5, "batch_size": 16, "warmup_ratio": 0.1, "log_every": 10, "keep_last": 1}
-MODEL_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout")
+# [model]: dropout overrides of the config, and freeze_encoder (as in continued pre-training):
+# true trains the head only, the encoder's weights stay as loaded.
+MODEL_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout", "freeze_encoder")
 
 
 def section_keys() -> dict[str, list[str]]:
@@ -96,6 +99,7 @@ class Recipe:
     explicit_max_steps: bool
     explicit_eval_every: bool
     peft: dict = dataclasses.field(default_factory=dict)  # [peft]: method = "lora" | ..., settings
+    freeze_encoder: bool = False
 
 
 def build_recipe(sections: dict | None) -> Recipe:
@@ -125,8 +129,13 @@ def build_recipe(sections: dict | None) -> Recipe:
     explicit_eval_every = "eval_every" in train_only
     train_only.setdefault("max_steps", 1)  # replaced by the epoch count once the data is known
     train = dataclass_from_dict(TrainConfig, train_only, "train")
-    return Recipe(data, train, options, dict(sections.get("model", {})), explicit_max_steps, explicit_eval_every,
-                  peft)
+    model = dict(sections.get("model", {}))
+    freeze = model.pop("freeze_encoder", False)
+    if not isinstance(freeze, bool):
+        raise ConfigError(f"model.freeze_encoder must be true or false, got {freeze!r}")
+    if freeze and peft:
+        raise ConfigError("model.freeze_encoder and [peft] both choose what trains; use one of them")
+    return Recipe(data, train, options, model, explicit_max_steps, explicit_eval_every, peft, freeze)
 
 
 # ---------------------------------------------------------------------------- model
@@ -187,44 +196,6 @@ def balanced_weights(features: Sequence[dict], num_labels: int) -> torch.Tensor:
     labels = labels[labels != IGNORE_INDEX]
     counts = np.maximum(np.bincount(labels, minlength=num_labels), 1)
     return torch.tensor(len(labels) / (num_labels * counts), dtype=torch.float32)
-
-
-# ---------------------------------------------------------------------------- best model keeping
-class BestKeeper:
-    """Early stopping on a dev metric and the best model kept in OUT/.best (atomic swaps)."""
-
-    def __init__(self, out_dir: str, metric: str, patience: int, tokenizer, lower_is_better: bool = False):
-        self.out_dir = out_dir
-        self.metric = metric
-        self.sign = -1.0 if lower_is_better else 1.0  # compare sign * value, higher wins
-        self.patience = patience
-        self.tokenizer = tokenizer
-        self.best_value = -math.inf
-        self.best_step: int | None = None
-        self.best_metrics: dict = {}
-        self.bad_evals = 0
-        self.history: list[dict] = []
-
-    @property
-    def best_dir(self) -> str:
-        return os.path.join(self.out_dir, ".best")
-
-    def update(self, model: nn.Module, step: int, metrics: dict) -> bool:
-        """Record one evaluation; save the model when it is the best so far. True = stop."""
-        if self.metric not in metrics:
-            raise ConfigError(f"train.select_metric={self.metric!r} is not a dev metric of this task; "
-                              f"use one of {', '.join(sorted(metrics))}")
-        self.history.append({"step": step, **metrics})
-        value = metrics[self.metric]
-        value = -math.inf if value is None or math.isnan(value) else self.sign * value
-        if self.best_step is None or value > self.best_value:
-            self.best_value, self.best_step, self.best_metrics = value, step, dict(metrics)
-            self.bad_evals = 0
-            with atomic_directory(self.best_dir, prefix=".tmp-best-") as tmp:
-                model.save_pretrained(tmp, tokenizer=self.tokenizer)
-            return False
-        self.bad_evals += 1
-        return bool(self.patience) and self.bad_evals >= self.patience
 
 
 MODEL_FILES_MARKERS = ("model.safetensors", "pytorch_model.bin", "adapter_model.safetensors", SUMMARY_FILE)
@@ -343,6 +314,8 @@ def build_model(model_dir: str, data: TaskData, recipe: Recipe, model_fn=None, p
                           f"{config.max_sequence_length} or less")
     torch.manual_seed(recipe.train.seed)  # the new head's initialisation
     model = (model_fn or build_task_model)(model_dir, data.task, data.labels, recipe.model)
+    if recipe.freeze_encoder:
+        getattr(model, model.base_model_prefix).requires_grad_(False)
     if recipe.peft:  # frozen base + adapter; OUT then holds the adapter directory (bertkit.peft)
         model = get_peft_model(model, make_config(**recipe.peft), base_model_path=model_dir)
         if progress:

@@ -18,6 +18,8 @@ Sections of the config (every key is checked; a typo gets a "did you mean" sugge
 [electra]    only with objective "electra": generator_hidden_fraction, generator_layers,
              disc_weight (the paper's lambda = 50), temperature (of the generator's sampling)
 [train]      the TrainConfig fields (max_steps, lr, batch_size, seed, ...)
+[early_stopping]  patience (evaluations without improvement; 0 = off), min_delta, metric
+             (held-out, default mlm_loss): stop early, best model kept in OUT/best (early_stopping.py)
 
 Objectives -> model: "mlm" BertForMaskedLM; "mlm+nsp" / "mlm+sop" BertForPreTraining (with
 model_type "albert" its second head is ALBERT's sentence-order head); "electra"
@@ -52,6 +54,7 @@ from ..config import SIZE_PRESETS, BertConfig
 from ..errors import ConfigError
 from ..io import atomic_open, atomic_write_json
 from .config_io import apply_overrides, check_keys, dataclass_from_dict, load_toml, suggest
+from .early_stopping import EarlyStoppingSection
 from .trainer import TrainConfig
 
 # objective -> the sentence-pair task its examples carry (None: single packed sequences)
@@ -150,10 +153,12 @@ class PretrainConfig:
     data: DataSection = field(default_factory=DataSection)
     train: TrainConfig = field(default_factory=TrainConfig)
     electra: ElectraSection | None = None  # set exactly when data.objective = "electra"
+    early_stopping: EarlyStoppingSection = field(default_factory=EarlyStoppingSection)
 
     def to_dict(self) -> dict:
         out = {"model": dict(self.model), "tokenizer": dataclasses.asdict(self.tokenizer),
-               "data": dataclasses.asdict(self.data), "train": dataclasses.asdict(self.train)}
+               "data": dataclasses.asdict(self.data), "train": dataclasses.asdict(self.train),
+               "early_stopping": dataclasses.asdict(self.early_stopping)}
         if self.electra is not None:
             out["electra"] = dataclasses.asdict(self.electra)
         return out
@@ -170,7 +175,8 @@ def _sections() -> dict[str, list[str]]:
             "tokenizer": [f.name for f in dataclasses.fields(TokenizerSection)],
             "data": [f.name for f in dataclasses.fields(DataSection)],
             "electra": [f.name for f in dataclasses.fields(ElectraSection)],
-            "train": [f.name for f in dataclasses.fields(TrainConfig)]}
+            "train": [f.name for f in dataclasses.fields(TrainConfig)],
+            "early_stopping": [f.name for f in dataclasses.fields(EarlyStoppingSection)]}
 
 
 def parse_config(raw: dict, overrides: list[str] = ()) -> PretrainConfig:
@@ -205,6 +211,7 @@ def parse_config(raw: dict, overrides: list[str] = ()) -> PretrainConfig:
         data=data,
         train=TrainConfig.from_dict(raw.get("train", {})),
         electra=electra,
+        early_stopping=dataclass_from_dict(EarlyStoppingSection, raw.get("early_stopping", {}), "early_stopping"),
     )
 
 
@@ -492,7 +499,7 @@ def run_pretraining(cfg: PretrainConfig, out_dir: str, resume: bool = False,
 
     trainer = Trainer(model, batches, t, out_dir, eval_fn=eval_fn, collator=data_state,
                       tokenizer=tokenizer, ctx=ctx, progress=progress,
-                      log_outputs=logged_outputs(cfg, model))
+                      log_outputs=logged_outputs(cfg, model), keeper=cfg.early_stopping.keeper(out_dir, tokenizer))
     torch.set_float32_matmul_precision("high")  # TF32 on GPUs that have it; no effect on CPU
     return trainer.train(resume=resume)
 

@@ -201,3 +201,24 @@ def test_lower_is_better_for_mse_and_unknown_metrics_fail_before_training(tmp_pa
     with pytest.raises(ConfigError, match="select_metric='f1' is not a dev metric of classification"):
         finetune("classification", str(tmp_path / "no-model"), str(train), str(train), str(tmp_path / "o"),
                  {"train": {"select_metric": "f1"}}, progress=False)
+
+
+def test_head_lr_and_frozen_encoder():
+    from bertkit.heads import BertForSequenceClassification
+    from bertkit.train.optim import param_groups
+
+    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=32, num_labels=3)
+    model = BertForSequenceClassification(config)
+    groups = param_groups(model, lr=1e-4, head_lr=1e-2, llrd=0.5)
+    for group in groups:
+        in_head = all(not n.startswith("bert.") for n in group["names"])
+        assert in_head or all(n.startswith("bert.") for n in group["names"])  # no group mixes them
+        assert group["lr"] == (1e-2 if in_head else 1e-4 * 0.5 ** (2 - group["layer"]))
+    assert {n for g in groups if g["lr"] == 1e-2 for n in g["names"]} == {"classifier.weight", "classifier.bias"}
+    with pytest.raises(ConfigError, match="head_lr"):
+        param_groups(torch.nn.Linear(2, 2), lr=1e-4, head_lr=1e-2)
+    recipe = build_recipe({"model": {"freeze_encoder": True}, "train": {"head_lr": 1e-3}})
+    assert recipe.freeze_encoder and recipe.model == {} and recipe.train.head_lr == 1e-3
+    with pytest.raises(ConfigError, match="freeze_encoder"):
+        build_recipe({"model": {"freeze_encoder": "yes"}})

@@ -123,3 +123,20 @@ def test_a_tiny_model_learns_its_training_examples(tiny, tmp_path):
     model = BertForMultipleChoice.from_pretrained(str(tmp_path / "m"))
     spec = TaskSpec("multiple-choice", DataConfig(max_length=16))
     assert evaluate_examples(model, Tokenizer.from_pretrained(tiny), spec, examples)["accuracy"] == 1.0
+
+
+def test_a_frozen_encoder_stays_as_loaded_while_the_head_trains(tiny, tmp_path):
+    from bertkit.model import BertModel
+    from bertkit.recipes.finetune import finetune
+
+    train = write_jsonl(tmp_path / "train.jsonl", colour_examples(8))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        finetune("multiple-choice", tiny, train, train, str(tmp_path / "m"),
+                 {"train": {"max_steps": 3, "batch_size": 8, "lr": 1e-2, "head_lr": 1e-1}, "data": {"max_length": 16},
+                  "model": {"freeze_encoder": True}}, progress=False)
+        base = BertModel.from_pretrained(tiny).state_dict()
+        tuned = BertForMultipleChoice.from_pretrained(str(tmp_path / "m"))
+    for name, value in tuned.bert.state_dict().items():
+        torch.testing.assert_close(value, base[name], rtol=0, atol=0)
+    assert tuned.classifier.weight.abs().max() > 0.05  # init std 0.02; lr 0.1 moved it
