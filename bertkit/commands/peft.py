@@ -80,8 +80,9 @@ def info(args) -> int:
     print(f"method: {meta['method']} ({', '.join(f'{k}={v}' for k, v in meta['peft_config'].items())})")
     print(f"task: {meta['task_class']}; saved modules: {', '.join(meta['modules_to_save']) or '(none)'}")
     targets = meta["targets"]
-    print(f"changes {len(targets)} modules: {', '.join(targets[:4])}{', ...' if len(targets) > 4 else ''}")
-    print(f"base: {meta['base_model'] or '(not recorded)'} (fingerprint "
-          f"{(meta['base_fingerprint'] or '(not recorded)')[:12]})")
+    if targets:  # (PEFT's prefix directories do not list them: every layer's attention)
+        print(f"changes {len(targets)} modules: {', '.join(targets[:4])}{', ...' if len(targets) > 4 else ''}")
+    fingerprint = meta["base_fingerprint"][:12] if meta["base_fingerprint"] else "not recorded"
+    print(f"base: {meta['base_model'] or '(not recorded)'} (fingerprint {fingerprint})")
     print(f"parameters: {meta['parameters']:,} ({size / 1e6:.2f} MB on disk)")
     return 0
