@@ -81,9 +81,10 @@ class TransformersHabits:
         if kwargs.pop("use_reentrant", False):
             raise ConfigError("bertkit checkpoints with use_reentrant=False (torch's recommended mode); "
                               "drop use_reentrant=True")
-        if kwargs or every_n_layers != 1 or offload:
+        options = sorted(kwargs) + ["every_n_layers"] * (every_n_layers != 1) + ["offload"] * bool(offload)
+        if options:
             raise ConfigError(f"bertkit recomputes every layer, in memory; it has no checkpointing "
-                              f"options ({sorted(kwargs) + (['every_n_layers'] if every_n_layers != 1 else []) + (['offload'] if offload else [])})")
+                              f"options {options}: drop them")
         self._set_checkpointing(True)
 
     def gradient_checkpointing_disable(self) -> None:
