@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from safetensors import safe_open
+from safetensors.torch import save
 from torch import nn
 
 from .. import heads
@@ -85,10 +87,8 @@ def is_adapter_dir(directory) -> bool:
 # ---------------------------------------------------------------------------- saving
 def save_adapter(peft, directory, adapter_name: str | None = None, tokenizer: Any = None) -> None:
     """Write one adapter of `peft` (a PeftModel; default: its active adapter) into `directory`:
-    LoRA in PEFT's files, other methods in bertkit's. The adapter config is written last, so a
+    LoRA and position-shifted prefixes in PEFT's files, the rest in bertkit's. The adapter config is written last, so a
     directory that has it is complete."""
-    from safetensors.torch import save
-
     name = peft._name(adapter_name)
     config = peft.peft_configs[name]
     directory = os.fspath(directory)
@@ -240,8 +240,6 @@ def _read_json(path: str) -> dict:
 
 
 def _read_weights(path: str) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-    from safetensors import safe_open
-
     if not os.path.isfile(path):
         raise CheckpointError(f"{path} is missing: the adapter directory is incomplete")
     try:
@@ -252,8 +250,7 @@ def _read_weights(path: str) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
                               "the copy may be incomplete: save the adapter again") from None
 
 
-def _read_own(directory: str, meta: dict, weights_path: str) -> SavedAdapter:
-    path = os.path.join(directory, os.path.basename(weights_path))
+def _read_own(directory: str, meta: dict, path: str) -> SavedAdapter:
     if meta.get("format") != FORMAT:
         raise CheckpointError(f"{directory}: the adapter config is not bertkit's (no \"format\": "
                               f"\"{FORMAT}\")")
