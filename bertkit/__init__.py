@@ -10,6 +10,6 @@ from .heads import (BertForMaskedLM, BertForMultipleChoice, BertForNextSentenceP
 from .model import BertModel, EncoderOutput
 from .tokenizer import BatchEncoding, Tokenizer
 from .distill import Distiller, distillation_loss, student_from_teacher
-from .variants.electra import ElectraForPreTraining, ElectraPretrainer, generator_config
+from .objectives.electra import ElectraForPreTraining, ElectraPretrainer, generator_config
 
 __version__ = "0.1.0"

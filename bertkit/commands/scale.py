@@ -5,7 +5,7 @@
     bertkit scale fit OUT/sweep.jsonl --plot scaling.png  # L(N) = (N_c/N)^alpha + L_inf with errors
     bertkit scale sweep --sizes 1x64,1x96,2x96,2x128,3x128 --tokens 1000000 --time-budget 900 --out OUT
 
-The sweep pre-trains one small BERT per size with the pre-training recipe (bertkit.train.pretrain,
+The sweep pre-trains one small BERT per size with the pre-training recipe (bertkit.recipes.pretrain,
 default corpus BBC News, MLM) on the same number of tokens, records each run's held-out MLM
 loss and non-embedding parameter count N (the encoder layers: Kaplan et al.'s definition
 leaves out the embedding matrices) in OUT/sweep.jsonl, and fits L(N).
@@ -227,7 +227,7 @@ def non_embedding_params(layers: int, hidden: int, intermediate: int) -> int:
 
 
 def _base_config(args):
-    from ..train.pretrain import load_config, parse_config
+    from ..recipes.pretrain import load_config, parse_config
 
     if args.config:
         return load_config(args.config, args.overrides)
@@ -248,7 +248,7 @@ def calibrate(cfg, spec: dict, vocab: int, steps: int = 3) -> float:
     """Seconds per optimizer step of `spec` at the recipe's batch shape, on random tokens."""
     import torch
 
-    from ..train.pretrain import build_model
+    from ..recipes.pretrain import build_model
 
     torch.manual_seed(0)
     model = build_model(_run_config(cfg, spec, 1), vocab)
@@ -339,7 +339,7 @@ def _sweep(args) -> int:
     vocab = _vocab_size(tokenizer_path)
 
     # 3. Train, smallest first, within the budget (results appended to sweep.jsonl as they come).
-    from ..train.pretrain import build_model, run_pretraining
+    from ..recipes.pretrain import build_model, run_pretraining
 
     def train_fn(spec, max_tokens):
         name = size_name(spec)
@@ -388,7 +388,7 @@ def prepare_data(cfg, directory: str) -> tuple[str, str]:
     """Train (or load) the tokenizer and write the token shards once: (tokenizer dir, shard dir)."""
     from ..data.corpus import open_corpus
     from ..train.distributed import init_distributed
-    from ..train.pretrain import get_documents, get_tokenizer
+    from ..recipes.pretrain import get_documents, get_tokenizer
 
     ctx = init_distributed(cfg.train.device)
     os.makedirs(directory, exist_ok=True)

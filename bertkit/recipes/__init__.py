@@ -2,9 +2,12 @@
 
 - `finetune.py`   a pre-trained encoder + a task head, trained and selected on dev
 - `distill.py`    a fine-tuned teacher into a smaller student (task distillation)
-- `pretrain.py`, `continued.py`: pre-training from scratch and continued (domain-adaptive)
+- `pretrain.py`   pre-training from a TOML recipe: whichever objective the registry gives
+                  (bertkit/objectives/), from scratch or, with `continued.py`, from a trained
+                  encoder (domain-adaptive pre-training)
+- `prepare.py`    a corpus tokenized once into memory-mapped token shards
 
-Components (config, tokenizer, model, heads, variants, data, train, tasks, objectives, peft,
-analysis) never import a recipe; commands only parse arguments and call one recipe or
-analysis function.
+Recipes compose components and are what a command runs; components (config, tokenizer, model,
+heads, variants, data, train, tasks, objectives, peft, analysis) never import recipes, and
+commands only parse arguments and call one recipe or analysis function.
 """

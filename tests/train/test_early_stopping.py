@@ -13,7 +13,7 @@ from bertkit.errors import ConfigError
 from bertkit.heads import BertForMaskedLM
 from bertkit.train import Trainer, TrainConfig, list_checkpoints
 from bertkit.train.early_stopping import BestKeeper, EarlyStoppingSection
-from bertkit.train.pretrain import parse_config
+from bertkit.recipes.pretrain import parse_config
 
 CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "pretrain-tiny.toml")
 SMALL = ["data.max_documents=40", "tokenizer.vocab_size=1000", "data.max_length=32",
@@ -96,7 +96,7 @@ def test_pretraining_stops_when_the_held_out_loss_stops_improving(tmp_path):
     # lr 1e-7: the weights move, the held-out loss barely does, so no evaluation after the first
     # improves it by min_delta = 0.01 and the run stops two evaluations later.
     out = str(tmp_path / "run")
-    args = ["--config", CONFIG, "--out", out, "--quiet", *[x for item in SMALL for x in ("--set", item)],
+    args = ["--config", CONFIG, "--out", out, "--no-progress", *[x for item in SMALL for x in ("--set", item)],
             "--set", "train.max_steps=40", "--set", "train.lr=1e-7",
             "--set", "early_stopping.patience=2", "--set", "early_stopping.min_delta=0.01"]
     assert pretrain.main(args) == 0

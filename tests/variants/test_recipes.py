@@ -17,7 +17,7 @@ import torch
 
 from bertkit import cli
 from bertkit.errors import ConfigError
-from bertkit.train.pretrain import build_model, check_segments, load_config, logged_outputs, parse_config
+from bertkit.recipes.pretrain import build_model, check_segments, load_config, logged_outputs, parse_config
 
 transformers = pytest.importorskip("transformers")
 pytestmark = pytest.mark.filterwarnings("ignore:.*were cut to data.max_length")
@@ -47,7 +47,7 @@ def sets(items):
 
 
 def pretrain(name, out, *extra, steps=4):
-    argv = ["pretrain", "--config", config(name), "--out", str(out), "--quiet",
+    argv = ["pretrain", "--config", config(name), "--out", str(out), "--no-progress",
             *sets(TINY + [f"train.max_steps={steps}", *extra])]
     assert cli.main(argv) == 0
     return [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
@@ -83,7 +83,7 @@ def test_variant_configs_parse_and_build_the_right_models():
         build_model(load_config(config("roberta"), ["model.max_position_embeddings=128"]), 1000, 1)
 
     electra = load_config(config("electra"))
-    assert (electra.electra.disc_weight, electra.electra.generator_hidden_fraction) == (50.0, 0.25)
+    assert (electra.objective_settings.disc_weight, electra.objective_settings.generator_hidden_fraction) == (50.0, 0.25)
     pair = build_model(electra, 1000, 0)
     assert type(pair).__name__ == "ElectraPretrainer" and pair.disc_weight == 50.0
     assert pair.generator.config.hidden_size == 32 and pair.discriminator.config.hidden_size == 128
@@ -164,7 +164,7 @@ def electra_run(tmp_path_factory):
 
 
 def test_electra_config_logs_both_losses_resumes_exactly_and_exports(electra_run, tmp_path):
-    from bertkit.variants.electra import ElectraForPreTraining
+    from bertkit.objectives.electra import ElectraForPreTraining
 
     out, rows = electra_run
     train = [r for r in rows if r["split"] == "train"]
@@ -178,7 +178,7 @@ def test_electra_config_logs_both_losses_resumes_exactly_and_exports(electra_run
     copy = tmp_path / "resumed"
     shutil.copytree(out, copy)
     shutil.rmtree(copy / "checkpoint-4")
-    assert cli.main(["pretrain", "--config", config("electra"), "--out", str(copy), "--quiet", "--resume",
+    assert cli.main(["pretrain", "--config", config("electra"), "--out", str(copy), "--no-progress", "--resume",
                      *sets(TINY + ["train.max_steps=4", "model.embedding_size=64"])]) == 0
     resumed = [json.loads(line) for line in open(copy / "metrics.jsonl")]
     assert [r["loss"] for r in resumed if r["split"] == "train"] == pytest.approx([r["loss"] for r in train], rel=1e-6)
