@@ -8,6 +8,9 @@ from .heads import (BertForMaskedLM, BertForMultipleChoice, BertForNextSentenceP
                     BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification,
                     BertForTokenClassification)
 from .model import BertModel, EncoderOutput
+from .modern import (ModernBertConfig, ModernBertForMaskedLM, ModernBertForMultipleChoice,
+                     ModernBertForQuestionAnswering, ModernBertForSequenceClassification,
+                     ModernBertForTokenClassification, ModernBertModel)
 from .tokenizer import BatchEncoding, Tokenizer
 from .distill import Distiller, distillation_loss, student_from_teacher
 from .objectives.electra import ElectraForPreTraining, ElectraPretrainer, generator_config

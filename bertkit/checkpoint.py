@@ -111,7 +111,7 @@ def match_prefix(state: dict[str, torch.Tensor], model_keys: set[str], prefix: s
                  ) -> dict[str, torch.Tensor]:
     """Add or strip the base-model prefix so a bare encoder and a model with heads interchange."""
     model_has_prefix = any(k.startswith(prefix + ".") for k in model_keys)
-    ckpt_prefix = next((p for p in BASE_PREFIXES
+    ckpt_prefix = next((p for p in (prefix, *BASE_PREFIXES)  # the model's own prefix first
                         if any(k.startswith(p + ".") for k in state)), None)
     if model_has_prefix and ckpt_prefix is None:
         # bare encoder checkpoint -> model with heads
@@ -150,7 +150,15 @@ class PretrainedMixin(TransformersHabits):
     (and transformers' method names: hf_compat.py)."""
 
     config: BertConfig
+    config_class = BertConfig  # what reads config.json (ModernBertConfig for bertkit/modern)
     base_model_prefix = "bert"  # the attribute holding the encoder in models with heads
+    # Class name -> class, per config class: `from_pretrained` on a directory whose model_type
+    # belongs to another family builds that family's class of the same role (see family_class).
+    _registry: dict[str, type] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        PretrainedMixin._registry[cls.__name__] = cls
 
     # ----------------------------------------------------------- initialisation
     def init_weights(self) -> None:
@@ -209,7 +217,10 @@ class PretrainedMixin(TransformersHabits):
             raise CheckpointError(f"model directory {directory} does not exist; pass a directory "
                                   "holding config.json and model.safetensors")
         if config is None:
-            config = BertConfig.from_pretrained(directory)
+            target = family_class(cls, directory)
+            if target is not cls:
+                return target.from_pretrained(directory, None, output_loading_info, **config_overrides)
+            config = cls.config_class.from_pretrained(directory)
         if config_overrides:
             config = config.replace(**config_overrides)
         model = cls(config)
@@ -220,6 +231,29 @@ class PretrainedMixin(TransformersHabits):
             model.to(cast)
         model.eval()  # like transformers: dropout off until the caller trains
         return (model, report) if output_loading_info else model
+
+
+# Class-name prefix of each family with its own classes, by config.json model_type.
+FAMILY_PREFIXES = {"modernbert": "ModernBert"}
+
+
+def family_class(cls: type, directory: str) -> type:
+    """The class of `cls`'s role (MaskedLM, SequenceClassification, ...) in the family the
+    directory's config.json names: `BertForMaskedLM.from_pretrained(modernbert_dir)` builds a
+    ModernBertForMaskedLM, and the other way round. BERT-family types all map to the Bert classes
+    (they are switches of one encoder)."""
+    path = os.path.join(directory, "config.json")
+    model_type = _read_json(path).get("model_type", "bert") if os.path.isfile(path) else "bert"
+    prefix = FAMILY_PREFIXES.get(model_type, "Bert")
+    name = cls.__name__
+    own = next((p for p in sorted(FAMILY_PREFIXES.values(), key=len, reverse=True) if name.startswith(p)), "Bert")
+    if own == prefix or not name.startswith(own):
+        return cls
+    target = PretrainedMixin._registry.get(prefix + name[len(own):])
+    if target is None:
+        raise CheckpointError(f"{directory} holds a {model_type!r} model, which has no {name} "
+                              f"counterpart; load it with one of the {prefix} classes")
+    return target
 
 
 def _warn_about(report: LoadReport, name: str, directory: str) -> None:

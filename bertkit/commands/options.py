@@ -1,7 +1,8 @@
 """The command-line conventions every command shares, each defined once.
 
 `--set SECTION.KEY=VALUE [...]` (repeatable, several values per flag), `--seed N` wherever
-randomness is involved, `--no-progress`. A command module adds the ones it takes.
+randomness is involved, `--no-progress`. A command module adds the ones it takes. `say` is how a
+long run's report reaches the terminal.
 """
 
 from __future__ import annotations
@@ -23,3 +24,8 @@ def add_progress(parser) -> None:
 def seed_assignment(args, key: str = "train.seed") -> list[str]:
     """`--seed N` as the `--set` assignment it abbreviates (none without --seed)."""
     return [f"{key}={args.seed}"] if args.seed is not None else []
+
+
+def say(line: str) -> None:
+    """Print one line of a long run's report now (flushed, so progress shows through a pipe)."""
+    print(line, flush=True)

@@ -14,6 +14,8 @@ import json
 import os
 
 from ..errors import CheckpointError
+from ..peft import load_peft_model, read_adapter_config
+from ..tokenizer import Tokenizer
 
 HELP = "parameter-efficient adapters: merge a LoRA adapter into a plain checkpoint, show one"
 
@@ -42,8 +44,6 @@ def run(args) -> int:
 
 
 def merge(args) -> int:
-    from ..peft import load_peft_model
-
     if os.path.abspath(args.out) == os.path.abspath(args.model):
         raise CheckpointError("--out must differ from --model: the adapter directory would be "
                               "overwritten by a full checkpoint")
@@ -63,14 +63,10 @@ def merge(args) -> int:
 def _tokenizer(directory):
     if not directory or not any(os.path.isfile(os.path.join(directory, f)) for f in TOKENIZER_FILES):
         return None
-    from ..tokenizer import Tokenizer
-
     return Tokenizer.from_pretrained(directory)
 
 
 def info(args) -> int:
-    from ..peft import read_adapter_config
-
     meta, _ = read_adapter_config(args.model)
     size = os.path.getsize(meta["weights_file"])
     if args.json:

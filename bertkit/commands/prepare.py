@@ -7,6 +7,9 @@ The recipe is bertkit/recipes/prepare.py.
 
 from __future__ import annotations
 
+from ..recipes.prepare import prepare
+from .options import add_progress
+
 HELP = "tokenize a corpus into memory-mapped token shards for pre-training"
 
 
@@ -21,12 +24,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--workers", type=int, default=0,
                         help="0: tokenize in this process with the tokenizer's threads; N: N processes")
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_progress(parser)
 
 
 def run(args) -> int:
-    from ..recipes.prepare import prepare  # the tokenizer library loads only when the command runs
-
     meta = prepare(args.corpus, args.tokenizer, args.out, mode=args.mode, text_field=args.text_field,
                    shard_tokens=args.shard_tokens, workers=args.workers, resume=args.resume,
                    progress=not args.no_progress)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from .. import cli
+from ..recipes.pretrain import pretrain
 from .options import add_progress, add_seed, add_set, seed_assignment
 
 HELP = "pre-train an encoder from a TOML recipe: MLM (+ NSP/SOP), ELECTRA or a registered objective"
@@ -20,8 +22,6 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from ..recipes.pretrain import pretrain  # torch and the rest load only when the command runs
-
     overrides = list(args.set) + seed_assignment(args)
     metrics = pretrain(args.config, args.out, overrides, resume=args.resume, progress=not args.no_progress)
     if metrics:
@@ -32,9 +32,7 @@ def run(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run this command alone (`python -m bertkit.commands.pretrain ...`, or under torchrun)."""
-    from ..cli import main as cli_main
-
-    return cli_main(["pretrain", *(sys.argv[1:] if argv is None else argv)])
+    return cli.main(["pretrain", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

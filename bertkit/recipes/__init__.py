@@ -6,6 +6,7 @@
                   (bertkit/objectives/), from scratch or, with `continued.py`, from a trained
                   encoder (domain-adaptive pre-training)
 - `prepare.py`    a corpus tokenized once into memory-mapped token shards
+- `scaling_sweep.py` one small model pre-trained per size within a time budget, then L(N) fitted
 
 Recipes compose components and are what a command runs; components (config, tokenizer, model,
 heads, variants, data, train, tasks, objectives, peft, analysis) never import recipes, and

@@ -86,16 +86,21 @@ def distill_finetuned(task: str, teacher_dir: str, train_source: str, dev_source
 
     summary = finetune(task, teacher_dir, train_source, dev_source, out_dir, sections, overwrite=overwrite,
                        progress=progress, model_fn=build_student, train_wrapper=wrap)
-    if not summary:  # a non-zero rank of a distributed run
-        return summary
+    if summary:  # empty on a non-zero rank of a distributed run
+        record_distillation(summary, out_dir, teacher_dir, teacher, built["student"], chosen, alpha, temperature)
+    return summary
+
+
+def record_distillation(summary: dict, out_dir: str, teacher_dir: str, teacher: nn.Module, student: nn.Module,
+                        layer_map: list[int], alpha: float, temperature: float) -> None:
+    """Add the "distillation" entry to the fine-tuning summary, in `summary` and on disk."""
     summary["distillation"] = {
-        "teacher": teacher_dir, "teacher_layers": teacher.config.num_hidden_layers, "layer_map": chosen,
+        "teacher": teacher_dir, "teacher_layers": teacher.config.num_hidden_layers, "layer_map": layer_map,
         "alpha": alpha, "temperature": temperature,
         "teacher_parameters": sum(p.numel() for p in teacher.parameters()),
-        "student_parameters": sum(p.numel() for p in built["student"].parameters()),
+        "student_parameters": sum(p.numel() for p in student.parameters()),
     }
     atomic_write_json(os.path.join(out_dir, SUMMARY_FILE), json.loads(json.dumps(summary)))
-    return summary
 
 
 def compare_speed(models: dict[str, nn.Module], features: list[dict], pad_token_id: int,

@@ -155,6 +155,8 @@ def to_hf(state: dict[str, torch.Tensor], config: BertConfig, class_name: str) -
 def from_hf(state: dict[str, torch.Tensor], config: BertConfig, class_name: str) -> dict[str, torch.Tensor]:
     """A family's checkpoint keys -> ours (a bare encoder's keys stay bare; load adds `bert.`)."""
     family = config.model_type
+    if family == "modernbert" and config.tie_word_embeddings:  # the tied decoder is the embeddings
+        return {k: v for k, v in state.items() if k != "decoder.weight"}
     base = HF_BASE_PREFIX.get(family, "bert")
     state = {_rename(k, [(base + ".", "bert.")]): v for k, v in state.items()}
     dropped = DROPPED_ON_LOAD.get((family, class_name), ())
