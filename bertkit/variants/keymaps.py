@@ -198,7 +198,8 @@ TRANSFORMERS_CANNOT_RUN = {
 
 def warn_if_transformers_cannot_run(config: BertConfig) -> None:
     """Warn when a checkpoint of this config would load in transformers 5 but give wrong outputs."""
-    reason = TRANSFORMERS_CANNOT_RUN.get(config.position_embedding_type)
+    # Families without the field (the modern encoder: rotary positions) are runnable as they are.
+    reason = TRANSFORMERS_CANNOT_RUN.get(getattr(config, "position_embedding_type", "absolute"))
     if reason is not None:
         # No directory in the message: Python then shows it once per process, not per checkpoint.
         warnings.warn(f"position_embedding_type={config.position_embedding_type!r} checkpoints load in "
