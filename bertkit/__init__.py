@@ -1,6 +1,8 @@
 """bertkit: a compact, fast, readable toolkit for BERT-family encoders."""
 
+from . import assets
 from .config import SIZE_PRESETS, BertConfig
+from .encode import SentenceEncoder
 from .errors import BertkitError, CheckpointError, ConfigError, DataError
 from .heads import (BertForMaskedLM, BertForMultipleChoice, BertForNextSentencePrediction,
                     BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification,
