@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
 
 from .errors import BertkitError
 
@@ -33,8 +34,20 @@ COMMANDS = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """Rejects unknown arguments itself. argparse hands a subcommand's leftovers up to the top-level
+    parser, whose error would show `bertkit [-h] COMMAND ...` instead of the subcommand's usage.
+    Sub-parsers inherit the class (add_subparsers defaults parser_class to the parent's)."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bertkit", description="Toolkit for BERT-family encoders.")
+    parser = _Parser(prog="bertkit", description="Toolkit for BERT-family encoders.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(f"bertkit.commands.{module_name}")
@@ -52,8 +65,6 @@ def _one_line_warning(message, category, filename, lineno, line=None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; returns its exit code (2 for a user error, printed as one line)."""
-    import warnings
-
     args = build_parser().parse_args(argv)
     warnings.formatwarning = _one_line_warning
     try:

@@ -9,6 +9,7 @@ one dataclass rather than separate classes.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from .errors import ConfigError
 from .io import atomic_write_text
 
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish", "tanh")
-POSITION_EMBEDDING_TYPES = ("absolute", "relative_key", "relative_key_query")
+POSITION_EMBEDDING_TYPES = ("absolute", "relative_key", "relative_key_query", "sinusoidal")
 # Checkpoint families this one encoder reads and writes; `model_type` picks the switches and the
 # Hugging Face key names (see bertkit/variants/keymaps.py).
 MODEL_TYPES = ("bert", "roberta", "albert", "electra", "deberta-v2")
@@ -124,6 +125,10 @@ class BertConfig:
             self.num_hidden_groups = 1  # transformers' AlbertConfig default: all layers share
         if self.id2label is not None:
             self.id2label = {int(k): str(v) for k, v in self.id2label.items()}
+        if self.id2label is None and isinstance(self.num_labels, int) and self.num_labels > 0:
+            # As transformers: unnamed labels are LABEL_0 .. LABEL_{N-1}.
+            self.id2label, self.label2id = default_labels(self.num_labels), None
+        if self.id2label is not None:
             self.num_labels = len(self.id2label)
             if self.label2id is None:
                 self.label2id = {v: k for k, v in self.id2label.items()}
@@ -149,6 +154,9 @@ class BertConfig:
         if self.position_embedding_type not in POSITION_EMBEDDING_TYPES:
             raise ConfigError(f"position_embedding_type {self.position_embedding_type!r} is not known; "
                               f"use one of {POSITION_EMBEDDING_TYPES}")
+        if self.position_embedding_type == "sinusoidal" and not self.position_biased_input:
+            raise ConfigError("sinusoidal positions are added to the input, which position_biased_input="
+                              "False turns off; set position_biased_input=True or use absolute positions")
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             p = getattr(self, name)
             if not 0.0 <= p < 1.0:
@@ -205,11 +213,11 @@ class BertConfig:
             if not isinstance(self.attention_window_blocks, int) or self.attention_window_blocks < 0:
                 raise ConfigError(f"attention_window_blocks must be >= 0 (0 = each block alone), got "
                                   f"{self.attention_window_blocks!r}")
-            if self.position_embedding_type != "absolute":
+            if self.position_embedding_type in ("relative_key", "relative_key_query"):
                 raise ConfigError(
                     f"block-sparse attention cannot use position_embedding_type="
                     f"{self.position_embedding_type!r}: relative scores are a dense T x T term; use "
-                    "absolute positions or unset attention_block_size")
+                    "absolute or sinusoidal positions, or unset attention_block_size")
         if self.num_experts is not None:
             if not isinstance(self.num_experts, int) or self.num_experts < 1:
                 raise ConfigError(f"num_experts must be a positive integer (or unset for a dense "
@@ -321,6 +329,33 @@ class BertConfig:
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, extra=dict(self.extra), **changes)
 
+
+def default_labels(n: int) -> dict[int, str]:
+    return {i: f"LABEL_{i}" for i in range(n)}
+
+
+# transformers' config dicts hold keys bertkit has no field for (transformers_version, dtype /
+# torch_dtype, use_cache, ...): `BertConfig(**hf_config.to_dict())` keeps them in `extra`, as
+# `from_dict` does, instead of failing on the first one.
+_dataclass_init = BertConfig.__init__
+
+
+@functools.wraps(_dataclass_init)  # keeps the dataclass's signature for help() and inspect
+def _init_keeping_unknown_keys(self, *args: Any, **kwargs: Any) -> None:
+    known = {f.name for f in dataclasses.fields(BertConfig)}
+    unknown = {k: kwargs.pop(k) for k in list(kwargs) if k not in known}
+    if unknown:
+        kwargs["extra"] = {**kwargs.get("extra", {}), **unknown}
+    names, count = kwargs.get("id2label"), kwargs.get("num_labels")
+    if names is not None and count is not None and len(names) != count and \
+            {int(k): str(v) for k, v in names.items()} == default_labels(len(names)):
+        # Generated names follow num_labels (replace(num_labels=5) on a 2-label config);
+        # real names win over a number, as before.
+        kwargs["id2label"] = kwargs["label2id"] = None
+    _dataclass_init(self, *args, **kwargs)
+
+
+BertConfig.__init__ = _init_keeping_unknown_keys  # type: ignore[method-assign]
 
 # The variant switches (fields after `architectures`) and their defaults.
 _FIELDS = [f.name for f in dataclasses.fields(BertConfig)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import tempfile
 from typing import IO, Any, Iterator
 
@@ -39,6 +40,33 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+@contextlib.contextmanager
+def atomic_directory(path: str | os.PathLike, prefix: str = ".tmp-dir-") -> Iterator[str]:
+    """Yield a temporary sibling directory of `path` to fill; on success it replaces `path`.
+
+    A reader sees the old directory or the complete new one, never a mix: the old one is
+    renamed aside, the new one renamed in, then the old one removed. On failure the
+    temporary directory goes and `path` is untouched.
+    """
+    path = os.fspath(path)
+    parent = os.path.dirname(path) or "."
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=prefix, dir=parent)
+    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private (0700); give it mkdir's mode
+    try:
+        yield tmp
+        if os.path.exists(path):
+            old = tmp + "-old"
+            os.replace(path, old)
+            os.replace(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:

@@ -1,11 +1,12 @@
 """Task data in the standard file formats: CSV/TSV/JSONL text sets, CoNLL, SQuAD JSON.
 
-Three example types cover the fine-tuning tasks:
+Four example types cover the fine-tuning tasks:
 
 * `TextExample`  -- one text (or a text pair) with a class label, several labels
   (multi-label), a number (regression), or no label (unlabelled prediction input).
 * `TokenExample` -- a tokenised sentence with one tag per token (NER, POS, supersenses).
 * `QAExample`    -- an extractive question over a context (SQuAD v1.1 / v2.0).
+* `ChoiceExample` -- a context with C candidate texts and the index of the right one (JSONL).
 
 Every problem a user can cause in a file raises `DataError` with the file, the line (or
 record) at fault and what to do about it.
@@ -31,12 +32,14 @@ __all__ = [
     "TextExample",
     "TokenExample",
     "QAExample",
+    "ChoiceExample",
     "SquadReadStats",
     "read_text_dataset",
     "read_conll",
     "write_conll",
     "read_squad",
     "write_squad",
+    "read_choices",
     "infer_task_kind",
     "build_label_map",
     "check_labels_known",
@@ -470,3 +473,36 @@ def write_squad(path: str | os.PathLike, examples: Iterable[QAExample], version:
     document = {"version": version, "data": [{"title": "bertkit", "paragraphs": paragraphs}]}
     with open(str(path), "w", encoding="utf-8") as handle:
         json.dump(document, handle, ensure_ascii=False)
+
+
+# ---------------------------------------------------------------------------- multiple choice
+@dataclass
+class ChoiceExample:
+    """A context, its candidate continuations/answers, and the index of the right one."""
+
+    id: str
+    context: str
+    choices: list[str]
+    label: int | None = None
+
+
+def read_choices(path: str, labelled: bool = True) -> list[ChoiceExample]:
+    """ChoiceExamples from a JSON-lines file; refuses a line with a missing or bad field."""
+    examples: list[ChoiceExample] = []
+    for line, record in iter_jsonl(path):
+        context, choices, label = record.get("context"), record.get("choices"), record.get("label")
+        if not isinstance(context, str):
+            raise DataError(f"{path}: line {line} needs a string field 'context'")
+        if not (isinstance(choices, list) and len(choices) >= 2 and all(isinstance(c, str) for c in choices)):
+            raise DataError(f"{path}: line {line} needs 'choices': a list of at least 2 strings")
+        if examples and len(choices) != len(examples[0].choices):
+            raise DataError(f"{path}: line {line} has {len(choices)} choices, line 1 has "
+                            f"{len(examples[0].choices)}; every example needs the same number")
+        if labelled and (not isinstance(label, int) or isinstance(label, bool) or not 0 <= label < len(choices)):
+            raise DataError(f"{path}: line {line} needs 'label': the index (0..{len(choices) - 1}) of the "
+                            f"right choice, got {label!r}")
+        examples.append(ChoiceExample(str(record.get("id", len(examples))), context, choices,
+                                      label if labelled else None))
+    if not examples:
+        raise DataError(f"{path}: no records; put one JSON object per line")
+    return examples
