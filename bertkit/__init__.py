@@ -4,7 +4,9 @@ from .threads import passive_wait_policy
 
 passive_wait_policy()  # first: OpenMP reads OMP_WAIT_POLICY when torch loads (see bertkit/threads.py)
 
+from . import assets
 from .config import SIZE_PRESETS, BertConfig
+from .encode import SentenceEncoder
 from .errors import BertkitError, CheckpointError, ConfigError, DataError
 from .heads import (BertForMaskedLM, BertForMultipleChoice, BertForNextSentencePrediction,
                     BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification,

@@ -24,6 +24,7 @@ from torch import nn
 
 from .config import BertConfig
 from .errors import CheckpointError, DataError
+from .hf_compat import TransformersHabits, check_attn_implementation, resolve_dtype
 from .io import atomic_open, check_regular_file, loads_json, read_text
 from .variants.keymaps import from_hf, hf_architecture, to_hf, warn_if_transformers_cannot_run
 
@@ -175,8 +176,9 @@ def load_into(model: nn.Module, state: dict[str, torch.Tensor], prefix: str) -> 
 
 
 # ---------------------------------------------------------------------------- the mixin
-class PretrainedMixin:
-    """`from_pretrained`, `save_pretrained` and BERT's initialisation for every bertkit model."""
+class PretrainedMixin(TransformersHabits):
+    """`from_pretrained`, `save_pretrained` and BERT's initialisation for every bertkit model
+    (and transformers' method names: hf_compat.py)."""
 
     config: BertConfig
     config_class = BertConfig  # what reads config.json (ModernBertConfig for bertkit/modern)
@@ -209,9 +211,6 @@ class PretrainedMixin:
             nn.init.ones_(module.weight)
             nn.init.zeros_(module.bias)
 
-    def num_parameters(self, trainable_only: bool = False) -> int:
-        return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
-
     # ----------------------------------------------------------- saving
     def save_pretrained(self, directory: str | os.PathLike, tokenizer: Any = None) -> None:
         """Write config.json and model.safetensors (and the tokenizer's files) atomically."""
@@ -234,12 +233,16 @@ class PretrainedMixin:
     # ----------------------------------------------------------- loading
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike, config: BertConfig | None = None,
-                        output_loading_info: bool = False, **config_overrides: Any):
+                        output_loading_info: bool = False, dtype: Any = None, torch_dtype: Any = None,
+                        attn_implementation: str | None = None, **config_overrides: Any):
         """Build the model from `directory/config.json` and load its weights.
 
         `config_overrides` change config fields before building (e.g. `num_labels=5` to put a new
         classifier on a pre-trained encoder). Missing and unused weights are reported as a warning.
+        `dtype` (or `torch_dtype`): cast to it after loading ("auto": the dtype config.json
+        records); `attn_implementation`: "sdpa" or "eager", as transformers (see hf_compat.py).
         """
+        check_attn_implementation(attn_implementation)
         directory = os.fspath(directory)
         if not os.path.isdir(directory):
             raise CheckpointError(f"model directory {directory} does not exist; pass a directory "
@@ -254,6 +257,9 @@ class PretrainedMixin:
         model = cls(config)
         report = load_into(model, read_state_dict(directory), cls.base_model_prefix)
         _warn_about(report, cls.__name__, directory)
+        cast = resolve_dtype(dtype, torch_dtype, config)
+        if cast is not None:
+            model.to(cast)
         model.eval()  # like transformers: dropout off until the caller trains
         return (model, report) if output_loading_info else model
 
@@ -279,6 +285,13 @@ def family_class(cls: type, directory: str) -> type:
         raise CheckpointError(f"{directory} holds a {model_type!r} model, which has no {name} "
                               f"counterpart; load it with one of the {prefix} classes")
     return target
+
+
+def read_config(directory: str):
+    """The config of a checkpoint directory of any family: a BertConfig, or the config class of
+    the family its config.json's model_type names (ModernBertConfig for "modernbert")."""
+    encoder = family_class(PretrainedMixin._registry["BertModel"], directory)
+    return encoder.config_class.from_pretrained(directory)
 
 
 def _warn_about(report: LoadReport, name: str, directory: str) -> None:

@@ -9,6 +9,7 @@ one dataclass rather than separate classes.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -125,6 +126,10 @@ class BertConfig:
             self.num_hidden_groups = 1  # transformers' AlbertConfig default: all layers share
         if self.id2label is not None:
             self.id2label = {int(k): str(v) for k, v in self.id2label.items()}
+        if self.id2label is None and isinstance(self.num_labels, int) and self.num_labels > 0:
+            # As transformers: unnamed labels are LABEL_0 .. LABEL_{N-1}.
+            self.id2label, self.label2id = default_labels(self.num_labels), None
+        if self.id2label is not None:
             self.num_labels = len(self.id2label)
             if self.label2id is None:
                 self.label2id = {v: k for k, v in self.id2label.items()}
@@ -348,6 +353,33 @@ class BertConfig:
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, extra=dict(self.extra), **changes)
 
+
+def default_labels(n: int) -> dict[int, str]:
+    return {i: f"LABEL_{i}" for i in range(n)}
+
+
+# transformers' config dicts hold keys bertkit has no field for (transformers_version, dtype /
+# torch_dtype, use_cache, ...): `BertConfig(**hf_config.to_dict())` keeps them in `extra`, as
+# `from_dict` does, instead of failing on the first one.
+_dataclass_init = BertConfig.__init__
+
+
+@functools.wraps(_dataclass_init)  # keeps the dataclass's signature for help() and inspect
+def _init_keeping_unknown_keys(self, *args: Any, **kwargs: Any) -> None:
+    known = {f.name for f in dataclasses.fields(BertConfig)}
+    unknown = {k: kwargs.pop(k) for k in list(kwargs) if k not in known}
+    if unknown:
+        kwargs["extra"] = {**kwargs.get("extra", {}), **unknown}
+    names, count = kwargs.get("id2label"), kwargs.get("num_labels")
+    if names is not None and count is not None and len(names) != count and \
+            {int(k): str(v) for k, v in names.items()} == default_labels(len(names)):
+        # Generated names follow num_labels (replace(num_labels=5) on a 2-label config);
+        # real names win over a number, as before.
+        kwargs["id2label"] = kwargs["label2id"] = None
+    _dataclass_init(self, *args, **kwargs)
+
+
+BertConfig.__init__ = _init_keeping_unknown_keys  # type: ignore[method-assign]
 
 # The variant switches (fields after `architectures`) and their defaults.
 _FIELDS = [f.name for f in dataclasses.fields(BertConfig)]

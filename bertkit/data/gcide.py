@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import DataError
-from .corpus import split_sentences
 
 GCIDE_DIR = Path("/usr/share/dictd")
 GCIDE_HINT = "install it with: apt-get install dict-gcide"
@@ -83,7 +82,8 @@ def entry_paragraphs(text: str) -> list[str]:
 
 
 def gcide_documents(directory: Path = GCIDE_DIR) -> Iterator[list[str]]:
-    """One document (a list of sentences) per GCIDE index entry, in index order."""
+    """One document (its plain paragraphs; corpus.py splits them into sentences) per GCIDE index
+    entry, in index order."""
     index, data = directory / "gcide.index", directory / "gcide.dict.dz"
     if not (index.is_file() and data.is_file()):
         raise DataError(f"the 'gcide' corpus needs {index} and {data}; {GCIDE_HINT}")
@@ -95,6 +95,6 @@ def gcide_documents(directory: Path = GCIDE_DIR) -> Iterator[list[str]]:
             continue
         seen_offsets.add(offset)
         text = blob[offset:offset + length].decode("utf-8", errors="replace")
-        sentences = [s for p in entry_paragraphs(text) for s in split_sentences(p)]
-        if sentences:
-            yield sentences
+        paragraphs = entry_paragraphs(text)
+        if paragraphs:
+            yield paragraphs

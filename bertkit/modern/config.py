@@ -74,6 +74,8 @@ class ModernBertConfig:
     classifier_dropout: float = 0.0
     classifier_bias: bool = False  # of the head's dense layer (the classifier always has one)
     classifier_activation: str = "gelu"
+    # transformers' switch for MLM logits at labelled positions only; bertkit's MLM always does
+    # that when labels are given (full_logits=True for all), so these are kept for the file only.
     sparse_prediction: bool = False
     sparse_pred_ignore_index: int = -100
     tie_word_embeddings: bool = True

@@ -88,6 +88,8 @@ class Unpadding:
         length = int(columns.max()) + 1 if columns.numel() else 1
         real = real[:, :length]
         indices = real.flatten().nonzero().squeeze(1)
+        if indices.numel() == 0:
+            raise BertkitError("attention_mask marks no token as real (all 0); pass 1 at real tokens")
         counts = real.sum(1)
         starts = torch.cumsum(counts, 0) - counts  # each row's first token row among the N
         column = indices % length  # distances for the sliding window are in columns
@@ -124,8 +126,8 @@ class Unpadding:
             qb, kb, vb = (x[bucket.rows].transpose(1, 2) for x in (q, k, v))  # (b, h, L, d)
             context, _ = attention.attend(qb, kb, vb, bucket.masks[attention.layer_type], False)
             pieces.append(context.transpose(1, 2)[bucket.real].flatten(1))
-        return torch.cat(pieces).new_empty(q.shape[0], q.shape[1] * q.shape[2]).index_copy(
-            0, self.order, torch.cat(pieces))
+        packed = torch.cat(pieces)  # token rows in bucket order -> back to the N-row order
+        return packed.new_empty(packed.shape).index_copy(0, self.order, packed)
 
 
 def _bucket_masks(config: ModernBertConfig, in_row: torch.Tensor, column: torch.Tensor

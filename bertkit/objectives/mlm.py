@@ -21,7 +21,9 @@ from typing import Callable
 from ..config import BertConfig
 from ..data.collate import MLMCollator
 from ..data.keywords import read_keywords
+from ..errors import ConfigError
 from ..heads import BertForMaskedLM, BertForPreTraining
+from ..modern import ModernBertConfig, ModernBertForMaskedLM
 from ..train.evaluate import evaluate_pretraining
 
 MLM_BUILDERS = ("full_sentences", "doc_sentences")  # single packed sequences; the first is the default
@@ -40,13 +42,16 @@ def mlm_collator(tokenizer, data, seed: int) -> MLMCollator:
                        static=data.static_masking, seed=seed, **masking_options(data))
 
 
-def masked_lm(config: BertConfig, settings=None) -> BertForMaskedLM:
-    """The "mlm" model: the encoder with BERT's MLM head (no settings)."""
-    return BertForMaskedLM(config)
+def masked_lm(config, settings=None):
+    """The "mlm" model: the encoder with its MLM head (no settings); the modern encoder's
+    (bertkit/modern) when the config is a ModernBertConfig."""
+    return ModernBertForMaskedLM(config) if isinstance(config, ModernBertConfig) else BertForMaskedLM(config)
 
 
 def pre_training(config: BertConfig, settings=None) -> BertForPreTraining:
     """The "mlm+nsp" / "mlm+sop" model: MLM head plus the two-way sentence-pair head."""
+    if not isinstance(config, BertConfig):
+        raise ConfigError(f"the {config.model_type} encoder has no sentence-pair head; use data.objective = \"mlm\"")
     return BertForPreTraining(config)
 
 

@@ -34,8 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertkit.checkpoint import load_into, read_state_dict
-from bertkit.config import BertConfig
+from bertkit.checkpoint import family_class, load_into, read_config, read_state_dict
 from bertkit.constants import IGNORE_INDEX
 from bertkit.errors import BertkitError, ConfigError, DataError
 from bertkit.heads import BertForMultipleChoice, BertForSequenceClassification
@@ -146,20 +145,21 @@ def build_task_model(model_dir: str, task: Task, labels: list[str] | None,
     A head already in the checkpoint is reused only when it has the same labels in the same
     order (continuing a fine-tune); otherwise it is dropped and a new one initialised.
     """
-    config = BertConfig.from_pretrained(model_dir)
+    cls = family_class(task.model_class, model_dir)  # the modern encoder's head for a ModernBERT directory
+    config = cls.config_class.from_pretrained(model_dir)
     changes = {**(model_overrides or {}), **task.head_config(labels)}
     same_labels = (config.id2label or {}) == changes.get("id2label") and task.labels_of is not None
-    cls = task.model_class
     model = cls(config.replace(**changes))
     state = read_state_dict(model_dir)
     head_prefixes = ("classifier.", "qa_outputs.")
     if not same_labels or cls.__name__ not in (config.architectures or []):
         state = {k: v for k, v in state.items() if not k.startswith(head_prefixes)}
     report = load_into(model, state, cls.base_model_prefix)
-    encoder_missing = [k for k in report.missing_keys if k.startswith("bert.") and "pooler" not in k]
+    encoder = cls.base_model_prefix + "."
+    encoder_missing = [k for k in report.missing_keys if k.startswith(encoder) and "pooler" not in k]
     if encoder_missing:
         raise BertkitError(f"{model_dir} lacks {len(encoder_missing)} encoder weights ({encoder_missing[0]}, ...); "
-                           "pass a pre-trained BERT model directory")
+                           "pass a pre-trained encoder's model directory")
     if any("pooler" in k for k in report.missing_keys) and cls in (BertForSequenceClassification,
                                                                    BertForMultipleChoice):
         warnings.warn(f"{model_dir} has no pooler weights: the pooler starts from random values", stacklevel=2)
@@ -307,7 +307,7 @@ def select_metric(task: Task, options: FinetuneOptions) -> str:
 # ---------------------------------------------------------------------------- the recipe
 def build_model(model_dir: str, data: TaskData, recipe: Recipe, model_fn=None, progress: bool = True) -> nn.Module:
     """The task model (or a PEFT wrapper of it), its head initialised from train.seed."""
-    config = BertConfig.from_pretrained(model_dir)
+    config = read_config(model_dir)
     if recipe.data.max_length > config.max_sequence_length:
         raise ConfigError(f"data.max_length={recipe.data.max_length} exceeds the model's "
                           f"{config.max_sequence_length} positions; use data.max_length="

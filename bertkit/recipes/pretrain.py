@@ -59,6 +59,7 @@ from ..data.documents import first, shard_documents, split_documents
 from ..data.examples import BUILDERS, SpecialTokens, build_examples, make_builder
 from ..errors import ConfigError
 from ..io import atomic_open, atomic_write_json
+from ..modern import ModernBertConfig
 from ..objectives import OBJECTIVES, Objective, get_objective, import_objective_module
 from ..tokenizer import Tokenizer
 from ..train.batching import LengthBucketedBatches
@@ -154,7 +155,9 @@ class PretrainConfig:
 # ---------------------------------------------------------------------------- the config
 def _sections() -> dict[str, list[str]]:
     """Every section and its keys; objectives with settings add a section named as themselves."""
-    model_keys = ["preset", *INIT_KEYS] + [f.name for f in dataclasses.fields(BertConfig) if f.name != "extra"]
+    # BERT's fields and the modern encoder's (model_type = "modernbert"; its own are checked in modern_config)
+    model_keys = ["preset", *INIT_KEYS] + sorted({f.name for cls in (BertConfig, ModernBertConfig)
+                                                 for f in dataclasses.fields(cls) if f.name != "extra"})
     sections = {"model": model_keys,
                 "tokenizer": [f.name for f in dataclasses.fields(TokenizerSection)],
                 "data": [f.name for f in dataclasses.fields(DataSection)],
@@ -270,10 +273,14 @@ def get_documents(cfg: PretrainConfig, tokenizer, out_dir: str, is_main: bool, c
                            max_documents=cfg.data.max_documents, is_main=is_main, barrier=ctx.barrier)
 
 
-def model_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int | None = None) -> BertConfig:
-    """The model's BertConfig: the preset and family defaults, [model] overrides, the tokenizer's
-    vocabulary size and pad id, and room in the position table for data.max_length tokens."""
+def model_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int | None = None):
+    """The model's config: the preset and family defaults, [model] overrides, the tokenizer's
+    vocabulary size and pad id, and room in the position table for data.max_length tokens.
+    `model.model_type = "modernbert"` gives the modern encoder's ModernBertConfig (bertkit/modern),
+    anything else a BertConfig of the one BERT encoder."""
     overrides = {k: v for k, v in cfg.model.items() if k != "preset"}
+    if overrides.get("model_type") == "modernbert":
+        return modern_config(cfg, overrides, vocab_size, pad_token_id)
     overrides.setdefault("vocab_size", vocab_size)
     if overrides["vocab_size"] < vocab_size:
         raise ConfigError(f"model.vocab_size={overrides['vocab_size']} is smaller than the "
@@ -298,8 +305,25 @@ def model_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int | None 
     return config
 
 
-def check_segments(cfg: PretrainConfig, config: BertConfig, tokenizer_kind: str) -> None:
+def modern_config(cfg: PretrainConfig, overrides: dict, vocab_size: int, pad_token_id: int | None) -> ModernBertConfig:
+    """ModernBertConfig.preset with the [model] overrides (its own field names), the tokenizer's
+    vocabulary size and pad id; rotary positions need no table, only a length bound."""
+    overrides = {k: v for k, v in overrides.items() if k != "model_type"}
+    check_keys(overrides, [f.name for f in dataclasses.fields(ModernBertConfig) if f.name != "extra"], "model")
+    overrides.setdefault("vocab_size", vocab_size)
+    if pad_token_id is not None:
+        overrides.setdefault("pad_token_id", pad_token_id)
+    overrides.setdefault("max_position_embeddings", max(cfg.data.max_length, 128))
+    return ModernBertConfig.preset(cfg.model["preset"], **overrides)
+
+
+def check_segments(cfg: PretrainConfig, config, tokenizer_kind: str) -> None:
     """BERT's pair template gives the second segment token_type_id 1: the model needs 2 rows."""
+    if not isinstance(config, BertConfig):
+        if BUILDERS[cfg.data.builder].needs_pairs:
+            raise ConfigError(f"data.objective {cfg.data.objective} needs segment embeddings, which the "
+                              f"{config.model_type} encoder does not have; use data.objective = \"mlm\"")
+        return
     if BUILDERS[cfg.data.builder].needs_pairs and tokenizer_kind == "wordpiece" and config.type_vocab_size == 1:
         raise ConfigError(f"data.objective {cfg.data.objective} marks the second segment with token type 1, "
                           f"but the model has type_vocab_size=1 ({config.model_type}); use tokenizer.kind = "
@@ -324,7 +348,7 @@ def logged_outputs(cfg: PretrainConfig, model) -> dict[str, str]:
     """The parts of the objective the Trainer averages into the train rows besides the loss:
     {row key: field of the model's output}."""
     names = dict(cfg.objective.logged)
-    if model.config.num_experts:
+    if getattr(model.config, "num_experts", 0):
         names["aux_loss"] = "aux_loss"  # the MoE load-balancing term (already inside the loss)
     return names
 

@@ -20,9 +20,9 @@ from typing import Sequence
 
 import torch
 
-from bertkit.config import BertConfig
+from bertkit.checkpoint import read_config
 from bertkit.errors import CheckpointError, ConfigError, DataError
-from bertkit.peft import is_adapter_dir, load_peft_model
+from bertkit.peft import adapter_task_config, is_adapter_dir, load_peft_model, tokenizer_dir
 from bertkit.tasks.builtin import BUILTIN_DATA, load_examples, parse_source
 from bertkit.tasks.common import SUMMARY_FILE, DataConfig, PredictionInput, TaskSpec, model_labels
 from bertkit.tasks.formats import QAExample, TextExample, TokenExample
@@ -33,8 +33,9 @@ from bertkit.train.config_io import apply_overrides, dataclass_from_dict
 
 # ---------------------------------------------------------------------------- loading
 def read_spec(model_dir: str, task: str | None = None) -> TaskSpec:
-    """The task of a model directory: its finetune_summary.json, else its config.json."""
-    config = BertConfig.from_pretrained(model_dir)
+    """The task of a model directory: its finetune_summary.json, else its config.json (for an
+    adapter directory PEFT wrote, which has none: its base's, with the adapter's task head)."""
+    config = adapter_task_config(model_dir) if is_adapter_dir(model_dir) else read_config(model_dir)
     path = os.path.join(model_dir, SUMMARY_FILE)
     if os.path.isfile(path):
         try:
@@ -75,7 +76,7 @@ def load_model(model_dir: str, task: str) -> torch.nn.Module:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model, report = cls.from_pretrained(model_dir, output_loading_info=True)
-    head = [k for k in report.missing_keys if not k.startswith("bert.")]
+    head = [k for k in report.missing_keys if not k.startswith(model.base_model_prefix + ".")]
     if head:
         raise CheckpointError(f"{model_dir} has no trained {task} head (missing {', '.join(head[:3])}); "
                               "fine-tune it first with `bertkit finetune`")
@@ -90,7 +91,8 @@ def load_for_inference(model_dir: str, task: str | None = None, assignments: Seq
     overrides = apply_overrides({}, assignments, {"data": keys}).get("data", {})
     if overrides:
         spec.data = dataclass_from_dict(DataConfig, {**spec.data.to_dict(), **overrides}, "data")
-    return load_model(model_dir, spec.task), Tokenizer.from_pretrained(model_dir), spec
+    # An adapter PEFT saved has no tokenizer files: its base's.
+    return load_model(model_dir, spec.task), Tokenizer.from_pretrained(tokenizer_dir(model_dir)), spec
 
 
 # ---------------------------------------------------------------------------- evaluate

@@ -97,5 +97,5 @@ MULTIPLE_CHOICE = Task(
     read=read, read_inputs=read_inputs, encode=encode, decode=decode, metrics=metrics, baseline=baseline,
     rows=rows, metric_names=("accuracy",),
     head_config=lambda labels: {"num_labels": 2, "id2label": None, "label2id": None, "problem_type": None},
-    architectures=("BertForMultipleChoice", "RobertaForMultipleChoice"),
+    architectures=("BertForMultipleChoice", "RobertaForMultipleChoice", "ModernBertForMultipleChoice"),
 )

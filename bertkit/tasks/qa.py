@@ -152,5 +152,5 @@ QA = Task(
     read=read, read_inputs=read_inputs, encode=encode, decode=decode, metrics=metrics, baseline=baseline,
     rows=rows, metric_names=("f1", "exact"),
     head_config=lambda labels: {"num_labels": 2, "id2label": None, "label2id": None, "problem_type": None},
-    architectures=("BertForQuestionAnswering", "RobertaForQuestionAnswering"),
+    architectures=("BertForQuestionAnswering", "RobertaForQuestionAnswering", "ModernBertForQuestionAnswering"),
 )

@@ -27,7 +27,8 @@ from bertkit.tasks.formats import TextExample, infer_task_kind, read_text_datase
 from bertkit.tasks.metrics import accuracy, macro_f1, micro_f1, pearson, spearman
 from bertkit.tasks.spec import Task, label_head_config
 
-ARCHITECTURES = ("BertForSequenceClassification", "RobertaForSequenceClassification")
+ARCHITECTURES = ("BertForSequenceClassification", "RobertaForSequenceClassification",
+                 "ModernBertForSequenceClassification")
 
 
 # ---------------------------------------------------------------------------- reading

@@ -219,5 +219,5 @@ TOKEN_CLASSIFICATION = Task(
     rows=rows, metric_names=("f1", "precision", "recall", "tag_accuracy"),
     labels_of=lambda examples: [tag for e in examples for tag in e.tags],
     head_config=label_head_config(None),
-    architectures=("BertForTokenClassification", "RobertaForTokenClassification"),
+    architectures=("BertForTokenClassification", "RobertaForTokenClassification", "ModernBertForTokenClassification"),
 )

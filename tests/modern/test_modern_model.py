@@ -182,3 +182,19 @@ def test_presets_match_bert_shapes():
     mini = ModernBertConfig.preset("mini", num_hidden_layers=6)
     assert mini.layer_types == ["full_attention", "sliding_attention", "sliding_attention"] * 2
     assert mini.replace(num_hidden_layers=2).layer_types == ["full_attention", "sliding_attention"]
+
+
+def test_input_mistakes_get_clear_errors():
+    config = ModernBertConfig(**CONFIG, max_position_embeddings=16)
+    model = ModernBertForMaskedLM(config).eval()
+    ids, mask = varied_batch([8, 5], 8, config.vocab_size)
+    with pytest.raises(BertkitError, match="marks no token as real"):
+        model(ids, attention_mask=torch.zeros_like(mask))
+    labels = torch.full_like(ids, -100)
+    labels[1, 6] = 7  # row 1 has 5 real tokens
+    with pytest.raises(BertkitError, match="fall on padding"):
+        model(ids, attention_mask=mask, labels=labels)
+    with pytest.raises(BertkitError, match="exceeds max_position_embeddings"):
+        model(torch.ones(1, 17, dtype=torch.long))
+    with pytest.raises(BertkitError, match="attention_mask shape"):
+        model(ids, attention_mask=mask[:, :4])
