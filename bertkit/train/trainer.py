@@ -608,11 +608,11 @@ def may_skip_parameters(model: nn.Module) -> bool:
     return bool(config.num_experts) or config.position_embedding_type not in ("absolute", "sinusoidal")
 
 
-def check_same_config(config: BertConfig, checkpoint_dir: str) -> None:
+def check_same_config(config, checkpoint_dir: str) -> None:
     """Raise CheckpointError if the checkpoint was written for a model of another shape."""
-    # Both sides go through BertConfig, so a field added to BertConfig since the checkpoint was
-    # written takes its default on both and does not count as a difference.
-    saved = BertConfig.from_pretrained(checkpoint_dir).to_dict()
+    # Both sides go through the model's config class, so a field added to it since the checkpoint
+    # was written takes its default on both and does not count as a difference.
+    saved = type(config).from_pretrained(checkpoint_dir).to_dict()
     current = config.to_dict()
     ignore = {"architectures", "transformers_version", "torch_dtype", "dtype"}
     keys = sorted((set(saved) | set(current)) - ignore)

@@ -15,7 +15,7 @@ from bertkit.objectives import OBJECTIVES
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 DOC = os.path.join(ROOT, "docs", "objectives.md")
-CONFIG = os.path.join(ROOT, "configs", "pretrain-tiny.toml")
+CONFIG = os.path.join(ROOT, "configs", "pretrain-tiny-bert.toml")  # the example builds a BERT
 SMALL = ["data.max_documents=40", "tokenizer.vocab_size=1000", "data.max_length=32",
          "model.max_position_embeddings=32", "model.hidden_size=64", "model.intermediate_size=128",
          "train.batch_size=16", "train.lr=2e-3", "train.warmup_steps=2", "train.log_every=5",

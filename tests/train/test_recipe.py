@@ -9,6 +9,7 @@ from bertkit.commands import fill_mask, pretrain, tokenizer
 from bertkit.train import list_checkpoints
 
 CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "pretrain-tiny.toml")
+BERT_CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "pretrain-tiny-bert.toml")  # segments: NSP
 SMALL = ["data.max_documents=40", "tokenizer.vocab_size=1000", "data.max_length=32",
          "model.max_position_embeddings=32", "model.hidden_size=64", "model.intermediate_size=128",
          "train.batch_size=16", "train.lr=1e-3", "train.warmup_steps=2", "train.log_every=2", "train.eval_every=4",
@@ -47,10 +48,10 @@ def test_pretrain_resume_and_fill_mask(tmp_path, capsys):
 
 def test_pretrain_rejects_typos_and_nsp_runs(tmp_path, capsys):
     out = str(tmp_path / "nsp")
-    assert pretrain.main(["--config", CONFIG, "--out", out, "--set", "train.max_step=3"]) == 2
+    assert pretrain.main(["--config", BERT_CONFIG, "--out", out, "--set", "train.max_step=3"]) == 2
     assert "did you mean train.max_steps?" in capsys.readouterr().err
     # one --set takes many values, and may repeat; --seed N is --set train.seed=N
-    args = ["--config", CONFIG, "--out", out, "--no-progress", "--seed", "5", "--set", *SMALL,
+    args = ["--config", BERT_CONFIG, "--out", out, "--no-progress", "--seed", "5", "--set", *SMALL,
             "data.objective=mlm+sop", "--set", "train.max_steps=2", "train.eval_every=2"]
     assert pretrain.main(args) == 0
     rows = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
