@@ -30,6 +30,7 @@ COMMANDS = {
     "attention": "attention",
     "probe": "probe",
     "scale": "scale",
+    "export": "export",
 }
 
 
