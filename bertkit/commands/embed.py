@@ -22,6 +22,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-length", type=int, default=256)
     parser.add_argument("--no-normalize", action="store_true", help="keep the raw mean-pooled vectors")
+    parser.add_argument("--int8", action="store_true",
+                        help="int8 linear layers (faster on CPU; cosine >= 0.99 to fp32, docs/inference.md)")
 
 
 def read_lines(path: str) -> list[str]:
@@ -47,7 +49,7 @@ def run(args) -> int:
     from ..encode import SentenceEncoder
     from ..io import atomic_open
 
-    encoder = SentenceEncoder.from_pretrained(args.model)
+    encoder = SentenceEncoder.from_pretrained(args.model, quantize="int8" if args.int8 else None)
     vectors = encoder.encode(texts, batch_size=args.batch_size, max_length=args.max_length,
                              normalize=not args.no_normalize)
     with atomic_open(args.output, "wb") as f:
