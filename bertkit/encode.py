@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from .errors import CheckpointError, DataError
+from .fastpath import pack_for_cpu
 from .model import BertModel
 from .quantize import check_quantize, quantize_int8
 
@@ -29,10 +30,12 @@ class SentenceEncoder:
     """A tokenizer and a `BertModel`, with `encode(texts) -> (n, hidden)` embeddings.
 
     `quantize="int8"` runs an int8 copy of the model's transformer layers (bertkit/quantize.py;
-    cosine >= 0.99 to fp32 vectors measured on BBC, docs/inference.md).
+    cosine >= 0.99 to fp32 vectors measured on BBC, docs/inference.md). In fp32 on CPU it runs
+    a copy with oneDNN-packed weights (bertkit/fastpath.py; same numbers, faster).
     """
 
     sort_by_length = True  # False only to measure what sorting buys (benchmarks/bench_levers.py)
+    pack_weights = True  # fp32 on CPU: oneDNN-packed copy (fastpath.py); False to measure it
 
     def __init__(self, model: BertModel, tokenizer, quantize: str | None = None) -> None:
         vocab = tokenizer.vocab_size
@@ -41,7 +44,11 @@ class SentenceEncoder:
                 f"the tokenizer's vocabulary ({vocab} tokens) is larger than the model's "
                 f"({model.config.vocab_size}): ids past {model.config.vocab_size - 1} have no "
                 "embedding; use the tokenizer saved with this model")
-        self.model = (quantize_int8(model, tokenizer) if check_quantize(quantize) else model).eval()
+        if check_quantize(quantize):
+            model = quantize_int8(model, tokenizer)
+        elif self.pack_weights and next(model.parameters()).device.type == "cpu":
+            model = pack_for_cpu(model)
+        self.model = model.eval()
         self.tokenizer = tokenizer
 
     @classmethod

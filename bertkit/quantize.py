@@ -38,6 +38,7 @@ import torch
 from torch import nn
 
 from .errors import ConfigError
+from .fastpath import check_original
 
 QUANTIZE_MODES = ("int8",)  # the values of `quantize=` / what --int8 selects
 _LEVELS = 127.0  # symmetric int8: -127..127 (-128 unused, so negation never overflows)
@@ -131,11 +132,12 @@ def input_maxima(model: nn.Module, linears: dict[str, nn.Linear], batches) -> di
     return found
 
 
-def quantize_int8(model: nn.Module, tokenizer=None) -> nn.Module:
+def quantize_int8(model: nn.Module, tokenizer=None, alpha: float = ALPHA, outliers: int = OUTLIERS) -> nn.Module:
     """An inference copy of `model` (a BertModel or a model with heads) whose transformer
     layers' `nn.Linear` maps are `Int8Linear`, calibrated on random ids (pass the model's
     tokenizer so they sit between [CLS] and [SEP]); `model` itself is unchanged. Returned in
-    eval mode."""
+    eval mode. `alpha=0, outliers=0` is plain per-channel / per-token int8 (for comparison)."""
+    check_original(model)
     copied = copy.deepcopy(model).eval()
     linears = {name: m for name, m in copied.named_modules()
                if "encoder.layer." in name and type(m) is nn.Linear}  # not subclasses or wrappers
@@ -145,9 +147,10 @@ def quantize_int8(model: nn.Module, tokenizer=None) -> nn.Module:
     maxima = input_maxima(copied, linears, calibration_inputs(copied.config, tokenizer))
     for name, linear in linears.items():
         parent_name, _, child = name.rpartition(".")
-        setattr(copied.get_submodule(parent_name), child, Int8Linear(linear, maxima[name]))
+        setattr(copied.get_submodule(parent_name), child, Int8Linear(linear, maxima[name], alpha, outliers))
     for p in copied.parameters():
         p.requires_grad_(False)
+    copied.inference_copy = "int8"
     return copied
 
 

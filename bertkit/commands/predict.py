@@ -30,6 +30,7 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from bertkit.io import atomic_write_text
+    from bertkit.fastpath import pack_for_cpu
     from bertkit.quantize import quantize_int8
     from bertkit.tasks.finetune import read_prediction_input
     from bertkit.tasks.predict import prediction_rows
@@ -37,8 +38,8 @@ def run(args) -> int:
     from .evaluate import load_for_inference
 
     model, tokenizer, spec = load_for_inference(args)
-    if args.int8:
-        model = quantize_int8(model, tokenizer)
+    # an inference copy: int8, or fp32 with oneDNN-packed weights (same numbers, faster on CPU)
+    model = quantize_int8(model, tokenizer) if args.int8 else pack_for_cpu(model)
     inputs = read_prediction_input(spec.task, args.input, spec.data)
     rows = prediction_rows(model, tokenizer, spec, inputs.examples, inputs.texts, inputs.spans, name=args.input)
     atomic_write_text(args.output, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
