@@ -7,7 +7,7 @@ a mean over few tokens averages few errors away). Variants of bertkit/quantize.p
   smooth    + SmoothQuant smoothing (alpha 0.5)
   int8      + 8 fp32 outlier columns per linear map: what quantize="int8" runs
 
-    python benchmarks/int8_quality.py [--texts 384] [--threads 1]
+    python benchmarks/int8_quality.py [--texts 384] [--threads 1] [--variants plain smooth int8]
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--texts", type=int, default=384)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     fp32 = SentenceEncoder.from_pretrained(minilm_dir())
@@ -44,7 +45,8 @@ def main(argv=None):
     reference = {name: fp32.encode(t, max_length=256, show_progress=False) for name, t in sets.items()}
     result = {"texts": {k: len(v) for k, v in sets.items()}, "variants": {},
               "command": " ".join(["python", "benchmarks/int8_quality.py", *sys.argv[1:]])}
-    for variant, options in VARIANTS.items():
+    for variant in args.variants:
+        options = VARIANTS[variant]
         encoder = SentenceEncoder(quantize_int8(fp32.model, fp32.tokenizer, **options), fp32.tokenizer)
         row = {}
         for name, t in sets.items():

@@ -49,9 +49,14 @@ CALIBRATION_LENGTHS = (4, 8, 16, 32, 64, 128)  # random-id sequences, 8 of each 
 
 def quantize_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(M, K) float -> (M, K) int8 and (M, 1) float scales with x ~= q * scale, per row."""
+    return quantize_rows_(x.clone())
+
+
+def quantize_rows_(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`quantize_rows` that uses `x` as scratch space (it is overwritten)."""
     scale = x.abs().amax(dim=-1, keepdim=True).clamp_(min=1e-12).div_(_LEVELS)
     # |x / scale| <= 127 up to one rounding error, which round() takes back to 127: no clamp.
-    return (x / scale).round_().to(torch.int8), scale
+    return x.mul_(1 / scale).round_().to(torch.int8), scale
 
 
 class Int8Linear(nn.Module):
@@ -70,7 +75,9 @@ class Int8Linear(nn.Module):
         smoothed = weight * smooth
         smoothed[:, outlier_index] = 0
         weight_int8, weight_scale = quantize_rows(smoothed)
-        self.register_buffer("input_scale", 1 / smooth)  # x' = x / c
+        input_scale = 1 / smooth
+        input_scale[outlier_index] = 0  # x' = x / c, zero on O: one multiply does both
+        self.register_buffer("input_scale", input_scale)
         self.register_buffer("weight_int8", weight_int8)  # (N, K); its .t() view feeds _int_mm as (K, N)
         self.register_buffer("weight_scale", weight_scale.view(-1))  # (N,)
         self.register_buffer("outlier_index", outlier_index)  # O
@@ -81,8 +88,7 @@ class Int8Linear(nn.Module):
         shape = x.shape
         rows = x.reshape(-1, self.in_features).float()
         kept = rows.index_select(1, self.outlier_index)  # the fp32 part
-        smoothed = (rows * self.input_scale).index_fill_(1, self.outlier_index, 0.0)
-        q, row_scale = quantize_rows(smoothed)
+        q, row_scale = quantize_rows_(rows * self.input_scale)  # the product is scratch space
         y = torch._int_mm(q, self.weight_int8.t()).float()
         y = y.mul_(row_scale).mul_(self.weight_scale).addmm_(kept, self.outlier_weight)
         if self.bias is not None:
