@@ -46,7 +46,8 @@ class SentenceEncoder:
                 "embedding; use the tokenizer saved with this model")
         if check_quantize(quantize):
             model = quantize_int8(model, tokenizer)
-        elif self.pack_weights and next(model.parameters()).device.type == "cpu":
+        elif (self.pack_weights and next(model.parameters()).device.type == "cpu"
+              and not getattr(model, "inference_copy", None)):  # an int8 or packed copy runs as it is
             model = pack_for_cpu(model)
         self.model = model.eval()
         self.tokenizer = tokenizer

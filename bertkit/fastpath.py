@@ -17,12 +17,17 @@ torch has no oneDNN.
 from __future__ import annotations
 
 import copy
+import re
 
 import torch
 from torch import nn
 
 from .errors import ConfigError
 
+# The transformer layers' own linear maps, by name; other modules inside a layer (PEFT adapters,
+# prefix encoders, MoE routers) may read `.weight` themselves and are left alone.
+ENCODER_LINEAR = re.compile(r"(^|\.)encoder\.layer\.\d+\.(attention\.self\.(query|key|value)|"
+                            r"attention\.output\.dense|intermediate\.dense|output\.dense)$")
 # activation module type -> oneDNN post-op name and algorithm ("none": exact erf GELU)
 _FUSABLE = {nn.GELU: lambda m: ("gelu", [], m.approximate), nn.ReLU: lambda m: ("relu", [], "")}
 
@@ -51,6 +56,11 @@ class PackedLinear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, oneDNN, post-op {self.post_op}"
 
 
+def encoder_linears(model: nn.Module) -> dict[str, nn.Linear]:
+    """name -> module of the transformer layers' linear maps (exactly nn.Linear: not wrappers)."""
+    return {name: m for name, m in model.named_modules() if ENCODER_LINEAR.search(name) and type(m) is nn.Linear}
+
+
 def check_original(model: nn.Module) -> None:
     """Inference copies (packed or int8: `inference_copy` set) hold weights that cannot be
     copied or re-quantized; they are made from the original model."""
@@ -69,17 +79,15 @@ def pack_for_cpu(model: nn.Module) -> nn.Module:
     copied.inference_copy = "packed"
     if not available():
         return copied
-    for name, module in list(copied.named_modules()):
-        if "encoder.layer." not in name:
-            continue
-        act = getattr(module, "intermediate_act_fn", None)
-        if type(getattr(module, "dense", None)) is nn.Linear and type(act) in _FUSABLE:
-            module.dense = PackedLinear(module.dense, act)  # BertIntermediate: act(dense(x))
-            module.intermediate_act_fn = nn.Identity()
-    for name, module in list(copied.named_modules()):
-        if "encoder.layer." in name and type(module) is nn.Linear:
-            parent_name, _, child = name.rpartition(".")
-            setattr(copied.get_submodule(parent_name), child, PackedLinear(module))
+    linears = encoder_linears(copied)
+    for name, linear in linears.items():
+        parent_name, _, child = name.rpartition(".")
+        parent = copied.get_submodule(parent_name)
+        act = getattr(parent, "intermediate_act_fn", None)
+        if child == "dense" and type(act) in _FUSABLE:  # BertIntermediate: act(dense(x)), fused
+            parent.dense, parent.intermediate_act_fn = PackedLinear(linear, act), nn.Identity()
+        else:
+            setattr(parent, child, PackedLinear(linear))
     for p in copied.parameters():
         p.requires_grad_(False)
     return copied

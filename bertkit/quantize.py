@@ -38,7 +38,7 @@ import torch
 from torch import nn
 
 from .errors import ConfigError
-from .fastpath import check_original
+from .fastpath import check_original, encoder_linears
 
 QUANTIZE_MODES = ("int8",)  # the values of `quantize=` / what --int8 selects
 _LEVELS = 127.0  # symmetric int8: -127..127 (-128 unused, so negation never overflows)
@@ -145,8 +145,7 @@ def quantize_int8(model: nn.Module, tokenizer=None, alpha: float = ALPHA, outlie
     eval mode. `alpha=0, outliers=0` is plain per-channel / per-token int8 (for comparison)."""
     check_original(model)
     copied = copy.deepcopy(model).eval()
-    linears = {name: m for name, m in copied.named_modules()
-               if "encoder.layer." in name and type(m) is nn.Linear}  # not subclasses or wrappers
+    linears = encoder_linears(copied)
     if not linears:
         raise ConfigError(f"quantize_int8: {type(model).__name__} has no encoder layers "
                           "(expected a bertkit BertModel or a model with a `bert` encoder)")

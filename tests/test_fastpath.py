@@ -36,3 +36,12 @@ def test_packed_linear_keeps_bias_free_maps():
     linear = nn.Linear(16, 8, bias=False)
     x = torch.randn(2, 5, 16)
     assert torch.allclose(PackedLinear(linear)(x), linear(x), atol=1e-5)
+
+
+def test_only_the_layers_own_maps_are_swapped():
+    model = BertModel(BertConfig.preset("tiny", vocab_size=500))
+    model.encoder.layer[0].attention.self.extra = nn.Linear(8, 8)  # e.g. a prefix encoder's map
+    packed = pack_for_cpu(model)
+    assert type(packed.encoder.layer[0].attention.self.extra) is nn.Linear
+    assert type(packed.pooler.dense) is nn.Linear
+    assert isinstance(packed.encoder.layer[1].output.dense, PackedLinear)

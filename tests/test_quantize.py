@@ -115,3 +115,15 @@ def test_embed_and_predict_with_int8(minilm_dir, tmp_path, capsys):
         rows[len(flag)] = [json.loads(line)["probabilities"] for line in out.read_text().splitlines()]
     diffs = [abs(p[k] - q[k]) for p, q in zip(rows[0], rows[1]) for k in p]
     assert 0 < max(diffs) < 0.02
+
+
+def test_encoder_given_an_int8_copy_runs_it_as_it_is(minilm_dir):
+    tokenizer = Tokenizer.from_pretrained(minilm_dir)
+    model = BertModel(BertConfig.preset("tiny"))  # MiniLM's vocabulary size: its tokenizer fits
+    int8 = quantize_int8(model, tokenizer)
+    encoder = SentenceEncoder(int8, tokenizer)
+    assert encoder.model is int8
+    with pytest.raises(ConfigError, match="already an inference copy"):
+        quantize_int8(int8)
+    reference = SentenceEncoder(model, tokenizer).encode(["a short text", "another one, a bit longer"])
+    assert (encoder.encode(["a short text", "another one, a bit longer"]) * reference).sum(1).min() > 0.99
