@@ -25,7 +25,6 @@ import torch
 
 from bertkit.assets import minilm_dir
 from bertkit.encode import SentenceEncoder
-from bertkit.model import BertModel
 from bertkit.quantize import quantize_int8
 
 VARIANTS = {"plain": {"alpha": 0.0, "outliers": 0}, "smooth": {"alpha": 0.5, "outliers": 0},
@@ -40,7 +39,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     fp32 = SentenceEncoder.from_pretrained(minilm_dir())
-    original = BertModel.from_pretrained(minilm_dir())  # the encoder holds a packed inference copy
+    original = fp32.model  # the fp32 model itself (the encoder runs a packed copy of it)
     texts = cut_texts(fp32.tokenizer, 8, 256, args.texts, seed=1)
     titles = [harness.read_text(f).strip().split("\n")[0] for f in harness.bbc_files()[::20]][:args.texts // 3]
     sets = {"mixed": texts, "titles": titles}

@@ -44,12 +44,14 @@ class SentenceEncoder:
                 f"the tokenizer's vocabulary ({vocab} tokens) is larger than the model's "
                 f"({model.config.vocab_size}): ids past {model.config.vocab_size - 1} have no "
                 "embedding; use the tokenizer saved with this model")
+        self.model = model.eval()  # as given: what save_pretrained writes and attributes read
+        # What encode() runs: an int8 or packed inference copy (a copy given runs as it is).
+        self.runner = model
         if check_quantize(quantize):
-            model = quantize_int8(model, tokenizer)
+            self.runner = quantize_int8(model, tokenizer)
         elif (self.pack_weights and next(model.parameters()).device.type == "cpu"
-              and not getattr(model, "inference_copy", None)):  # an int8 or packed copy runs as it is
-            model = pack_for_cpu(model)
-        self.model = model.eval()
+              and not getattr(model, "inference_copy", None)):
+            self.runner = pack_for_cpu(model)
         self.tokenizer = tokenizer
 
     @classmethod
@@ -101,7 +103,7 @@ class SentenceEncoder:
                     input_ids[j, :n] = torch.tensor(ids[i])
                     token_types[j, :n] = torch.tensor(types[i])
                     mask[j, :n] = 1
-                hidden = self.model(input_ids, mask, token_types).last_hidden_state
+                hidden = self.runner(input_ids, mask, token_types).last_hidden_state
                 pooled = mean_pool(hidden, mask)
                 if normalize:
                     pooled = torch.nn.functional.normalize(pooled, dim=-1)
