@@ -25,6 +25,7 @@ import harness
 import torch
 
 import bertkit
+from bertkit import attention
 from bertkit.assets import minilm_dir
 
 LEVERS = ("head", "prune", "compile", "adamw", "sort", "dropout")
@@ -72,7 +73,10 @@ def build(workload: str, lever: str, on: bool, smoke: bool):
     fused = on if lever == "adamw" else True
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, fused=fused)
 
+    fast_cpu_dropout = not (lever == "dropout" and not on)
+
     def step(state={"i": 0}):
+        attention.SETTINGS.fast_cpu_dropout = fast_cpu_dropout  # a process-wide switch: set per call
         batch = batches[state["i"] % len(batches)]
         state["i"] += 1
         model(**batch).loss.backward()
@@ -83,13 +87,10 @@ def build(workload: str, lever: str, on: bool, smoke: bool):
 
 
 def use_torch_dropout(model: torch.nn.Module) -> None:
-    """Put torch's dropout back: nn.Dropout modules, and SDPA's dropout inside attention."""
+    """Put torch's nn.Dropout modules back (SDPA's dropout inside attention: the step's switch)."""
     from bertkit.dropout import Dropout
-    from bertkit.model import BertSelfAttention
 
     for module in list(model.modules()):
-        if isinstance(module, BertSelfAttention):
-            module.fast_cpu_dropout = False
         for name, child in module.named_children():
             if isinstance(child, Dropout):
                 setattr(module, name, torch.nn.Dropout(child.p))

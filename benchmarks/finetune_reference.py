@@ -41,9 +41,9 @@ def main() -> None:
     import transformers
 
     from bertkit.assets import minilm_dir
-    from bertkit.tasks.features import subsample
-    from bertkit.tasks.finetune import builtin_labels, builtin_splits
-    from bertkit.tasks.predict import tagging_metrics, sequence_metrics
+    from bertkit.tasks import builtin_labels, builtin_splits, subsample
+    from bertkit.tasks.sequence import classification_metrics
+    from bertkit.tasks.tagging import metrics as tagging_metrics
 
     transformers.logging.set_verbosity_error()
     warnings.simplefilter("ignore")
@@ -134,9 +134,9 @@ def main() -> None:
                         previous = w
                     predictions.append(tags)
     if args.task == "classification":
-        metrics = sequence_metrics("classification", [e.label for e in test], predictions)
+        metrics = classification_metrics(test, [(p, None) for p in predictions])
     else:
-        metrics = tagging_metrics([e.tags for e in test], predictions)
+        metrics = tagging_metrics(test, predictions)
     print(json.dumps({"library": f"transformers {transformers.__version__}", "task": args.task,
                       "data": args.data, "train_examples": len(train), "test_examples": len(test),
                       "steps": step, "first_loss": losses[0], "last_loss": float(np.mean(losses[-10:])),

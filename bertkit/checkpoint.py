@@ -14,7 +14,6 @@ which refuses pickled code. Keys are mapped thinly:
 
 from __future__ import annotations
 
-import json
 import os
 import warnings
 from dataclasses import dataclass, field
@@ -24,9 +23,10 @@ import torch
 from torch import nn
 
 from .config import BertConfig
-from .errors import CheckpointError
-from .io import atomic_open
-from .variants.keymaps import from_hf, hf_architecture, to_hf
+from .errors import CheckpointError, DataError
+from .hf_compat import TransformersHabits, check_attn_implementation, resolve_dtype
+from .io import atomic_open, check_regular_file, loads_json, read_text
+from .variants.keymaps import from_hf, hf_architecture, to_hf, warn_if_transformers_cannot_run
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
 # Prefixes transformers puts before the encoder's keys in models with heads.
@@ -54,11 +54,12 @@ def read_state_dict(directory: str | os.PathLike) -> dict[str, torch.Tensor]:
     if "model.safetensors.index.json" in names:
         index = _read_json(os.path.join(directory, "model.safetensors.index.json"))
         state: dict[str, torch.Tensor] = {}
-        for shard in sorted(set(index.get("weight_map", {}).values())):
-            state.update(_read_safetensors(os.path.join(directory, shard)))
+        for shard in sorted(set(_shard_names(index, directory))):
+            state.update(_read_safetensors(_inside(directory, shard)))
         return state
     if "pytorch_model.bin" in names:
         path = os.path.join(directory, "pytorch_model.bin")
+        _regular(path)
         try:
             return torch.load(path, map_location="cpu", weights_only=True)
         except Exception as e:  # corrupt file, or one that needs unpickling of code
@@ -68,9 +69,41 @@ def read_state_dict(directory: str | os.PathLike) -> dict[str, torch.Tensor]:
     raise CheckpointError(f"no weights in {directory}: expected one of {', '.join(WEIGHT_FILES)}")
 
 
+def _regular(path: str) -> None:
+    """A weights file must be a regular file: a FIFO behind a symlink made loading hang."""
+    if os.path.lexists(path) and not os.path.exists(path):
+        raise CheckpointError(f"{path} is a broken symlink; restore the weights file")
+    if os.path.exists(path):
+        try:
+            check_regular_file(path)
+        except DataError as e:
+            raise CheckpointError(str(e)) from None
+
+
+def _shard_names(index: Any, directory: str) -> list[str]:
+    """The shard file names of a safetensors index, each a string."""
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise CheckpointError(f"{directory}/model.safetensors.index.json needs a \"weight_map\" of "
+                              "tensor name -> shard file name")
+    return list(weight_map.values())
+
+
+def _inside(directory: str, name: str) -> str:
+    """directory/name, required to stay inside `directory` once symlinks and `..` are resolved:
+    an index naming "../x" or "/etc/x" must not load weights from elsewhere."""
+    root = os.path.realpath(directory)
+    path = os.path.realpath(os.path.join(directory, name))
+    if os.path.commonpath([root, path]) != root:
+        raise CheckpointError(f"the shard {name!r} in {directory}/model.safetensors.index.json lies outside "
+                              "the model directory; shards must be files inside it")
+    return path
+
+
 def _read_safetensors(path: str) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
+    _regular(path)
     try:
         return load_file(path, device="cpu")
     except FileNotFoundError:
@@ -82,9 +115,8 @@ def _read_safetensors(path: str) -> dict[str, torch.Tensor]:
 
 def _read_json(path: str) -> dict[str, Any]:
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
+        return loads_json(read_text(path), path)
+    except (OSError, DataError) as e:
         raise CheckpointError(f"cannot read {path}: {e}") from None
 
 
@@ -110,7 +142,7 @@ def match_prefix(state: dict[str, torch.Tensor], model_keys: set[str], prefix: s
                  ) -> dict[str, torch.Tensor]:
     """Add or strip the base-model prefix so a bare encoder and a model with heads interchange."""
     model_has_prefix = any(k.startswith(prefix + ".") for k in model_keys)
-    ckpt_prefix = next((p for p in BASE_PREFIXES
+    ckpt_prefix = next((p for p in (prefix, *BASE_PREFIXES)  # the model's own prefix first
                         if any(k.startswith(p + ".") for k in state)), None)
     if model_has_prefix and ckpt_prefix is None:
         # bare encoder checkpoint -> model with heads
@@ -144,11 +176,20 @@ def load_into(model: nn.Module, state: dict[str, torch.Tensor], prefix: str) -> 
 
 
 # ---------------------------------------------------------------------------- the mixin
-class PretrainedMixin:
-    """`from_pretrained`, `save_pretrained` and BERT's initialisation for every bertkit model."""
+class PretrainedMixin(TransformersHabits):
+    """`from_pretrained`, `save_pretrained` and BERT's initialisation for every bertkit model
+    (and transformers' method names: hf_compat.py)."""
 
     config: BertConfig
+    config_class = BertConfig  # what reads config.json (ModernBertConfig for bertkit/modern)
     base_model_prefix = "bert"  # the attribute holding the encoder in models with heads
+    # Class name -> class, per config class: `from_pretrained` on a directory whose model_type
+    # belongs to another family builds that family's class of the same role (see family_class).
+    _registry: dict[str, type] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        PretrainedMixin._registry[cls.__name__] = cls
 
     # ----------------------------------------------------------- initialisation
     def init_weights(self) -> None:
@@ -170,15 +211,13 @@ class PretrainedMixin:
             nn.init.ones_(module.weight)
             nn.init.zeros_(module.bias)
 
-    def num_parameters(self, trainable_only: bool = False) -> int:
-        return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
-
     # ----------------------------------------------------------- saving
     def save_pretrained(self, directory: str | os.PathLike, tokenizer: Any = None) -> None:
         """Write config.json and model.safetensors (and the tokenizer's files) atomically."""
         from safetensors.torch import save
 
         directory = os.fspath(directory)
+        warn_if_transformers_cannot_run(self.config)
         os.makedirs(directory, exist_ok=True)
         name = type(self).__name__
         config = self.config.replace(architectures=[hf_architecture(name, self.config.model_type)])
@@ -194,25 +233,65 @@ class PretrainedMixin:
     # ----------------------------------------------------------- loading
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike, config: BertConfig | None = None,
-                        output_loading_info: bool = False, **config_overrides: Any):
+                        output_loading_info: bool = False, dtype: Any = None, torch_dtype: Any = None,
+                        attn_implementation: str | None = None, **config_overrides: Any):
         """Build the model from `directory/config.json` and load its weights.
 
         `config_overrides` change config fields before building (e.g. `num_labels=5` to put a new
         classifier on a pre-trained encoder). Missing and unused weights are reported as a warning.
+        `dtype` (or `torch_dtype`): cast to it after loading ("auto": the dtype config.json
+        records); `attn_implementation`: "sdpa" or "eager", as transformers (see hf_compat.py).
         """
+        check_attn_implementation(attn_implementation)
         directory = os.fspath(directory)
         if not os.path.isdir(directory):
             raise CheckpointError(f"model directory {directory} does not exist; pass a directory "
                                   "holding config.json and model.safetensors")
         if config is None:
-            config = BertConfig.from_pretrained(directory)
+            target = family_class(cls, directory)
+            if target is not cls:
+                return target.from_pretrained(directory, None, output_loading_info, **config_overrides)
+            config = cls.config_class.from_pretrained(directory)
         if config_overrides:
             config = config.replace(**config_overrides)
         model = cls(config)
         report = load_into(model, read_state_dict(directory), cls.base_model_prefix)
         _warn_about(report, cls.__name__, directory)
+        cast = resolve_dtype(dtype, torch_dtype, config)
+        if cast is not None:
+            model.to(cast)
         model.eval()  # like transformers: dropout off until the caller trains
         return (model, report) if output_loading_info else model
+
+
+# Class-name prefix of each family with its own classes, by config.json model_type.
+FAMILY_PREFIXES = {"modernbert": "ModernBert"}
+
+
+def family_class(cls: type, directory: str) -> type:
+    """The class of `cls`'s role (MaskedLM, SequenceClassification, ...) in the family the
+    directory's config.json names: `BertForMaskedLM.from_pretrained(modernbert_dir)` builds a
+    ModernBertForMaskedLM, and the other way round. BERT-family types all map to the Bert classes
+    (they are switches of one encoder)."""
+    path = os.path.join(directory, "config.json")
+    model_type = _read_json(path).get("model_type", "bert") if os.path.isfile(path) else "bert"
+    prefix = FAMILY_PREFIXES.get(model_type, "Bert")
+    name = cls.__name__
+    own = next((p for p in sorted(FAMILY_PREFIXES.values(), key=len, reverse=True) if name.startswith(p)), "Bert")
+    if own == prefix or not name.startswith(own):
+        return cls
+    target = PretrainedMixin._registry.get(prefix + name[len(own):])
+    if target is None:
+        raise CheckpointError(f"{directory} holds a {model_type!r} model, which has no {name} "
+                              f"counterpart; load it with one of the {prefix} classes")
+    return target
+
+
+def read_config(directory: str):
+    """The config of a checkpoint directory of any family: a BertConfig, or the config class of
+    the family its config.json's model_type names (ModernBertConfig for "modernbert")."""
+    encoder = family_class(PretrainedMixin._registry["BertModel"], directory)
+    return encoder.config_class.from_pretrained(directory)
 
 
 def _warn_about(report: LoadReport, name: str, directory: str) -> None:

@@ -9,8 +9,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
+
+import torch
 
 from .errors import BertkitError
+from .threads import default_threads
 
 # command name -> module under bertkit.commands
 COMMANDS = {
@@ -32,16 +36,42 @@ COMMANDS = {
     "scale": "scale",
     "export": "export",
 }
+# Commands that run a model get --threads (`scale` has its own, defaulting to torch's choice).
+THREADED = ("quickstart", "embed", "pretrain", "fill-mask", "finetune", "evaluate", "predict", "distill",
+            "attention", "probe")
+_depth = 0  # main() running inside main() (quickstart runs its stages so) keeps the outer thread count
+
+
+def _thread_count(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return int(text)
+
+
+class _Parser(argparse.ArgumentParser):
+    """Rejects unknown arguments itself. argparse hands a subcommand's leftovers up to the top-level
+    parser, whose error would show `bertkit [-h] COMMAND ...` instead of the subcommand's usage.
+    Sub-parsers inherit the class (add_subparsers defaults parser_class to the parent's)."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bertkit", description="Toolkit for BERT-family encoders.")
+    parser = _Parser(prog="bertkit", description="Toolkit for BERT-family encoders.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(f"bertkit.commands.{module_name}")
         command = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(command)
         command.set_defaults(_run=module.run)
+        if name in THREADED:
+            command.add_argument("--threads", type=_thread_count, default=None,
+                                 help="torch intra-op threads (default: OMP_NUM_THREADS if set, else the "
+                                      "cores this process may use)")
     return parser
 
 
@@ -53,10 +83,13 @@ def _one_line_warning(message, category, filename, lineno, line=None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; returns its exit code (2 for a user error, printed as one line)."""
-    import warnings
-
     args = build_parser().parse_args(argv)
     warnings.formatwarning = _one_line_warning
+    global _depth
+    before = torch.get_num_threads()
+    if args.command in THREADED and (args.threads or _depth == 0):
+        torch.set_num_threads(args.threads or default_threads())
+    _depth += 1
     try:
         return int(args._run(args) or 0)
     except BertkitError as e:  # a user mistake: one line that says what to do, no traceback
@@ -65,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"bertkit {args.command}: interrupted", file=sys.stderr)
         return 130
+    finally:
+        _depth -= 1
+        torch.set_num_threads(before)  # main() called in-process (tests) leaves torch as it was
 
 
 if __name__ == "__main__":

@@ -9,16 +9,18 @@ one dataclass rather than separate classes.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import ConfigError
-from .io import atomic_write_text
+from .errors import ConfigError, DataError
+from .io import atomic_write_text, loads_json, read_text
 
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish", "tanh")
-POSITION_EMBEDDING_TYPES = ("absolute", "relative_key", "relative_key_query")
+POSITION_EMBEDDING_TYPES = ("absolute", "relative_key", "relative_key_query", "sinusoidal")
 # Checkpoint families this one encoder reads and writes; `model_type` picks the switches and the
 # Hugging Face key names (see bertkit/variants/keymaps.py).
 MODEL_TYPES = ("bert", "roberta", "albert", "electra", "deberta-v2")
@@ -124,6 +126,10 @@ class BertConfig:
             self.num_hidden_groups = 1  # transformers' AlbertConfig default: all layers share
         if self.id2label is not None:
             self.id2label = {int(k): str(v) for k, v in self.id2label.items()}
+        if self.id2label is None and isinstance(self.num_labels, int) and self.num_labels > 0:
+            # As transformers: unnamed labels are LABEL_0 .. LABEL_{N-1}.
+            self.id2label, self.label2id = default_labels(self.num_labels), None
+        if self.id2label is not None:
             self.num_labels = len(self.id2label)
             if self.label2id is None:
                 self.label2id = {v: k for k, v in self.id2label.items()}
@@ -132,6 +138,7 @@ class BertConfig:
     # ------------------------------------------------------------------ validation
     def validate(self) -> None:
         """Raise `ConfigError` with what to change when the values cannot make a model."""
+        _check_types(self)
         for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                      "intermediate_size", "max_position_embeddings"):
             value = getattr(self, name)
@@ -149,6 +156,9 @@ class BertConfig:
         if self.position_embedding_type not in POSITION_EMBEDDING_TYPES:
             raise ConfigError(f"position_embedding_type {self.position_embedding_type!r} is not known; "
                               f"use one of {POSITION_EMBEDDING_TYPES}")
+        if self.position_embedding_type == "sinusoidal" and not self.position_biased_input:
+            raise ConfigError("sinusoidal positions are added to the input, which position_biased_input="
+                              "False turns off; set position_biased_input=True or use absolute positions")
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             p = getattr(self, name)
             if not 0.0 <= p < 1.0:
@@ -205,11 +215,11 @@ class BertConfig:
             if not isinstance(self.attention_window_blocks, int) or self.attention_window_blocks < 0:
                 raise ConfigError(f"attention_window_blocks must be >= 0 (0 = each block alone), got "
                                   f"{self.attention_window_blocks!r}")
-            if self.position_embedding_type != "absolute":
+            if self.position_embedding_type in ("relative_key", "relative_key_query"):
                 raise ConfigError(
                     f"block-sparse attention cannot use position_embedding_type="
                     f"{self.position_embedding_type!r}: relative scores are a dense T x T term; use "
-                    "absolute positions or unset attention_block_size")
+                    "absolute or sinusoidal positions, or unset attention_block_size")
         if self.num_experts is not None:
             if not isinstance(self.num_experts, int) or self.num_experts < 1:
                 raise ConfigError(f"num_experts must be a positive integer (or unset for a dense "
@@ -229,6 +239,28 @@ class BertConfig:
                 raise ConfigError(
                     "shared layers must all have the same shape, but moe_every > 1 mixes MoE and dense "
                     "layers; use moe_every = 1 with num_hidden_groups, or drop the sharing")
+        _check_size(self)
+
+    def parameter_estimate(self) -> dict[str, int]:
+        """Parameters by part, from the config alone (nothing is allocated).
+
+        embeddings (V + P + S) E (+ E H when factorised); per distinct layer 4 H^2 + 4 H
+        (attention) + 2 H I + I + H (feed-forward, times num_experts plus the H x experts router
+        in MoE layers) + 4 H (two LayerNorms); pooler H^2 + H. Heads and relative-position tables
+        are small beside these and left out: the estimate is a floor, good to within a few percent.
+        """
+        H, I, E = self.hidden_size, self.intermediate_size, self.embedding_dim
+        embeddings = (self.vocab_size + self.max_position_embeddings + self.type_vocab_size) * E + 2 * E
+        if E != H:
+            embeddings += E * H + H
+        distinct = (self.num_hidden_groups * self.inner_group_num if self.num_hidden_groups is not None
+                    else self.num_hidden_layers)
+        ffn = 2 * H * I + I + H
+        moe_layers = 0 if self.num_experts is None else len(range(0, distinct, self.moe_every))
+        layers = distinct * (4 * H * H + 8 * H) + (distinct - moe_layers) * ffn
+        if moe_layers:
+            layers += moe_layers * (self.num_experts * ffn + H * self.num_experts)
+        return {"embeddings": embeddings, "layers": layers, "pooler": H * H + H}
 
     @property
     def head_dim(self) -> int:
@@ -293,14 +325,14 @@ class BertConfig:
 
     @classmethod
     def from_json_file(cls, path: str | os.PathLike) -> "BertConfig":
-        try:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-        except FileNotFoundError:
-            raise ConfigError(f"no config file at {path}; a model directory needs config.json") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ConfigError(f"{path} is not valid JSON ({e}); restore it from the original "
-                              "checkpoint") from None
+        path = os.fspath(path)
+        if not os.path.exists(path):
+            raise ConfigError(f"no config file at {path}; a model directory needs config.json")
+        try:  # (a FIFO or device is refused before reading; a key given twice is refused)
+            data = loads_json(read_text(path), path)
+        except DataError as e:
+            raise ConfigError(f"{str(e).replace('not valid JSON', 'is not valid JSON')}; restore it from "
+                              "the original checkpoint") from None
         if not isinstance(data, dict):
             raise ConfigError(f"{path} must hold a JSON object of config fields")
         return cls.from_dict(data)
@@ -322,10 +354,120 @@ class BertConfig:
         return dataclasses.replace(self, extra=dict(self.extra), **changes)
 
 
+def default_labels(n: int) -> dict[int, str]:
+    return {i: f"LABEL_{i}" for i in range(n)}
+
+
+# transformers' config dicts hold keys bertkit has no field for (transformers_version, dtype /
+# torch_dtype, use_cache, ...): `BertConfig(**hf_config.to_dict())` keeps them in `extra`, as
+# `from_dict` does, instead of failing on the first one.
+_dataclass_init = BertConfig.__init__
+
+
+@functools.wraps(_dataclass_init)  # keeps the dataclass's signature for help() and inspect
+def _init_keeping_unknown_keys(self, *args: Any, **kwargs: Any) -> None:
+    known = {f.name for f in dataclasses.fields(BertConfig)}
+    unknown = {k: kwargs.pop(k) for k in list(kwargs) if k not in known}
+    if unknown:
+        kwargs["extra"] = {**kwargs.get("extra", {}), **unknown}
+    names, count = kwargs.get("id2label"), kwargs.get("num_labels")
+    if names is not None and count is not None and len(names) != count and \
+            {int(k): str(v) for k, v in names.items()} == default_labels(len(names)):
+        # Generated names follow num_labels (replace(num_labels=5) on a 2-label config);
+        # real names win over a number, as before.
+        kwargs["id2label"] = kwargs["label2id"] = None
+    _dataclass_init(self, *args, **kwargs)
+
+
+BertConfig.__init__ = _init_keeping_unknown_keys  # type: ignore[method-assign]
+
 # The variant switches (fields after `architectures`) and their defaults.
 _FIELDS = [f.name for f in dataclasses.fields(BertConfig)]
 _SWITCH_DEFAULTS = {f.name: f.default for f in dataclasses.fields(BertConfig)
                     if _FIELDS.index(f.name) > _FIELDS.index("architectures") and f.name != "extra"}
+
+
+# Field kinds checked before any value is used: config.json is user input, and a string where
+# a number belongs failed deep inside torch (or, for layer_norm_eps = -1, gave NaN silently).
+_INT_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+               "max_position_embeddings", "type_vocab_size", "pad_token_id", "num_labels", "inner_group_num",
+               "moe_top_k", "moe_every", "attention_window_blocks", "position_buckets", "max_relative_positions")
+_OPTIONAL_INT_FIELDS = ("embedding_size", "num_hidden_groups", "num_experts", "attention_block_size")
+_STR_FIELDS = ("hidden_act", "position_embedding_type", "model_type", "norm_rel_ebd")
+_BOOL_FIELDS = ("relative_attention", "share_att_key", "position_biased_input", "attention_global_cls")
+PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_types(config: BertConfig) -> None:
+    """Every field of the kind it must be: one ConfigError naming the field and its value."""
+    for name in _INT_FIELDS + _OPTIONAL_INT_FIELDS:
+        value = getattr(config, name)
+        if not (_is_int(value) or (value is None and name in _OPTIONAL_INT_FIELDS)):
+            raise ConfigError(f"{name} must be an integer, got {value!r}; fix it in config.json")
+    for name in _STR_FIELDS:
+        if not isinstance(getattr(config, name), str):
+            raise ConfigError(f"{name} must be a string, got {getattr(config, name)!r}; fix it in config.json")
+    for name in _BOOL_FIELDS:
+        if not isinstance(getattr(config, name), bool):
+            raise ConfigError(f"{name} must be true or false, got {getattr(config, name)!r}; fix it in config.json")
+    for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "layer_norm_eps", "initializer_range",
+                 "moe_aux_loss_coef", "classifier_dropout", "moe_capacity_factor"):
+        value = getattr(config, name)
+        if not (_is_number(value) or (value is None and name in ("classifier_dropout", "moe_capacity_factor"))):
+            raise ConfigError(f"{name} must be a finite number, got {value!r}; fix it in config.json")
+    if not config.layer_norm_eps > 0:
+        raise ConfigError(f"layer_norm_eps must be > 0 (it keeps LayerNorm from dividing by zero; BERT "
+                          f"uses 1e-12), got {config.layer_norm_eps!r}")
+    if config.initializer_range < 0:
+        raise ConfigError(f"initializer_range is the std of the initial weights and must be >= 0 "
+                          f"(BERT uses 0.02), got {config.initializer_range!r}")
+    if config.classifier_dropout is not None and not 0.0 <= config.classifier_dropout < 1.0:
+        raise ConfigError(f"classifier_dropout must be in [0, 1) or unset, got {config.classifier_dropout!r}")
+    if config.problem_type is not None and config.problem_type not in PROBLEM_TYPES:
+        raise ConfigError(f"problem_type {config.problem_type!r} is not known; use one of {PROBLEM_TYPES}")
+    if config.architectures is not None and not (
+            isinstance(config.architectures, list) and all(isinstance(a, str) for a in config.architectures)):
+        raise ConfigError(f"architectures must be a list of class names, got {config.architectures!r}")
+    if config.pos_att_type is not None and not (
+            isinstance(config.pos_att_type, list) and all(isinstance(a, str) for a in config.pos_att_type)):
+        raise ConfigError(f"pos_att_type must be a list such as ['p2c', 'c2p'], got {config.pos_att_type!r}")
+
+
+def memory_limit_bytes() -> int:
+    """The memory this process can use: physical RAM, or the cgroup (container) limit if lower."""
+    limit = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path, encoding="ascii") as f:
+                value = f.read().strip()
+        except OSError:
+            continue
+        if value.isdigit():
+            limit = min(limit, int(value))
+    return limit
+
+
+def _check_size(config: BertConfig) -> None:
+    """Refuse a config whose float32 weights alone exceed this machine's memory, before any
+    allocation tries (vocab_size 1e12 asked for 256 TB; a million layers grew to bad_alloc)."""
+    parts = config.parameter_estimate()
+    total = sum(parts.values())
+    need, have = 4 * total, memory_limit_bytes()
+    if need > have:
+        largest = max(parts, key=parts.get)
+        raise ConfigError(
+            f"this config describes about {total:,} parameters ({need / 2**30:,.1f} GiB of float32 weights, "
+            f"mostly {largest}), more than this machine's {have / 2**30:,.1f} GiB of memory; check vocab_size "
+            f"({config.vocab_size:,}), hidden_size ({config.hidden_size:,}), num_hidden_layers "
+            f"({config.num_hidden_layers:,}) and intermediate_size ({config.intermediate_size:,})")
 
 
 def _nearest_divisor(n: int, target: int) -> int:

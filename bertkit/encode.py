@@ -1,10 +1,17 @@
-"""Sentence embeddings: mean of the encoder's last hidden states over real tokens, L2-normalised.
+"""Sentence embeddings: the encoder's last hidden states pooled into one vector, as
+sentence-transformers defines it (all-MiniLM-L6-v2 and friends were trained with mean pooling):
 
-This is sentence-transformers' definition (all-MiniLM-L6-v2 and friends were trained with it):
+    mean                  e = sum_t m_t h_t / sum_t m_t
+    mean_sqrt_len_tokens  e = sum_t m_t h_t / sqrt(sum_t m_t)
+    weightedmean          e = sum_t t m_t h_t / sum_t t m_t          (t = 1, 2, ... the position)
+    max                   e_j = max_{t: m_t = 1} h_tj
+    cls                   e = h at the first counted token ([CLS] unless a prompt is left out)
+    lasttoken             e = h at the last counted token
 
-    e = sum_t m_t h_t / sum_t m_t,   then   e / ||e||_2
-
-with m the attention mask (1 on real tokens, 0 on padding). Texts are encoded in batches of
+with m the attention mask (1 on real tokens, 0 on padding; also 0 on a prompt's tokens when the
+layout says include_prompt = false); several modes are concatenated; then e / ||e||_2 when the
+layout normalises. A sentence-transformers directory says which (see sentence_layout.py); a plain
+Hugging Face directory gets mean pooling + normalisation. Texts are encoded in batches of
 similar length: sorting by token count before batching removes most padding, which is pure
 waste (measured 1.7x on BBC paragraphs, see docs/benchmarks.md); results come back in the
 caller's order.
@@ -22,12 +29,14 @@ from .errors import CheckpointError, DataError
 from .fastpath import pack_for_cpu
 from .model import BertModel
 from .quantize import check_quantize, quantize_int8
+from .sentence_layout import SentenceLayout, has_layout, read_layout, write_layout
+from .tokenizer import Tokenizer
 
 PROGRESS_MIN_BATCHES = 20  # show_progress=None: a bar only when there are at least this many batches
 
 
 class SentenceEncoder:
-    """A tokenizer and a `BertModel`, with `encode(texts) -> (n, hidden)` embeddings.
+    """A tokenizer, a `BertModel` and a pooling layout, with `encode(texts) -> (n, dim)` embeddings.
 
     `quantize="int8"` runs an int8 copy of the model's transformer layers (bertkit/quantize.py;
     cosine >= 0.99 to fp32 vectors measured on BBC, docs/inference.md). In fp32 on CPU it runs
@@ -37,7 +46,8 @@ class SentenceEncoder:
     sort_by_length = True  # False only to measure what sorting buys (benchmarks/bench_levers.py)
     pack_weights = True  # fp32 on CPU: oneDNN-packed copy (fastpath.py); False to measure it
 
-    def __init__(self, model: BertModel, tokenizer, quantize: str | None = None) -> None:
+    def __init__(self, model: BertModel, tokenizer, layout: SentenceLayout | None = None,
+                 quantize: str | None = None) -> None:
         vocab = tokenizer.vocab_size
         if vocab > model.config.vocab_size:
             raise CheckpointError(
@@ -53,24 +63,36 @@ class SentenceEncoder:
               and not getattr(model, "inference_copy", None)):
             self.runner = pack_for_cpu(model)
         self.tokenizer = tokenizer
+        self.layout = layout or SentenceLayout()
 
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike, quantize: str | None = None) -> "SentenceEncoder":
-        """Load the tokenizer and the encoder saved in one model directory."""
-        from .tokenizer import Tokenizer
+        """Load a sentence-transformers directory (modules.json: pooling, normalisation, prompts)
+        or a plain model directory (mean pooling + normalisation)."""
+        layout = read_layout(directory)
+        model_dir = os.path.join(os.fspath(directory), layout.transformer_path)
+        return cls(BertModel.from_pretrained(model_dir), Tokenizer.from_pretrained(model_dir), layout, quantize)
 
-        return cls(BertModel.from_pretrained(directory), Tokenizer.from_pretrained(directory), quantize)
+    def save_pretrained(self, directory: str | os.PathLike) -> None:
+        """Write the encoder, its tokenizer and sentence-transformers' files, so that
+        `sentence_transformers.SentenceTransformer(directory)` gives the same vectors."""
+        self.model.save_pretrained(directory, tokenizer=self.tokenizer)
+        write_layout(directory, self.layout, self.model.config.hidden_size)
 
     @property
     def dim(self) -> int:
-        return self.model.config.hidden_size
+        return self.model.config.hidden_size * len(self.layout.pooling)
 
-    def encode(self, texts: Sequence[str] | str, batch_size: int = 32, max_length: int = 256,
-               normalize: bool = True, show_progress: bool | None = None) -> np.ndarray:
-        """Embed `texts` as an (n, hidden) float32 array, row i for texts[i].
+    def encode(self, texts: Sequence[str] | str, batch_size: int = 32, max_length: int | None = None,
+               normalize: bool | None = None, show_progress: bool | None = None,
+               prompt: str | None = None, prompt_name: str | None = None) -> np.ndarray:
+        """Embed `texts` as an (n, dim) float32 array, row i for texts[i].
 
-        Texts longer than `max_length` tokens are truncated (the tokenizer warns once).
-        `show_progress=None` shows a bar when there are many batches.
+        Texts longer than `max_length` tokens are truncated (the tokenizer warns once); None: the
+        layout's max_seq_length (else the tokenizer's model_max_length). `normalize` None: as the
+        layout says. `prompt` (or a named prompt of the layout, `prompt_name`; default: the
+        layout's default prompt) is put in front of every text. `show_progress=None` shows a bar
+        when there are many batches.
         """
         if isinstance(texts, str):
             texts = [texts]
@@ -79,6 +101,19 @@ class SentenceEncoder:
             raise DataError("encode() got no texts; pass a non-empty list of strings")
         if batch_size <= 0:
             raise DataError(f"batch_size must be positive, got {batch_size}")
+        layout = self.layout
+        normalize = layout.normalize if normalize is None else normalize
+        if max_length is None:
+            max_length = layout.max_seq_length or self.tokenizer.model_max_length or 512
+            max_length = min(max_length, self.model.config.max_sequence_length)
+        prompt = self._prompt(prompt, prompt_name)
+        prompt_length = 0
+        if prompt:
+            texts = [prompt + t for t in texts]
+            if not layout.include_prompt:  # the prompt's tokens after [CLS], not its closing [SEP]
+                prompt_length = len(self.tokenizer.encode(prompt)) - 1
+        if layout.do_lower_case:
+            texts = [t.lower() for t in texts]
         # Tokenize everything at once (fast, in Rust), unpadded: one truncation warning at most.
         encoded = self.tokenizer(texts, padding=False, truncation=True, max_length=max_length,
                                  return_tensors=None)
@@ -104,11 +139,56 @@ class SentenceEncoder:
                     token_types[j, :n] = torch.tensor(types[i])
                     mask[j, :n] = 1
                 hidden = self.runner(input_ids, mask, token_types).last_hidden_state
-                pooled = mean_pool(hidden, mask)
+                pooled = pool(hidden, mask, layout.pooling, prompt_length)
                 if normalize:
                     pooled = torch.nn.functional.normalize(pooled, dim=-1)
                 out[rows] = pooled.float().numpy()
         return out
+
+
+    def _prompt(self, prompt: str | None, prompt_name: str | None) -> str:
+        if prompt is not None and prompt_name is not None:
+            raise DataError("pass prompt or prompt_name, not both")
+        if prompt is not None:
+            return prompt
+        name = prompt_name if prompt_name is not None else self.layout.default_prompt_name
+        if name is None:
+            return ""
+        if name not in self.layout.prompts:
+            raise DataError(f"no prompt named {name!r}; this model has {sorted(self.layout.prompts) or 'none'}")
+        return self.layout.prompts[name]
+
+
+def pool(hidden: torch.Tensor, mask: torch.Tensor, modes: Sequence[str], prompt_length: int = 0
+         ) -> torch.Tensor:
+    """(B, T, H) states and a right-padded (B, T) 0/1 mask -> (B, len(modes) * H): each mode of
+    the module docstring, concatenated. `prompt_length` > 0 leaves the first tokens out."""
+    if prompt_length:
+        mask = mask.clone()
+        mask[:, :prompt_length] = 0
+    batch, length, _ = hidden.shape
+    rows = torch.arange(batch, device=hidden.device)
+    m = mask.unsqueeze(-1).to(hidden.dtype)
+    counted = m.sum(1).clamp(min=1e-9)
+    out = []
+    for mode in modes:
+        if mode == "mean":
+            out.append(mean_pool(hidden, mask))
+        elif mode == "mean_sqrt_len_tokens":
+            out.append((hidden * m).sum(1) / counted.sqrt())
+        elif mode == "weightedmean":
+            weights = m * torch.arange(1, length + 1, device=hidden.device, dtype=hidden.dtype).view(1, -1, 1)
+            out.append((hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9))
+        elif mode == "max":
+            out.append(hidden.masked_fill(m == 0, float("-inf")).max(1).values)
+        elif mode == "cls":
+            out.append(hidden[rows, mask.int().argmax(1)])
+        elif mode == "lasttoken":
+            last = length - 1 - mask.flip(1).int().argmax(1)
+            out.append((hidden * m)[rows, last])
+        else:
+            raise DataError(f"unknown pooling mode {mode!r}")
+    return torch.cat(out, dim=-1)
 
 
 def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

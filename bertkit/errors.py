@@ -20,3 +20,7 @@ class CheckpointError(BertkitError):
 
 class DataError(BertkitError, ValueError):
     """An input data file or text is malformed."""
+
+
+class EncodingError(DataError):
+    """A text file is not UTF-8 (a corpus of many files may skip it; everything else refuses it)."""

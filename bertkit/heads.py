@@ -13,12 +13,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .activations import activation
 from .checkpoint import PretrainedMixin
 from .config import BertConfig
+from .constants import IGNORE_INDEX
 from .dropout import Dropout
-from .model import BertModel, ModelOutput, activation
-
-IGNORE_INDEX = -100  # label value for positions that carry no loss
+from .model import BertModel, ModelOutput
 
 
 @dataclass

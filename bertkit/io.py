@@ -1,5 +1,11 @@
-"""File helpers: atomic writes (a reader, or a crash, never sees a half-written file) and a
-validating JSON-lines reader.
+"""File helpers: atomic writes (a reader, or a crash, never sees a half-written file) and the
+checked readers every data file goes through.
+
+Reading: `check_regular_file` refuses FIFOs, sockets and devices before anything is read (a FIFO
+blocks forever, /dev/zero never ends); `iter_text_lines` streams UTF-8 lines with a bounded
+length and names the file and line of a byte that is not UTF-8; `read_text` does the same for a
+whole file; `loads_json` refuses a key given twice in one object instead of keeping the last.
+A UTF-8 byte-order mark at the start of a file is dropped (Excel and Notepad write one).
 
 Each writer writes to a temporary file in the same directory, flushes it to disk and then
 renames it over the target; rename within one filesystem is atomic on POSIX and Windows.
@@ -7,11 +13,21 @@ renames it over the target; rename within one filesystem is atomic on POSIX and 
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import json
 import os
+import shutil
+import stat
 import tempfile
 from typing import IO, Any, Iterator
+
+from bertkit.errors import DataError, EncodingError
+
+# The longest line a streaming read accepts. One line is one record (a text, a JSON object);
+# a whole novel is about 1 MB, so 16 MiB is no real text's limit, and it bounds the memory a
+# file without newlines (or a mistaken binary file) can take.
+MAX_LINE_BYTES = 16 * 2**20
 
 
 @contextlib.contextmanager
@@ -41,6 +57,33 @@ def _umask() -> int:
     return mask
 
 
+@contextlib.contextmanager
+def atomic_directory(path: str | os.PathLike, prefix: str = ".tmp-dir-") -> Iterator[str]:
+    """Yield a temporary sibling directory of `path` to fill; on success it replaces `path`.
+
+    A reader sees the old directory or the complete new one, never a mix: the old one is
+    renamed aside, the new one renamed in, then the old one removed. On failure the
+    temporary directory goes and `path` is untouched.
+    """
+    path = os.fspath(path)
+    parent = os.path.dirname(path) or "."
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=prefix, dir=parent)
+    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private (0700); give it mkdir's mode
+    try:
+        yield tmp
+        if os.path.exists(path):
+            old = tmp + "-old"
+            os.replace(path, old)
+            os.replace(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     with atomic_open(path, "w", encoding="utf-8") as f:
         f.write(text)
@@ -55,23 +98,111 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         f.write(data)
 
 
+def check_regular_file(path: str | os.PathLike) -> str:
+    """`path` as a str if it names a regular file (after following symlinks), else DataError.
+
+    Checked before opening: opening a FIFO for reading blocks until a writer appears, and a
+    device such as /dev/zero never reaches end of file.
+    """
+    path = os.fspath(path)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file") from None
+    except OSError as err:
+        raise DataError(f"{path}: cannot read it ({err.strerror})") from None
+    if stat.S_ISDIR(mode):
+        raise DataError(f"{path} is a directory; give a file")
+    if not stat.S_ISREG(mode):
+        raise DataError(f"{path} is not a regular file (a FIFO, socket or device); give a regular file")
+    return path
+
+
+def _decode(raw: bytes, path: str, first_line: int) -> str:
+    """UTF-8 bytes (starting at line `first_line` of `path`) as text, else EncodingError naming
+    the line and byte."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = first_line + raw.count(b"\n", 0, err.start)
+        column = err.start - (raw.rfind(b"\n", 0, err.start) + 1) + 1
+        raise EncodingError(
+            f"{path}: line {line} is not UTF-8 (byte {raw[err.start:err.start + 1]!r} at byte {column} "
+            "of the line); re-encode the file as UTF-8, e.g. iconv -f latin1 -t utf-8") from None
+
+
+def iter_text_lines(path: str | os.PathLike, keepends: bool = False,
+                    max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[int, str]]:
+    """Yield (line_number, line) of a UTF-8 text file, streamed, lines split at "\\n".
+
+    Without `keepends` the line ending ("\\n" or "\\r\\n") is removed. A line longer than
+    `max_line_bytes` raises DataError instead of being read without bound.
+    """
+    path = check_regular_file(path)
+    with open(path, "rb") as handle:
+        line_number = 0
+        while raw := handle.readline(max_line_bytes + 1):
+            line_number += 1
+            if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
+                raise DataError(f"{path}: line {line_number} is longer than {max_line_bytes:,} bytes; "
+                                "put one record per line (is this a text file?)")
+            if line_number == 1 and raw.startswith(codecs.BOM_UTF8):
+                raw = raw[len(codecs.BOM_UTF8):]
+            line = _decode(raw, path, line_number)
+            yield line_number, line if keepends else line.rstrip("\r\n")
+
+
+def read_text(path: str | os.PathLike) -> str:
+    """A whole UTF-8 text file (a leading byte-order mark dropped), else DataError naming the line."""
+    path = check_regular_file(path)
+    with open(path, "rb") as handle:
+        raw = handle.read()
+    if raw.startswith(codecs.BOM_UTF8):
+        raw = raw[len(codecs.BOM_UTF8):]
+    return _decode(raw, path, 1)
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    """json object hook: a key given twice is an error (json keeps the last one silently)."""
+    record = dict(pairs)
+    if len(record) != len(pairs):
+        seen: set[str] = set()
+        raise _DuplicateKey(next(k for k, _ in pairs if k in seen or seen.add(k)))
+    return record
+
+
+def loads_json(text: str, path: str, line: int | None = None) -> Any:
+    """json.loads refusing duplicate keys; errors are DataErrors naming `path` and the line
+    (`line` for one JSON-lines record, else the line of the syntax error in the whole file)."""
+    where = f"line {line}" if line is not None else "an object"
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as err:
+        raise DataError(f"{path}: {where} gives the key {err.args[0]!r} twice; keep one") from None
+    except json.JSONDecodeError as err:
+        if line is None:
+            raise DataError(f"{path}: not valid JSON (line {err.lineno}: {err.msg})") from None
+        raise DataError(f"{path}: line {line} is not valid JSON ({err.msg}); fix or remove the line") from None
+    except RecursionError:
+        raise DataError(f"{path}: {'line %d: ' % line if line else ''}JSON nested too deeply") from None
+
+
 def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
     """Yield (line_number, object) from a JSON-lines file, streamed; blank lines are skipped.
 
-    A line that is not JSON, or not a JSON object, raises DataError naming the file and line.
+    A line that is not JSON, not a JSON object, or gives a key twice raises DataError naming
+    the file and line.
     """
-    from bertkit.errors import DataError
-
-    with open(path, encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise DataError(f"{path}: line {line_number} is not valid JSON ({err.msg}); "
-                                "fix or remove the line") from None
-            if not isinstance(record, dict):
-                raise DataError(f"{path}: line {line_number} must be a JSON object, "
-                                f"got {type(record).__name__}")
-            yield line_number, record
+    path = os.fspath(path)
+    for line_number, line in iter_text_lines(path):
+        if not line.strip():
+            continue
+        record = loads_json(line, path, line_number)
+        if not isinstance(record, dict):
+            raise DataError(f"{path}: line {line_number} must be a JSON object, "
+                            f"got {type(record).__name__}")
+        yield line_number, record

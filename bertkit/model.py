@@ -8,22 +8,23 @@ Module and parameter names equal Hugging Face's (`encoder.layer.0.attention.self
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from .checkpoint import PretrainedMixin
 from .config import BertConfig
-from .dropout import Dropout, drop_mask
+from .activations import activation
+from .attention import KERNELS, AttentionCall, choose_kernel, default_scale
+from .dropout import Dropout
 from .errors import BertkitError
-from .variants import deberta, moe, sparse
+from .variants import deberta, moe
 from .variants.albert import has_embedding_projection, layer_order, num_layer_modules
 from .variants.relative import RELATIVE_TYPES, relative_position_scores
+from .variants.sinusoidal import sinusoidal_table
 
 
 # ---------------------------------------------------------------------------- outputs
@@ -48,21 +49,6 @@ class EncoderOutput(ModelOutput):
     aux_loss: torch.Tensor | None = None  # MoE load balancing x its coefficient (variants/moe.py)
 
 
-def activation(name: str):
-    """The feed-forward non-linearity. "gelu" is the exact erf form BERT was trained with."""
-    if name == "gelu":
-        return nn.GELU()
-    if name in ("gelu_new", "gelu_pytorch_tanh"):
-        return nn.GELU(approximate="tanh")
-    if name == "relu":
-        return nn.ReLU()
-    if name in ("silu", "swish"):
-        return nn.SiLU()
-    if name == "tanh":
-        return nn.Tanh()
-    raise BertkitError(f"unknown activation {name!r}")
-
-
 # ---------------------------------------------------------------------------- embeddings
 class BertEmbeddings(nn.Module):
     """x_t = LayerNorm(word[id_t] + position[t] + segment[type_t]), then dropout."""
@@ -77,7 +63,10 @@ class BertEmbeddings(nn.Module):
         # DeBERTa (position_biased_input=False) has no absolute positions; type_vocab_size=0: no segments.
         self.position_embeddings = nn.Embedding(
             config.max_position_embeddings, width, padding_idx=config.pad_token_id if self.pad_positions else None
-        ) if config.position_biased_input else None
+        ) if config.position_biased_input and config.position_embedding_type != "sinusoidal" else None
+        if config.position_embedding_type == "sinusoidal":  # fixed (variants/sinusoidal.py): not trained, not saved
+            self.register_buffer("sinusoidal_positions", sinusoidal_table(config.max_position_embeddings, width),
+                                 persistent=False)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, width) if config.type_vocab_size else None
         self.LayerNorm = nn.LayerNorm(width, eps=config.layer_norm_eps)
         self.dropout = Dropout(config.hidden_dropout_prob)
@@ -93,6 +82,8 @@ class BertEmbeddings(nn.Module):
         x = self.word_embeddings(input_ids)
         if self.position_embedding_type == "absolute" and self.position_embeddings is not None:
             x = x + self.position_embeddings(position_ids)  # relative types add positions in attention
+        elif self.position_embedding_type == "sinusoidal":
+            x = x + self.sinusoidal_positions[position_ids]
         if self.token_type_embeddings is not None:  # without token_type_ids all are in segment 0
             x = x + (self.token_type_embeddings.weight[0] if token_type_ids is None
                      else self.token_type_embeddings(token_type_ids))
@@ -113,14 +104,10 @@ def roberta_position_ids(input_ids: torch.Tensor, pad_token_id: int) -> torch.Te
 class BertSelfAttention(nn.Module):
     """softmax(Q K^T / sqrt(d) + mask) V for h heads in parallel.
 
-    Two paths give the same result: PyTorch's fused `scaled_dot_product_attention` (fast, never
-    materialises the T x T probabilities) and an explicit one that returns the probabilities.
-    The explicit path is taken when probabilities are asked for, a head mask is given, or when
-    training on CPU with attention dropout (there SDPA is unfused anyway, and bertkit's dropout
-    mask is cheaper to draw than torch's: see dropout.py).
+    The projections and position scores are here; how the formula is computed (torch's fused
+    SDPA, the explicit formula with probabilities, block-sparse) is chosen per call by
+    `attention.choose_kernel`, and every kernel gives the same result.
     """
-
-    fast_cpu_dropout = True  # False: SDPA's own dropout path (benchmarks/bench_levers.py compares)
 
     def __init__(self, config: BertConfig):
         super().__init__()
@@ -162,57 +149,30 @@ class BertSelfAttention(nn.Module):
         q = self.split_heads(self.query(hidden if queries is None else queries))
         k = self.split_heads(self.key(hidden))
         v = self.split_heads(self.value(hidden))
-        if self.position_embedding_type in RELATIVE_TYPES:
-            relative = relative_position_scores(q, k, self.distance_embedding.weight,
-                                                self.position_embedding_type, self.max_positions)
-            attention_bias = relative if attention_bias is None else relative + attention_bias
-        if self.disentangled is not None:
-            relative = deberta.disentangled_scores(self, q, k)
-            attention_bias = relative if attention_bias is None else relative + attention_bias
+        bias = self.position_scores(q, k, attention_bias)
         if self.prefix is not None:
-            k, v, attention_bias = self.prefix(k, v, attention_bias)
-        probs = None
-        # On CPU, SDPA with dropout falls back to an unfused path that draws the mask with the
-        # slow serial generator; the explicit path with bertkit's mask is faster (dropout.py).
-        cpu_dropout = (self.training and self.dropout_prob > 0 and q.device.type == "cpu"
-                       and self.fast_cpu_dropout)
-        if output_attentions or head_mask is not None or (cpu_dropout and not self.block_size):
-            if self.block_size:  # the sparse pattern as a dense mask: probabilities show it
-                allowed = sparse.pattern_mask(q.shape[-2], self.block_size, self.window_blocks,
-                                              self.global_cls, q.device)
-                attention_bias = sparse.restrict_bias(attention_bias, allowed, q.dtype)
-            context, probs = self.explicit_attention(q, k, v, attention_bias, head_mask)
-        elif self.block_size:
-            context = sparse.block_sparse_attention(
-                q, k, v, attention_bias, self.block_size, self.window_blocks, self.global_cls,
-                dropout_p=self.dropout_prob if self.training else 0.0)
-        else:
-            context = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=attention_bias,
-                dropout_p=self.dropout_prob if self.training else 0.0,
-                scale=None if self.scale_factor == 1 else 1 / math.sqrt(self.head_dim * self.scale_factor))
+            k, v, bias = self.prefix(k, v, bias)
+        dropout_p = self.dropout_prob if self.training else 0.0
+        kernel = choose_kernel(output_attentions or head_mask is not None,
+                               dropout_p > 0 and q.device.type == "cpu", self.block_size)
+        call = AttentionCall(default_scale(self.head_dim, self.scale_factor), dropout_p, head_mask,
+                             self.block_size, self.window_blocks, self.global_cls)
+        context, probs = KERNELS[kernel](q, k, v, bias, call)
         batch, _, seq_len, _ = context.shape
         context = context.transpose(1, 2).reshape(batch, seq_len, self.num_heads * self.head_dim)
         return context, probs
 
-    def explicit_attention(self, q, k, v, attention_bias, head_mask):
-        """softmax(Q K^T / sqrt(d) + bias), dropped out, times V; returns (context, probabilities).
-
-        Dropout's 1 / (1 - p) scale is applied to the (T x d) context rather than the (T x T)
-        weights: the same numbers, a quarter of the memory passes at T = 256, d = 64.
-        """
-        scores = (q / math.sqrt(self.head_dim * self.scale_factor)) @ k.transpose(-1, -2)
-        if attention_bias is not None:
-            scores = scores + attention_bias
-        probs = scores.softmax(dim=-1)
-        weights, scale = probs, 1.0
-        if self.training and self.dropout_prob > 0:
-            dropped, scale = drop_mask(probs.shape, self.dropout_prob, probs.device)
-            weights = torch.where(dropped, 0.0, probs)
-        if head_mask is not None:
-            weights = weights * head_mask
-        context = weights @ v
-        return (context * scale if scale != 1.0 else context), probs
+    def position_scores(self, q: torch.Tensor, k: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor | None:
+        """The attention bias plus the scores that depend on relative positions (relative_key[_query],
+        DeBERTa's disentangled c2p/p2c terms), so every kernel sees them as one additive bias."""
+        if self.position_embedding_type in RELATIVE_TYPES:
+            relative = relative_position_scores(q, k, self.distance_embedding.weight,
+                                                self.position_embedding_type, self.max_positions)
+            bias = relative if bias is None else relative + bias
+        if self.disentangled is not None:
+            relative = deberta.disentangled_scores(self, q, k)
+            bias = relative if bias is None else relative + bias
+        return bias
 
 
 class BertSelfOutput(nn.Module):
@@ -401,7 +361,7 @@ class BertModel(PretrainedMixin, nn.Module):
         on all query positions (relative positions, DeBERTa, block-sparse, MoE routing)."""
         config = self.config
         return (head_mask is None and not output_attentions and not output_hidden_states
-                and config.position_embedding_type == "absolute" and not config.relative_attention
+                and config.position_embedding_type not in RELATIVE_TYPES and not config.relative_attention
                 and not config.attention_block_size and not config.num_experts)
 
     def expand_head_mask(self, head_mask: torch.Tensor | None) -> torch.Tensor | None:

@@ -20,7 +20,6 @@ import contextlib
 import json
 import os
 import re
-import tempfile
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -33,6 +32,7 @@ from tokenizers import Tokenizer as _RustTokenizer
 from tokenizers import trainers
 
 from bertkit.errors import CheckpointError, ConfigError, DataError
+from bertkit.io import atomic_write_text
 
 __all__ = ["Tokenizer", "BatchEncoding"]
 
@@ -63,6 +63,12 @@ class BatchEncoding(dict):
     def __init__(self, data: dict, encodings: list | None = None):
         super().__init__(data)
         self.encodings = encodings or []
+
+    def __getattr__(self, name: str):
+        """`enc.input_ids` as `enc["input_ids"]` (transformers' BatchEncoding allows both)."""
+        if name.startswith("__") or name not in self:
+            raise AttributeError(f"BatchEncoding has no key or attribute {name!r}; keys: {sorted(self)}")
+        return self[name]
 
     def word_ids(self, row: int) -> list[int | None]:
         """Word index of each token in `row` (None for special tokens and padding)."""
@@ -240,13 +246,15 @@ class Tokenizer:
         texts,
         pairs=None,
         *,
+        text_pair=None,
         padding=True,
-        truncation: bool = True,
+        truncation: bool | str = True,
         max_length: int | None = None,
         stride: int = 0,
         return_overflowing_tokens: bool = False,
         return_word_ids: bool = False,
         return_offsets: bool = False,
+        return_offsets_mapping: bool = False,
         return_special_tokens_mask: bool = False,
         return_tensors: str | None = "pt",
     ) -> BatchEncoding:
@@ -262,7 +270,17 @@ class Tokenizer:
         window by `stride` tokens, and `overflow_to_sample_mapping` gives each row's input
         index; for pairs only the second text is windowed (question + context QA style).
         Without it, truncated texts raise one warning per call, never an error.
+
+        transformers' spellings are accepted too: `text_pair=` for `pairs`, truncation
+        strategies ("longest_first", "only_first", "only_second", "do_not_truncate"), and
+        `return_offsets_mapping=True`, which returns the offsets under transformers' key
+        `offset_mapping`. (The defaults differ from transformers': padding and truncation on.)
         """
+        if text_pair is not None:
+            if pairs is not None:
+                raise ConfigError("pass the second texts as pairs or text_pair, not both")
+            pairs = text_pair
+        truncation, strategy = _truncation_strategy(truncation)
         batch, pair_batch = _check_texts(texts, pairs)
         if return_tensors not in ("pt", "np", None):
             raise ConfigError(f"return_tensors={return_tensors!r} is not supported; use 'pt', 'np' or None")
@@ -277,7 +295,8 @@ class Tokenizer:
         inputs = batch if pair_batch is None else list(zip(batch, pair_batch))
         # Pairs are windowed over the second text only when overflowing (QA); otherwise
         # trim the longer one first, as BERT pre-processing does.
-        strategy = "only_second" if (pair_batch is not None and return_overflowing_tokens) else "longest_first"
+        if strategy is None:
+            strategy = "only_second" if (pair_batch is not None and return_overflowing_tokens) else "longest_first"
         with self._settings(truncation, max_length, stride, strategy, padding):
             encodings = self._backend.encode_batch(inputs, add_special_tokens=True)
 
@@ -296,9 +315,17 @@ class Tokenizer:
             sample_map,
             return_word_ids=return_word_ids,
             return_offsets=return_offsets,
+            return_offsets_mapping=return_offsets_mapping,
             return_special_tokens_mask=return_special_tokens_mask,
             return_tensors=return_tensors,
         )
+
+    def tokenize(self, text: str, pair: str | None = None, add_special_tokens: bool = False) -> list[str]:
+        """Token strings of one text (or pair), as transformers' `tokenize` (no specials by default)."""
+        if not isinstance(text, str):
+            raise DataError(f"tokenize takes one string, got {type(text).__name__}")
+        _check_texts(text, pair)
+        return self._backend.encode(text, pair, add_special_tokens=add_special_tokens).tokens
 
     def encode(self, text: str, pair: str | None = None, add_special_tokens: bool = True) -> list[int]:
         """Ids of one text (or pair), without truncation or padding."""
@@ -444,7 +471,7 @@ class Tokenizer:
         files["tokenizer_config.json"] = json.dumps(config, indent=2, ensure_ascii=False)
         files["special_tokens_map.json"] = json.dumps(special_map, indent=2, ensure_ascii=False)
         for name, text in files.items():
-            _atomic_write(out / name, text)
+            atomic_write_text(out / name, text)  # 0644 under the umask, as transformers writes
 
     # ------------------------------------------------------------------ internals
 
@@ -512,7 +539,7 @@ class Tokenizer:
                     stacklevel=3,
                 )
 
-    def _to_batch(self, rows, sample_map, *, return_word_ids, return_offsets,
+    def _to_batch(self, rows, sample_map, *, return_word_ids, return_offsets, return_offsets_mapping,
                   return_special_tokens_mask, return_tensors) -> BatchEncoding:
         """Stack per-row encodings into the requested array type."""
         columns = {
@@ -524,6 +551,8 @@ class Tokenizer:
             columns["special_tokens_mask"] = [e.special_tokens_mask for e in rows]
         if return_offsets:
             columns["offsets"] = [e.offsets for e in rows]
+        if return_offsets_mapping:  # the same spans under transformers' name
+            columns["offset_mapping"] = [e.offsets for e in rows]
         if return_word_ids:
             columns["word_ids"] = [e.word_ids for e in rows]
 
@@ -541,16 +570,31 @@ class Tokenizer:
             if key == "word_ids":
                 value = _word_ids_array(value) if return_tensors else [[-1 if w is None else w for w in r] for r in value]
             if return_tensors is None:
-                data[key] = [list(map(list, r)) for r in value] if key == "offsets" else value
+                data[key] = [list(map(list, r)) for r in value] if key in ("offsets", "offset_mapping") else value
                 continue
             array = value if isinstance(value, np.ndarray) else np.asarray(value, dtype=np.int64)
-            if key == "offsets" and array.size == 0:
+            if key in ("offsets", "offset_mapping") and array.size == 0:
                 array = array.reshape(len(rows), 0, 2)  # keep (B, T, 2) even for empty rows
             data[key] = torch.from_numpy(array) if return_tensors == "pt" else array
         return BatchEncoding(data, list(rows))
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+TRUNCATION_STRATEGIES = ("longest_first", "only_first", "only_second")
+
+
+def _truncation_strategy(truncation) -> tuple[bool, str | None]:
+    """(truncate?, strategy or None for the default) from a bool or transformers' strategy name."""
+    if isinstance(truncation, bool):
+        return truncation, None
+    if truncation == "do_not_truncate":
+        return False, None
+    if truncation in TRUNCATION_STRATEGIES:
+        return True, truncation
+    raise ConfigError(f"truncation={truncation!r} is not supported; use True, False or one of "
+                      f"{TRUNCATION_STRATEGIES + ('do_not_truncate',)}")
 
 
 def _check_texts(texts, pairs) -> tuple[list[str], list[str] | None]:
@@ -847,18 +891,3 @@ def _word_ids_array(rows: list[list[int | None]]) -> np.ndarray:
     """
     array = np.array(rows, dtype=np.float64)
     return np.nan_to_num(array, nan=-1.0).astype(np.int64)
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    """Write via a temp file in the same directory, then rename over the target."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise

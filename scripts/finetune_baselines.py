@@ -17,10 +17,8 @@ import json
 import statistics
 from collections import Counter
 
-from bertkit.tasks.features import subsample
+from bertkit.tasks import builtin_splits, get_task, subsample
 from bertkit.tasks.metrics import squad_evaluate
-from bertkit.tasks.finetune import builtin_splits
-from bertkit.tasks.predict import qa_baseline, sequence_baseline, tagging_baseline
 
 LIMIT = 2000
 
@@ -36,22 +34,19 @@ def lemma_lookup(question: str, context: str) -> str:
 
 
 def main() -> None:
-    for name in ("wordnet-supersense", "wordnet-tagging", "wordnet-qa", "wordnet-usage-qa"):
+    for name in ("wordnet-supersense", "wordnet-tagging", "wordnet-qa", "wordnet-usage-qa", "wordnet-gloss-choice"):
         splits = builtin_splits(name)
         test = subsample(splits["test"], LIMIT, 0)  # the subset `bertkit evaluate --limit` takes
-        if name == "wordnet-supersense":
-            scores = sequence_baseline("classification", splits["train"], [e.label for e in test])
-        elif name == "wordnet-tagging":
-            scores = tagging_baseline(splits["train"], test)
-        else:
-            scores = qa_baseline(test)
-            if name == "wordnet-qa":
-                scores["lemma_lookup"] = {k: v for k, v in squad_evaluate(
-                    test, {e.id: lemma_lookup(e.question, e.context) for e in test}).items()
-                    if k in ("exact", "f1")}
-            if name == "wordnet-usage-qa":
-                per_context = Counter(e.context for e in splits["test"])
-                scores["random_candidate_exact"] = 100 * statistics.mean(1 / per_context[e.context] for e in test)
+        task = {"wordnet-supersense": "classification", "wordnet-tagging": "token-classification",
+                "wordnet-gloss-choice": "multiple-choice"}.get(name, "qa")
+        scores = get_task(task).baseline(splits["train"], test)
+        if name == "wordnet-qa":
+            scores["lemma_lookup"] = {k: v for k, v in squad_evaluate(
+                test, {e.id: lemma_lookup(e.question, e.context) for e in test}).items()
+                if k in ("exact", "f1")}
+        if name == "wordnet-usage-qa":
+            per_context = Counter(e.context for e in splits["test"])
+            scores["random_candidate_exact"] = 100 * statistics.mean(1 / per_context[e.context] for e in test)
         print(json.dumps({"data": name, "test_examples": len(test), "baseline": scores}))
 
 

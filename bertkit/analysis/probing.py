@@ -19,7 +19,6 @@ letting a flexible probe memorise the words.
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 from typing import Any, Iterable, Sequence
 
@@ -27,6 +26,7 @@ import numpy as np
 import torch
 
 from bertkit.errors import ConfigError, DataError
+from bertkit.plotting import pyplot, save_png
 
 
 # ----------------------------------------------------------------------------- the probe
@@ -274,17 +274,10 @@ def plot_probe(results: Sequence[dict], path: str | os.PathLike, title: str = "l
     `baseline`: results of the same probes on another encoder (e.g. the same architecture with
     random weights), drawn as a second accuracy curve.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from bertkit.io import atomic_write_bytes
-
     if not results:
         raise DataError("no probe results to plot")
     layers = [r["layer"] for r in results]
-    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+    fig, ax = pyplot().subplots(figsize=(6, 4), dpi=100)
     ax.plot(layers, [r["accuracy"] for r in results], "o-", label="task accuracy")
     if "control_accuracy" in results[0]:
         ax.plot(layers, [r["control_accuracy"] for r in results], "s--", label="control accuracy")
@@ -301,7 +294,4 @@ def plot_probe(results: Sequence[dict], path: str | os.PathLike, title: str = "l
     ax.legend(fontsize=8)
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
+    save_png(fig, path)

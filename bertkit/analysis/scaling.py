@@ -37,6 +37,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from bertkit.errors import ConfigError, DataError
+from bertkit.plotting import pyplot, save_png
 
 # ----------------------------------------------------------------------------- published laws
 KAPLAN = {"alpha_n": 0.076, "n_c": 8.8e13, "alpha_d": 0.095, "d_c": 5.4e13}
@@ -241,17 +242,8 @@ def plot_scaling(points, fit: PowerLawFit | None, path: str | os.PathLike, extra
 
     The curve is solid over the measured sizes and dashed up to `extrapolate` x the largest.
     """
-    import io
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from bertkit.io import atomic_write_bytes
-
     n, y = _points_arrays(points)
-    fig, ax = plt.subplots(figsize=(6, 4.2), dpi=100)
+    fig, ax = pyplot().subplots(figsize=(6, 4.2), dpi=100)
     ax.scatter(n, y, color="k", zorder=3, label="runs")
     if fit is not None:
         inside = np.geomspace(n.min(), n.max(), 100)
@@ -273,10 +265,7 @@ def plot_scaling(points, fit: PowerLawFit | None, path: str | os.PathLike, extra
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
+    save_png(fig, path)
 
 
 # ----------------------------------------------------------------------------- sweep driver

@@ -8,11 +8,21 @@ array:
   has opacity attn[layer, head, i, j]. Hovering a token shows only its lines.
 - model view: every layer x head as a small heatmap; clicking one opens it in the head view.
 
+Size: the page keeps, per layer, head and query token, its strongest links (keys) with weight
+at least 0.005 (fainter lines are not drawn), at most `links_per_token` of them: all of them on
+short inputs, so the page is exact there; on long ones the budget MAX_LINKS bounds the page
+(a 512-token MiniLM page is about 3 MB where the dense JSON was 121 MB). Weights are stored as
+integers in 1e-4 units (the 4 decimals opacity can show) and key indices as uint16, base64
+coded. When links were cut, or many lines would be drawn at once, the page says so and starts
+with one head selected.
+
 Safety: tokens come from user text and may contain markup. The data is embedded as JSON in a
 `<script type="application/json">` block with `<`, `>` and `&` written as \\u003c, \\u003e,
 \\u0026, so no token can close the script element; the page builds every token with
 `textContent`, never `innerHTML`. A Content-Security-Policy allows only the page's own
-script (by its sha256 hash) and forbids every fetch, as a second line of defence.
+script (by its sha256 hash) and forbids every fetch, as a second line of defence. Direction
+controls (U+202A-U+202E, U+2066-U+2069, U+200E/F, U+061C), which would silently reorder the
+title or a token's text on screen, are shown as visible "[U+202E]" marks.
 
 Test hook: the page reads `location.hash`, e.g. ``#layer=1&heads=0,2&hover=3&side=left``
 (also ``filter=AB`` and ``click=layer,head``), applies it through the same functions the
@@ -48,6 +58,7 @@ svg text.dimmed { fill: #bbb; }
 .cell canvas { width: 64px; height: 64px; image-rendering: pixelated; border: 1px solid #ccc; }
 .cell.selected canvas { border: 2px solid #c00; }
 #state { font-size: 10px; color: #888; white-space: pre-wrap; }
+.note { font-size: 13px; color: #555; }
 """
 
 # The page logic. Tokens only ever reach the DOM through textContent.
@@ -55,13 +66,21 @@ _SCRIPT = r"""
 "use strict";
 (function () {
   const DATA = JSON.parse(document.getElementById("bertkit-data").textContent);
-  const TOK = DATA.tokens, T = TOK.length, L = DATA.attn.length, H = DATA.attn[0].length;
+  const TOK = DATA.tokens, T = TOK.length, L = DATA.shape[0], H = DATA.shape[1];
+  function decode(b64, Kind) {  // base64 of little-endian integers -> a typed array
+    const bytes = Uint8Array.from(atob(b64), c => c.charCodeAt(0));
+    return new Kind(bytes.buffer);
+  }
+  // The links of (layer l, head h, query i) are KEY/WEIGHT[START[r]..START[r + 1]), r = (l H + h) T + i.
+  const START = decode(DATA.row_start, Uint32Array), KEY = decode(DATA.key, Uint16Array);
+  const WEIGHT = decode(DATA.weight, Uint16Array);
+  const row = (l, h, i) => (l * H + h) * T + i;
   const B = DATA.sentence_b_start;  // first token of sentence B, or null
   const MIN_DRAW = 0.005;  // fainter lines are invisible anyway; skipping them keeps the SVG small
   const VISIBLE = 0.01;    // a line counts as "visible" in the state above this opacity
   const SVGNS = "http://www.w3.org/2000/svg";
   const ROW = 20, LEFT_X = 180, RIGHT_X = 480, TOP = 16;
-  const state = { layer: 0, heads: new Set([...Array(H).keys()]), hover: null, side: "left",
+  const state = { layer: 0, heads: new Set(DATA.default_heads), hover: null, side: "left",
                   filter: "all", selected: null };
   const colour = h => "hsl(" + Math.round(360 * h / H) + ", 70%, 42%)";
   const $ = id => document.getElementById(id);
@@ -99,11 +118,12 @@ _SCRIPT = r"""
 
   function drawLines() {
     lineGroup.replaceChildren();
-    const A = DATA.attn[state.layer];
     for (const h of [...state.heads].sort((a, b) => a - b)) {
+      if (h < 0 || h >= H) continue;
       for (let i = 0; i < T; i++) {
-        for (let j = 0; j < T; j++) {
-          const w = A[h][i][j];
+        const r = row(state.layer, h, i);
+        for (let k = START[r]; k < START[r + 1]; k++) {
+          const j = KEY[k], w = WEIGHT[k] / 1e4;
           if (w < MIN_DRAW || !allowed(i, j)) continue;
           lineGroup.appendChild(svg("line", {
             x1: LEFT_X, y1: TOP + ROW * i, x2: RIGHT_X, y2: TOP + ROW * j, stroke: colour(h),
@@ -174,10 +194,11 @@ _SCRIPT = r"""
       cell.className = "cell"; canvas.width = T; canvas.height = T;
       const ctx = canvas.getContext("2d"), img = ctx.createImageData(T, T);
       for (let i = 0; i < T; i++) {
-        for (let j = 0; j < T; j++) {  // one pixel per (query, key), blue with alpha = weight
-          const p = 4 * (i * T + j);
+        const r = row(l, h, i);
+        for (let k = START[r]; k < START[r + 1]; k++) {  // one pixel per kept (query, key), alpha = weight
+          const p = 4 * (i * T + KEY[k]);
           img.data[p] = 31; img.data[p + 1] = 119; img.data[p + 2] = 180;
-          img.data[p + 3] = Math.round(255 * DATA.attn[l][h][i][j]);
+          img.data[p + 3] = Math.round(255 * WEIGHT[k] / 1e4);
         }
       }
       ctx.putImageData(img, 0, 0);
@@ -234,6 +255,57 @@ _SCRIPT = r"""
 })();
 """
 
+MIN_LINK = 0.005  # the page's MIN_DRAW: fainter links are neither drawn nor stored
+MAX_LINKS = 600_000  # stored links over all layers, heads and tokens: about 3.2 MB of page
+MAX_DRAWN = 20_000  # more lines than this at once start the head view on one head
+# Direction controls: LRE RLE PDF LRO RLO, LRI RLI FSI PDI, LRM RLM, ALM.
+_BIDI_CONTROLS = {c: f"[U+{c:04X}]" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F, 0x061C)}
+
+
+def show_controls(text: str) -> str:
+    """`text` with every direction control written as a visible mark such as "[U+202E]"."""
+    return str(text).translate(_BIDI_CONTROLS)
+
+
+def sparse_links(a: np.ndarray, links_per_token: int) -> dict:
+    """The page's attention data: per (layer, head, query) row, its strongest keys (at most
+    `links_per_token`, weight >= MIN_LINK, in key order), as base64 arrays: row_start
+    (uint32, one per row plus one), key (uint16) and weight (uint16, 1e-4 units)."""
+    L, H, T, _ = a.shape
+    k = min(links_per_token, T)
+    keys, weights, counts = [], [], []
+    for layer in a:  # one layer at a time: float64 copies of all layers of a large model are GBs
+        rows = np.round(layer.reshape(H * T, T).astype(np.float64) * 1e4).astype(np.int64)
+        top = np.sort(np.argpartition(-rows, k - 1, axis=1)[:, :k], axis=1) if k < T else \
+            np.broadcast_to(np.arange(T), rows.shape)
+        w = np.take_along_axis(rows, top, axis=1)
+        kept = w >= round(MIN_LINK * 1e4)
+        keys.append(top[kept].astype("<u2"))
+        weights.append(w[kept].astype("<u2"))
+        counts.append(kept.sum(axis=1))
+    row_start = np.zeros(L * H * T + 1, dtype="<u4")
+    np.cumsum(np.concatenate(counts), out=row_start[1:])
+
+    def b64(x: np.ndarray) -> str:
+        return base64.b64encode(np.ascontiguousarray(x).tobytes()).decode("ascii")
+
+    return {"row_start": b64(row_start), "key": b64(np.concatenate(keys)),
+            "weight": b64(np.concatenate(weights))}
+
+
+def attention_from_page_data(data: dict) -> np.ndarray:
+    """The (L, H, T, T) attention a page stores (links it dropped are 0): the inverse of
+    `sparse_links`, for reading a page's data back."""
+    L, H, T = data["shape"]
+    start = np.frombuffer(base64.b64decode(data["row_start"]), dtype="<u4")
+    key = np.frombuffer(base64.b64decode(data["key"]), dtype="<u2")
+    weight = np.frombuffer(base64.b64decode(data["weight"]), dtype="<u2")
+    out = np.zeros((L * H * T, T))
+    rows = np.repeat(np.arange(L * H * T), np.diff(start))
+    out[rows, key] = weight / 1e4
+    return out.reshape(L, H, T, T)
+
+
 _FILTERS = (("all", "all pairs"), ("AA", "A → A"), ("AB", "A → B"), ("BA", "B → A"), ("BB", "B → B"))
 
 
@@ -252,6 +324,7 @@ def render_attention_html(
     attn, tokens: Sequence[str], title: str = "bertkit attention", sentence_b_start: int | None = None
 ) -> str:
     """The viewer page as a string; see the module docstring. Weights are rounded to 4 decimals."""
+    tokens = [show_controls(t) for t in tokens]
     a = check_attention(attn, tokens)
     T = a.shape[-1]
     if sentence_b_start is not None and not 0 < sentence_b_start < T:
@@ -259,15 +332,22 @@ def render_attention_html(
             f"sentence_b_start must be between 1 and {T - 1} (the first token of sentence B), "
             f"got {sentence_b_start}"
         )
-    data = {
-        "tokens": [str(t) for t in tokens],
-        # 4 decimals are below what opacity can show and keep a 12x12x128^2 page ~20 MB smaller
-        "attn": np.round(a, 4).tolist(),
-        "sentence_b_start": sentence_b_start,
-    }
+    L, H = a.shape[:2]
+    links = max(1, MAX_LINKS // (L * H * T))
+    data = {"tokens": [str(t) for t in tokens], "shape": [L, H, T], "links_per_token": min(links, T),
+            "sentence_b_start": sentence_b_start, **sparse_links(a, links)}
+    # more lines than MAX_DRAWN at once make the page slow to draw: start on head 0 then
+    one_head = H * T * min(links, T) > MAX_DRAWN
+    data["default_heads"] = [0] if one_head else list(range(H))
+    notes = []
+    if links < T:
+        notes.append(f"Long input: each token keeps its {links} strongest links per head.")
+    if one_head:
+        notes.append("Head 0 is shown first; tick more heads above.")
+    note = f'<p class="note">{html.escape(" ".join(notes))}</p>' if notes else ""
     script_hash = base64.b64encode(hashlib.sha256(_SCRIPT.encode("utf-8")).digest()).decode()
     csp = f"default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-{script_hash}'"
-    t = html.escape(title)
+    t = html.escape(show_controls(title))
     options = "".join(f'<option value="{v}">{html.escape(label)}</option>' for v, label in _FILTERS)
     return f"""<!DOCTYPE html>
 <html lang="en">
@@ -279,6 +359,7 @@ def render_attention_html(
 </head>
 <body>
 <h1>{t}</h1>
+{note}
 <section id="head-view">
 <h2>Head view</h2>
 <div class="controls">

@@ -9,22 +9,33 @@ by the fine-tuning recipe (same data sources, `--config` / `--set` sections [dat
 [model], dev evaluation and best-model keeping as `bertkit finetune`). OUT is a fine-tuned
 model like any other (evaluate/predict/transformers read it). `--test DATA` then compares
 teacher and student on DATA: the task metrics and the inference time (median of
-`--speed-repeats` alternating passes over the same texts). See bertkit/variants/distill.py.
+`--speed-repeats` alternating passes over the same texts; classification only). Token
+classification and QA (`--task token-classification|qa`) distil the teacher's per-token tag
+distributions and its start/end distributions (bertkit/distill/tasks.py). See
+bertkit/recipes/distill.py.
 """
 
 from __future__ import annotations
 
 import json
 
-HELP = "distil a fine-tuned classifier into a student with fewer layers (DistilBERT-style)"
+from bertkit.errors import ConfigError
+from bertkit.recipes.distill import DISTILLABLE, compare_on_test, distill_finetuned
+from bertkit.recipes.finetune import section_keys
+from bertkit.train.config_io import apply_overrides, load_toml
+
+from .options import add_progress, add_seed, add_set, seed_assignment
+
+HELP = "distil a fine-tuned classifier, tagger or QA model into a student with fewer layers (DistilBERT-style)"
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--teacher", required=True, help="fine-tuned model directory (bertkit finetune output)")
     parser.add_argument("--out", required=True, help="output directory: the best student ends here")
-    parser.add_argument("--task", default="classification", choices=("classification",),
-                        help="the teacher's task (single-label classification)")
-    parser.add_argument("--train", required=True, help="training data file, or built-in: bbc, wordnet-supersense")
+    parser.add_argument("--task", default="classification", choices=DISTILLABLE,
+                        help="the teacher's task (classification: single-label)")
+    parser.add_argument("--train", required=True, help="training data file, or built-in: bbc, wordnet-supersense, "
+                                                       "wordnet-tagging, wordnet-qa")
     parser.add_argument("--dev", help="dev data (picks the best checkpoint); default with built-in data: its dev split")
     layers = parser.add_mutually_exclusive_group()
     layers.add_argument("--layers", type=int, help="student layers, taken from every other teacher layer "
@@ -33,21 +44,18 @@ def add_arguments(parser) -> None:
     parser.add_argument("--alpha", type=float, default=0.5, help="weight of the label loss (1 - alpha: the teacher's)")
     parser.add_argument("--temperature", type=float, default=2.0, help="softmax temperature of the KL term")
     parser.add_argument("--config", help="TOML recipe with [data], [train], [model] sections (as bertkit finetune)")
-    parser.add_argument("--set", nargs="+", action="extend", default=[], metavar="SECTION.KEY=VALUE",
-                        help="override settings, e.g. train.epochs=3 train.lr=1e-4 data.max_length=128")
-    parser.add_argument("--seed", type=int, help="random seed (same as --set train.seed=N)")
+    add_set(parser, "train.epochs=3 train.lr=1e-4 data.max_length=128")
+    add_seed(parser)
     parser.add_argument("--test", help="labelled data to compare teacher and student on, e.g. bbc:test")
     parser.add_argument("--speed-repeats", type=int, default=3,
                         help="timed passes per model for the --test speed comparison (median reported)")
     parser.add_argument("--compare-only", action="store_true",
                         help="no training: compare the student already in --out with the teacher on --test")
     parser.add_argument("--overwrite", action="store_true", help="replace a model already in --out")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_progress(parser)
 
 
 def parse_layer_map(text: str | None) -> list[int] | None:
-    from bertkit.errors import ConfigError
-
     if text is None:
         return None
     try:
@@ -57,18 +65,16 @@ def parse_layer_map(text: str | None) -> list[int] | None:
 
 
 def run(args) -> int:
-    from bertkit.errors import ConfigError
-    from bertkit.tasks.finetune import section_keys
-    from bertkit.train.config_io import apply_overrides, load_toml
-    from bertkit.variants.distill import distill_finetuned
-
+    if args.test and args.task != "classification":
+        raise ConfigError("--test compares classifiers; score a token-classification or QA student with "
+                          "bertkit evaluate --model OUT --data DATA")
     if args.compare_only:
         if not args.test:
             raise ConfigError("--compare-only needs --test DATA (e.g. bbc:test)")
         report_test(args)
         return 0
     sections = load_toml(args.config) if args.config else {}
-    assignments = list(args.set) + ([f"train.seed={args.seed}"] if args.seed is not None else [])
+    assignments = list(args.set) + seed_assignment(args)
     sections = apply_overrides(sections, assignments, section_keys())
     summary = distill_finetuned(args.task, args.teacher, args.train, args.dev, args.out, sections,
                                 num_layers=args.layers, layer_map=parse_layer_map(args.layer_map),
@@ -88,8 +94,6 @@ def run(args) -> int:
 
 
 def report_test(args) -> None:
-    from bertkit.variants.distill import compare_on_test
-
     result = compare_on_test(args.teacher, args.out, args.test, args.speed_repeats)
     for name in ("teacher", "student"):
         print(f"{name:>8} on {args.test}: {json.dumps(result[name])}; "

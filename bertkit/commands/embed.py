@@ -1,7 +1,8 @@
 """`bertkit embed --model DIR --input FILE --output FILE.npy`: sentence embeddings, one per line.
 
-Mean pooling over real tokens, then L2 normalisation (sentence-transformers' definition), so a
-dot product of two rows is their cosine similarity.
+The pooling the model directory names (a sentence-transformers layout: cls, mean, max, ...,
+with or without normalisation); a plain model directory gets mean pooling over real tokens and
+L2 normalisation, so a dot product of two rows is their cosine similarity.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import numpy as np
 
 from ..errors import DataError
 
-HELP = "embed each line of a text file (mean pooling + L2 normalisation) into a .npy matrix"
+HELP = "embed each line of a text file (the model's pooling; default mean + L2) into a .npy matrix"
 
 
 def add_arguments(parser) -> None:
@@ -20,8 +21,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--input", required=True, help="UTF-8 text file, one text per line")
     parser.add_argument("--output", required=True, help="where to write the (n, hidden) float32 .npy")
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--max-length", type=int, default=256)
-    parser.add_argument("--no-normalize", action="store_true", help="keep the raw mean-pooled vectors")
+    parser.add_argument("--max-length", type=int, default=None,
+                        help="truncation length (default: the model's max_seq_length, else 256)")
+    parser.add_argument("--no-normalize", action="store_true", help="keep the raw pooled vectors")
     parser.add_argument("--int8", action="store_true",
                         help="int8 linear layers (faster on CPU; cosine >= 0.99 to fp32, docs/inference.md)")
 
@@ -51,7 +53,7 @@ def run(args) -> int:
 
     encoder = SentenceEncoder.from_pretrained(args.model, quantize="int8" if args.int8 else None)
     vectors = encoder.encode(texts, batch_size=args.batch_size, max_length=args.max_length,
-                             normalize=not args.no_normalize)
+                             normalize=False if args.no_normalize else None)  # None: as the model says
     with atomic_open(args.output, "wb") as f:
         np.save(f, vectors.astype(np.float32))
     print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} embeddings to {os.path.abspath(args.output)}")

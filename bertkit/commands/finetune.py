@@ -1,52 +1,50 @@
 """`bertkit finetune --task T --model DIR --train DATA --dev DATA --out DIR`: fine-tune an encoder.
 
 DATA is a file (CSV/TSV/JSONL for classification and regression, CoNLL for token
-classification, SQuAD JSON for QA) or a built-in real data set: bbc, wordnet-supersense,
-wordnet-tagging, wordnet-qa, wordnet-usage-qa (optionally NAME:train|dev|test). Settings come from
-`--config FILE.toml` (sections [data], [train], [model]) and `--set section.key=value`, e.g.
+classification, SQuAD JSON for QA, JSONL for multiple choice) or a built-in real data set
+(bbc, wordnet-supersense, wordnet-tagging, wordnet-qa, wordnet-usage-qa, wordnet-gloss-choice;
+optionally NAME:train|dev|test). Settings come from `--config FILE.toml` (sections [data],
+[train], [model], [peft]) and `--set section.key=value`, e.g.
 `--set train.epochs=3 train.lr=5e-5 train.patience=2 data.max_length=256`.
-See bertkit/tasks/finetune.py for the recipe.
+The recipe is bertkit/recipes/finetune.py; the tasks are bertkit/tasks/registry.py.
 """
 
 from __future__ import annotations
 
 import json
 
-HELP = "fine-tune an encoder: classification, regression, token classification or extractive QA"
+from bertkit.recipes.finetune import finetune, section_keys
+from bertkit.tasks import BUILTIN_DATA, TASKS
+from bertkit.train.config_io import apply_overrides, load_toml
+
+from .options import add_progress, add_seed, add_set, seed_assignment
+
+HELP = "fine-tune an encoder on a task: " + ", ".join(TASKS)
 
 
 def add_arguments(parser) -> None:
-    from bertkit.tasks.features import TASKS
-
     parser.add_argument("--task", required=True, choices=TASKS)
     parser.add_argument("--model", required=True, help="pre-trained model directory (weights + tokenizer)")
-    parser.add_argument("--train", required=True,
-                        help="training data file, or built-in: bbc, wordnet-supersense, wordnet-tagging, wordnet-qa, "
-                             "wordnet-usage-qa")
+    parser.add_argument("--train", required=True, help="training data file, or built-in: " + ", ".join(BUILTIN_DATA))
     parser.add_argument("--dev", help="dev data file (picks the best checkpoint); default with built-in "
                                       "data: its dev split")
     parser.add_argument("--out", required=True, help="output directory: the best model ends here")
     parser.add_argument("--config", help="TOML recipe with [data], [train], [model] sections "
                                          "(e.g. configs/finetune-bbc.toml)")
-    parser.add_argument("--set", nargs="+", action="extend", default=[], metavar="SECTION.KEY=VALUE",
-                        help="override settings, e.g. train.epochs=3 data.max_length=128 train.llrd=0.9")
-    parser.add_argument("--seed", type=int, help="random seed (same as --set train.seed=N)")
+    add_set(parser, "train.epochs=3 data.max_length=128 train.llrd=0.9")
+    add_seed(parser)
     parser.add_argument("--peft", choices=("lora", "adapter", "prefix"),
                         help="train only a LoRA / bottleneck adapter / prefix (and the head) on the frozen "
                              "model; OUT is then a small adapter directory. Settings: --set peft.r=16 "
                              "'peft.target_modules=[\"query\",\"value\"]' peft.kind=pfeiffer "
                              "peft.num_virtual_tokens=20 (see bertkit/peft)")
     parser.add_argument("--overwrite", action="store_true", help="replace a model already in --out")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_progress(parser)
 
 
 def run(args) -> int:
-    from bertkit.tasks.finetune import finetune, section_keys
-    from bertkit.train.config_io import apply_overrides, load_toml
-
     sections = load_toml(args.config) if args.config else {}
-    assignments = list(args.set) + ([f"train.seed={args.seed}"] if args.seed is not None else [])
-    assignments += [f"peft.method={args.peft}"] if args.peft else []
+    assignments = list(args.set) + seed_assignment(args) + ([f"peft.method={args.peft}"] if args.peft else [])
     sections = apply_overrides(sections, assignments, section_keys())
     summary = finetune(args.task, args.model, args.train, args.dev, args.out, sections,
                        overwrite=args.overwrite, progress=not args.no_progress)

@@ -14,6 +14,8 @@ import json
 import os
 
 from ..errors import CheckpointError
+from ..peft import load_peft_model, read_adapter_config
+from ..tokenizer import Tokenizer
 
 HELP = "parameter-efficient adapters: merge a LoRA adapter into a plain checkpoint, show one"
 
@@ -42,8 +44,6 @@ def run(args) -> int:
 
 
 def merge(args) -> int:
-    from ..peft.io import load_peft_model
-
     if os.path.abspath(args.out) == os.path.abspath(args.model):
         raise CheckpointError("--out must differ from --model: the adapter directory would be "
                               "overwritten by a full checkpoint")
@@ -63,16 +63,12 @@ def merge(args) -> int:
 def _tokenizer(directory):
     if not directory or not any(os.path.isfile(os.path.join(directory, f)) for f in TOKENIZER_FILES):
         return None
-    from ..tokenizer import Tokenizer
-
     return Tokenizer.from_pretrained(directory)
 
 
 def info(args) -> int:
-    from ..peft.io import ADAPTER_WEIGHTS, read_adapter_config
-
     meta, _ = read_adapter_config(args.model)
-    size = os.path.getsize(os.path.join(args.model, ADAPTER_WEIGHTS))
+    size = os.path.getsize(meta["weights_file"])
     if args.json:
         print(json.dumps({**meta, "file_bytes": size}))
         return 0
@@ -80,7 +76,9 @@ def info(args) -> int:
     print(f"method: {meta['method']} ({', '.join(f'{k}={v}' for k, v in meta['peft_config'].items())})")
     print(f"task: {meta['task_class']}; saved modules: {', '.join(meta['modules_to_save']) or '(none)'}")
     targets = meta["targets"]
-    print(f"changes {len(targets)} modules: {', '.join(targets[:4])}{', ...' if len(targets) > 4 else ''}")
-    print(f"base: {meta['base_model'] or '(not recorded)'} (fingerprint {meta['base_fingerprint'][:12]})")
+    if targets:  # (PEFT's prefix directories do not list them: every layer's attention)
+        print(f"changes {len(targets)} modules: {', '.join(targets[:4])}{', ...' if len(targets) > 4 else ''}")
+    fingerprint = meta["base_fingerprint"][:12] if meta["base_fingerprint"] else "not recorded"
+    print(f"base: {meta['base_model'] or '(not recorded)'} (fingerprint {fingerprint})")
     print(f"parameters: {meta['parameters']:,} ({size / 1e6:.2f} MB on disk)")
     return 0

@@ -3,45 +3,42 @@
 Rows: classification {"label", "probabilities"}; multi-label {"labels", "probabilities"};
 regression {"value"}; token classification {"words", "tags", "entities": [{"type", "start",
 "end", "text"}]} with character offsets into the input text; QA {"id", "answer", "start",
-"end", "score", "no_answer"} with offsets into the context. The output is written atomically.
+"end", "score", "no_answer"} with offsets into the context; multiple choice {"id", "choice",
+"text", "probabilities"}. The output is written atomically.
 """
 
 from __future__ import annotations
 
 import json
 
-HELP = "predict with a fine-tuned model: one JSON line per input (labels, entities or answers)"
+from bertkit.fastpath import pack_for_cpu
+from bertkit.io import atomic_write_text
+from bertkit.quantize import quantize_int8
+from bertkit.tasks import TASKS, load_for_inference, prediction_rows, read_prediction_input
+
+from .options import add_set
+
+HELP = "predict with a fine-tuned model: one JSON line per input (labels, entities, answers or choices)"
 
 
 def add_arguments(parser) -> None:
-    from bertkit.tasks.features import TASKS
-
     parser.add_argument("--model", required=True, help="fine-tuned model directory")
     parser.add_argument("--input", required=True,
                         help="texts (.txt one per line, .csv/.tsv/.jsonl), CoNLL, SQuAD .json / QA .jsonl, "
-                             "or built-in NAME[:split]")
+                             "multiple-choice .jsonl, or built-in NAME[:split]")
     parser.add_argument("--output", required=True, help="where to write the predictions (.jsonl)")
     parser.add_argument("--task", choices=TASKS, help="default: the task the model was fine-tuned for")
-    parser.add_argument("--set", nargs="+", action="extend", default=[], metavar="data.KEY=VALUE",
-                        help="override input settings, e.g. data.text_column=body")
+    add_set(parser, "data.text_column=body")
     parser.add_argument("--int8", action="store_true",
                         help="int8 linear layers (faster on CPU; accuracy change measured in docs/inference.md)")
 
 
 def run(args) -> int:
-    from bertkit.io import atomic_write_text
-    from bertkit.fastpath import pack_for_cpu
-    from bertkit.quantize import quantize_int8
-    from bertkit.tasks.finetune import read_prediction_input
-    from bertkit.tasks.predict import prediction_rows
-
-    from .evaluate import load_for_inference
-
-    model, tokenizer, spec = load_for_inference(args)
+    model, tokenizer, spec = load_for_inference(args.model, args.task, args.set)
     # an inference copy: int8, or fp32 with oneDNN-packed weights (same numbers, faster on CPU)
     model = quantize_int8(model, tokenizer) if args.int8 else pack_for_cpu(model)
     inputs = read_prediction_input(spec.task, args.input, spec.data)
-    rows = prediction_rows(model, tokenizer, spec, inputs.examples, inputs.texts, inputs.spans, name=args.input)
+    rows = prediction_rows(model, tokenizer, spec, inputs, name=args.input)
     atomic_write_text(args.output, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
     print(f"wrote {len(rows)} predictions to {args.output}")
     return 0

@@ -2,9 +2,13 @@
 
 Streams the corpus (never held whole in memory), tokenizes it, and writes memory-mapped shards
 that keep document and sentence boundaries; `--resume` continues an interrupted run.
+The recipe is bertkit/recipes/prepare.py.
 """
 
 from __future__ import annotations
+
+from ..recipes.prepare import prepare
+from .options import add_progress
 
 HELP = "tokenize a corpus into memory-mapped token shards for pre-training"
 
@@ -20,18 +24,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--workers", type=int, default=0,
                         help="0: tokenize in this process with the tokenizer's threads; N: N processes")
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run")
-    parser.add_argument("--no-progress", action="store_true")
+    add_progress(parser)
 
 
 def run(args) -> int:
-    from ..data.corpus import open_corpus
-    from ..data.shards import prepare_shards
-    from ..tokenizer import Tokenizer
-
-    corpus = open_corpus(args.corpus, args.mode, args.text_field)
-    meta = prepare_shards(corpus, Tokenizer.from_pretrained(args.tokenizer), args.out,
-                          shard_tokens=args.shard_tokens, num_workers=args.workers,
-                          progress=not args.no_progress, resume=args.resume)
+    meta = prepare(args.corpus, args.tokenizer, args.out, mode=args.mode, text_field=args.text_field,
+                   shard_tokens=args.shard_tokens, workers=args.workers, resume=args.resume,
+                   progress=not args.no_progress)
     print(f"{meta['num_tokens']:,} tokens of {meta['num_documents']:,} documents in "
           f"{len(meta['shards'])} shard(s) ({meta['dtype']}) in {args.out}")
     return 0

@@ -16,7 +16,11 @@ import time
 
 import numpy as np
 
+from .. import cli
+from ..assets import minilm_dir
+from ..encode import SentenceEncoder
 from ..errors import ConfigError
+from ..train.trainer import latest_checkpoint
 
 HELP = "run the main job on the built-in defaults: embed, pre-train, fill-mask, fine-tune"
 
@@ -49,17 +53,13 @@ def add_arguments(parser) -> None:
 
 def bertkit(*argv: str) -> None:
     """Run one bertkit command in this process, printing it as a user would type it."""
-    from ..cli import main
-
     print(f"\n$ bertkit {shlex.join(argv)}", flush=True)
-    code = main(list(argv))
+    code = cli.main(list(argv))
     if code:
         raise SystemExit(code)
 
 
 def embedding_stage(model_dir: str) -> None:
-    from ..encode import SentenceEncoder
-
     print("\n== 1. sentence similarity with a pretrained encoder (MiniLM) ==")
     encoder = SentenceEncoder.from_pretrained(model_dir)
     texts = sorted({t for pair in PAIRS for t in pair})
@@ -69,8 +69,6 @@ def embedding_stage(model_dir: str) -> None:
 
 
 def pretrain_stage(out: str, steps: int | None) -> None:
-    from ..train.trainer import latest_checkpoint
-
     print("\n== 2. pre-train a tiny BERT from scratch on BBC News ==")
     config = os.path.normpath(PRETRAIN_CONFIG)
     if not os.path.exists(config):
@@ -97,8 +95,6 @@ def finetune_stage(out: str, model_dir: str, epochs: float, max_length: int) -> 
 
 
 def run(args) -> int:
-    from ..assets import minilm_dir
-
     started = time.time()
     os.makedirs(args.out, exist_ok=True)
     if "embed" not in args.skip:

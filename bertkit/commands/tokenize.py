@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import sys
 
+from ..tokenizer import Tokenizer
+
 HELP = "show how a tokenizer splits a text (tokens, ids, segment ids, word ids, offsets)"
 
 
@@ -17,8 +19,6 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from ..tokenizer import Tokenizer
-
     tok = Tokenizer.from_pretrained(args.model)
     text = args.text if args.text is not None else sys.stdin.read()
     enc = tok([text], [args.pair] if args.pair is not None else None, padding=False,

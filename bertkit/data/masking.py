@@ -36,14 +36,13 @@ from typing import Iterable
 import numpy as np
 import torch
 
+from bertkit.constants import IGNORE_INDEX
 from bertkit.errors import ConfigError
 
 __all__ = [
     "VocabInfo", "continuation_table", "lookup", "masking_budget", "word_ids", "token_mask",
     "whole_word_mask", "span_mask", "keyword_mask", "apply_replacement", "IGNORE_INDEX",
 ]
-
-IGNORE_INDEX = -100  # label of unmasked positions: ignored by torch's cross-entropy
 
 
 def continuation_table(tokens_by_id: list[str | None], kind: str, special_ids: Iterable[int]) -> np.ndarray:

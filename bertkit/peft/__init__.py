@@ -8,16 +8,18 @@
     plain = peft.merge_and_unload()                # LoRA: a plain checkpoint again
 
 See model.py for the wrapper, lora.py / adapters.py / prefix.py for the maths, io.py for the
-adapter directory format, and `bertkit peft merge` for the command line.
+adapter directory format (PEFT's for LoRA), and `bertkit peft merge` for the command line.
 """
 
 import dataclasses
 
 from .adapters import AdapterConfig, Bottleneck
-from .io import (is_adapter_dir, load_model, load_peft_model, read_adapter_config, save_adapter)
+from .base import CONFIG_CLASSES, base_fingerprint
+from .io import (adapter_task_config, is_adapter_dir, read_adapter, read_adapter_config, save_adapter,
+                 tokenizer_dir)
 from .lora import LoraConfig, LoraUpdate
-from .model import (CONFIG_CLASSES, HeadCopies, ParameterCount, PeftLinear, PeftModel,
-                    base_fingerprint, get_peft_model)
+from .model import (HeadCopies, ParameterCount, PeftLinear, PeftModel, get_peft_model, load_model,
+                    load_peft_model)
 from .prefix import PrefixConfig, PrefixEncoder
 
 METHODS = tuple(CONFIG_CLASSES)  # ("lora", "adapter", "prefix"): the values of --peft
@@ -49,6 +51,7 @@ def make_config(method: str, **settings) -> LoraConfig | AdapterConfig | PrefixC
 __all__ = [
     "AdapterConfig", "Bottleneck", "LoraConfig", "LoraUpdate", "PrefixConfig", "PrefixEncoder",
     "PeftModel", "PeftLinear", "HeadCopies", "ParameterCount", "get_peft_model", "base_fingerprint",
-    "save_adapter", "load_peft_model", "load_model", "read_adapter_config", "is_adapter_dir",
+    "save_adapter", "load_peft_model", "load_model", "read_adapter", "read_adapter_config",
+    "is_adapter_dir", "adapter_task_config", "tokenizer_dir",
     "METHODS", "PEFT_KEYS", "DEFAULT_LR", "make_config",
 ]

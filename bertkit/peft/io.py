@@ -1,16 +1,28 @@
-"""Adapter directories: only the adapter's weights, its head and how to rebuild it.
+"""Adapter directories: PEFT's files for LoRA, bertkit's own for bottleneck adapters and prefixes.
 
-An adapter directory holds
-    adapter_model.safetensors  the adapter's tensors under canonical names (`...query.lora.A`,
-                               `...output.dense.adapter.up.weight`, `prefix.key_values`) and its
-                               saved modules under their plain names (`classifier.weight`);
-    adapter_config.json        method and settings, the modules it changes, the task class, the
-                               base model's path, shape fields and weight fingerprint;
-    config.json                the task model's config (num_labels, id2label, ...);
-    tokenizer files            when a tokenizer is passed to save_pretrained.
-It is small (MiniLM with LoRA r=8 on query/value: ~0.3 MB against 90 MB for the model) and
-loads only onto the base it was trained on: a base with other shapes or other weights (another
-fingerprint) is refused with a message that names the difference.
+LoRA is written exactly as the `peft` library writes it, so `peft.PeftModel.from_pretrained(
+<transformers model>, dir)` loads it, and a directory PEFT wrote loads here:
+    adapter_config.json        PEFT's LoraConfig: peft_type "LORA", task_type, r, lora_alpha,
+                               lora_dropout, target_modules, modules_to_save,
+                               base_model_name_or_path, ...
+    adapter_model.safetensors  PEFT's keys: base_model.model.<layer>.lora_A.weight (r, in),
+                               ...lora_B.weight (out, r), base_model.model.classifier.weight (a
+                               saved module); its metadata entry "bertkit" holds what PEFT has no
+                               field for (task class, base shape and weight fingerprint).
+Prefix tuning with PEFT's position convention (`PrefixConfig(shift_positions=True)`) is written
+as PEFT's PREFIX_TUNING: prompt_embeddings (P, layers * 2 * hidden) and heads under "base_model.".
+Bottleneck adapters (which PEFT does not have) and prefixes with bertkit's default convention
+(positions from 0; PEFT's prefixes shift them by P, so the same tensors give other outputs there)
+keep bertkit's own files:
+    bertkit_adapter_config.json   method and settings, task class, targets, base path, shape, fingerprint
+    bertkit_adapter.safetensors   tensors under bertkit's names (`...output.dense.adapter.up.weight`,
+                                  `prefix.key_values`, `classifier.weight`).
+Both kinds also hold the task's config.json (num_labels, id2label) and tokenizer files when a
+tokenizer is passed. Directories written by bertkit before it wrote PEFT's format (an
+adapter_config.json with "format": "bertkit-peft") still load.
+
+This module reads and writes files and builds the task model from its base; the PeftModel is
+built in model.py, which imports this module (and not the other way round).
 """
 
 from __future__ import annotations
@@ -19,116 +31,368 @@ import dataclasses
 import json
 import os
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import torch
+from safetensors import safe_open
+from safetensors.torch import save
 from torch import nn
 
+from .. import heads
 from ..checkpoint import load_into, read_state_dict
 from ..config import BertConfig
 from ..errors import CheckpointError, ConfigError
 from ..io import atomic_open, atomic_write_json
-from .model import CONFIG_CLASSES, PeftModel, base_fingerprint, base_shape, encoder_of
+from ..model import BertModel
+from .base import CONFIG_CLASSES, PeftConfig, base_shape, encoder_of
+from .lora import LoraConfig
+from .prefix import PrefixConfig
 
-ADAPTER_CONFIG = "adapter_config.json"
+ADAPTER_CONFIG = "adapter_config.json"  # PEFT's names: LoRA
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
-FORMAT = "bertkit-peft"
-FORMAT_VERSION = 1
+OWN_CONFIG = "bertkit_adapter_config.json"  # bertkit's names: bottleneck adapters, prefixes
+OWN_WEIGHTS = "bertkit_adapter.safetensors"
+FORMAT = "bertkit-peft"  # "format" of bertkit's own config (and of old adapter_config.json files)
+FORMAT_VERSION = 2
+PEFT_PREFIX = "base_model.model."  # PEFT's prefix of every saved key
+# bertkit task class <-> PEFT task_type (which PeftModelFor... class PEFT builds).
+TASK_TYPES = {"BertForSequenceClassification": "SEQ_CLS", "BertForTokenClassification": "TOKEN_CLS",
+              "BertForQuestionAnswering": "QUESTION_ANS", "BertModel": "FEATURE_EXTRACTION"}
+# PEFT LoraConfig fields whose non-default values change the maths; bertkit refuses them.
+UNSUPPORTED_LORA = {"use_dora": False, "use_rslora": False, "bias": "none", "fan_in_fan_out": False,
+                    "lora_bias": False, "rank_pattern": {}, "alpha_pattern": {},
+                    "layers_to_transform": None, "layer_replication": None, "target_parameters": None,
+                    "trainable_token_indices": None, "exclude_modules": None}
+
+
+@dataclass
+class SavedAdapter:
+    """One adapter directory, read: the method config, bertkit's description of it and its
+    tensors under bertkit's names (`...query.lora.A`, `classifier.weight`)."""
+
+    directory: str
+    config: PeftConfig
+    meta: dict  # method, adapter_name, task_class, targets, modules_to_save, base_model,
+    #             base_fingerprint, base_config (the last two None when not recorded)
+    weights: dict[str, torch.Tensor]
+    weights_file: str
 
 
 def is_adapter_dir(directory) -> bool:
-    return os.path.isfile(os.path.join(os.fspath(directory), ADAPTER_CONFIG))
+    directory = os.fspath(directory)
+    return any(os.path.isfile(os.path.join(directory, f)) for f in (ADAPTER_CONFIG, OWN_CONFIG))
 
 
 # ---------------------------------------------------------------------------- saving
-def save_adapter(peft: PeftModel, directory, adapter_name: str | None = None, tokenizer: Any = None) -> None:
-    """Write one adapter of `peft` (default: the active one) into `directory`, atomically per file.
-
-    adapter_config.json is written last: a directory that has it is complete.
-    """
-    from safetensors.torch import save
-
+def save_adapter(peft, directory, adapter_name: str | None = None, tokenizer: Any = None) -> None:
+    """Write one adapter of `peft` (a PeftModel; default: its active adapter) into `directory`:
+    LoRA and position-shifted prefixes in PEFT's files, the rest in bertkit's. The adapter config is written last, so a
+    directory that has it is complete."""
     name = peft._name(adapter_name)
     config = peft.peft_configs[name]
     directory = os.fspath(directory)
     os.makedirs(directory, exist_ok=True)
     state = {k: v.detach().to("cpu").contiguous().clone() for k, v in peft.adapter_state(name).items()}
-    with atomic_open(os.path.join(directory, ADAPTER_WEIGHTS), "wb") as f:
-        f.write(save(state, metadata={"format": "pt", "method": config.method}))
+    base = os.path.abspath(peft.base_model_path) if peft.base_model_path else None
+    meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "method": config.method,
+            "adapter_name": name, "task_class": type(peft.model).__name__,
+            "targets": peft.targets[name], "modules_to_save": peft.saved_modules[name],
+            "base_model": base, "base_fingerprint": peft.base_fingerprint,
+            "base_config": base_shape(peft.config),
+            "parameters": sum(t.numel() for t in state.values())}
+    lora = config.method == "lora"
+    peft_format = lora or (config.method == "prefix" and config.shift_positions)
+    for stale in ((OWN_CONFIG, OWN_WEIGHTS) if peft_format else (ADAPTER_CONFIG, ADAPTER_WEIGHTS)):
+        path = os.path.join(directory, stale)
+        if os.path.exists(path):  # the other kind's files from an earlier save: one adapter per dir
+            os.remove(path)
+    if lora:
+        tensors = {PEFT_PREFIX + _peft_key(k): v for k, v in state.items()}
+        metadata = {"format": "pt", "bertkit": json.dumps(meta)}
+        weights_name, config_name = ADAPTER_WEIGHTS, ADAPTER_CONFIG
+        config_dict = _peft_lora_config(config, meta, peft.peft_target_modules(name))
+    elif peft_format:  # prefix tuning as PEFT's PREFIX_TUNING: heads under "base_model."
+        key_values = peft.prefixes.encoders[name].folded().to("cpu")  # (L, 2, P, H), MLP folded
+        tensors = {"base_model." + k: v for k, v in state.items() if not k.startswith("prefix.")}
+        tensors["prompt_embeddings"] = prompt_embeddings(key_values)
+        metadata = {"format": "pt", "bertkit": json.dumps(meta)}
+        weights_name, config_name = ADAPTER_WEIGHTS, ADAPTER_CONFIG
+        config_dict = _peft_prefix_config(config, meta, peft.config, key_values.shape[0])
+    else:
+        tensors, metadata = state, {"format": "pt", "method": config.method}
+        weights_name, config_name = OWN_WEIGHTS, OWN_CONFIG
+        config_dict = {**meta, "peft_config": dataclasses.asdict(config)}
+    with atomic_open(os.path.join(directory, weights_name), "wb") as f:
+        f.write(save(tensors, metadata=metadata))
     peft.config.replace(architectures=[type(peft.model).__name__]).save_pretrained(directory)
     if tokenizer is not None:
         tokenizer.save_pretrained(directory)
-    atomic_write_json(os.path.join(directory, ADAPTER_CONFIG), {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "method": config.method,
-        "adapter_name": name,
-        "peft_config": dataclasses.asdict(config),
-        "task_class": type(peft.model).__name__,
-        "targets": peft.targets[name],
-        "modules_to_save": peft.saved_modules[name],
-        "base_model": os.path.abspath(peft.base_model_path) if peft.base_model_path else None,
-        "base_fingerprint": peft.base_fingerprint,
-        "base_config": base_shape(peft.config),
-        "parameters": sum(t.numel() for t in state.values()),
-    })
+    atomic_write_json(os.path.join(directory, config_name), config_dict)
+
+
+def _peft_key(key: str) -> str:
+    """bertkit's `<layer>.lora.A` / `.lora.B` -> PEFT's `<layer>.lora_A.weight` / `.lora_B.weight`."""
+    for ours, theirs in ((".lora.A", ".lora_A.weight"), (".lora.B", ".lora_B.weight")):
+        if key.endswith(ours):
+            return key[: -len(ours)] + theirs
+    return key  # a saved module's own name (classifier.weight)
+
+
+def _bertkit_key(key: str) -> str:
+    for ours, theirs in ((".lora.A", ".lora_A.weight"), (".lora.B", ".lora_B.weight")):
+        if key.endswith(theirs):
+            return key[: -len(theirs)] + ours
+    return key
+
+
+def _peft_lora_config(config: LoraConfig, meta: dict, target_modules: list[str]) -> dict:
+    """adapter_config.json as PEFT's LoraConfig.save_pretrained writes it (its defaults for the
+    fields bertkit does not use)."""
+    return {
+        "peft_type": "LORA",
+        "task_type": TASK_TYPES.get(meta["task_class"]),
+        "base_model_name_or_path": meta["base_model"],
+        "revision": None,
+        "inference_mode": True,
+        "r": config.r,
+        "lora_alpha": int(config.alpha) if float(config.alpha).is_integer() else config.alpha,
+        "lora_dropout": config.dropout,
+        "target_modules": target_modules,
+        "modules_to_save": meta["modules_to_save"] or None,
+        "init_lora_weights": True if config.init == "kaiming" else "gaussian",
+        **UNSUPPORTED_LORA,
+        "layers_pattern": None,
+    }
+
+
+def prompt_embeddings(key_values: torch.Tensor) -> torch.Tensor:
+    """bertkit's (L, 2, P, H) prefixes -> PEFT's prompt_embeddings (P, L * 2 * H): for each
+    virtual token, layer 0's key, layer 0's value, layer 1's key, ... (PEFT views the row as
+    (L * 2, heads, head_dim) and gives layer l the pair 2l, 2l + 1)."""
+    layers, _, tokens, hidden = key_values.shape
+    return key_values.permute(2, 0, 1, 3).reshape(tokens, layers * 2 * hidden).contiguous()
+
+
+def key_values_of(prompt: torch.Tensor, layers: int) -> torch.Tensor:
+    """PEFT's (P, L * 2 * H) prompt_embeddings -> bertkit's (L, 2, P, H)."""
+    tokens = prompt.shape[0]
+    return prompt.reshape(tokens, layers, 2, -1).permute(1, 2, 0, 3).contiguous()
+
+
+def _peft_prefix_config(config, meta: dict, model_config: BertConfig, layers: int) -> dict:
+    """adapter_config.json as PEFT's PrefixTuningConfig writes it."""
+    return {
+        "peft_type": "PREFIX_TUNING",
+        "task_type": TASK_TYPES.get(meta["task_class"]),
+        "base_model_name_or_path": meta["base_model"],
+        "revision": None,
+        "inference_mode": True,
+        "num_virtual_tokens": config.num_virtual_tokens,
+        "token_dim": model_config.hidden_size,
+        "num_transformer_submodules": 1,
+        "num_attention_heads": model_config.num_attention_heads,
+        "num_layers": layers,
+        "encoder_hidden_size": model_config.hidden_size,
+        "prefix_projection": False,
+        "modules_to_save": meta["modules_to_save"] or None,
+    }
 
 
 # ---------------------------------------------------------------------------- reading
-def read_adapter_config(directory) -> tuple[dict, Any]:
-    """(the adapter_config.json dict, the PEFT config object it describes)."""
+def read_adapter(directory) -> SavedAdapter:
+    """Read an adapter directory of any of the three kinds (PEFT LoRA, bertkit's own, old bertkit)."""
     directory = os.fspath(directory)
     if not os.path.isdir(directory):
         raise CheckpointError(f"adapter directory {directory} does not exist")
+    if os.path.isfile(os.path.join(directory, OWN_CONFIG)):
+        meta = _read_json(os.path.join(directory, OWN_CONFIG))
+        return _read_own(directory, meta, os.path.join(directory, OWN_WEIGHTS))
     path = os.path.join(directory, ADAPTER_CONFIG)
     if not os.path.isfile(path):
         plain = any(os.path.exists(os.path.join(directory, f))
                     for f in ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin"))
         what = ("a plain model directory: load it with from_pretrained, not as an adapter" if plain
                 else "not an adapter directory (written by PeftModel.save_pretrained)")
-        raise CheckpointError(f"{directory} has no {ADAPTER_CONFIG}: it is {what}")
+        raise CheckpointError(f"{directory} has no {ADAPTER_CONFIG} or {OWN_CONFIG}: it is {what}")
+    meta = _read_json(path)
+    if meta.get("format") == FORMAT:  # written by bertkit before PEFT's format (format_version 1)
+        return _read_own(directory, meta, os.path.join(directory, ADAPTER_WEIGHTS))
+    return _read_peft(directory, meta)
+
+
+def read_adapter_config(directory) -> tuple[dict, PeftConfig]:
+    """(bertkit's description of the adapter, the method config) without keeping the weights."""
+    saved = read_adapter(directory)
+    return {**saved.meta, "peft_config": dataclasses.asdict(saved.config),
+            "weights_file": saved.weights_file}, saved.config
+
+
+def _read_json(path: str) -> dict:
     try:
         with open(path, encoding="utf-8") as f:
-            meta = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
+            data = json.load(f)
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
         raise CheckpointError(f"cannot read {path}: {e}") from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise CheckpointError(f"{path} is not a bertkit adapter config (no \"format\": \"{FORMAT}\"); "
-                              "adapters from other libraries are not read")
-    if meta.get("format_version", 0) > FORMAT_VERSION:
-        raise CheckpointError(f"{path} has format version {meta['format_version']}, newer than this "
-                              f"bertkit reads ({FORMAT_VERSION}); upgrade bertkit")
-    method = meta.get("method")
-    if method not in CONFIG_CLASSES:
-        raise CheckpointError(f"{path}: unknown method {method!r}; expected one of {sorted(CONFIG_CLASSES)}")
-    cls = CONFIG_CLASSES[method]
-    fields = {f.name for f in dataclasses.fields(cls)}
-    values = meta.get("peft_config", {})
-    unknown = sorted(set(values) - fields)
-    if unknown:
-        raise CheckpointError(f"{path}: unknown {method} settings {unknown}; written by a newer bertkit?")
-    try:
-        config = cls(**values)
-    except ConfigError as e:
-        raise CheckpointError(f"{path}: {e}") from None
-    return meta, config
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{path} must hold a JSON object")
+    return data
 
 
-def _read_weights(directory: str) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load_file
-
-    path = os.path.join(directory, ADAPTER_WEIGHTS)
+def _read_weights(path: str) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     if not os.path.isfile(path):
         raise CheckpointError(f"{path} is missing: the adapter directory is incomplete")
     try:
-        return load_file(path, device="cpu")
+        with safe_open(path, framework="pt", device="cpu") as f:
+            return {k: f.get_tensor(k) for k in f.keys()}, (f.metadata() or {})
     except Exception as e:
         raise CheckpointError(f"{path} is not a valid safetensors file ({str(e)[:200]}); "
                               "the copy may be incomplete: save the adapter again") from None
 
 
-def _check_shape(meta: dict, config: BertConfig, base: str, adapter_dir: str) -> None:
-    recorded = meta.get("base_config", {})
+def _read_own(directory: str, meta: dict, path: str) -> SavedAdapter:
+    if meta.get("format") != FORMAT:
+        raise CheckpointError(f"{directory}: the adapter config is not bertkit's (no \"format\": "
+                              f"\"{FORMAT}\")")
+    if meta.get("format_version", 0) > FORMAT_VERSION:
+        raise CheckpointError(f"{directory} has adapter format version {meta['format_version']}, newer "
+                              f"than this bertkit reads ({FORMAT_VERSION}); upgrade bertkit")
+    method = meta.get("method")
+    if method not in CONFIG_CLASSES:
+        raise CheckpointError(f"{directory}: unknown method {method!r}; expected one of {sorted(CONFIG_CLASSES)}")
+    cls = CONFIG_CLASSES[method]
+    fields = {f.name for f in dataclasses.fields(cls)}
+    values = meta.get("peft_config", {})
+    unknown = sorted(set(values) - fields)
+    if unknown:
+        raise CheckpointError(f"{directory}: unknown {method} settings {unknown}; written by a newer bertkit?")
+    try:
+        config = cls(**values)
+    except ConfigError as e:
+        raise CheckpointError(f"{directory}: {e}") from None
+    weights, _ = _read_weights(path)
+    meta = {k: v for k, v in meta.items() if k != "peft_config"}
+    return SavedAdapter(directory, config, meta, weights, path)
+
+
+def _read_peft(directory: str, peft_config: dict) -> SavedAdapter:
+    """A directory in PEFT's format (written by PEFT or by bertkit): LoRA only."""
+    path = os.path.join(directory, ADAPTER_CONFIG)
+    kind = peft_config.get("peft_type")
+    if kind == "PREFIX_TUNING":
+        return _read_peft_prefix(directory, peft_config)
+    if kind != "LORA":
+        raise CheckpointError(f"{path}: peft_type {kind!r} is not read by bertkit; it reads PEFT's LoRA "
+                              "(\"LORA\") and prefix tuning (\"PREFIX_TUNING\") adapters and its own "
+                              "bottleneck adapters")
+    changed = [f"{k}={peft_config[k]!r}" for k, default in UNSUPPORTED_LORA.items()
+               if peft_config.get(k, default) not in (default, None, {}, False)]
+    init = peft_config.get("init_lora_weights", True)
+    if init not in (True, False, "gaussian"):
+        changed.append(f"init_lora_weights={init!r}")  # PiSSA / OLoRA / LoftQ change the base too
+    if changed:
+        raise CheckpointError(f"{path} uses LoRA options bertkit does not implement ({', '.join(changed)}); "
+                              "load it with peft, or merge it there (merge_and_unload) into a plain "
+                              "checkpoint that bertkit reads")
+    weights_path = os.path.join(directory, ADAPTER_WEIGHTS)
+    if not os.path.isfile(weights_path) and os.path.isfile(os.path.join(directory, "adapter_model.bin")):
+        raise CheckpointError(f"{directory} holds adapter_model.bin (a pickle); bertkit never unpickles: "
+                              "save the adapter again with peft's safe_serialization=True")
+    raw, metadata = _read_weights(weights_path)
+    outside = [k for k in raw if not k.startswith(PEFT_PREFIX)]
+    if outside:
+        raise CheckpointError(f"{weights_path} has keys outside {PEFT_PREFIX!r} ({', '.join(outside[:3])}); "
+                              "it is not a LoRA adapter of a transformers model")
+    weights = {_bertkit_key(k[len(PEFT_PREFIX):]): v for k, v in raw.items()}
+    ours = json.loads(metadata["bertkit"]) if "bertkit" in metadata else {}
+    targets = sorted({k[: -len(".lora.A")] for k in weights if k.endswith(".lora.A")})
+    if not targets:
+        raise CheckpointError(f"{weights_path} holds no lora_A weights: the adapter is empty or not LoRA")
+    heads = [k for k in weights if not k.endswith((".lora.A", ".lora.B"))]
+    names = peft_config.get("modules_to_save") or []
+    saved = ours.get("modules_to_save") or [n for n in names if any(
+        _has_module(key, n) for key in heads)]
+    try:
+        config = LoraConfig(r=int(peft_config["r"]), alpha=float(peft_config["lora_alpha"]),
+                            dropout=float(peft_config.get("lora_dropout") or 0.0),
+                            target_modules=targets, modules_to_save=saved,
+                            init="normal" if init == "gaussian" else "kaiming")
+    except (KeyError, TypeError, ValueError, ConfigError) as e:
+        raise CheckpointError(f"{path}: not a readable LoRA config ({e})") from None
+    task = ours.get("task_class") or _task_class_name(directory, peft_config)
+    meta = {"format": "peft", "method": "lora", "adapter_name": ours.get("adapter_name", "default"),
+            "task_class": task, "targets": targets, "modules_to_save": saved,
+            "base_model": peft_config.get("base_model_name_or_path"),
+            "base_fingerprint": ours.get("base_fingerprint"), "base_config": ours.get("base_config"),
+            "parameters": sum(t.numel() for t in weights.values())}
+    return SavedAdapter(directory, config, meta, weights, weights_path)
+
+
+def _read_peft_prefix(directory: str, peft_config: dict) -> SavedAdapter:
+    """PEFT's PREFIX_TUNING directory: prompt_embeddings (P, L * 2 * H), heads under "base_model."."""
+    path = os.path.join(directory, ADAPTER_CONFIG)
+    if peft_config.get("prefix_projection"):
+        raise CheckpointError(f"{path} has prefix_projection=true: its file holds the MLP's input, not the "
+                              "prefixes; save it from peft with prefix_projection=false, or load it with peft")
+    if peft_config.get("num_transformer_submodules", 1) != 1:
+        raise CheckpointError(f"{path}: num_transformer_submodules={peft_config['num_transformer_submodules']}"
+                              " is an encoder-decoder's prefix; bertkit's encoders take 1")
+    weights_path = os.path.join(directory, ADAPTER_WEIGHTS)
+    raw, metadata = _read_weights(weights_path)
+    if "prompt_embeddings" not in raw:
+        raise CheckpointError(f"{weights_path} has no prompt_embeddings: not a prefix-tuning adapter")
+    try:
+        layers, tokens = int(peft_config["num_layers"]), int(peft_config["num_virtual_tokens"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise CheckpointError(f"{path}: not a readable prefix-tuning config ({e})") from None
+    prompt = raw.pop("prompt_embeddings")
+    if prompt.dim() != 2 or prompt.shape[0] != tokens or prompt.shape[1] % (2 * layers):
+        raise CheckpointError(f"{weights_path}: prompt_embeddings of shape {tuple(prompt.shape)} does not fit "
+                              f"{tokens} virtual tokens over {layers} layers")
+    weights = {k.removeprefix("base_model."): v for k, v in raw.items()}
+    weights["prefix.key_values"] = key_values_of(prompt, layers)
+    ours = json.loads(metadata["bertkit"]) if "bertkit" in metadata else {}
+    names = peft_config.get("modules_to_save") or []
+    heads = [k for k in weights if not k.startswith("prefix.")]
+    saved = ours.get("modules_to_save") or list(dict.fromkeys(
+        n for n in names if any(_has_module(key, n) for key in heads)))
+    config = PrefixConfig(num_virtual_tokens=tokens, init="normal", modules_to_save=saved,
+                          shift_positions=True)
+    task = ours.get("task_class") or _task_class_name(directory, peft_config)
+    meta = {"format": "peft", "method": "prefix", "adapter_name": ours.get("adapter_name", "default"),
+            "task_class": task, "targets": ours.get("targets", []), "modules_to_save": saved,
+            "base_model": peft_config.get("base_model_name_or_path"),
+            "base_fingerprint": ours.get("base_fingerprint"),
+            "base_config": ours.get("base_config") or {"num_hidden_layers": layers, **(
+                {"hidden_size": peft_config["token_dim"]} if peft_config.get("token_dim") else {})},
+            "parameters": sum(t.numel() for t in weights.values())}
+    return SavedAdapter(directory, config, meta, weights, weights_path)
+
+
+def _has_module(key: str, name: str) -> bool:
+    """Is `key` a tensor inside a module PEFT's name `name` matches (suffix match on paths)?"""
+    parts = key.split(".")[:-1]
+    paths = {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+    return any(p == name or p.endswith("." + name) for p in paths)
+
+
+def _task_class_name(directory: str, peft_config: dict) -> str:
+    """The bertkit class for PEFT's task_type; without one, the adapter's or base's config names it."""
+    by_type = {v: k for k, v in TASK_TYPES.items()}
+    task_type = peft_config.get("task_type")
+    if task_type in by_type:
+        return by_type[task_type]
+    for candidate in (directory, peft_config.get("base_model_name_or_path")):
+        if candidate and os.path.isfile(os.path.join(candidate, "config.json")):
+            architectures = BertConfig.from_pretrained(candidate).architectures or []
+            if architectures:
+                return architectures[0]
+    return "BertModel"
+
+
+# ---------------------------------------------------------------------------- checks
+def check_shape(meta: dict, config: BertConfig, base: str, adapter_dir: str) -> None:
+    recorded = meta.get("base_config") or {}
     actual = base_shape(config)
     differ = [f"{k}={recorded[k]!r} (base has {actual.get(k)!r})" for k in recorded if recorded[k] != actual.get(k)]
     if differ:
@@ -136,8 +400,10 @@ def _check_shape(meta: dict, config: BertConfig, base: str, adapter_dir: str) ->
                               f"{', '.join(differ)}; pass the base it was trained on ({base} is not)")
 
 
-def _check_fingerprint(meta: dict, fingerprint: str, base: str, adapter_dir: str) -> None:
-    if meta.get("base_fingerprint") != fingerprint:
+def check_fingerprint(meta: dict, fingerprint: str, base: str, adapter_dir: str) -> None:
+    """Refuse other base weights than the adapter was trained on (when it records them: PEFT's
+    own adapters do not)."""
+    if meta.get("base_fingerprint") is not None and meta["base_fingerprint"] != fingerprint:
         recorded = meta.get("base_model") or "(not recorded)"
         raise CheckpointError(
             f"adapter {adapter_dir} was trained on other base weights than {base} (fingerprint "
@@ -145,122 +411,109 @@ def _check_fingerprint(meta: dict, fingerprint: str, base: str, adapter_dir: str
             f"{recorded}: pass that with --base, or check_base=False to load anyway")
 
 
-def load_adapter_weights(peft: PeftModel, directory, name: str) -> None:
-    """Copy the weights in `directory` into adapter `name`; every tensor must fit exactly."""
-    directory = os.fspath(directory)
-    loaded = _read_weights(directory)
+def copy_adapter_weights(peft, weights: dict[str, torch.Tensor], name: str, source: str) -> None:
+    """Copy `weights` (bertkit's names) into adapter `name` of `peft`; every tensor must fit."""
     own = peft.adapter_state(name)
-    missing = sorted(set(own) - set(loaded))
-    unexpected = sorted(set(loaded) - set(own))
+    missing = sorted(set(own) - set(weights))
+    unexpected = sorted(set(weights) - set(own))
     if missing or unexpected:
         raise CheckpointError(
-            f"{directory} does not hold the weights of adapter {name!r} as configured "
+            f"{source} does not hold the weights of adapter {name!r} as configured "
             f"(missing {missing[:3]}{' ...' if len(missing) > 3 else ''}, unexpected "
             f"{unexpected[:3]}{' ...' if len(unexpected) > 3 else ''}); it was saved from another "
             "model class or adapter config")
-    wrong = [f"{k}: file {tuple(loaded[k].shape)} vs model {tuple(own[k].shape)}"
-             for k in own if loaded[k].shape != own[k].shape]
+    wrong = [f"{k}: file {tuple(weights[k].shape)} vs model {tuple(own[k].shape)}"
+             for k in own if weights[k].shape != own[k].shape]
     if wrong:
-        raise CheckpointError(f"{len(wrong)} adapter tensors in {directory} have other shapes than "
+        raise CheckpointError(f"{len(wrong)} adapter tensors in {source} have other shapes than "
                               f"this model ({'; '.join(wrong[:3])}); the base model differs from "
                               "the one it was trained on")
     with torch.no_grad():
         for key, tensor in own.items():
-            tensor.copy_(loaded[key])
+            tensor.copy_(weights[key])
 
 
-# ---------------------------------------------------------------------------- loading
+# ---------------------------------------------------------------------------- the base model
 def task_class(name: str) -> type:
-    import bertkit
-
-    cls = getattr(bertkit, name, None)
+    cls = BertModel if name == "BertModel" else getattr(heads, name, None)
     if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
         raise CheckpointError(f"adapter was saved from model class {name!r}, which bertkit does not have")
     return cls
 
 
-def load_peft_model(adapter_dir, base=None, adapter_name: str | None = None, check_base: bool = True
-                    ) -> PeftModel:
-    """Rebuild the task model on its base weights and load the adapter onto it (eval mode).
+def base_directory(saved: SavedAdapter) -> str:
+    """The recorded base model directory, or an error that names what is missing."""
+    base = saved.meta.get("base_model")
+    where = ("base_model_name_or_path in adapter_config.json" if saved.meta.get("format") == "peft"
+             else "base_model in the adapter config")
+    if not base:
+        raise CheckpointError(f"adapter {saved.directory} does not record its base model; pass the base "
+                              f"model directory (--base DIR), base=DIR in Python ({where} is empty)")
+    if not os.path.isdir(base):
+        raise CheckpointError(f"adapter {saved.directory} needs its base model {base!r} ({where}), which "
+                              "is not a directory here (bertkit reads local directories only); pass the "
+                              "base model directory (--base DIR), base=DIR in Python, or copy the base there")
+    return base
 
-    `base`: a model directory, or an already built bertkit model of the adapter's task class;
-    None uses the base path recorded in adapter_config.json.
-    """
-    adapter_dir = os.fspath(adapter_dir)
-    meta, config = read_adapter_config(adapter_dir)
-    cls = task_class(meta.get("task_class", "BertModel"))
-    if base is None:
-        base = meta.get("base_model")
-        if not base:
-            raise CheckpointError(f"adapter {adapter_dir} does not record its base model; pass the "
-                                  "base model directory (--base DIR)")
-        if not os.path.isdir(base):
-            raise CheckpointError(f"the base model recorded in {adapter_dir} ({base}) does not exist "
-                                  "here; pass the base model directory (--base DIR)")
-    if isinstance(base, nn.Module):
-        if type(base) is not cls:
-            raise CheckpointError(f"adapter {adapter_dir} belongs on a {cls.__name__}, got a "
-                                  f"{type(base).__name__}")
-        model, base_name, base_path = base, f"the given {cls.__name__}", None
-        _check_shape(meta, model.config, base_name, adapter_dir)
+
+def build_task_model(saved: SavedAdapter, base_path: str) -> nn.Module:
+    """The adapter's task model with the base's weights (the head from the adapter comes later)."""
+    cls = task_class(saved.meta["task_class"])
+    base_config = BertConfig.from_pretrained(base_path)
+    check_shape(saved.meta, base_config, base_path, saved.directory)
+    model = cls(_task_config(saved, base_config))
+    report = load_into(model, read_state_dict(base_path), getattr(cls, "base_model_prefix", "bert"))
+    _, encoder_path = encoder_of(model)
+    inside = encoder_path + "." if encoder_path else ""
+    kept = saved.meta.get("modules_to_save") or []
+    missing = [k for k in report.missing_keys if k.startswith(inside)
+               and not any(k.startswith(s + ".") for s in kept)]
+    if missing:
+        raise CheckpointError(f"base {base_path} lacks {len(missing)} encoder weights "
+                              f"({', '.join(missing[:3])}); it is not the model this adapter was "
+                              "trained on")
+    unsaved = [k for k in report.missing_keys if not k.startswith(inside)
+               and not any(k.startswith(s + ".") for s in kept)]
+    if unsaved:
+        warnings.warn(f"{len(unsaved)} head weights are neither in {base_path} nor in the "
+                      f"adapter ({', '.join(unsaved[:3])}) and stay randomly initialised", stacklevel=3)
+    return model
+
+
+def _task_config(saved: SavedAdapter, base_config: BertConfig) -> BertConfig:
+    """The task config (labels, problem type): the adapter's config.json when it has one (bertkit
+    writes it), else the base's with num_labels read off the saved classifier (PEFT's dirs)."""
+    if os.path.isfile(os.path.join(saved.directory, "config.json")):
+        return BertConfig.from_pretrained(saved.directory)
+    classifier = saved.weights.get("classifier.weight")
+    if classifier is None or saved.meta["task_class"] not in ("BertForSequenceClassification",
+                                                              "BertForTokenClassification"):
+        return base_config
+    labels = classifier.shape[0]
+    if labels == base_config.num_labels:
+        return base_config
+    return base_config.replace(num_labels=labels, id2label=None, label2id=None)
+
+
+# ---------------------------------------------------------------------------- for commands
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json")
+
+
+def adapter_task_config(directory) -> BertConfig:
+    """The task config of an adapter directory, `architectures` naming its task class: what
+    `evaluate`/`predict` read from config.json (which PEFT's own directories lack)."""
+    saved = read_adapter(directory)
+    if os.path.isfile(os.path.join(saved.directory, "config.json")):
+        config = BertConfig.from_pretrained(saved.directory)
     else:
-        base_path = base_name = os.fspath(base)
-        _check_shape(meta, BertConfig.from_pretrained(base_path), base_name, adapter_dir)
-        # The task config (labels, problem type) comes from the adapter, the weights from the base.
-        model = cls(BertConfig.from_pretrained(adapter_dir))
-        report = load_into(model, read_state_dict(base_path), getattr(cls, "base_model_prefix", "bert"))
-        _, encoder_path = encoder_of(model)
-        inside = encoder_path + "." if encoder_path else ""
-        saved = meta.get("modules_to_save", [])
-        missing = [k for k in report.missing_keys if k.startswith(inside)
-                   and not any(k.startswith(s + ".") for s in saved)]
-        if missing:
-            raise CheckpointError(f"base {base_path} lacks {len(missing)} encoder weights "
-                                  f"({', '.join(missing[:3])}); it is not the model this adapter was "
-                                  "trained on")
-        unsaved_heads = [k for k in report.missing_keys if not k.startswith(inside)
-                         and not any(k.startswith(s + ".") for s in saved)]
-        if unsaved_heads:
-            warnings.warn(f"{len(unsaved_heads)} head weights are neither in {base_path} nor in the "
-                          f"adapter ({', '.join(unsaved_heads[:3])}) and stay randomly initialised",
-                          stacklevel=2)
-    adapter_name = adapter_name or meta.get("adapter_name") or "default"
-    fingerprint = base_fingerprint(model)
-    if check_base:
-        _check_fingerprint(meta, fingerprint, base_name, adapter_dir)
-    peft = PeftModel(model, config, adapter_name, base_model_path=base_path or meta.get("base_model"),
-                     fingerprint=fingerprint, init_weights=False)
-    load_adapter_weights(peft, adapter_dir, adapter_name)
-    peft.eval()
-    return peft
+        config = _task_config(saved, BertConfig.from_pretrained(base_directory(saved)))
+    return config.replace(architectures=[saved.meta["task_class"]])
 
 
-def load_adapter_into(peft: PeftModel, adapter_dir, adapter_name: str, check_base: bool = True) -> None:
-    """Add the adapter saved in `adapter_dir` to `peft` as `adapter_name` (not made active)."""
-    adapter_dir = os.fspath(adapter_dir)
-    meta, config = read_adapter_config(adapter_dir)
-    if meta.get("task_class") != type(peft.model).__name__:
-        raise CheckpointError(f"adapter {adapter_dir} belongs on a {meta.get('task_class')}, this "
-                              f"model is a {type(peft.model).__name__}")
-    _check_shape(meta, peft.config, "this model's base", adapter_dir)
-    if check_base:
-        _check_fingerprint(meta, peft.base_fingerprint, "this model's base", adapter_dir)
-    peft.add_adapter(adapter_name, config, init_weights=False)
-    try:
-        load_adapter_weights(peft, adapter_dir, adapter_name)
-    except CheckpointError:
-        peft.delete_adapter(adapter_name)
-        raise
-
-
-def load_model(directory, model_class: type | None = None, base=None, **config_overrides: Any) -> nn.Module:
-    """A model directory or an adapter directory, whichever `directory` is, ready for inference.
-
-    For commands such as evaluate/predict: a plain directory loads with
-    `model_class.from_pretrained`; an adapter directory loads onto its (recorded or given) base.
-    """
-    if is_adapter_dir(directory):
-        return load_peft_model(directory, base)
-    if model_class is None:
-        raise ConfigError("pass model_class to load a plain model directory")
-    return model_class.from_pretrained(directory, **config_overrides)
+def tokenizer_dir(directory) -> str:
+    """Where the tokenizer of a model or adapter directory is: the directory itself when it has
+    tokenizer files (bertkit saves them with an adapter), else an adapter's base directory."""
+    directory = os.fspath(directory)
+    if any(os.path.isfile(os.path.join(directory, f)) for f in TOKENIZER_FILES) or not is_adapter_dir(directory):
+        return directory
+    return base_directory(read_adapter(directory))

@@ -30,7 +30,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
-import hashlib
+import os
 import re
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -39,19 +39,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import BertkitError, ConfigError
-from ..model import BertModel, BertSelfAttention
+from ..errors import BertkitError, CheckpointError, ConfigError
+from ..hf_compat import count_parameters
+from ..model import BertSelfAttention
+from . import io
 from .adapters import ADAPTER_PLACES, AdapterConfig, Bottleneck
+from .base import (CONFIG_CLASSES, SHAPE_FIELDS, PeftConfig, base_fingerprint, base_shape,  # noqa: F401
+                   encoder_of)
 from .lora import LoraConfig, LoraUpdate
 from .prefix import PrefixConfig, PrefixEncoder, PrefixHook, PrefixTuning, vocab_init_ids
-
-PeftConfig = LoraConfig | AdapterConfig | PrefixConfig
-CONFIG_CLASSES: dict[str, type] = {"lora": LoraConfig, "adapter": AdapterConfig, "prefix": PrefixConfig}
-# Config fields that fix the shapes of the encoder's weights; recorded with every adapter.
-SHAPE_FIELDS = ("model_type", "vocab_size", "hidden_size", "embedding_size", "num_hidden_layers",
-                "num_attention_heads", "intermediate_size", "max_position_embeddings",
-                "type_vocab_size", "position_embedding_type", "num_hidden_groups", "inner_group_num")
-
 
 # ---------------------------------------------------------------------------- modules
 class PeftLinear(nn.Module):
@@ -133,41 +129,6 @@ class HeadCopies(nn.Module):
             return getattr(self.current(), name)
 
 
-# ---------------------------------------------------------------------------- base identity
-def encoder_of(model: nn.Module) -> tuple[BertModel, str]:
-    """The bare encoder inside a bertkit model and its path ("bert" or "" for a BertModel)."""
-    if isinstance(model, BertModel):
-        return model, ""
-    prefix = getattr(model, "base_model_prefix", "bert")
-    encoder = getattr(model, prefix, None)
-    if not isinstance(encoder, BertModel):
-        raise ConfigError(f"{type(model).__name__} is not a bertkit model (no BertModel under "
-                          f".{prefix}); PEFT wraps bertkit.BertModel or a model with a head")
-    return encoder, prefix
-
-
-def base_fingerprint(model: nn.Module) -> str:
-    """SHA-256 over the encoder's weights (names, shapes, float32 values): which base this is.
-
-    Task heads are excluded (a new classifier is random), so every model built on the same
-    pre-trained encoder has the same fingerprint.
-    """
-    encoder, _ = encoder_of(model)
-    digest = hashlib.sha256()
-    for key, tensor in sorted(encoder.state_dict().items()):
-        if not torch.is_floating_point(tensor):
-            continue
-        array = tensor.detach().to("cpu", torch.float32).contiguous().numpy()
-        digest.update(f"{key}|{tuple(array.shape)}\n".encode())
-        digest.update(memoryview(array).cast("B"))
-    return digest.hexdigest()
-
-
-def base_shape(config) -> dict[str, Any]:
-    values = config.to_dict()
-    return {k: values[k] for k in SHAPE_FIELDS if k in values}
-
-
 # ---------------------------------------------------------------------------- counting
 @dataclass
 class ParameterCount:
@@ -216,7 +177,21 @@ class PeftModel(nn.Module):
     # ------------------------------------------------------------------ running
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         self._check_usable()
+        config = self.peft_configs.get(self.active_adapter) if self.active_adapter else None
+        if getattr(config, "shift_positions", False) and len(args) < 4 and kwargs.get("position_ids") is None:
+            kwargs["position_ids"] = self._shifted_positions(args[0] if args else kwargs["input_ids"],
+                                                             config.num_virtual_tokens)
         return self.model(*args, **kwargs)
+
+    def _shifted_positions(self, input_ids: torch.Tensor, shift: int) -> torch.Tensor:
+        """(1, T) positions P .. P + T - 1: PEFT's prefix tuning on transformers' BERT counts the
+        prefix as a past key/value cache, so the sequence's positions start after it."""
+        length = input_ids.shape[-1]
+        if shift + length > self.config.max_position_embeddings:
+            raise BertkitError(f"this prefix shifts positions by {shift} (PEFT's convention), so inputs "
+                               f"may have at most {self.config.max_position_embeddings - shift} tokens; "
+                               f"got {length}: truncate shorter")
+        return torch.arange(shift, shift + length, device=input_ids.device).unsqueeze(0)
 
     def __getattr__(self, name: str) -> Any:
         """Attributes the wrapper lacks come from the wrapped model (get_input_embeddings, ...)."""
@@ -227,8 +202,11 @@ class PeftModel(nn.Module):
                 raise
             return getattr(self.model, name)
 
-    def num_parameters(self, trainable_only: bool = False) -> int:
-        return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
+    def num_parameters(self, only_trainable: bool = False, exclude_embeddings: bool = False, *,
+                       trainable_only: bool | None = None) -> int:
+        """As transformers' (`trainable_only`: bertkit's earlier name for `only_trainable`)."""
+        return count_parameters(self, only_trainable if trainable_only is None else trainable_only,
+                                exclude_embeddings)
 
     # ------------------------------------------------------------------ adapters
     @property
@@ -252,6 +230,9 @@ class PeftModel(nn.Module):
             targets = self._adapter_places(config)
         else:
             targets = [f"{p}.prefix" for p in self._attention_paths()]
+            if config.shift_positions and self.config.model_type == "roberta":
+                raise ConfigError("shift_positions is transformers' BERT convention; RoBERTa numbers "
+                                  "positions from the padding, use shift_positions=False")
         # Everything checked: now change the model.
         reference = self.model.get_submodule(targets[0]) if config.method != "prefix" else None
         for path in saved:
@@ -399,33 +380,74 @@ class PeftModel(nn.Module):
 
     # ------------------------------------------------------------------ saving / loading
     def save_pretrained(self, directory, tokenizer: Any = None, adapter_name: str | None = None) -> None:
-        """Write the active (or named) adapter: adapter_model.safetensors, adapter_config.json,
-        the task's config.json and the tokenizer's files. The base weights are not written."""
-        from .io import save_adapter
-
-        save_adapter(self, directory, adapter_name, tokenizer)
+        """Write the active (or named) adapter, the task's config.json and the tokenizer's files;
+        the base weights are not written. LoRA is written in PEFT's format (adapter_config.json,
+        adapter_model.safetensors), other methods in bertkit's (see io.py)."""
+        io.save_adapter(self, directory, adapter_name, tokenizer)
 
     @classmethod
     def from_pretrained(cls, adapter_dir, base=None, adapter_name: str | None = None,
                         check_base: bool = True) -> "PeftModel":
-        """Load an adapter directory onto its base (a directory, or a bertkit model; default:
-        the base path recorded in adapter_config.json). `adapter_name` defaults to the name it
-        was saved under."""
-        from .io import load_peft_model
-
-        return load_peft_model(adapter_dir, base, adapter_name, check_base)
+        """Load an adapter directory (bertkit's, or a LoRA adapter PEFT saved) onto its base, in
+        eval mode. `base`: a model directory or a bertkit model of the adapter's task class;
+        default: the base recorded in the adapter. `adapter_name` defaults to the saved name."""
+        adapter_dir = os.fspath(adapter_dir)
+        saved = io.read_adapter(adapter_dir)
+        cls_name = saved.meta["task_class"]
+        if isinstance(base, nn.Module):
+            if type(base).__name__ != cls_name:
+                raise CheckpointError(f"adapter {adapter_dir} belongs on a {cls_name}, got a "
+                                      f"{type(base).__name__}")
+            model, base_name, base_path = base, f"the given {cls_name}", None
+            io.check_shape(saved.meta, model.config, base_name, adapter_dir)
+        else:
+            base_path = base_name = os.fspath(base) if base is not None else io.base_directory(saved)
+            model = io.build_task_model(saved, base_path)
+        fingerprint = base_fingerprint(model)
+        if check_base:
+            io.check_fingerprint(saved.meta, fingerprint, base_name, adapter_dir)
+        name = adapter_name or saved.meta.get("adapter_name") or "default"
+        peft = cls(model, saved.config, name, base_model_path=base_path or saved.meta.get("base_model"),
+                   fingerprint=fingerprint, init_weights=False)
+        io.copy_adapter_weights(peft, saved.weights, name, saved.weights_file)
+        peft.eval()
+        return peft
 
     def load_adapter(self, adapter_dir, adapter_name: str, check_base: bool = True) -> None:
         """Add the adapter saved in `adapter_dir` under `adapter_name` (not made active)."""
-        from .io import load_adapter_into
-
-        load_adapter_into(self, adapter_dir, adapter_name, check_base)
+        adapter_dir = os.fspath(adapter_dir)
+        saved = io.read_adapter(adapter_dir)
+        if saved.meta.get("task_class") != type(self.model).__name__:
+            raise CheckpointError(f"adapter {adapter_dir} belongs on a {saved.meta.get('task_class')}, "
+                                  f"this model is a {type(self.model).__name__}")
+        io.check_shape(saved.meta, self.config, "this model's base", adapter_dir)
+        if check_base:
+            io.check_fingerprint(saved.meta, self.base_fingerprint, "this model's base", adapter_dir)
+        self.add_adapter(adapter_name, saved.config, init_weights=False)
+        try:
+            io.copy_adapter_weights(self, saved.weights, adapter_name, saved.weights_file)
+        except CheckpointError:
+            self.delete_adapter(adapter_name)
+            raise
 
     def load_adapter_weights(self, adapter_dir, adapter_name: str | None = None) -> None:
         """Overwrite an existing adapter's weights from a directory it was saved to (resume)."""
-        from .io import load_adapter_weights
+        saved = io.read_adapter(adapter_dir)
+        io.copy_adapter_weights(self, saved.weights, self._name(adapter_name), saved.weights_file)
 
-        load_adapter_weights(self, adapter_dir, self._name(adapter_name))
+    def peft_target_modules(self, name: str | None = None) -> list[str]:
+        """target_modules for PEFT's adapter_config.json: the configured names when PEFT, matching
+        them against every module of the model (heads too), finds exactly this adapter's targets;
+        otherwise the targets' full paths."""
+        name = self._name(name)
+        targets = self.targets[name]
+        names = self.peft_configs[name].target_modules
+        if isinstance(names, list):
+            paths = [p for p, _ in self._walk() if p]
+            found = {p for p in paths for n in names if p == n or p.endswith("." + n)}
+            if found == set(targets):
+                return list(names)
+        return list(targets)
 
     # ------------------------------------------------------------------ internals
     def _check_usable(self) -> None:
@@ -626,3 +648,22 @@ def get_peft_model(model: nn.Module, config: PeftConfig, adapter_name: str = "de
     directory the base was loaded from) so the adapter can later be loaded and merged without
     naming the base again."""
     return PeftModel(model, config, adapter_name, base_model_path=base_model_path)
+
+
+def load_peft_model(adapter_dir, base=None, adapter_name: str | None = None, check_base: bool = True
+                    ) -> PeftModel:
+    """`PeftModel.from_pretrained` as a function (for commands)."""
+    return PeftModel.from_pretrained(adapter_dir, base, adapter_name, check_base)
+
+
+def load_model(directory, model_class: type | None = None, base=None, **config_overrides: Any) -> nn.Module:
+    """A model directory or an adapter directory, whichever `directory` is, ready for inference.
+
+    For commands such as evaluate/predict: a plain directory loads with
+    `model_class.from_pretrained`; an adapter directory loads onto its (recorded or given) base.
+    """
+    if io.is_adapter_dir(directory):
+        return load_peft_model(directory, base)
+    if model_class is None:
+        raise ConfigError("pass model_class to load a plain model directory")
+    return model_class.from_pretrained(directory, **config_overrides)

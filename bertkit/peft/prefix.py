@@ -43,6 +43,10 @@ class PrefixConfig:
     projection_hidden: int = 64  # the MLP's hidden width when reparameterized (H -> 64 -> L * 2 * H)
     init: str = "vocab"  # "vocab": K/V of real tokens from the base model; "normal": N(0, 0.02)
     modules_to_save: list[str] | None = None  # None = the task head
+    # True: the sequence's positions start at P, as PEFT's prefix tuning on transformers' BERT
+    # has them (its prefixes enter as a key/value cache of length P); such prefixes are saved in
+    # PEFT's format. False: positions start at 0 as without a prefix (the paper; bertkit's format).
+    shift_positions: bool = False
 
     def __post_init__(self) -> None:
         for name in ("num_virtual_tokens", "projection_hidden"):

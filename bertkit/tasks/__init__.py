@@ -1,45 +1,29 @@
-"""Model-independent parts of fine-tuning tasks: file formats, metrics, label/token
-alignment, QA span decoding, and real labelled data built from installable assets.
+"""Fine-tuning tasks: one registry entry per task (`TASKS`), and what the entries share.
 
-The modules import only numpy and the standard library, so data preparation and
-evaluation work without torch.
+- `spec.py`      the `Task` entry: reader, feature builder, head class, decoder, metrics, rows
+- `registry.py`  the registered tasks; `register_task` for your own
+- `sequence.py`, `tagging.py`, `qa.py`, `multiple_choice.py`: the entries
+- `common.py`    input settings (`DataConfig`), the model spec (`TaskSpec`), padding, inference
+- `inference.py` evaluate / predict with a fine-tuned model directory, for any task
+- `builtin.py`   built-in real data sets by name (bbc, wordnet-*)
+- torch-free: `formats.py` (CSV/TSV/JSONL, CoNLL, SQuAD, choices), `metrics.py`,
+  `alignment.py`, `qa_spans.py`, `realdata.py`
 """
 
-from bertkit.tasks.alignment import IGNORE_INDEX, align_labels_to_tokens, word_predictions_from_tokens
-from bertkit.tasks.formats import (
-    QAExample,
-    SquadReadStats,
-    TextExample,
-    TokenExample,
-    build_label_map,
-    check_labels_known,
-    infer_task_kind,
-    read_conll,
-    read_squad,
-    read_text_dataset,
-    write_conll,
-    write_squad,
-)
-from bertkit.tasks.metrics import (
-    accuracy,
-    entity_prf,
-    entity_spans,
-    macro_f1,
-    micro_f1,
-    pearson,
-    per_class_prf,
-    spearman,
-    squad_em_f1,
-    squad_evaluate,
-)
-from bertkit.tasks.qa_spans import QAFeature, SpanPrediction, best_spans, merge_features, null_score
+from bertkit.tasks.builtin import BUILTIN_DATA, builtin_labels, builtin_splits, load_examples, parse_source
+from bertkit.tasks.common import (SUMMARY_FILE, Collator, DataConfig, PredictionInput, TaskSpec, clean_metrics,
+                                  eval_order, feature_length, forward_features, json_float, model_labels,
+                                  subsample)
+from bertkit.tasks.inference import (baseline_metrics, check_model_labels, evaluate_examples, load_for_inference,
+                                     load_model, prediction_rows, read_prediction_input, read_spec)
+from bertkit.tasks.registry import TASKS, get_task, register_task, task_of_config
+from bertkit.tasks.spec import Task
 
 __all__ = [
-    "IGNORE_INDEX", "align_labels_to_tokens", "word_predictions_from_tokens",
-    "QAExample", "SquadReadStats", "TextExample", "TokenExample", "build_label_map",
-    "check_labels_known", "infer_task_kind", "read_conll", "read_squad", "read_text_dataset",
-    "write_conll", "write_squad",
-    "accuracy", "entity_prf", "entity_spans", "macro_f1", "micro_f1", "pearson",
-    "per_class_prf", "spearman", "squad_em_f1", "squad_evaluate",
-    "QAFeature", "SpanPrediction", "best_spans", "merge_features", "null_score",
+    "TASKS", "Task", "get_task", "register_task", "task_of_config",
+    "BUILTIN_DATA", "builtin_labels", "builtin_splits", "load_examples", "parse_source",
+    "SUMMARY_FILE", "Collator", "DataConfig", "PredictionInput", "TaskSpec", "clean_metrics", "eval_order",
+    "feature_length", "forward_features", "json_float", "model_labels", "subsample",
+    "baseline_metrics", "check_model_labels", "evaluate_examples", "load_for_inference", "load_model",
+    "prediction_rows", "read_prediction_input", "read_spec",
 ]

@@ -13,7 +13,7 @@ import numpy as np
 
 from bertkit.errors import DataError
 
-IGNORE_INDEX = -100  # the label torch.nn.functional.cross_entropy skips by default
+from bertkit.constants import IGNORE_INDEX
 
 __all__ = ["IGNORE_INDEX", "align_labels_to_tokens", "word_predictions_from_tokens"]
 

@@ -1,11 +1,12 @@
 """Task data in the standard file formats: CSV/TSV/JSONL text sets, CoNLL, SQuAD JSON.
 
-Three example types cover the fine-tuning tasks:
+Four example types cover the fine-tuning tasks:
 
 * `TextExample`  -- one text (or a text pair) with a class label, several labels
   (multi-label), a number (regression), or no label (unlabelled prediction input).
 * `TokenExample` -- a tokenised sentence with one tag per token (NER, POS, supersenses).
 * `QAExample`    -- an extractive question over a context (SQuAD v1.1 / v2.0).
+* `ChoiceExample` -- a context with C candidate texts and the index of the right one (JSONL).
 
 Every problem a user can cause in a file raises `DataError` with the file, the line (or
 record) at fault and what to do about it.
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Iterable, Sequence, Union
 
 from bertkit.errors import DataError
-from bertkit.io import iter_jsonl
+from bertkit.io import MAX_LINE_BYTES, check_regular_file, iter_jsonl, iter_text_lines, loads_json, read_text
 
 Label = Union[str, float, list, None]
 
@@ -31,12 +32,14 @@ __all__ = [
     "TextExample",
     "TokenExample",
     "QAExample",
+    "ChoiceExample",
     "SquadReadStats",
     "read_text_dataset",
     "read_conll",
     "write_conll",
     "read_squad",
     "write_squad",
+    "read_choices",
     "infer_task_kind",
     "build_label_map",
     "check_labels_known",
@@ -54,6 +57,7 @@ class TextExample:
     text: str
     text_pair: str | None = None
     label: Label = None
+    line: int | None = field(default=None, compare=False)  # where it starts in its file (1-based)
 
 
 @dataclass
@@ -62,6 +66,7 @@ class TokenExample:
 
     tokens: list[str]
     tags: list[str]
+    line: int | None = field(default=None, compare=False)  # where it starts in its file (1-based)
 
     def __post_init__(self) -> None:
         if len(self.tokens) != len(self.tags):
@@ -85,6 +90,7 @@ class QAExample:
     context: str
     answers: list[dict] = field(default_factory=list)
     is_impossible: bool = False
+    line: int | None = field(default=None, compare=False)  # its line in a JSON-lines file (1-based)
 
 
 # ----------------------------------------------------------------------------------------
@@ -149,11 +155,18 @@ def _label_to_str(value) -> str:
 def _csv_rows(path: str, delimiter: str):
     """Yield (line_number, row_dict, fieldnames) from a CSV/TSV file with a header row."""
     quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
-    with open(path, newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle, delimiter=delimiter, quoting=quoting)
+    # csv's default field limit (131,072 characters) is below a long article; a field may be
+    # as long as the longest line we stream. Raised, never lowered: the limit is process-wide.
+    csv.field_size_limit(max(csv.field_size_limit(), MAX_LINE_BYTES))
+    lines = (line for _, line in iter_text_lines(path, keepends=True))
+    reader = csv.DictReader(lines, delimiter=delimiter, quoting=quoting)
+    try:
         fieldnames = reader.fieldnames or []
         if not fieldnames:
             raise DataError(f"{path}: file is empty; expected a header row naming the columns")
+        repeated = sorted({name for name in fieldnames if fieldnames.count(name) > 1})
+        if repeated:
+            raise DataError(f"{path}: line 1 names the column {repeated[0]!r} twice; rename or remove one")
         for row in reader:
             line = reader.line_num
             if None in row:
@@ -166,6 +179,9 @@ def _csv_rows(path: str, delimiter: str):
                     f"{path}: line {line} has fewer fields than the {len(fieldnames)} in the header"
                 )
             yield line, row, fieldnames
+    except csv.Error as err:
+        raise DataError(f"{path}: line {reader.line_num} is not valid {'TSV' if delimiter == chr(9) else 'CSV'} "
+                        f"({err})") from None
 
 
 def read_text_dataset(
@@ -189,11 +205,10 @@ def read_text_dataset(
     path = str(path)
     if label_type not in ("auto", "category", "number"):
         raise DataError(f"label_type must be 'auto', 'category' or 'number', got {label_type!r}")
-    if not os.path.isfile(path):
-        raise DataError(f"{path}: no such file")
+    check_regular_file(path)
     suffix = Path(path).suffix.lower()
     wanted = [text_column] + ([pair_column] if pair_column else []) + ([label_column] if label_column else [])
-    texts, pairs, raw_labels, where = [], [], [], []
+    texts, pairs, raw_labels, where, lines = [], [], [], [], []
 
     if suffix in (".csv", ".tsv"):
         for line, row, fieldnames in _csv_rows(path, "\t" if suffix == ".tsv" else ","):
@@ -206,6 +221,7 @@ def read_text_dataset(
             texts.append(row[text_column])
             pairs.append(row[pair_column] if pair_column else None)
             where.append(f"line {line}")
+            lines.append(line)
             if label_column is None:
                 raw_labels.append(None)
                 continue
@@ -230,6 +246,7 @@ def read_text_dataset(
             texts.append(record[text_column])
             pairs.append(record[pair_column] if pair_column else None)
             where.append(f"line {line}")
+            lines.append(line)
             value = record[label_column] if label_column else None
             if isinstance(value, list):
                 if not all(isinstance(item, str) for item in value):
@@ -243,7 +260,7 @@ def read_text_dataset(
         raise DataError(f"{path}: unknown extension {suffix!r}; use .csv, .tsv or .jsonl")
 
     labels = _finish_labels(raw_labels, where, path, label_type)
-    return [TextExample(text=t, text_pair=p, label=l) for t, p, l in zip(texts, pairs, labels)]
+    return [TextExample(text=t, text_pair=p, label=l, line=n) for t, p, l, n in zip(texts, pairs, labels, lines)]
 
 
 def infer_task_kind(examples: Sequence[TextExample]) -> str:
@@ -307,40 +324,40 @@ def read_conll(path: str | os.PathLike, token_col: int = 0, tag_col: int = -1) -
     between sentences, `-DOCSTART-` lines skipped. Every token line must have the same number
     of columns as the first one."""
     path = str(path)
-    if not os.path.isfile(path):
-        raise DataError(f"{path}: no such file")
     sentences: list[TokenExample] = []
     tokens: list[str] = []
     tags: list[str] = []
     n_columns = None
-    with open(path, encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            fields = line.split()
-            if not fields:
-                if tokens:
-                    sentences.append(TokenExample(tokens, tags))
-                    tokens, tags = [], []
-                continue
-            if fields[0] == "-DOCSTART-":
-                continue
-            if n_columns is None:
-                n_columns = len(fields)
-                needed = max(token_col if token_col >= 0 else -token_col - 1,
-                             tag_col if tag_col >= 0 else -tag_col - 1) + 1
-                if n_columns < needed or n_columns < 2:
-                    raise DataError(
-                        f"{path}: line {line_number} has {n_columns} column(s) but token_col={token_col} "
-                        f"and tag_col={tag_col} need at least {max(needed, 2)}"
-                    )
-            elif len(fields) != n_columns:
+    first_line = None  # of the sentence being read
+    for line_number, line in iter_text_lines(path):
+        fields = line.split()
+        if not fields:
+            if tokens:
+                sentences.append(TokenExample(tokens, tags, first_line))
+                tokens, tags = [], []
+            continue
+        if fields[0] == "-DOCSTART-":
+            continue
+        if n_columns is None:
+            n_columns = len(fields)
+            needed = max(token_col if token_col >= 0 else -token_col - 1,
+                         tag_col if tag_col >= 0 else -tag_col - 1) + 1
+            if n_columns < needed or n_columns < 2:
                 raise DataError(
-                    f"{path}: line {line_number} has {len(fields)} columns, expected {n_columns} "
-                    "like the first token line; separate columns by whitespace and sentences by a blank line"
+                    f"{path}: line {line_number} has {n_columns} column(s) but token_col={token_col} "
+                    f"and tag_col={tag_col} need at least {max(needed, 2)}"
                 )
-            tokens.append(fields[token_col])
-            tags.append(fields[tag_col])
+        elif len(fields) != n_columns:
+            raise DataError(
+                f"{path}: line {line_number} has {len(fields)} columns, expected {n_columns} "
+                "like the first token line; separate columns by whitespace and sentences by a blank line"
+            )
+        if not tokens:
+            first_line = line_number
+        tokens.append(fields[token_col])
+        tags.append(fields[tag_col])
     if tokens:
-        sentences.append(TokenExample(tokens, tags))
+        sentences.append(TokenExample(tokens, tags, first_line))
     return sentences
 
 
@@ -389,7 +406,7 @@ def _locate_answer(context: str, text: str, start: int) -> int | None:
     return best
 
 
-def read_squad(path: str | os.PathLike, return_stats: bool = False):
+def read_squad(path: str | os.PathLike, return_stats: bool = False, keep_all_questions: bool = False):
     """Read SQuAD v1.1 or v2.0 JSON into QAExamples.
 
     Each answer is checked: `context[answer_start:answer_start+len(text)] == text`. When it
@@ -397,16 +414,11 @@ def read_squad(path: str | os.PathLike, return_stats: bool = False):
     nearest occurrence; when the text does not occur at all, the answer is dropped, and an
     answerable question left with no answer is dropped. Nothing crashes on such data: the
     counts are reported with `warnings.warn` and returned as `SquadReadStats` when
-    `return_stats=True` (then the result is `(examples, stats)`).
+    `return_stats=True` (then the result is `(examples, stats)`). With `keep_all_questions`
+    (prediction, where gold answers are not used) no question is dropped.
     """
     path = str(path)
-    if not os.path.isfile(path):
-        raise DataError(f"{path}: no such file")
-    try:
-        with open(path, encoding="utf-8") as handle:
-            document = json.load(handle)
-    except json.JSONDecodeError as err:
-        raise DataError(f"{path}: not valid JSON (line {err.lineno}: {err.msg})") from None
+    document = loads_json(read_text(path), path)
     if not isinstance(document, dict) or not isinstance(document.get("data"), list):
         raise DataError(f'{path}: expected a SQuAD object {{"version": ..., "data": [...]}}')
 
@@ -431,7 +443,7 @@ def read_squad(path: str | os.PathLike, return_stats: bool = False):
                         continue
                     stats.fixed_starts += found != start
                     answers.append({"text": text, "answer_start": found})
-                if not impossible and not answers:
+                if not impossible and not answers and not keep_all_questions:
                     stats.dropped_questions += 1
                     continue
                 stats.questions += 1
@@ -470,3 +482,36 @@ def write_squad(path: str | os.PathLike, examples: Iterable[QAExample], version:
     document = {"version": version, "data": [{"title": "bertkit", "paragraphs": paragraphs}]}
     with open(str(path), "w", encoding="utf-8") as handle:
         json.dump(document, handle, ensure_ascii=False)
+
+
+# ---------------------------------------------------------------------------- multiple choice
+@dataclass
+class ChoiceExample:
+    """A context, its candidate continuations/answers, and the index of the right one."""
+
+    id: str
+    context: str
+    choices: list[str]
+    label: int | None = None
+
+
+def read_choices(path: str, labelled: bool = True) -> list[ChoiceExample]:
+    """ChoiceExamples from a JSON-lines file; refuses a line with a missing or bad field."""
+    examples: list[ChoiceExample] = []
+    for line, record in iter_jsonl(path):
+        context, choices, label = record.get("context"), record.get("choices"), record.get("label")
+        if not isinstance(context, str):
+            raise DataError(f"{path}: line {line} needs a string field 'context'")
+        if not (isinstance(choices, list) and len(choices) >= 2 and all(isinstance(c, str) for c in choices)):
+            raise DataError(f"{path}: line {line} needs 'choices': a list of at least 2 strings")
+        if examples and len(choices) != len(examples[0].choices):
+            raise DataError(f"{path}: line {line} has {len(choices)} choices, line 1 has "
+                            f"{len(examples[0].choices)}; every example needs the same number")
+        if labelled and (not isinstance(label, int) or isinstance(label, bool) or not 0 <= label < len(choices)):
+            raise DataError(f"{path}: line {line} needs 'label': the index (0..{len(choices) - 1}) of the "
+                            f"right choice, got {label!r}")
+        examples.append(ChoiceExample(str(record.get("id", len(examples))), context, choices,
+                                      label if labelled else None))
+    if not examples:
+        raise DataError(f"{path}: no records; put one JSON object per line")
+    return examples

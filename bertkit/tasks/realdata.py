@@ -27,7 +27,7 @@ from typing import Sequence
 
 from bertkit import assets
 from bertkit.errors import DataError
-from bertkit.tasks.formats import QAExample, TextExample, TokenExample
+from bertkit.tasks.formats import ChoiceExample, QAExample, TextExample, TokenExample
 
 __all__ = [
     "LEXNAMES",
@@ -459,4 +459,51 @@ def wordnet_usage_qa(
                                       [{"text": word, "answer_start": start}], False))
             if limit is not None and len(examples) >= limit:
                 return examples
+    return examples
+
+
+def wordnet_gloss_choice(
+    limit: int | None = None,
+    seed: int = 0,
+    num_choices: int = 4,
+    pos: Sequence[str] = POS_FILES,
+    wordnet_dir: str | None = None,
+) -> list[ChoiceExample]:
+    """Which definition fits this word? Multiple choice over real WordNet glosses.
+
+    The context is a word (the synset's first lemma) and, when the synset has one, its first
+    example sentence: "bank: he sat on the bank of the river". The choices are the synset's
+    definition and `num_choices - 1` definitions of other synsets of the same supersense (the
+    same coarse meaning class, so the topic alone does not give the answer away) that share
+    none of its lemmas; the right choice sits at a position drawn by `seed`, so always
+    answering one position scores 1 / num_choices.
+    """
+    if num_choices < 2:
+        raise DataError(f"num_choices={num_choices} must be at least 2")
+    rng = random.Random(f"gloss-choice:{seed}")
+    by_file: dict[str, list[Synset]] = {}
+    for synset in read_wordnet(wordnet_dir, pos):
+        if synset.definition and synset.lemmas:
+            by_file.setdefault(synset.supersense, []).append(synset)
+    examples: list[ChoiceExample] = []
+    for synset in _shuffled([s for key in sorted(by_file) for s in by_file[key]], seed, "gloss-choice"):
+        pool = by_file[synset.supersense]
+        lemmas = {lemma.lower() for lemma in synset.lemmas}
+        distractors: list[str] = []
+        for _ in range(8 * num_choices):  # a few draws; a tiny supersense may not offer enough
+            other = pool[rng.randrange(len(pool))]
+            if (other.definition != synset.definition and other.definition not in distractors
+                    and not lemmas & {lemma.lower() for lemma in other.lemmas}):
+                distractors.append(other.definition)
+                if len(distractors) == num_choices - 1:
+                    break
+        if len(distractors) < num_choices - 1:
+            continue
+        label = rng.randrange(num_choices)
+        choices = distractors[:label] + [synset.definition] + distractors[label:]
+        word = synset.lemmas[0]
+        context = f"{word}: {synset.examples[0]}" if synset.examples else word
+        examples.append(ChoiceExample(f"wngc-{seed}-{synset.pos}-{synset.offset}", context, choices, label))
+        if limit is not None and len(examples) >= limit:
+            break
     return examples

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..heads import IGNORE_INDEX
+from ..constants import IGNORE_INDEX
 
 
 @torch.no_grad()

@@ -13,6 +13,10 @@ embeddings as layer 0,
 so the top layer trains at the full `lr`, the embeddings at lr * decay**L, and everything above
 the encoder (pooler and task heads, including the MLM transform and bias) also at the full `lr`.
 The MLM decoder is tied to the word embeddings, so it is one parameter at the embeddings' lr.
+
+A separate head learning rate (`head_lr`) gives every parameter outside the encoder backbone
+(the task head: names not under the model's `base_model_prefix`) its own lr: a freshly
+initialised head on a small pre-trained encoder often wants a larger step than the encoder.
 """
 
 from __future__ import annotations
@@ -51,15 +55,27 @@ def _no_decay_names(model: nn.Module) -> set[str]:
     return names
 
 
+def head_prefix(model: nn.Module) -> str:
+    """The name prefix of the encoder backbone inside a task model ("bert." for BERT heads)."""
+    prefix = getattr(model, "base_model_prefix", None)
+    if not prefix or not hasattr(model, prefix):
+        raise ConfigError(f"{type(model).__name__} has no encoder backbone to tell its head from: a separate "
+                          "head learning rate (train.head_lr) needs a task model such as "
+                          "BertForSequenceClassification")
+    return prefix + "."
+
+
 def param_groups(model: nn.Module, lr: float, weight_decay: float = 0.01,
-                 llrd: float | None = None, num_layers: int | None = None) -> list[dict]:
-    """Parameter groups for `torch.optim.AdamW`: one per (depth, decay/no-decay) pair.
+                 llrd: float | None = None, num_layers: int | None = None,
+                 head_lr: float | None = None) -> list[dict]:
+    """Parameter groups for `torch.optim.AdamW`: one per (depth, decay/no-decay, head) triple.
 
     Each group carries `lr`, `weight_decay` and, for inspection, `layer` (its depth) and
     `names` (its parameter names). Frozen parameters (requires_grad=False) are left out.
     """
     if llrd is not None and not 0.0 < llrd <= 1.0:
         raise ConfigError(f"llrd must be in (0, 1] (e.g. 0.8) or unset, got {llrd}")
+    backbone = head_prefix(model) if head_lr is not None else ""
     if num_layers is None:
         config = getattr(model, "config", None)
         num_layers = getattr(config, "num_hidden_layers", 0)
@@ -71,10 +87,12 @@ def param_groups(model: nn.Module, lr: float, weight_decay: float = 0.01,
             continue
         depth = layer_index(name, num_layers) if llrd is not None else num_layers
         decays = name not in no_decay
-        key = (depth, decays)
+        in_head = bool(backbone) and not name.startswith(backbone)
+        key = (depth, decays, in_head)
         if key not in groups:
             scale = llrd ** (num_layers - depth) if llrd is not None else 1.0
-            groups[key] = {"params": [], "names": [], "layer": depth, "lr": lr * scale,
+            groups[key] = {"params": [], "names": [], "layer": depth,
+                           "lr": head_lr if in_head else lr * scale,
                            "weight_decay": weight_decay if decays else 0.0}
         groups[key]["params"].append(param)
         groups[key]["names"].append(name)
@@ -83,13 +101,13 @@ def param_groups(model: nn.Module, lr: float, weight_decay: float = 0.01,
 
 def build_optimizer(model: nn.Module, lr: float, weight_decay: float = 0.01,
                     llrd: float | None = None, betas: tuple[float, float] = (0.9, 0.999),
-                    eps: float = 1e-6) -> torch.optim.AdamW:
+                    eps: float = 1e-6, head_lr: float | None = None) -> torch.optim.AdamW:
     """AdamW over `param_groups`; eps = 1e-6 as in BERT (1e-8 can blow up tiny-v updates)."""
     if lr <= 0:
         raise ConfigError(f"lr must be positive, got {lr}")
     if weight_decay < 0:
         raise ConfigError(f"weight_decay must be >= 0, got {weight_decay}")
-    groups = param_groups(model, lr, weight_decay, llrd)
+    groups = param_groups(model, lr, weight_decay, llrd, head_lr=head_lr)
     if not groups:
         raise ConfigError("the model has no trainable parameters; unfreeze some before training")
     # `foreach` keeps the update fast on CPU; the extra keys ("names", "layer") are kept by torch.

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from typing import IO
 
+from bertkit.plotting import pyplot
+
 
 def plot_curves(rows: list[dict], out: IO[bytes], baseline: dict | None = None) -> None:
     """Draw the metric rows of a run (metrics.jsonl) into `out` as PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display: render to a file only
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     train = [r for r in rows if r.get("split") == "train"]
     evals = [r for r in rows if r.get("split") == "eval"]

@@ -23,7 +23,7 @@ Trainer calls `skip(n)`, then `load_state_dict`; the exact state wins). When it 
 restored (a different number of processes) `skip(n)` falls back to drawing and dropping
 n batches' examples, so positions hold but the run is not bit-exact (the Trainer warns).
 
-A general corpus (`data.general_fraction = f`, see `continued.py`) is a second endless stream;
+A general corpus (`data.general_fraction = f`, see `bertkit/recipes/continued.py`) is a second endless stream;
 `MixedExamples` takes example i from it exactly when floor((i + 1) f) > floor(i f).
 """
 

@@ -35,7 +35,6 @@ import os
 import random
 import re
 import shutil
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable
@@ -47,9 +46,10 @@ from torch import nn
 from ..checkpoint import load_into, read_state_dict
 from ..config import BertConfig
 from ..errors import BertkitError, CheckpointError, ConfigError, DataError
-from ..io import atomic_open, atomic_write_text
+from ..io import atomic_directory, atomic_open, atomic_write_text
 from .config_io import dataclass_from_dict
 from .distributed import DistContext, init_distributed, unwrap, wrap_model
+from .early_stopping import BestKeeper
 from .optim import build_optimizer
 from .schedule import SCHEDULES, WarmupDecay, build_scheduler
 
@@ -68,12 +68,15 @@ class TrainConfig:
     weight_decay: float = 0.01
     warmup_steps: int = 0
     warmup_ratio: float = 0.0  # used when warmup_steps is 0: warmup = round(ratio * max_steps)
-    schedule: str = "linear"  # "linear" | "cosine" | "constant", after the warmup
+    schedule: str = "linear"  # "linear" | "cosine" | "polynomial" | "noam" | "constant" (schedule.py)
+    lr_end: float = 1e-7  # polynomial: the lr the decay ends at (transformers' default)
+    schedule_power: float = 1.0  # polynomial: the exponent (1 = BERT's linear decay to lr_end)
     grad_clip: float = 1.0  # max global L2 norm of the gradient; 0 turns clipping off
     grad_accum: int = 1  # micro-batches per optimizer step (per rank)
     batch_size: int = 32  # examples per micro-batch per rank
     precision: str = "fp32"  # fp32 is fastest on CPUs without bf16 units; bf16/fp16 for GPUs
     llrd: float | None = None  # layer-wise lr decay factor, e.g. 0.8 for fine-tuning
+    head_lr: float | None = None  # lr of the task head (outside the encoder); None = lr
     eval_every: int = 0  # steps between evaluations; 0 = only at the end
     save_every: int = 0  # steps between checkpoints; 0 = only at the end; -1 = never (no resume)
     keep_last: int = 2  # checkpoints kept on disk (older ones deleted)
@@ -97,6 +100,10 @@ class TrainConfig:
             raise ConfigError(f"train.lr must be a positive number, got {self.lr!r}")
         if self.schedule not in SCHEDULES:
             raise ConfigError(f"train.schedule {self.schedule!r} is not known; use one of {SCHEDULES}")
+        if self.schedule == "polynomial" and not (0 <= self.lr_end < self.lr and self.schedule_power > 0):
+            raise ConfigError(f"the polynomial schedule decays from train.lr ({self.lr}) to train.lr_end "
+                              f"({self.lr_end}) with exponent train.schedule_power ({self.schedule_power}): "
+                              "lr_end must be in [0, lr) and schedule_power > 0")
         if self.precision not in PRECISIONS:
             raise ConfigError(f"train.precision {self.precision!r} is not known; use one of {PRECISIONS}")
         if not 0.0 <= self.warmup_ratio < 1.0:
@@ -107,6 +114,9 @@ class TrainConfig:
             raise ConfigError(f"train.grad_clip must be >= 0 (0 = off), got {self.grad_clip}")
         if self.llrd is not None and not 0.0 < self.llrd <= 1.0:
             raise ConfigError(f"train.llrd must be in (0, 1], got {self.llrd}")
+        if self.head_lr is not None and not (isinstance(self.head_lr, (int, float)) and self.head_lr > 0):
+            raise ConfigError(f"train.head_lr must be a positive number (or unset: the head trains at train.lr), "
+                              f"got {self.head_lr!r}")
 
     @property
     def warmup(self) -> int:
@@ -197,13 +207,20 @@ class Trainer:
     log_outputs  scalar fields of the model's output (e.g. "generator_loss", "aux_loss")
                averaged into the train rows like the loss: names, or {row key: field name};
                a field that is None in a step counts as 0 there
+    keeper     a `BestKeeper` (early_stopping.py) told every evaluation: it keeps the best model
+               and stops the run after its patience; a resumed run replays the logged evaluations
     """
 
     def __init__(self, model: nn.Module, data: Iterable | Callable, config: TrainConfig,
                  out_dir: str, eval_fn: Callable[[nn.Module], dict] | None = None,
                  collator: Any = None, tokenizer: Any = None, ctx: DistContext | None = None,
-                 progress: bool = True, log_outputs: Iterable[str] | dict[str, str] = ()):
+                 progress: bool = True, log_outputs: Iterable[str] | dict[str, str] = (),
+                 keeper: BestKeeper | None = None):
         self.config = config
+        if keeper is not None and keeper.patience and not config.eval_every:
+            raise ConfigError("early stopping counts evaluations, but train.eval_every = 0 evaluates only at "
+                              "the end: set train.eval_every (e.g. 250)")
+        self.keeper = keeper
         if not isinstance(log_outputs, dict):
             log_outputs = {name: name for name in log_outputs}
         self.log_outputs = dict(log_outputs)  # row key -> output field
@@ -224,8 +241,10 @@ class Trainer:
             raise ConfigError("this GPU has no bf16 support; use precision=\"fp16\" or \"fp32\"")
 
         self.optimizer = build_optimizer(unwrap(self.model), config.lr, config.weight_decay,
-                                         config.llrd, betas=(0.9, config.adam_beta2), eps=config.adam_eps)
-        self.scheduler = build_scheduler(self.optimizer, config.warmup, config.max_steps, config.schedule)
+                                         config.llrd, betas=(0.9, config.adam_beta2), eps=config.adam_eps,
+                                         head_lr=config.head_lr)
+        self.scheduler = build_scheduler(self.optimizer, config.warmup, config.max_steps, config.schedule,
+                                         config.schedule_power, config.lr_end / config.lr)
         self.scaler = torch.amp.GradScaler("cuda", enabled=config.precision == "fp16")
         self.ddp_model = wrap_model(self.model, self.ctx,
                                     find_unused_parameters=may_skip_parameters(unwrap(self.model)))
@@ -425,6 +444,8 @@ class Trainer:
             model.train(was_training)
             if metrics:
                 self._write_row({"step": self.step, "split": "eval", **metrics})
+            if self.keeper is not None and self.keeper.update(model, self.step, metrics or {}):
+                self.stop_requested = True
             if self.progress and metrics:
                 from tqdm import tqdm
                 tqdm.write("eval step {}: {}".format(
@@ -478,21 +499,10 @@ class Trainer:
                 "train_config": asdict(self.config),
             }
             path = os.path.join(self.out_dir, f"checkpoint-{self.step}")
-            tmp = tempfile.mkdtemp(prefix=f".tmp-checkpoint-{self.step}-", dir=self.out_dir)
-            try:
+            with atomic_directory(path, prefix=f".tmp-checkpoint-{self.step}-") as tmp:
                 unwrap(self.model).save_pretrained(tmp, tokenizer=self.tokenizer)
                 with atomic_open(os.path.join(tmp, STATE_FILE), "wb") as f:
                     torch.save(state, f)
-                if os.path.exists(path):  # same step saved before (e.g. a re-run end): swap it out
-                    old = tmp + "-old"
-                    os.replace(path, old)
-                    os.replace(tmp, path)
-                    shutil.rmtree(old, ignore_errors=True)
-                else:
-                    os.replace(tmp, path)
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
             for _, old_path in list_checkpoints(self.out_dir)[:-self.config.keep_last]:
                 shutil.rmtree(old_path, ignore_errors=True)
             self.plot()
@@ -543,6 +553,8 @@ class Trainer:
             self._pending_rng = None
         if self.ctx.is_main:
             self._truncate_metrics(self.step)
+            if self.keeper is not None:
+                self.keeper.replay(self.history)
         if self.progress:
             from tqdm import tqdm
             tqdm.write(f"resuming from {checkpoint_dir} (step {self.step})")
@@ -554,7 +566,7 @@ class Trainer:
         max_steps) must instead continue on the new schedule, or the lr would stay at 0.
         """
         cfg = self.config
-        current = WarmupDecay(cfg.warmup, cfg.max_steps, cfg.schedule)
+        current = WarmupDecay(cfg.warmup, cfg.max_steps, cfg.schedule, cfg.schedule_power, cfg.lr_end / cfg.lr)
         saved = self.scheduler.lr_lambdas[0]
         if vars(saved) == vars(current):
             return
@@ -592,7 +604,8 @@ def may_skip_parameters(model: nn.Module) -> bool:
     config = getattr(model, "config", None)
     if not isinstance(config, BertConfig):
         return False
-    return bool(config.num_experts) or config.position_embedding_type != "absolute"
+    # sinusoidal positions have no learned table, so nothing is left unused
+    return bool(config.num_experts) or config.position_embedding_type not in ("absolute", "sinusoidal")
 
 
 def check_same_config(config: BertConfig, checkpoint_dir: str) -> None:

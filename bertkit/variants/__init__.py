@@ -4,11 +4,12 @@ Each module here holds the code of one switch that is more than a few lines; `mo
 `heads.py` call into it, so the spine stays readable:
 
 - `relative.py`  relative position scores (`position_embedding_type="relative_key[_query]"`)
-- `keymaps.py`   Hugging Face key names of RoBERTa, ALBERT, ELECTRA and DeBERTa-v2 checkpoints
+- `sinusoidal.py` the original Transformer's fixed position table (`position_embedding_type="sinusoidal"`)
+- `keymaps.py`   Hugging Face key names of RoBERTa, ALBERT, ELECTRA and DeBERTa-v2 checkpoints,
+                 and the warning for position types transformers 5 cannot run
 - `albert.py`    factorised embeddings (`embedding_size`) and shared layers (`num_hidden_groups`)
 - `electra.py`   replaced-token detection: `ElectraForPreTraining`, `ElectraPretrainer`
 - `moe.py`       mixture-of-experts feed-forward (`num_experts`, `moe_top_k`, ...)
 - `sparse.py`    block-sparse local attention (`attention_block_size`, ...)
 - `deberta.py`   disentangled attention (`relative_attention`, `pos_att_type`, ...)
-- `distill.py`   distillation loss, DistilBERT student init, `Distiller`
 """

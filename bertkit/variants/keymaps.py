@@ -17,6 +17,7 @@ ALBERT's MLM + sentence-order model.
 from __future__ import annotations
 
 import re
+import warnings
 
 import torch
 
@@ -154,6 +155,8 @@ def to_hf(state: dict[str, torch.Tensor], config: BertConfig, class_name: str) -
 def from_hf(state: dict[str, torch.Tensor], config: BertConfig, class_name: str) -> dict[str, torch.Tensor]:
     """A family's checkpoint keys -> ours (a bare encoder's keys stay bare; load adds `bert.`)."""
     family = config.model_type
+    if family == "modernbert" and config.tie_word_embeddings:  # the tied decoder is the embeddings
+        return {k: v for k, v in state.items() if k != "decoder.weight"}
     base = HF_BASE_PREFIX.get(family, "bert")
     state = {_rename(k, [(base + ".", "bert.")]): v for k, v in state.items()}
     dropped = DROPPED_ON_LOAD.get((family, class_name), ())
@@ -178,3 +181,27 @@ def hf_architecture(class_name: str, model_type: str) -> str:
     if class_name in HF_CLASSES.get(model_type, ()):
         return HF_CLASS_PREFIX.get(model_type, model_type.capitalize()) + class_name[len("Bert"):]
     return class_name
+
+
+# Position types bertkit runs that transformers 5 does not: its BERT-family classes read no
+# `position_embedding_type`, so such a checkpoint loads there without an error and computes
+# something else. Each entry says what transformers then does.
+TRANSFORMERS_CANNOT_RUN = {
+    "relative_key": "it ignores the distance_embedding weights and uses learned absolute positions "
+                    "(transformers 4.x still runs relative_key)",
+    "relative_key_query": "it ignores the distance_embedding weights and uses learned absolute "
+                          "positions (transformers 4.x still runs relative_key_query)",
+    "sinusoidal": "it has no sinusoidal positions and newly initialises a learned position table "
+                  "(bertkit rebuilds the fixed table from the config; it is not in the file)",
+}
+
+
+def warn_if_transformers_cannot_run(config: BertConfig) -> None:
+    """Warn when a checkpoint of this config would load in transformers 5 but give wrong outputs."""
+    # Families without the field (the modern encoder: rotary positions) are runnable as they are.
+    reason = TRANSFORMERS_CANNOT_RUN.get(getattr(config, "position_embedding_type", "absolute"))
+    if reason is not None:
+        # No directory in the message: Python then shows it once per process, not per checkpoint.
+        warnings.warn(f"position_embedding_type={config.position_embedding_type!r} checkpoints load in "
+                      f"transformers 5 with wrong outputs: {reason}. Run them with bertkit, or train "
+                      "with absolute positions to use transformers", UserWarning, stacklevel=3)

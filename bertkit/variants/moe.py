@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..activations import activation
 from ..config import BertConfig
 from ..dropout import Dropout
 
@@ -46,8 +47,6 @@ class MoEFeedForward(nn.Module):
 
     def __init__(self, config: BertConfig):
         super().__init__()
-        from ..model import activation  # model.py imports this module
-
         experts, hidden, inner = config.num_experts, config.hidden_size, config.intermediate_size
         self.num_experts, self.top_k = experts, config.moe_top_k
         self.capacity_factor = config.moe_capacity_factor

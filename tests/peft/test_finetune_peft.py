@@ -49,7 +49,7 @@ def test_finetune_with_lora_writes_an_adapter_that_evaluate_and_predict_load(min
 
 
 def test_finetune_peft_settings_are_checked_before_training(minilm_dir, tmp_path):
-    from bertkit.tasks.finetune import build_recipe
+    from bertkit.recipes.finetune import build_recipe
 
     with pytest.raises(ConfigError, match=r"lora has no setting\(s\) \['kind'\]"):
         build_recipe({"peft": {"method": "lora", "kind": "pfeiffer"}})

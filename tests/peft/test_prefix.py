@@ -96,7 +96,9 @@ def test_prefix_changes_the_model_and_only_it_trains(tiny_classifier):
     peft.set_active(None)
     peft.eval()
     with torch.no_grad():
-        assert torch.equal(peft(ids, mask).logits, base.logits)
+        # base came from a forward with hidden states (the last layer runs in full), this one
+        # from the pruned last layer: the same math, not the same float operations
+        torch.testing.assert_close(peft(ids, mask).logits, base.logits, rtol=0, atol=1e-6)
 
 
 def test_vocab_init_uses_the_base_models_own_keys_and_values(tiny_classifier):

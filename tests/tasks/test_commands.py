@@ -13,8 +13,8 @@ import torch
 from bertkit.cli import main
 from bertkit.heads import BertForSequenceClassification, BertForTokenClassification
 from bertkit.model import BertModel
-from bertkit.tasks.features import Collator, encode_words
-from bertkit.tasks.finetune import builtin_splits
+from bertkit.tasks import Collator, builtin_splits
+from bertkit.tasks.tagging import encode_words
 from bertkit.tasks.formats import write_conll
 from bertkit.tokenizer import Tokenizer
 
@@ -84,7 +84,7 @@ def test_token_classification_learns_entities(tagger):
     with open(os.path.join(tagger, "metrics.jsonl")) as f:
         rows = [r for r in map(json.loads, f) if r["split"] == "train"]
     assert rows[-1]["loss"] < 0.5 * rows[0]["loss"]
-    assert summary["spec"]["kind"] == "tagging" and summary["select_metric"] == "f1"
+    assert summary["spec"]["task"] == "token-classification" and summary["select_metric"] == "f1"
     assert len(summary["labels"]) == 91  # O + B-/I- for the 45 supersenses
     # tagging the target word with its supersense: entity F1 well above zero and above a
     # most-frequent-tag-per-word lookup

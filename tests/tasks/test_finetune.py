@@ -13,9 +13,10 @@ import torch
 
 from bertkit.heads import BertForQuestionAnswering, BertForSequenceClassification
 from bertkit.model import BertModel
-from bertkit.tasks.features import Collator, encode_qa, encode_texts
-from bertkit.tasks.finetune import builtin_splits, finetune
-from bertkit.tasks.predict import SUMMARY_FILE, evaluate_examples, load_model, read_spec
+from bertkit.recipes.finetune import finetune
+from bertkit.tasks import SUMMARY_FILE, Collator, builtin_splits, evaluate_examples, load_model, read_spec
+from bertkit.tasks.qa import encode_qa
+from bertkit.tasks.sequence import encode_texts
 from bertkit.tokenizer import Tokenizer
 
 
@@ -94,7 +95,7 @@ def test_saved_model_is_the_best_one_and_reloads_with_the_same_score(bbc_run):
     assert spec.task == "classification" and spec.data.max_length == 40
     model = load_model(out, spec.task)
     dev = builtin_splits("bbc")["dev"]
-    from bertkit.tasks.features import subsample
+    from bertkit.tasks import subsample
 
     dev = subsample(dev, 60, summary["train_config"]["seed"] + 1)
     metrics = evaluate_examples(model, Tokenizer.from_pretrained(out), spec, dev)
@@ -186,9 +187,9 @@ def test_regression_and_multilabel_pairs_run_and_reload(tmp_path):
         multi = finetune("classification", tiny, str(tmp_path / "train.jsonl"),
                          str(tmp_path / "dev.jsonl"), str(tmp_path / "multi"),
                          {"data": {**common, "label_column": "tags"}, "train": train}, progress=False)
-    assert reg["spec"]["kind"] == "regression" and reg["select_metric"] == "pearson"
+    assert reg["spec"]["task"] == "regression" and reg["select_metric"] == "pearson"
     assert {"pearson", "spearman", "mse"} <= set(reg["best_dev"])
-    assert multi["spec"]["kind"] == "multilabel" and multi["select_metric"] == "micro_f1"
+    assert multi["spec"]["task"] == "multi-label-classification" and multi["select_metric"] == "micro_f1"
     assert "none" in multi["labels"]
     model = BertForSequenceClassification.from_pretrained(tmp_path / "multi")
     assert model.config.problem_type == "multi_label_classification"

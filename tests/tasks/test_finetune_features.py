@@ -13,9 +13,12 @@ from bertkit.config import BertConfig
 from bertkit.errors import ConfigError, DataError
 from bertkit.heads import BertForTokenClassification
 from bertkit.tasks.alignment import IGNORE_INDEX
-from bertkit.tasks.features import Collator, encode_qa, encode_texts, encode_words, eval_order, subsample
-from bertkit.tasks.finetune import (BestKeeper, WeightedLoss, _contiguous_split, balanced_weights,
-                                    build_recipe, prepare_labels)
+from bertkit.recipes.finetune import BestKeeper, WeightedLoss, balanced_weights, build_recipe, prepare_labels
+from bertkit.tasks import Collator, eval_order, get_task, subsample
+from bertkit.tasks.builtin import _contiguous_split
+from bertkit.tasks.qa import encode_qa
+from bertkit.tasks.sequence import encode_texts
+from bertkit.tasks.tagging import encode_words
 from bertkit.tasks.formats import QAExample, TextExample, TokenExample
 from bertkit.tasks.realdata import wordnet_qa
 from bertkit.tokenizer import Tokenizer
@@ -119,10 +122,10 @@ def test_unseen_dev_labels_are_listed():
     train = [TextExample("a", label="sport"), TextExample("b", label="tech")]
     dev = [TextExample("c", label="sport"), TextExample("d", label="weather")]
     with pytest.raises(DataError, match="'weather'"):
-        prepare_labels("classification", "classification", "train.csv", train, dev)
+        prepare_labels(get_task("classification"), "train.csv", train, dev)
     tags = [TokenExample(["x"], ["B-PER"])]
     with pytest.raises(DataError, match="'B-ORG'"):
-        prepare_labels("token-classification", "tagging", "t.conll", tags, [TokenExample(["y"], ["B-ORG"])])
+        prepare_labels(get_task("token-classification"), "t.conll", tags, [TokenExample(["y"], ["B-ORG"])])
 
 
 def test_recipe_rejects_unknown_keys_with_a_suggestion():
@@ -185,16 +188,37 @@ def test_lower_is_better_for_mse_and_unknown_metrics_fail_before_training(tmp_pa
     config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                         intermediate_size=32, num_labels=2)
     model = BertForTokenClassification(config)
-    keeper = BestKeeper(str(tmp_path), "mse", patience=1, tokenizer=None)
+    keeper = BestKeeper(str(tmp_path), "mse", patience=1, tokenizer=None, lower_is_better=True)
     assert not keeper.update(model, 1, {"mse": 2.0})
     assert not keeper.update(model, 2, {"mse": 1.0})  # lower mse is better
     assert keeper.update(model, 3, {"mse": 1.5})
     assert keeper.best_step == 2
 
-    from bertkit.tasks.finetune import finetune
+    from bertkit.recipes.finetune import finetune
 
     train = tmp_path / "t.csv"
     train.write_text("text,label\na,x\nb,y\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="select_metric='f1' is not a dev metric of classification"):
         finetune("classification", str(tmp_path / "no-model"), str(train), str(train), str(tmp_path / "o"),
                  {"train": {"select_metric": "f1"}}, progress=False)
+
+
+def test_head_lr_and_frozen_encoder():
+    from bertkit.heads import BertForSequenceClassification
+    from bertkit.train.optim import param_groups
+
+    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=32, num_labels=3)
+    model = BertForSequenceClassification(config)
+    groups = param_groups(model, lr=1e-4, head_lr=1e-2, llrd=0.5)
+    for group in groups:
+        in_head = all(not n.startswith("bert.") for n in group["names"])
+        assert in_head or all(n.startswith("bert.") for n in group["names"])  # no group mixes them
+        assert group["lr"] == (1e-2 if in_head else 1e-4 * 0.5 ** (2 - group["layer"]))
+    assert {n for g in groups if g["lr"] == 1e-2 for n in g["names"]} == {"classifier.weight", "classifier.bias"}
+    with pytest.raises(ConfigError, match="head_lr"):
+        param_groups(torch.nn.Linear(2, 2), lr=1e-4, head_lr=1e-2)
+    recipe = build_recipe({"model": {"freeze_encoder": True}, "train": {"head_lr": 1e-3}})
+    assert recipe.freeze_encoder and recipe.model == {} and recipe.train.head_lr == 1e-3
+    with pytest.raises(ConfigError, match="freeze_encoder"):
+        build_recipe({"model": {"freeze_encoder": "yes"}})

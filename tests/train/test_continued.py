@@ -9,8 +9,10 @@ import torch
 
 from bertkit.checkpoint import read_state_dict
 from bertkit.errors import CheckpointError, ConfigError
-from bertkit.train.continued import general_count, masking_options, mix_examples, read_keywords
-from bertkit.train.pretrain import DataSection, build_model, parse_config, run_pretraining
+from bertkit.data.keywords import read_keywords
+from bertkit.objectives.mlm import masking_options
+from bertkit.recipes.continued import general_count, mix_examples
+from bertkit.recipes.pretrain import DataSection, build_model, parse_config, run_pretraining
 
 KEYWORDS = ["market", "shares", "profits", "economy", "bank", "prices", "sales", "growth"]
 

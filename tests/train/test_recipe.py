@@ -21,7 +21,7 @@ def sets(items):
 
 def test_pretrain_resume_and_fill_mask(tmp_path, capsys):
     out = str(tmp_path / "run")
-    args = ["--config", CONFIG, "--out", out, "--quiet", *sets(SMALL)]
+    args = ["--config", CONFIG, "--out", out, "--no-progress", *sets(SMALL)]
     assert pretrain.main(args + sets(["train.max_steps=4"])) == 0
     # Continue the same run to 8 steps: resume picks up checkpoint-4.
     assert pretrain.main(args + sets(["train.max_steps=8"]) + ["--resume"]) == 0
@@ -49,11 +49,14 @@ def test_pretrain_rejects_typos_and_nsp_runs(tmp_path, capsys):
     out = str(tmp_path / "nsp")
     assert pretrain.main(["--config", CONFIG, "--out", out, "--set", "train.max_step=3"]) == 2
     assert "did you mean train.max_steps?" in capsys.readouterr().err
-    args = ["--config", CONFIG, "--out", out, "--quiet", *sets(SMALL),
-            *sets(["data.objective=mlm+sop", "train.max_steps=2", "train.eval_every=2"])]
+    # one --set takes many values, and may repeat; --seed N is --set train.seed=N
+    args = ["--config", CONFIG, "--out", out, "--no-progress", "--seed", "5", "--set", *SMALL,
+            "data.objective=mlm+sop", "--set", "train.max_steps=2", "train.eval_every=2"]
     assert pretrain.main(args) == 0
     rows = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
     assert "sop_accuracy" in rows[-1]
+    saved = json.load(open(os.path.join(out, "pretrain_config.json")))
+    assert (saved["train"]["seed"], saved["train"]["max_steps"], saved["data"]["objective"]) == (5, 2, "mlm+sop")
     assert json.load(open(os.path.join(out, "checkpoint-2", "config.json")))["architectures"] == ["BertForPreTraining"]
 
 

@@ -38,7 +38,7 @@ def test_streamed_run_resumes_exactly(tmp_path, bbc_tok_examples, monkeypatch):
     monkeypatch.setattr("bertkit.train.trainer.Trainer.plot", lambda self: None)  # PNGs: not tested here
     _, tok_dir, _ = bbc_tok_examples
     full = str(tmp_path / "full")
-    args = ["--config", CONFIG, "--quiet", *sets(small_run(tok_dir) + ["train.max_steps=6", "train.save_every=3"])]
+    args = ["--config", CONFIG, "--no-progress", *sets(small_run(tok_dir) + ["train.max_steps=6", "train.save_every=3"])]
     assert pretrain.main(["--out", full, *args]) == 0
     expected = train_losses(full)
 
@@ -91,11 +91,11 @@ class CountingDocs:
 @pytest.fixture(scope="module")
 def shards(bbc_tok_examples, tmp_path_factory):
     from bertkit.data.corpus import open_corpus
-    from bertkit.train.pretrain import _first
+    from bertkit.data.documents import first
 
     tok, _, _ = bbc_tok_examples
     directory = tmp_path_factory.mktemp("shards")
-    prepare_shards(_first(open_corpus("bbc"), 300), tok, directory, progress=False)
+    prepare_shards(first(open_corpus("bbc"), 300), tok, directory, progress=False)
     return tok, ShardedCorpus(directory, expected_vocab=tok)
 
 

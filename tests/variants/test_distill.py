@@ -8,7 +8,7 @@ import torch
 from bertkit.config import BertConfig
 from bertkit.errors import ConfigError
 from bertkit.heads import BertForMaskedLM, BertForSequenceClassification
-from bertkit.variants.distill import Distiller, distillation_loss, student_from_teacher
+from bertkit.distill import Distiller, distillation_loss, student_from_teacher
 
 BASE = dict(vocab_size=40, hidden_size=32, num_attention_heads=4, intermediate_size=64,
             num_hidden_layers=4, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)

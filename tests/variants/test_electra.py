@@ -6,7 +6,7 @@ import torch
 from bertkit.config import BertConfig
 from bertkit.errors import ConfigError
 from bertkit.heads import BertForMaskedLM, BertForSequenceClassification
-from bertkit.variants.electra import (ElectraForPreTraining, ElectraPretrainer, generator_config,
+from bertkit.objectives.electra import (ElectraForPreTraining, ElectraPretrainer, generator_config,
                                       gumbel_sample)
 
 transformers = pytest.importorskip("transformers")

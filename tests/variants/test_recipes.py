@@ -17,7 +17,7 @@ import torch
 
 from bertkit import cli
 from bertkit.errors import ConfigError
-from bertkit.train.pretrain import build_model, check_segments, load_config, logged_outputs, parse_config
+from bertkit.recipes.pretrain import build_model, check_segments, load_config, logged_outputs, parse_config
 
 transformers = pytest.importorskip("transformers")
 pytestmark = pytest.mark.filterwarnings("ignore:.*were cut to data.max_length")
@@ -47,7 +47,7 @@ def sets(items):
 
 
 def pretrain(name, out, *extra, steps=4):
-    argv = ["pretrain", "--config", config(name), "--out", str(out), "--quiet",
+    argv = ["pretrain", "--config", config(name), "--out", str(out), "--no-progress",
             *sets(TINY + [f"train.max_steps={steps}", *extra])]
     assert cli.main(argv) == 0
     return [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
@@ -83,7 +83,7 @@ def test_variant_configs_parse_and_build_the_right_models():
         build_model(load_config(config("roberta"), ["model.max_position_embeddings=128"]), 1000, 1)
 
     electra = load_config(config("electra"))
-    assert (electra.electra.disc_weight, electra.electra.generator_hidden_fraction) == (50.0, 0.25)
+    assert (electra.objective_settings.disc_weight, electra.objective_settings.generator_hidden_fraction) == (50.0, 0.25)
     pair = build_model(electra, 1000, 0)
     assert type(pair).__name__ == "ElectraPretrainer" and pair.disc_weight == 50.0
     assert pair.generator.config.hidden_size == 32 and pair.discriminator.config.hidden_size == 128
@@ -164,7 +164,7 @@ def electra_run(tmp_path_factory):
 
 
 def test_electra_config_logs_both_losses_resumes_exactly_and_exports(electra_run, tmp_path):
-    from bertkit.variants.electra import ElectraForPreTraining
+    from bertkit.objectives.electra import ElectraForPreTraining
 
     out, rows = electra_run
     train = [r for r in rows if r["split"] == "train"]
@@ -178,7 +178,7 @@ def test_electra_config_logs_both_losses_resumes_exactly_and_exports(electra_run
     copy = tmp_path / "resumed"
     shutil.copytree(out, copy)
     shutil.rmtree(copy / "checkpoint-4")
-    assert cli.main(["pretrain", "--config", config("electra"), "--out", str(copy), "--quiet", "--resume",
+    assert cli.main(["pretrain", "--config", config("electra"), "--out", str(copy), "--no-progress", "--resume",
                      *sets(TINY + ["train.max_steps=4", "model.embedding_size=64"])]) == 0
     resumed = [json.loads(line) for line in open(copy / "metrics.jsonl")]
     assert [r["loss"] for r in resumed if r["split"] == "train"] == pytest.approx([r["loss"] for r in train], rel=1e-6)
@@ -220,7 +220,7 @@ def test_electra_discriminator_fine_tunes(electra_classifier):
 
 def kl_to_teacher(student, teacher, features, pad_id):
     """Mean KL(teacher || student) of the class distributions over `features`."""
-    from bertkit.tasks.predict import forward_features
+    from bertkit.tasks import forward_features
 
     s = torch.from_numpy(np.stack(forward_features(student, features, 32, pad_id)))
     t = torch.from_numpy(np.stack(forward_features(teacher, features, 32, pad_id)))
@@ -230,11 +230,10 @@ def kl_to_teacher(student, teacher, features, pad_id):
 
 def test_distill_command_student_learns_the_teacher_and_loads_in_transformers(electra_classifier, tmp_path):
     from bertkit.heads import BertForSequenceClassification
-    from bertkit.tasks.features import encode_texts, subsample
-    from bertkit.tasks.finetune import builtin_splits
-    from bertkit.tasks.predict import load_model
+    from bertkit.tasks import builtin_splits, load_model, subsample
+    from bertkit.tasks.sequence import encode_texts
     from bertkit.tokenizer import Tokenizer
-    from bertkit.variants.distill import student_from_teacher
+    from bertkit.distill import student_from_teacher
 
     out = tmp_path / "student"
     argv = ["distill", "--teacher", str(electra_classifier), "--train", "bbc", "--out", str(out), "--no-progress",
@@ -274,7 +273,7 @@ def test_distill_command_student_learns_the_teacher_and_loads_in_transformers(el
     with torch.no_grad():
         assert (ours(ids, mask).logits - theirs(input_ids=ids, attention_mask=mask).logits).abs().max() < 1e-5
     # refused: tasks without one softmax over the labels
-    from bertkit.variants.distill import distill_finetuned
+    from bertkit.recipes.distill import distill_finetuned
 
     with pytest.raises(ConfigError, match="single-label"):
         distill_finetuned("regression", str(electra_classifier), "bbc", None, str(tmp_path / "x"))

@@ -15,7 +15,8 @@ likely. Without labels the CE term is left out.
 `student_from_teacher` builds DistilBERT's initialisation: the same architecture with fewer
 layers, each student layer copied from every other teacher layer (0, 2, 4, ...), embeddings and
 heads copied as they are. `Distiller` wraps student + teacher into one model a Trainer can run:
-`loss` is the distillation loss, and only the student is trained, saved and restored.
+`loss` is the distillation loss, and only the student is trained, saved and restored. The task
+recipe that uses them is `bertkit/recipes/distill.py`.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..constants import IGNORE_INDEX
 from ..errors import ConfigError
-from ..heads import IGNORE_INDEX
 from ..model import ModelOutput
 
 
@@ -161,140 +162,3 @@ class Distiller(nn.Module):
 
     def num_parameters(self, trainable_only: bool = False) -> int:
         return self.student.num_parameters(trainable_only)
-
-
-# ---------------------------------------------------------------------------- the task recipe
-def distill_finetuned(task: str, teacher_dir: str, train_source: str, dev_source: str | None, out_dir: str,
-                      sections: dict | None = None, num_layers: int | None = None,
-                      layer_map: list[int] | None = None, alpha: float = 0.5, temperature: float = 2.0,
-                      overwrite: bool = False, progress: bool = True) -> dict:
-    """Task-specific distillation of a fine-tuned teacher into a student cut from it.
-
-    The student is `student_from_teacher(teacher, num_layers, layer_map)` (every other layer by
-    default: 3 of a 6-layer teacher), the teacher's head and label set included; it is trained
-    by the fine-tuning recipe (`bertkit.tasks.finetune.finetune`: same data reading, batching,
-    dev evaluation, best-model keeping and output directory) on the distillation loss of a
-    `Distiller`. `sections` are finetune's ([data], [train], [model]); data.max_length defaults
-    to the teacher's. OUT ends as a plain fine-tuned model whose finetune_summary.json also has
-    a "distillation" entry. Single-label classification only, for now.
-    """
-    import json
-
-    from ..io import atomic_write_json
-    from ..tasks.finetune import finetune
-    from ..tasks.predict import SUMMARY_FILE, load_model, model_labels, read_spec
-
-    if task != "classification":
-        raise ConfigError(f"distillation supports --task classification (single-label), not {task!r}")
-    spec = read_spec(teacher_dir, task)
-    if spec.kind != "classification":
-        raise ConfigError(f"{teacher_dir} is a {spec.kind} model; distillation's KL term needs a single-label "
-                          "classifier (one softmax over the labels)")
-    sections = {name: dict(values) for name, values in (sections or {}).items()}
-    train = sections.get("train", {})
-    if train.get("class_weights", "none") != "none" or sections.get("peft"):
-        raise ConfigError("distillation trains the whole student on its own loss: remove train.class_weights "
-                          "and the [peft] settings")
-    if not 0.0 <= alpha <= 1.0 or temperature <= 0:
-        raise ConfigError(f"--alpha must be in [0, 1] and --temperature > 0, got {alpha} and {temperature}")
-    data = sections.setdefault("data", {})
-    data.setdefault("max_length", spec.data.max_length)  # the length the teacher was tuned at
-
-    teacher = load_model(teacher_dir, task)
-    teacher_labels = model_labels(teacher)
-    if teacher.config.shares_layers:
-        raise ConfigError("the teacher shares its layers (ALBERT): there are no separate layers to cut a "
-                          "student from")
-    chosen = layer_map or every_other_layer(teacher.config.num_hidden_layers, num_layers)
-    built: dict[str, nn.Module] = {}
-
-    def build_student(model_dir, task_, kind, labels, model_overrides):
-        if labels != teacher_labels:
-            raise ConfigError(f"the teacher's labels {teacher_labels} differ from the training data's "
-                              f"{labels}; distil on the data the teacher was fine-tuned for")
-        student = student_from_teacher(teacher, layer_map=chosen)
-        if model_overrides:  # dropout settings from [model]
-            changed = type(student)(student.config.replace(**model_overrides))
-            changed.load_state_dict(student.state_dict())
-            student = changed
-        built["student"] = student
-        return student.train()
-
-    def wrap(student):
-        return Distiller(student, teacher, alpha=alpha, temperature=temperature)
-
-    summary = finetune(task, teacher_dir, train_source, dev_source, out_dir, sections, overwrite=overwrite,
-                       progress=progress, model_fn=build_student, train_wrapper=wrap)
-    if not summary:  # a non-zero rank of a distributed run
-        return summary
-    summary["distillation"] = {
-        "teacher": teacher_dir, "teacher_layers": teacher.config.num_hidden_layers, "layer_map": chosen,
-        "alpha": alpha, "temperature": temperature,
-        "teacher_parameters": sum(p.numel() for p in teacher.parameters()),
-        "student_parameters": sum(p.numel() for p in built["student"].parameters()),
-    }
-    atomic_write_json(os.path.join(out_dir, SUMMARY_FILE), json.loads(json.dumps(summary)))
-    return summary
-
-
-def compare_speed(models: dict[str, nn.Module], features: list[dict], pad_token_id: int,
-                  batch_size: int = 32, repeats: int = 3) -> dict[str, list[float]]:
-    """Seconds per full inference pass over `features` for each model, runs alternating
-    (A, B, A, B, ...) so a machine's slow phases hit every model alike; one untimed warm-up
-    pass each. The pass is the prediction path: length-sorted batches, no_grad, eval mode."""
-    import time
-
-    from ..tasks.predict import forward_features
-
-    if repeats < 1:
-        raise ConfigError(f"repeats must be >= 1, got {repeats}")
-    times: dict[str, list[float]] = {name: [] for name in models}
-    for name, model in models.items():  # warm-up: allocator, thread pools
-        forward_features(model, features[:batch_size], batch_size, pad_token_id)
-    for _ in range(repeats):
-        for name, model in models.items():
-            start = time.perf_counter()
-            forward_features(model, features, batch_size, pad_token_id)
-            times[name].append(time.perf_counter() - start)
-    return times
-
-
-def compare_on_test(teacher_dir: str, student_dir: str, test_source: str, repeats: int = 3,
-                    batch_size: int | None = None) -> dict:
-    """Teacher vs student on labelled `test_source`: the task metrics of each, and the seconds
-    of a full inference pass over its texts (`compare_speed`: same features, batch size and
-    max_length for both; median of `repeats` alternating runs). Recorded in the student's
-    finetune_summary.json under distillation.test."""
-    import json
-    import statistics
-
-    from ..io import atomic_write_json
-    from ..tasks.features import encode_texts
-    from ..tasks.finetune import load_examples
-    from ..tasks.predict import SUMMARY_FILE, evaluate_examples, load_model, read_spec
-    from ..tokenizer import Tokenizer
-
-    spec = read_spec(student_dir)
-    tokenizer = Tokenizer.from_pretrained(student_dir)
-    examples = load_examples(spec.task, test_source, "test", spec.data)
-    models = {"teacher": load_model(teacher_dir, spec.task), "student": load_model(student_dir, spec.task)}
-    metrics = {name: evaluate_examples(m, tokenizer, spec, examples, name="test") for name, m in models.items()}
-    features = encode_texts(tokenizer, examples, spec.data.max_length, name="test")
-    batch_size = batch_size or spec.data.eval_batch_size
-    times = compare_speed(models, features, tokenizer.pad_token_id, batch_size, repeats)
-    median = {name: statistics.median(t) for name, t in times.items()}
-    # each teacher run against the student run right after it: robust to slow drifts in load
-    pairs = sorted(t / s for t, s in zip(times["teacher"], times["student"]))
-    result = {"test_data": test_source, "examples": len(examples), "batch_size": batch_size,
-              "max_length": spec.data.max_length, "threads": torch.get_num_threads(),
-              "teacher": metrics["teacher"], "student": metrics["student"],
-              "seconds": times, "median_seconds": median,
-              "speedup": median["teacher"] / median["student"],
-              "speedup_per_pair": {"median": statistics.median(pairs), "min": pairs[0], "max": pairs[-1]}}
-    result["retained"] = {k: metrics["student"][k] / v for k, v in metrics["teacher"].items() if v}
-    path = os.path.join(student_dir, SUMMARY_FILE)
-    with open(path, encoding="utf-8") as f:
-        summary = json.load(f)
-    summary.setdefault("distillation", {})["test"] = result
-    atomic_write_json(path, summary)
-    return result

@@ -62,10 +62,19 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
+import torch
+from torch import nn
 
-from ..errors import CheckpointError, ConfigError
+from ..checkpoint import load_into, read_state_dict
+from ..config import BertConfig
+from ..data.documents import shard_documents, split_documents
+from ..errors import CheckpointError, ConfigError, DataError
+from ..io import atomic_open
+from ..model import BertPooler
+from ..tasks.realdata import bbc_topics
 
 INIT_KEYS = ("init", "head_init", "freeze_encoder")
 HEAD_INITS = ("identity", "normal")
@@ -118,39 +127,9 @@ def check_data_section(data) -> None:
         raise ConfigError("data.static_masking needs the in-memory examples; use it with data.streaming = false")
 
 
-# ---------------------------------------------------------------------------- keywords
-def read_keywords(spec) -> list[str]:
-    """Keywords from a list of strings or a text file (one per line, `#` comments)."""
-    if isinstance(spec, str):
-        if not os.path.isfile(spec):
-            raise ConfigError(f"data.keywords file {spec} does not exist; give a file with one word "
-                              "per line, or a list of words")
-        with open(spec, encoding="utf-8") as f:
-            words = [line.split("#", 1)[0].strip() for line in f]
-    else:
-        words = [str(w).strip() for w in spec]
-    words = [w for w in words if w]
-    multi = [w for w in words if len(w.split()) > 1]
-    if multi:
-        raise ConfigError(f"keywords are single words; {multi[0]!r} has several (list its words apart)")
-    if not words:
-        raise ConfigError("data.keywords holds no word")
-    return words
-
-
-def masking_options(data) -> dict:
-    """Extra `MLMCollator` arguments for the configured masking (keywords and their rate)."""
-    if data.masking != "keyword":
-        return {}
-    return {"keywords": read_keywords(data.keywords), "keyword_probability": data.keyword_probability}
-
-
 # ---------------------------------------------------------------------------- the model
 def init_mlm_head(head, how: str, std: float) -> None:
     """(Re)initialise a `BertLMPredictionHead`'s own weights (not the tied decoder matrix)."""
-    import torch
-    from torch import nn
-
     dense = head.transform.dense
     with torch.no_grad():
         if how == "identity":
@@ -169,16 +148,14 @@ def init_mlm_head(head, how: str, std: float) -> None:
         head.bias.zero_()
 
 
-def load_init_model(model_section: dict, cls, vocab_size: int, max_length: int,
-                    pad_token_id: int | None = None):
-    """`cls` (BertForMaskedLM / BertForPreTraining) with the encoder of `model_section["init"]`.
+def load_init_model(model_section: dict, build: Callable[[BertConfig], nn.Module], vocab_size: int,
+                    max_length: int, pad_token_id: int | None = None):
+    """`build(config)` (BertForMaskedLM / BertForPreTraining: a module with `.bert` and an MLM
+    head `.cls.predictions`) with the encoder of `model_section["init"]`.
 
     Returns (model, info) where info lists the head weights that were created and the
     checkpoint weights that were not used (e.g. a sentence-embedding model's pooler).
     """
-    from ..checkpoint import load_into, read_state_dict
-    from ..config import BertConfig
-
     init = model_section["init"]
     config = BertConfig.from_pretrained(init)
     overrides = {k: v for k, v in model_section.items() if k not in ("preset", *INIT_KEYS)}
@@ -193,12 +170,10 @@ def load_init_model(model_section: dict, cls, vocab_size: int, max_length: int,
     if max_length > config.max_sequence_length:
         raise ConfigError(f"data.max_length={max_length} exceeds the {config.max_sequence_length} "
                           f"positions of {init}; lower data.max_length")
-    model = cls(config)  # every weight freshly initialised, then the checkpoint's copied in
+    model = build(config)  # every weight freshly initialised, then the checkpoint's copied in
     state = read_state_dict(init)
     carry_pooler = model.bert.pooler is None and any(".pooler." in k or k.startswith("pooler.") for k in state)
     if carry_pooler:
-        from ..model import BertPooler
-
         model.bert.pooler = BertPooler(config)  # carried through unchanged, see the module doc
     report = load_into(model, state, model.base_model_prefix)
     # Heads and the pooler may be new (BERT init); the encoder proper must come from `init`.
@@ -235,32 +210,14 @@ class GeneralCorpus:
     eval_docs: np.ndarray
 
 
-def shard_documents(source: str, mode: str, max_documents: int, tokenizer, directory: str,
-                    is_main: bool, ctx):
-    """A `ShardedCorpus` of `source` (tokenized into `directory` once), or `source` itself
-    when it already is a shard directory."""
-    from ..data.corpus import open_corpus
-    from ..data.shards import ShardedCorpus, prepare_shards
-    from .pretrain import _complete_shards, _first
-
-    if os.path.isfile(os.path.join(source, "meta.json")):
-        return ShardedCorpus(source, expected_vocab=tokenizer)
-    if is_main and not _complete_shards(directory):
-        prepare_shards(_first(open_corpus(source, mode), max_documents), tokenizer, directory,
-                       progress=False, resume=os.path.isdir(directory))
-    ctx.barrier()
-    return ShardedCorpus(directory, expected_vocab=tokenizer)
-
-
 def open_general(cfg, tokenizer, out_dir: str, ctx) -> GeneralCorpus | None:
     """The configured general corpus (None without `data.general_corpus`)."""
-    from .pretrain import split_documents
-
     data = cfg.data
     if not data.general_corpus:
         return None
-    docs = shard_documents(data.general_corpus, data.mode, data.general_max_documents, tokenizer,
-                           os.path.join(out_dir, "general-shards"), ctx.is_main, ctx)
+    docs = shard_documents(data.general_corpus, tokenizer, os.path.join(out_dir, "general-shards"),
+                           mode=data.mode, max_documents=data.general_max_documents,
+                           is_main=ctx.is_main, barrier=ctx.barrier)
     train_docs, eval_docs = split_documents(len(docs), data.eval_fraction, cfg.train.seed + 1)
     return GeneralCorpus(docs, train_docs, eval_docs)
 
@@ -277,7 +234,6 @@ def mix_examples(domain: list, general: list, fraction: float, seed: int) -> lis
     if want == 0:
         return list(domain)
     if not general:
-        from ..errors import DataError
         raise DataError("the general corpus produced no example; check data.general_corpus")
     rng = np.random.default_rng([seed, 31])
     picks = []
@@ -294,9 +250,6 @@ def write_bbc_split_corpus(path: str, topics: list[str], split: str = "train", s
     Adapting on the train split only keeps the dev/test articles unseen, so a fine-tuning
     comparison after adaptation measures the domain, not memorised test text.
     """
-    from ..io import atomic_open
-    from ..tasks.realdata import bbc_topics
-
     splits = bbc_topics(split_seed=split_seed)
     if split not in splits:
         raise ConfigError(f"unknown split {split!r}; use one of {', '.join(splits)}")
@@ -313,10 +266,10 @@ def write_bbc_split_corpus(path: str, topics: list[str], split: str = "train", s
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m bertkit.train.continued bbc-corpus --topics business tech --split train --out F`."""
-    import argparse
+    """`python -m bertkit.recipes.continued bbc-corpus --topics business tech --split train --out F`."""
+    import argparse  # only this script entry point parses arguments
 
-    parser = argparse.ArgumentParser(prog="python -m bertkit.train.continued")
+    parser = argparse.ArgumentParser(prog="python -m bertkit.recipes.continued")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("bbc-corpus", help="write BBC articles of some topics and one split as JSONL")
     p.add_argument("--topics", nargs="+", required=True)

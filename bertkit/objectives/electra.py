@@ -18,6 +18,10 @@ down (`encoder.embedding_hidden_mapping_in`, saved as ELECTRA's `embeddings_proj
 `ElectraForPreTraining` is the discriminator alone, laid out as transformers' class of that name;
 `ElectraPretrainer` holds both and saves them as `discriminator/` and `generator/` directories
 that transformers' ElectraForPreTraining and ElectraForMaskedLM read.
+
+The registry's "electra" entry (`bertkit/objectives/registry.py`) is made of `build_pretrainer`
+(the pair, from the discriminator's config and the `[electra]` section, `ElectraSettings`),
+the MLM collator (the generator reads an MLM batch) and `evaluate_electra`.
 """
 
 from __future__ import annotations
@@ -33,9 +37,31 @@ from torch import nn
 
 from ..checkpoint import PretrainedMixin
 from ..config import BertConfig
+from ..constants import IGNORE_INDEX
 from ..errors import ConfigError
-from ..heads import IGNORE_INDEX, BertForMaskedLM, ClassifierOutput, with_aux
+from ..heads import BertForMaskedLM, ClassifierOutput, with_aux
 from ..model import BertModel, ModelOutput, activation
+
+
+@dataclass
+class ElectraSettings:
+    """[electra]: the generator of ELECTRA's replaced-token detection."""
+
+    generator_hidden_fraction: float = 0.25  # generator width / discriminator width (paper: 1/4)
+    generator_layers: int = 0  # 0 = as many layers as the discriminator
+    disc_weight: float = 50.0  # lambda: loss = generator MLM loss + lambda * replaced-token BCE
+    temperature: float = 1.0  # of the generator's softmax when sampling replacements
+
+    def __post_init__(self):
+        if not 0.0 < self.generator_hidden_fraction <= 1.0:
+            raise ConfigError(f"electra.generator_hidden_fraction must be in (0, 1], got "
+                              f"{self.generator_hidden_fraction}")
+        if not isinstance(self.generator_layers, int) or self.generator_layers < 0:
+            raise ConfigError(f"electra.generator_layers must be an integer >= 0 (0 = as many as the "
+                              f"discriminator), got {self.generator_layers!r}")
+        if self.disc_weight <= 0 or self.temperature <= 0:
+            raise ConfigError(f"electra.disc_weight and electra.temperature must be > 0, got "
+                              f"{self.disc_weight} and {self.temperature}")
 
 
 def generator_config(config: BertConfig, hidden_fraction: float = 0.25,
@@ -209,6 +235,14 @@ class ElectraPretrainer(PretrainedMixin, nn.Module):
         super().save_pretrained(directory, tokenizer)
         self.discriminator.save_pretrained(os.path.join(directory, "discriminator"), tokenizer)
         self.generator.save_pretrained(os.path.join(directory, "generator"), tokenizer)
+
+
+def build_pretrainer(config: BertConfig, settings: ElectraSettings | None = None) -> ElectraPretrainer:
+    """The pair the "electra" objective trains: `config` is the discriminator's, the generator
+    is scaled down from it as `settings` say."""
+    s = settings or ElectraSettings()
+    generator = generator_config(config, s.generator_hidden_fraction, s.generator_layers or None)
+    return ElectraPretrainer(config, generator, disc_weight=s.disc_weight, temperature=s.temperature)
 
 
 @torch.no_grad()

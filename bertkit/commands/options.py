@@ -1,0 +1,31 @@
+"""The command-line conventions every command shares, each defined once.
+
+`--set SECTION.KEY=VALUE [...]` (repeatable, several values per flag), `--seed N` wherever
+randomness is involved, `--no-progress`. A command module adds the ones it takes. `say` is how a
+long run's report reaches the terminal.
+"""
+
+from __future__ import annotations
+
+
+def add_set(parser, example: str = "train.epochs=3 train.lr=5e-5 data.max_length=128") -> None:
+    parser.add_argument("--set", nargs="+", action="extend", default=[], metavar="SECTION.KEY=VALUE",
+                        help=f"override settings (TOML literals), e.g. {example}; repeatable")
+
+
+def add_seed(parser, what: str = "same as --set train.seed=N") -> None:
+    parser.add_argument("--seed", type=int, help=f"random seed ({what})")
+
+
+def add_progress(parser) -> None:
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def seed_assignment(args, key: str = "train.seed") -> list[str]:
+    """`--seed N` as the `--set` assignment it abbreviates (none without --seed)."""
+    return [f"{key}={args.seed}"] if args.seed is not None else []
+
+
+def say(line: str) -> None:
+    """Print one line of a long run's report now (flushed, so progress shows through a pipe)."""
+    print(line, flush=True)

@@ -1,0 +1,100 @@
+"""GCIDE (the GNU Collaborative International Dictionary of English) as pre-training text.
+
+Debian's `dict-gcide` ships it as a dictd database: `/usr/share/dictd/gcide.dict.dz` (gzip
+compatible) holds the entries, `gcide.index` one line per headword: `word <TAB> offset <TAB>
+length`, offset and length in base64 digits (A-Z a-z 0-9 + /). About 5.4M words of English:
+the 1913 Webster's definitions, usage notes and quotations from two centuries of writers.
+
+An entry is turned into plain sentences: the Webster markup is dropped (`[1913 Webster]` source
+lines, the headword lines at column 0 with their pronunciations `\\A*buse"\\` and etymologies
+`[F. abus, ...]`,
+`{braces}` around cross-references, the `--Author.` of a quotation), wrapped lines are joined
+into paragraphs, and numbered senses become one paragraph each. One document per index entry
+(the entries of one headword are adjacent, so a word's senses stay together).
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+from pathlib import Path
+from typing import Iterator
+
+from ..errors import DataError
+
+GCIDE_DIR = Path("/usr/share/dictd")
+GCIDE_HINT = "install it with: apt-get install dict-gcide"
+_B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+_SOURCE = re.compile(r"^\s*\[(?:1913 Webster|WordNet 1\.5|PJC|Century Dict\.|RH|Webster 1913 Suppl\.)[^\]]*\]\s*$")
+_OPEN_ETYMOLOGY = re.compile(r"^[^\[\]]*\]\s*")  # the end of an etymology begun on the headword line
+_ETYMOLOGY = re.compile(r"\[(?:[^\[\]]|\[[^\]]*\])*\]")  # [F. abus, L. abusus ...], nested once
+_AUTHOR = re.compile(r"\s*--\s*[A-Z][\w.' ]{0,40}\.?\s*$")  # the quotation's "--Macaulay."
+_SENSE = re.compile(r"^\s*(?:\d+\.|\([a-z]\))\s+")
+
+
+def b64_number(digits: str) -> int:
+    """dictd's index numbers: base64 digits, most significant first."""
+    value = 0
+    for ch in digits:
+        value = value * 64 + _B64.index(ch)
+    return value
+
+
+def read_index(path: Path) -> list[tuple[str, int, int]]:
+    """(headword, offset, length) per index line, in file order; dictd's own 00-database-* lines left out."""
+    entries = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) != 3 or parts[0].startswith("00"):  # dictd's own 00-database-* / 00-gcide-* notes
+                continue
+            entries.append((parts[0], b64_number(parts[1]), b64_number(parts[2])))
+    return entries
+
+
+def entry_paragraphs(text: str) -> list[str]:
+    """The plain paragraphs of one dictd entry (see the module docstring for what goes)."""
+    paragraphs: list[list[str]] = []
+    for line in text.splitlines():
+        if not line.strip() or _SOURCE.match(line):
+            paragraphs.append([])
+            continue
+        if not line[0].isspace():  # a headword line (word, pronunciation, part of speech, etymology)
+            paragraphs.append([])
+            continue
+        if _SENSE.match(line):
+            paragraphs.append([])
+            line = _SENSE.sub("", line)
+        if not paragraphs:
+            paragraphs.append([])
+        paragraphs[-1].append(line.strip())
+    out = []
+    for words in paragraphs:
+        paragraph = _OPEN_ETYMOLOGY.sub("", " ".join(w for w in words if w))
+        paragraph = _ETYMOLOGY.sub("", paragraph).replace("{", "").replace("}", "")
+        paragraph = _AUTHOR.sub("", re.sub(r"\s+", " ", paragraph)).strip(" ,;")
+        # Stray fragments ("n.", "Syn:") carry no sentence; brackets left over are an etymology
+        # the patterns above could not delimit (accents are written [e'] inside them): drop it.
+        if len(paragraph.split()) >= 3 and not any(ch in paragraph for ch in "[]\\"):
+            out.append(paragraph)
+    return out
+
+
+def gcide_documents(directory: Path = GCIDE_DIR) -> Iterator[list[str]]:
+    """One document (its plain paragraphs; corpus.py splits them into sentences) per GCIDE index
+    entry, in index order."""
+    index, data = directory / "gcide.index", directory / "gcide.dict.dz"
+    if not (index.is_file() and data.is_file()):
+        raise DataError(f"the 'gcide' corpus needs {index} and {data}; {GCIDE_HINT}")
+    with gzip.open(data) as f:
+        blob = f.read()
+    seen_offsets = set()
+    for _, offset, length in read_index(index):
+        if offset in seen_offsets:  # several headwords can point at one entry
+            continue
+        seen_offsets.add(offset)
+        text = blob[offset:offset + length].decode("utf-8", errors="replace")
+        paragraphs = entry_paragraphs(text)
+        if paragraphs:
+            yield paragraphs

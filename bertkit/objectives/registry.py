@@ -1,0 +1,142 @@
+"""The objective registry: name -> `Objective`, the one place `bertkit pretrain` learns what to train.
+
+An objective is everything that differs between pre-training tasks; the recipe
+(`bertkit/recipes/pretrain.py`) does the rest the same way for all of them (tokenizer, shards,
+examples, batches, the Trainer, checkpoints, evaluations):
+
+    build_model(config, settings) -> module    the module trained; `module(**batch).loss` is the
+                                               loss the optimizer minimises
+    collator(tokenizer, data, seed) -> fn      examples -> batch (padding, masks, labels)
+    evaluate(module, batches, seed) -> dict    held-out metrics, logged at every evaluation
+
+Built-in: "mlm", "mlm+nsp", "mlm+sop" (`mlm.py`) and "electra" (`electra.py`). Your own:
+
+    from bertkit.objectives import Objective, register_objective
+    register_objective("first-letter", Objective(build_model=..., evaluate=..., collator=...))
+
+and in the recipe TOML `[data] objective = "first-letter"`, `objective_module = "my_objectives"`
+(a module on the Python path, or a .py file) so `bertkit pretrain` imports it first. A worked
+example that trains is docs/objectives.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from ..data.examples import BUILDERS
+from ..errors import ConfigError
+from . import electra, mlm
+
+
+@dataclass(frozen=True)
+class Objective:
+    """One pre-training objective.
+
+    build_model     (BertConfig, settings or None) -> nn.Module whose forward(**batch) returns an
+                    output with `.loss`; it is saved with `save_pretrained` (subclass
+                    `bertkit.checkpoint.PretrainedMixin`) and resumed by its state dict
+    evaluate        (module, held-out batches, seed) -> {metric: float}; batches are collated
+                    once with a fixed seed, so evaluations of one run compare
+    collator        (tokenizer, [data] section, seed) -> callable turning a list of examples
+                    into a batch of tensors; with `state_dict` / `load_state_dict` a resumed
+                    run continues its random stream exactly
+    builders        example builders it accepts (`bertkit.data.examples.BUILDERS`); the
+                    first is the default of data.builder
+    logged          {train-row key: output field}: parts of the loss averaged into the train
+                    rows of metrics.jsonl beside the loss
+    settings        a dataclass for the objective's own TOML section, named as the objective
+                    (`[electra]`), or None
+    model_type      the model_type the objective needs (set when the config leaves it out)
+    init_from_checkpoint  model.init may start it from a trained encoder: build_model's module
+                    has the encoder as `.bert` and an MLM head as `.cls.predictions`
+    unigram_baseline  the batches' labels are vocabulary ids at masked positions, so the
+                    context-free unigram score is computed and written to baseline.json
+    """
+
+    build_model: Callable[..., Any]
+    evaluate: Callable[..., dict]
+    collator: Callable[..., Callable] = mlm.mlm_collator
+    builders: tuple[str, ...] = mlm.MLM_BUILDERS
+    logged: Mapping[str, str] = field(default_factory=dict)
+    settings: type | None = None
+    model_type: str | None = None
+    init_from_checkpoint: bool = False
+    unigram_baseline: bool = False
+
+
+MLM_LOGGED = {"mlm_loss": "mlm_loss"}  # the pair objectives' MLM part; the pair part follows
+
+OBJECTIVES: dict[str, Objective] = {
+    "mlm": Objective(mlm.masked_lm, mlm.mlm_metrics, init_from_checkpoint=True, unigram_baseline=True),
+    "mlm+nsp": Objective(mlm.pre_training, mlm.pair_metrics("nsp"), builders=("nsp",),
+                         logged={**MLM_LOGGED, "nsp_loss": "nsp_loss"},
+                         init_from_checkpoint=True, unigram_baseline=True),
+    "mlm+sop": Objective(mlm.pre_training, mlm.pair_metrics("sop"), builders=("sop",),
+                         logged={**MLM_LOGGED, "sop_loss": "nsp_loss"},  # the 2-way head's loss
+                         init_from_checkpoint=True, unigram_baseline=True),
+    "electra": Objective(electra.build_pretrainer, electra.evaluate_electra, settings=electra.ElectraSettings,
+                         logged={"generator_loss": "generator_loss", "discriminator_loss": "discriminator_loss"},
+                         model_type="electra", unigram_baseline=True),
+}
+
+
+def register_objective(name: str, objective: Objective, replace: bool = False) -> Objective:
+    """Make `objective` available as `[data] objective = name`; returns it."""
+    if not isinstance(objective, Objective):
+        raise ConfigError(f"register_objective({name!r}, ...) needs an Objective, got {type(objective).__name__}")
+    if not name or not isinstance(name, str) or any(c in name for c in ". =[]\"'"):
+        raise ConfigError(f"objective name {name!r} must be a non-empty string without spaces, dots, "
+                          "'=', brackets or quotes (it names a TOML section and a --set key)")
+    unknown = [b for b in objective.builders if b not in BUILDERS]
+    if not objective.builders or unknown:
+        raise ConfigError(f"objective {name!r}: builders must name example builders among "
+                          f"{', '.join(BUILDERS)} (got {list(objective.builders)})")
+    if name in OBJECTIVES and OBJECTIVES[name] is not objective and not replace:
+        raise ConfigError(f"objective {name!r} is already registered; choose another name, or pass "
+                          "replace=True to replace it")
+    OBJECTIVES[name] = objective
+    return objective
+
+
+def get_objective(name: str) -> Objective:
+    """The registered objective `name`, or a ConfigError listing the known ones."""
+    if name not in OBJECTIVES:
+        raise ConfigError(f"data.objective {name!r} is not known; use one of {', '.join(OBJECTIVES)}, or "
+                          "register your own and name its module in data.objective_module (docs/objectives.md)")
+    return OBJECTIVES[name]
+
+
+def import_objective_module(spec: str) -> None:
+    """Import the user's module that registers objectives: a dotted module name on the Python
+    path, or a path to a .py file. Each is imported once per process."""
+    if not spec:
+        return
+    if not spec.endswith(".py"):
+        try:
+            importlib.import_module(spec)
+        except ModuleNotFoundError as e:
+            if e.name and spec.startswith(e.name):  # the module itself, not one it imports
+                raise ConfigError(f"data.objective_module {spec!r} cannot be imported (no module {e.name!r} "
+                                  "on the Python path); give a .py file path or add its folder to PYTHONPATH") from None
+            raise
+        return
+    path = os.path.abspath(spec)
+    if not os.path.isfile(path):
+        raise ConfigError(f"data.objective_module {spec!r} does not exist; give the path of the .py file "
+                          "that registers your objective")
+    key = f"bertkit_objective_module:{path}"  # its name in sys.modules: a second import is a no-op
+    if key in sys.modules:
+        return
+    module_spec = importlib.util.spec_from_file_location(key, path)
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[key] = module
+    try:
+        module_spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[key]  # a failed import is tried again, not remembered as done
+        raise

@@ -1,0 +1,423 @@
+"""Fine-tuning recipe: a pre-trained encoder + a task head, trained by the one `Trainer`.
+
+    finetune("classification", model_dir, "train.csv", "dev.csv", out_dir, sections)
+
+1. read the data through the task's entry (`bertkit.tasks.TASKS`: CSV/TSV/JSONL text sets,
+   CoNLL, SQuAD JSON, multiple-choice JSONL, or a built-in real data set), build the label set
+   from the training labels and refuse dev labels the training data never shows;
+2. put a fresh head on the encoder (`id2label`/`label2id`/`problem_type` in its config, so
+   the saved model loads in the matching `transformers` Auto class);
+3. train with `bertkit.train.Trainer`: AdamW groups, warmup + linear decay, clipping,
+   accumulation, optional layer-wise lr decay (`train.llrd`), length-bucketed batches with
+   dynamic padding; optional class weights (`train.class_weights="balanced"`:
+   w_c = N / (C * n_c), the loss is the weighted mean of the cross-entropies);
+4. evaluate on dev `evals_per_epoch` times per epoch; the best dev score (`select_metric`;
+   higher is better, except mse) is saved, and training stops after `patience` evaluations
+   without improvement (0 = never);
+5. OUT ends with the best model + tokenizer (config with the labels), `finetune_summary.json`
+   (written last: its presence marks a finished run), `metrics.jsonl` and `curves.png`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import shutil
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bertkit.checkpoint import family_class, load_into, read_config, read_state_dict
+from bertkit.constants import IGNORE_INDEX
+from bertkit.errors import BertkitError, ConfigError, DataError
+from bertkit.heads import BertForMultipleChoice, BertForSequenceClassification
+from bertkit.io import atomic_write_json
+from bertkit.peft import DEFAULT_LR as PEFT_DEFAULT_LR
+from bertkit.peft import PEFT_KEYS, get_peft_model, make_config
+from bertkit.tasks import (BUILTIN_DATA, SUMMARY_FILE, Collator, DataConfig, Task, TaskSpec, baseline_metrics,
+                           builtin_labels, clean_metrics, evaluate_examples, feature_length, get_task,
+                           load_examples, parse_source, subsample)
+from bertkit.tasks.formats import build_label_map, check_labels_known
+from bertkit.tokenizer import Tokenizer
+from bertkit.train import LengthBucketedBatches, TrainConfig, Trainer
+from bertkit.train.config_io import check_keys, dataclass_from_dict
+from bertkit.train.early_stopping import BestKeeper
+
+
+# ---------------------------------------------------------------------------- options
+@dataclass
+class FinetuneOptions:
+    """Keys of `[train]` beyond TrainConfig's: the length of the run and model selection."""
+
+    epochs: float = 3.0  # sets max_steps unless train.max_steps is given
+    patience: int = 0  # evaluations without a better dev score before stopping; 0 = never stop
+    select_metric: str = ""  # dev metric of the best checkpoint; "" = the task's default (mse: lowest wins)
+    evals_per_epoch: int = 1  # dev evaluations per epoch (unless train.eval_every is given)
+    class_weights: str = "none"  # "none" | "balanced" (single-label and token classification)
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.epochs, (int, float)) and self.epochs > 0):
+            raise ConfigError(f"train.epochs must be a positive number, got {self.epochs!r}")
+        for name in ("patience", "evals_per_epoch"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < (0 if name == "patience" else 1):
+                raise ConfigError(f"train.{name} must be an integer >= {0 if name == 'patience' else 1}, "
+                                  f"got {value!r}")
+        if self.class_weights not in ("none", "balanced"):
+            raise ConfigError(f"train.class_weights must be \"none\" or \"balanced\", got {self.class_weights!r}")
+
+
+# Fine-tuning defaults that differ from pre-training's TrainConfig defaults (Devlin et al.:
+# lr 2e-5..5e-5, batch 16/32, warmup 10%).
+TRAIN_DEFAULTS = {"lr": 5e-5, "batch_size": 16, "warmup_ratio": 0.1, "log_every": 10, "keep_last": 1}
+# [model]: dropout overrides of the config, and freeze_encoder (as in continued pre-training):
+# true trains the head only, the encoder's weights stay as loaded.
+MODEL_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout", "freeze_encoder")
+
+
+def section_keys() -> dict[str, list[str]]:
+    """Valid `--set section.key` names."""
+    train = [f.name for f in dataclasses.fields(TrainConfig)] + [f.name for f in dataclasses.fields(FinetuneOptions)]
+    return {"data": [f.name for f in dataclasses.fields(DataConfig)], "train": train, "model": list(MODEL_KEYS),
+            "peft": list(PEFT_KEYS)}
+
+
+@dataclass
+class Recipe:
+    data: DataConfig
+    train: TrainConfig
+    options: FinetuneOptions
+    model: dict
+    explicit_max_steps: bool
+    explicit_eval_every: bool
+    peft: dict = dataclasses.field(default_factory=dict)  # [peft]: method = "lora" | ..., settings
+    freeze_encoder: bool = False
+
+
+def build_recipe(sections: dict | None) -> Recipe:
+    """DataConfig, TrainConfig, FinetuneOptions and model overrides from TOML-like sections."""
+    sections = dict(sections or {})
+    valid = section_keys()
+    check_keys(sections, valid, "finetune config")
+    for name, values in sections.items():
+        if not isinstance(values, dict):
+            raise ConfigError(f"[{name}] must be a table of keys, got {values!r}")
+        check_keys(values, valid[name], name)
+    data = dataclass_from_dict(DataConfig, dict(sections.get("data", {})), "data")
+    train_values = dict(TRAIN_DEFAULTS)
+    peft = dict(sections.get("peft", {}))
+    if peft and peft.get("method") is None:
+        raise ConfigError(f"peft settings {sorted(peft)} but no method: pass --peft lora|adapter|prefix "
+                          "(or peft.method)")
+    if peft:  # PEFT trains few parameters: a larger default lr
+        make_config(**peft)  # bad settings fail now, before the data is read
+        train_values["lr"] = PEFT_DEFAULT_LR[peft["method"]]
+    train_values.update(sections.get("train", {}))
+    option_names = {f.name for f in dataclasses.fields(FinetuneOptions)}
+    options = dataclass_from_dict(FinetuneOptions, {k: v for k, v in train_values.items() if k in option_names},
+                                  "train")
+    train_only = {k: v for k, v in train_values.items() if k not in option_names}
+    explicit_max_steps = "max_steps" in train_only
+    explicit_eval_every = "eval_every" in train_only
+    train_only.setdefault("max_steps", 1)  # replaced by the epoch count once the data is known
+    train = dataclass_from_dict(TrainConfig, train_only, "train")
+    model = dict(sections.get("model", {}))
+    freeze = model.pop("freeze_encoder", False)
+    if not isinstance(freeze, bool):
+        raise ConfigError(f"model.freeze_encoder must be true or false, got {freeze!r}")
+    if freeze and peft:
+        raise ConfigError("model.freeze_encoder and [peft] both choose what trains; use one of them")
+    return Recipe(data, train, options, model, explicit_max_steps, explicit_eval_every, peft, freeze)
+
+
+# ---------------------------------------------------------------------------- model
+def build_task_model(model_dir: str, task: Task, labels: list[str] | None,
+                     model_overrides: dict | None = None) -> nn.Module:
+    """The encoder of `model_dir` with a freshly initialised head for `labels`.
+
+    A head already in the checkpoint is reused only when it has the same labels in the same
+    order (continuing a fine-tune); otherwise it is dropped and a new one initialised.
+    """
+    cls = family_class(task.model_class, model_dir)  # the modern encoder's head for a ModernBERT directory
+    config = cls.config_class.from_pretrained(model_dir)
+    changes = {**(model_overrides or {}), **task.head_config(labels)}
+    same_labels = (config.id2label or {}) == changes.get("id2label") and task.labels_of is not None
+    model = cls(config.replace(**changes))
+    state = read_state_dict(model_dir)
+    head_prefixes = ("classifier.", "qa_outputs.")
+    if not same_labels or cls.__name__ not in (config.architectures or []):
+        state = {k: v for k, v in state.items() if not k.startswith(head_prefixes)}
+    report = load_into(model, state, cls.base_model_prefix)
+    encoder = cls.base_model_prefix + "."
+    encoder_missing = [k for k in report.missing_keys if k.startswith(encoder) and "pooler" not in k]
+    if encoder_missing:
+        raise BertkitError(f"{model_dir} lacks {len(encoder_missing)} encoder weights ({encoder_missing[0]}, ...); "
+                           "pass a pre-trained encoder's model directory")
+    if any("pooler" in k for k in report.missing_keys) and cls in (BertForSequenceClassification,
+                                                                   BertForMultipleChoice):
+        warnings.warn(f"{model_dir} has no pooler weights: the pooler starts from random values", stacklevel=2)
+    return model
+
+
+class WeightedLoss(nn.Module):
+    """A task model whose loss is the class-weighted cross-entropy (what `Trainer` trains).
+
+    loss = sum_i w_{y_i} CE_i / sum_i w_{y_i} over labelled positions. Saving delegates to the
+    wrapped model, so checkpoints are plain model directories.
+    """
+
+    def __init__(self, model: nn.Module, weights: torch.Tensor):
+        super().__init__()
+        self.model = model
+        self.config = model.config
+        self.register_buffer("weights", weights.float())
+
+    def forward(self, labels=None, **batch):
+        out = self.model(**batch)
+        if labels is not None:
+            logits = out.logits.reshape(-1, self.config.num_labels)
+            out.loss = F.cross_entropy(logits, labels.reshape(-1), weight=self.weights, ignore_index=IGNORE_INDEX)
+        return out
+
+    def save_pretrained(self, directory, tokenizer=None) -> None:
+        self.model.save_pretrained(directory, tokenizer=tokenizer)
+
+
+def balanced_weights(features: Sequence[dict], num_labels: int) -> torch.Tensor:
+    """w_c = N / (C * n_c) from the labels of the training features (n_c >= 1)."""
+    labels = np.concatenate([np.atleast_1d(np.asarray(f["labels"])) for f in features])
+    labels = labels[labels != IGNORE_INDEX]
+    counts = np.maximum(np.bincount(labels, minlength=num_labels), 1)
+    return torch.tensor(len(labels) / (num_labels * counts), dtype=torch.float32)
+
+
+MODEL_FILES_MARKERS = ("model.safetensors", "pytorch_model.bin", "adapter_model.safetensors", SUMMARY_FILE)
+
+
+def _taken(out_dir: str) -> list[str]:
+    if not os.path.isdir(out_dir):
+        return []
+    return sorted(n for n in os.listdir(out_dir) if n in MODEL_FILES_MARKERS or n.startswith("checkpoint-"))
+
+
+def check_out_dir(out_dir: str, overwrite: bool) -> None:
+    """Refuse to mix a new run into a directory holding another model, unless overwriting."""
+    taken = _taken(out_dir)
+    if taken and not overwrite:
+        raise BertkitError(f"{out_dir} already holds a model ({', '.join(taken[:3])}); choose a new "
+                           "--out directory or pass --overwrite")
+
+
+def prepare_out_dir(out_dir: str, overwrite: bool) -> None:
+    """check_out_dir, then (overwriting) remove the old model, checkpoints and temporaries."""
+    check_out_dir(out_dir, overwrite)
+    if os.path.isdir(out_dir):
+        for name in os.listdir(out_dir):
+            path = os.path.join(out_dir, name)
+            if name.startswith((".best", ".tmp-best-", "checkpoint-")):  # a killed run's leftovers
+                shutil.rmtree(path, ignore_errors=True)
+            elif name in MODEL_FILES_MARKERS:
+                os.remove(path)
+    os.makedirs(out_dir, exist_ok=True)
+
+
+def publish_best(out_dir: str, best_dir: str) -> None:
+    """Drop the trainer's checkpoints (with optimizer state) and move the best model's files
+    from OUT/.best into OUT (each rename is atomic)."""
+    for name in os.listdir(out_dir):
+        if name.startswith("checkpoint-"):
+            shutil.rmtree(os.path.join(out_dir, name), ignore_errors=True)
+    for name in os.listdir(best_dir):
+        os.replace(os.path.join(best_dir, name), os.path.join(out_dir, name))
+    shutil.rmtree(best_dir, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------- data
+@dataclass
+class TaskData:
+    """The examples of one run and what they decide: the task (refined), labels, dev spec."""
+
+    task: Task
+    train: list
+    dev: list
+    labels: list[str] | None
+    spec: TaskSpec
+    dev_source: str
+
+
+def prepare_labels(task: Task, train_source: str, train: Sequence, dev: Sequence) -> list[str] | None:
+    """Label names in id order (None for tasks without a label set); dev labels must be known."""
+    if task.labels_of is None:
+        return None
+    inventory = builtin_labels(parse_source(train_source)[0])
+    train_labels = task.labels_of(train)
+    if inventory is None:
+        label2id, id2label = build_label_map(train_labels)
+    else:
+        check_labels_known(train_labels, {n: i for i, n in enumerate(inventory)}, "train")
+        id2label = dict(enumerate(inventory))
+        label2id = {n: i for i, n in id2label.items()}
+    check_labels_known(task.labels_of(dev), label2id, "dev")
+    return [id2label[i] for i in range(len(id2label))]
+
+
+def load_task_data(task_name: str, train_source: str, dev_source: str | None, recipe: Recipe) -> TaskData:
+    """Read train and dev, refine the task from the training labels, build the label set."""
+    task = get_task(task_name)
+    if dev_source is None:
+        if parse_source(train_source)[0] not in BUILTIN_DATA:
+            raise ConfigError("--dev is required with a training file (the dev set picks the best checkpoint)")
+        dev_source = parse_source(train_source)[0] + ":dev"
+    train = load_examples(task.name, train_source, "train", recipe.data)
+    dev = load_examples(task.name, dev_source, "dev", recipe.data)
+    if not train:
+        raise DataError(f"{train_source}: no training examples")
+    if not dev:
+        raise DataError(f"{dev_source}: no dev examples")
+    train = subsample(train, recipe.data.max_train_examples, recipe.train.seed)
+    dev = subsample(dev, recipe.data.max_eval_examples, recipe.train.seed + 1)
+    if task.refine is not None:
+        refined, dev_refined = task.refine(train), task.refine(dev)
+        if refined == task.name and dev_refined != task.name:
+            raise DataError(f"{dev_source}: dev labels are {dev_refined} but training labels are {task.name}")
+        task = get_task(refined)
+    if recipe.options.class_weights == "balanced" and task.name not in ("classification", "token-classification"):
+        raise ConfigError(f"train.class_weights=\"balanced\" is for single-label or token classification, "
+                          f"not {task.name}")
+    labels = prepare_labels(task, train_source, train, dev)
+    allow_no_answer = task.name != "qa" or any(e.is_impossible for e in train)
+    return TaskData(task, train, dev, labels, TaskSpec(task.name, recipe.data, allow_no_answer), dev_source)
+
+
+def select_metric(task: Task, options: FinetuneOptions) -> str:
+    metric = options.select_metric or task.default_metric
+    if metric not in task.metric_names:
+        raise ConfigError(f"train.select_metric={metric!r} is not a dev metric of {task.name}; use one of "
+                          f"{', '.join(task.metric_names)}")
+    return metric
+
+
+# ---------------------------------------------------------------------------- the recipe
+def build_model(model_dir: str, data: TaskData, recipe: Recipe, model_fn=None, progress: bool = True) -> nn.Module:
+    """The task model (or a PEFT wrapper of it), its head initialised from train.seed."""
+    config = read_config(model_dir)
+    if recipe.data.max_length > config.max_sequence_length:
+        raise ConfigError(f"data.max_length={recipe.data.max_length} exceeds the model's "
+                          f"{config.max_sequence_length} positions; use data.max_length="
+                          f"{config.max_sequence_length} or less")
+    torch.manual_seed(recipe.train.seed)  # the new head's initialisation
+    model = (model_fn or build_task_model)(model_dir, data.task, data.labels, recipe.model)
+    if recipe.freeze_encoder:
+        getattr(model, model.base_model_prefix).requires_grad_(False)
+    if recipe.peft:  # frozen base + adapter; OUT then holds the adapter directory (bertkit.peft)
+        model = get_peft_model(model, make_config(**recipe.peft), base_model_path=model_dir)
+        if progress:
+            model.print_trainable_parameters()
+    return model
+
+
+def run_length(recipe: Recipe, batches: LengthBucketedBatches) -> tuple[TrainConfig, int]:
+    """TrainConfig with max_steps from the epoch count and eval_every from evals_per_epoch."""
+    steps_per_epoch = max(1, len(batches) // recipe.train.grad_accum)
+    changes = {}
+    if not recipe.explicit_max_steps:
+        changes["max_steps"] = max(1, math.ceil(recipe.options.epochs * steps_per_epoch))
+    if not recipe.explicit_eval_every:
+        changes["eval_every"] = max(1, steps_per_epoch // recipe.options.evals_per_epoch)
+    return dataclasses.replace(recipe.train, **changes), steps_per_epoch
+
+
+def finetune(task: str, model_dir: str, train_source: str, dev_source: str | None, out_dir: str,
+             sections: dict | None = None, overwrite: bool = False, progress: bool = True,
+             model_fn=None, train_wrapper=None) -> dict:
+    """Fine-tune `model_dir` on `train_source` for `task`; returns the summary dict.
+
+    `dev_source` None means the built-in set's dev split (built-in training data only).
+    `sections` holds `data`, `train` and `model` tables (see DataConfig, TrainConfig,
+    FinetuneOptions; model: dropout overrides).
+    Hooks for recipes built on this one (distillation, bertkit/recipes/distill.py):
+    `model_fn(model_dir, task, labels, model_overrides)` builds the task model instead of
+    `build_task_model`; `train_wrapper(model)` wraps it into the module the Trainer optimises
+    (its forward gives the loss), while dev evaluation and the saved model stay `model`.
+    """
+    started = time.time()
+    get_task(task)
+    recipe = build_recipe(sections)
+    check_out_dir(out_dir, overwrite)  # before the slow parts; cleaned once the data is known good
+    data = load_task_data(task, train_source, dev_source, recipe)
+    metric = select_metric(data.task, recipe.options)
+    tokenizer = Tokenizer.from_pretrained(model_dir)
+    model = build_model(model_dir, data, recipe, model_fn, progress)
+    label2id = {n: i for i, n in enumerate(data.labels or [])}
+    features = data.task.encode(tokenizer, data.train, recipe.data, label2id, True, "train")
+    trained: nn.Module = model
+    if recipe.options.class_weights == "balanced":
+        trained = WeightedLoss(model, balanced_weights(features, model.config.num_labels))
+    if train_wrapper is not None:
+        trained = train_wrapper(trained)
+
+    prepare_out_dir(out_dir, overwrite)
+    batches = LengthBucketedBatches(features, recipe.train.batch_size, Collator(tokenizer.pad_token_id),
+                                    lengths=[feature_length(f) for f in features], seed=recipe.train.seed)
+    train_config, steps_per_epoch = run_length(recipe, batches)
+    keeper = BestKeeper(out_dir, metric, recipe.options.patience, tokenizer, metric in data.task.lower_is_better)
+    trainer = Trainer(trained, batches, train_config, out_dir, tokenizer=tokenizer, progress=progress)
+
+    def evaluate_dev(_model) -> dict:
+        metrics = evaluate_examples(model, tokenizer, data.spec, data.dev, name="dev")
+        if keeper.update(model, trainer.step, metrics):
+            trainer.stop_requested = True
+        return {k: (v if v is not None and not math.isnan(v) else float("nan")) for k, v in metrics.items()}
+
+    trainer.eval_fn = evaluate_dev
+    trainer.train()
+    if not trainer.ctx.is_main:
+        return {}
+    publish_best(out_dir, keeper.best_dir)
+    summary = run_summary(data, recipe, train_config, model, features, trainer.step, steps_per_epoch, keeper,
+                          metric, model_dir, train_source, started)
+    atomic_write_json(os.path.join(out_dir, SUMMARY_FILE), summary)
+    return summary
+
+
+def run_summary(data: TaskData, recipe: Recipe, train_config: TrainConfig, model, features, steps: int,
+                steps_per_epoch: int, keeper: BestKeeper, metric: str, model_dir: str, train_source: str,
+                started: float) -> dict:
+    """What finetune_summary.json records: the task spec, data, settings, and the dev results."""
+    return {
+        "spec": data.spec.to_dict(),
+        "labels": data.labels,
+        "model": model_dir,
+        "train_data": train_source,
+        "dev_data": data.dev_source,
+        "train_examples": len(data.train),
+        "dev_examples": len(data.dev),
+        "train_features": len(features),
+        "train_config": dataclasses.asdict(train_config),
+        "options": dataclasses.asdict(recipe.options),
+        "model_overrides": recipe.model,
+        "peft": recipe.peft and {**recipe.peft, **_peft_counts(model)},
+        "steps": steps,
+        "steps_per_epoch": steps_per_epoch,
+        "epochs_run": steps / steps_per_epoch,
+        "stopped_early": steps < train_config.max_steps,
+        "select_metric": metric,
+        "best_step": keeper.best_step,
+        "best_dev": clean_metrics(keeper.best_metrics),
+        "dev_baseline": clean_metrics(baseline_metrics(data.spec, data.train, data.dev)),
+        "dev_history": [clean_metrics(row) for row in keeper.history],
+        "wall_time_s": round(time.time() - started, 1),
+    }
+
+
+def _peft_counts(model) -> dict:
+    count = model.trainable_parameters()
+    return {"trainable_parameters": count.trainable, "total_parameters": count.total,
+            "trainable_share": count.share}

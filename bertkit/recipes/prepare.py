@@ -1,0 +1,21 @@
+"""The prepare recipe: a corpus tokenized once into memory-mapped token shards.
+
+    bertkit prepare --corpus bbc --tokenizer runs/tiny/tokenizer --out shards/bbc
+
+The corpus is streamed (never held whole in memory); the shards keep document and sentence
+boundaries (format: `bertkit/data/shards.py`); `resume` continues an interrupted run.
+"""
+
+from __future__ import annotations
+
+from ..data.corpus import open_corpus
+from ..data.shards import prepare_shards
+from ..tokenizer import Tokenizer
+
+
+def prepare(corpus: str, tokenizer: str, out_dir: str, mode: str = "file", text_field: str = "text",
+            shard_tokens: int = 1 << 24, workers: int = 0, resume: bool = False, progress: bool = True) -> dict:
+    """Tokenize `corpus` (bbc, wordnet, a file or directory) with the tokenizer in directory
+    `tokenizer` into shards in `out_dir`; returns the shards' meta.json as a dict."""
+    return prepare_shards(open_corpus(corpus, mode, text_field), Tokenizer.from_pretrained(tokenizer), out_dir,
+                          shard_tokens=shard_tokens, num_workers=workers, progress=progress, resume=resume)

@@ -1,0 +1,514 @@
+"""The pre-training recipe: TOML config -> tokenizer -> token shards -> examples -> Trainer.
+
+    bertkit pretrain --config configs/pretrain-tiny.toml --out runs/tiny [--set train.lr=1e-3] [--resume]
+
+Sections of the config (every key is checked; a typo gets a "did you mean" suggestion):
+
+[model]      preset = "tiny" | "mini" | ... plus any BertConfig field as an override; model_type
+             ("bert" | "roberta" | "albert" | "electra" | ...) applies that family's defaults.
+             vocab_size and pad_token_id come from the tokenizer; RoBERTa's position table gets
+             max_length + pad_token_id + 1 rows (its positions are numbered after the pad row)
+[tokenizer]  path = an existing tokenizer/model directory, or train one on the corpus: kind
+             ("wordpiece", BERT's; "bpe", RoBERTa's byte-level BPE), vocab_size, min_frequency,
+             lowercase (WordPiece only) -- saved to OUT/tokenizer
+[data]       corpus ("bbc", "wordnet", a path, or a shard directory), objective (a name in
+             the objective registry: "mlm" | "mlm+nsp" | "mlm+sop" | "electra" | yours),
+             objective_module (a module or .py file that registers yours), builder (for
+             "mlm"/"electra": "full_sentences" packs contiguous sentences to max_length, or
+             "doc_sentences"), max_length, masking strategy and rate, static_masking, ...
+[electra]    an objective's own settings, in a section named as the objective (ELECTRA's:
+             generator_hidden_fraction, generator_layers, disc_weight, temperature)
+[train]      the TrainConfig fields (max_steps, lr, batch_size, seed, ...)
+[early_stopping]  patience (evaluations without improvement; 0 = off), min_delta, metric
+             (held-out, default mlm_loss): stop early, best model kept in OUT/best (early_stopping.py)
+
+The objective (`bertkit/objectives/`) decides the model, how examples become batches, the loss
+(the model's output) and the held-out metrics; this recipe runs whichever it is given:
+"mlm" BertForMaskedLM; "mlm+nsp" / "mlm+sop" BertForPreTraining (with model_type "albert" its
+second head is ALBERT's sentence-order head); "electra" `ElectraPretrainer` (a small generator +
+the discriminator, sharing embeddings). Besides the loss, the train rows of metrics.jsonl carry
+the parts of the objective (mlm_loss / nsp_loss, generator_loss / discriminator_loss), and
+aux_loss (the MoE load-balancing term) when the model has experts.
+
+Steps: documents are tokenized once into memory-mapped shards (OUT/shards); documents are
+split into train/held-out by a seeded shuffle; examples are built by the data package's
+builders; batches group similar lengths (`LengthBucketedBatches`) and are masked dynamically by
+the objective's collator (`MLMCollator` for the built-ins); held-out batches are collated once
+with a fixed seed so evaluations compare.
+
+Continued pre-training (DAPT/TAPT, `continued.py`): [model] init = a trained model directory
+(its encoder and tokenizer; a missing MLM head is created: head_init, freeze_encoder);
+[data] general_corpus / general_fraction mix in and evaluate general text, masking =
+"keyword" with keywords / keyword_probability. Streaming (`bertkit/train/streaming.py`): [data] streaming =
+true builds examples lazily per block of block_docs documents (corpora larger than memory),
+with the data position saved in every checkpoint. See docs/dapt.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+from dataclasses import dataclass, field
+
+import torch
+
+from ..config import SIZE_PRESETS, BertConfig
+from ..data.corpus import open_corpus
+from ..data.documents import first, shard_documents, split_documents
+from ..data.examples import BUILDERS, SpecialTokens, build_examples, make_builder
+from ..errors import ConfigError
+from ..io import atomic_open, atomic_write_json
+from ..modern import ModernBertConfig
+from ..objectives import OBJECTIVES, Objective, get_objective, import_objective_module
+from ..tokenizer import Tokenizer
+from ..train.batching import LengthBucketedBatches
+from ..train.config_io import apply_overrides, check_keys, dataclass_from_dict, load_toml, parse_value, suggest
+from ..train.distributed import DistContext, init_distributed, shutdown
+from ..train.early_stopping import EarlyStoppingSection
+from ..train.evaluate import unigram_baseline
+from ..train.streaming import streaming_batches, take_examples
+from ..train.trainer import TrainConfig, Trainer, seed_everything
+from .continued import (INIT_KEYS, GeneralCorpus, check_data_section, check_model_section, load_init_model,
+                        mix_examples, open_general)
+
+TOKENIZER_KINDS = ("wordpiece", "bpe")
+
+
+@dataclass
+class TokenizerSection:
+    path: str = ""  # an existing tokenizer (or model) directory; empty = train one
+    kind: str = "wordpiece"  # "wordpiece" (BERT, [PAD]=0) | "bpe" (RoBERTa's byte-level BPE, <pad>=1)
+    vocab_size: int = 8000
+    min_frequency: int = 2
+    lowercase: bool | None = None  # WordPiece: None = True (uncased); byte-level BPE keeps case
+
+    def __post_init__(self):
+        if self.kind not in TOKENIZER_KINDS:
+            raise ConfigError(f"tokenizer.kind {self.kind!r} is not known; use one of "
+                              f"{', '.join(TOKENIZER_KINDS)}")
+        if self.kind == "bpe" and self.lowercase:
+            raise ConfigError("tokenizer.lowercase does not apply to kind \"bpe\" (byte-level BPE keeps "
+                              "case, as RoBERTa's); remove tokenizer.lowercase or use kind \"wordpiece\"")
+
+
+@dataclass
+class DataSection:
+    corpus: str = "bbc"
+    mode: str = "file"  # how text files split into documents: "file" | "blank" | "jsonl"
+    objective: str = "mlm"  # a name in the objective registry (bertkit/objectives/)
+    objective_module: str = ""  # a module (dotted name or .py file) imported first: it registers objectives
+    builder: str = ""  # empty: the objective's first builder (full_sentences for mlm, nsp/sop for pairs)
+    max_length: int = 128
+    masking: str = "token"  # "token" | "whole_word" | "span" | "keyword"
+    mlm_probability: float = 0.15
+    static_masking: bool = False  # True: the same mask every epoch (original BERT)
+    eval_fraction: float = 0.05  # share of documents held out
+    max_eval_examples: int = 512  # evaluation cost is bounded by this
+    max_documents: int = 0  # 0 = the whole corpus; >0 = the first N (quick runs)
+    bucket_size: int = 50  # batches per length-sorting chunk
+    # Domain-adaptive pre-training (bertkit/recipes/continued.py) and streaming (train/streaming.py):
+    keywords: list | str = field(default_factory=list)  # masking = "keyword": words or a file
+    keyword_probability: float = 0.5  # each keyword occurrence is masked with this probability
+    general_corpus: str = ""  # general text: mixed in (general_fraction) and evaluated on
+    general_fraction: float = 0.0  # share of training sequences taken from general_corpus
+    general_max_documents: int = 0  # 0 = the whole general corpus
+    streaming: bool = False  # True: examples built lazily per block (corpora larger than memory)
+    block_docs: int = 256  # streaming: documents whose examples are built and shuffled together
+
+    def __post_init__(self):
+        builders = get_objective(self.objective).builders
+        if not self.builder:
+            self.builder = builders[0]
+        if self.builder not in builders:
+            raise ConfigError(f"data.objective {self.objective} needs data.builder = "
+                              f"{' or '.join(repr(b) for b in builders)} (got {self.builder!r})")
+        if not 0.0 < self.eval_fraction < 1.0:
+            raise ConfigError(f"data.eval_fraction must be in (0, 1), got {self.eval_fraction}")
+        if self.max_length < 8:
+            raise ConfigError(f"data.max_length must be at least 8, got {self.max_length}")
+        check_data_section(self)
+
+
+@dataclass
+class PretrainConfig:
+    model: dict = field(default_factory=lambda: {"preset": "tiny"})
+    tokenizer: TokenizerSection = field(default_factory=TokenizerSection)
+    data: DataSection = field(default_factory=DataSection)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    objective_settings: object | None = None  # the objective's own section ([electra]), if it has one
+    early_stopping: EarlyStoppingSection = field(default_factory=EarlyStoppingSection)
+
+    @property
+    def objective(self) -> Objective:
+        return get_objective(self.data.objective)
+
+    def to_dict(self) -> dict:
+        out = {"model": dict(self.model), "tokenizer": dataclasses.asdict(self.tokenizer),
+               "data": dataclasses.asdict(self.data), "train": dataclasses.asdict(self.train),
+               "early_stopping": dataclasses.asdict(self.early_stopping)}
+        if self.objective_settings is not None:
+            out[self.data.objective] = dataclasses.asdict(self.objective_settings)
+        return out
+
+
+# ---------------------------------------------------------------------------- the config
+def _sections() -> dict[str, list[str]]:
+    """Every section and its keys; objectives with settings add a section named as themselves."""
+    # BERT's fields and the modern encoder's (model_type = "modernbert"; its own are checked in modern_config)
+    model_keys = ["preset", *INIT_KEYS] + sorted({f.name for cls in (BertConfig, ModernBertConfig)
+                                                 for f in dataclasses.fields(cls) if f.name != "extra"})
+    sections = {"model": model_keys,
+                "tokenizer": [f.name for f in dataclasses.fields(TokenizerSection)],
+                "data": [f.name for f in dataclasses.fields(DataSection)],
+                "train": [f.name for f in dataclasses.fields(TrainConfig)],
+                "early_stopping": [f.name for f in dataclasses.fields(EarlyStoppingSection)]}
+    for name, objective in OBJECTIVES.items():
+        if objective.settings is not None:
+            sections[name] = [f.name for f in dataclasses.fields(objective.settings)]
+    return sections
+
+
+def _objective_module(raw: dict, overrides) -> str:
+    """data.objective_module, with a `--set` taking precedence: read before anything else is
+    checked, since the module it names can add objectives and their sections."""
+    module = raw.get("data", {}).get("objective_module", "")
+    for item in overrides:
+        key, _, value = item.partition("=")
+        if key.strip() == "data.objective_module":
+            module = parse_value(value.strip())
+    return module
+
+
+def _objective_settings(raw: dict, data: DataSection, model: dict):
+    """The chosen objective's settings section (None if it has none); another objective's
+    section, or a model_type the objective cannot train, is an error."""
+    objective = get_objective(data.objective)
+    for name in raw:
+        if name in OBJECTIVES and name != data.objective and raw[name]:
+            raise ConfigError(f"[{name}] settings are only used with data.objective = \"{name}\" (got "
+                              f"{data.objective!r}); remove the [{name}] section or change the objective")
+    if objective.model_type and model.setdefault("model_type", objective.model_type) != objective.model_type:
+        raise ConfigError(f"data.objective = \"{data.objective}\" trains a model_type \"{objective.model_type}\" "
+                          f"model: set model.model_type = \"{objective.model_type}\" (got {model['model_type']!r})")
+    if objective.settings is None:
+        return None
+    return dataclass_from_dict(objective.settings, raw.get(data.objective, {}), data.objective)
+
+
+def parse_config(raw: dict, overrides: list[str] = ()) -> PretrainConfig:
+    """Validate a raw TOML dict (plus `--set` strings) into a PretrainConfig."""
+    import_objective_module(_objective_module(raw, overrides))
+    sections = _sections()
+    for name in raw:
+        if name not in sections:
+            raise ConfigError(f"unknown section [{name}]; {suggest(name, sections)}")
+    raw = apply_overrides(raw, overrides, sections)
+    model = dict(raw.get("model", {}))
+    check_keys(model, sections["model"], "model")
+    check_model_section(model)
+    model.setdefault("preset", "tiny")  # unused with model.init (the checkpoint fixes the shape)
+    if model["preset"] not in SIZE_PRESETS:
+        raise ConfigError(f"model.preset {model['preset']!r} is not known; use one of {sorted(SIZE_PRESETS)}")
+    data = dataclass_from_dict(DataSection, raw.get("data", {}), "data")
+    settings = _objective_settings(raw, data, model)
+    return PretrainConfig(
+        model=model,
+        tokenizer=dataclass_from_dict(TokenizerSection, raw.get("tokenizer", {}), "tokenizer"),
+        data=data,
+        train=TrainConfig.from_dict(raw.get("train", {})),
+        objective_settings=settings,
+        early_stopping=dataclass_from_dict(EarlyStoppingSection, raw.get("early_stopping", {}), "early_stopping"),
+    )
+
+
+def load_config(path: str, overrides: list[str] = ()) -> PretrainConfig:
+    return parse_config(load_toml(path), overrides)
+
+
+# ---------------------------------------------------------------------------- building blocks
+def get_tokenizer(cfg: PretrainConfig, corpus, out_dir: str, is_main: bool, ctx):
+    """The configured tokenizer, or one trained on the corpus files (saved to OUT/tokenizer)."""
+    # Continued pre-training keeps the checkpoint's vocabulary: its embeddings are indexed by it.
+    path = cfg.tokenizer.path or cfg.model.get("init", "")
+    if path:
+        return Tokenizer.from_pretrained(path)
+    directory = os.path.join(out_dir, "tokenizer")
+    # A resumed run must see exactly the vocabulary it started with: reuse the saved one.
+    if not os.path.exists(os.path.join(directory, "tokenizer.json")):
+        if is_main:
+            train_tokenizer(cfg, corpus, out_dir).save_pretrained(directory)
+        ctx.barrier()
+    tok = Tokenizer.from_pretrained(directory)
+    if tok.kind != cfg.tokenizer.kind:
+        raise ConfigError(f"{directory} holds a {tok.kind} tokenizer but tokenizer.kind = "
+                          f"{cfg.tokenizer.kind!r}; keep the kind the run started with, or use a new --out")
+    return tok
+
+
+def train_tokenizer(cfg: PretrainConfig, corpus, out_dir: str) -> Tokenizer:
+    """A tokenizer of [tokenizer] kind trained on the corpus as read by `Corpus` (which skips
+    binary/non-UTF-8 files with a warning), not on its raw files: one sentence per line in a
+    scratch file."""
+    scratch = os.path.join(out_dir, ".tokenizer-corpus.txt")
+    with atomic_open(scratch, "w", encoding="utf-8") as f:
+        for doc in first(corpus, cfg.data.max_documents):
+            f.write("\n".join(doc) + "\n")
+    t = cfg.tokenizer
+    try:
+        if t.kind == "bpe":
+            # Sentences are tokenized one at a time and then packed, so every sentence
+            # starts with a space token, as a word inside running text does.
+            return Tokenizer.train_bpe([scratch], vocab_size=t.vocab_size, min_frequency=t.min_frequency,
+                                       add_prefix_space=True, show_progress=False)
+        return Tokenizer.train_wordpiece([scratch], vocab_size=t.vocab_size, min_frequency=t.min_frequency,
+                                         lowercase=t.lowercase is not False, show_progress=False)
+    finally:
+        os.unlink(scratch)
+
+
+def get_documents(cfg: PretrainConfig, tokenizer, out_dir: str, is_main: bool, ctx):
+    """Tokenized documents (lists of sentence id arrays) via memory-mapped shards in OUT/shards."""
+    return shard_documents(cfg.data.corpus, tokenizer, os.path.join(out_dir, "shards"), mode=cfg.data.mode,
+                           max_documents=cfg.data.max_documents, is_main=is_main, barrier=ctx.barrier)
+
+
+def model_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int | None = None):
+    """The model's config: the preset and family defaults, [model] overrides, the tokenizer's
+    vocabulary size and pad id, and room in the position table for data.max_length tokens.
+    `model.model_type = "modernbert"` gives the modern encoder's ModernBertConfig (bertkit/modern),
+    anything else a BertConfig of the one BERT encoder."""
+    overrides = {k: v for k, v in cfg.model.items() if k != "preset"}
+    if overrides.get("model_type") == "modernbert":
+        return modern_config(cfg, overrides, vocab_size, pad_token_id)
+    overrides.setdefault("vocab_size", vocab_size)
+    if overrides["vocab_size"] < vocab_size:
+        raise ConfigError(f"model.vocab_size={overrides['vocab_size']} is smaller than the "
+                          f"tokenizer's {vocab_size} ids; remove it or raise it")
+    if pad_token_id is not None:
+        # The embedding's padding row and RoBERTa's position numbering both key on this id.
+        if overrides.setdefault("pad_token_id", pad_token_id) != pad_token_id:
+            raise ConfigError(f"model.pad_token_id={overrides['pad_token_id']} but the tokenizer pads with "
+                              f"id {pad_token_id}; remove model.pad_token_id (it follows the tokenizer)")
+    model_type = overrides.get("model_type", "bert")
+    # RoBERTa numbers positions from pad_token_id + 1, so pad_token_id + 1 rows come first.
+    offset = overrides.get("pad_token_id", 1) + 1 if model_type == "roberta" else 0
+    # DeBERTa-v3 adds no absolute positions; its 512 is the far end of the 256 log-buckets.
+    least = 512 if model_type == "deberta-v2" else 128
+    overrides.setdefault("max_position_embeddings", max(cfg.data.max_length, least) + offset)
+    config = BertConfig.preset(cfg.model["preset"], **overrides)
+    if config.max_sequence_length < cfg.data.max_length:
+        extra = f" + {offset} (RoBERTa's rows up to the pad row)" if offset else ""
+        raise ConfigError(f"data.max_length={cfg.data.max_length} exceeds the model's "
+                          f"{config.max_sequence_length} positions; set model.max_position_embeddings = "
+                          f"{cfg.data.max_length}{extra} or leave it unset")
+    return config
+
+
+def modern_config(cfg: PretrainConfig, overrides: dict, vocab_size: int, pad_token_id: int | None) -> ModernBertConfig:
+    """ModernBertConfig.preset with the [model] overrides (its own field names), the tokenizer's
+    vocabulary size and pad id; rotary positions need no table, only a length bound."""
+    overrides = {k: v for k, v in overrides.items() if k != "model_type"}
+    check_keys(overrides, [f.name for f in dataclasses.fields(ModernBertConfig) if f.name != "extra"], "model")
+    overrides.setdefault("vocab_size", vocab_size)
+    if pad_token_id is not None:
+        overrides.setdefault("pad_token_id", pad_token_id)
+    overrides.setdefault("max_position_embeddings", max(cfg.data.max_length, 128))
+    return ModernBertConfig.preset(cfg.model["preset"], **overrides)
+
+
+def check_segments(cfg: PretrainConfig, config, tokenizer_kind: str) -> None:
+    """BERT's pair template gives the second segment token_type_id 1: the model needs 2 rows."""
+    if not isinstance(config, BertConfig):
+        if BUILDERS[cfg.data.builder].needs_pairs:
+            raise ConfigError(f"data.objective {cfg.data.objective} needs segment embeddings, which the "
+                              f"{config.model_type} encoder does not have; use data.objective = \"mlm\"")
+        return
+    if BUILDERS[cfg.data.builder].needs_pairs and tokenizer_kind == "wordpiece" and config.type_vocab_size == 1:
+        raise ConfigError(f"data.objective {cfg.data.objective} marks the second segment with token type 1, "
+                          f"but the model has type_vocab_size=1 ({config.model_type}); use tokenizer.kind = "
+                          "\"bpe\" (RoBERTa's pair template: all type ids 0) or model.type_vocab_size = 2")
+
+
+def build_model(cfg: PretrainConfig, vocab_size: int, pad_token_id: int | None = None):
+    """The module the objective trains, new or (model.init) on a trained encoder."""
+    objective = cfg.objective
+    if cfg.model.get("init"):  # continued pre-training from a checkpoint (continued.py)
+        if not objective.init_from_checkpoint:
+            raise ConfigError(f"model.init continues MLM (or MLM+NSP/SOP) pre-training; the {cfg.data.objective} "
+                              "objective starts from scratch: remove model.init or change the objective")
+        model, model.init_info = load_init_model(
+            cfg.model, lambda config: objective.build_model(config, cfg.objective_settings), vocab_size,
+            cfg.data.max_length, pad_token_id)
+        return model
+    return objective.build_model(model_config(cfg, vocab_size, pad_token_id), cfg.objective_settings)
+
+
+def logged_outputs(cfg: PretrainConfig, model) -> dict[str, str]:
+    """The parts of the objective the Trainer averages into the train rows besides the loss:
+    {row key: field of the model's output}."""
+    names = dict(cfg.objective.logged)
+    if getattr(model.config, "num_experts", 0):
+        names["aux_loss"] = "aux_loss"  # the MoE load-balancing term (already inside the loss)
+    return names
+
+
+# ---------------------------------------------------------------------------- the data
+@dataclass
+class PretrainData:
+    """What the Trainer and the evaluations read: the token documents and their split, the
+    training batches (and the object whose state resumes them), held-out batches."""
+
+    docs: object  # ShardedCorpus
+    train_docs: object  # np.ndarray of document indices
+    batches: object  # LengthBucketedBatches, or the streaming batches
+    data_state: object  # saved in checkpoints: the collator, or the stream (position + collator)
+    eval_batches: list
+    general_eval_batches: list  # held-out general text: the forgetting monitor
+    num_train_examples: int | None  # None when streamed
+    num_eval_examples: int
+
+
+def build_data(cfg: PretrainConfig, objective: Objective, tokenizer, out_dir: str, ctx: DistContext) -> PretrainData:
+    """Shards -> train/held-out documents -> examples -> batches collated by the objective."""
+    t, d = cfg.train, cfg.data
+    docs = get_documents(cfg, tokenizer, out_dir, ctx.is_main, ctx)
+    train_docs, eval_docs = split_documents(len(docs), d.eval_fraction, t.seed)
+    builder = make_builder(d.builder, d.max_length, SpecialTokens.from_tokenizer(tokenizer))
+    general = open_general(cfg, tokenizer, out_dir, ctx)  # None without data.general_corpus
+    if d.streaming:  # examples are built lazily, a block of documents at a time
+        train_examples = None
+        eval_examples = take_examples(builder, docs, eval_docs, random.Random(t.seed + 1), d.max_eval_examples)
+    else:
+        train_examples, eval_examples = _examples_in_memory(cfg, builder, docs, train_docs, eval_docs, general)
+
+    def collator(seed: int):
+        return objective.collator(tokenizer, d, seed)
+
+    train_collator = collator(t.seed + 1000 * ctx.rank)
+    if d.streaming:
+        # The stream's state (data position + the collator's RNG) is what the Trainer saves.
+        batches = streaming_batches(builder, docs, train_docs, t.batch_size, train_collator, t.seed,
+                                    ctx.rank, ctx.world_size, d.block_docs, general, d.general_fraction)
+        data_state = batches
+    else:
+        batches = LengthBucketedBatches(train_examples, t.batch_size, train_collator, seed=t.seed,
+                                        bucket_size=d.bucket_size, rank=ctx.rank, world_size=ctx.world_size)
+        data_state = train_collator
+    # Held-out batches are collated once, with their own seed: every evaluation sees the same task.
+    eval_batches = _fixed_batches(eval_examples, t.batch_size, collator(t.seed + 99991))
+    general_eval_batches = []
+    if general is not None:
+        general_eval = take_examples(builder, general.docs, general.eval_docs, random.Random(t.seed + 3),
+                                     d.max_eval_examples)
+        general_eval_batches = _fixed_batches(general_eval, t.batch_size, collator(t.seed + 99992))
+    return PretrainData(docs, train_docs, batches, data_state, eval_batches, general_eval_batches,
+                        None if train_examples is None else len(train_examples), len(eval_examples))
+
+
+def _examples_in_memory(cfg: PretrainConfig, builder, docs, train_docs, eval_docs,
+                        general: GeneralCorpus | None) -> tuple[list, list]:
+    """(train, held-out) examples, fixed for the run like BERT's static data (the masks are
+    not); general text is mixed into training as data.general_fraction says."""
+    seed = cfg.train.seed
+    train_examples = build_examples(builder, docs, train_docs, random.Random(seed))
+    eval_examples = build_examples(builder, docs, eval_docs, random.Random(seed + 1))
+    eval_examples = eval_examples[: cfg.data.max_eval_examples]
+    if general is not None and cfg.data.general_fraction:
+        general_examples = build_examples(builder, general.docs, general.train_docs, random.Random(seed + 2))
+        train_examples = mix_examples(train_examples, general_examples, cfg.data.general_fraction, seed)
+    return train_examples, eval_examples
+
+
+def _fixed_batches(examples: list, batch_size: int, collate) -> list:
+    """Batches collated once, in order: the held-out set every evaluation reads."""
+    return list(LengthBucketedBatches(examples, batch_size, collate, shuffle=False)) if examples else []
+
+
+# ---------------------------------------------------------------------------- the recipe
+def vocab_size_of(tokenizer) -> int:
+    """Rows the embedding needs: the largest id + 1 (added tokens can leave gaps)."""
+    return max(tokenizer.get_vocab().values()) + 1
+
+
+def make_model(cfg: PretrainConfig, tokenizer):
+    """The model, initialised from train.seed: the same weights on every rank and every run."""
+    seed_everything(cfg.train.seed)
+    model = build_model(cfg, vocab_size_of(tokenizer), tokenizer.pad_token_id)
+    check_segments(cfg, model.config, tokenizer.kind)
+    return model
+
+
+def report_start(cfg: PretrainConfig, model, data: PretrainData) -> None:
+    """One line on the model and the data, and one on a newly created MLM head."""
+    source = cfg.model.get("init") or cfg.model["preset"]
+    described = (f"streamed examples (blocks of {cfg.data.block_docs} documents)" if cfg.data.streaming else
+                 f"{data.num_train_examples} train examples, {len(data.batches)} batches per epoch per "
+                 f"rank, padding {data.batches.padding_fraction():.1%}")
+    print(f"pretrain: {type(model).__name__} {source} ({model.num_parameters() / 1e6:.2f}M params), "
+          f"{len(data.docs)} documents, {described}, {data.num_eval_examples} held-out examples", flush=True)
+    if getattr(model, "init_info", None) and model.init_info["new_head_weights"]:
+        print(f"pretrain: new MLM head ({cfg.model.get('head_init', 'identity')} init) on "
+              f"the encoder of {cfg.model['init']}", flush=True)
+
+
+def write_baseline(data: PretrainData, tokenizer, out_dir: str, progress: bool) -> None:
+    """OUT/baseline.json: the context-free score (most frequent token, unigram loss) that the
+    held-out MLM metrics must beat."""
+    baseline = unigram_baseline(data.docs, data.train_docs, data.eval_batches, vocab_size_of(tokenizer),
+                                tokenizer.all_special_ids)
+    if not baseline:
+        return
+    baseline["most_frequent_token"] = tokenizer.convert_ids_to_tokens(baseline["most_frequent_token_id"])
+    atomic_write_json(os.path.join(out_dir, "baseline.json"), baseline)
+    if progress:
+        print(f"pretrain: held-out baseline without context: most frequent token "
+              f"{baseline['most_frequent_token']!r} is {baseline['most_frequent_token_accuracy']:.1%} "
+              f"of the masks; unigram loss {baseline['unigram_loss']:.2f}", flush=True)
+
+
+def evaluation(objective: Objective, data: PretrainData, seed: int):
+    """eval_fn for the Trainer: the objective's metrics on the held-out batches, and on the
+    held-out general text (prefixed general_) when there is some."""
+    def eval_fn(model) -> dict:
+        metrics = objective.evaluate(model, data.eval_batches, seed) if data.eval_batches else {}
+        if data.general_eval_batches:
+            general = objective.evaluate(model, data.general_eval_batches, seed)
+            metrics.update({f"general_{k}": v for k, v in general.items()})
+        return metrics
+
+    return eval_fn
+
+
+def run_pretraining(cfg: PretrainConfig, out_dir: str, resume: bool = False, progress: bool = True) -> dict:
+    """Pre-train as configured; returns the final evaluation metrics."""
+    ctx = init_distributed(cfg.train.device)
+    os.makedirs(out_dir, exist_ok=True)
+    objective = cfg.objective
+    # the corpus is read here only to train a tokenizer (the shards read it again, streamed)
+    corpus = None if (cfg.tokenizer.path or cfg.model.get("init")) else open_corpus(cfg.data.corpus, cfg.data.mode)
+    tokenizer = get_tokenizer(cfg, corpus, out_dir, ctx.is_main, ctx)
+    data = build_data(cfg, objective, tokenizer, out_dir, ctx)
+    model = make_model(cfg, tokenizer)
+    if ctx.is_main:
+        atomic_write_json(os.path.join(out_dir, "pretrain_config.json"), cfg.to_dict())
+        if progress:
+            report_start(cfg, model, data)
+        if objective.unigram_baseline and data.eval_batches:
+            write_baseline(data, tokenizer, out_dir, progress)
+    trainer = Trainer(model, data.batches, cfg.train, out_dir, eval_fn=evaluation(objective, data, cfg.train.seed),
+                      collator=data.data_state, tokenizer=tokenizer, ctx=ctx, progress=progress,
+                      log_outputs=logged_outputs(cfg, model), keeper=cfg.early_stopping.keeper(out_dir, tokenizer))
+    torch.set_float32_matmul_precision("high")  # TF32 on GPUs that have it; no effect on CPU
+    return trainer.train(resume=resume)
+
+
+def pretrain(config_path: str, out_dir: str, overrides: list[str] = (), resume: bool = False,
+             progress: bool = True) -> dict:
+    """What `bertkit pretrain` runs: the TOML recipe with `--set` overrides, pre-trained into
+    `out_dir`; the process group (under torchrun) is left at the end, also on errors."""
+    cfg = load_config(config_path, overrides)
+    try:
+        return run_pretraining(cfg, out_dir, resume=resume, progress=progress)
+    finally:
+        shutdown()

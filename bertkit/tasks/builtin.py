@@ -1,0 +1,95 @@
+"""Built-in real data sets: names that stand in for data files (`--train bbc`, `--data bbc:test`).
+
+Each has fixed, seeded train/dev/test splits built from installable assets (BBC News,
+WordNet); see `realdata.py` for how each is made.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+from bertkit.errors import DataError
+from bertkit.tasks import realdata
+from bertkit.tasks.common import DataConfig
+from bertkit.tasks.registry import get_task
+
+# name -> the task it is for
+BUILTIN_DATA = {"bbc": "classification", "wordnet-supersense": "classification",
+                "wordnet-tagging": "token-classification", "wordnet-qa": "qa", "wordnet-usage-qa": "qa",
+                "wordnet-gloss-choice": "multiple-choice"}
+SPLITS = ("train", "dev", "test")
+
+
+def parse_source(source: str) -> tuple[str, str | None]:
+    """"bbc:test" -> ("bbc", "test"); a file path -> (path, None)."""
+    name, _, split = source.partition(":")
+    if name in BUILTIN_DATA:
+        if split and split not in SPLITS:
+            raise DataError(f"unknown split {split!r} of built-in data {name}; use {name}:train, "
+                            f"{name}:dev or {name}:test")
+        return name, split or None
+    return source, None
+
+
+def is_builtin(source: str) -> bool:
+    return parse_source(source)[0] in BUILTIN_DATA
+
+
+def _contiguous_split(items: list, key, dev_fraction: float = 0.1, test_fraction: float = 0.2) -> dict:
+    """Cut an already shuffled list into test, dev, train, moving each cut forward to where
+    `key` changes, so items sharing a key (a context, a synset) stay in one split."""
+    n = len(items)
+
+    def boundary(index: int) -> int:
+        while 0 < index < n and key(items[index]) == key(items[index - 1]):
+            index += 1
+        return index
+
+    test_end = boundary(int(n * test_fraction + 0.5))
+    dev_end = boundary(test_end + int(n * dev_fraction + 0.5))
+    return {"test": items[:test_end], "dev": items[test_end:dev_end], "train": items[dev_end:]}
+
+
+@functools.lru_cache(maxsize=4)
+def builtin_splits(name: str) -> dict:
+    """{"train", "dev", "test"} of a built-in real data set (fixed, seeded splits)."""
+    if name == "bbc":
+        return realdata.bbc_topics(split_seed=0)
+    if name == "wordnet-supersense":
+        return realdata.stratified_split(realdata.wordnet_supersense(seed=0), seed=0)
+    if name == "wordnet-tagging":
+        # sentences of one synset are adjacent (visited in a seeded order): keep them together
+        examples = realdata.wordnet_examples_tagged(seed=0)
+        return _contiguous_split(examples, key=lambda e: next(t[2:] for t in e.tags if t != "O"))
+    if name == "wordnet-qa":
+        examples = realdata.wordnet_qa(seed=0, impossible_fraction=0.1)
+        return _contiguous_split(examples, key=lambda e: e.context)
+    if name == "wordnet-usage-qa":
+        return _contiguous_split(realdata.wordnet_usage_qa(seed=0), key=lambda e: e.context)
+    if name == "wordnet-gloss-choice":  # one example per synset: no two share a context
+        return _contiguous_split(realdata.wordnet_gloss_choice(seed=0), key=lambda e: e.id)
+    raise DataError(f"unknown built-in data {name!r}; use one of {', '.join(BUILTIN_DATA)}")
+
+
+def builtin_labels(name: str) -> list[str] | None:
+    """The full label inventory of a built-in set (rare labels may be missing from train)."""
+    if name == "wordnet-supersense":
+        return sorted(set(realdata.LEXNAMES))
+    if name == "wordnet-tagging":
+        return sorted(["O"] + [f"{p}-{s}" for s in realdata.LEXNAMES for p in ("B", "I")])
+    return None
+
+
+def load_examples(task: str, source: str, split: str, data: DataConfig) -> list:
+    """Labelled examples of `task` from a file or a built-in set (`split` is used for a
+    built-in name given without ":split")."""
+    name, explicit = parse_source(source)
+    if name in BUILTIN_DATA:
+        if BUILTIN_DATA[name] != task:
+            raise DataError(f"built-in data {name} is for --task {BUILTIN_DATA[name]}, not {task}")
+        return list(builtin_splits(name)[explicit or split])
+    if not os.path.exists(source):  # a FIFO or device exists: its reader refuses it by name
+        raise DataError(f"{source}: no such file (or built-in data name: {', '.join(BUILTIN_DATA)})")
+    return get_task(task).read(source, data)
+

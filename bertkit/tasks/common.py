@@ -1,0 +1,242 @@
+"""What every fine-tuning task shares: input settings, the spec of a fine-tuned model, padding,
+batched inference, and small numeric helpers.
+
+A *feature* is one model input row as a dict of numpy arrays, unpadded: `input_ids` and
+`token_type_ids` (T,), in training the task's targets (`labels`, or QA's `start_positions` /
+`end_positions`), plus bookkeeping a task's decoder needs (`word_ids`, `offsets`, ...).
+A multiple-choice feature holds one row per choice (`input_ids` is a list of C arrays).
+`Collator` pads a list of features into a batch (dynamic padding: to the longest row of the
+batch, not to max_length); `eval_order` gives length-sorted batches for inference.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+import numpy as np
+import torch
+
+from bertkit.constants import IGNORE_INDEX
+from bertkit.errors import ConfigError, DataError
+
+SUMMARY_FILE = "finetune_summary.json"  # written last by `bertkit finetune`: marks a finished run
+# Model forward arguments; anything else in a feature is bookkeeping for evaluation.
+MODEL_KEYS = ("input_ids", "token_type_ids", "attention_mask", "labels", "start_positions", "end_positions")
+
+
+@dataclass
+class DataConfig:
+    """The `[data]` section of a fine-tuning recipe: how examples become model inputs."""
+
+    max_length: int = 128  # tokens per row, specials included; longer texts are truncated
+    text_column: str = "text"
+    pair_column: str = ""  # "" = single texts; else the column holding the second text of a pair
+    label_column: str = "label"
+    multilabel_sep: str = "|"  # CSV/TSV cells "a|b" are multi-label
+    label_all_subwords: bool = False  # token tasks: label every sub-word, not just the first
+    token_col: int = 0  # CoNLL column of the words
+    tag_col: int = -1  # CoNLL column of the tags
+    doc_stride: int = 32  # QA: tokens shared by neighbouring windows of a long context
+    max_answer_length: int = 30  # QA: longest answer, in tokens
+    n_best: int = 20  # QA: candidate spans kept per example
+    null_threshold: float = 0.0  # QA (SQuAD 2.0): answer "" when null - best span > this
+    max_train_examples: int = 0  # 0 = all; else a seeded random subset
+    max_eval_examples: int = 0  # 0 = all; the same for the dev / evaluation data
+    eval_batch_size: int = 64
+
+    def __post_init__(self) -> None:
+        for name in ("max_length", "max_answer_length", "n_best", "eval_batch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"data.{name} must be a positive integer, got {value!r}")
+        for name in ("max_train_examples", "max_eval_examples", "doc_stride"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ConfigError(f"data.{name} must be an integer >= 0, got {value!r}")
+        if self.max_length < 8:
+            raise ConfigError(f"data.max_length={self.max_length} leaves no room for text; use 64 or more")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+# The `kind` field of summaries written before the task registry: kind -> task name.
+_LEGACY_KINDS = {"multilabel": "multi-label-classification", "regression": "regression",
+                 "tagging": "token-classification", "qa": "qa"}
+
+
+@dataclass
+class TaskSpec:
+    """What a fine-tuned model does and how its inputs are built.
+
+    task  a registered task name (`bertkit.tasks.TASKS`); allow_no_answer  QA may answer ""
+    (SQuAD 2.0).
+    """
+
+    task: str
+    data: DataConfig = field(default_factory=DataConfig)
+    allow_no_answer: bool = True
+
+    def to_dict(self) -> dict:
+        return {"task": self.task, "data": self.data.to_dict(), "allow_no_answer": self.allow_no_answer}
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "TaskSpec":
+        data = DataConfig(**{k: v for k, v in values.get("data", {}).items()
+                             if k in DataConfig.__dataclass_fields__})
+        task = _LEGACY_KINDS.get(values.get("kind"), values["task"])
+        return cls(task, data, bool(values.get("allow_no_answer", True)))
+
+
+@dataclass
+class PredictionInput:
+    """Inputs to predict: examples, and for tagging of raw text the text and word spans."""
+
+    examples: list
+    texts: list[str] | None = None
+    spans: list | None = None
+
+
+# ---------------------------------------------------------------------------- checks
+def check_texts(texts: Sequence[str], what: str, name: str) -> None:
+    for index, text in enumerate(texts):
+        if not isinstance(text, str) or not text.strip():
+            raise DataError(f"{name}: example {index + 1} has an empty {what}; fill it in or remove "
+                            "that record")
+
+
+def truncation_warning(count: int, total: int, max_length: int, name: str, what: str) -> None:
+    if count:
+        warnings.warn(f"{name}: {count} of {total} {what} were cut to data.max_length={max_length} "
+                      "tokens", stacklevel=3)
+
+
+# ---------------------------------------------------------------------------- batching
+def feature_length(feature: dict) -> int:
+    """Tokens in a feature's longest row (a multiple-choice feature has one row per choice)."""
+    ids = feature["input_ids"]
+    return max(len(row) for row in ids) if isinstance(ids, list) else len(ids)
+
+
+def _pad(rows: Sequence[np.ndarray], width: int, value: int) -> np.ndarray:
+    out = np.full((len(rows), width), value, dtype=np.int64)
+    for i, row in enumerate(rows):
+        out[i, :len(row)] = row
+    return out
+
+
+class Collator:
+    """Pad features to the longest row of the batch; model inputs only.
+
+    input_ids pad with the tokenizer's pad id, token_type_ids with 0, per-token labels with
+    -100 (no loss); attention_mask is 1 on real tokens. Multiple-choice features become
+    (B, C, T) tensors.
+    """
+
+    def __init__(self, pad_token_id: int):
+        self.pad_token_id = pad_token_id
+
+    def __call__(self, features: Sequence[dict]) -> dict[str, torch.Tensor]:
+        width = max(feature_length(f) for f in features)
+        choices = isinstance(features[0]["input_ids"], list)
+        rows = [row for f in features for row in (f["input_ids"] if choices else [f["input_ids"]])]
+        types = [row for f in features for row in (f["token_type_ids"] if choices else [f["token_type_ids"]])]
+        ids = _pad(rows, width, self.pad_token_id)
+        mask = _pad([np.ones(len(r), dtype=np.int64) for r in rows], width, 0)
+        shape = (len(features), -1, width) if choices else (len(features), width)
+        batch = {"input_ids": torch.from_numpy(ids.reshape(shape)),
+                 "token_type_ids": torch.from_numpy(_pad(types, width, 0).reshape(shape)),
+                 "attention_mask": torch.from_numpy(mask.reshape(shape))}
+        first = features[0]
+        if "labels" in first:
+            label = np.asarray(first["labels"])
+            if label.ndim == 1 and "word_ids" in first:  # per-token labels
+                batch["labels"] = torch.from_numpy(_pad([f["labels"] for f in features], width, IGNORE_INDEX))
+            else:
+                batch["labels"] = torch.from_numpy(np.stack([np.asarray(f["labels"]) for f in features]))
+        for key in ("start_positions", "end_positions"):
+            if key in first:
+                batch[key] = torch.tensor([int(f[key]) for f in features], dtype=torch.long)
+        return batch
+
+
+def eval_order(features: Sequence[dict], batch_size: int) -> Iterator[np.ndarray]:
+    """Indices of `features` in batches of near-equal length (longest first, so a memory
+    problem shows at once), for inference where order does not matter."""
+    lengths = np.array([feature_length(f) for f in features], dtype=np.int64)
+    order = np.argsort(-lengths, kind="stable")
+    for start in range(0, len(order), batch_size):
+        yield order[start:start + batch_size]
+
+
+def subsample(examples: list, limit: int, seed: int) -> list:
+    """A seeded random subset of `limit` examples, in their original order (0 = all)."""
+    if not limit or limit >= len(examples):
+        return list(examples)
+    rng = np.random.default_rng(seed)
+    keep = np.sort(rng.choice(len(examples), size=limit, replace=False))
+    return [examples[i] for i in keep]
+
+
+# ---------------------------------------------------------------------------- inference
+@torch.no_grad()
+def forward_features(model, features: Sequence[dict], batch_size: int, pad_token_id: int) -> list:
+    """Per feature, in input order: logits (C,) for sequence and multiple-choice heads, (T, C)
+    for token heads, or a (start, end) pair of (T,) arrays for QA, each cut to the feature's
+    length."""
+    collate = Collator(pad_token_id)
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    outputs: list = [None] * len(features)
+    try:
+        for index in eval_order(features, batch_size):
+            chunk = [features[i] for i in index]
+            batch = collate([{k: f[k] for k in ("input_ids", "token_type_ids")} for f in chunk])
+            out = model(**{k: v.to(device) for k, v in batch.items()})
+            if hasattr(out, "start_logits"):  # QA (also through a PEFT wrapper)
+                start = out.start_logits.float().cpu().numpy()
+                end = out.end_logits.float().cpu().numpy()
+                for row, i in enumerate(index):
+                    n = len(features[i]["input_ids"])
+                    outputs[i] = (start[row, :n], end[row, :n])
+            else:
+                logits = out.logits.float().cpu().numpy()
+                token_level = logits.ndim == 3
+                for row, i in enumerate(index):
+                    outputs[i] = logits[row, :len(features[i]["input_ids"])] if token_level else logits[row]
+    finally:
+        model.train(was_training)
+    return outputs
+
+
+def model_labels(model) -> list[str]:
+    """Label names in id order (LABEL_i when the config names none)."""
+    config = model.config
+    id2label = config.id2label or {}
+    return [id2label.get(i, f"LABEL_{i}") for i in range(config.num_labels)]
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    z = x - x.max(axis=-1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def json_float(value: float) -> float | None:
+    """A float JSON can hold: None for NaN/inf."""
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def clean_metrics(metrics: dict) -> dict:
+    """Metrics as JSON can hold them (NaN/inf -> None)."""
+    return {k: json_float(v) if isinstance(v, float) else v for k, v in metrics.items()}

@@ -1,0 +1,174 @@
+"""Evaluation and prediction with a fine-tuned model, for any registered task.
+
+One path serves dev evaluation during fine-tuning, `bertkit evaluate` and `bertkit predict`:
+
+    examples --task.decode--> predictions --task.metrics--> metrics
+                                          --task.rows-->    JSON rows
+
+A fine-tuned model directory says what it is: `finetune_summary.json` (written by
+`bertkit finetune`) holds the task and the data settings it was trained with; without it the
+task is read from config.json (`architectures`, `problem_type`), with default data settings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import warnings
+from typing import Sequence
+
+import torch
+
+from bertkit.checkpoint import read_config
+from bertkit.errors import CheckpointError, ConfigError, DataError
+from bertkit.peft import adapter_task_config, is_adapter_dir, load_peft_model, tokenizer_dir
+from bertkit.tasks.builtin import BUILTIN_DATA, load_examples, parse_source
+from bertkit.tasks.common import SUMMARY_FILE, DataConfig, PredictionInput, TaskSpec, model_labels
+from bertkit.tasks.formats import QAExample, TextExample, TokenExample
+from bertkit.tasks.registry import TASKS, get_task, task_of_config
+from bertkit.tokenizer import Tokenizer
+from bertkit.train.config_io import apply_overrides, dataclass_from_dict
+
+
+# ---------------------------------------------------------------------------- loading
+def read_spec(model_dir: str, task: str | None = None) -> TaskSpec:
+    """The task of a model directory: its finetune_summary.json, else its config.json (for an
+    adapter directory PEFT wrote, which has none: its base's, with the adapter's task head)."""
+    config = adapter_task_config(model_dir) if is_adapter_dir(model_dir) else read_config(model_dir)
+    path = os.path.join(model_dir, SUMMARY_FILE)
+    if os.path.isfile(path):
+        try:
+            with open(path, encoding="utf-8") as f:
+                spec = TaskSpec.from_dict(json.load(f)["spec"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise CheckpointError(f"{path} is unreadable ({e}); pass --task, or delete the file") from None
+        if task is not None and get_task(task).name != spec.task and not _refines(task, spec.task):
+            raise ConfigError(f"--task {task} but {model_dir} was fine-tuned for {spec.task}; drop --task "
+                              "or use a model fine-tuned for this task")
+        return spec
+    if task is None:
+        found = task_of_config(config)
+        if found is None:
+            raise ConfigError(f"{model_dir} has no {SUMMARY_FILE} and its config.json names no task head "
+                              f"(architectures={config.architectures}); pass --task {'|'.join(TASKS)}")
+        return TaskSpec(found.name, DataConfig())
+    get_task(task)
+    found = task_of_config(config)
+    if task == "classification" and found is not None and _refines(task, found.name):
+        task = found.name  # a multi-label head asked for as "classification"
+    return TaskSpec(task, DataConfig())
+
+
+def _refines(asked: str, recorded: str) -> bool:
+    """`--task classification` also names a model fine-tuned on multi-label data."""
+    return asked == "classification" and recorded == "multi-label-classification"
+
+
+def load_model(model_dir: str, task: str) -> torch.nn.Module:
+    """The task model of a fine-tuned directory, refusing one whose head was never trained."""
+    cls = get_task(task).model_class
+    if is_adapter_dir(model_dir):  # a PEFT adapter (`finetune --peft`): onto its recorded base
+        model = load_peft_model(model_dir)
+        if type(model.model) is not cls:
+            raise ConfigError(f"{model_dir} is a {type(model.model).__name__} adapter, not a {task} model")
+        return model
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model, report = cls.from_pretrained(model_dir, output_loading_info=True)
+    head = [k for k in report.missing_keys if not k.startswith(model.base_model_prefix + ".")]
+    if head:
+        raise CheckpointError(f"{model_dir} has no trained {task} head (missing {', '.join(head[:3])}); "
+                              "fine-tune it first with `bertkit finetune`")
+    return model
+
+
+def load_for_inference(model_dir: str, task: str | None = None, assignments: Sequence[str] = ()):
+    """(model, tokenizer, spec) of a fine-tuned directory, with `data.key=value` assignments
+    (`--set`) applied to its input settings; only [data] applies to a trained model."""
+    spec = read_spec(model_dir, task)
+    keys = [f.name for f in dataclasses.fields(DataConfig)]
+    overrides = apply_overrides({}, assignments, {"data": keys}).get("data", {})
+    if overrides:
+        spec.data = dataclass_from_dict(DataConfig, {**spec.data.to_dict(), **overrides}, "data")
+    # An adapter PEFT saved has no tokenizer files: its base's.
+    return load_model(model_dir, spec.task), Tokenizer.from_pretrained(tokenizer_dir(model_dir)), spec
+
+
+# ---------------------------------------------------------------------------- evaluate
+def evaluate_examples(model, tokenizer, spec: TaskSpec, examples: Sequence, name: str = "data") -> dict:
+    """The task's metrics of `model` on labelled `examples` (flat {name: float})."""
+    task = get_task(spec.task)
+    return task.metrics(examples, task.decode(model, tokenizer, examples, spec, name))
+
+
+def baseline_metrics(spec: TaskSpec, train: Sequence, examples: Sequence) -> dict:
+    """The trivial baseline's metrics on `examples` (each task's `baseline`)."""
+    return get_task(spec.task).baseline(train, examples)
+
+
+def check_model_labels(model, spec: TaskSpec, examples: Sequence, source: str) -> None:
+    """Labels in the data that the model cannot predict -> DataError listing them."""
+    task = get_task(spec.task)
+    if task.labels_of is None:
+        return
+    known = set(model_labels(model))
+    unknown = sorted(str(x) for x in set(task.labels_of(examples)) - known)
+    if unknown:
+        shown = ", ".join(repr(x) for x in unknown[:20]) + (f" and {len(unknown) - 20} more" if len(unknown) > 20 else "")
+        raise DataError(f"{source} has {len(unknown)} label(s) the model never saw: {shown}; the model knows "
+                        f"{len(known)} labels ({', '.join(sorted(known)[:10])}{', ...' if len(known) > 10 else ''}); "
+                        "evaluate on data with the model's label set, or fine-tune on these labels")
+
+
+# ---------------------------------------------------------------------------- predict
+def read_prediction_input(task: str, source: str, data: DataConfig) -> PredictionInput:
+    """Unlabelled inputs for `bertkit predict`: the task's `read_inputs`, or a built-in name
+    such as bbc:test (its labels are ignored)."""
+    if parse_source(source)[0] in BUILTIN_DATA:
+        return PredictionInput(load_examples(task, source, "test", data))
+    if not os.path.exists(source):  # a FIFO or device exists: its reader refuses it by name
+        raise DataError(f"{source}: no such file (or built-in data name: {', '.join(BUILTIN_DATA)})")
+    return get_task(task).read_inputs(source, data)
+
+
+def prediction_rows(model, tokenizer, spec: TaskSpec, inputs: PredictionInput, name: str = "input") -> list[dict]:
+    """One JSON-ready dict per input example (see each task's `rows`), in input order, never
+    fewer: row i is example i.
+
+    Every row starts with "index" (0-based position among the inputs) and "line" (1-based line
+    where the input starts in its file; None for SQuAD JSON and built-in data). A blank input
+    (empty or whitespace-only text, question or context; a sentence without words) is not sent
+    to the model: its row has the task's keys with null values (`_blank_row`).
+    """
+    task = get_task(spec.task)
+    examples = inputs.examples
+    kept = [i for i, example in enumerate(examples) if not _is_blank(example)]
+    pick = (lambda values: None if values is None else [values[i] for i in kept])
+    subset = PredictionInput([examples[i] for i in kept], pick(inputs.texts), pick(inputs.spans))
+    predicted = task.rows(model, task.decode(model, tokenizer, subset.examples, spec, name), subset) if kept else []
+    by_index = dict(zip(kept, predicted))
+    return [{"index": i, "line": getattr(example, "line", None),
+             **(by_index[i] if i in by_index else _blank_row(spec, example))}
+            for i, example in enumerate(examples)]
+
+
+def _is_blank(example) -> bool:
+    if isinstance(example, TokenExample):
+        return not example.tokens
+    if isinstance(example, QAExample):
+        return not example.question.strip() or not example.context.strip()
+    if isinstance(example, TextExample):
+        return not example.text.strip() and not (example.text_pair or "").strip()
+    return False  # (multiple choice: its reader checks its fields)
+
+
+def _blank_row(spec: TaskSpec, example) -> dict:
+    """The row of a blank input: the task's keys, with no prediction."""
+    if isinstance(example, TokenExample):
+        return {"words": [], "tags": [], "entities": []}
+    if isinstance(example, QAExample):
+        return {"id": example.id, "answer": None, "start": None, "end": None, "score": None, "no_answer": None}
+    if spec.task == "regression":
+        return {"value": None}
+    return {"labels" if spec.task == "multi-label-classification" else "label": None, "probabilities": None}

@@ -1,0 +1,101 @@
+"""Multiple choice (SWAG, RACE, ARC style): pick the right one of C candidate texts.
+
+Each (context, choice_c) pair is encoded as one row, so an example is C rows; the head scores
+each row from its pooled [CLS] vector, s_c = w . pooled_c + b, and the loss is the
+cross-entropy of softmax(s_1..s_C) against the index of the right choice
+(`BertForMultipleChoice`). The prediction is argmax_c s_c. Metric: accuracy; chance is 1/C.
+
+File: JSON lines {"id"?, "context": str, "choices": [str, ...], "label": index of the right
+choice}; every line has the same number of choices (>= 2). `predict` takes the same lines
+without "label" and writes {"id", "choice", "text", "probabilities"}.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import Counter
+from typing import Sequence
+
+import numpy as np
+
+from bertkit.heads import BertForMultipleChoice
+from bertkit.tasks.common import (DataConfig, PredictionInput, TaskSpec, check_texts, forward_features,
+                                  softmax, truncation_warning)
+from bertkit.tasks.formats import ChoiceExample, read_choices
+from bertkit.tasks.metrics import accuracy
+from bertkit.tasks.spec import Task
+
+
+def read(path: str, data: DataConfig) -> list[ChoiceExample]:
+    return read_choices(path)
+
+
+def read_inputs(path: str, data: DataConfig) -> PredictionInput:
+    return PredictionInput(read_choices(path, labelled=False))
+
+
+# ---------------------------------------------------------------------------- features
+def encode_choices(tokenizer, examples: Sequence[ChoiceExample], max_length: int, training: bool = False,
+                   name: str = "data") -> list[dict]:
+    """One feature per example: `input_ids`/`token_type_ids` as C rows of ([CLS] context [SEP]
+    choice [SEP]); `labels` = the right choice's index in training."""
+    check_texts([e.context for e in examples], "context", name)
+    check_texts([c for e in examples for c in e.choices], "choice", name)
+    contexts = [e.context for e in examples for _ in e.choices]
+    choices = [c for e in examples for c in e.choices]
+    with warnings.catch_warnings():  # one summary warning below instead of the tokenizer's
+        warnings.simplefilter("ignore")
+        enc = tokenizer(contexts, choices, padding=False, truncation=True, max_length=max_length,
+                        return_tensors=None)
+    features, row, cut = [], 0, 0
+    for example in examples:
+        ids = [np.asarray(enc["input_ids"][row + c], dtype=np.int64) for c in range(len(example.choices))]
+        types = [np.asarray(enc["token_type_ids"][row + c], dtype=np.int64) for c in range(len(example.choices))]
+        row += len(example.choices)
+        cut += any(len(r) >= max_length for r in ids)
+        feature = {"input_ids": ids, "token_type_ids": types}
+        if training:
+            feature["labels"] = np.int64(example.label)
+        features.append(feature)
+    truncation_warning(cut, len(features), max_length, name, "examples (some choice)")
+    return features
+
+
+def encode(tokenizer, examples, data: DataConfig, label2id: dict | None, training: bool, name: str):
+    return encode_choices(tokenizer, examples, data.max_length, training, name)
+
+
+# ---------------------------------------------------------------------------- decoding
+def decode(model, tokenizer, examples: Sequence[ChoiceExample], spec: TaskSpec, name: str = "data"
+           ) -> list[np.ndarray]:
+    """softmax over the choices' scores, per example."""
+    features = encode_choices(tokenizer, examples, spec.data.max_length, name=name)
+    scores = forward_features(model, features, spec.data.eval_batch_size, tokenizer.pad_token_id)
+    return [softmax(np.asarray(s, dtype=np.float64)) for s in scores]
+
+
+def metrics(examples: Sequence[ChoiceExample], predictions: Sequence[np.ndarray]) -> dict:
+    return {"accuracy": accuracy([e.label for e in examples], [int(p.argmax()) for p in predictions])}
+
+
+def baseline(train: Sequence[ChoiceExample], examples: Sequence[ChoiceExample]) -> dict:
+    """The answer position seen most often in training, for every example (chance if balanced)."""
+    position = Counter(e.label for e in train).most_common(1)[0][0]
+    return {"accuracy": accuracy([e.label for e in examples], [position] * len(examples))}
+
+
+def rows(model, predictions: Sequence[np.ndarray], inputs: PredictionInput) -> list[dict]:
+    return [{"id": e.id, "choice": int(p.argmax()), "text": e.choices[int(p.argmax())],
+             "probabilities": [round(float(x), 6) for x in p]}
+            for e, p in zip(inputs.examples, predictions)]
+
+
+MULTIPLE_CHOICE = Task(
+    name="multiple-choice",
+    description="pick the right one of C candidate texts for a context (SWAG/RACE style)",
+    model_class=BertForMultipleChoice,
+    read=read, read_inputs=read_inputs, encode=encode, decode=decode, metrics=metrics, baseline=baseline,
+    rows=rows, metric_names=("accuracy",),
+    head_config=lambda labels: {"num_labels": 2, "id2label": None, "label2id": None, "problem_type": None},
+    architectures=("BertForMultipleChoice", "RobertaForMultipleChoice", "ModernBertForMultipleChoice"),
+)

@@ -1,0 +1,156 @@
+"""Extractive question answering (SQuAD 1.1 / 2.0): the answer is a span of the context.
+
+A long context becomes several overlapping windows ("doc stride"); each window keeps
+`example_index`, `offsets` (T, 2) character spans in the context and `context_mask` (T,), and
+in training `start_positions`/`end_positions`: the answer's first/last token when the window
+holds the whole answer, else 0 ([CLS], "no answer in this window"). The prediction is the best
+span over all windows, or "" when the null score wins (`qa_spans.merge_features`). Metrics:
+SQuAD exact match and F1 (percent). Files: SQuAD JSON; for `predict` also .jsonl
+{"id"?, "question", "context"}.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Sequence
+
+import numpy as np
+
+from bertkit.errors import ConfigError, DataError
+from bertkit.heads import BertForQuestionAnswering
+from bertkit.io import iter_jsonl
+from bertkit.tasks.common import DataConfig, PredictionInput, TaskSpec, check_texts, forward_features, json_float
+from bertkit.tasks.formats import QAExample, read_squad
+from bertkit.tasks.metrics import squad_evaluate
+from bertkit.tasks.qa_spans import QAFeature, SpanPrediction, merge_features
+from bertkit.tasks.spec import Task
+
+
+# ---------------------------------------------------------------------------- reading
+def read(path: str, data: DataConfig) -> list[QAExample]:
+    return read_squad(path)
+
+
+def read_inputs(path: str, data: DataConfig) -> PredictionInput:
+    if os.path.splitext(path)[1].lower() != ".jsonl":
+        return PredictionInput(read_squad(path, keep_all_questions=True))  # one row per question
+    examples = []
+    for line_number, record in iter_jsonl(path):
+        missing = [k for k in ("question", "context") if not isinstance(record.get(k), str)]
+        if missing:
+            raise DataError(f"{path}: line {line_number} needs a string field {missing[0]!r}")
+        examples.append(QAExample(str(record.get("id", len(examples))), record["question"], record["context"],
+                                  line=line_number))
+    if not examples:
+        raise DataError(f"{path}: no records")
+    return PredictionInput(examples)
+
+
+# ---------------------------------------------------------------------------- features
+def encode_qa(tokenizer, examples: Sequence[QAExample], max_length: int, doc_stride: int,
+              with_positions: bool = False, name: str = "data") -> list[dict]:
+    """Windows over each (question, context); start/end token positions when `with_positions`."""
+    if doc_stride >= max_length // 2:
+        raise ConfigError(f"data.doc_stride={doc_stride} must be below half of data.max_length={max_length} "
+                          f"(it is the overlap of neighbouring windows); e.g. doc_stride={max_length // 4}")
+    questions = [e.question for e in examples]
+    contexts = [e.context for e in examples]
+    check_texts(questions, "question", name)
+    check_texts(contexts, "context", name)
+    enc = tokenizer(questions, contexts, padding=False, truncation=True, max_length=max_length,
+                    stride=doc_stride, return_overflowing_tokens=True, return_offsets=True,
+                    return_tensors=None)
+    features = []
+    for row, ids in enumerate(enc["input_ids"]):
+        example_index = enc["overflow_to_sample_mapping"][row]
+        sequence_ids = enc.sequence_ids(row)
+        context_mask = np.array([s == 1 for s in sequence_ids], dtype=bool)
+        if not context_mask.any():
+            raise DataError(f"{name}: question {example_index + 1} leaves no room for its context in "
+                            f"data.max_length={max_length} tokens; shorten it or raise max_length")
+        offsets = np.asarray(enc["offsets"][row], dtype=np.int64).reshape(-1, 2)
+        feature = {"input_ids": np.asarray(ids, dtype=np.int64),
+                   "token_type_ids": np.asarray(enc["token_type_ids"][row], dtype=np.int64),
+                   "example_index": example_index, "offsets": offsets, "context_mask": context_mask}
+        if with_positions:
+            start, end = answer_positions(examples[example_index], offsets, context_mask)
+            feature["start_positions"] = np.int64(start)
+            feature["end_positions"] = np.int64(end)
+        features.append(feature)
+    return features
+
+
+def answer_positions(example: QAExample, offsets: np.ndarray, context_mask: np.ndarray) -> tuple[int, int]:
+    """(first, last) token of the example's first answer in this window, or (0, 0) for [CLS]
+    when the question has no answer or the answer is not wholly inside the window."""
+    if example.is_impossible or not example.answers:
+        return 0, 0
+    answer = example.answers[0]
+    start_char = answer["answer_start"]
+    end_char = start_char + len(answer["text"])
+    positions = np.flatnonzero(context_mask)
+    first, last = positions[0], positions[-1]
+    if not (offsets[first, 0] <= start_char and offsets[last, 1] >= end_char):
+        return 0, 0
+    context_offsets = offsets[positions]
+    # the token holding start_char, and the token holding the answer's last character
+    start = positions[np.searchsorted(context_offsets[:, 1], start_char, side="right")]
+    end = positions[np.searchsorted(context_offsets[:, 1], end_char, side="left")]
+    return int(start), int(max(end, start))
+
+
+def encode(tokenizer, examples, data: DataConfig, label2id: dict | None, training: bool, name: str):
+    return encode_qa(tokenizer, examples, data.max_length, data.doc_stride, with_positions=training, name=name)
+
+
+# ---------------------------------------------------------------------------- decoding
+def decode(model, tokenizer, examples: Sequence[QAExample], spec: TaskSpec, name: str = "data"
+           ) -> list[SpanPrediction]:
+    """The best span (or no answer) of each question, over all windows of its context."""
+    data = spec.data
+    features = encode_qa(tokenizer, examples, data.max_length, data.doc_stride, name=name)
+    outputs = forward_features(model, features, data.eval_batch_size, tokenizer.pad_token_id)
+    by_example: list[list[QAFeature]] = [[] for _ in examples]
+    for feature, (start, end) in zip(features, outputs):
+        by_example[feature["example_index"]].append(
+            QAFeature(start, end, feature["offsets"], feature["context_mask"]))
+    return [merge_features(windows, example.context, data.null_threshold, spec.allow_no_answer,
+                           data.n_best, data.max_answer_length)
+            for example, windows in zip(examples, by_example)]
+
+
+def _scores(examples: Sequence[QAExample], answers: dict) -> dict:
+    scores = squad_evaluate(examples, answers)
+    return {k: float(v) for k, v in scores.items() if k != "missing"}
+
+
+def metrics(examples: Sequence[QAExample], predictions: Sequence[SpanPrediction]) -> dict:
+    """SQuAD exact match and F1 (percent), with HasAns/NoAns parts when both kinds occur."""
+    return _scores(examples, {e.id: p.text or "" for e, p in zip(examples, predictions)})
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s")
+
+
+def baseline(train, examples: Sequence[QAExample]) -> dict:
+    """The first sentence of the context as the answer of every question."""
+    return _scores(examples, {e.id: _SENTENCE_END.split(e.context, maxsplit=1)[0] for e in examples})
+
+
+def rows(model, predictions: Sequence[SpanPrediction], inputs: PredictionInput) -> list[dict]:
+    """{"id", "answer", "start", "end", "score", "no_answer"}, offsets into the context."""
+    return [{"id": e.id, "answer": a.text or "", "start": a.start_char, "end": a.end_char,
+             "score": json_float(a.score), "no_answer": a.is_impossible}
+            for e, a in zip(inputs.examples, predictions)]
+
+
+QA = Task(
+    name="qa",
+    description="extractive question answering: the answer is a span of the context (SQuAD 1.1/2.0)",
+    model_class=BertForQuestionAnswering,
+    read=read, read_inputs=read_inputs, encode=encode, decode=decode, metrics=metrics, baseline=baseline,
+    rows=rows, metric_names=("f1", "exact"),
+    head_config=lambda labels: {"num_labels": 2, "id2label": None, "label2id": None, "problem_type": None},
+    architectures=("BertForQuestionAnswering", "RobertaForQuestionAnswering", "ModernBertForQuestionAnswering"),
+)

@@ -1,0 +1,233 @@
+"""Sequence tasks: one prediction per text or text pair, from the pooled [CLS] vector.
+
+- classification: one class name per text; softmax over the classes, cross-entropy loss.
+- multi-label classification: a set of class names per text; sigmoid per class, p >= 0.5 is in
+  the set; binary cross-entropy loss. Classification data whose labels are lists is multi-label.
+- regression: one number per text; mean squared error.
+
+Files: CSV/TSV with a header, or JSONL (`data.text_column`, `data.pair_column`,
+`data.label_column`); for `predict` also .txt with one text per line.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections import Counter
+from typing import Sequence
+
+import numpy as np
+
+from bertkit.errors import DataError
+from bertkit.heads import BertForSequenceClassification
+from bertkit.io import iter_text_lines
+from bertkit.tasks.common import (DataConfig, PredictionInput, TaskSpec, check_texts, forward_features,
+                                  json_float, model_labels, sigmoid, softmax, truncation_warning)
+from bertkit.tasks.formats import TextExample, infer_task_kind, read_text_dataset
+from bertkit.tasks.metrics import accuracy, macro_f1, micro_f1, pearson, spearman
+from bertkit.tasks.spec import Task, label_head_config
+
+ARCHITECTURES = ("BertForSequenceClassification", "RobertaForSequenceClassification",
+                 "ModernBertForSequenceClassification")
+
+
+# ---------------------------------------------------------------------------- reading
+def _reader(label_type: str):
+    def read(path: str, data: DataConfig) -> list[TextExample]:
+        return read_text_dataset(path, data.text_column, data.pair_column or None, data.label_column,
+                                 label_type, data.multilabel_sep)
+
+    return read
+
+
+def read_lines(path: str) -> list[tuple[int, str]]:
+    """(line number, line) of every line of a UTF-8 text file, blank ones too: predict gives
+    each line its row. A file with no non-blank line is refused."""
+    lines = list(iter_text_lines(path))
+    if not any(line.strip() for _, line in lines):
+        raise DataError(f"{path} holds no non-empty lines; put one input per line")
+    return lines
+
+
+def read_inputs(path: str, data: DataConfig) -> PredictionInput:
+    """.txt (one text per line) or .csv/.tsv/.jsonl with the text column (and the pair column)."""
+    if os.path.splitext(path)[1].lower() == ".txt":
+        return PredictionInput([TextExample(text=line, line=n) for n, line in read_lines(path)])
+    return PredictionInput(read_text_dataset(path, data.text_column, data.pair_column or None, None))
+
+
+def label_list(label) -> list:
+    """A multi-label example's labels as a list (a single name counts as a one-element set)."""
+    return label if isinstance(label, list) else [label]
+
+
+# ---------------------------------------------------------------------------- features
+def label_array(examples: Sequence[TextExample], task: str, label2id: dict | None) -> np.ndarray:
+    """Labels as the model takes them: class ids, multi-hot float rows, or floats."""
+    if task == "regression":
+        return np.array([float(e.label) for e in examples], dtype=np.float32)
+    if task == "multi-label-classification":
+        out = np.zeros((len(examples), len(label2id)), dtype=np.float32)
+        for row, e in enumerate(examples):
+            for name in label_list(e.label):
+                out[row, label2id[name]] = 1.0
+        return out
+    return np.array([label2id[e.label] for e in examples], dtype=np.int64)
+
+
+def encode_texts(tokenizer, examples: Sequence[TextExample], max_length: int, task: str | None = None,
+                 label2id: dict | None = None, name: str = "data") -> list[dict]:
+    """Sequence features; labels are added when `task` is given."""
+    texts = [e.text for e in examples]
+    check_texts(texts, "text", name)
+    with_pair = [e.text_pair is not None for e in examples]
+    pairs = None
+    if any(with_pair):
+        if not all(with_pair):
+            missing = with_pair.index(False) + 1
+            raise DataError(f"{name}: example {missing} has no second text while others have one; "
+                            "every example of a pair task needs both texts")
+        pairs = [e.text_pair for e in examples]
+        check_texts(pairs, "second text (text pair)", name)
+    with warnings.catch_warnings():  # one summary warning below instead of the tokenizer's
+        warnings.simplefilter("ignore")
+        enc = tokenizer(texts, pairs, padding=False, truncation=True, max_length=max_length,
+                        return_tensors=None)
+    labels = label_array(examples, task, label2id) if task is not None else None
+    features, cut = [], 0
+    for row, ids in enumerate(enc["input_ids"]):
+        cut += len(ids) >= max_length
+        feature = {"input_ids": np.asarray(ids, dtype=np.int64),
+                   "token_type_ids": np.asarray(enc["token_type_ids"][row], dtype=np.int64)}
+        if labels is not None:
+            feature["labels"] = labels[row]
+        features.append(feature)
+    truncation_warning(cut, len(features), max_length, name, "texts")
+    return features
+
+
+def _encoder(task: str):
+    def encode(tokenizer, examples, data: DataConfig, label2id: dict | None, training: bool, name: str):
+        return encode_texts(tokenizer, examples, data.max_length, task if training else None, label2id, name)
+
+    return encode
+
+
+# ---------------------------------------------------------------------------- decoding
+def _logits(model, tokenizer, examples, spec: TaskSpec, name: str) -> np.ndarray:
+    features = encode_texts(tokenizer, examples, spec.data.max_length, name=name)
+    return np.stack(forward_features(model, features, spec.data.eval_batch_size,
+                                     tokenizer.pad_token_id)).astype(np.float64)
+
+
+def decode_classes(model, tokenizer, examples, spec: TaskSpec, name: str = "data") -> list[tuple[str, np.ndarray]]:
+    """(label, class probabilities) per example: the argmax of the softmax."""
+    probs = softmax(_logits(model, tokenizer, examples, spec, name))
+    labels = model_labels(model)
+    return [(labels[j], p) for j, p in zip(probs.argmax(axis=1), probs)]
+
+
+def decode_label_sets(model, tokenizer, examples, spec: TaskSpec, name: str = "data") -> list[tuple[list, np.ndarray]]:
+    """(labels with sigmoid >= 0.5, per-class probabilities) per example."""
+    probs = sigmoid(_logits(model, tokenizer, examples, spec, name))
+    labels = model_labels(model)
+    return [([labels[j] for j in np.flatnonzero(p >= 0.5)], p) for p in probs]
+
+
+def decode_values(model, tokenizer, examples, spec: TaskSpec, name: str = "data") -> list[float]:
+    return [float(v) for v in _logits(model, tokenizer, examples, spec, name)[:, 0]]
+
+
+# ---------------------------------------------------------------------------- metrics
+def classification_metrics(examples, predictions) -> dict:
+    gold, predicted = [e.label for e in examples], [p for p, _ in predictions]
+    return {"accuracy": accuracy(gold, predicted), "macro_f1": macro_f1(gold, predicted)}
+
+
+def label_set_metrics(examples, predictions) -> dict:
+    gold, predicted = [label_list(e.label) for e in examples], [p for p, _ in predictions]
+    return {"micro_f1": micro_f1(gold, predicted), "macro_f1": macro_f1(gold, predicted),
+            "exact_match": accuracy(gold, predicted)}
+
+
+def regression_metrics(examples, predictions) -> dict:
+    gold = np.asarray([e.label for e in examples], dtype=np.float64)
+    predicted = np.asarray(predictions, dtype=np.float64)
+    return {"pearson": pearson(gold, predicted), "spearman": spearman(gold, predicted),
+            "mse": float(np.mean((gold - predicted) ** 2))}
+
+
+def majority_baseline(train, examples) -> dict:
+    """The most frequent training class for every example."""
+    majority = Counter(e.label for e in train).most_common(1)[0][0]
+    return classification_metrics(examples, [(majority, None)] * len(examples))
+
+
+def empty_set_baseline(train, examples) -> dict:
+    """The empty label set for every example."""
+    return label_set_metrics(examples, [([], None)] * len(examples))
+
+
+def mean_baseline(train, examples) -> dict:
+    """The training mean for every example (its correlations are undefined: only mse)."""
+    mean = float(np.mean([e.label for e in train]))
+    gold = np.asarray([e.label for e in examples], dtype=np.float64)
+    return {"mse": float(np.mean((gold - mean) ** 2))}
+
+
+# ---------------------------------------------------------------------------- rows
+def _probabilities(model, probs) -> dict:
+    return {label: round(float(p), 6) for label, p in zip(model_labels(model), probs)}
+
+
+def class_rows(model, predictions, inputs) -> list[dict]:
+    return [{"label": label, "probabilities": _probabilities(model, probs)} for label, probs in predictions]
+
+
+def label_set_rows(model, predictions, inputs) -> list[dict]:
+    return [{"labels": labels, "probabilities": _probabilities(model, probs)} for labels, probs in predictions]
+
+
+def value_rows(model, predictions, inputs) -> list[dict]:
+    return [{"value": json_float(v)} for v in predictions]
+
+
+# ---------------------------------------------------------------------------- the entries
+def _multi_label_if_lists(examples) -> str:
+    return ("multi-label-classification" if infer_task_kind(examples) == "multilabel"
+            else "classification")
+
+
+CLASSIFICATION = Task(
+    name="classification",
+    description="one class per text or text pair (multi-label when labels are lists)",
+    model_class=BertForSequenceClassification,
+    read=_reader("category"), read_inputs=read_inputs, encode=_encoder("classification"),
+    decode=decode_classes, metrics=classification_metrics, baseline=majority_baseline, rows=class_rows,
+    metric_names=("accuracy", "macro_f1"),
+    labels_of=lambda examples: [e.label for e in examples],
+    head_config=label_head_config("single_label_classification"),
+    architectures=ARCHITECTURES, refine=_multi_label_if_lists,
+)
+
+MULTI_LABEL = Task(
+    name="multi-label-classification",
+    description="a set of classes per text or text pair",
+    model_class=BertForSequenceClassification,
+    read=_reader("category"), read_inputs=read_inputs, encode=_encoder("multi-label-classification"),
+    decode=decode_label_sets, metrics=label_set_metrics, baseline=empty_set_baseline, rows=label_set_rows,
+    metric_names=("micro_f1", "macro_f1", "exact_match"),
+    labels_of=lambda examples: [name for e in examples for name in label_list(e.label)],
+    head_config=label_head_config("multi_label_classification"),
+)
+
+REGRESSION = Task(
+    name="regression",
+    description="one number per text or text pair",
+    model_class=BertForSequenceClassification,
+    read=_reader("number"), read_inputs=read_inputs, encode=_encoder("regression"),
+    decode=decode_values, metrics=regression_metrics, baseline=mean_baseline, rows=value_rows,
+    metric_names=("pearson", "spearman", "mse"),
+    head_config=lambda labels: {"num_labels": 1, "id2label": None, "label2id": None, "problem_type": "regression"},
+    lower_is_better=frozenset({"mse"}),
+)

@@ -1,0 +1,223 @@
+"""Token classification (tagging, e.g. NER in BIO tags): one tag per word.
+
+Word tags move to sub-word tokens with `align_labels_to_tokens` (the first sub-word of each
+word, or all of them with `data.label_all_subwords`); a word's prediction is the tag of its
+first sub-word. Metrics: entity precision/recall/F1 as conlleval and seqeval compute them, and
+word-level tag accuracy. Files: CoNLL (one "word ... tag" line per word, a blank line between
+sentences); for `predict` also .txt / .jsonl {"text"} raw text, whose entities get character
+offsets into the text.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections import Counter
+from typing import Sequence
+
+import numpy as np
+
+from bertkit.errors import DataError
+from bertkit.heads import BertForTokenClassification
+from bertkit.io import iter_jsonl
+from bertkit.tasks.alignment import IGNORE_INDEX, align_labels_to_tokens, word_predictions_from_tokens
+from bertkit.tasks.common import (DataConfig, PredictionInput, TaskSpec, forward_features, model_labels,
+                                  truncation_warning)
+from bertkit.tasks.formats import TokenExample, read_conll
+from bertkit.tasks.metrics import entity_prf, entity_spans
+from bertkit.tasks.realdata import tokenize_words
+from bertkit.tasks.sequence import read_lines
+from bertkit.tasks.spec import Task, label_head_config
+
+
+# ---------------------------------------------------------------------------- reading
+def read(path: str, data: DataConfig) -> list[TokenExample]:
+    examples = read_conll(path, data.token_col, data.tag_col)
+    if not examples:
+        raise DataError(f"{path}: no sentences; CoNLL needs one 'word ... tag' line per word and a "
+                        "blank line between sentences")
+    return examples
+
+
+def words_of_text(text: str) -> tuple[list[str], list[tuple[int, int]]]:
+    """Words of raw text (as `realdata.tokenize_words` splits them) with character spans."""
+    words = tokenize_words(text)
+    spans, cursor = [], 0
+    for word in words:
+        start = text.index(word, cursor)
+        spans.append((start, start + len(word)))
+        cursor = start + len(word)
+    return words, spans
+
+
+def _jsonl_texts(path: str) -> list[tuple[int, str]]:
+    texts = []
+    for line_number, record in iter_jsonl(path):
+        if not isinstance(record.get("text"), str):
+            raise DataError(f"{path}: line {line_number} needs a string field 'text'")
+        texts.append((line_number, record["text"]))
+    if not texts:
+        raise DataError(f"{path}: no records")
+    return texts
+
+
+def read_inputs(path: str, data: DataConfig) -> PredictionInput:
+    """Raw text (.txt one per line, .jsonl {"text"}) split into words, or CoNLL words."""
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix not in (".txt", ".jsonl"):
+        return PredictionInput(read(path, data))
+    numbered = read_lines(path) if suffix == ".txt" else _jsonl_texts(path)
+    examples, spans, texts = [], [], []
+    for line, text in numbered:
+        words, word_spans = words_of_text(text)
+        if not words and text.strip():
+            raise DataError(f"{path}: line {line} has no words")
+        examples.append(TokenExample(words, ["O"] * len(words), line))  # no words: a blank row
+        spans.append(word_spans)
+        texts.append(text)
+    return PredictionInput(examples, texts, spans)
+
+
+# ---------------------------------------------------------------------------- features
+def inside_label_map(label2id: dict) -> dict[int, int]:
+    """{id of B-X: id of I-X} so continuation sub-words do not start new entities."""
+    return {index: label2id["I-" + tag[2:]] for tag, index in label2id.items()
+            if tag.startswith("B-") and "I-" + tag[2:] in label2id}
+
+
+def word_char_spans(words: Sequence[str]) -> tuple[str, list[tuple[int, int]]]:
+    """The words joined by single spaces, and each word's (start, end) in that text."""
+    spans, cursor = [], 0
+    for word in words:
+        spans.append((cursor, cursor + len(word)))
+        cursor += len(word) + 1
+    return " ".join(words), spans
+
+
+def word_ids_from_offsets(offsets: Sequence, special: Sequence[int], spans: Sequence[tuple[int, int]]
+                          ) -> np.ndarray:
+    """Word index of each token (-1 for special tokens): the word whose span holds its start.
+
+    Words are given, not re-split by the tokenizer's own pre-tokenizer, so "U.S." stays one
+    word even though the tokenizer splits it at the dots.
+    """
+    starts = np.array([s for s, _ in spans], dtype=np.int64)
+    token_starts = np.array([o[0] for o in offsets], dtype=np.int64).reshape(-1)
+    ids = np.searchsorted(starts, token_starts, side="right") - 1
+    ids[np.asarray(special, dtype=bool)] = -1
+    return ids
+
+
+def encode_words(tokenizer, examples: Sequence[TokenExample], max_length: int,
+                 label2id: dict | None = None, label_all_subwords: bool = False,
+                 name: str = "data") -> list[dict]:
+    """Token-classification features; `labels` when `label2id` is given, `word_ids` always."""
+    texts, all_spans = [], []
+    for index, example in enumerate(examples):
+        if not example.tokens:
+            raise DataError(f"{name}: sentence {index + 1} has no words; remove it")
+        for word in example.tokens:
+            if not word or any(ch.isspace() for ch in word):
+                raise DataError(f"{name}: sentence {index + 1} has the word {word!r}, which is empty or "
+                                "holds whitespace; split it into words")
+        text, spans = word_char_spans(example.tokens)
+        texts.append(text)
+        all_spans.append(spans)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        enc = tokenizer(texts, padding=False, truncation=True, max_length=max_length,
+                        return_offsets=True, return_special_tokens_mask=True, return_tensors=None)
+    inside = inside_label_map(label2id) if label2id and label_all_subwords else None
+    features, cut = [], 0
+    for row, example in enumerate(examples):
+        word_ids = word_ids_from_offsets(enc["offsets"][row], enc["special_tokens_mask"][row], all_spans[row])
+        feature = {"input_ids": np.asarray(enc["input_ids"][row], dtype=np.int64),
+                   "token_type_ids": np.asarray(enc["token_type_ids"][row], dtype=np.int64),
+                   "word_ids": word_ids}
+        cut += int(word_ids.max(initial=-1)) + 1 < len(example.tokens)
+        if label2id is not None:
+            word_labels = [label2id[tag] for tag in example.tags]
+            aligned = align_labels_to_tokens([None if w < 0 else int(w) for w in word_ids], word_labels,
+                                             label_all_subwords, inside)
+            feature["labels"] = np.asarray(aligned, dtype=np.int64)
+        features.append(feature)
+    truncation_warning(cut, len(features), max_length, name, "sentences (their last words are tagged O)")
+    return features
+
+
+def encode(tokenizer, examples, data: DataConfig, label2id: dict | None, training: bool, name: str):
+    return encode_words(tokenizer, examples, data.max_length, label2id if training else None,
+                        data.label_all_subwords, name)
+
+
+# ---------------------------------------------------------------------------- decoding
+def decode(model, tokenizer, examples: Sequence[TokenExample], spec: TaskSpec, name: str = "data") -> list[list[str]]:
+    """Per sentence, one predicted tag per word: the tag of the word's first sub-word (words cut
+    off by truncation get "O")."""
+    features = encode_words(tokenizer, examples, spec.data.max_length, name=name)
+    outputs = forward_features(model, features, spec.data.eval_batch_size, tokenizer.pad_token_id)
+    labels = model_labels(model)
+    result = []
+    for example, feature, logits in zip(examples, features, outputs):
+        word_ids = [None if w < 0 else int(w) for w in feature["word_ids"]]
+        words = word_predictions_from_tokens(word_ids, logits.argmax(axis=-1), num_words=len(example.tokens))
+        result.append(["O" if p == IGNORE_INDEX else labels[p] for p in words])
+    return result
+
+
+def tag_metrics(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]) -> dict:
+    """Entity P/R/F1 (conlleval / seqeval default) and word-level tag accuracy."""
+    scores = entity_prf(gold, predicted)
+    total = sum(len(g) for g in gold)
+    same = sum(a == b for g, p in zip(gold, predicted) for a, b in zip(g, p))
+    return {"f1": scores["f1"], "precision": scores["precision"], "recall": scores["recall"],
+            "tag_accuracy": same / max(1, total)}
+
+
+def metrics(examples: Sequence[TokenExample], predictions) -> dict:
+    return tag_metrics([e.tags for e in examples], predictions)
+
+
+def baseline(train: Sequence[TokenExample], examples: Sequence[TokenExample]) -> dict:
+    """Word lookup: each word gets its most frequent training tag (lowercased match), else O."""
+    counts: dict[str, Counter] = {}
+    for example in train:
+        for word, tag in zip(example.tokens, example.tags):
+            counts.setdefault(word.lower(), Counter())[tag] += 1
+    lookup = {word: c.most_common(1)[0][0] for word, c in counts.items()}
+    predicted = [[lookup.get(w.lower(), "O") for w in e.tokens] for e in examples]
+    # A looked-up I- tag after O still opens an entity under conlleval; that is fine for a baseline.
+    return metrics(examples, predicted)
+
+
+# ---------------------------------------------------------------------------- rows
+def entities_with_spans(tags: Sequence[str], spans: Sequence[tuple[int, int]], text: str) -> list[dict]:
+    out = []
+    for kind, first, last in entity_spans(tags):
+        start, end = spans[first][0], spans[last][1]
+        out.append({"type": kind, "start": start, "end": end, "text": text[start:end]})
+    return out
+
+
+def rows(model, predictions, inputs: PredictionInput) -> list[dict]:
+    """{"words", "tags", "entities": [{"type", "start", "end", "text"}]}, character offsets into
+    the input text (by default the words joined by spaces)."""
+    out = []
+    for i, (example, tags) in enumerate(zip(inputs.examples, predictions)):
+        text, spans = word_char_spans(example.tokens)
+        if inputs.texts is not None:
+            text, spans = inputs.texts[i], inputs.spans[i]
+        out.append({"words": list(example.tokens), "tags": tags, "entities": entities_with_spans(tags, spans, text)})
+    return out
+
+
+TOKEN_CLASSIFICATION = Task(
+    name="token-classification",
+    description="one tag per word (BIO entity tags or any word labels)",
+    model_class=BertForTokenClassification,
+    read=read, read_inputs=read_inputs, encode=encode, decode=decode, metrics=metrics, baseline=baseline,
+    rows=rows, metric_names=("f1", "precision", "recall", "tag_accuracy"),
+    labels_of=lambda examples: [tag for e in examples for tag in e.tags],
+    head_config=label_head_config(None),
+    architectures=("BertForTokenClassification", "RobertaForTokenClassification", "ModernBertForTokenClassification"),
+)

@@ -1,0 +1,116 @@
+"""Early stopping on an evaluation metric, with the best model kept (fine-tuning and pre-training).
+
+After every evaluation `BestKeeper.update` compares the metric with the best value so far. With
+sign = -1 when lower is better (a loss) and +1 otherwise, an evaluation improves when
+
+    sign * value > sign * best + min_delta
+
+and then the model is saved to the best directory (a complete model directory, swapped in
+atomically). After `patience` evaluations in a row without improvement it answers "stop"
+(patience 0: never). A NaN metric never improves. The `Trainer` calls it after each
+evaluation when given one (`Trainer(..., keeper=...)`) and replays the logged evaluations of a
+resumed run, so patience and the best value survive an interruption.
+
+Pre-training sets it in an `[early_stopping]` section (`EarlyStoppingSection`): patience,
+min_delta and the held-out metric (default `mlm_loss`); the best model lands in OUT/best.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+from torch import nn
+
+from ..errors import ConfigError
+from ..io import atomic_directory
+
+
+class BestKeeper:
+    """Early stopping on `metric` and the best model kept in `best_dir` (default OUT/.best).
+
+    `setting` names the config key that chose the metric, for the error when it is not measured.
+    """
+
+    def __init__(self, out_dir: str, metric: str, patience: int, tokenizer, lower_is_better: bool = False,
+                 min_delta: float = 0.0, best_dir: str | None = None, setting: str = "train.select_metric"):
+        self.out_dir = out_dir
+        self.metric = metric
+        self.sign = -1.0 if lower_is_better else 1.0  # compare sign * value, higher wins
+        self.patience = patience
+        self.min_delta = min_delta
+        self.tokenizer = tokenizer
+        self.best_dir = best_dir or os.path.join(out_dir, ".best")
+        self.setting = setting
+        self.best_value = -math.inf
+        self.best_step: int | None = None
+        self.best_metrics: dict = {}
+        self.bad_evals = 0
+        self.history: list[dict] = []
+
+    def update(self, model: nn.Module, step: int, metrics: dict) -> bool:
+        """Record one evaluation; save the model when it is the best so far. True = stop."""
+        if self._record(step, metrics):
+            self._save(model)
+        return self.should_stop
+
+    @property
+    def should_stop(self) -> bool:
+        return bool(self.patience) and self.bad_evals >= self.patience
+
+    def replay(self, rows: list[dict]) -> None:
+        """Take up the evaluations a resumed run logged before its checkpoint (rows of
+        metrics.jsonl with split "eval"), without saving: the best model is already on disk."""
+        for row in rows:
+            if row.get("split") == "eval" and self.metric in row:
+                self._record(row["step"], {k: v for k, v in row.items() if k not in ("step", "split")})
+
+    def _record(self, step: int, metrics: dict) -> bool:
+        """Update the best value and the count of evaluations without gain; True = improved."""
+        if self.metric not in metrics:
+            measured = ", ".join(sorted(metrics)) or "none (is there held-out data?)"
+            raise ConfigError(f"{self.setting}={self.metric!r} is not a metric of this evaluation; "
+                              f"measured: {measured}")
+        self.history.append({"step": step, **metrics})
+        value = metrics[self.metric]
+        value = -math.inf if value is None or math.isnan(value) else self.sign * value
+        if self.best_step is None or value > self.best_value + self.min_delta:
+            self.best_value, self.best_step, self.best_metrics = value, step, dict(metrics)
+            self.bad_evals = 0
+            return True
+        self.bad_evals += 1
+        return False
+
+    def _save(self, model: nn.Module) -> None:
+        with atomic_directory(self.best_dir, prefix=".tmp-best-") as tmp:
+            model.save_pretrained(tmp, tokenizer=self.tokenizer)
+
+
+@dataclass
+class EarlyStoppingSection:
+    """`[early_stopping]` of a pre-training config: stop when the held-out metric stops improving.
+
+    Evaluations happen every `train.eval_every` steps; patience counts evaluations, not steps.
+    """
+
+    patience: int = 0  # evaluations without an improvement of at least min_delta; 0 = off
+    min_delta: float = 0.0  # the least change of the metric that counts as an improvement
+    metric: str = "mlm_loss"  # a held-out metric; losses and perplexity are minimised, others maximised
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.patience, int) or isinstance(self.patience, bool) or self.patience < 0:
+            raise ConfigError(f"early_stopping.patience must be an integer >= 0 (0 = off), got {self.patience!r}")
+        if not (isinstance(self.min_delta, (int, float)) and self.min_delta >= 0):
+            raise ConfigError(f"early_stopping.min_delta must be a number >= 0, got {self.min_delta!r}")
+
+    @property
+    def lower_is_better(self) -> bool:
+        return self.metric.endswith(("loss", "perplexity"))
+
+    def keeper(self, out_dir: str, tokenizer) -> BestKeeper | None:
+        """The BestKeeper for a run into `out_dir` (best model in OUT/best), or None when off."""
+        if not self.patience:
+            return None
+        return BestKeeper(out_dir, self.metric, self.patience, tokenizer, self.lower_is_better,
+                          self.min_delta, os.path.join(out_dir, "best"), "early_stopping.metric")

@@ -1,0 +1,134 @@
+"""Token-classification and QA distillation: the losses against their definitions, and a student
+that learns the teacher's tags and spans on a tiny fixture."""
+
+import pytest
+import torch
+
+from bertkit.config import BertConfig
+from bertkit.distill import Distiller, TaskDistiller, qa_distillation_loss, token_distillation_loss
+from bertkit.errors import ConfigError
+from bertkit.heads import (BertForMaskedLM, BertForQuestionAnswering, BertForSequenceClassification,
+                           BertForTokenClassification)
+from bertkit.distill import distillation_loss
+
+TEACHER = dict(vocab_size=40, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+               max_position_embeddings=32, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+STUDENT = dict(TEACHER, hidden_size=16, num_hidden_layers=1, intermediate_size=32)
+
+
+def test_token_loss_is_the_classification_loss_over_real_tokens():
+    torch.manual_seed(0)
+    s, t = torch.randn(2, 5, 3), torch.randn(2, 5, 3)
+    labels = torch.tensor([[-100, 1, 2, -100, -100], [-100, 0, -100, -100, -100]])
+    mask = torch.tensor([[1, 1, 1, 1, 0], [1, 1, 1, 0, 0]])
+    out = token_distillation_loss(s, t, labels, mask, alpha=0.3, temperature=2.0)
+    real = mask.bool()
+    expected = distillation_loss(s[real], t[real], labels[real], 0.3, 2.0)  # 7 rows
+    assert out.loss.item() == pytest.approx(expected.loss.item(), rel=1e-6)
+    # hand check of the rows: the KL averages over the 7 real tokens, the CE over the 3 labelled
+    kl = torch.nn.functional.kl_div((s[real] / 2).log_softmax(-1), (t[real] / 2).log_softmax(-1),
+                                    reduction="sum", log_target=True) / 7 * 4
+    ce = torch.nn.functional.cross_entropy(s[real], labels[real], ignore_index=-100)
+    assert out.loss.item() == pytest.approx((0.7 * kl + 0.3 * ce).item(), rel=1e-6)
+    assert token_distillation_loss(t, t, None, mask).loss.item() == pytest.approx(0.0, abs=1e-6)
+
+
+def test_qa_loss_averages_start_and_end_and_skips_truncated_answers():
+    torch.manual_seed(0)
+    ss, se, ts, te = (torch.randn(3, 6) for _ in range(4))
+    start, end = torch.tensor([1, 2, 6]), torch.tensor([2, 4, 6])  # the third answer was cut off
+    out = qa_distillation_loss(ss, se, ts, te, start, end, alpha=0.5, temperature=2.0)
+    cut = torch.tensor([1, 2, -100]), torch.tensor([2, 4, -100])
+    a = distillation_loss(ss, ts, cut[0], 0.5, 2.0)
+    b = distillation_loss(se, te, cut[1], 0.5, 2.0)
+    assert out.loss.item() == pytest.approx((a.loss + b.loss).item() / 2, rel=1e-6)
+    assert out.ce_loss.item() == pytest.approx((a.ce_loss + b.ce_loss).item() / 2, rel=1e-6)
+    with pytest.raises(ConfigError, match="both"):
+        qa_distillation_loss(ss, se, ts, te, start, None)
+
+
+def train(model, batch, steps, lr=3e-3):
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    model.train()
+    for _ in range(steps):
+        out = model(**batch)
+        out.loss.backward()
+        opt.step()
+        opt.zero_grad()
+    return model
+
+
+def token_fixture():
+    """Tags that depend on the token and its left neighbour: (id + previous id) % 3."""
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(5, 40, (16, 12), generator=g)
+    mask = torch.ones_like(ids)
+    mask[::3, 9:] = 0
+    ids[mask == 0] = 0
+    labels = (ids + torch.roll(ids, 1, dims=1)) % 3
+    labels[:, 0] = -100
+    labels[mask == 0] = -100
+    return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+
+def qa_fixture():
+    """The answer starts at the token after the single marker id 4 and spans two tokens."""
+    g = torch.Generator().manual_seed(2)
+    ids = torch.randint(5, 40, (16, 12), generator=g)
+    at = torch.randint(1, 9, (16,), generator=g)
+    ids[torch.arange(16), at] = 4
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "start_positions": at + 1,
+            "end_positions": at + 2}
+
+
+@pytest.mark.parametrize("cls,fixture", [(BertForTokenClassification, token_fixture),
+                                         (BertForQuestionAnswering, qa_fixture)])
+def test_student_learns_the_teacher(cls, fixture):
+    batch = fixture()
+    torch.manual_seed(0)
+    teacher = train(cls(BertConfig(**TEACHER, num_labels=3)), batch, 60).eval()
+    torch.manual_seed(1)
+    student = cls(BertConfig(**STUDENT, num_labels=3))  # narrower and shallower, random init
+    distiller = TaskDistiller(student, teacher, alpha=0.0, temperature=2.0)  # soft targets only
+    unlabeled = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask")}
+    with torch.no_grad():
+        before = distiller(**unlabeled).kd_loss.item()
+    train(distiller, batch, 60)
+    with torch.no_grad():
+        after = distiller(**unlabeled).kd_loss.item()
+    assert after < 0.5 * before, (before, after)
+    assert all(p.grad is None for p in teacher.parameters())  # the teacher is not trained
+    assert set(distiller.state_dict()) == set(student.state_dict())  # checkpoints hold the student
+
+
+def test_mismatched_models_are_refused():
+    token = BertForTokenClassification(BertConfig(**TEACHER))
+    with pytest.raises(ConfigError, match="same head"):
+        TaskDistiller(token, BertForQuestionAnswering(BertConfig(**TEACHER)))
+    with pytest.raises(ConfigError, match="use Distiller for MLM"):
+        mlm = BertForMaskedLM(BertConfig(**TEACHER))
+        TaskDistiller(mlm, mlm)
+
+
+def test_sequence_classifiers_get_distillers_loss():
+    torch.manual_seed(0)
+    teacher = BertForSequenceClassification(BertConfig(**TEACHER, num_labels=3)).eval()
+    student = BertForSequenceClassification(BertConfig(**STUDENT, num_labels=3)).eval()
+    ids, labels = torch.randint(5, 40, (4, 9)), torch.tensor([0, 2, 1, 1])
+    with torch.no_grad():
+        ours = TaskDistiller(student, teacher, alpha=0.3, temperature=2.0)(ids, labels=labels)
+        theirs = Distiller(student, teacher, alpha=0.3, temperature=2.0)(ids, labels=labels)
+    assert ours.loss.item() == pytest.approx(theirs.loss.item(), rel=1e-6)
+
+
+def test_recipe_and_command_route_tagging_and_qa_to_the_task_distiller(tmp_path, capsys):
+    from bertkit import cli
+    from bertkit.recipes.distill import DISTILLABLE, distill_finetuned
+
+    assert DISTILLABLE == ("classification", "token-classification", "qa")
+    with pytest.raises(ConfigError, match="single-label.*token-classification or qa"):
+        distill_finetuned("regression", str(tmp_path / "teacher"), "bbc", None, str(tmp_path / "out"))
+    argv = ["distill", "--task", "qa", "--teacher", str(tmp_path / "teacher"), "--train", "wordnet-qa",
+            "--out", str(tmp_path / "out"), "--test", "wordnet-qa:test"]
+    assert cli.main(argv) == 2
+    assert "--test compares classifiers" in capsys.readouterr().err

@@ -1,0 +1,107 @@
+"""The modern encoder through bertkit's recipes: pre-training from a TOML config
+(model_type = "modernbert"), fine-tuning a classifier from that checkpoint through the CLI, and
+the results loading in transformers with the same outputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+
+import pytest
+import torch
+
+from bertkit.cli import main
+
+CONFIG = """
+[model]
+preset = "tiny"
+model_type = "modernbert"
+global_attn_every_n_layers = 2
+local_attention = 16
+
+[tokenizer]
+vocab_size = 600
+min_frequency = 1
+
+[data]
+corpus = "{corpus}"
+objective = "mlm"
+max_length = 32
+mlm_probability = 0.3
+eval_fraction = 0.2
+max_eval_examples = 16
+
+[train]
+max_steps = 6
+batch_size = 8
+lr = 1e-3
+eval_every = 6
+save_every = 6
+log_every = 2
+"""
+
+TEXTS = [f"the match ended {i} nil after a late goal by the striker." for i in range(30)] + \
+        [f"shares in the bank fell {i} percent on monday after the warning." for i in range(30)]
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory):
+    root = tmp_path_factory.mktemp("modern-pretrain")
+    corpus = root / "corpus"
+    corpus.mkdir()
+    for i, text in enumerate(TEXTS):
+        (corpus / f"{i}.txt").write_text(text + " " + text, encoding="utf-8")
+    config = root / "modern.toml"
+    config.write_text(CONFIG.format(corpus=corpus), encoding="utf-8")
+    out = root / "run"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["pretrain", "--config", str(config), "--out", str(out), "--no-progress", "--seed", "0"]) == 0
+    return str(out / "checkpoint-6")
+
+
+def test_pretraining_writes_a_modernbert_checkpoint_transformers_runs_alike(pretrained):
+    import transformers
+
+    from bertkit.fill_mask import fill_mask
+
+    with open(os.path.join(pretrained, "config.json")) as f:
+        assert json.load(f)["model_type"] == "modernbert"
+    text = "the match ended [MASK] nil after a late goal."
+    ours = fill_mask(pretrained, text, top_k=5)[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pipe = transformers.pipeline("fill-mask", model=pretrained, tokenizer=pretrained, top_k=5)
+        theirs = pipe(text)
+    assert [t for t, _ in ours] == [r["token_str"].replace(" ", "") for r in theirs]
+    for (_, p), r in zip(ours, theirs):
+        assert p == pytest.approx(r["score"], abs=1e-5)
+
+
+def test_a_classifier_fine_tuned_from_it_loads_in_transformers(pretrained, tmp_path, capsys):
+    import transformers
+
+    train = tmp_path / "train.csv"
+    train.write_text("text,label\n" + "".join(f"the match ended {i} nil,sport\nshares fell {i} percent,business\n"
+                                              for i in range(8)), encoding="utf-8")
+    out = str(tmp_path / "clf")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["finetune", "--task", "classification", "--model", pretrained, "--train", str(train),
+                     "--dev", str(train), "--out", out, "--no-progress", "--set", "train.max_steps=3",
+                     "data.max_length=32"]) == 0
+        capsys.readouterr()
+        assert main(["evaluate", "--model", out, "--data", str(train)]) == 0
+        assert "accuracy" in json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        from bertkit.heads import BertForSequenceClassification
+        ours = BertForSequenceClassification.from_pretrained(out).eval()  # dispatches to the modern class
+        theirs = transformers.AutoModelForSequenceClassification.from_pretrained(
+            out, attn_implementation="eager").eval()
+    assert type(ours).__name__ == "ModernBertForSequenceClassification"
+    assert theirs.config.id2label == {0: "business", 1: "sport"}
+    ids = torch.tensor([[2, 40, 41, 42, 43, 3, 0, 0], [2, 50, 51, 52, 53, 54, 55, 3]])
+    mask = (ids != 0).long()
+    with torch.no_grad():
+        torch.testing.assert_close(ours(ids, attention_mask=mask).logits, theirs(ids, attention_mask=mask).logits,
+                                   rtol=0, atol=1e-5)

@@ -1,0 +1,142 @@
+"""Multiple choice: the JSONL reader, (B, C, T) batches, the task entry through the CLI
+(finetune / evaluate / predict), and a tiny model that learns its training examples."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from bertkit.cli import main
+from bertkit.errors import DataError
+from bertkit.heads import BertForMultipleChoice
+from bertkit.tasks import Collator, DataConfig, TaskSpec, evaluate_examples, get_task
+from bertkit.tasks.formats import ChoiceExample, read_choices
+from bertkit.tasks.realdata import wordnet_gloss_choice
+from bertkit.tokenizer import Tokenizer
+
+from .test_commands import make_tiny_model
+
+COLOURS = ["red", "blue", "green", "black"]
+
+
+def colour_examples(n: int) -> list[ChoiceExample]:
+    """The right choice names the context's colour and says so ("yes"), at a random position:
+    a tiny model learns it only if the label indexes the right row of the (B, C) scores."""
+    rng = np.random.default_rng(0)
+    out = []
+    for i in range(n):
+        right = COLOURS[i % 4]
+        order = list(rng.permutation(COLOURS))
+        choices = [f"{'yes' if c == right else 'no'} a {c} car" for c in order]
+        out.append(ChoiceExample(str(i), f"the car is {right}", choices, order.index(right)))
+    return out
+
+
+def write_jsonl(path, examples, labelled=True):
+    with open(path, "w", encoding="utf-8") as f:
+        for e in examples:
+            row = {"id": e.id, "context": e.context, "choices": e.choices}
+            if labelled:
+                row["label"] = e.label
+            f.write(json.dumps(row) + "\n")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    texts = [f"the car is {c}" for c in COLOURS] + [f"yes a {c} car no" for c in COLOURS]
+    return make_tiny_model(tmp_path_factory.mktemp("tiny-mc"), texts * 3)
+
+
+def test_reader_refuses_bad_lines_with_the_line_number(tmp_path):
+    path = tmp_path / "mc.jsonl"
+    path.write_text('{"context": "a", "choices": ["x", "y"], "label": 1}\n'
+                    '{"context": "b", "choices": ["x", "y", "z"], "label": 0}\n', encoding="utf-8")
+    with pytest.raises(DataError, match="line 2 has 3 choices, line 1 has 2"):
+        read_choices(str(path))
+    path.write_text('{"context": "a", "choices": ["x", "y"], "label": 2}\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"line 1 needs 'label': the index \(0..1\)"):
+        read_choices(str(path))
+    assert read_choices(str(path), labelled=False)[0].label is None
+
+
+def test_batches_are_batch_by_choice_by_token_and_the_head_scores_each_choice(tiny):
+    tokenizer = Tokenizer.from_pretrained(tiny)
+    task = get_task("multiple-choice")
+    features = task.encode(tokenizer, colour_examples(3), DataConfig(max_length=16), None, True, "train")
+    batch = Collator(tokenizer.pad_token_id)(features)
+    assert batch["input_ids"].shape[:2] == (3, 4) and batch["attention_mask"].shape == batch["input_ids"].shape
+    assert batch["labels"].tolist() == [e.label for e in colour_examples(3)]
+    model = BertForMultipleChoice.from_pretrained(tiny)
+    out = model(**batch)
+    assert out.logits.shape == (3, 4) and torch.isfinite(out.loss)
+
+
+def test_wordnet_gloss_choice_is_real_and_balanced():
+    examples = wordnet_gloss_choice(limit=400, seed=0)
+    assert len(examples) == 400 and all(len(e.choices) == 4 for e in examples)
+    assert all(len(set(e.choices)) == 4 for e in examples)  # no duplicate definitions
+    counts = np.bincount([e.label for e in examples], minlength=4)
+    assert counts.min() > 60  # the right answer's position is spread: chance is 1/4
+
+
+def test_finetune_evaluate_predict_through_the_cli(tiny, tmp_path, capsys):
+    train = write_jsonl(tmp_path / "train.jsonl", colour_examples(16))
+    dev = write_jsonl(tmp_path / "dev.jsonl", colour_examples(8))
+    out = str(tmp_path / "mc")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["finetune", "--task", "multiple-choice", "--model", tiny, "--train", train, "--dev", dev,
+                     "--out", out, "--no-progress", "--seed", "0", "--set", "train.max_steps=3",
+                     "train.batch_size=4", "data.max_length=16"]) == 0
+        summary = json.load(open(f"{out}/finetune_summary.json"))
+        assert summary["spec"]["task"] == "multiple-choice" and summary["select_metric"] == "accuracy"
+        assert set(summary["dev_baseline"]) == {"accuracy"}
+        capsys.readouterr()
+        assert main(["evaluate", "--model", out, "--data", dev]) == 0
+        assert set(json.loads(capsys.readouterr().out.strip().splitlines()[-1])) == {"accuracy"}
+        inputs = write_jsonl(tmp_path / "in.jsonl", colour_examples(5), labelled=False)
+        assert main(["predict", "--model", out, "--input", inputs, "--output", str(tmp_path / "p.jsonl")]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in rows] == [str(i) for i in range(5)]
+    for row, example in zip(rows, colour_examples(5)):
+        assert row["text"] == example.choices[row["choice"]]
+        assert sum(row["probabilities"]) == pytest.approx(1.0, abs=1e-4)
+
+
+def test_a_tiny_model_learns_its_training_examples(tiny, tmp_path):
+    from bertkit.recipes.finetune import finetune
+
+    examples = colour_examples(8)
+    train = write_jsonl(tmp_path / "train.jsonl", examples)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        summary = finetune("multiple-choice", tiny, train, train, str(tmp_path / "m"),
+                           {"train": {"max_steps": 60, "batch_size": 8, "lr": 3e-3, "warmup_ratio": 0.0,
+                                      "eval_every": 20, "seed": 0}, "data": {"max_length": 16}},
+                           progress=False)
+    assert summary["best_dev"]["accuracy"] == 1.0  # chance: 0.25
+    model = BertForMultipleChoice.from_pretrained(str(tmp_path / "m"))
+    spec = TaskSpec("multiple-choice", DataConfig(max_length=16))
+    assert evaluate_examples(model, Tokenizer.from_pretrained(tiny), spec, examples)["accuracy"] == 1.0
+
+
+def test_a_frozen_encoder_stays_as_loaded_while_the_head_trains(tiny, tmp_path):
+    from bertkit.model import BertModel
+    from bertkit.recipes.finetune import finetune
+
+    train = write_jsonl(tmp_path / "train.jsonl", colour_examples(8))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        finetune("multiple-choice", tiny, train, train, str(tmp_path / "m"),
+                 {"train": {"max_steps": 3, "batch_size": 8, "lr": 1e-2, "head_lr": 1e-1}, "data": {"max_length": 16},
+                  "model": {"freeze_encoder": True}}, progress=False)
+        base = BertModel.from_pretrained(tiny).state_dict()
+        tuned = BertForMultipleChoice.from_pretrained(str(tmp_path / "m"))
+    for name, value in tuned.bert.state_dict().items():
+        torch.testing.assert_close(value, base[name], rtol=0, atol=0)
+    assert tuned.classifier.weight.abs().max() > 0.05  # init std 0.02; lr 0.1 moved it

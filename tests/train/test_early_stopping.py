@@ -1,0 +1,116 @@
+"""Early stopping with the best model kept: the Trainer hook (also across a resume) and the
+pre-training recipe's [early_stopping] section on a real tiny run."""
+
+import json
+import os
+
+import pytest
+import torch
+from helpers import tiny_config
+
+from bertkit.commands import pretrain
+from bertkit.errors import ConfigError
+from bertkit.heads import BertForMaskedLM
+from bertkit.train import Trainer, TrainConfig, list_checkpoints
+from bertkit.train.early_stopping import BestKeeper, EarlyStoppingSection
+from bertkit.recipes.pretrain import parse_config
+
+CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "pretrain-tiny.toml")
+SMALL = ["data.max_documents=40", "tokenizer.vocab_size=1000", "data.max_length=32",
+         "model.max_position_embeddings=32", "model.hidden_size=64", "model.intermediate_size=128",
+         "train.batch_size=16", "train.warmup_steps=0", "train.schedule=constant", "train.log_every=2",
+         "train.eval_every=2", "train.save_every=2", "train.keep_last=10", "data.max_eval_examples=32"]
+# Held-out losses by step: 4 is the best; 8 improves on it by less than min_delta = 0.1.
+SCRIPTED = {2: 3.0, 4: 2.0, 6: 2.05, 8: 1.95, 10: 1.5, 12: 1.4}
+
+
+def scripted_run(out, max_steps, snapshots, resume=False, save_every=2):
+    torch.manual_seed(0)
+    model = BertForMaskedLM(tiny_config(50, dropout=0.0))
+    ids = torch.randint(5, 50, (4, 10))
+    batch = {"input_ids": ids, "labels": ids}
+    config = TrainConfig(max_steps=max_steps, lr=1e-3, schedule="constant", eval_every=2, save_every=save_every,
+                         keep_last=10, log_every=2, device="cpu")
+    keeper = EarlyStoppingSection(patience=2, min_delta=0.1).keeper(str(out), tokenizer=None)
+    trainer = None
+
+    def eval_fn(m):
+        snapshots[trainer.step] = m.bert.embeddings.word_embeddings.weight.detach().clone()
+        return {"mlm_loss": SCRIPTED[trainer.step], "mlm_accuracy": 0.1}
+
+    trainer = Trainer(model, [batch], config, str(out), eval_fn=eval_fn, progress=False, keeper=keeper)
+    trainer.train(resume=resume)
+    return trainer
+
+
+def best_weights(out):
+    return BertForMaskedLM.from_pretrained(os.path.join(out, "best")).bert.embeddings.word_embeddings.weight
+
+
+def test_trainer_stops_after_patience_and_keeps_the_best(tmp_path):
+    snapshots = {}
+    trainer = scripted_run(tmp_path, 12, snapshots, save_every=-1)
+    # 6: worse, 8: better by 0.05 < min_delta -> two evaluations without improvement, stop.
+    assert trainer.step == 8 and trainer.keeper.best_step == 4
+    assert sorted(snapshots) == [2, 4, 6, 8]
+    assert torch.equal(best_weights(tmp_path), snapshots[4])
+    assert not torch.equal(snapshots[4], snapshots[8])  # training went on after the best
+
+
+@pytest.mark.filterwarnings("ignore:the lr schedule differs")  # max_steps 6 -> 12
+def test_resumed_run_keeps_its_patience_and_best_model(tmp_path):
+    snapshots = {}
+    scripted_run(tmp_path, 6, snapshots)  # ends at step 6, one evaluation without improvement
+    first_best = best_weights(tmp_path).clone()
+    resumed = scripted_run(tmp_path, 12, snapshots, resume=True)
+    # Without the replay a fresh keeper would take step 8 as its best and run on to 12.
+    assert resumed.step == 8 and resumed.keeper.best_step == 4
+    assert torch.equal(best_weights(tmp_path), first_best)
+    assert torch.equal(first_best, snapshots[4])
+
+
+def test_early_stopping_without_evaluations_is_refused(tmp_path):
+    keeper = EarlyStoppingSection(patience=2).keeper(str(tmp_path), None)
+    model = BertForMaskedLM(tiny_config(50))
+    with pytest.raises(ConfigError, match="train.eval_every"):
+        Trainer(model, [], TrainConfig(eval_every=0, device="cpu"), str(tmp_path), progress=False, keeper=keeper)
+
+
+def test_best_keeper_min_delta_and_direction():
+    keeper = BestKeeper("unused", "mlm_accuracy", patience=1, tokenizer=None, min_delta=0.01)
+    assert keeper._record(1, {"mlm_accuracy": 0.20})
+    assert not keeper._record(2, {"mlm_accuracy": 0.205}) and keeper.should_stop  # below min_delta
+    section = EarlyStoppingSection(patience=3)
+    assert section.lower_is_better and not EarlyStoppingSection(metric="rtd_accuracy").lower_is_better
+    assert EarlyStoppingSection().keeper("out", None) is None  # patience 0: off
+    with pytest.raises(ConfigError, match="early_stopping.patience"):
+        EarlyStoppingSection(patience=-1)
+    with pytest.raises(ConfigError, match="did you mean early_stopping.patience"):
+        parse_config({}, ["early_stopping.patiense=2"])
+    with pytest.raises(ConfigError, match="early_stopping.metric='mlm_los'.*measured: mlm_accuracy, mlm_loss"):
+        BestKeeper("unused", "mlm_los", 1, None, setting="early_stopping.metric")._record(
+            1, {"mlm_loss": 1.0, "mlm_accuracy": 0.5})
+
+
+def test_pretraining_stops_when_the_held_out_loss_stops_improving(tmp_path):
+    # lr 1e-7: the weights move, the held-out loss barely does, so no evaluation after the first
+    # improves it by min_delta = 0.01 and the run stops two evaluations later.
+    out = str(tmp_path / "run")
+    args = ["--config", CONFIG, "--out", out, "--no-progress", *[x for item in SMALL for x in ("--set", item)],
+            "--set", "train.max_steps=40", "--set", "train.lr=1e-7",
+            "--set", "early_stopping.patience=2", "--set", "early_stopping.min_delta=0.01"]
+    assert pretrain.main(args) == 0
+    rows = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
+    evals = [r for r in rows if r["split"] == "eval"]
+    assert [r["step"] for r in evals] == [2, 4, 6]
+    assert abs(evals[2]["mlm_loss"] - evals[0]["mlm_loss"]) < 0.01
+    assert [s for s, _ in list_checkpoints(out)] == [2, 4, 6]  # stopped at 6 of 40 steps
+    best = BertForMaskedLM.from_pretrained(os.path.join(out, "best"))
+    at_2 = BertForMaskedLM.from_pretrained(os.path.join(out, "checkpoint-2"))
+    at_6 = BertForMaskedLM.from_pretrained(os.path.join(out, "checkpoint-6"))
+    weight = "bert.encoder.layer.0.attention.self.query.weight"
+    assert torch.equal(best.state_dict()[weight], at_2.state_dict()[weight])
+    assert not torch.equal(best.state_dict()[weight], at_6.state_dict()[weight])
+    assert os.path.isfile(os.path.join(out, "best", "tokenizer.json"))  # a complete model directory
+    saved = json.load(open(os.path.join(out, "pretrain_config.json")))
+    assert saved["early_stopping"] == {"patience": 2, "min_delta": 0.01, "metric": "mlm_loss"}
