@@ -36,18 +36,16 @@ PROGRESS_MIN_BATCHES = 20  # show_progress=None: a bar only when there are at le
 
 
 class SentenceEncoder:
-    """A tokenizer, a `BertModel` and a pooling layout, with `encode(texts) -> (n, dim)` embeddings.
-
-    `quantize="int8"` runs an int8 copy of the model's transformer layers (bertkit/quantize.py;
-    cosine >= 0.99 to fp32 vectors measured on BBC, docs/inference.md). In fp32 on CPU it runs
-    a copy with oneDNN-packed weights (bertkit/fastpath.py; same numbers, faster).
-    """
+    """A tokenizer, a `BertModel` and a pooling layout, with `encode(texts) -> (n, dim)` embeddings."""
 
     sort_by_length = True  # False only to measure what sorting buys (benchmarks/bench_levers.py)
     pack_weights = True  # fp32 on CPU: oneDNN-packed copy (fastpath.py); False to measure it
 
     def __init__(self, model: BertModel, tokenizer, layout: SentenceLayout | None = None,
                  quantize: str | None = None) -> None:
+        """`quantize="int8"` runs an int8 copy of the model's transformer layers (quantize.py;
+        cosine >= 0.99 to fp32 measured on BBC, docs/inference.md); in fp32 on CPU a copy with
+        oneDNN-packed weights runs (fastpath.py; same numbers, faster)."""
         vocab = tokenizer.vocab_size
         if vocab > model.config.vocab_size:
             raise CheckpointError(
@@ -89,7 +87,8 @@ class SentenceEncoder:
         """Embed `texts` as an (n, dim) float32 array, row i for texts[i].
 
         Texts longer than `max_length` tokens are truncated (the tokenizer warns once); None: the
-        layout's max_seq_length (else the tokenizer's model_max_length). `normalize` None: as the
+        layout's max_seq_length (else the tokenizer's model_max_length). `max_length` is at least 3
+        and at most the model's positions (larger values are cut to it). `normalize` None: as the
         layout says. `prompt` (or a named prompt of the layout, `prompt_name`; default: the
         layout's default prompt) is put in front of every text. `show_progress=None` shows a bar
         when there are many batches.
@@ -99,13 +98,18 @@ class SentenceEncoder:
         texts = list(texts)
         if not texts:
             raise DataError("encode() got no texts; pass a non-empty list of strings")
-        if batch_size <= 0:
-            raise DataError(f"batch_size must be positive, got {batch_size}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+            raise DataError(f"batch_size must be a positive integer, got {batch_size!r}")
         layout = self.layout
         normalize = layout.normalize if normalize is None else normalize
         if max_length is None:
             max_length = layout.max_seq_length or self.tokenizer.model_max_length or 512
-            max_length = min(max_length, self.model.config.max_sequence_length)
+        # [CLS] and [SEP] take two places: below 3 the tokenizer cannot truncate and silently
+        # ignored the limit. Above the model's positions it is cut to them.
+        if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 3:
+            raise DataError(f"max_length must be an integer of at least 3 (two special tokens and one of "
+                            f"text), got {max_length!r}")
+        max_length = min(max_length, self.model.config.max_sequence_length)
         prompt = self._prompt(prompt, prompt_name)
         prompt_length = 0
         if prompt:

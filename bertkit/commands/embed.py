@@ -3,15 +3,21 @@
 The pooling the model directory names (a sentence-transformers layout: cls, mean, max, ...,
 with or without normalisation); a plain model directory gets mean pooling over real tokens and
 L2 normalisation, so a dot product of two rows is their cosine similarity.
+
+Row i of the output is line i + 1 of the input, always: a blank or whitespace-only line has
+no tokens to pool, so its row is all zeros (cosine 0 with everything; a note says how many)
+rather than being dropped, which would shift every later row. Lines are split at "\\n" only.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
 
 from ..errors import DataError
+from ..io import iter_text_lines
 
 HELP = "embed each line of a text file (the model's pooling; default mean + L2) into a .npy matrix"
 
@@ -29,18 +35,9 @@ def add_arguments(parser) -> None:
 
 
 def read_lines(path: str) -> list[str]:
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
-        raise DataError(f"input file {path} does not exist") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise DataError(f"{path} is not UTF-8 (byte {e.start}: {raw[e.start:e.start + 1]!r}); "
-                        "re-encode it, e.g. iconv -f latin1 -t utf-8") from None
-    lines = [line for line in text.splitlines() if line.strip()]
-    if not lines:
+    """Every line of `path`, blank ones too (see the module note); refused when all are blank."""
+    lines = [line for _, line in iter_text_lines(path)]
+    if not any(line.strip() for line in lines):
         raise DataError(f"{path} holds no non-empty lines; put one text per line")
     return lines
 
@@ -52,8 +49,14 @@ def run(args) -> int:
     from ..io import atomic_open
 
     encoder = SentenceEncoder.from_pretrained(args.model, quantize="int8" if args.int8 else None)
-    vectors = encoder.encode(texts, batch_size=args.batch_size, max_length=args.max_length,
-                             normalize=False if args.no_normalize else None)  # None: as the model says
+    kept = [i for i, text in enumerate(texts) if text.strip()]
+    found = encoder.encode([texts[i] for i in kept], batch_size=args.batch_size, max_length=args.max_length,
+                           normalize=False if args.no_normalize else None)  # None: as the model says
+    vectors = np.zeros((len(texts), found.shape[1]), dtype=found.dtype)
+    vectors[kept] = found
+    if len(kept) < len(texts):
+        warnings.warn(f"{args.input}: {len(texts) - len(kept)} blank line(s) got all-zero rows "
+                      "(row i is still line i + 1)")
     with atomic_open(args.output, "wb") as f:
         np.save(f, vectors.astype(np.float32))
     print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} embeddings to {os.path.abspath(args.output)}")
