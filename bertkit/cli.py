@@ -34,6 +34,7 @@ COMMANDS = {
     "attention": "attention",
     "probe": "probe",
     "scale": "scale",
+    "export": "export",
 }
 # Commands that run a model get --threads (`scale` has its own, defaulting to torch's choice).
 THREADED = ("quickstart", "embed", "pretrain", "fill-mask", "finetune", "evaluate", "predict", "distill",

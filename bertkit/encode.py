@@ -26,7 +26,9 @@ import numpy as np
 import torch
 
 from .errors import CheckpointError, DataError
+from .fastpath import pack_for_cpu
 from .model import BertModel
+from .quantize import check_quantize, quantize_int8
 from .sentence_layout import SentenceLayout, has_layout, read_layout, write_layout
 from .tokenizer import Tokenizer
 
@@ -37,25 +39,37 @@ class SentenceEncoder:
     """A tokenizer, a `BertModel` and a pooling layout, with `encode(texts) -> (n, dim)` embeddings."""
 
     sort_by_length = True  # False only to measure what sorting buys (benchmarks/bench_levers.py)
+    pack_weights = True  # fp32 on CPU: oneDNN-packed copy (fastpath.py); False to measure it
 
-    def __init__(self, model: BertModel, tokenizer, layout: SentenceLayout | None = None) -> None:
+    def __init__(self, model: BertModel, tokenizer, layout: SentenceLayout | None = None,
+                 quantize: str | None = None) -> None:
+        """`quantize="int8"` runs an int8 copy of the model's transformer layers (quantize.py;
+        cosine >= 0.99 to fp32 measured on BBC, docs/inference.md); in fp32 on CPU a copy with
+        oneDNN-packed weights runs (fastpath.py; same numbers, faster)."""
         vocab = tokenizer.vocab_size
         if vocab > model.config.vocab_size:
             raise CheckpointError(
                 f"the tokenizer's vocabulary ({vocab} tokens) is larger than the model's "
                 f"({model.config.vocab_size}): ids past {model.config.vocab_size - 1} have no "
                 "embedding; use the tokenizer saved with this model")
-        self.model = model.eval()
+        self.model = model.eval()  # as given: what save_pretrained writes and attributes read
+        # What encode() runs: an int8 or packed inference copy (a copy given runs as it is).
+        self.runner = model
+        if check_quantize(quantize):
+            self.runner = quantize_int8(model, tokenizer)
+        elif (self.pack_weights and next(model.parameters()).device.type == "cpu"
+              and not getattr(model, "inference_copy", None)):
+            self.runner = pack_for_cpu(model)
         self.tokenizer = tokenizer
         self.layout = layout or SentenceLayout()
 
     @classmethod
-    def from_pretrained(cls, directory: str | os.PathLike) -> "SentenceEncoder":
+    def from_pretrained(cls, directory: str | os.PathLike, quantize: str | None = None) -> "SentenceEncoder":
         """Load a sentence-transformers directory (modules.json: pooling, normalisation, prompts)
         or a plain model directory (mean pooling + normalisation)."""
         layout = read_layout(directory)
         model_dir = os.path.join(os.fspath(directory), layout.transformer_path)
-        return cls(BertModel.from_pretrained(model_dir), Tokenizer.from_pretrained(model_dir), layout)
+        return cls(BertModel.from_pretrained(model_dir), Tokenizer.from_pretrained(model_dir), layout, quantize)
 
     def save_pretrained(self, directory: str | os.PathLike) -> None:
         """Write the encoder, its tokenizer and sentence-transformers' files, so that
@@ -128,7 +142,7 @@ class SentenceEncoder:
                     input_ids[j, :n] = torch.tensor(ids[i])
                     token_types[j, :n] = torch.tensor(types[i])
                     mask[j, :n] = 1
-                hidden = self.model(input_ids, mask, token_types).last_hidden_state
+                hidden = self.runner(input_ids, mask, token_types).last_hidden_state
                 pooled = pool(hidden, mask, layout.pooling, prompt_length)
                 if normalize:
                     pooled = torch.nn.functional.normalize(pooled, dim=-1)

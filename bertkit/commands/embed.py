@@ -30,6 +30,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-length", type=int, default=None,
                         help="truncation length (default: the model's max_seq_length, else 256)")
     parser.add_argument("--no-normalize", action="store_true", help="keep the raw pooled vectors")
+    parser.add_argument("--int8", action="store_true",
+                        help="int8 linear layers (faster on CPU; cosine >= 0.99 to fp32, docs/inference.md)")
 
 
 def read_lines(path: str) -> list[str]:
@@ -46,7 +48,7 @@ def run(args) -> int:
     from ..encode import SentenceEncoder
     from ..io import atomic_open
 
-    encoder = SentenceEncoder.from_pretrained(args.model)
+    encoder = SentenceEncoder.from_pretrained(args.model, quantize="int8" if args.int8 else None)
     kept = [i for i, text in enumerate(texts) if text.strip()]
     found = encoder.encode([texts[i] for i in kept], batch_size=args.batch_size, max_length=args.max_length,
                            normalize=False if args.no_normalize else None)  # None: as the model says

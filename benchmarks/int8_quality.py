@@ -1,0 +1,65 @@
+"""int8 quality: cosine of bertkit int8 sentence vectors to fp32 on BBC texts (MiniLM).
+
+Texts: BBC articles cut at random token counts (8-256, as bench_inference.py's "mixed" set,
+`--texts` of them) plus every article's title line among them (short texts are the hard case:
+a mean over few tokens averages few errors away). Variants of bertkit/quantize.py:
+  plain     per-channel weights, per-token activations (alpha=0, no fp32 columns)
+  smooth    + SmoothQuant smoothing (alpha 0.5)
+  int8      + 8 fp32 outlier columns per linear map: what quantize="int8" runs
+
+    python benchmarks/int8_quality.py [--texts 384] [--threads 1] [--variants plain smooth int8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import harness
+from bench_inference import cut_texts
+
+import numpy as np
+import torch
+
+from bertkit.assets import minilm_dir
+from bertkit.encode import SentenceEncoder
+from bertkit.quantize import quantize_int8
+
+VARIANTS = {"plain": {"alpha": 0.0, "outliers": 0}, "smooth": {"alpha": 0.5, "outliers": 0},
+            "int8": {}}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--texts", type=int, default=384)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    fp32 = SentenceEncoder.from_pretrained(minilm_dir())
+    original = fp32.model  # the fp32 model itself (the encoder runs a packed copy of it)
+    texts = cut_texts(fp32.tokenizer, 8, 256, args.texts, seed=1)
+    titles = [harness.read_text(f).strip().split("\n")[0] for f in harness.bbc_files()[::20]][:args.texts // 3]
+    sets = {"mixed": texts, "titles": titles}
+    reference = {name: fp32.encode(t, max_length=256, show_progress=False) for name, t in sets.items()}
+    result = {"texts": {k: len(v) for k, v in sets.items()}, "variants": {},
+              "command": " ".join(["python", "benchmarks/int8_quality.py", *sys.argv[1:]])}
+    for variant in args.variants:
+        options = VARIANTS[variant]
+        encoder = SentenceEncoder(quantize_int8(original, fp32.tokenizer, **options), fp32.tokenizer)
+        row = {}
+        for name, t in sets.items():
+            cosine = (encoder.encode(t, max_length=256, show_progress=False) * reference[name]).sum(1)
+            row[name] = {"min": float(cosine.min()), "p01": float(np.percentile(cosine, 1)),
+                         "mean": float(cosine.mean()), "below_0.99": int((cosine < 0.99).sum())}
+        result["variants"][variant] = row
+        print(variant, json.dumps(row), flush=True)
+    os.makedirs(harness.RESULTS_DIR, exist_ok=True)
+    with open(os.path.join(harness.RESULTS_DIR, "int8-quality.json"), "w") as f:
+        json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

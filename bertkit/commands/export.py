@@ -1,0 +1,33 @@
+"""`bertkit export --model DIR --out DIR --format onnx [--task TASK]`: a model for another runtime.
+
+Writes DIR/model.onnx (dynamic batch and sequence axes), the tokenizer files and config.json,
+then checks ONNX Runtime against bertkit on two batch shapes (bertkit/export/onnx.py).
+Needs the optional extra: pip install bertkit[onnx].
+"""
+
+from __future__ import annotations
+
+HELP = "export a model (any task head, or the sentence encoder) to ONNX, with its tokenizer"
+
+
+def add_arguments(parser) -> None:
+    from bertkit.export.onnx import TASKS
+
+    parser.add_argument("--model", required=True, help="model directory (weights + tokenizer)")
+    parser.add_argument("--out", required=True, help="output directory (model.onnx, tokenizer, config.json)")
+    parser.add_argument("--format", choices=["onnx"], default="onnx", help="the target format")
+    parser.add_argument("--task", choices=TASKS,
+                        help="what the graph computes; default: the head the model was saved with "
+                             "(a bare encoder: embedding = mean pooling + L2)")
+    parser.add_argument("--no-verify", action="store_true",
+                        help="skip running the export in ONNX Runtime against bertkit")
+
+
+def run(args) -> int:
+    from bertkit.export.onnx import export_onnx
+
+    result = export_onnx(args.model, args.out, task=args.task, verify=not args.no_verify)
+    print(f"wrote {result.task} graph to {result.path}")
+    if result.max_difference is not None:
+        print(f"ONNX Runtime vs bertkit on two batch shapes: max |difference| {result.max_difference:.1e}")
+    return 0

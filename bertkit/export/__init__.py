@@ -1,0 +1,1 @@
+"""Export bertkit models to other runtimes (ONNX: `bertkit.export.onnx`)."""

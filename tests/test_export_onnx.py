@@ -1,0 +1,113 @@
+"""ONNX export: ONNX Runtime gives bertkit's outputs for every head at two batch/sequence shapes
+(the axes are dynamic), the real MiniLM sentence encoder agrees with SentenceEncoder, the
+command writes the tokenizer beside the graph, and a missing onnx says how to install it."""
+
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from bertkit import BertConfig, Tokenizer
+from bertkit.cli import main
+from bertkit.errors import CheckpointError, ConfigError
+from bertkit.export.onnx import (MODEL_CLASSES, ExportGraph, example_inputs, export_model, export_onnx,
+                                 onnx_session, run_onnx)
+
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+SHAPES = ((2, 9), (5, 37))  # neither is the traced (2, 16) shape
+
+
+def tiny_config(**overrides) -> BertConfig:
+    return BertConfig.preset("tiny", vocab_size=1000, num_labels=3, **overrides)
+
+
+@pytest.mark.parametrize("task", ["encoder", "embedding", "classification", "token-classification",
+                                  "qa", "masked-lm"])
+def test_every_head_matches_bertkit_at_two_shapes(task, tmp_path):
+    config = tiny_config()
+    model = MODEL_CLASSES[task](config)
+    result = export_model(model, str(tmp_path / "model.onnx"), task, verify=False)
+    session = onnx_session(result.path, threads=1)
+    graph = ExportGraph(model, task)
+    for seed, (batch, length) in enumerate(SHAPES):
+        inputs = example_inputs(config, batch, length, seed=seed + 10)
+        with torch.no_grad():
+            expected = graph(*(inputs[name] for name in graph.input_names))
+        got = run_onnx(session, inputs)
+        assert len(got) == len(expected) == len(graph.output_names)
+        for e, g in zip(expected, got):
+            assert g.shape == tuple(e.shape)
+            assert np.abs(g - e.numpy()).max() < 1e-5
+    assert [o.name for o in session.get_outputs()] == graph.output_names
+
+
+def test_export_keeps_the_models_training_mode(tmp_path):
+    model = MODEL_CLASSES["classification"](tiny_config()).train()
+    export_model(model, str(tmp_path / "m.onnx"), "classification", verify=False)
+    assert model.training and all(m.training for m in model.modules())
+
+
+def test_without_segments_there_is_no_token_type_input(tmp_path):
+    config = tiny_config(type_vocab_size=0)
+    result = export_model(MODEL_CLASSES["encoder"](config), str(tmp_path / "m.onnx"), "encoder")
+    assert [i.name for i in onnx_session(result.path).get_inputs()] == ["input_ids", "attention_mask"]
+    assert result.max_difference < 1e-5
+
+
+def test_minilm_sentence_encoder_and_command(minilm_dir, tmp_path, capsys):
+    from bertkit.encode import SentenceEncoder
+
+    out = tmp_path / "minilm-onnx"
+    assert main(["export", "--model", minilm_dir, "--out", str(out), "--format", "onnx"]) == 0
+    assert "embedding graph" in capsys.readouterr().out
+    for name in ("model.onnx", "tokenizer.json", "vocab.txt", "tokenizer_config.json", "config.json"):
+        assert (out / name).is_file()
+    texts = ["A man is eating food.", "A man is eating a piece of bread.",
+             "The shares rose by five per cent after the company reported a record quarter.", "Hi",
+             "Rain is expected across the north of the country tomorrow, with snow on high ground."]
+    tokenizer = Tokenizer.from_pretrained(out)  # the files beside the graph tokenize as the model's
+    encoder = SentenceEncoder.from_pretrained(minilm_dir)
+    session = onnx_session(str(out / "model.onnx"), threads=1)
+    for rows in (texts[:2], texts):  # two batch sizes and padded widths
+        batch = tokenizer(rows, padding=True, return_tensors="pt")
+        got = run_onnx(session, batch)[0]
+        assert got.shape == (len(rows), 384)
+        assert np.abs(got - encoder.encode(rows)).max() < 1e-5
+    a, b = run_onnx(session, tokenizer(texts[:2], padding=True, return_tensors="pt"))[0]
+    assert abs(float(a @ b) - 0.755) <= 0.001  # the model's reference cosine
+
+
+def test_task_model_from_a_directory(minilm_dir, tmp_path, capsys):
+    config = BertConfig.preset("tiny", num_labels=4)  # MiniLM's vocabulary size: its tokenizer fits
+    model = MODEL_CLASSES["token-classification"](config)
+    model.save_pretrained(tmp_path / "tagger", tokenizer=Tokenizer.from_pretrained(minilm_dir))
+    assert main(["export", "--model", str(tmp_path / "tagger"), "--out", str(tmp_path / "x")]) == 0
+    assert "token-classification graph" in capsys.readouterr().out  # read from config.json
+    assert BertConfig.from_pretrained(tmp_path / "x").num_labels == 4
+
+
+def test_head_the_checkpoint_lacks_is_refused(minilm_dir, tmp_path):
+    with pytest.raises(CheckpointError, match="no trained qa head"):
+        export_onnx(minilm_dir, str(tmp_path / "x"), task="qa", verify=False)
+
+
+def test_missing_onnx_says_how_to_install(minilm_dir, tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "onnx", None)  # `import onnx` now raises ImportError
+    with pytest.raises(ConfigError, match=r"pip install bertkit\[onnx\]"):
+        export_onnx(minilm_dir, str(tmp_path / "x"))
+    assert main(["export", "--model", minilm_dir, "--out", str(tmp_path / "x")]) == 2
+    assert "pip install bertkit[onnx]" in capsys.readouterr().err
+
+
+def test_verification_catches_a_graph_that_differs(tmp_path):
+    from bertkit.export.onnx import verify_onnx
+
+    config = tiny_config()
+    exported = MODEL_CLASSES["encoder"](config)
+    export_model(exported, str(tmp_path / "m.onnx"), "encoder", verify=False)
+    other = MODEL_CLASSES["encoder"](config)  # other random weights
+    with pytest.raises(CheckpointError, match="differs from bertkit"):
+        verify_onnx(str(tmp_path / "m.onnx"), ExportGraph(other, "encoder"))

@@ -1,0 +1,127 @@
+"""int8 inference (bertkit/quantize.py): the int8 product is the stated math, close to fp32;
+the copy leaves the fp32 model alone; MiniLM sentence vectors keep cosine >= 0.99 to fp32 on
+real text; `embed --int8` and `predict --int8` run it."""
+
+import glob
+import json
+import os
+import random
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from bertkit import BertConfig, BertForSequenceClassification, BertModel, Tokenizer
+from bertkit.cli import main
+from bertkit.encode import SentenceEncoder
+from bertkit.errors import ConfigError
+from bertkit.quantize import Int8Linear, quantize_int8, quantize_rows
+
+
+def test_int8_linear_is_the_stated_math_and_close_to_fp32():
+    linear = nn.Linear(48, 40)
+    with torch.no_grad():
+        linear.weight[:, 5] *= 40  # an outlier weight column
+    x = torch.randn(3, 7, 48)
+    x[0, 0] *= 50  # an outlier token
+    x[..., 9] *= 30  # an outlier input channel
+    layer = Int8Linear(linear, x.reshape(-1, 48).abs().amax(0), outliers=2)
+    assert set(layer.outlier_index.tolist()) == {5, 9}
+    got = layer(x)
+    rows = x.reshape(-1, 48)
+    qx, r = quantize_rows(rows * layer.input_scale)  # zero on the fp32 columns
+    assert qx.abs().max() <= 127 and layer.weight_int8.abs().max() <= 127
+    exact = ((qx.double() @ layer.weight_int8.double().T) * r.double() * layer.weight_scale.double()
+             + rows[:, [5, 9]].double() @ linear.weight.detach()[:, [5, 9]].double().T
+             + linear.bias.detach().double())
+    assert torch.allclose(got.reshape(-1, 40).double(), exact, rtol=1e-5, atol=1e-5)
+    reference = linear(x).detach()
+    relative = (got - reference).norm(dim=-1) / reference.norm(dim=-1)
+    assert relative.max() < 0.02  # every token, the outlier's neighbours included
+    plain = Int8Linear(linear, torch.ones(48), alpha=0.0, outliers=0)(x)  # no smoothing, no fp32 columns
+    assert ((plain - reference).norm(dim=-1) / reference.norm(dim=-1)).median() > 2 * relative.median()
+
+
+def test_quantized_copy_leaves_the_model_alone():
+    model = BertForSequenceClassification(BertConfig.preset("tiny", vocab_size=500, num_labels=3))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    q = quantize_int8(model)
+    assert all(type(m) is nn.Linear for m in model.bert.encoder.layer.modules() if isinstance(m, nn.Linear))
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    int8 = [m for m in q.bert.encoder.layer.modules() if isinstance(m, Int8Linear)]
+    assert len(int8) == 6 * model.config.num_hidden_layers  # Q, K, V, attention out, FF in, FF out
+    assert type(q.classifier) is nn.Linear and type(q.bert.pooler.dense) is nn.Linear  # heads stay fp32
+    assert not q.training
+    ids = torch.randint(1, 500, (2, 12))
+    with torch.no_grad():
+        assert torch.allclose(q(ids).logits, model.eval()(ids).logits, atol=0.05)
+
+
+def test_bad_mode_and_non_encoder_are_config_errors(minilm_dir):
+    with pytest.raises(ConfigError, match="unknown quantize mode 'int4'"):
+        SentenceEncoder.from_pretrained(minilm_dir, quantize="int4")
+    with pytest.raises(ConfigError, match="no encoder layers"):
+        quantize_int8(nn.Sequential(nn.Linear(4, 4)))
+
+
+def bbc_texts(bbc_dir, n=12, seed=0):
+    """Whole BBC articles (cut at 128 tokens by encode): long inputs."""
+    paths = sorted(glob.glob(os.path.join(bbc_dir, "*", "*.txt")))
+    texts = []
+    for path in random.Random(seed).sample(paths, n):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            texts.append(f.read().strip())
+    return texts
+
+
+def test_minilm_int8_vectors_keep_cosine_099(minilm_dir, bbc_dir):
+    fp32 = SentenceEncoder.from_pretrained(minilm_dir)
+    int8 = SentenceEncoder(fp32.model, fp32.tokenizer, quantize="int8")  # .model: the fp32 original
+    # short texts are the hard case: the mean over few tokens averages few errors away
+    texts = bbc_texts(bbc_dir) + ["Thanks!", "Hi", "ok", "A man is eating food.", "A man is eating a piece of bread."]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # truncation
+        a, b = fp32.encode(texts, max_length=128), int8.encode(texts, max_length=128)
+    cosine = (a * b).sum(1)
+    assert cosine.min() >= 0.99
+    assert cosine.min() < 0.99999  # the int8 path really ran
+    assert abs(float(b[-2] @ b[-1]) - 0.755) < 0.01  # the reference similarity survives
+
+
+def test_embed_and_predict_with_int8(minilm_dir, tmp_path, capsys):
+    (tmp_path / "in.txt").write_text("Shares fell sharply.\nThe striker scored twice.\n", encoding="utf-8")
+    assert main(["embed", "--model", minilm_dir, "--input", str(tmp_path / "in.txt"),
+                 "--output", str(tmp_path / "e.npy"), "--int8"]) == 0
+    reference = SentenceEncoder.from_pretrained(minilm_dir).encode(["Shares fell sharply.", "The striker scored twice."])
+    assert (np.load(tmp_path / "e.npy") * reference).sum(1).min() >= 0.99
+
+    # a 2-layer MiniLM with a 3-way head, saved as a sequence classifier
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = BertForSequenceClassification.from_pretrained(
+            minilm_dir, num_hidden_layers=2, num_labels=3, id2label={0: "a", 1: "b", 2: "c"})
+    with torch.no_grad():
+        model.classifier.weight.mul_(50)  # spread the probabilities so int8 changes show
+    model.save_pretrained(tmp_path / "clf", tokenizer=Tokenizer.from_pretrained(minilm_dir))
+    rows = {}
+    for flag in ([], ["--int8"]):
+        out = tmp_path / f"p{len(flag)}.jsonl"
+        assert main(["predict", "--model", str(tmp_path / "clf"), "--input", str(tmp_path / "in.txt"),
+                     "--output", str(out), "--task", "classification"] + flag) == 0
+        rows[len(flag)] = [json.loads(line)["probabilities"] for line in out.read_text().splitlines()]
+    diffs = [abs(p[k] - q[k]) for p, q in zip(rows[0], rows[1]) for k in p]
+    assert 0 < max(diffs) < 0.02
+
+
+def test_encoder_given_an_int8_copy_runs_it_as_it_is(minilm_dir):
+    tokenizer = Tokenizer.from_pretrained(minilm_dir)
+    model = BertModel(BertConfig.preset("tiny"))  # MiniLM's vocabulary size: its tokenizer fits
+    int8 = quantize_int8(model, tokenizer)
+    encoder = SentenceEncoder(int8, tokenizer)
+    assert encoder.runner is int8
+    with pytest.raises(ConfigError, match="already an inference copy"):
+        quantize_int8(int8)
+    reference = SentenceEncoder(model, tokenizer).encode(["a short text", "another one, a bit longer"])
+    assert (encoder.encode(["a short text", "another one, a bit longer"]) * reference).sum(1).min() > 0.99
