@@ -31,7 +31,7 @@ from bertkit.analysis.probing import collect_features
 from bertkit.errors import ConfigError, DataError
 from bertkit.tasks.formats import TextExample, read_conll, read_text_dataset
 from bertkit.tasks.realdata import stratified_split, tokenize_words, wordnet_examples_tagged, wordnet_supersense
-from bertkit.tasks.tagging import word_char_spans, word_ids_from_offsets
+from bertkit.tasks.tagging import tokenize_word_lists, word_ids_from_offsets
 
 BUILTIN_TASKS = {"wordnet-supersense": "sentence", "wordnet-tokens": "token"}
 SENTENCE_SUFFIXES = (".csv", ".tsv", ".jsonl")
@@ -146,18 +146,8 @@ def sentence_batches(tokenizer, texts: list[str], batch_size: int, max_length: i
 def token_inputs(tokenizer, data: ProbeData, max_length: int) -> tuple[list[dict], list[list[int]]]:
     """Per sentence: unpadded inputs with word_ids set only on the probed words, and which
     probed words survived truncation (in order; collect_features emits rows in that order)."""
-    texts, spans = [], []
-    for index, sentence in enumerate(data.sentences):
-        if any(not w or any(c.isspace() for c in w) for w in sentence.tokens):
-            raise DataError(f"sentence {index + 1} has an empty word or one holding whitespace; "
-                            "give one word per line")
-        text, word_spans = word_char_spans(sentence.tokens)
-        texts.append(text)
-        spans.append(word_spans)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        enc = tokenizer(texts, padding=False, truncation=True, max_length=max_length,
-                        return_offsets=True, return_special_tokens_mask=True, return_tensors=None)
+    enc, spans = tokenize_word_lists(tokenizer, [sentence.tokens for sentence in data.sentences], max_length,
+                                     "probe data")
     inputs, kept = [], []
     for row, targets in enumerate(data.targets):
         ids = word_ids_from_offsets(enc["offsets"][row], enc["special_tokens_mask"][row], spans[row])

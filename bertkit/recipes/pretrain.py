@@ -509,6 +509,9 @@ def pretrain(config_path: str, out_dir: str, overrides: list[str] = (), resume: 
     `out_dir`; the process group (under torchrun) is left at the end, also on errors."""
     cfg = load_config(config_path, overrides)
     try:
-        return run_pretraining(cfg, out_dir, resume=resume, progress=progress)
-    finally:
-        shutdown()
+        metrics = run_pretraining(cfg, out_dir, resume=resume, progress=progress)
+    except BaseException:
+        shutdown(wait=False)  # a peer may have failed too: do not wait for it
+        raise
+    shutdown()
+    return metrics

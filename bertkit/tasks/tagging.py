@@ -108,25 +108,33 @@ def word_ids_from_offsets(offsets: Sequence, special: Sequence[int], spans: Sequ
     return ids
 
 
+def tokenize_word_lists(tokenizer, word_lists: Sequence[Sequence[str]], max_length: int, name: str = "data"):
+    """Tokenize sentences given as words: (the encoding, with offsets and special-token masks, and
+    each sentence's word spans in the text it joined). Refuses an empty sentence and a word that
+    is empty or holds whitespace (it would not stay one word)."""
+    texts, all_spans = [], []
+    for index, words in enumerate(word_lists):
+        if not words:
+            raise DataError(f"{name}: sentence {index + 1} has no words; remove it")
+        for word in words:
+            if not word or any(ch.isspace() for ch in word):
+                raise DataError(f"{name}: sentence {index + 1} has the word {word!r}, which is empty or "
+                                "holds whitespace; split it into words")
+        text, spans = word_char_spans(words)
+        texts.append(text)
+        all_spans.append(spans)
+    with warnings.catch_warnings():  # truncation is counted and reported by the callers
+        warnings.simplefilter("ignore")
+        enc = tokenizer(texts, padding=False, truncation=True, max_length=max_length,
+                        return_offsets=True, return_special_tokens_mask=True, return_tensors=None)
+    return enc, all_spans
+
+
 def encode_words(tokenizer, examples: Sequence[TokenExample], max_length: int,
                  label2id: dict | None = None, label_all_subwords: bool = False,
                  name: str = "data") -> list[dict]:
     """Token-classification features; `labels` when `label2id` is given, `word_ids` always."""
-    texts, all_spans = [], []
-    for index, example in enumerate(examples):
-        if not example.tokens:
-            raise DataError(f"{name}: sentence {index + 1} has no words; remove it")
-        for word in example.tokens:
-            if not word or any(ch.isspace() for ch in word):
-                raise DataError(f"{name}: sentence {index + 1} has the word {word!r}, which is empty or "
-                                "holds whitespace; split it into words")
-        text, spans = word_char_spans(example.tokens)
-        texts.append(text)
-        all_spans.append(spans)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        enc = tokenizer(texts, padding=False, truncation=True, max_length=max_length,
-                        return_offsets=True, return_special_tokens_mask=True, return_tensors=None)
+    enc, all_spans = tokenize_word_lists(tokenizer, [e.tokens for e in examples], max_length, name)
     inside = inside_label_map(label2id) if label2id and label_all_subwords else None
     features, cut = [], 0
     for row, example in enumerate(examples):

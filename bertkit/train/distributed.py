@@ -117,6 +117,12 @@ def unwrap(model: nn.Module) -> nn.Module:
     return getattr(model, "module", model)
 
 
-def shutdown() -> None:
+def shutdown(wait: bool = True) -> None:
+    """Leave the process group. With `wait` every rank first waits for the others: a rank that
+    tears its gloo connections down while a peer is still in a collective can abort that peer
+    ("terminate called without an active exception", seen under load). After an error a peer
+    may be gone for good, so the caller passes wait=False there."""
     if dist.is_available() and dist.is_initialized():
+        if wait:
+            dist.barrier()
         dist.destroy_process_group()
