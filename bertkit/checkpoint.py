@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from safetensors.torch import load_file, save
 from torch import nn
 
 from .config import BertConfig
@@ -101,7 +102,6 @@ def _inside(directory: str, name: str) -> str:
 
 
 def _read_safetensors(path: str) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load_file
 
     _regular(path)
     try:
@@ -214,7 +214,6 @@ class PretrainedMixin(TransformersHabits):
     # ----------------------------------------------------------- saving
     def save_pretrained(self, directory: str | os.PathLike, tokenizer: Any = None) -> None:
         """Write config.json and model.safetensors (and the tokenizer's files) atomically."""
-        from safetensors.torch import save
 
         directory = os.fspath(directory)
         warn_if_transformers_cannot_run(self.config)

@@ -24,6 +24,7 @@ from typing import Sequence
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from .errors import CheckpointError, DataError
 from .fastpath import pack_for_cpu
@@ -204,6 +205,5 @@ def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 def _progress(items, show: bool):
     if not show:
         return items
-    from tqdm.auto import tqdm
 
     return tqdm(items, desc="encode", unit="batch", disable=None)  # None: no bar when not a terminal

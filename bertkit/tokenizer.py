@@ -16,6 +16,7 @@ arrays. Files written by `Tokenizer.save_pretrained` load in `transformers`
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import json
 import os
@@ -717,7 +718,6 @@ def _not_utf8(path) -> DataError:
 
 def _is_utf8(path: Path, chunk: int = 1 << 20) -> bool:
     """Check UTF-8 validity in chunks (an incremental decoder handles characters split across chunks)."""
-    import codecs
 
     decoder = codecs.getincrementaldecoder("utf-8")()
     try:

@@ -16,8 +16,9 @@ import warnings
 
 import numpy as np
 
+from ..encode import SentenceEncoder
 from ..errors import DataError
-from ..io import iter_text_lines
+from ..io import atomic_open, iter_text_lines
 
 HELP = "embed each line of a text file (the model's pooling; default mean + L2) into a .npy matrix"
 
@@ -45,8 +46,6 @@ def read_lines(path: str) -> list[str]:
 def run(args) -> int:
     texts = read_lines(args.input)  # before loading the model: bad input fails fast
 
-    from ..encode import SentenceEncoder
-    from ..io import atomic_open
 
     encoder = SentenceEncoder.from_pretrained(args.model, quantize="int8" if args.int8 else None)
     kept = [i for i, text in enumerate(texts) if text.strip()]

@@ -7,12 +7,12 @@ Needs the optional extra: pip install bertkit[onnx].
 
 from __future__ import annotations
 
+from bertkit.export.onnx import TASKS, export_onnx
+
 HELP = "export a model (any task head, or the sentence encoder) to ONNX, with its tokenizer"
 
 
 def add_arguments(parser) -> None:
-    from bertkit.export.onnx import TASKS
-
     parser.add_argument("--model", required=True, help="model directory (weights + tokenizer)")
     parser.add_argument("--out", required=True, help="output directory (model.onnx, tokenizer, config.json)")
     parser.add_argument("--format", choices=["onnx"], default="onnx", help="the target format")
@@ -24,8 +24,6 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from bertkit.export.onnx import export_onnx
-
     result = export_onnx(args.model, args.out, task=args.task, verify=not args.no_verify)
     print(f"wrote {result.task} graph to {result.path}")
     if result.max_difference is not None:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 import numpy as np
+from tqdm import tqdm
 
 from bertkit.errors import DataError
 from bertkit.io import atomic_write_json
@@ -280,7 +281,6 @@ def _with_totals(meta: dict) -> dict:
 def _progress(enabled: bool, meta: dict):
     if not enabled:
         return None
-    from tqdm import tqdm
 
     return tqdm(desc="tokenizing", unit="doc", initial=meta["documents_read"], dynamic_ncols=True)
 

@@ -28,6 +28,7 @@ ONNX and ONNX Runtime are an optional extra (`pip install bertkit[onnx]`), impor
 
 from __future__ import annotations
 
+import importlib
 import os
 import warnings
 from dataclasses import dataclass
@@ -42,6 +43,8 @@ from ..errors import CheckpointError, ConfigError
 from ..heads import (BertForMaskedLM, BertForQuestionAnswering, BertForSequenceClassification,
                      BertForTokenClassification)
 from ..model import BertModel
+from ..peft import is_adapter_dir
+from ..tokenizer import Tokenizer
 
 OPSET = 17  # the first opset with a LayerNormalization op; ONNX Runtime >= 1.14 runs it
 # Output names per task (the encoder adds pooler_output when the model has a pooler).
@@ -70,9 +73,7 @@ TOLERANCE = 1e-4  # verify_onnx: largest |ONNX Runtime - bertkit| accepted after
 
 
 def require(module: str):
-    """Import onnx / onnxruntime, or say how to install them."""
-    import importlib
-
+    """Import onnx / onnxruntime (optional: the [onnx] extra), or say how to install them."""
     try:
         return importlib.import_module(module)
     except ImportError:
@@ -138,7 +139,6 @@ def task_of_directory(model_dir: str) -> str:
 
 def load_for_export(model_dir: str, task: str) -> nn.Module:
     """The model of `task` from `model_dir`, refusing a head that the checkpoint does not hold."""
-    from ..peft import is_adapter_dir
 
     if is_adapter_dir(model_dir):
         raise CheckpointError(f"{model_dir} is a PEFT adapter; fold it into a plain checkpoint first "
@@ -246,7 +246,6 @@ def verify_onnx(path: str, graph: ExportGraph, shapes=((3, 11), (1, 23))) -> flo
 def export_onnx(model_dir: str, out_dir: str, task: str | None = None, verify: bool = True) -> ExportResult:
     """Export the model in `model_dir` for `task` (default: `task_of_directory`) to
     `out_dir/model.onnx`, with the tokenizer files and config.json beside it."""
-    from ..tokenizer import Tokenizer
 
     require("onnx")  # fail before loading anything
     task = task or task_of_directory(model_dir)

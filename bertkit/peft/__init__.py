@@ -13,6 +13,7 @@ adapter directory format (PEFT's for LoRA), and `bertkit peft merge` for the com
 
 import dataclasses
 
+from ..errors import ConfigError
 from .adapters import AdapterConfig, Bottleneck
 from .base import CONFIG_CLASSES, base_fingerprint
 from .io import (adapter_task_config, is_adapter_dir, read_adapter, read_adapter_config, save_adapter,
@@ -36,8 +37,6 @@ DEFAULT_LR = {"lora": 2e-3, "adapter": 2e-3, "prefix": 1e-2}
 def make_config(method: str, **settings) -> LoraConfig | AdapterConfig | PrefixConfig:
     """The config of a method by name (`--peft lora`), with settings; None values are dropped so
     a command can pass its unset options through."""
-    from ..errors import ConfigError
-
     if method not in CONFIG_CLASSES:
         raise ConfigError(f"unknown PEFT method {method!r}; use one of {', '.join(METHODS)}")
     cls = CONFIG_CLASSES[method]

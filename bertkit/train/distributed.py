@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ..errors import ConfigError
 
@@ -106,7 +107,6 @@ def wrap_model(model: nn.Module, ctx: DistContext, find_unused_parameters: bool 
     """
     if not ctx.enabled:
         return model
-    from torch.nn.parallel import DistributedDataParallel as DDP
 
     ids = [ctx.device.index] if ctx.device.type == "cuda" else None
     return DDP(model, device_ids=ids, find_unused_parameters=find_unused_parameters)

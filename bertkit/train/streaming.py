@@ -35,6 +35,7 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
+from ..data.examples import PretrainingDataset, build_examples
 from ..errors import DataError
 
 
@@ -65,7 +66,6 @@ def take_examples(builder, docs, indices: Sequence[int], rng: random.Random, lim
                   chunk_docs: int = 64) -> list[dict]:
     """The first `limit` examples of documents `indices`, built `chunk_docs` documents at a time
     (held-out data of a huge corpus: only what is kept is ever built)."""
-    from ..data.examples import build_examples
 
     out: list[dict] = []
     for start in range(0, len(indices), chunk_docs):
@@ -187,7 +187,6 @@ def streaming_batches(builder, docs, train_docs, batch_size: int, collator: Call
     `docs` / `train_docs`: the domain corpus and its training document indices; `general`:
     a `continued.GeneralCorpus` or None (its training documents feed `general_fraction`).
     """
-    from ..data.examples import PretrainingDataset
 
     domain = PretrainingDataset(DocumentSubset(docs, train_docs), builder, seed=seed, rank=rank,
                                 world_size=world_size, block_docs=block_docs)

@@ -36,12 +36,14 @@ import random
 import re
 import shutil
 import time
+import warnings
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable
 
 import numpy as np
 import torch
 from torch import nn
+from tqdm import tqdm
 
 from ..checkpoint import load_into, read_state_dict
 from ..config import BertConfig
@@ -51,6 +53,7 @@ from .config_io import dataclass_from_dict
 from .distributed import DistContext, init_distributed, unwrap, wrap_model
 from .early_stopping import BestKeeper
 from .optim import build_optimizer
+from .plots import plot_curves
 from .schedule import SCHEDULES, WarmupDecay, build_scheduler
 
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -447,7 +450,6 @@ class Trainer:
             if self.keeper is not None and self.keeper.update(model, self.step, metrics or {}):
                 self.stop_requested = True
             if self.progress and metrics:
-                from tqdm import tqdm
                 tqdm.write("eval step {}: {}".format(
                     self.step, ", ".join(f"{k}={v:.4g}" for k, v in metrics.items())))
             self.plot()
@@ -457,7 +459,6 @@ class Trainer:
     def plot(self) -> None:
         """Write OUT/curves.png: train/eval loss, eval accuracies and lr against step."""
         if self.ctx.is_main and self.history:
-            from .plots import plot_curves
 
             baseline = None  # written by the pre-training recipe before training starts
             with contextlib.suppress(OSError, ValueError):
@@ -469,7 +470,6 @@ class Trainer:
     def _progress_bar(self):
         if not self.progress:
             return None
-        from tqdm import tqdm
 
         return tqdm(total=self.config.max_steps, initial=self.step, desc="train", unit="step",
                     dynamic_ncols=True)
@@ -543,7 +543,6 @@ class Trainer:
         if len(ranks) == self.ctx.world_size:
             self._pending_rng = ranks[self.ctx.rank]
         else:  # a different number of processes: positions still hold, randomness cannot
-            import warnings
             warnings.warn(f"{checkpoint_dir} was written by {len(ranks)} processes, this run has "
                           f"{self.ctx.world_size}: RNG streams are re-seeded, so the run is not bit-exact")
             seed_everything(self.config.seed + self.ctx.rank + self.step)
@@ -556,7 +555,6 @@ class Trainer:
             if self.keeper is not None:
                 self.keeper.replay(self.history)
         if self.progress:
-            from tqdm import tqdm
             tqdm.write(f"resuming from {checkpoint_dir} (step {self.step})")
 
     def _apply_current_schedule(self, checkpoint_dir: str) -> None:
@@ -570,7 +568,6 @@ class Trainer:
         saved = self.scheduler.lr_lambdas[0]
         if vars(saved) == vars(current):
             return
-        import warnings
         warnings.warn(f"the lr schedule differs from the one {checkpoint_dir} was trained with; "
                       f"from step {self.step} the lr follows the new one", stacklevel=3)
         self.scheduler.lr_lambdas = [current] * len(self.optimizer.param_groups)
