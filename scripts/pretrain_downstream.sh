@@ -15,10 +15,12 @@ PRETRAINED=$(python -c "from bertkit.train.trainer import latest_checkpoint; pri
 RANDOM_INIT=$ROOT/random-init
 [ -f "$RANDOM_INIT/config.json" ] || python - "$PRETRAINED" "$RANDOM_INIT" <<'PY'
 import sys, torch
-from bertkit import BertConfig, BertForMaskedLM, Tokenizer
+from bertkit import BertForMaskedLM, Tokenizer
+from bertkit.checkpoint import family_class, read_config
 pretrained, out = sys.argv[1:]
 torch.manual_seed(0)
-BertForMaskedLM(BertConfig.from_pretrained(pretrained)).save_pretrained(out, tokenizer=Tokenizer.from_pretrained(pretrained))
+cls = family_class(BertForMaskedLM, pretrained)  # the modern encoder's class for a ModernBERT checkpoint
+cls(read_config(pretrained)).save_pretrained(out, tokenizer=Tokenizer.from_pretrained(pretrained))
 print(f"random-init copy of {pretrained} in {out}")
 PY
 for arm in ${3:-pretrained random}; do
