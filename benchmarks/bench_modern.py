@@ -34,7 +34,7 @@ import sys
 import tempfile
 
 import harness
-from bench_mlm import make_batch  # the batch of bench_mlm.py's workload (a)
+from bench_mlm import make_batch, train_step  # bench_mlm.py's workload (a): its batch and optimizer step
 
 import torch
 import transformers
@@ -51,19 +51,6 @@ def modern_config(args, **overrides) -> ModernBertConfig:
     return ModernBertConfig.preset("mini", num_hidden_layers=args.layers, hidden_size=args.hidden,
                                    num_attention_heads=args.heads, vocab_size=VOCAB,
                                    intermediate_size=args.intermediate or args.hidden * 3 // 2, **overrides)
-
-
-def train_step(model, batch):
-    optimizer = harness.adamw(model, lr=1e-4)
-
-    def step():
-        loss = model(**batch).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        return loss
-
-    return step
 
 
 def mlm_calls(args):

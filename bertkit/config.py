@@ -307,10 +307,7 @@ class BertConfig:
     # ------------------------------------------------------------------ HF config.json
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "BertConfig":
-        known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
-        kwargs = {k: v for k, v in data.items() if k in known}
-        extra = {k: v for k, v in data.items() if k not in known}
-        return cls(**kwargs, extra=extra)
+        return cls(**known_and_extra(cls, data))
 
     def to_dict(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
@@ -473,3 +470,11 @@ def _check_size(config: BertConfig) -> None:
 def _nearest_divisor(n: int, target: int) -> int:
     divisors = [d for d in range(1, n + 1) if n % d == 0]
     return min(divisors, key=lambda d: abs(d - target))
+
+
+def known_and_extra(cls, data: dict[str, Any]) -> dict[str, Any]:
+    """A config dataclass's keyword arguments from a config.json dict: its own fields, and every
+    other key (transformers_version, architectures of other tools, ...) kept in `extra`."""
+    known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+    return {**{k: v for k, v in data.items() if k in known},
+            "extra": {k: v for k, v in data.items() if k not in known}}

@@ -328,6 +328,19 @@ class BertForTokenClassification(_WithEncoder):
         return ClassifierOutput(with_aux(loss, out), logits, out.hidden_states, out.attentions, out.aux_loss)
 
 
+def span_loss(start_logits: torch.Tensor, end_logits: torch.Tensor, start_positions: torch.Tensor | None,
+              end_positions: torch.Tensor | None) -> torch.Tensor | None:
+    """Mean of the start and end cross-entropies over the positions (None without targets).
+    Positions outside the sequence (answers cut off by truncation) are ignored."""
+    if start_positions is None or end_positions is None:
+        return None
+    seq_len = start_logits.shape[1]
+    start = start_positions.view(-1).clamp(0, seq_len)
+    end = end_positions.view(-1).clamp(0, seq_len)
+    return (F.cross_entropy(start_logits, start, ignore_index=seq_len)
+            + F.cross_entropy(end_logits, end, ignore_index=seq_len)) / 2
+
+
 class BertForQuestionAnswering(_WithEncoder):
     """Extractive QA: a start and an end logit per token; loss = mean of the two CEs."""
 
@@ -344,14 +357,7 @@ class BertForQuestionAnswering(_WithEncoder):
         out = self.encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask,
                           output_attentions, output_hidden_states)
         start_logits, end_logits = self.qa_outputs(out.last_hidden_state).unbind(dim=-1)
-        loss = None
-        if start_positions is not None and end_positions is not None:
-            # Positions outside the sequence (answers cut off by truncation) are ignored.
-            seq_len = start_logits.shape[1]
-            start = start_positions.view(-1).clamp(0, seq_len)
-            end = end_positions.view(-1).clamp(0, seq_len)
-            loss = (F.cross_entropy(start_logits, start, ignore_index=seq_len)
-                    + F.cross_entropy(end_logits, end, ignore_index=seq_len)) / 2
+        loss = span_loss(start_logits, end_logits, start_positions, end_positions)
         return QuestionAnsweringOutput(with_aux(loss, out), start_logits.contiguous(), end_logits.contiguous(),
                                        out.hidden_states, out.attentions, out.aux_loss)
 

@@ -15,7 +15,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import BertConfig
+from ..config import BertConfig, known_and_extra
 from ..errors import ConfigError
 
 FULL, SLIDING = "full_attention", "sliding_attention"
@@ -184,10 +184,7 @@ class ModernBertConfig:
                                   "bertkit implements the default rotary positions only")
             if "rope_theta" in params:
                 data[theta_field] = params["rope_theta"]
-        known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
-        kwargs = {k: v for k, v in data.items() if k in known}
-        extra = {k: v for k, v in data.items() if k not in known}
-        return cls(**kwargs, extra=extra)
+        return cls(**known_and_extra(cls, data))
 
     def to_dict(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}

@@ -21,10 +21,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..checkpoint import PretrainedMixin
+from ..activations import activation
+from ..constants import IGNORE_INDEX
 from ..dropout import Dropout
-from ..heads import (IGNORE_INDEX, ClassifierOutput, MaskedLMOutput, QuestionAnsweringOutput,
-                     classification_loss)
-from ..model import activation
+from ..heads import ClassifierOutput, MaskedLMOutput, QuestionAnsweringOutput, classification_loss, span_loss
 from .config import ModernBertConfig
 from .model import ModernBertModel, init_modern, layer_norm, refuse_head_mask, truncated_normal_
 
@@ -212,14 +212,7 @@ class ModernBertForQuestionAnswering(_WithModernEncoder):
         out = self.encode(input_ids, attention_mask, position_ids, output_attentions, output_hidden_states)
         logits = self.classifier(self.drop(self.head(out.last_hidden_state)))
         start_logits, end_logits = logits.unbind(dim=-1)
-        loss = None
-        if start_positions is not None and end_positions is not None:
-            # Positions outside the sequence (answers cut off by truncation) are ignored.
-            seq_len = start_logits.shape[1]
-            start = start_positions.view(-1).clamp(0, seq_len)
-            end = end_positions.view(-1).clamp(0, seq_len)
-            loss = (F.cross_entropy(start_logits, start, ignore_index=seq_len)
-                    + F.cross_entropy(end_logits, end, ignore_index=seq_len)) / 2
+        loss = span_loss(start_logits, end_logits, start_positions, end_positions)
         return QuestionAnsweringOutput(loss, start_logits.contiguous(), end_logits.contiguous(),
                                        out.hidden_states, out.attentions)
 
