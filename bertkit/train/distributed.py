@@ -16,6 +16,7 @@ How the pieces fit:
 
 from __future__ import annotations
 
+import gc
 import os
 from dataclasses import dataclass
 
@@ -121,8 +122,11 @@ def shutdown(wait: bool = True) -> None:
     """Leave the process group. With `wait` every rank first waits for the others: a rank that
     tears its gloo connections down while a peer is still in a collective can abort that peer
     ("terminate called without an active exception", seen under load). After an error a peer
-    may be gone for good, so the caller passes wait=False there."""
+    may be gone for good, so the caller passes wait=False there. Collecting garbage first frees
+    DDP wrappers caught in reference cycles while the process group still exists: freed later,
+    at interpreter exit, their gloo threads abort the process."""
     if dist.is_available() and dist.is_initialized():
+        gc.collect()
         if wait:
             dist.barrier()
         dist.destroy_process_group()

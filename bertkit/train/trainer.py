@@ -249,8 +249,7 @@ class Trainer:
         self.scheduler = build_scheduler(self.optimizer, config.warmup, config.max_steps, config.schedule,
                                          config.schedule_power, config.lr_end / config.lr)
         self.scaler = torch.amp.GradScaler("cuda", enabled=config.precision == "fp16")
-        self.ddp_model = wrap_model(self.model, self.ctx,
-                                    find_unused_parameters=may_skip_parameters(unwrap(self.model)))
+        self.ddp_model = None  # the DDP wrapper lives only inside train(): see there
 
         self.step = 0
         self.epoch = 0
@@ -281,6 +280,11 @@ class Trainer:
                 atomic_write_text(self._metrics_path(), "")
         batches = self._batches()
 
+        # DDP broadcasts rank 0's weights here. The wrapper is dropped when train() returns:
+        # one still alive at interpreter exit frees its gloo worker threads during
+        # finalization, which aborts the process ("terminate called without an active exception").
+        self.ddp_model = wrap_model(self.model, self.ctx,
+                                    find_unused_parameters=may_skip_parameters(unwrap(self.model)))
         bar = self._progress_bar()
         last_metrics: dict = {}
         try:
@@ -310,6 +314,7 @@ class Trainer:
         finally:
             if bar is not None:
                 bar.close()
+            self.ddp_model = None
         return last_metrics
 
     # ------------------------------------------------------------------ one step
