@@ -20,7 +20,7 @@ from .errors import ConfigError, DataError
 from .io import atomic_write_text, loads_json, read_text
 
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish", "tanh")
-POSITION_EMBEDDING_TYPES = ("absolute", "relative_key", "relative_key_query", "sinusoidal")
+POSITION_EMBEDDING_TYPES = ("absolute", "relative_key", "relative_key_query", "sinusoidal", "t5_bias")
 # Checkpoint families this one encoder reads and writes; `model_type` picks the switches and the
 # Hugging Face key names (see bertkit/variants/keymaps.py).
 MODEL_TYPES = ("bert", "roberta", "albert", "electra", "deberta-v2")
@@ -116,6 +116,10 @@ class BertConfig:
     share_att_key: bool = False
     norm_rel_ebd: str = "none"
     position_biased_input: bool = True
+    # T5's scalar relative bias (position_embedding_type="t5_bias", variants/t5_bias.py), T5Config's
+    # names: distances fall into this many buckets (half per direction), log-spaced up to max_distance.
+    relative_attention_num_buckets: int = 32
+    relative_attention_max_distance: int = 128
     # Anything else found in config.json: kept so that saving writes it back unchanged.
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -159,6 +163,8 @@ class BertConfig:
         if self.position_embedding_type == "sinusoidal" and not self.position_biased_input:
             raise ConfigError("sinusoidal positions are added to the input, which position_biased_input="
                               "False turns off; set position_biased_input=True or use absolute positions")
+        if self.position_embedding_type == "t5_bias":
+            _check_t5_bias(self)
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             p = getattr(self, name)
             if not 0.0 <= p < 1.0:
@@ -215,7 +221,7 @@ class BertConfig:
             if not isinstance(self.attention_window_blocks, int) or self.attention_window_blocks < 0:
                 raise ConfigError(f"attention_window_blocks must be >= 0 (0 = each block alone), got "
                                   f"{self.attention_window_blocks!r}")
-            if self.position_embedding_type in ("relative_key", "relative_key_query"):
+            if self.position_embedding_type in ("relative_key", "relative_key_query", "t5_bias"):
                 raise ConfigError(
                     f"block-sparse attention cannot use position_embedding_type="
                     f"{self.position_embedding_type!r}: relative scores are a dense T x T term; use "
@@ -388,7 +394,8 @@ _SWITCH_DEFAULTS = {f.name: f.default for f in dataclasses.fields(BertConfig)
 # a number belongs failed deep inside torch (or, for layer_norm_eps = -1, gave NaN silently).
 _INT_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                "max_position_embeddings", "type_vocab_size", "pad_token_id", "num_labels", "inner_group_num",
-               "moe_top_k", "moe_every", "attention_window_blocks", "position_buckets", "max_relative_positions")
+               "moe_top_k", "moe_every", "attention_window_blocks", "position_buckets", "max_relative_positions",
+               "relative_attention_num_buckets", "relative_attention_max_distance")
 _OPTIONAL_INT_FIELDS = ("embedding_size", "num_hidden_groups", "num_experts", "attention_block_size")
 _STR_FIELDS = ("hidden_act", "position_embedding_type", "model_type", "norm_rel_ebd")
 _BOOL_FIELDS = ("relative_attention", "share_att_key", "position_biased_input", "attention_global_cls")
@@ -436,6 +443,18 @@ def _check_types(config: BertConfig) -> None:
     if config.pos_att_type is not None and not (
             isinstance(config.pos_att_type, list) and all(isinstance(a, str) for a in config.pos_att_type)):
         raise ConfigError(f"pos_att_type must be a list such as ['p2c', 'c2p'], got {config.pos_att_type!r}")
+
+
+def _check_t5_bias(config: BertConfig) -> None:
+    """T5's buckets: two halves (one per direction), each half exact for its first half of
+    distances, so the log-spaced rest needs num_buckets >= 4 and max_distance beyond the exact ones."""
+    buckets, distance = config.relative_attention_num_buckets, config.relative_attention_max_distance
+    if buckets < 4 or buckets % 2:
+        raise ConfigError(f"relative_attention_num_buckets must be an even number >= 4 (half per direction; "
+                          f"T5 uses 32), got {buckets}")
+    if distance <= buckets // 4:
+        raise ConfigError(f"relative_attention_max_distance ({distance}) must exceed the {buckets // 4} "
+                          f"distances that get exact buckets; T5 uses 128 with 32 buckets")
 
 
 def memory_limit_bytes() -> int:
