@@ -103,6 +103,12 @@ class BertConfig:
     attention_block_size: int | None = None
     attention_window_blocks: int = 1
     attention_global_cls: bool = True
+    # Linformer's low-rank attention (variants/linformer.py): keys and values are projected along the
+    # sequence from max_position_embeddings rows to attention_low_rank rows by learned E and F;
+    # attention_low_rank_sharing: "none" (per head), "headwise" (per layer), "key_value" (E = F per
+    # layer) or "layerwise" (one E = F for all layers). None: dense attention over all T keys.
+    attention_low_rank: int | None = None
+    attention_low_rank_sharing: str = "headwise"
     # DeBERTa's disentangled attention (variants/deberta.py), transformers' DebertaV2Config names:
     # relative_attention adds content-to-position ("c2p") and position-to-content ("p2c") scores
     # from one table of relative-position vectors shared by all layers; position_buckets > 0
@@ -226,6 +232,8 @@ class BertConfig:
                     f"block-sparse attention cannot use position_embedding_type="
                     f"{self.position_embedding_type!r}: relative scores are a dense T x T term; use "
                     "absolute or sinusoidal positions, or unset attention_block_size")
+        if self.attention_low_rank is not None:
+            _check_low_rank(self)
         if self.num_experts is not None:
             if not isinstance(self.num_experts, int) or self.num_experts < 1:
                 raise ConfigError(f"num_experts must be a positive integer (or unset for a dense "
@@ -396,8 +404,9 @@ _INT_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_
                "max_position_embeddings", "type_vocab_size", "pad_token_id", "num_labels", "inner_group_num",
                "moe_top_k", "moe_every", "attention_window_blocks", "position_buckets", "max_relative_positions",
                "relative_attention_num_buckets", "relative_attention_max_distance")
-_OPTIONAL_INT_FIELDS = ("embedding_size", "num_hidden_groups", "num_experts", "attention_block_size")
-_STR_FIELDS = ("hidden_act", "position_embedding_type", "model_type", "norm_rel_ebd")
+_OPTIONAL_INT_FIELDS = ("embedding_size", "num_hidden_groups", "num_experts", "attention_block_size",
+                        "attention_low_rank")
+_STR_FIELDS = ("hidden_act", "position_embedding_type", "model_type", "norm_rel_ebd", "attention_low_rank_sharing")
 _BOOL_FIELDS = ("relative_attention", "share_att_key", "position_biased_input", "attention_global_cls")
 PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
 
@@ -455,6 +464,26 @@ def _check_t5_bias(config: BertConfig) -> None:
     if distance <= buckets // 4:
         raise ConfigError(f"relative_attention_max_distance ({distance}) must exceed the {buckets // 4} "
                           f"distances that get exact buckets; T5 uses 128 with 32 buckets")
+
+
+LOW_RANK_SHARING = ("none", "headwise", "key_value", "layerwise")  # Linformer's options (section 4)
+
+
+def _check_low_rank(config: BertConfig) -> None:
+    """Linformer projects keys along the sequence: only key padding survives the projection, so
+    scores that depend on the (query, key) pair cannot be combined with it."""
+    rank = config.attention_low_rank
+    if rank < 1:
+        raise ConfigError(f"attention_low_rank must be a positive integer (Linformer uses 128-256) or unset "
+                          f"for dense attention, got {rank}")
+    if config.attention_low_rank_sharing not in LOW_RANK_SHARING:
+        raise ConfigError(f"attention_low_rank_sharing {config.attention_low_rank_sharing!r} is not known; use one "
+                          f"of {LOW_RANK_SHARING}")
+    if config.position_embedding_type not in ("absolute", "sinusoidal") or config.relative_attention \
+            or config.attention_block_size is not None:
+        raise ConfigError("low-rank attention (attention_low_rank) projects the keys, so per-pair scores cannot "
+                          "be added: use absolute or sinusoidal positions, no relative_attention and no "
+                          "attention_block_size with it")
 
 
 def memory_limit_bytes() -> int:

@@ -21,7 +21,7 @@ from .activations import activation
 from .attention import KERNELS, AttentionCall, choose_kernel, default_scale
 from .dropout import Dropout
 from .errors import BertkitError
-from .variants import deberta, moe
+from .variants import deberta, linformer, moe
 from .variants.albert import has_embedding_projection, layer_order, num_layer_modules
 from .variants.relative import RELATIVE_TYPES, relative_position_scores
 from .variants.sinusoidal import sinusoidal_table
@@ -130,6 +130,10 @@ class BertSelfAttention(nn.Module):
         self.block_size = config.attention_block_size
         self.window_blocks = config.attention_window_blocks
         self.global_cls = config.attention_global_cls
+        # Linformer's E, F (variants/linformer.py); "layerwise" sharing sets the encoder's one here.
+        self.low_rank: nn.Module | None = None
+        if config.attention_low_rank is not None:
+            linformer.add_low_rank(self, config)
         # DeBERTa's disentangled attention (variants/deberta.py): q.k is scaled by
         # 1/sqrt(d * (1 + number of c2p/p2c terms)) and the terms come as a bias.
         self.disentangled: BertConfig | None = None
@@ -155,9 +159,9 @@ class BertSelfAttention(nn.Module):
             k, v, bias = self.prefix(k, v, bias)
         dropout_p = self.dropout_prob if self.training else 0.0
         kernel = choose_kernel(output_attentions or head_mask is not None,
-                               dropout_p > 0 and q.device.type == "cpu", self.block_size)
+                               dropout_p > 0 and q.device.type == "cpu", self.block_size, self.low_rank is not None)
         call = AttentionCall(default_scale(self.head_dim, self.scale_factor), dropout_p, head_mask,
-                             self.block_size, self.window_blocks, self.global_cls)
+                             self.block_size, self.window_blocks, self.global_cls, self.low_rank)
         context, probs = KERNELS[kernel](q, k, v, bias, call)
         batch, _, seq_len, _ = context.shape
         context = context.transpose(1, 2).reshape(batch, seq_len, self.num_heads * self.head_dim)
@@ -261,6 +265,7 @@ class BertEncoder(nn.Module):
         self.relative_attention_bias = (RelativePositionBias(
             config.relative_attention_num_buckets, config.num_attention_heads, config.relative_attention_max_distance)
             if config.position_embedding_type == T5_BIAS else None)
+        linformer.share_across_layers(self, config)  # Linformer's "layerwise" E = F, if configured
         self.gradient_checkpointing = False  # recompute activations in backward to save memory
 
     def forward(self, hidden, attention_bias=None, head_mask=None, output_attentions=False,
