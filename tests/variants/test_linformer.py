@@ -3,6 +3,9 @@ out on the same tensors (with padding, every sharing mode), the model's attentio
 training, saving and loading, and the config checks."""
 
 import math
+import os
+import re
+import sys
 
 import pytest
 import torch
@@ -13,6 +16,9 @@ from bertkit.errors import BertkitError, ConfigError
 from bertkit.heads import BertForMaskedLM
 from bertkit.model import BertModel, attention_bias
 from bertkit.variants.linformer import LowRankProjection
+
+
+BENCHMARKS = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks")
 
 
 def config(**overrides):
@@ -89,6 +95,10 @@ def test_model_attention_is_the_formula(sharing):
             expected = layer.output(layer.intermediate(attended), attended)
             assert torch.allclose(out.hidden_states[i + 1][mask.bool()], expected[mask.bool()], atol=1e-5)
             assert out.attentions[i].shape == (2, 4, 12, 6)
+    positions = torch.tensor([[0, 3, 8], [1, 2, 11]])
+    with torch.no_grad():  # the last layer run at a few query positions only: the same vectors there
+        pruned = model(ids, mask, output_positions=positions).last_hidden_state
+    assert torch.allclose(pruned, out.last_hidden_state.gather(1, positions[..., None].expand(-1, -1, 32)), atol=1e-5)
     names = [n for n, _ in model.named_parameters() if "projection" in n]
     expected_names = {"none": 4, "headwise": 4, "key_value": 2, "layerwise": 1}[sharing]
     assert len(names) == expected_names, names
@@ -143,3 +153,18 @@ def test_config_checks():
             config(**bad)
     assert config(position_embedding_type="sinusoidal").attention_low_rank == 6
     assert "attention_low_rank" not in BertConfig().to_dict()  # dense configs stay plain
+
+
+def test_benchmark_script_smoke(capsys):
+    # benchmarks/bench_linformer.py at its smoke size (the real sizes are for a quiet machine)
+    sys.path.insert(0, BENCHMARKS)
+    try:
+        import bench_linformer  # a script folder, not a package: importable through sys.path only
+    finally:
+        sys.path.remove(BENCHMARKS)
+    before = torch.get_num_threads()
+    try:
+        bench_linformer.main(["--smoke", "--threads", "1"])
+    finally:
+        torch.set_num_threads(before)
+    assert re.search(r"^LINFORMER T=64 k=16 .*: low_rank / sdpa speed = [0-9.]+x", capsys.readouterr().out, re.M)
