@@ -15,7 +15,7 @@ function that picks among them.
   projections (config `attention_low_rank`): it is that model's function, not a faster way to the
   dense one, so it wins over every other choice; its probabilities are (M, k).
 
-Scores that depend on positions (relative_key, DeBERTa's disentangled terms) arrive in `bias`,
+Scores that depend on positions (relative_key, T5's bias, DeBERTa's disentangled terms) arrive in `bias`,
 added by the model before the kernel runs, so every kernel serves every position scheme; a
 sparse pattern asked for with probabilities is the explicit kernel under the pattern's mask.
 Shapes: q (B, h, M, d); k, v (B, h, T, d); bias broadcastable to (B, h, M, T).

@@ -107,7 +107,8 @@ class BertSelfAttention(nn.Module):
 
     The projections and position scores are here; how the formula is computed (torch's fused
     SDPA, the explicit formula with probabilities, block-sparse) is chosen per call by
-    `attention.choose_kernel`, and every kernel gives the same result.
+    `attention.choose_kernel`, and every kernel gives the same result (Linformer's low rank,
+    `attention_low_rank`, is a model of its own and always takes its kernel).
     """
 
     def __init__(self, config: BertConfig):
