@@ -20,6 +20,7 @@ from bertkit.heads import BertForMaskedLM
 from bertkit.model import BertModel
 from bertkit.objectives.distil import DistilSettings, build_distiller, load_teacher
 from bertkit.recipes.distill import pretrain_distillation_config
+from bertkit.recipes.pretrain import parse_config
 
 CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "pretrain-tiny-bert.toml")
 SMALL = ["data.max_documents=40", "data.max_length=32", "train.batch_size=16", "train.warmup_steps=1",
@@ -186,3 +187,24 @@ def parse(argv):
     parser = argparse.ArgumentParser()
     distill.add_arguments(parser)
     return parser.parse_args(argv)
+
+
+def test_command_options_become_distil_settings(monkeypatch, capsys):
+    seen = {}
+
+    def fake(teacher, out, config_path, overrides, resume, progress):
+        seen.update(teacher=teacher, overrides=overrides, resume=resume)
+        return {"metrics": {"mlm_loss": 1.5}, "student": "OUT/checkpoint-9"}
+
+    monkeypatch.setattr(distill, "distill_pretraining", fake)
+    args = parse(["--stage", "pretrain", "--teacher", "T", "--out", "OUT", "--layer-map", "0,2", "--alpha-ce", "3",
+                  "--alpha-cos", "0", "--temperature", "4", "--seed", "7", "--resume", "--set", "train.lr=1e-4"])
+    assert distill.run(args) == 0
+    assert seen["teacher"] == "T" and seen["resume"]
+    assert seen["overrides"] == ["train.lr=1e-4", "train.seed=7", "distil.alpha_ce=3.0", "distil.alpha_cos=0.0",
+                                 "distil.temperature=4.0", "distil.layer_map=[0, 2]"]
+    assert "student saved in OUT/checkpoint-9" in capsys.readouterr().out
+    # the overrides parse into the [distil] section
+    settings = parse_config({"data": {"objective": "distil"}, "distil": {"teacher": "T"}},
+                            seen["overrides"]).objective_settings
+    assert (settings.alpha_ce, settings.alpha_cos, settings.temperature, settings.layer_map) == (3.0, 0.0, 4.0, [0, 2])
