@@ -9,7 +9,9 @@ A T-token input uses the first T columns of E and F (fairseq's Linformer does th
 length is bounded by N, fixed at construction. Padded keys are zeroed before the projection,
 E (K * m): the k rows are then sums over real tokens only (after projecting, no key can be masked
 any more). The cost is O(T k d) instead of O(T^2 d) in time and memory; the probabilities are
-(M, k), not (M, T), and that is what `output_attentions` returns.
+(M, k), not (M, T), and that is what `output_attentions` returns. (fairseq projects the layer's
+input before the key and value maps and leaves padding in; projecting K = X W + b instead differs
+only in the bias term, E 1 b rather than b, and keeps padded tokens out.)
 
 `attention_low_rank_sharing` picks the paper's parameter sharing (section 4):
 "none" (E_i, F_i per head and layer), "headwise" (one E, F per layer for all heads), "key_value"
