@@ -8,8 +8,8 @@ real tokens:
          + alpha_mlm * CE(s, masked token)                             the ordinary MLM loss
          + alpha_cos * mean_tokens(1 - cos(h_s, h_t))                  align the hidden states
 
-DistilBERT's published run used alpha_ce = 5, alpha_mlm = 2, alpha_cos = 1 and T = 2 (the
-defaults here). The terms are `kd.distillation_loss`'s; `PretrainDistiller` is `Distiller` (only
+The training command of DistilBERT's README used alpha_ce = 5, alpha_mlm = 2, alpha_cos = 1 and
+T = 2 (the defaults here); it also froze the student's position embeddings, which are trained here. The terms are `kd.distillation_loss`'s; `PretrainDistiller` is `Distiller` (only
 the student is trained, saved and restored) with these three weights instead of alpha. The
 cosine term needs the student as wide as the teacher (DistilBERT's student is the teacher with
 every other layer: `kd.student_from_teacher`).
