@@ -65,3 +65,26 @@ def test_the_budget_stops_the_run_and_resume_continues_it(tmp_path, bbc_tok_exam
 def test_a_bad_budget_is_refused(value):
     with pytest.raises(ConfigError, match="train.max_minutes"):
         TrainConfig(max_minutes=value)
+
+
+def test_pretraining_in_budget_chunks_trains_as_one_run(tmp_path, monkeypatch):
+    """What benchmarks/bench_time_to_quality.py relies on: `bertkit pretrain` stopped by the
+    budget and resumed with a larger one takes the same steps as one run with the larger budget."""
+    from test_recipe import CONFIG, SMALL, sets
+
+    from bertkit.commands import pretrain
+
+    settings = [*SMALL, "train.max_steps=100", "train.log_every=1", "train.eval_every=0", "train.save_every=0"]
+
+    def run(out, minutes, resume=False):
+        monkeypatch.setattr(trainer_module, "time", SteppingClock(5.0))
+        args = ["--config", CONFIG, "--out", str(out), "--no-progress", *sets([*settings, f"train.max_minutes={minutes}"])]
+        assert pretrain.main(args + (["--resume"] if resume else [])) == 0
+
+    run(tmp_path / "one", 0.5)
+    run(tmp_path / "chunks", 0.25)
+    run(tmp_path / "chunks", 0.5, resume=True)
+    one, chunks = ([(r["step"], r["loss"]) for r in rows(tmp_path / name) if r["split"] == "train"]
+                   for name in ("one", "chunks"))
+    assert [s for s, _ in chunks] == [1, 2, 3, 4, 5, 6] == [s for s, _ in one]
+    assert [loss for _, loss in chunks] == pytest.approx([loss for _, loss in one], rel=1e-6)
