@@ -47,7 +47,7 @@ from bertkit.tasks import (BUILTIN_DATA, SUMMARY_FILE, Collator, DataConfig, Tas
 from bertkit.tasks.formats import build_label_map, check_labels_known
 from bertkit.tokenizer import Tokenizer
 from bertkit.train import LengthBucketedBatches, TrainConfig, Trainer
-from bertkit.train.config_io import check_keys, dataclass_from_dict
+from bertkit.train.config_io import bertkit_names, check_keys, dataclass_from_dict
 from bertkit.train.early_stopping import BestKeeper
 
 
@@ -111,7 +111,8 @@ def build_recipe(sections: dict | None) -> Recipe:
     for name, values in sections.items():
         if not isinstance(values, dict):
             raise ConfigError(f"[{name}] must be a table of keys, got {values!r}")
-        check_keys(values, valid[name], name)
+        sections[name] = bertkit_names(values, valid[name], name)  # train.learning_rate is train.lr
+        check_keys(sections[name], valid[name], name)
     data = dataclass_from_dict(DataConfig, dict(sections.get("data", {})), "data")
     train_values = dict(TRAIN_DEFAULTS)
     peft = dict(sections.get("peft", {}))

@@ -5,6 +5,10 @@ not silently fall back to a default, so every key is checked against the fields 
 knows, and an unknown one is reported with the closest valid spelling
 (`train.max_step` -> "did you mean train.max_steps?").
 
+transformers' TrainingArguments names are read as bertkit's keys where they mean the same
+(`train.learning_rate` is `train.lr`) and refused with the right name where they do not
+(hf_names.py holds the table).
+
 `--set section.key=value` overrides one value; the value is parsed as a TOML literal
 (`3e-4`, `true`, `"cosine"`, `[1, 2]`), and a bare word that is not valid TOML is taken as a
 string, so `--set data.corpus=bbc` works without shell-quoting the quotes.
@@ -18,15 +22,17 @@ import tomllib
 from typing import Any, Iterable
 
 from ..errors import ConfigError
+from . import hf_names
 
 
 def suggest(name: str, valid: Iterable[str], prefix: str = "") -> str:
-    """" (did you mean PREFIX.X?)" for the nearest valid name, or a list of the valid names."""
+    """"did you mean PREFIX.X?" for the valid name nearest to `name` (difflib's ratio), however far:
+    one name to try reads better than the whole list."""
     valid = sorted(valid)
-    close = difflib.get_close_matches(name, valid, n=1, cutoff=0.6)
+    close = difflib.get_close_matches(name, valid, n=1, cutoff=0.0)
     if close:
         return f"did you mean {prefix}{close[0]}?"
-    return f"valid keys: {', '.join(prefix + v for v in valid)}"
+    return "this section takes no keys"
 
 
 def check_keys(values: dict, valid: Iterable[str], section: str) -> None:
@@ -34,12 +40,45 @@ def check_keys(values: dict, valid: Iterable[str], section: str) -> None:
     valid = set(valid)
     for key in values:
         if key not in valid:
-            raise ConfigError(f"unknown key {section}.{key}; {suggest(key, valid, section + '.')}")
+            raise ConfigError(unknown_key_message(key, valid, section))
+
+
+def unknown_key_message(key: str, valid: set, section: str) -> str:
+    """What to say about `section.key`: transformers' name for a key (hf_names.py), else the
+    nearest valid key."""
+    if section == hf_names.SECTION:
+        target, refused = hf_names.alias_of(key), hf_names.refusal(key)
+        if refused:
+            return refused
+        if target:  # an alias of a key this recipe lacks (num_train_epochs when pre-training)
+            instead = hf_names.INSTEAD.get(target)
+            return (f"train.{key} is transformers' name for train.{target}, which this recipe does not take; "
+                    + (f"use {instead}" if instead else suggest(target, valid, section + ".")))
+    return f"unknown key {section}.{key}; {suggest(key, valid, section + '.')}"
+
+
+def bertkit_names(values: dict, valid: Iterable[str], section: str) -> dict:
+    """`values` with transformers' TrainingArguments names (hf_names.ALIASES) renamed to bertkit's
+    keys where this section takes that key; other keys unchanged (check_keys judges them)."""
+    if section != hf_names.SECTION:
+        return dict(values)
+    valid = set(valid)
+    out: dict = {}
+    given_as: dict[str, str] = {}
+    for key, value in values.items():
+        target = hf_names.alias_of(key)
+        name = target if key not in valid and target in valid else key
+        if name in out:
+            raise ConfigError(f"train.{name} is given twice, as train.{given_as[name]} and as train.{key} "
+                              "(transformers' name for it); keep one")
+        out[name], given_as[name] = value, key
+    return out
 
 
 def dataclass_from_dict(cls, values: dict, section: str):
     """Build dataclass `cls` from a TOML table, rejecting unknown keys with a suggestion."""
     names = [f.name for f in dataclasses.fields(cls)]
+    values = bertkit_names(values, names, section)
     check_keys(values, names, section)
     try:
         return cls(**values)
@@ -73,7 +112,7 @@ def apply_overrides(config: dict, assignments: Iterable[str], sections: dict[str
     `sections` maps each valid section to its valid keys, so a typo in `--set` is caught with
     the same suggestion as a typo in the file.
     """
-    out = {k: dict(v) if isinstance(v, dict) else v for k, v in config.items()}
+    out = {k: bertkit_names(v, sections.get(k, ()), k) if isinstance(v, dict) else v for k, v in config.items()}
     for item in assignments:
         if "=" not in item or "." not in item.split("=", 1)[0]:
             raise ConfigError(f"--set expects section.key=value (e.g. train.lr=3e-4), got {item!r}")
@@ -81,6 +120,7 @@ def apply_overrides(config: dict, assignments: Iterable[str], sections: dict[str
         section, key = dotted.strip().split(".", 1)
         if section not in sections:
             raise ConfigError(f"unknown section [{section}] in --set {item}; {suggest(section, sections)}")
+        key = next(iter(bertkit_names({key: None}, sections[section], section)))
         check_keys({key: None}, sections[section], section)
         out.setdefault(section, {})[key] = parse_value(raw.strip())
     return out
