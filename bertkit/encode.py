@@ -65,12 +65,14 @@ class SentenceEncoder:
         self.layout = layout or SentenceLayout()
 
     @classmethod
-    def from_pretrained(cls, directory: str | os.PathLike, quantize: str | None = None) -> "SentenceEncoder":
+    def from_pretrained(cls, directory: str | os.PathLike, quantize: str | None = None,
+                        device: torch.device | str = "cpu") -> "SentenceEncoder":
         """Load a sentence-transformers directory (modules.json: pooling, normalisation, prompts)
-        or a plain model directory (mean pooling + normalisation)."""
+        or a plain model directory (mean pooling + normalisation), to run on `device`."""
         layout = read_layout(directory)
         model_dir = os.path.join(os.fspath(directory), layout.transformer_path)
-        return cls(BertModel.from_pretrained(model_dir), Tokenizer.from_pretrained(model_dir), layout, quantize)
+        model = BertModel.from_pretrained(model_dir).to(device)
+        return cls(model, Tokenizer.from_pretrained(model_dir), layout, quantize)
 
     def save_pretrained(self, directory: str | os.PathLike) -> None:
         """Write the encoder, its tokenizer and sentence-transformers' files, so that
@@ -132,6 +134,7 @@ class SentenceEncoder:
 
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         pad_id = self.model.config.pad_token_id
+        device = next(self.model.parameters()).device
         with torch.inference_mode():
             for rows in _progress(batches, show_progress):
                 width = max(len(ids[i]) for i in rows)
@@ -143,11 +146,12 @@ class SentenceEncoder:
                     input_ids[j, :n] = torch.tensor(ids[i])
                     token_types[j, :n] = torch.tensor(types[i])
                     mask[j, :n] = 1
+                input_ids, mask, token_types = input_ids.to(device), mask.to(device), token_types.to(device)
                 hidden = self.runner(input_ids, mask, token_types).last_hidden_state
                 pooled = pool(hidden, mask, layout.pooling, prompt_length)
                 if normalize:
                     pooled = torch.nn.functional.normalize(pooled, dim=-1)
-                out[rows] = pooled.float().numpy()
+                out[rows] = pooled.float().cpu().numpy()
         return out
 
 

@@ -17,8 +17,10 @@ from .tokenizer import Tokenizer
 TOP_K = 5  # fillers per mask
 
 
-def fill_mask(model_dir: str, text: str, top_k: int = TOP_K) -> list[list[tuple[str, float]]]:
-    """For each mask token in `text`, the top_k (token, probability) pairs, best first."""
+def fill_mask(model_dir: str, text: str, top_k: int = TOP_K, device: torch.device | str = "cpu"
+              ) -> list[list[tuple[str, float]]]:
+    """For each mask token in `text`, the top_k (token, probability) pairs, best first (the model
+    runs on `device`)."""
     if top_k < 1:
         raise ConfigError(f"--top-k must be at least 1, got {top_k}")
     tok = Tokenizer.from_pretrained(model_dir)
@@ -33,9 +35,10 @@ def fill_mask(model_dir: str, text: str, top_k: int = TOP_K) -> list[list[tuple[
     positions = (ids[0] == tok.mask_token_id).nonzero().flatten()
     if positions.numel() == 0:
         raise DataError(f"no {tok.mask_token} in the text; put {tok.mask_token} where a word should be predicted")
+    model.to(device)
     with torch.no_grad():
-        logits = model(ids, attention_mask=enc["attention_mask"],
-                       token_type_ids=enc["token_type_ids"]).logits[0]
+        logits = model(ids.to(device), attention_mask=enc["attention_mask"].to(device),
+                       token_type_ids=enc["token_type_ids"].to(device)).logits[0].float().cpu()
     out = []
     for p in positions.tolist():
         probs = logits[p].softmax(-1)

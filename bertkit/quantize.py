@@ -38,7 +38,7 @@ import torch
 from torch import nn
 
 from .errors import ConfigError
-from .fastpath import check_original, encoder_linears
+from .fastpath import check_original, encoder_linears, pack_for_cpu
 
 QUANTIZE_MODES = ("int8",)  # the values of `quantize=` / what --int8 selects
 _LEVELS = 127.0  # symmetric int8: -127..127 (-128 unused, so negation never overflows)
@@ -144,6 +144,10 @@ def quantize_int8(model: nn.Module, tokenizer=None, alpha: float = ALPHA, outlie
     tokenizer so they sit between [CLS] and [SEP]); `model` itself is unchanged. Returned in
     eval mode. `alpha=0, outliers=0` is plain per-channel / per-token int8 (for comparison)."""
     check_original(model)
+    on = next(model.parameters()).device
+    if on.type != "cpu":
+        raise ConfigError(f"int8 inference runs on the CPU (its matrix products are oneDNN's), this model is on "
+                          f"{on}; drop --int8 or use --device cpu")
     copied = copy.deepcopy(model).eval()
     linears = encoder_linears(copied)
     if not linears:
@@ -164,3 +168,13 @@ def check_quantize(mode: str | None) -> str | None:
     if mode is not None and mode not in QUANTIZE_MODES:
         raise ConfigError(f"unknown quantize mode {mode!r}; use None (fp32) or one of {', '.join(QUANTIZE_MODES)}")
     return mode
+
+
+def inference_copy(model: nn.Module, tokenizer=None, int8: bool = False,
+                   device: torch.device | str = "cpu") -> nn.Module:
+    """What `predict` and `evaluate` run: on the CPU an int8 copy, or an fp32 copy with
+    oneDNN-packed weights (same numbers, faster); elsewhere the model itself on `device`."""
+    model = model.to(device)
+    if int8:
+        return quantize_int8(model, tokenizer)  # refuses a model off the CPU
+    return pack_for_cpu(model) if torch.device(device).type == "cpu" else model.eval()

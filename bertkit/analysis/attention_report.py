@@ -79,15 +79,17 @@ def encode(tokenizer, text: str, pair: str | None, limit: int):
 
 
 def text_attention(model_dir: str, text: str, pair: str | None = None, *, max_length: int | None = None,
-                   head: tuple[int, int] | None = None, rollout: bool = False) -> TextAttention:
-    """Run the model once on `text` (and `pair`) and keep the real tokens' attention."""
+                   head: tuple[int, int] | None = None, rollout: bool = False,
+                   device: torch.device | str = "cpu") -> TextAttention:
+    """Run the model once on `text` (and `pair`) on `device` and keep the real tokens' attention."""
     check_head(BertConfig.from_pretrained(model_dir), head)  # fail fast, before loading weights
     model, tokenizer = load_encoder(model_dir)
     enc = encode(tokenizer, text, pair, model_limit(model, tokenizer, max_length))
+    model.to(device)
     with torch.no_grad():
-        out = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"],
-                    token_type_ids=enc["token_type_ids"], output_attentions=True)
-    attn, n = stack_attentions(out.attentions, 0, enc["attention_mask"])
+        out = model(input_ids=enc["input_ids"].to(device), attention_mask=enc["attention_mask"].to(device),
+                    token_type_ids=enc["token_type_ids"].to(device), output_attentions=True)
+    attn, n = stack_attentions(tuple(a.float().cpu() for a in out.attentions), 0, enc["attention_mask"])
     tokens = tokenizer.convert_ids_to_tokens(enc["input_ids"][0, :n].tolist())
     sequence_ids = enc.sequence_ids(0)[:n]
     b_start = next((t for t, s in enumerate(sequence_ids) if s == 1), None)
@@ -168,11 +170,11 @@ def write_files(result: TextAttention, title: str, *, html: str | None = None, p
 def attention_report(model_dir: str, text: str, pair: str | None = None, *, max_length: int | None = None,
                      top: int = TOP_HEADS, head: tuple[int, int] | None = None, rollout: bool = False,
                      html: str | None = None, png: str | None = None, stats: str | None = None,
-                     log: Callable[[str], None] = print) -> TextAttention:
+                     log: Callable[[str], None] = print, device: torch.device | str = "cpu") -> TextAttention:
     """Analyse one text: log the summary, write the files asked for, return the attention."""
     if top < 1:
         raise ConfigError(f"--top must be at least 1, got {top}")
-    result = text_attention(model_dir, text, pair, max_length=max_length, head=head, rollout=rollout)
+    result = text_attention(model_dir, text, pair, max_length=max_length, head=head, rollout=rollout, device=device)
     for line in describe(result, top):
         log(line)
     title = f"{result.name}: {text}" + (f" / {pair}" if pair else "")

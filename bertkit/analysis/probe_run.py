@@ -44,6 +44,7 @@ class ProbeSettings:
     max_length: int = 128  # tokens per input (longer ones are cut)
     batch_size: int = 64
     seed: int = 0  # data shuffle, split, control labels, random init
+    device: str = "cpu"  # where the encoders run (bertkit/devices.py names)
 
 
 @dataclass
@@ -93,7 +94,7 @@ def probe_encoders(model, tokenizer, inputs: ProbeInputs, s: ProbeSettings, max_
     encoders = [("pretrained", model)]
     if s.random_init:
         torch.manual_seed(s.seed)
-        encoders.append(("random-init", BertModel(model.config).eval()))
+        encoders.append(("random-init", BertModel(model.config).eval().to(s.device)))
     results: dict[str, list[dict]] = {}
     for name, encoder in encoders:
         t0 = time.perf_counter()
@@ -146,6 +147,7 @@ def run_probe(model_dir: str, task: str, out: str, settings: ProbeSettings | Non
     level = check_settings(task, s)
     start = time.perf_counter()
     model, tokenizer = load_encoder(model_dir)
+    model.to(s.device)
     max_length = min(s.max_length, model.config.max_sequence_length)
     inputs = prepare_inputs(task, level, tokenizer, s, max_length)
     data, train, test = inputs.data, inputs.train, inputs.test

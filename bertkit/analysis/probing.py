@@ -217,18 +217,22 @@ def collect_features(
     if hasattr(model, "eval"):
         model.eval()  # no dropout: features must be deterministic
     chunks: list[list[np.ndarray]] | None = None
+    # inputs go where the model is; the pooling runs on the CPU copies of the states
+    first = next(iter(model.parameters()), None) if hasattr(model, "parameters") else None
+    device = first.device if first is not None else torch.device("cpu")
     try:
         with torch.no_grad():
             for b, batch in enumerate(batches):
                 if "input_ids" not in batch or "attention_mask" not in batch:
                     raise DataError(f"batch {b} needs 'input_ids' and 'attention_mask'")
-                inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in batch}
+                inputs = {k: torch.as_tensor(batch[k]).to(device)
+                          for k in ("input_ids", "attention_mask", "token_type_ids") if k in batch}
                 out = model(**inputs, output_hidden_states=True)
                 hidden = getattr(out, "hidden_states", None)
                 if not hidden:
                     raise ConfigError("the model returned no hidden_states; it must honour output_hidden_states=True")
                 mask = torch.as_tensor(batch["attention_mask"]).float()
-                pooled = [_pool(h.float(), mask, batch, level, pooling, b) for h in hidden]
+                pooled = [_pool(h.float().cpu(), mask, batch, level, pooling, b) for h in hidden]
                 if chunks is None:
                     chunks = [[] for _ in pooled]
                 for layer, p in enumerate(pooled):

@@ -12,6 +12,7 @@ The analysis is bertkit/analysis/attention_report.py.
 from __future__ import annotations
 
 from ..analysis.attention_report import TOP_HEADS, attention_report
+from .options import add_device, device_of
 
 HELP = "show a model's attention on a text: HTML viewer, PNG heatmaps, per-head statistics"
 
@@ -30,9 +31,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-length", type=int, default=None,
                         help="cut the input to this many tokens (default: the model's limit)")
     parser.add_argument("--top", type=int, default=TOP_HEADS, help="heads listed per category in the summary")
+    add_device(parser)
 
 
 def run(args) -> int:
     attention_report(args.model, args.text, args.pair, max_length=args.max_length, top=args.top,
-                     head=args.head, rollout=args.rollout, html=args.html, png=args.png, stats=args.stats)
+                     head=args.head, rollout=args.rollout, html=args.html, png=args.png, stats=args.stats,
+                     device=device_of(args))
     return 0

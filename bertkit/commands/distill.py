@@ -24,7 +24,7 @@ from bertkit.recipes.distill import DISTILLABLE, compare_on_test, distill_finetu
 from bertkit.recipes.finetune import section_keys
 from bertkit.train.config_io import apply_overrides, load_toml
 
-from .options import add_progress, add_seed, add_set, seed_assignment
+from .options import add_device, add_progress, add_seed, add_set, device_assignment, seed_assignment
 
 HELP = ("distil a fine-tuned classifier, tagger or QA model (or, --stage pretrain, an MLM model) into a student "
         "with fewer layers (DistilBERT-style)")
@@ -58,6 +58,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--resume", action="store_true", help="--stage pretrain: continue the run in --out")
     add_set(parser, "train.epochs=3 train.lr=1e-4 data.max_length=128")
     add_seed(parser)
+    add_device(parser, "train.device, else auto")
     parser.add_argument("--test", help="labelled data to compare teacher and student on, e.g. bbc:test")
     parser.add_argument("--speed-repeats", type=int, default=3,
                         help="timed passes per model for the --test speed comparison (median reported)")
@@ -96,7 +97,7 @@ def run(args) -> int:
         report_test(args)
         return 0
     sections = load_toml(args.config) if args.config else {}
-    assignments = list(args.set) + seed_assignment(args)
+    assignments = list(args.set) + seed_assignment(args) + device_assignment(args)
     sections = apply_overrides(sections, assignments, section_keys())
     summary = distill_finetuned(args.task, args.teacher, args.train, args.dev, args.out, sections,
                                 num_layers=args.layers, layer_map=parse_layer_map(args.layer_map),

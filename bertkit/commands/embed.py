@@ -19,6 +19,7 @@ import numpy as np
 from ..encode import SentenceEncoder
 from ..errors import DataError
 from ..io import atomic_open, iter_text_lines
+from .options import add_device, device_of
 
 HELP = "embed each line of a text file (the model's pooling; default mean + L2) into a .npy matrix"
 
@@ -33,6 +34,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--no-normalize", action="store_true", help="keep the raw pooled vectors")
     parser.add_argument("--int8", action="store_true",
                         help="int8 linear layers (faster on CPU; cosine >= 0.99 to fp32, docs/inference.md)")
+    add_device(parser)
 
 
 def read_lines(path: str) -> list[str]:
@@ -45,9 +47,8 @@ def read_lines(path: str) -> list[str]:
 
 def run(args) -> int:
     texts = read_lines(args.input)  # before loading the model: bad input fails fast
-
-
-    encoder = SentenceEncoder.from_pretrained(args.model, quantize="int8" if args.int8 else None)
+    device = device_of(args)
+    encoder = SentenceEncoder.from_pretrained(args.model, quantize="int8" if args.int8 else None, device=device)
     kept = [i for i, text in enumerate(texts) if text.strip()]
     found = encoder.encode([texts[i] for i in kept], batch_size=args.batch_size, max_length=args.max_length,
                            normalize=False if args.no_normalize else None)  # None: as the model says

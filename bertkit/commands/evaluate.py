@@ -10,12 +10,11 @@ from __future__ import annotations
 import json
 
 from bertkit.errors import ConfigError, DataError
-from bertkit.fastpath import pack_for_cpu
-from bertkit.quantize import quantize_int8
+from bertkit.quantize import inference_copy
 from bertkit.tasks import (TASKS, check_model_labels, clean_metrics, evaluate_examples,
                            load_examples, load_for_inference, subsample)
 
-from .options import add_seed, add_set
+from .options import add_device, add_seed, add_set, device_of
 
 HELP = "evaluate a fine-tuned model on labelled data; the last stdout line is the metrics as JSON"
 
@@ -28,6 +27,7 @@ def add_arguments(parser) -> None:
     add_set(parser, "data.eval_batch_size=16")
     parser.add_argument("--int8", action="store_true",
                         help="int8 linear layers (faster on CPU; accuracy change measured in docs/inference.md)")
+    add_device(parser)
     parser.add_argument("--limit", type=int, default=0,
                         help="evaluate on a seeded random subset of this many examples (0 = all)")
     add_seed(parser, "of the --limit subset; default 0")
@@ -36,9 +36,9 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     if args.limit < 0:
         raise ConfigError(f"--limit must be >= 0, got {args.limit}")
+    device = device_of(args)  # before the model loads
     model, tokenizer, spec = load_for_inference(args.model, args.task, args.set)
-    # an inference copy: int8, or fp32 with oneDNN-packed weights (same numbers, faster on CPU)
-    model = quantize_int8(model, tokenizer) if args.int8 else pack_for_cpu(model)
+    model = inference_copy(model, tokenizer, args.int8, device)
     examples = load_examples(spec.task, args.data, "test", spec.data)
     if not examples:
         raise DataError(f"{args.data}: no examples to evaluate")

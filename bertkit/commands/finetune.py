@@ -17,7 +17,7 @@ from bertkit.recipes.finetune import finetune, section_keys
 from bertkit.tasks import BUILTIN_DATA, TASKS
 from bertkit.train.config_io import apply_overrides, load_toml
 
-from .options import add_progress, add_seed, add_set, seed_assignment
+from .options import add_device, add_progress, add_seed, add_set, device_assignment, seed_assignment
 
 HELP = "fine-tune an encoder on a task: " + ", ".join(TASKS)
 
@@ -33,6 +33,7 @@ def add_arguments(parser) -> None:
                                          "(e.g. configs/finetune-bbc.toml)")
     add_set(parser, "train.epochs=3 data.max_length=128 train.llrd=0.9")
     add_seed(parser)
+    add_device(parser, "train.device, else auto")
     parser.add_argument("--peft", choices=("lora", "adapter", "prefix"),
                         help="train only a LoRA / bottleneck adapter / prefix (and the head) on the frozen "
                              "model; OUT is then a small adapter directory. Settings: --set peft.r=16 "
@@ -44,7 +45,7 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     sections = load_toml(args.config) if args.config else {}
-    assignments = list(args.set) + seed_assignment(args) + ([f"peft.method={args.peft}"] if args.peft else [])
+    assignments = list(args.set) + seed_assignment(args) + device_assignment(args) + ([f"peft.method={args.peft}"] if args.peft else [])
     sections = apply_overrides(sections, assignments, section_keys())
     summary = finetune(args.task, args.model, args.train, args.dev, args.out, sections,
                        overwrite=args.overwrite, progress=not args.no_progress)

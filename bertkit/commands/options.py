@@ -1,11 +1,15 @@
 """The command-line conventions every command shares, each defined once.
 
 `--set SECTION.KEY=VALUE [...]` (repeatable, several values per flag), `--seed N` wherever
-randomness is involved, `--no-progress`. A command module adds the ones it takes. `say` is how a
-long run's report reaches the terminal.
+randomness is involved, `--device` wherever a model runs, `--no-progress`. A command module adds
+the ones it takes. `say` is how a long run's report reaches the terminal.
 """
 
 from __future__ import annotations
+
+import torch
+
+from ..devices import DEVICES, resolve_device
 
 
 def add_set(parser, example: str = "train.epochs=3 train.lr=5e-5 data.max_length=128") -> None:
@@ -19,6 +23,25 @@ def add_seed(parser, what: str = "same as --set train.seed=N") -> None:
 
 def add_progress(parser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def add_device(parser, default: str = "auto") -> None:
+    parser.add_argument("--device", default=None,
+                        help=f"where the model runs: {DEVICES}; default {default} (auto: cuda when "
+                             "available, else cpu)")
+
+
+def device_of(args) -> torch.device:
+    """`--device` checked against this build and machine: a one-line error before any model loads."""
+    return resolve_device(args.device or "auto")
+
+
+def device_assignment(args, key: str = "train.device") -> list[str]:
+    """`--device D` (checked now) as the `--set` assignment it abbreviates (none without --device)."""
+    if args.device is None:
+        return []
+    device_of(args)
+    return [f'{key}="{args.device}"']
 
 
 def seed_assignment(args, key: str = "train.seed") -> list[str]:

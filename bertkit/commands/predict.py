@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import json
 
-from bertkit.fastpath import pack_for_cpu
 from bertkit.io import atomic_write_text
-from bertkit.quantize import quantize_int8
+from bertkit.quantize import inference_copy
 from bertkit.tasks import TASKS, load_for_inference, prediction_rows, read_prediction_input
 
-from .options import add_set
+from .options import add_device, add_set, device_of
 
 HELP = "predict with a fine-tuned model: one JSON line per input (labels, entities, answers or choices)"
 
@@ -38,12 +37,13 @@ def add_arguments(parser) -> None:
     add_set(parser, "data.text_column=body")
     parser.add_argument("--int8", action="store_true",
                         help="int8 linear layers (faster on CPU; accuracy change measured in docs/inference.md)")
+    add_device(parser)
 
 
 def run(args) -> int:
+    device = device_of(args)  # before the model loads
     model, tokenizer, spec = load_for_inference(args.model, args.task, args.set)
-    # an inference copy: int8, or fp32 with oneDNN-packed weights (same numbers, faster on CPU)
-    model = quantize_int8(model, tokenizer) if args.int8 else pack_for_cpu(model)
+    model = inference_copy(model, tokenizer, args.int8, device)
     inputs = read_prediction_input(spec.task, args.input, spec.data)
     rows = prediction_rows(model, tokenizer, spec, inputs, name=args.input)
     atomic_write_text(args.output, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))

@@ -6,7 +6,7 @@ import sys
 
 from .. import cli
 from ..recipes.pretrain import pretrain
-from .options import add_progress, add_seed, add_set, seed_assignment
+from .options import add_device, add_progress, add_seed, add_set, device_assignment, seed_assignment
 
 HELP = "pre-train an encoder from a TOML recipe: MLM (+ NSP/SOP), ELECTRA or a registered objective"
 
@@ -16,13 +16,14 @@ def add_arguments(parser) -> None:
     parser.add_argument("--out", required=True, help="run directory: checkpoints, metrics.jsonl, curves.png")
     add_set(parser, "train.lr=5e-4 data.max_length=64 data.objective=mlm+sop")
     add_seed(parser)
+    add_device(parser, "train.device, else auto")
     parser.add_argument("--resume", action="store_true",
                         help="continue from the newest complete checkpoint in --out")
     add_progress(parser)
 
 
 def run(args) -> int:
-    overrides = list(args.set) + seed_assignment(args)
+    overrides = list(args.set) + seed_assignment(args) + device_assignment(args)
     metrics = pretrain(args.config, args.out, overrides, resume=args.resume, progress=not args.no_progress)
     if metrics:
         print("final: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"

@@ -20,7 +20,7 @@ probe_data.py).
 from __future__ import annotations
 
 from ..analysis.probe_run import ProbeSettings, run_probe
-from .options import add_seed, say
+from .options import add_device, add_seed, device_of, say
 
 HELP = "train linear probes on every layer of a frozen encoder (with control task and random baseline)"
 
@@ -48,11 +48,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
     add_seed(parser, f"data shuffle, split, control labels, random init; default {defaults.seed}")
     parser.set_defaults(seed=defaults.seed)
+    add_device(parser)
 
 
 def run(args) -> int:
     settings = ProbeSettings(level=args.level, limit=args.limit, control=args.control, random_init=args.random_init,
                              pooling=args.pooling, test_fraction=args.test_fraction, weight_decay=args.weight_decay,
-                             max_length=args.max_length, batch_size=args.batch_size, seed=args.seed)
+                             max_length=args.max_length, batch_size=args.batch_size, seed=args.seed,
+                             device=str(device_of(args)))
     run_probe(args.model, args.task, args.out, settings, log=say)
     return 0

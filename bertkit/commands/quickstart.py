@@ -22,6 +22,7 @@ from ..assets import minilm_dir
 from ..encode import SentenceEncoder
 from ..errors import ConfigError
 from ..train.trainer import latest_checkpoint
+from .options import add_device, device_of
 
 HELP = "run the main job on the built-in defaults: embed, pre-train, fill-mask, fine-tune"
 
@@ -50,6 +51,7 @@ def add_arguments(parser) -> None:
                              "0.980 test accuracy, docs/peft.md)")
     parser.add_argument("--skip", nargs="*", default=[], choices=("embed", "pretrain", "finetune"),
                         help="stages to leave out")
+    add_device(parser)
 
 
 def bertkit(*argv: str) -> None:
@@ -60,49 +62,50 @@ def bertkit(*argv: str) -> None:
         raise SystemExit(code)
 
 
-def embedding_stage(model_dir: str) -> None:
+def embedding_stage(model_dir: str, device: str) -> None:
     print("\n== 1. sentence similarity with a pretrained encoder (MiniLM) ==")
-    encoder = SentenceEncoder.from_pretrained(model_dir)
+    encoder = SentenceEncoder.from_pretrained(model_dir, device=device)
     texts = sorted({t for pair in PAIRS for t in pair})
     vectors = dict(zip(texts, encoder.encode(texts)))
     for a, b in PAIRS:
         print(f"  cosine {float(np.dot(vectors[a], vectors[b])):6.3f}  {a!r} ~ {b!r}")
 
 
-def pretrain_stage(out: str, steps: int | None) -> None:
+def pretrain_stage(out: str, steps: int | None, device: str) -> None:
     print("\n== 2. pre-train a tiny modern encoder (ModernBERT architecture) from scratch on BBC News ==")
     config = os.path.normpath(PRETRAIN_CONFIG)
     if not os.path.exists(config):
         raise ConfigError(f"{config} is missing; run quickstart from a bertkit checkout")
     run_dir = os.path.join(out, "pretrain-tiny")
     steps_option = ["--set", f"train.max_steps={steps}"] if steps else []
-    bertkit("pretrain", "--config", config, "--out", run_dir, *steps_option,
+    bertkit("pretrain", "--config", config, "--out", run_dir, "--device", device, *steps_option,
             *(["--resume"] if latest_checkpoint(run_dir) else []))
     model_dir = latest_checkpoint(run_dir)
     print("\n== 3. fill-mask with the model just trained ==")
     for text in FILL_MASK_TEXTS:
-        bertkit("fill-mask", "--model", model_dir, text, "--top-k", "5")
+        bertkit("fill-mask", "--model", model_dir, text, "--top-k", "5", "--device", device)
     print(f"\ncurves: {os.path.join(run_dir, 'curves.png')}  metrics: {os.path.join(run_dir, 'metrics.jsonl')}"
           f"  checkpoint: {model_dir}")
 
 
-def finetune_stage(out: str, model_dir: str, epochs: float, max_length: int) -> None:
+def finetune_stage(out: str, model_dir: str, epochs: float, max_length: int, device: str) -> None:
     print("\n== 4. fine-tune MiniLM on BBC topics (5 classes), evaluate on the test split ==")
     run_dir = os.path.join(out, "bbc-minilm")
     bertkit("finetune", "--task", "classification", "--model", model_dir, "--train", "bbc",
-            "--out", run_dir, "--overwrite", "--set", f"train.epochs={epochs}",
+            "--out", run_dir, "--overwrite", "--device", device, "--set", f"train.epochs={epochs}",
             f"data.max_length={max_length}")
-    bertkit("evaluate", "--model", run_dir, "--data", "bbc:test")
+    bertkit("evaluate", "--model", run_dir, "--data", "bbc:test", "--device", device)
 
 
 def run(args) -> int:
     started = time.time()
+    device = str(device_of(args))  # checked before any stage starts
     os.makedirs(args.out, exist_ok=True)
     if "embed" not in args.skip:
-        embedding_stage(minilm_dir())
+        embedding_stage(minilm_dir(), device)
     if "pretrain" not in args.skip:
-        pretrain_stage(args.out, args.pretrain_steps)
+        pretrain_stage(args.out, args.pretrain_steps, device)
     if "finetune" not in args.skip:
-        finetune_stage(args.out, minilm_dir(), args.finetune_epochs, args.max_length)
+        finetune_stage(args.out, minilm_dir(), args.finetune_epochs, args.max_length, device)
     print(f"\nquickstart done in {time.time() - started:.0f} s; everything is under {args.out}/")
     return 0

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..analysis.scaling_report import fit_sweep_file, report_formula
 from ..recipes.scaling_sweep import scaling_sweep
-from .options import add_seed, add_set, say, seed_assignment
+from .options import add_device, add_seed, add_set, device_assignment, say, seed_assignment
 
 HELP = "scaling laws: published formulas, power-law fits of sweeps, and a budgeted size sweep"
 
@@ -45,6 +45,7 @@ def add_arguments(parser) -> None:
     p.add_argument("--config", help="pre-training recipe TOML (default: the built-in tiny BBC recipe)")
     add_set(p, "train.lr=5e-4 data.max_length=32")
     add_seed(p)
+    add_device(p, "train.device, else auto")
     p.add_argument("--threads", type=int, default=None,
                    help="torch intra-op threads (default: torch's choice); 1 is fastest for tiny models "
                         "on a busy machine")
@@ -58,6 +59,6 @@ def run(args) -> int:
         fit_sweep_file(args.sweep, fit_offset=not args.no_offset, plot=args.plot, as_json=args.json)
     else:
         scaling_sweep(args.sizes, args.tokens, args.time_budget, args.out, config=args.config,
-                      overrides=list(args.set) + seed_assignment(args), threads=args.threads,
+                      overrides=list(args.set) + seed_assignment(args) + device_assignment(args), threads=args.threads,
                       fit=not args.no_fit, log=say)
     return 0

@@ -25,7 +25,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from ..errors import ConfigError
+from ..devices import resolve_device
 
 
 @dataclass
@@ -73,14 +73,9 @@ class DistContext:
 
 
 def pick_device(name: str = "auto", local_rank: int = 0) -> torch.device:
-    """"auto" -> cuda:<local_rank> when CUDA is available, else cpu; or an explicit device."""
-    if name == "auto":
-        return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"device {name!r} asked for but CUDA is not available; use device=\"cpu\"")
-    if name == "cuda":
-        return torch.device(f"cuda:{local_rank}")
-    return torch.device(name)
+    """"auto" -> cuda:<local_rank> when CUDA is available, else cpu; or an explicit device, checked
+    against this build and machine (bertkit/devices.py)."""
+    return resolve_device(name, local_rank)
 
 
 def init_distributed(device: str = "auto") -> DistContext:
