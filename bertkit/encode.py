@@ -24,11 +24,11 @@ from typing import Sequence
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from .errors import CheckpointError, DataError
 from .fastpath import pack_for_cpu
 from .model import BertModel
+from .progress import progress
 from .quantize import check_quantize, quantize_int8
 from .sentence_layout import SentenceLayout, has_layout, read_layout, write_layout
 from .tokenizer import Tokenizer
@@ -207,7 +207,4 @@ def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 def _progress(items, show: bool):
-    if not show:
-        return items
-
-    return tqdm(items, desc="encode", unit="batch", disable=None)  # None: no bar when not a terminal
+    return progress(items, desc="encode", unit="batch") if show else items

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from .. import cli
+from ..progress import on_terminal
 from ..tokenizer import Tokenizer
 
 HELP = "train a WordPiece (BERT) or byte-level BPE (RoBERTa) tokenizer on text files"
@@ -22,11 +23,13 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    bar = on_terminal()  # the tokenizers library's own bar: only on a terminal, as bertkit's
     if args.kind == "wordpiece":
-        tok = Tokenizer.train_wordpiece(args.files, vocab_size=args.vocab_size,
-                                        min_frequency=args.min_frequency, lowercase=not args.cased)
+        tok = Tokenizer.train_wordpiece(args.files, vocab_size=args.vocab_size, min_frequency=args.min_frequency,
+                                        lowercase=not args.cased, show_progress=bar)
     else:
-        tok = Tokenizer.train_bpe(args.files, vocab_size=args.vocab_size, min_frequency=args.min_frequency)
+        tok = Tokenizer.train_bpe(args.files, vocab_size=args.vocab_size, min_frequency=args.min_frequency,
+                                  show_progress=bar)
     tok.save_pretrained(args.out)
     print(f"saved a {args.kind} tokenizer with {tok.vocab_size} tokens to {args.out}")
     return 0

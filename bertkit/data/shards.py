@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 import numpy as np
-from tqdm import tqdm
 
 from bertkit.errors import DataError
 from bertkit.io import atomic_write_json
+from bertkit.progress import progress
 
 __all__ = ["prepare_shards", "ShardedCorpus", "vocab_fingerprint", "token_dtype"]
 
@@ -279,10 +279,7 @@ def _with_totals(meta: dict) -> dict:
 
 
 def _progress(enabled: bool, meta: dict):
-    if not enabled:
-        return None
-
-    return tqdm(desc="tokenizing", unit="doc", initial=meta["documents_read"], dynamic_ncols=True)
+    return progress(desc="tokenizing", unit="doc", initial=meta["documents_read"], enabled=enabled)
 
 
 # ---------------------------------------------------------------------------- reading

@@ -5,7 +5,8 @@ Per optimizer step (A = grad_accum micro-batches per rank, W ranks):
     loss_step = 1/W sum_r 1/A sum_a L(batch_{r,a})        (DDP averages over r, we average over a)
     clip ||g||_2 to grad_clip, AdamW step, scheduler step (lr of the next step), zero grads
 
-Around it: a tqdm bar; JSON-lines metrics (`OUT/metrics.jsonl`) and `OUT/curves.png`;
+Around it: a progress bar (on a terminal; a line a minute in a log file); JSON-lines metrics
+(`OUT/metrics.jsonl`) and `OUT/curves.png`;
 evaluation every `eval_every` steps; checkpoints every `save_every` steps and at the end.
 
 A wall-clock budget (`max_minutes`) ends the run after the step at which the training time
@@ -59,6 +60,7 @@ from ..checkpoint import load_into, read_state_dict
 from ..config import BertConfig
 from ..errors import BertkitError, CheckpointError, ConfigError, DataError
 from ..io import atomic_directory, atomic_open, atomic_write_text
+from ..progress import progress
 from .config_io import dataclass_from_dict
 from .distributed import DistContext, init_distributed, unwrap, wrap_model
 from .early_stopping import BestKeeper
@@ -498,11 +500,9 @@ class Trainer:
                 plot_curves(self.history, f, baseline)
 
     def _progress_bar(self):
-        if not self.progress:
-            return None
-
-        return tqdm(total=self.config.max_steps, initial=self.step, desc="train", unit="step",
-                    dynamic_ncols=True)
+        # a bar on a terminal, a line a minute in a log file (bertkit/progress.py)
+        return progress(total=self.config.max_steps, initial=self.step, desc="train", unit="step",
+                        enabled=self.progress)
 
     # ------------------------------------------------------------------ save / restore
     def _rank_state(self) -> dict:

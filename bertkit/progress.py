@@ -1,0 +1,75 @@
+"""How long work shows its progress: a tqdm bar on a terminal, a plain line now and then elsewhere.
+
+A bar redraws itself with carriage returns many times a second; written into a log file (stderr
+redirected, a batch job, CI) that is thousands of fragments per minute. So `progress()` decides,
+in one place: when stderr is a terminal, a tqdm bar; otherwise a `LogLines` object with the same
+methods that writes one whole line at most every `LOG_EVERY_S` seconds, and one at the end.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Iterable
+
+from tqdm import tqdm
+
+LOG_EVERY_S = 60.0  # seconds between progress lines in a log (not a terminal)
+
+
+def on_terminal() -> bool:
+    """True when stderr (where progress goes) is an interactive terminal."""
+    isatty = getattr(sys.stderr, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def progress(iterable: Iterable | None = None, *, total: int | None = None, desc: str = "",
+             unit: str = "it", initial: int = 0, enabled: bool = True):
+    """A progress display for `iterable` (or for `update(n)` calls): None when not `enabled`, a tqdm
+    bar on a terminal, else LogLines."""
+    if not enabled:
+        return None
+    if on_terminal():
+        return tqdm(iterable, total=total, desc=desc, unit=unit, initial=initial, dynamic_ncols=True)
+    return LogLines(iterable, total=total, desc=desc, unit=unit, initial=initial)
+
+
+class LogLines:
+    """tqdm's update / set_postfix / close / iteration, written as whole lines to stderr:
+    "train: 120/1000 step (12%), 1.9 step/s, loss=2.31" every LOG_EVERY_S seconds and at close."""
+
+    def __init__(self, iterable: Iterable | None = None, total: int | None = None, desc: str = "",
+                 unit: str = "it", initial: int = 0):
+        self.iterable, self.desc, self.unit = iterable, desc, unit
+        self.total = len(iterable) if total is None and hasattr(iterable, "__len__") else total
+        self.n = self.start_n = initial
+        self.postfix = ""
+        self.started = self.last_line = time.monotonic()
+        self.closed = False
+
+    def __iter__(self):
+        for item in self.iterable:
+            yield item
+            self.update(1)
+        self.close()
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        if time.monotonic() - self.last_line >= LOG_EVERY_S:
+            self._line()
+
+    def set_postfix(self, refresh: bool = True, **values) -> None:
+        self.postfix = ", ".join(f"{k}={v}" for k, v in values.items())
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._line()
+
+    def _line(self) -> None:
+        self.last_line = now = time.monotonic()
+        done = f"{self.n}/{self.total}" if self.total else f"{self.n}"
+        share = f" ({self.n / self.total:.0%})" if self.total else ""
+        rate = (self.n - self.start_n) / max(now - self.started, 1e-9)
+        tail = f", {self.postfix}" if self.postfix else ""
+        print(f"{self.desc}: {done} {self.unit}{share}, {rate:.3g} {self.unit}/s{tail}", file=sys.stderr, flush=True)

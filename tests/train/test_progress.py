@@ -1,0 +1,84 @@
+"""Progress bars only on a terminal: a log file (stderr not a terminal) gets whole lines now and
+then, never a bar's carriage-return redraws. One helper (bertkit/progress.py) decides."""
+
+import io
+import sys
+
+import numpy as np
+import pytest
+import torch
+from helpers import tiny_config
+
+from bertkit import progress as progress_module
+from bertkit.encode import SentenceEncoder
+from bertkit.heads import BertForMaskedLM
+from bertkit.train import Trainer, TrainConfig
+
+STEPS = 6
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def tiny_batches(n=4, vocab=40, length=8):
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, vocab, (n, 2, length), generator=gen)
+    return [{"input_ids": x, "attention_mask": torch.ones_like(x), "labels": x} for x in ids]
+
+
+def train(out, **overrides):
+    torch.manual_seed(0)
+    cfg = TrainConfig(**{"max_steps": STEPS, "lr": 1e-3, "batch_size": 2, "log_every": 2, "save_every": -1,
+                         "device": "cpu", **overrides})
+    trainer = Trainer(BertForMaskedLM(tiny_config(40)), tiny_batches(), cfg, out_dir=str(out), progress=True)
+    trainer.train()
+    return trainer
+
+
+def test_a_log_file_gets_one_line_at_the_end_and_no_bar(tmp_path, capsys):
+    train(tmp_path / "run")
+    err = capsys.readouterr().err
+    assert "\r" not in err
+    lines = [line for line in err.splitlines() if line.startswith("train:")]
+    assert len(lines) == 1 and lines[0].startswith(f"train: {STEPS}/{STEPS} step (100%), ")
+    assert "loss=" in lines[0] and "lr=" in lines[0]
+
+
+def test_a_log_file_gets_periodic_lines(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(progress_module, "LOG_EVERY_S", 0.0)  # a line per update
+    train(tmp_path / "run")
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("train:")]
+    assert [line.split()[1] for line in lines] == [f"{i}/{STEPS}" for i in range(1, STEPS + 1)] + [f"{STEPS}/{STEPS}"]
+
+
+def test_a_terminal_gets_the_bar(tmp_path, monkeypatch):
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert progress_module.on_terminal()
+    train(tmp_path / "run")
+    shown = terminal.getvalue()
+    assert "\r" in shown and f"{STEPS}/{STEPS}" in shown
+
+
+def test_no_progress_writes_nothing(tmp_path, capsys):
+    torch.manual_seed(0)
+    cfg = TrainConfig(max_steps=2, lr=1e-3, batch_size=2, save_every=-1, device="cpu")
+    Trainer(BertForMaskedLM(tiny_config(40)), tiny_batches(), cfg, out_dir=str(tmp_path), progress=False).train()
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_encoding_shows_a_bar_only_on_a_terminal(minilm_dir, capsys, monkeypatch, terminal):
+    encoder = SentenceEncoder.from_pretrained(minilm_dir)
+    stream = Terminal() if terminal else io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stream)
+    vectors = encoder.encode(["one", "two words", "three more words"], batch_size=1, show_progress=True)
+    assert vectors.shape == (3, 384) and np.isfinite(vectors).all()
+    shown = stream.getvalue()
+    if terminal:
+        assert "\r" in shown and "encode" in shown
+    else:
+        assert "\r" not in shown and shown.splitlines() == [shown.splitlines()[0]]
+        assert shown.startswith("encode: 3/3 batch (100%)")
