@@ -6,7 +6,7 @@ Per optimizer step (A = grad_accum micro-batches per rank, W ranks):
     clip ||g||_2 to grad_clip, AdamW step, scheduler step (lr of the next step), zero grads
 
 Around it: a progress bar (on a terminal; a line a minute in a log file); JSON-lines metrics
-(`OUT/metrics.jsonl`) and `OUT/curves.png`;
+(`OUT/metrics.jsonl`), `OUT/curves.png` and, with `report_to = "tensorboard"`, TensorBoard scalars;
 evaluation every `eval_every` steps; checkpoints every `save_every` steps and at the end.
 
 A wall-clock budget (`max_minutes`) ends the run after the step at which the training time
@@ -66,6 +66,7 @@ from .distributed import DistContext, init_distributed, unwrap, wrap_model
 from .early_stopping import BestKeeper
 from .optim import build_optimizer
 from .plots import plot_curves
+from .reporting import check_report_to, open_reporter
 from .schedule import SCHEDULES, WarmupDecay, build_scheduler
 
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -101,6 +102,7 @@ class TrainConfig:
     device: str = "auto"  # "auto" = cuda when available, else cpu
     adam_eps: float = 1e-6
     adam_beta2: float = 0.999
+    report_to: str = "none"  # "tensorboard": the metric rows also as TensorBoard scalars (reporting.py)
 
     def __post_init__(self) -> None:
         for name in ("max_steps", "grad_accum", "batch_size", "keep_last", "log_every"):
@@ -138,6 +140,7 @@ class TrainConfig:
         if self.head_lr is not None and not (isinstance(self.head_lr, (int, float)) and self.head_lr > 0):
             raise ConfigError(f"train.head_lr must be a positive number (or unset: the head trains at train.lr), "
                               f"got {self.head_lr!r}")
+        check_report_to(self.report_to)  # an unknown target, or tensorboard without its package
 
     @property
     def warmup(self) -> int:
@@ -298,6 +301,8 @@ class Trainer:
             if self.ctx.is_main:
                 atomic_write_text(self._metrics_path(), "")
         batches = self._batches()
+        if self.ctx.is_main:
+            self.reporter = open_reporter(cfg.report_to, self.out_dir, self.step)
 
         # DDP broadcasts rank 0's weights here. The wrapper is dropped when train() returns:
         # one still alive at interpreter exit frees its gloo worker threads during
@@ -334,6 +339,9 @@ class Trainer:
         finally:
             if bar is not None:
                 bar.close()
+            if self.reporter is not None:
+                self.reporter.close()
+                self.reporter = None
             self.ddp_model = None
         return last_metrics
 
@@ -447,6 +455,10 @@ class Trainer:
         # at worst cut the last line, and resume rewrites the file atomically (_restore).
         with open(self._metrics_path(), "a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
+        if self.reporter is not None:
+            self.reporter.write(row)
+
+    reporter = None  # train.report_to's writer while train() runs (rank 0)
 
     def _empty_window(self) -> dict:
         return {"loss": 0.0, "steps": 0, "tokens": 0, "time": 0.0, **{n: 0.0 for n in self.log_outputs}}
