@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Iterable, Sequence, Union
 
 from bertkit.errors import DataError
-from bertkit.io import MAX_LINE_BYTES, check_regular_file, iter_jsonl, iter_text_lines, loads_json, read_text
+from bertkit.io import MAX_LINE_BYTES, check_regular_file, iter_text_lines, loads_json, read_text
+from bertkit.tasks.tables import is_table, iter_records
 
 Label = Union[str, float, list, None]
 
@@ -192,7 +193,8 @@ def read_text_dataset(
     label_type: str = "auto",
     multilabel_sep: str = "|",
 ) -> list[TextExample]:
-    """Read a text classification / regression set from .csv, .tsv or .jsonl.
+    """Read a text classification / regression set from .csv, .tsv, .jsonl, .parquet or a directory
+    saved by `datasets` (the last two as JSONL records: tables.py).
 
     CSV and TSV files need a header row. Labels:
       * multi-label: a JSON list in JSONL, or labels joined by `multilabel_sep` ("a|b") in
@@ -205,7 +207,9 @@ def read_text_dataset(
     path = str(path)
     if label_type not in ("auto", "category", "number"):
         raise DataError(f"label_type must be 'auto', 'category' or 'number', got {label_type!r}")
-    check_regular_file(path)
+    table = is_table(path)
+    if not table:
+        check_regular_file(path)
     suffix = Path(path).suffix.lower()
     wanted = [text_column] + ([pair_column] if pair_column else []) + ([label_column] if label_column else [])
     texts, pairs, raw_labels, where, lines = [], [], [], [], []
@@ -232,8 +236,8 @@ def read_text_dataset(
                 raw_labels.append([part.strip() for part in cell.split(multilabel_sep) if part.strip()])
             else:
                 raw_labels.append(cell)
-    elif suffix == ".jsonl":
-        for line, record in iter_jsonl(path):
+    elif suffix == ".jsonl" or table:
+        for line, record in iter_records(path):
             missing = [name for name in wanted if name not in record]
             if missing:
                 raise DataError(
@@ -257,7 +261,8 @@ def read_text_dataset(
                 )
             raw_labels.append(value)
     else:
-        raise DataError(f"{path}: unknown extension {suffix!r}; use .csv, .tsv or .jsonl")
+        raise DataError(f"{path}: unknown extension {suffix!r}; use .csv, .tsv, .jsonl, .parquet or a directory "
+                        "saved by datasets")
 
     labels = _finish_labels(raw_labels, where, path, label_type)
     return [TextExample(text=t, text_pair=p, label=l, line=n) for t, p, l, n in zip(texts, pairs, labels, lines)]
@@ -496,9 +501,10 @@ class ChoiceExample:
 
 
 def read_choices(path: str, labelled: bool = True) -> list[ChoiceExample]:
-    """ChoiceExamples from a JSON-lines file; refuses a line with a missing or bad field."""
+    """ChoiceExamples from a JSON-lines file (or Parquet / a saved dataset with the same fields:
+    tables.py); refuses a line with a missing or bad field."""
     examples: list[ChoiceExample] = []
-    for line, record in iter_jsonl(path):
+    for line, record in iter_records(path):
         context, choices, label = record.get("context"), record.get("choices"), record.get("label")
         if not isinstance(context, str):
             raise DataError(f"{path}: line {line} needs a string field 'context'")
