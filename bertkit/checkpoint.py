@@ -26,6 +26,7 @@ from torch import nn
 from .config import BertConfig
 from .errors import CheckpointError, DataError
 from .hf_compat import TransformersHabits, check_attn_implementation, resolve_dtype
+from .hub_cache import resolve_model_dir
 from .io import atomic_open, check_regular_file, loads_json, read_text
 from .variants.keymaps import from_hf, hf_architecture, to_hf, warn_if_transformers_cannot_run
 
@@ -242,7 +243,7 @@ class PretrainedMixin(TransformersHabits):
         records); `attn_implementation`: "sdpa" or "eager", as transformers (see hf_compat.py).
         """
         check_attn_implementation(attn_implementation)
-        directory = os.fspath(directory)
+        directory = resolve_model_dir(directory)  # a directory, or ORG/NAME in the local HF cache
         if not os.path.isdir(directory):
             raise CheckpointError(f"model directory {directory} does not exist; pass a directory "
                                   "holding config.json and model.safetensors")

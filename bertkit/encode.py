@@ -27,6 +27,7 @@ import torch
 
 from .errors import CheckpointError, DataError
 from .fastpath import pack_for_cpu
+from .hub_cache import resolve_model_dir
 from .model import BertModel
 from .progress import progress
 from .quantize import check_quantize, quantize_int8
@@ -69,8 +70,9 @@ class SentenceEncoder:
                         device: torch.device | str = "cpu") -> "SentenceEncoder":
         """Load a sentence-transformers directory (modules.json: pooling, normalisation, prompts)
         or a plain model directory (mean pooling + normalisation), to run on `device`."""
+        directory = resolve_model_dir(directory)  # a directory, or ORG/NAME in the local HF cache
         layout = read_layout(directory)
-        model_dir = os.path.join(os.fspath(directory), layout.transformer_path)
+        model_dir = os.path.join(directory, layout.transformer_path)
         model = BertModel.from_pretrained(model_dir).to(device)
         return cls(model, Tokenizer.from_pretrained(model_dir), layout, quantize)
 

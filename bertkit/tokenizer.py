@@ -33,6 +33,7 @@ from tokenizers import Tokenizer as _RustTokenizer
 from tokenizers import trainers
 
 from bertkit.errors import CheckpointError, ConfigError, DataError
+from bertkit.hub_cache import resolve_model_dir
 from bertkit.io import atomic_write_text
 
 __all__ = ["Tokenizer", "BatchEncoding"]
@@ -213,7 +214,7 @@ class Tokenizer:
         merges.txt (byte-level BPE). tokenizer_config.json next to the file(s), when
         present, supplies special token names and `model_max_length`.
         """
-        path = Path(directory)
+        path = Path(resolve_model_dir(directory))  # a path, or ORG/NAME in the local HF cache
         if not path.exists():
             raise CheckpointError(f"tokenizer path {path} does not exist; expected a directory with {_EXPECTED_FILES}")
         folder = path if path.is_dir() else path.parent

@@ -24,7 +24,7 @@ from bertkit.recipes.distill import DISTILLABLE, compare_on_test, distill_finetu
 from bertkit.recipes.finetune import section_keys
 from bertkit.train.config_io import apply_overrides, load_toml
 
-from .options import add_device, add_progress, add_seed, add_set, device_assignment, seed_assignment
+from .options import add_device, add_progress, add_seed, add_set, device_assignment, model_path, seed_assignment
 
 HELP = ("distil a fine-tuned classifier, tagger or QA model (or, --stage pretrain, an MLM model) into a student "
         "with fewer layers (DistilBERT-style)")
@@ -36,8 +36,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--stage", choices=("task", "pretrain"), default="task",
                         help="task: a fine-tuned teacher on labelled data; pretrain: an MLM teacher on a corpus "
                              "(DistilBERT's triple loss, the pre-training recipe)")
-    parser.add_argument("--teacher", required=True, help="fine-tuned model directory (bertkit finetune output); "
-                                                         "--stage pretrain: an MLM checkpoint")
+    parser.add_argument("--teacher", required=True, type=model_path,
+                        help="fine-tuned model directory (bertkit finetune output); --stage pretrain: an MLM "
+                             "checkpoint")
     parser.add_argument("--out", required=True, help="output directory: the best student ends here")
     parser.add_argument("--task", default="classification", choices=DISTILLABLE,
                         help="the teacher's task (classification: single-label)")
@@ -124,7 +125,7 @@ def run_pretrain_stage(args) -> int:
     if unused:
         raise ConfigError(f"{', '.join(unused)} belong to --stage task; the pre-training stage reads its corpus "
                           "from [data] (e.g. --set data.corpus=bbc) and continues a run with --resume")
-    assignments = list(args.set) + seed_assignment(args)
+    assignments = list(args.set) + seed_assignment(args) + device_assignment(args)
     for name, key in PRETRAIN_WEIGHTS.items():
         if getattr(args, name) is not None:
             assignments.append(f"{key}={getattr(args, name)}")

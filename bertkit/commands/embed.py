@@ -19,13 +19,13 @@ import numpy as np
 from ..encode import SentenceEncoder
 from ..errors import DataError
 from ..io import atomic_open, iter_text_lines
-from .options import add_device, device_of
+from .options import add_device, device_of, model_path
 
 HELP = "embed each line of a text file (the model's pooling; default mean + L2) into a .npy matrix"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--model", required=True, help="model directory (weights + tokenizer)")
+    parser.add_argument("--model", required=True, type=model_path, help="model directory (weights + tokenizer)")
     parser.add_argument("--input", required=True, help="UTF-8 text file, one text per line")
     parser.add_argument("--output", required=True, help="where to write the (n, hidden) float32 .npy")
     parser.add_argument("--batch-size", type=int, default=32)

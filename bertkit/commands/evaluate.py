@@ -14,13 +14,13 @@ from bertkit.quantize import inference_copy
 from bertkit.tasks import (TASKS, check_model_labels, clean_metrics, evaluate_examples,
                            load_examples, load_for_inference, subsample)
 
-from .options import add_device, add_seed, add_set, device_of
+from .options import add_device, add_seed, add_set, device_of, model_path
 
 HELP = "evaluate a fine-tuned model on labelled data; the last stdout line is the metrics as JSON"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--model", required=True, help="fine-tuned model directory")
+    parser.add_argument("--model", required=True, type=model_path, help="fine-tuned model directory")
     parser.add_argument("--data", required=True, help="labelled data file, or built-in NAME[:split] "
                                                        "(default split: test), e.g. bbc")
     parser.add_argument("--task", choices=TASKS, help="default: the task the model was fine-tuned for")

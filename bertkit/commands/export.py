@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from bertkit.export.onnx import TASKS, export_onnx
 
+from .options import model_path
+
 HELP = "export a model (any task head, or the sentence encoder) to ONNX, with its tokenizer"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--model", required=True, help="model directory (weights + tokenizer)")
+    parser.add_argument("--model", required=True, type=model_path, help="model directory (weights + tokenizer)")
     parser.add_argument("--out", required=True, help="output directory (model.onnx, tokenizer, config.json)")
     parser.add_argument("--format", choices=["onnx"], default="onnx", help="the target format")
     parser.add_argument("--task", choices=TASKS,

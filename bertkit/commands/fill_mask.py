@@ -9,13 +9,14 @@ import sys
 
 from .. import cli
 from ..fill_mask import TOP_K, fill_mask
-from .options import add_device, device_of
+from .options import add_device, device_of, model_path
 
 HELP = "print the top-k tokens (with probabilities) a masked-LM model predicts for each [MASK]"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--model", required=True, help="model directory with an MLM head and a tokenizer")
+    parser.add_argument("--model", required=True, type=model_path,
+                        help="model directory with an MLM head and a tokenizer")
     parser.add_argument("text", help="text containing the tokenizer's mask token, e.g. [MASK]")
     parser.add_argument("--top-k", type=int, default=TOP_K, help="fillers per mask")
     add_device(parser)

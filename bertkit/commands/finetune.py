@@ -17,14 +17,16 @@ from bertkit.recipes.finetune import finetune, section_keys
 from bertkit.tasks import BUILTIN_DATA, TASKS
 from bertkit.train.config_io import apply_overrides, load_toml
 
-from .options import add_device, add_progress, add_seed, add_set, device_assignment, seed_assignment
+from .options import add_device, add_progress, add_seed, add_set, device_assignment, model_path, seed_assignment
 
 HELP = "fine-tune an encoder on a task: " + ", ".join(TASKS)
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--task", required=True, choices=TASKS)
-    parser.add_argument("--model", required=True, help="pre-trained model directory (weights + tokenizer)")
+    parser.add_argument("--model", required=True, type=model_path,
+                        help="pre-trained model directory (weights + tokenizer), or ORG/NAME in the local Hugging "
+                             "Face cache")
     parser.add_argument("--train", required=True, help="training data file, or built-in: " + ", ".join(BUILTIN_DATA))
     parser.add_argument("--dev", help="dev data file (picks the best checkpoint); default with built-in "
                                       "data: its dev split")
@@ -45,7 +47,8 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     sections = load_toml(args.config) if args.config else {}
-    assignments = list(args.set) + seed_assignment(args) + device_assignment(args) + ([f"peft.method={args.peft}"] if args.peft else [])
+    assignments = (list(args.set) + seed_assignment(args) + device_assignment(args)
+                   + ([f"peft.method={args.peft}"] if args.peft else []))
     sections = apply_overrides(sections, assignments, section_keys())
     summary = finetune(args.task, args.model, args.train, args.dev, args.out, sections,
                        overwrite=args.overwrite, progress=not args.no_progress)

@@ -8,12 +8,13 @@ from collections import Counter
 
 from ..checkpoint import read_state_dict
 from ..config import BertConfig
+from .options import model_path
 
 HELP = "show a model directory's config and parameter counts by part"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("model", help="model directory (config.json + weights)")
+    parser.add_argument("model", type=model_path, help="model directory (config.json + weights)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 

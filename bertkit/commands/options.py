@@ -1,15 +1,20 @@
 """The command-line conventions every command shares, each defined once.
 
 `--set SECTION.KEY=VALUE [...]` (repeatable, several values per flag), `--seed N` wherever
-randomness is involved, `--device` wherever a model runs, `--no-progress`. A command module adds
-the ones it takes. `say` is how a long run's report reaches the terminal.
+randomness is involved, `--device` wherever a model runs, `--no-progress`; `model_path` reads
+every option that names a model. A command module adds the ones it takes. `say` is how a long
+run's report reaches the terminal.
 """
 
 from __future__ import annotations
 
+import argparse
+
 import torch
 
 from ..devices import DEVICES, resolve_device
+from ..errors import BertkitError
+from ..hub_cache import resolve_model_dir
 
 
 def add_set(parser, example: str = "train.epochs=3 train.lr=5e-5 data.max_length=128") -> None:
@@ -42,6 +47,15 @@ def device_assignment(args, key: str = "train.device") -> list[str]:
         return []
     device_of(args)
     return [f'{key}="{args.device}"']
+
+
+def model_path(text: str) -> str:
+    """argparse `type=` of every option naming a model: a directory, or a Hugging Face name
+    (ORG/NAME) found in the local Hugging Face cache, offline (bertkit/hub_cache.py)."""
+    try:
+        return resolve_model_dir(text)
+    except BertkitError as e:  # argparse reports it as "argument --model: ..."
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def seed_assignment(args, key: str = "train.seed") -> list[str]:

@@ -41,7 +41,8 @@ class TensorBoardReporter:
     def __init__(self, out_dir: str, start_step: int = 0):
         writer_class = _summary_writer_class()
         # purge_step: on resume from step s, the events a killed run wrote past s are dropped
-        self.writer = writer_class(os.path.join(out_dir, TENSORBOARD_DIR), purge_step=start_step + 1 if start_step else None)
+        purge = start_step + 1 if start_step else None
+        self.writer = writer_class(os.path.join(out_dir, TENSORBOARD_DIR), purge_step=purge)
 
     def write(self, row: dict) -> None:
         split, step = row.get("split", "train"), row["step"]
