@@ -3,6 +3,8 @@
 The task and the input settings (max_length, columns, QA windows) are read from the model's
 finetune_summary.json, else from its config.json; `--task` and `--set data.key=value` override
 them. The last line of stdout is one JSON object of metrics, e.g. {"accuracy": 0.97, ...}.
+Under torchrun (`torchrun --nproc_per_node N -m bertkit.cli evaluate ...`) each process scores
+1/N of the examples and rank 0 prints the metrics of all of them.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from bertkit.errors import ConfigError, DataError
 from bertkit.quantize import inference_copy
 from bertkit.tasks import (TASKS, check_model_labels, clean_metrics, evaluate_examples,
                            load_examples, load_for_inference, subsample)
+from bertkit.train.distributed import init_distributed, shutdown
 
-from .options import add_device, add_seed, add_set, device_of, model_path
+from .options import add_device, add_seed, add_set, model_path
 
 HELP = "evaluate a fine-tuned model on labelled data; the last stdout line is the metrics as JSON"
 
@@ -36,15 +39,27 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     if args.limit < 0:
         raise ConfigError(f"--limit must be >= 0, got {args.limit}")
-    device = device_of(args)  # before the model loads
+    # the device is checked here, before anything loads; under torchrun each process scores 1/W of the examples
+    ctx = init_distributed(args.device or "auto")
+    try:
+        metrics, spec, examples = score(args, ctx)
+    except BaseException:
+        shutdown(wait=False)  # a peer may have failed too: do not wait for it
+        raise
+    shutdown()
+    if ctx.is_main:
+        print(f"{spec.task} on {args.data}: {len(examples)} examples")
+        print(json.dumps(clean_metrics({k: float(v) for k, v in metrics.items()})))
+    return 0
+
+
+def score(args, ctx):
+    """(metrics, spec, examples) of the model on the data; under torchrun from this rank's share."""
     model, tokenizer, spec = load_for_inference(args.model, args.task, args.set)
-    model = inference_copy(model, tokenizer, args.int8, device)
+    model = inference_copy(model, tokenizer, args.int8, ctx.device)
     examples = load_examples(spec.task, args.data, "test", spec.data)
     if not examples:
         raise DataError(f"{args.data}: no examples to evaluate")
     examples = subsample(examples, args.limit, args.seed or 0)
     check_model_labels(model, spec, examples, args.data)
-    metrics = evaluate_examples(model, tokenizer, spec, examples, name=args.data)
-    print(f"{spec.task} on {args.data}: {len(examples)} examples")
-    print(json.dumps(clean_metrics({k: float(v) for k, v in metrics.items()})))
-    return 0
+    return evaluate_examples(model, tokenizer, spec, examples, name=args.data, ctx=ctx), spec, examples

@@ -48,6 +48,7 @@ from bertkit.tasks.formats import build_label_map, check_labels_known
 from bertkit.tokenizer import Tokenizer
 from bertkit.train import LengthBucketedBatches, TrainConfig, Trainer
 from bertkit.train.config_io import bertkit_names, check_keys, dataclass_from_dict
+from bertkit.train.distributed import DistContext, init_distributed, shutdown
 from bertkit.train.early_stopping import BestKeeper
 
 
@@ -349,10 +350,27 @@ def finetune(task: str, model_dir: str, train_source: str, dev_source: str | Non
     `model_fn(model_dir, task, labels, model_overrides)` builds the task model instead of
     `build_task_model`; `train_wrapper(model)` wraps it into the module the Trainer optimises
     (its forward gives the loss), while dev evaluation and the saved model stay `model`.
+
+    Under torchrun each of the W processes trains on its share of the batches (DDP averages the
+    gradients), so an epoch takes 1/W of the steps; rank 0 evaluates, keeps the best model and
+    returns the summary (the others return {}). The process group is left at the end.
     """
+    recipe = build_recipe(sections)
+    ctx = init_distributed(recipe.train.device)
+    try:
+        summary = _finetune(task, model_dir, train_source, dev_source, out_dir, recipe, ctx, overwrite,
+                            progress and ctx.is_main, model_fn, train_wrapper)
+    except BaseException:
+        shutdown(wait=False)  # a peer may have failed too: do not wait for it
+        raise
+    shutdown()
+    return summary
+
+
+def _finetune(task: str, model_dir: str, train_source: str, dev_source: str | None, out_dir: str, recipe: Recipe,
+              ctx: DistContext, overwrite: bool, progress: bool, model_fn, train_wrapper) -> dict:
     started = time.time()
     get_task(task)
-    recipe = build_recipe(sections)
     check_out_dir(out_dir, overwrite)  # before the slow parts; cleaned once the data is known good
     data = load_task_data(task, train_source, dev_source, recipe)
     metric = select_metric(data.task, recipe.options)
@@ -366,12 +384,15 @@ def finetune(task: str, model_dir: str, train_source: str, dev_source: str | Non
     if train_wrapper is not None:
         trained = train_wrapper(trained)
 
-    prepare_out_dir(out_dir, overwrite)
+    if ctx.is_main:
+        prepare_out_dir(out_dir, overwrite)
+    ctx.barrier()
     batches = LengthBucketedBatches(features, recipe.train.batch_size, Collator(tokenizer.pad_token_id),
-                                    lengths=[feature_length(f) for f in features], seed=recipe.train.seed)
+                                    lengths=[feature_length(f) for f in features], seed=recipe.train.seed,
+                                    rank=ctx.rank, world_size=ctx.world_size)  # this rank's share
     train_config, steps_per_epoch = run_length(recipe, batches)
     keeper = BestKeeper(out_dir, metric, recipe.options.patience, tokenizer, metric in data.task.lower_is_better)
-    trainer = Trainer(trained, batches, train_config, out_dir, tokenizer=tokenizer, progress=progress)
+    trainer = Trainer(trained, batches, train_config, out_dir, tokenizer=tokenizer, progress=progress, ctx=ctx)
 
     def evaluate_dev(_model) -> dict:
         metrics = evaluate_examples(model, tokenizer, data.spec, data.dev, name="dev")

@@ -96,10 +96,20 @@ def load_for_inference(model_dir: str, task: str | None = None, assignments: Seq
 
 
 # ---------------------------------------------------------------------------- evaluate
-def evaluate_examples(model, tokenizer, spec: TaskSpec, examples: Sequence, name: str = "data") -> dict:
-    """The task's metrics of `model` on labelled `examples` (flat {name: float})."""
+def evaluate_examples(model, tokenizer, spec: TaskSpec, examples: Sequence, name: str = "data", ctx=None) -> dict:
+    """The task's metrics of `model` on labelled `examples` (flat {name: float}).
+
+    With `ctx` (a train.distributed.DistContext) of W > 1 processes, rank r decodes examples
+    r, r + W, r + 2W, ...; the predictions are gathered back into order, so every rank returns
+    the metrics of all the examples for 1/W of the model's work."""
     task = get_task(spec.task)
-    return task.metrics(examples, task.decode(model, tokenizer, examples, spec, name))
+    if ctx is None or not ctx.enabled:
+        return task.metrics(examples, task.decode(model, tokenizer, examples, spec, name))
+    share = list(examples[ctx.rank::ctx.world_size])
+    predictions: list = [None] * len(examples)
+    for rank, part in enumerate(ctx.gather(task.decode(model, tokenizer, share, spec, name) if share else [])):
+        predictions[rank::ctx.world_size] = part
+    return task.metrics(examples, predictions)
 
 
 def baseline_metrics(spec: TaskSpec, train: Sequence, examples: Sequence) -> dict:

@@ -1,0 +1,122 @@
+"""`bertkit finetune` and `bertkit evaluate` under torchrun split the data across the ranks: two
+gloo processes take half the optimizer steps of one process per epoch, and evaluate scores half the
+examples each, giving the one-process metrics."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import warnings
+
+import pytest
+
+from bertkit.cli import main
+from tests.tasks.test_commands import make_tiny_model
+
+TEXTS = {"sport": ["the match ended {} nil", "the striker scored {} goals", "a win by {} points"],
+         "business": ["shares fell {} percent", "profits rose by {} million", "the bank cut rates by {}"]}
+
+
+def write_csv(path, n):
+    rows = [(TEXTS[label][i % 3].format(i), label) for i in range(n) for label in TEXTS]
+    path.write_text("text,label\n" + "".join(f"{t},{label}\n" for t, label in rows))
+    return str(path)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun(*argv):
+    """`bertkit ARGV` in two gloo processes; their stdout (only rank 0 prints)."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
+           "--master_addr", "127.0.0.1", "--master_port", str(free_port()), "-m", "bertkit.cli", *argv]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ddp-finetune")
+    model = make_tiny_model(root / "tiny", [t.format(i) for ts in TEXTS.values() for t in ts for i in range(3)])
+    return root, model, write_csv(root / "train.csv", 16), write_csv(root / "dev.csv", 6)
+
+
+def finetune_args(model, train, dev, out):
+    return ["finetune", "--task", "classification", "--model", model, "--train", train, "--dev", dev, "--out", out,
+            "--no-progress", "--device", "cpu", "--set", "train.epochs=1", "train.batch_size=4",
+            "data.max_length=16", "train.eval_every=100"]
+
+
+def test_two_processes_take_half_the_steps_and_evaluate_splits_the_examples(setup, capsys):
+    root, model, train, dev = setup
+    single = str(root / "single")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(finetune_args(model, train, dev, single)) == 0
+        capsys.readouterr()
+        assert main(["evaluate", "--model", single, "--data", dev]) == 0
+    alone = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+    torchrun(*finetune_args(model, train, dev, str(root / "ddp")))
+    printed = torchrun("evaluate", "--model", single, "--data", dev).strip().splitlines()
+    runs = {name: json.load(open(root / name / "finetune_summary.json")) for name in ("ddp", "single")}
+    # 32 examples in batches of 4: 8 steps per epoch in one process, 4 per rank in two
+    assert (runs["single"]["steps"], runs["single"]["steps_per_epoch"]) == (8, 8)
+    assert (runs["ddp"]["steps"], runs["ddp"]["steps_per_epoch"]) == (4, 4)
+    assert max(json.loads(line)["step"] for line in open(root / "ddp" / "metrics.jsonl")) == 4
+
+    # evaluate: rank 0 alone prints, the metrics of all 12 dev examples as one process gives them
+    assert printed == [f"classification on {dev}: 12 examples", printed[-1]]
+    split = json.loads(printed[-1])
+    assert split.keys() == alone.keys()
+    for name in alone:
+        assert split[name] == pytest.approx(alone[name], abs=1e-6), name
+
+
+class TwoRanks:
+    """Rank 0 of two, with rank 1's share computed in this process (what all_gather returns)."""
+
+    rank, world_size, enabled = 0, 2, True
+
+    def __init__(self, rank_one):
+        self.rank_one = rank_one
+
+    def gather(self, share):
+        return [share, self.rank_one()]
+
+
+def test_split_predictions_are_gathered_back_in_order(setup, monkeypatch):
+    import dataclasses
+
+    import numpy as np
+
+    from bertkit.heads import BertForSequenceClassification
+    from bertkit.tasks import DataConfig, TaskSpec, get_task, inference
+    from bertkit.tasks.formats import read_text_dataset
+    from bertkit.tokenizer import Tokenizer
+
+    root, model_dir, _, dev = setup
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the new head's weights: random on purpose
+        model = BertForSequenceClassification.from_pretrained(model_dir, num_labels=2,
+                                                              id2label={0: "business", 1: "sport"}).eval()
+    tokenizer, examples = Tokenizer.from_pretrained(model_dir), read_text_dataset(dev)
+    spec, task = TaskSpec("classification", DataConfig(max_length=16)), get_task("classification")
+    seen = []
+    monkeypatch.setattr(inference, "get_task", lambda name: dataclasses.replace(
+        task, metrics=lambda examples, predictions: seen.append(predictions) or {}))
+    inference.evaluate_examples(model, tokenizer, spec, examples)
+    inference.evaluate_examples(model, tokenizer, spec, examples, ctx=TwoRanks(
+        lambda: task.decode(model, tokenizer, examples[1::2], spec, "dev")))
+    alone, split = seen
+    assert len(split) == len(alone) == 12
+    for (label_a, probs_a), (label_b, probs_b) in zip(alone, split):
+        assert label_a == label_b
+        np.testing.assert_allclose(probs_a, probs_b, atol=1e-6)
+    assert len({round(float(p[0]), 6) for _, p in alone}) > 6  # the predictions differ, so order shows
