@@ -15,7 +15,7 @@ from bertkit.errors import ConfigError, DataError
 from bertkit.quantize import inference_copy
 from bertkit.tasks import (TASKS, check_model_labels, clean_metrics, evaluate_examples,
                            load_examples, load_for_inference, subsample)
-from bertkit.train.distributed import init_distributed, shutdown
+from bertkit.train.distributed import init_distributed, leave
 
 from .options import add_device, add_seed, add_set, model_path
 
@@ -44,9 +44,9 @@ def run(args) -> int:
     try:
         metrics, spec, examples = score(args, ctx)
     except BaseException:
-        shutdown(wait=False)  # a peer may have failed too: do not wait for it
+        leave(ctx, wait=False)  # a peer may have failed too: do not wait for it
         raise
-    shutdown()
+    leave(ctx)
     if ctx.is_main:
         print(f"{spec.task} on {args.data}: {len(examples)} examples")
         print(json.dumps(clean_metrics({k: float(v) for k, v in metrics.items()})))

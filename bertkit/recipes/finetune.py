@@ -48,7 +48,7 @@ from bertkit.tasks.formats import build_label_map, check_labels_known
 from bertkit.tokenizer import Tokenizer
 from bertkit.train import LengthBucketedBatches, TrainConfig, Trainer
 from bertkit.train.config_io import bertkit_names, check_keys, dataclass_from_dict
-from bertkit.train.distributed import DistContext, init_distributed, shutdown
+from bertkit.train.distributed import DistContext, init_distributed, leave
 from bertkit.train.early_stopping import BestKeeper
 
 
@@ -353,7 +353,7 @@ def finetune(task: str, model_dir: str, train_source: str, dev_source: str | Non
 
     Under torchrun each of the W processes trains on its share of the batches (DDP averages the
     gradients), so an epoch takes 1/W of the steps; rank 0 evaluates, keeps the best model and
-    returns the summary (the others return {}). The process group is left at the end.
+    returns the summary (the others return {}). A process group joined here is left at the end.
     """
     recipe = build_recipe(sections)
     ctx = init_distributed(recipe.train.device)
@@ -361,9 +361,9 @@ def finetune(task: str, model_dir: str, train_source: str, dev_source: str | Non
         summary = _finetune(task, model_dir, train_source, dev_source, out_dir, recipe, ctx, overwrite,
                             progress and ctx.is_main, model_fn, train_wrapper)
     except BaseException:
-        shutdown(wait=False)  # a peer may have failed too: do not wait for it
+        leave(ctx, wait=False)  # a peer may have failed too: do not wait for it
         raise
-    shutdown()
+    leave(ctx)
     return summary
 
 

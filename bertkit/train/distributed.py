@@ -36,6 +36,7 @@ class DistContext:
     world_size: int = 1
     local_rank: int = 0
     device: torch.device = torch.device("cpu")
+    joined_here: bool = False  # init_distributed joined the process group, so leaving it is ours to do
 
     @property
     def is_main(self) -> bool:
@@ -84,14 +85,16 @@ def init_distributed(device: str = "auto") -> DistContext:
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     dev = pick_device(device, local_rank)
+    joined = False
     if world_size > 1:
         if not dist.is_initialized():
             backend = "nccl" if dev.type == "cuda" else "gloo"
             if dev.type == "cuda":
                 torch.cuda.set_device(dev)
             dist.init_process_group(backend=backend)  # env:// rendezvous from torchrun's variables
+            joined = True
         rank, world_size = dist.get_rank(), dist.get_world_size()
-    return DistContext(rank=rank, world_size=world_size, local_rank=local_rank, device=dev)
+    return DistContext(rank=rank, world_size=world_size, local_rank=local_rank, device=dev, joined_here=joined)
 
 
 def wrap_model(model: nn.Module, ctx: DistContext, find_unused_parameters: bool = False) -> nn.Module:
@@ -125,3 +128,10 @@ def shutdown(wait: bool = True) -> None:
         if wait:
             dist.barrier()
         dist.destroy_process_group()
+
+
+def leave(ctx: DistContext, wait: bool = True) -> None:
+    """shutdown() when `ctx` joined the process group; a group the caller set up (a program that
+    runs several bertkit commands under one torchrun) stays for the caller to leave."""
+    if ctx.joined_here:
+        shutdown(wait)
