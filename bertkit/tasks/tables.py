@@ -17,7 +17,7 @@ import os
 from typing import Iterator
 
 from bertkit.errors import DataError
-from bertkit.io import iter_jsonl
+from bertkit.io import check_regular_file, iter_jsonl
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
 ROWS_PER_BATCH = 4096  # Parquet rows converted to Python at a time
@@ -44,6 +44,7 @@ def iter_records(path: str) -> Iterator[tuple[int, dict]]:
 
 
 def _parquet_records(path: str) -> Iterator[tuple[int, dict]]:
+    check_regular_file(path)  # a FIFO named .parquet would block the reader
     try:
         import pyarrow.parquet as pq  # optional: the parquet extra
     except ImportError:

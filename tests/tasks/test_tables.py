@@ -3,6 +3,7 @@ same examples as the same records in CSV/JSONL, the same column checks and error
 commands take them (finetune on Parquet with a saved dataset as dev, evaluate on either)."""
 
 import json
+import os
 import sys
 import warnings
 
@@ -125,3 +126,12 @@ def test_finetune_and_evaluate_take_parquet_and_saved_datasets(tmp_path, capsys)
             assert main(["evaluate", "--model", out, "--data", paths[kind]]) == 0
             scores.append(json.loads(capsys.readouterr().out.strip().splitlines()[-1]))
     assert scores[0] == scores[1] == scores[2]
+
+
+def test_a_fifo_named_parquet_is_refused_not_read(tmp_path):
+    fifo = tmp_path / "pipe.parquet"
+    os.mkfifo(fifo)
+    with pytest.raises(DataError, match="not a regular file"):
+        read_text_dataset(str(fifo))
+    with pytest.raises(DataError, match="not a regular file"):
+        read_choices(str(fifo))
