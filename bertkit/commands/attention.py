@@ -12,14 +12,14 @@ The analysis is bertkit/analysis/attention_report.py.
 from __future__ import annotations
 
 from ..analysis.attention_report import TOP_HEADS, attention_report
-from .options import add_device, device_of, model_path
+from .options import add_device, device_of, resolve_models
 
 HELP = "show a model's attention on a text: HTML viewer, PNG heatmaps, per-head statistics"
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("text", help="the text to run (the first sentence of a pair)")
-    parser.add_argument("--model", required=True, type=model_path, help="model directory (weights + tokenizer)")
+    parser.add_argument("--model", required=True, help="model directory (weights + tokenizer)")
     parser.add_argument("--pair", help="a second text: the input becomes [CLS] text [SEP] pair [SEP]")
     parser.add_argument("--html", metavar="FILE", help="write the interactive viewer (one self-contained file)")
     parser.add_argument("--png", metavar="FILE", help="write heatmaps: every head as a grid, or one head with --head")
@@ -35,6 +35,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
     attention_report(args.model, args.text, args.pair, max_length=args.max_length, top=args.top,
                      head=args.head, rollout=args.rollout, html=args.html, png=args.png, stats=args.stats,
                      device=device_of(args))

@@ -24,7 +24,7 @@ from bertkit.recipes.distill import DISTILLABLE, compare_on_test, distill_finetu
 from bertkit.recipes.finetune import section_keys
 from bertkit.train.config_io import apply_overrides, load_toml
 
-from .options import add_device, add_progress, add_seed, add_set, device_assignment, model_path, seed_assignment
+from .options import add_device, add_progress, add_seed, add_set, device_assignment, resolve_models, seed_assignment
 
 HELP = ("distil a fine-tuned classifier, tagger or QA model (or, --stage pretrain, an MLM model) into a student "
         "with fewer layers (DistilBERT-style)")
@@ -36,9 +36,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--stage", choices=("task", "pretrain"), default="task",
                         help="task: a fine-tuned teacher on labelled data; pretrain: an MLM teacher on a corpus "
                              "(DistilBERT's triple loss, the pre-training recipe)")
-    parser.add_argument("--teacher", required=True, type=model_path,
-                        help="fine-tuned model directory (bertkit finetune output); --stage pretrain: an MLM "
-                             "checkpoint")
+    parser.add_argument("--teacher", required=True, help="fine-tuned model directory (bertkit finetune output); "
+                                                         "--stage pretrain: an MLM checkpoint")
     parser.add_argument("--out", required=True, help="output directory: the best student ends here")
     parser.add_argument("--task", default="classification", choices=DISTILLABLE,
                         help="the teacher's task (classification: single-label)")
@@ -79,6 +78,7 @@ def parse_layer_map(text: str | None) -> list[int] | None:
 
 
 def run(args) -> int:
+    resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
     if args.stage == "pretrain":
         return run_pretrain_stage(args)
     if not args.train:

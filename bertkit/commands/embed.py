@@ -19,13 +19,13 @@ import numpy as np
 from ..encode import SentenceEncoder
 from ..errors import DataError
 from ..io import atomic_open, iter_text_lines
-from .options import add_device, device_of, model_path
+from .options import add_device, device_of, resolve_models
 
 HELP = "embed each line of a text file (the model's pooling; default mean + L2) into a .npy matrix"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--model", required=True, type=model_path, help="model directory (weights + tokenizer)")
+    parser.add_argument("--model", required=True, help="model directory (weights + tokenizer)")
     parser.add_argument("--input", required=True, help="UTF-8 text file, one text per line")
     parser.add_argument("--output", required=True, help="where to write the (n, hidden) float32 .npy")
     parser.add_argument("--batch-size", type=int, default=32)
@@ -46,6 +46,7 @@ def read_lines(path: str) -> list[str]:
 
 
 def run(args) -> int:
+    resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
     texts = read_lines(args.input)  # before loading the model: bad input fails fast
     device = device_of(args)
     encoder = SentenceEncoder.from_pretrained(args.model, quantize="int8" if args.int8 else None, device=device)

@@ -17,13 +17,13 @@ from bertkit.tasks import (TASKS, check_model_labels, clean_metrics, evaluate_ex
                            load_examples, load_for_inference, subsample)
 from bertkit.train.distributed import init_distributed, leave
 
-from .options import add_device, add_seed, add_set, model_path
+from .options import add_device, add_seed, add_set, resolve_models
 
 HELP = "evaluate a fine-tuned model on labelled data; the last stdout line is the metrics as JSON"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--model", required=True, type=model_path, help="fine-tuned model directory")
+    parser.add_argument("--model", required=True, help="fine-tuned model directory")
     parser.add_argument("--data", required=True, help="labelled data file, or built-in NAME[:split] "
                                                        "(default split: test), e.g. bbc")
     parser.add_argument("--task", choices=TASKS, help="default: the task the model was fine-tuned for")
@@ -37,6 +37,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
     if args.limit < 0:
         raise ConfigError(f"--limit must be >= 0, got {args.limit}")
     # the device is checked here, before anything loads; under torchrun each process scores 1/W of the examples

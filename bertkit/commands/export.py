@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from bertkit.export.onnx import TASKS, export_onnx
 
-from .options import model_path
+from .options import resolve_models
 
 HELP = "export a model (any task head, or the sentence encoder) to ONNX, with its tokenizer"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--model", required=True, type=model_path, help="model directory (weights + tokenizer)")
+    parser.add_argument("--model", required=True, help="model directory (weights + tokenizer)")
     parser.add_argument("--out", required=True, help="output directory (model.onnx, tokenizer, config.json)")
     parser.add_argument("--format", choices=["onnx"], default="onnx", help="the target format")
     parser.add_argument("--task", choices=TASKS,
@@ -26,6 +26,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
     result = export_onnx(args.model, args.out, task=args.task, verify=not args.no_verify)
     print(f"wrote {result.task} graph to {result.path}")
     if result.max_difference is not None:

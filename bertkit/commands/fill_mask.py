@@ -9,20 +9,20 @@ import sys
 
 from .. import cli
 from ..fill_mask import TOP_K, fill_mask
-from .options import add_device, device_of, model_path
+from .options import add_device, device_of, resolve_models
 
 HELP = "print the top-k tokens (with probabilities) a masked-LM model predicts for each [MASK]"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--model", required=True, type=model_path,
-                        help="model directory with an MLM head and a tokenizer")
+    parser.add_argument("--model", required=True, help="model directory with an MLM head and a tokenizer")
     parser.add_argument("text", help="text containing the tokenizer's mask token, e.g. [MASK]")
     parser.add_argument("--top-k", type=int, default=TOP_K, help="fillers per mask")
     add_device(parser)
 
 
 def run(args) -> int:
+    resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
     for n, fillers in enumerate(fill_mask(args.model, args.text, args.top_k, device=device_of(args)), 1):
         print(f"mask {n}:")
         for token, prob in fillers:

@@ -17,14 +17,14 @@ from bertkit.recipes.finetune import finetune, section_keys
 from bertkit.tasks import BUILTIN_DATA, TASKS
 from bertkit.train.config_io import apply_overrides, load_toml
 
-from .options import add_device, add_progress, add_seed, add_set, device_assignment, model_path, seed_assignment
+from .options import add_device, add_progress, add_seed, add_set, device_assignment, resolve_models, seed_assignment
 
 HELP = "fine-tune an encoder on a task: " + ", ".join(TASKS)
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--task", required=True, choices=TASKS)
-    parser.add_argument("--model", required=True, type=model_path,
+    parser.add_argument("--model", required=True,
                         help="pre-trained model directory (weights + tokenizer), or ORG/NAME in the local Hugging "
                              "Face cache")
     parser.add_argument("--train", required=True, help="training data file, or built-in: " + ", ".join(BUILTIN_DATA))
@@ -46,6 +46,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
     sections = load_toml(args.config) if args.config else {}
     assignments = (list(args.set) + seed_assignment(args) + device_assignment(args)
                    + ([f"peft.method={args.peft}"] if args.peft else []))

@@ -8,13 +8,13 @@ from collections import Counter
 
 from ..checkpoint import read_state_dict
 from ..config import BertConfig
-from .options import model_path
+from .options import resolve_models
 
 HELP = "show a model directory's config and parameter counts by part"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("model", type=model_path, help="model directory (config.json + weights)")
+    parser.add_argument("model", help="model directory (config.json + weights)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 
@@ -36,6 +36,7 @@ def parameter_counts(state: dict) -> dict[str, int]:
 
 
 def run(args) -> int:
+    resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
     config = BertConfig.from_pretrained(args.model)
     counts = parameter_counts(read_state_dict(args.model))
     total = sum(counts.values())

@@ -1,19 +1,16 @@
 """The command-line conventions every command shares, each defined once.
 
 `--set SECTION.KEY=VALUE [...]` (repeatable, several values per flag), `--seed N` wherever
-randomness is involved, `--device` wherever a model runs, `--no-progress`; `model_path` reads
-every option that names a model. A command module adds the ones it takes. `say` is how a long
-run's report reaches the terminal.
+randomness is involved, `--device` wherever a model runs, `--no-progress`; `resolve_models`
+reads every option that names a model. A command module adds the ones it takes. `say` is how a
+long run's report reaches the terminal.
 """
 
 from __future__ import annotations
 
-import argparse
-
 import torch
 
 from ..devices import DEVICES, resolve_device
-from ..errors import BertkitError
 from ..hub_cache import resolve_model_dir
 
 
@@ -49,13 +46,18 @@ def device_assignment(args, key: str = "train.device") -> list[str]:
     return [f'{key}="{args.device}"']
 
 
-def model_path(text: str) -> str:
-    """argparse `type=` of every option naming a model: a directory, or a Hugging Face name
-    (ORG/NAME) found in the local Hugging Face cache, offline (bertkit/hub_cache.py)."""
-    try:
-        return resolve_model_dir(text)
-    except BertkitError as e:  # argparse reports it as "argument --model: ..."
-        raise argparse.ArgumentTypeError(str(e)) from None
+# Options that name a model (or tokenizer) directory, in the commands that have them.
+MODEL_OPTIONS = ("model", "teacher", "base", "tokenizer")
+
+
+def resolve_models(args) -> None:
+    """Each model option of `args` as a directory: a Hugging Face name (ORG/NAME) becomes its
+    snapshot in the local Hugging Face cache, offline (bertkit/hub_cache.py); a name not cached is a
+    one-line error. Every command's run() calls it first."""
+    for name in MODEL_OPTIONS:
+        value = getattr(args, name, None)
+        if isinstance(value, str):
+            setattr(args, name, resolve_model_dir(value))
 
 
 def seed_assignment(args, key: str = "train.seed") -> list[str]:

@@ -16,7 +16,7 @@ import os
 from ..errors import CheckpointError
 from ..peft import load_peft_model, read_adapter_config
 from ..tokenizer import Tokenizer
-from .options import model_path
+from .options import resolve_models
 
 HELP = "parameter-efficient adapters: merge a LoRA adapter into a plain checkpoint, show one"
 
@@ -27,20 +27,19 @@ def add_arguments(parser) -> None:
     sub = parser.add_subparsers(dest="peft_command", metavar="ACTION", required=True)
     merge = sub.add_parser("merge", help="fold a LoRA adapter into its base: a plain model directory",
                            description="fold a LoRA adapter into its base: a plain model directory")
-    merge.add_argument("--model", required=True, type=model_path,
-                       help="adapter directory (adapter_config.json + weights)")
-    merge.add_argument("--base", type=model_path,
-                       help="base model directory (default: the one recorded in the adapter)")
+    merge.add_argument("--model", required=True, help="adapter directory (adapter_config.json + weights)")
+    merge.add_argument("--base", help="base model directory (default: the one recorded in the adapter)")
     merge.add_argument("--out", required=True, help="where to write the merged model directory")
     merge.add_argument("--no-check-base", action="store_true",
                        help="merge even if the base weights differ from those the adapter was trained on")
     info = sub.add_parser("info", help="show an adapter directory's method, settings, base and size",
                           description="show an adapter directory's method, settings, base and size")
-    info.add_argument("model", type=model_path, help="adapter directory")
+    info.add_argument("model", help="adapter directory")
     info.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def run(args) -> int:
+    resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
     if args.peft_command == "merge":
         return merge(args)
     return info(args)

@@ -22,13 +22,13 @@ from bertkit.io import atomic_write_text
 from bertkit.quantize import inference_copy
 from bertkit.tasks import TASKS, load_for_inference, prediction_rows, read_prediction_input
 
-from .options import add_device, add_set, device_of, model_path
+from .options import add_device, add_set, device_of, resolve_models
 
 HELP = "predict with a fine-tuned model: one JSON line per input (labels, entities, answers or choices)"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--model", required=True, type=model_path, help="fine-tuned model directory")
+    parser.add_argument("--model", required=True, help="fine-tuned model directory")
     parser.add_argument("--input", required=True,
                         help="texts (.txt one per line, .csv/.tsv/.jsonl), CoNLL, SQuAD .json / QA .jsonl, "
                              "multiple-choice .jsonl, or built-in NAME[:split]")
@@ -41,6 +41,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
     device = device_of(args)  # before the model loads
     model, tokenizer, spec = load_for_inference(args.model, args.task, args.set)
     model = inference_copy(model, tokenizer, args.int8, device)

@@ -8,7 +8,7 @@ The recipe is bertkit/recipes/prepare.py.
 from __future__ import annotations
 
 from ..recipes.prepare import prepare
-from .options import add_progress, model_path
+from .options import add_progress, resolve_models
 
 HELP = "tokenize a corpus into memory-mapped token shards for pre-training"
 
@@ -18,7 +18,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--mode", choices=("file", "blank", "jsonl"), default="file",
                         help="file: one document per file; blank: documents separated by blank lines")
     parser.add_argument("--text-field", default="text", help="the JSONL field holding the text")
-    parser.add_argument("--tokenizer", required=True, type=model_path, help="tokenizer (or model) directory")
+    parser.add_argument("--tokenizer", required=True, help="tokenizer (or model) directory")
     parser.add_argument("--out", required=True, help="output directory for the shards")
     parser.add_argument("--shard-tokens", type=int, default=1 << 24, help="tokens per shard")
     parser.add_argument("--workers", type=int, default=0,
@@ -28,6 +28,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
     meta = prepare(args.corpus, args.tokenizer, args.out, mode=args.mode, text_field=args.text_field,
                    shard_tokens=args.shard_tokens, workers=args.workers, resume=args.resume,
                    progress=not args.no_progress)

@@ -20,14 +20,14 @@ probe_data.py).
 from __future__ import annotations
 
 from ..analysis.probe_run import ProbeSettings, run_probe
-from .options import add_device, add_seed, device_of, model_path, say
+from .options import add_device, add_seed, device_of, resolve_models, say
 
 HELP = "train linear probes on every layer of a frozen encoder (with control task and random baseline)"
 
 
 def add_arguments(parser) -> None:
     defaults = ProbeSettings()
-    parser.add_argument("--model", required=True, type=model_path, help="model directory (weights + tokenizer)")
+    parser.add_argument("--model", required=True, help="model directory (weights + tokenizer)")
     parser.add_argument("--task", required=True,
                         help="wordnet-supersense, wordnet-tokens, or a file (.csv/.tsv/.jsonl: text,label; "
                              "otherwise CoNLL: word ... tag)")
@@ -52,6 +52,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
     settings = ProbeSettings(level=args.level, limit=args.limit, control=args.control, random_init=args.random_init,
                              pooling=args.pooling, test_fraction=args.test_fraction, weight_decay=args.weight_decay,
                              max_length=args.max_length, batch_size=args.batch_size, seed=args.seed,

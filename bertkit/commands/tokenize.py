@@ -6,13 +6,13 @@ import json
 import sys
 
 from ..tokenizer import Tokenizer
-from .options import model_path
+from .options import resolve_models
 
 HELP = "show how a tokenizer splits a text (tokens, ids, segment ids, word ids, offsets)"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--model", required=True, type=model_path, help="model or tokenizer directory")
+    parser.add_argument("--model", required=True, help="model or tokenizer directory")
     parser.add_argument("text", nargs="?", help="the text; read from stdin when omitted")
     parser.add_argument("--pair", help="a second text for a pair input")
     parser.add_argument("--max-length", type=int, default=None)
@@ -20,6 +20,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
     tok = Tokenizer.from_pretrained(args.model)
     text = args.text if args.text is not None else sys.stdin.read()
     enc = tok([text], [args.pair] if args.pair is not None else None, padding=False,
