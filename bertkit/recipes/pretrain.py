@@ -57,10 +57,11 @@ from ..config import SIZE_PRESETS, BertConfig
 from ..data.corpus import open_corpus
 from ..data.documents import first, shard_documents, split_documents
 from ..data.examples import BUILDERS, SpecialTokens, build_examples, make_builder
-from ..errors import ConfigError
-from ..io import atomic_open, atomic_write_json
+from ..errors import BertkitError, ConfigError
+from ..io import atomic_open, atomic_write_json, loads_json, read_text
 from ..modern import ModernBertConfig
 from ..objectives import OBJECTIVES, Objective, get_objective, import_objective_module
+from ..runlock import check_apart, run_lock
 from ..tokenizer import Tokenizer
 from ..train.batching import LengthBucketedBatches
 from ..train.config_io import apply_overrides, check_keys, dataclass_from_dict, load_toml, parse_value, suggest
@@ -68,7 +69,8 @@ from ..train.distributed import DistContext, init_distributed, shutdown
 from ..train.early_stopping import EarlyStoppingSection
 from ..train.evaluate import unigram_baseline
 from ..train.streaming import streaming_batches, take_examples
-from ..train.trainer import TrainConfig, Trainer, seed_everything
+from ..train.resume_check import check_resume_options
+from ..train.trainer import TrainConfig, Trainer, latest_checkpoint, seed_everything
 from .continued import (INIT_KEYS, GeneralCorpus, check_data_section, check_model_section, load_init_model,
                         mix_examples, open_general)
 
@@ -503,13 +505,30 @@ def run_pretraining(cfg: PretrainConfig, out_dir: str, resume: bool = False, pro
     return trainer.train(resume=resume)
 
 
+def check_run_dir(cfg: PretrainConfig, out_dir: str, resume: bool) -> None:
+    """Before any work: a run in `out_dir` is continued only with --resume, and only with the
+    options it was started with (OUT/pretrain_config.json; see train/resume_check.py)."""
+    if cfg.model.get("init"):
+        check_apart(cfg.model["init"], out_dir, "model.init")
+    existing = latest_checkpoint(out_dir)
+    if existing and not resume:
+        raise BertkitError(f"{out_dir} already holds {os.path.basename(existing)}; pass --resume to continue it, "
+                           "or choose a new --out directory")
+    saved = os.path.join(out_dir, "pretrain_config.json")
+    if existing and os.path.isfile(saved):
+        check_resume_options(loads_json(read_text(saved), saved), cfg.to_dict(), out_dir)
+
+
 def pretrain(config_path: str, out_dir: str, overrides: list[str] = (), resume: bool = False,
              progress: bool = True) -> dict:
     """What `bertkit pretrain` runs: the TOML recipe with `--set` overrides, pre-trained into
-    `out_dir`; the process group (under torchrun) is left at the end, also on errors."""
+    `out_dir`, which the run holds locked (bertkit.runlock); the process group (under torchrun)
+    is left at the end, also on errors."""
     cfg = load_config(config_path, overrides)
     try:
-        metrics = run_pretraining(cfg, out_dir, resume=resume, progress=progress)
+        with run_lock(out_dir):
+            check_run_dir(cfg, out_dir, resume)
+            metrics = run_pretraining(cfg, out_dir, resume=resume, progress=progress)
     except BaseException:
         shutdown(wait=False)  # a peer may have failed too: do not wait for it
         raise

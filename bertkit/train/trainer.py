@@ -16,7 +16,13 @@ renamed into place, so a killed run leaves only complete checkpoints, and `train
 continues from the newest one with the same loss at every later step as an uninterrupted run.
 
 `trainer_state.pt` holds only tensors and plain containers and is read with
-`torch.load(weights_only=True)`: resuming never unpickles code.
+`torch.load(weights_only=True)`: resuming never unpickles code. A resume refuses a TrainConfig
+that differs from the checkpoint's outside `resume_check.MAY_CHANGE` (e.g. lr, batch_size, seed).
+
+SIGINT (Ctrl-C) or SIGTERM (a scheduler's preemption) during `train()` let the current step
+finish, write a checkpoint and raise `RunInterrupted` (the command exits 130 / 143); a second
+signal stops at once. Every rank learns of a signal through the step's all-reduce, so all of
+them stop after the same step.
 
 The data protocol is small: `data` is an iterable of batches (dicts of tensors whose keys are
 the model's forward arguments, including the labels). If it has `set_epoch(e)` it is told
@@ -35,6 +41,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import time
 import warnings
 from dataclasses import asdict, dataclass
@@ -47,13 +54,14 @@ from tqdm import tqdm
 
 from ..checkpoint import load_into, read_state_dict
 from ..config import BertConfig
-from ..errors import BertkitError, CheckpointError, ConfigError, DataError
+from ..errors import BertkitError, CheckpointError, ConfigError, DataError, RunInterrupted
 from ..io import atomic_directory, atomic_open, atomic_write_text
 from .config_io import dataclass_from_dict
 from .distributed import DistContext, init_distributed, unwrap, wrap_model
 from .early_stopping import BestKeeper
 from .optim import build_optimizer
 from .plots import plot_curves
+from .resume_check import check_resume_options
 from .schedule import SCHEDULES, WarmupDecay, build_scheduler
 
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -259,6 +267,8 @@ class Trainer:
         # Set True (e.g. by eval_fn, for early stopping) to end train() after this step's
         # evaluation; the loop then writes its checkpoint and returns.
         self.stop_requested = False
+        self._signal: int | None = None  # the first SIGINT/SIGTERM received during train()
+        self._agreed_signal: int | None = None  # ... as all ranks agreed on after a step
 
     # ------------------------------------------------------------------ public
     def train(self, resume: bool = False) -> dict:
@@ -287,6 +297,7 @@ class Trainer:
                                     find_unused_parameters=may_skip_parameters(unwrap(self.model)))
         bar = self._progress_bar()
         last_metrics: dict = {}
+        handlers = self._catch_stop_signals()
         try:
             while self.step < cfg.max_steps:
                 loss, tokens, seconds, parts = self._train_step(batches)
@@ -306,16 +317,57 @@ class Trainer:
                 if (cfg.eval_every and self.step % cfg.eval_every == 0) or done:
                     last_metrics = self._evaluate() or last_metrics
                     self.stop_requested = bool(self.ctx.broadcast(self.stop_requested))
-                if cfg.save_every >= 0 and ((cfg.save_every and self.step % cfg.save_every == 0)
-                                            or done or self.stop_requested):
+                saving = cfg.save_every >= 0 and ((cfg.save_every and self.step % cfg.save_every == 0)
+                                                  or done or self.stop_requested)
+                if saving:
                     self.save_checkpoint()
                 if self.stop_requested:
                     break
+                if self._agreed_signal is not None and not done:
+                    self._stop_for_signal(saved=saving)
         finally:
+            for signum, handler in handlers.items():
+                signal.signal(signum, handler)
             if bar is not None:
                 bar.close()
             self.ddp_model = None
         return last_metrics
+
+    # ------------------------------------------------------------------ signals
+    def _catch_stop_signals(self) -> dict:
+        """Route SIGINT and SIGTERM to `_on_signal`; returns the handlers to put back."""
+        self._signal = self._agreed_signal = None
+        previous = {}
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            try:
+                previous[signum] = signal.signal(signum, self._on_signal)
+            except ValueError:  # not the main thread: signals stay with whoever handles them
+                break
+        return previous
+
+    def _on_signal(self, signum, frame) -> None:
+        name = signal.Signals(signum).name
+        if self._signal is not None:  # asked twice: the user does not want to wait for the step
+            raise RunInterrupted(f"stopped at once by a second {name}, without saving this step; "
+                                 f"the last checkpoint in {self.out_dir} is intact (--resume continues from it)",
+                                 signum)
+        self._signal = signum
+        if not self.ctx.enabled:  # alone, no need to wait for the next step's all-reduce
+            self._agreed_signal = signum
+        if self.ctx.is_main:
+            tqdm.write(f"{name}: finishing step {self.step + 1}, then saving a checkpoint "
+                       f"(send {name} again to stop at once)")
+
+    def _stop_for_signal(self, saved: bool) -> None:
+        """Save this step's checkpoint (unless saved already, or never wanted) and stop."""
+        signum = self._agreed_signal
+        if self.config.save_every < 0:
+            where = "no checkpoint written (train.save_every = -1)"
+        else:
+            path = self.save_checkpoint() if not saved else latest_checkpoint(self.out_dir)
+            where = f"saved {path}; run the same command with --resume to continue"
+        raise RunInterrupted(f"stopped by {signal.Signals(signum).name} after step {self.step} of "
+                             f"{self.config.max_steps}; {where}", signum)
 
     # ------------------------------------------------------------------ one step
     def _autocast(self):
@@ -354,9 +406,14 @@ class Trainer:
             tokens += mask.sum() if mask is not None else batch["input_ids"].numel()
         # One all-reduce gives the global loss (mean over ranks) and token count for the log,
         # and lets every rank see a non-finite loss on any rank and stop together.
-        totals = self.ctx.all_reduce_sum(torch.cat([torch.stack([loss_sum, tokens]), parts]))
+        # Two more numbers say whether any rank got a SIGINT or a SIGTERM (see _on_signal).
+        signals = torch.tensor([self._signal == signal.SIGINT, self._signal == signal.SIGTERM],
+                               device=self.ctx.device, dtype=torch.float64)
+        totals = self.ctx.all_reduce_sum(torch.cat([torch.stack([loss_sum, tokens]), signals, parts]))
+        if totals[2] or totals[3]:
+            self._agreed_signal = signal.SIGTERM if totals[3] else signal.SIGINT
         loss_value = float(totals[0]) / self.ctx.world_size
-        part_values = {name: float(v) / self.ctx.world_size for name, v in zip(self.log_outputs, totals[2:])}
+        part_values = {name: float(v) / self.ctx.world_size for name, v in zip(self.log_outputs, totals[4:])}
         if not math.isfinite(loss_value):
             last = latest_checkpoint(self.out_dir)
             kept = f"the last good checkpoint {last} is untouched" if last else "no checkpoint was written"
@@ -524,6 +581,8 @@ class Trainer:
         model = unwrap(self.model)
         check_same_config(model.config, checkpoint_dir)
         state = load_trainer_state(checkpoint_dir)
+        if "train_config" in state:
+            check_resume_options({"train": state["train_config"]}, {"train": asdict(self.config)}, checkpoint_dir)
         if hasattr(model, "load_adapter_weights"):  # a PeftModel: its checkpoints hold the adapter only
             model.load_adapter_weights(checkpoint_dir)  # strict: every adapter tensor must fit
         else:
