@@ -205,3 +205,103 @@ def test_overwrite_keeps_the_old_model_until_the_new_run_succeeded(encoder, tmp_
     assert second["model.safetensors"] != first["model.safetensors"]
     summary = json.loads((out / "finetune_summary.json").read_text())
     assert summary["train_config"]["seed"] == 7 and summary["steps"] == 6
+
+
+# ---------------------------------------------------------------------------- signals and resume
+def signal_during_step(monkeypatch, step: int, signum: int) -> None:
+    """Deliver `signum` to this process as training step `step` begins (the step then finishes)."""
+    original = trainer_module.Trainer._train_step
+
+    def step_with_signal(self, batches):
+        if self.step + 1 == step:
+            signal.raise_signal(signum)
+        return original(self, batches)
+
+    monkeypatch.setattr(trainer_module.Trainer, "_train_step", step_with_signal)
+
+
+def train_rows(out) -> list[tuple]:
+    with open(os.path.join(out, "metrics.jsonl"), encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
+    return [(r["step"], r["split"], r.get("loss"), r.get("lr"), r.get("accuracy")) for r in rows]
+
+
+def weights(path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(os.path.join(path, "model.safetensors"))
+
+
+def assert_same_weights(a, b) -> None:
+    wa, wb = weights(a), weights(b)
+    assert wa.keys() == wb.keys()
+    for key in wa:  # the same code path on the same inputs: bit-identical is the claim
+        assert torch.equal(wa[key], wb[key]), key
+
+
+def test_finetune_sigterm_saves_a_checkpoint_and_resume_is_bit_identical(encoder, tmp_path, capsys, monkeypatch):
+    reference, out = tmp_path / "reference", tmp_path / "out"
+    assert run(finetune_argv(encoder, reference), capsys)[0] == 0
+    signal_during_step(monkeypatch, 3, signal.SIGTERM)
+    code, _, err = run(finetune_argv(encoder, out), capsys)
+    assert code == 143, err
+    assert f"stopped by SIGTERM after step 3 of 6; saved {out / 'checkpoint-3'}" in err
+    assert "--resume to continue" in err
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the trainer put the handler back
+    monkeypatch.undo()
+    assert_refused(finetune_argv(encoder, out), capsys, tmp_path, "pass --resume to continue it")
+    assert_refused(finetune_argv(encoder, out, "--resume", "--overwrite"), capsys, tmp_path, "pass one of them")
+    changed = ["train.lr=1e-3", "model.hidden_dropout_prob=0.2", "train.seed=3", "data.max_length=24"]
+    assert_refused(finetune_argv(encoder, out, "--resume", *sets(changed)), capsys, tmp_path,
+                   "these differ: data.max_length: 32 -> 24; model.hidden_dropout_prob: (unset) -> 0.2; "
+                   "train.lr: 5e-05 -> 0.001; train.seed: 0 -> 3;", "only train.device, train.epochs")
+    code, _, err = run(finetune_argv(encoder, out, "--resume", *sets(["train.eval_every=2"])), capsys)
+    assert code == 0, err
+    assert train_rows(out) == train_rows(reference)
+    assert_same_weights(out, reference)
+    summary = json.loads((out / "finetune_summary.json").read_text())
+    assert summary["steps"] == 6 and summary["best_step"] == json.loads(
+        (reference / "finetune_summary.json").read_text())["best_step"]
+    assert_refused(finetune_argv(encoder, out, "--resume"), capsys, tmp_path, "holds a finished run")
+
+
+def test_pretrain_sigint_saves_a_checkpoint_and_resume_is_bit_identical(tmp_path, capsys, monkeypatch):
+    reference, out = tmp_path / "reference", tmp_path / "out"
+    assert run(pretrain_argv(reference), capsys)[0] == 0
+    signal_during_step(monkeypatch, 2, signal.SIGINT)
+    code, _, err = run(pretrain_argv(out), capsys)
+    assert code == 130, err
+    assert f"stopped by SIGINT after step 2 of 4; saved {out / 'checkpoint-2'}" in err
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    monkeypatch.undo()
+    assert_refused(pretrain_argv(out), capsys, tmp_path, "already holds checkpoint-2; pass --resume")
+    changed = ["train.lr=1e-3", "train.seed=5", "train.batch_size=4", "model.hidden_dropout_prob=0.1"]
+    assert_refused(pretrain_argv(out, "--resume", *sets(changed)), capsys, tmp_path,
+                   "model.hidden_dropout_prob: (unset) -> 0.1; train.batch_size: 8 -> 4; train.lr: 0.002 -> 0.001; "
+                   "train.seed: 0 -> 5;")
+    code, _, err = run(pretrain_argv(out, "--resume", *sets(["train.keep_last=3"])), capsys)
+    assert code == 0, err
+    assert [r[:3] for r in train_rows(out)] == [r[:3] for r in train_rows(reference)]
+    assert_same_weights(out / "checkpoint-4", reference / "checkpoint-4")
+
+
+@pytest.mark.filterwarnings("ignore:the lr schedule differs")  # max_steps 2 -> 3
+def test_trainer_refuses_a_changed_train_config_on_resume(tmp_path):
+    from bertkit.errors import ConfigError
+    from bertkit.heads import BertForMaskedLM
+    from bertkit.train import Trainer, TrainConfig
+
+    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=16)
+    ids = torch.randint(5, 50, (4, 8))
+    batches = [{"input_ids": ids, "labels": ids}]
+
+    def trainer(**settings):
+        torch.manual_seed(0)
+        cfg = TrainConfig(**{"max_steps": 2, "lr": 1e-3, "batch_size": 4, "log_every": 1, **settings})
+        return Trainer(BertForMaskedLM(config), batches, cfg, tmp_path, progress=False)
+
+    trainer().train()
+    with pytest.raises(ConfigError, match=r"train.adam_eps: 1e-06 -> 1e-08; train.lr: 0.001 -> 0.002"):
+        trainer(lr=2e-3, adam_eps=1e-8, max_steps=3).train(resume=True)
+    assert trainer(max_steps=3, log_every=2).train(resume=True)["step"] == 3  # extending is allowed

@@ -66,6 +66,7 @@ def check_resume_options(saved: dict, current: dict, where: str) -> None:
     """Raise ConfigError listing the options that differ from the run being resumed (`where`)."""
     lines = changed_options(saved, current)
     if lines:
+        allowed = sorted(MAY_CHANGE & set(flatten(current)))  # the ones this kind of run has
         raise ConfigError(f"--resume continues {where} with the options it was started with, but these "
                           f"differ: {'; '.join(lines)}; pass the original values (only "
-                          f"{', '.join(sorted(MAY_CHANGE))} may change), or start a new run in another --out")
+                          f"{', '.join(allowed)} may change), or start a new run in another --out")
