@@ -305,3 +305,43 @@ def test_trainer_refuses_a_changed_train_config_on_resume(tmp_path):
     with pytest.raises(ConfigError, match=r"train.adam_eps: 1e-06 -> 1e-08; train.lr: 0.001 -> 0.002"):
         trainer(lr=2e-3, adam_eps=1e-8, max_steps=3).train(resume=True)
     assert trainer(max_steps=3, log_every=2).train(resume=True)["step"] == 3  # extending is allowed
+
+
+# ---------------------------------------------------------------------------- --set values
+# (command, assignment, fragments of the one error line): the key, the value, the type or range
+SET_CASES = [
+    ("both", "train.adam_eps=abc", ["train.adam_eps must be a number, got 'abc'"]),
+    ("both", "train.adam_eps=0", ["train.adam_eps must be a positive number", "got 0"]),
+    ("both", "train.seed=abc", ["train.seed must be an integer, got 'abc'"]),
+    ("both", "train.seed=1.5", ["train.seed must be an integer, got 1.5"]),
+    ("both", "train.seed=-1", ["train.seed must be an integer in [0, 2**63), got -1"]),
+    ("both", "train.device=quantum", ['train.device must be "auto", "cpu", "cuda", "cuda:N" or "mps"', "'quantum'"]),
+    ("both", "train.beta2=2", ["unknown key train.beta2; did you mean train.adam_beta2?"]),
+    ("both", "train.adam_beta2=2", ["train.adam_beta2 must be a number in [0, 1)", "got 2"]),
+    ("both", "train.eval_every=true", ["train.eval_every must be an integer, got True"]),
+    ("both", "train.save_every=true", ["train.save_every must be an integer, got True"]),
+    ("both", "train.grad_clip=nan", ["train.grad_clip must be a number >= 0", "got nan"]),
+    ("both", "train.weight_decay=-1", ["train.weight_decay must be a number >= 0, got -1"]),
+    ("both", "train.llrd=abc", ["train.llrd must be a number, got 'abc'"]),
+    ("both", "train.lr_end=abc", ["train.lr_end must be a number, got 'abc'"]),
+    ("both", "train.schedule=3", ["train.schedule must be a string, got 3"]),
+    ("both", "data.max_length=abc", ["data.max_length must be an integer, got 'abc'"]),
+    ("pretrain", "data.mlm_probability=0", ["data.mlm_probability must be in (0, 1)", "got 0"]),
+    ("pretrain", "data.masking=everything", ["data.masking 'everything' is not known", "whole_word"]),
+    ("pretrain", "tokenizer.vocab_size=abc", ["tokenizer.vocab_size must be an integer, got 'abc'"]),
+    ("pretrain", "model.num_hidden_layers=1.5", ["num_hidden_layers must be a positive integer, got 1.5"]),
+    ("pretrain", "early_stopping.patience=true", ["early_stopping.patience must be an integer, got True"]),
+    ("finetune", "train.epochs=abc", ["train.epochs must be a number, got 'abc'"]),
+    ("finetune", "model.hidden_dropout_prob=2", ["model.hidden_dropout_prob must be a number in [0, 1), got 2"]),
+    ("finetune", "data.text_column=3", ["data.text_column must be a string, got 3", "quote it"]),
+]
+
+
+@pytest.mark.parametrize("command,assignment,fragments",
+                         [pytest.param(c, a, f, id=f"{c}-{a}") for command, a, f in SET_CASES
+                          for c in (("pretrain", "finetune") if command == "both" else (command,))])
+def test_bad_set_values_are_one_line_before_any_work(command, assignment, fragments, encoder, tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = finetune_argv(encoder, out) if command == "finetune" else pretrain_argv(out)
+    assert_refused(argv + ["--set", assignment], capsys, tmp_path, *fragments)
+    assert not out.exists()  # nothing built (no tokenizer/, shards/, metrics.jsonl)

@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..config import SIZE_PRESETS, BertConfig
+from ..data.collate import STRATEGIES
 from ..data.corpus import open_corpus
 from ..data.documents import first, shard_documents, split_documents
 from ..data.examples import BUILDERS, SpecialTokens, build_examples, make_builder
@@ -129,6 +130,15 @@ class DataSection:
             raise ConfigError(f"data.eval_fraction must be in (0, 1), got {self.eval_fraction}")
         if self.max_length < 8:
             raise ConfigError(f"data.max_length must be at least 8, got {self.max_length}")
+        # checked here, not when the collator is built: that is after the tokenizer and shards
+        if self.masking not in STRATEGIES:
+            raise ConfigError(f"data.masking {self.masking!r} is not known; use one of {', '.join(STRATEGIES)}")
+        if not 0.0 < self.mlm_probability < 1.0:
+            raise ConfigError(f"data.mlm_probability must be in (0, 1) (e.g. 0.15), got {self.mlm_probability!r}")
+        for name in ("max_eval_examples", "bucket_size", "max_documents"):
+            if getattr(self, name) < (0 if name == "max_documents" else 1):
+                raise ConfigError(f"data.{name} must be an integer >= {0 if name == 'max_documents' else 1}, "
+                                  f"got {getattr(self, name)!r}")
         check_data_section(self)
 
 
@@ -214,7 +224,7 @@ def parse_config(raw: dict, overrides: list[str] = ()) -> PretrainConfig:
         raise ConfigError(f"model.preset {model['preset']!r} is not known; use one of {sorted(SIZE_PRESETS)}")
     data = dataclass_from_dict(DataSection, raw.get("data", {}), "data")
     settings = _objective_settings(raw, data, model)
-    return PretrainConfig(
+    cfg = PretrainConfig(
         model=model,
         tokenizer=dataclass_from_dict(TokenizerSection, raw.get("tokenizer", {}), "tokenizer"),
         data=data,
@@ -222,6 +232,21 @@ def parse_config(raw: dict, overrides: list[str] = ()) -> PretrainConfig:
         objective_settings=settings,
         early_stopping=dataclass_from_dict(EarlyStoppingSection, raw.get("early_stopping", {}), "early_stopping"),
     )
+    check_model_values(cfg)
+    return cfg
+
+
+def check_model_values(cfg: PretrainConfig) -> None:
+    """The [model] values, checked now by building the config (no weights) with the vocabulary
+    size asked for: the tokenizer that fixes it is trained later, and a wrong type or range
+    must not wait for it."""
+    if cfg.model.get("init"):
+        return  # the checkpoint's config; the continued keys were checked (check_model_section)
+    vocab_size = cfg.model.get("vocab_size", cfg.tokenizer.vocab_size)
+    try:
+        model_config(cfg, vocab_size if isinstance(vocab_size, int) else 8000)
+    except ConfigError as e:
+        raise ConfigError(f"[model] {e}".replace("; fix it in config.json", "")) from None
 
 
 def load_config(path: str, overrides: list[str] = ()) -> PretrainConfig:

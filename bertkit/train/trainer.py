@@ -67,6 +67,7 @@ from .schedule import SCHEDULES, WarmupDecay, build_scheduler
 PRECISIONS = ("fp32", "bf16", "fp16")
 STATE_FILE = "trainer_state.pt"
 CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
+DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 
 
 # ---------------------------------------------------------------------------- config
@@ -105,7 +106,7 @@ class TrainConfig:
         for name in ("eval_every", "save_every", "warmup_steps"):
             value = getattr(self, name)
             lowest = -1 if name == "save_every" else 0
-            if not isinstance(value, int) or value < lowest:
+            if not isinstance(value, int) or isinstance(value, bool) or value < lowest:
                 raise ConfigError(f"train.{name} must be an integer >= {lowest}, got {value!r}")
         if not (isinstance(self.lr, (int, float)) and self.lr > 0):
             raise ConfigError(f"train.lr must be a positive number, got {self.lr!r}")
@@ -121,13 +122,34 @@ class TrainConfig:
             raise ConfigError(f"train.warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
         if self.warmup_steps and self.warmup_ratio:
             raise ConfigError("set train.warmup_steps or train.warmup_ratio, not both")
-        if self.grad_clip < 0:
-            raise ConfigError(f"train.grad_clip must be >= 0 (0 = off), got {self.grad_clip}")
         if self.llrd is not None and not 0.0 < self.llrd <= 1.0:
             raise ConfigError(f"train.llrd must be in (0, 1], got {self.llrd}")
         if self.head_lr is not None and not (isinstance(self.head_lr, (int, float)) and self.head_lr > 0):
             raise ConfigError(f"train.head_lr must be a positive number (or unset: the head trains at train.lr), "
                               f"got {self.head_lr!r}")
+        self._check_optimizer_and_seed()
+
+    def _check_optimizer_and_seed(self) -> None:
+        """Ranges of the AdamW settings, the seed and the device (NaN fails every comparison)."""
+        def number(value) -> bool:
+            return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+        if not (number(self.adam_eps) and self.adam_eps > 0):
+            raise ConfigError(f"train.adam_eps must be a positive number (e.g. 1e-6), got {self.adam_eps!r}")
+        if not (number(self.adam_beta2) and 0 <= self.adam_beta2 < 1):
+            raise ConfigError(f"train.adam_beta2 must be a number in [0, 1) (e.g. 0.999), got {self.adam_beta2!r}")
+        if not (number(self.weight_decay) and self.weight_decay >= 0):
+            raise ConfigError(f"train.weight_decay must be a number >= 0, got {self.weight_decay!r}")
+        if not (number(self.schedule_power) and self.schedule_power > 0 and number(self.lr_end) and self.lr_end >= 0):
+            raise ConfigError(f"train.schedule_power must be a number > 0 and train.lr_end a number >= 0, got "
+                              f"{self.schedule_power!r} and {self.lr_end!r}")
+        if not (number(self.grad_clip) and self.grad_clip >= 0):
+            raise ConfigError(f"train.grad_clip must be a number >= 0 (0 = off), got {self.grad_clip!r}")
+        if not (isinstance(self.seed, int) and not isinstance(self.seed, bool) and 0 <= self.seed < 2**63):
+            raise ConfigError(f"train.seed must be an integer in [0, 2**63), got {self.seed!r}")
+        if not (isinstance(self.device, str) and DEVICE_RE.match(self.device)):
+            raise ConfigError(f"train.device must be \"auto\", \"cpu\", \"cuda\", \"cuda:N\" or \"mps\", "
+                              f"got {self.device!r}")
 
     @property
     def warmup(self) -> int:
