@@ -2,7 +2,7 @@
 
 Two runs on one `--out` would interleave metrics.jsonl, overwrite each other's checkpoints and
 leave one run's weights beside the other's summary. The lock is `OUT/.bertkit-run.lock`, held
-with `flock` for the whole run and holding the owner's pid, host and start time:
+with `flock` for the whole run and holding the owner's pid, host, start time and command:
 
 - a second run finds the lock held and stops at once with a `BertkitError` naming the pid;
 - the kernel drops an `flock` when its process dies, however it dies (SIGKILL included), so
@@ -12,8 +12,8 @@ with `flock` for the whole run and holding the owner's pid, host and start time:
   the lock created it and nothing else was written there (a refused run leaves nothing).
 
 Under torchrun only rank 0 takes the lock (`RANK` unset or "0"): the other processes are the
-same run. POSIX `flock` (Linux, macOS); on a network file system it works where the kernel
-maps it to the server's locks (NFSv4, Lustre), as it does for most clusters.
+same run. POSIX `flock` (Linux, macOS); Linux NFS clients emulate it with byte-range locks
+on the whole file (flock(2), since Linux 2.6.12), so it holds across machines sharing OUT there.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import fcntl
 import json
 import os
 import socket
-import sys
 import time
 import warnings
 from typing import Iterator
@@ -63,7 +62,7 @@ class RunLock:
     def __init__(self, out_dir: str | os.PathLike, what: str = ""):
         self.out_dir = os.fspath(out_dir)
         self.path = os.path.join(self.out_dir, LOCK_FILE)
-        self.what = what or " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv[:3]))
+        self.what = what  # what the run is, for the message another run gets
         self.fd: int | None = None
         self.created_dir = False
 

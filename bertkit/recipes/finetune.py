@@ -413,7 +413,7 @@ def finetune(task: str, model_dir: str, train_source: str, dev_source: str | Non
     recipe = build_recipe(sections)
     check_apart(model_dir, out_dir)
     record = run_record(task, model_dir, train_source, dev_source, recipe)
-    with run_lock(out_dir):
+    with run_lock(out_dir, f"finetune --task {task}"):
         resume = check_out_dir(out_dir, overwrite, resume, record)  # before the slow parts
         data = load_task_data(task, train_source, dev_source, recipe)
         metric = select_metric(data.task, recipe.options)

@@ -551,7 +551,7 @@ def pretrain(config_path: str, out_dir: str, overrides: list[str] = (), resume: 
     is left at the end, also on errors."""
     cfg = load_config(config_path, overrides)
     try:
-        with run_lock(out_dir):
+        with run_lock(out_dir, f"pretrain --config {config_path}"):
             check_run_dir(cfg, out_dir, resume)
             metrics = run_pretraining(cfg, out_dir, resume=resume, progress=progress)
     except BaseException:
