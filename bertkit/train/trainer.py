@@ -386,7 +386,9 @@ class Trainer:
         if self.config.save_every < 0:
             where = "no checkpoint written (train.save_every = -1)"
         else:
-            path = self.save_checkpoint() if not saved else latest_checkpoint(self.out_dir)
+            if not saved:
+                self.save_checkpoint()  # collective: every rank takes part, rank 0 writes
+            path = os.path.join(self.out_dir, f"checkpoint-{self.step}")
             where = f"saved {path}; run the same command with --resume to continue"
         raise RunInterrupted(f"stopped by {signal.Signals(signum).name} after step {self.step} of "
                              f"{self.config.max_steps}; {where}", signum)
