@@ -74,10 +74,11 @@ class RunLock:
             os.makedirs(self.out_dir, exist_ok=True)
             while self.fd is None:
                 self.fd = self._try_lock()
-        except PermissionError:
+        except OSError as err:  # permission denied, a file on the path, a read-only file system ...
             self._remove_created_dir()
-            raise BertkitError(f"cannot write to {self.out_dir} (permission denied); choose a directory "
-                               "you can write to") from None
+            reason = (err.strerror or str(err)).lower()
+            raise BertkitError(f"cannot write to {self.out_dir} ({reason}); choose a directory you can write to"
+                               ) from None
         except BaseException:
             self._remove_created_dir()
             raise

@@ -163,6 +163,8 @@ def test_out_naming_a_file_or_an_unwritable_directory_is_one_line(encoder, tmp_p
     (tmp_path / "a-file").write_text("x")
     assert_refused(finetune_argv(encoder, tmp_path / "a-file"), capsys, tmp_path, "is a file, not a directory")
     assert_refused(pretrain_argv(tmp_path / "a-file"), capsys, tmp_path, "is a file, not a directory")
+    assert_refused(finetune_argv(encoder, tmp_path / "a-file" / "out"), capsys, tmp_path, "cannot write to",
+                   "not a directory")
     if os.geteuid() == 0:
         return  # root writes anywhere: no permission to be denied
     locked = tmp_path / "read-only"
@@ -275,12 +277,16 @@ def test_pretrain_sigint_saves_a_checkpoint_and_resume_is_bit_identical(tmp_path
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     monkeypatch.undo()
     assert_refused(pretrain_argv(out), capsys, tmp_path, "already holds checkpoint-2; pass --resume")
-    changed = ["train.lr=1e-3", "train.seed=5", "train.batch_size=4", "model.hidden_dropout_prob=0.1"]
+    changed = ["train.lr=1e-3", "train.seed=5", "train.batch_size=4", "model.embedding_dropout=0.1"]
     assert_refused(pretrain_argv(out, "--resume", *sets(changed)), capsys, tmp_path,
-                   "model.hidden_dropout_prob: (unset) -> 0.1; train.batch_size: 8 -> 4; train.lr: 0.002 -> 0.001; "
+                   "model.embedding_dropout: (unset) -> 0.1; train.batch_size: 8 -> 4; train.lr: 0.002 -> 0.001; "
                    "train.seed: 0 -> 5;")
+    # what a SIGKILL can leave: an atomic write's temporary, a checkpoint half pruned
+    (out / ".tmp-k2j4-curves.png").write_bytes(b"half")
+    (out / ".tmp-checkpoint-pruned-checkpoint-1").mkdir()
     code, _, err = run(pretrain_argv(out, "--resume", *sets(["train.keep_last=3"])), capsys)
     assert code == 0, err
+    assert not [n for n in os.listdir(out) if n.startswith(".")]  # leftovers and the lock: gone
     assert [r[:3] for r in train_rows(out)] == [r[:3] for r in train_rows(reference)]
     assert_same_weights(out / "checkpoint-4", reference / "checkpoint-4")
 

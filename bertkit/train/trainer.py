@@ -590,15 +590,25 @@ class Trainer:
                 with atomic_open(os.path.join(tmp, STATE_FILE), "wb") as f:
                     torch.save(state, f)
             for _, old_path in list_checkpoints(self.out_dir)[:-self.config.keep_last]:
-                shutil.rmtree(old_path, ignore_errors=True)
+                # renamed out of sight first: a kill in the middle of the delete leaves a .tmp-
+                # directory the next start removes, not a checkpoint-N without its state file
+                doomed = os.path.join(self.out_dir, f".tmp-checkpoint-pruned-{os.path.basename(old_path)}")
+                shutil.rmtree(doomed, ignore_errors=True)
+                os.replace(old_path, doomed)
+                shutil.rmtree(doomed, ignore_errors=True)
             self.plot()
         self.ctx.barrier()
         return path
 
     def _remove_partial_checkpoints(self) -> None:
+        """What a killed run left: checkpoints half written or half deleted, and the temporary
+        files of atomic writes (`.tmp-*-curves.png`, ...)."""
         for name in os.listdir(self.out_dir):
+            path = os.path.join(self.out_dir, name)
             if name.startswith(".tmp-checkpoint-"):
-                shutil.rmtree(os.path.join(self.out_dir, name), ignore_errors=True)
+                shutil.rmtree(path, ignore_errors=True)
+            elif name.startswith(".tmp-") and os.path.isfile(path):
+                os.remove(path)
 
     def _restore(self, checkpoint_dir: str) -> None:
         """Load model, optimizer, scheduler, scaler, position and RNG from a checkpoint."""
