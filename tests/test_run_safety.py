@@ -189,7 +189,7 @@ def test_out_equal_to_or_inside_model_is_refused_before_any_work(encoder, tmp_pa
 
 
 # ---------------------------------------------------------------------------- --overwrite
-def test_overwrite_keeps_the_old_model_until_the_new_run_succeeded(encoder, tmp_path, capsys):
+def test_overwrite_keeps_the_old_model_until_the_new_run_succeeded(encoder, tmp_path, capsys, monkeypatch):
     out = tmp_path / "out"
     assert run(finetune_argv(encoder, out), capsys)[0] == 0
     first = snapshot(out)
@@ -200,6 +200,12 @@ def test_overwrite_keeps_the_old_model_until_the_new_run_succeeded(encoder, tmp_
     assert code == 2 and "loss became" in err, err
     assert snapshot(out) == first  # the old model is intact
     assert sorted(os.listdir(tmp_path)) == ["out"]  # and the new run's directory is gone
+    signal_during_step(monkeypatch, 2, signal.SIGTERM)  # interrupted: nothing to resume, nothing lost
+    code, _, err = run(finetune_argv(encoder, out, "--overwrite"), capsys)
+    assert code == 143 and f"{out} is unchanged" in err and "the new run was discarded" in err, err
+    monkeypatch.undo()
+    assert snapshot(out) == first and sorted(os.listdir(tmp_path)) == ["out"]
+    (tmp_path / ".out.new-k2j4").mkdir()  # the sibling a SIGKILLed --overwrite run leaves
     code, _, err = run(finetune_argv(encoder, out, "--overwrite", *sets(["train.seed=7"])), capsys)
     assert code == 0, err
     assert sorted(os.listdir(tmp_path)) == ["out"]
