@@ -547,11 +547,18 @@ def check_run_dir(cfg: PretrainConfig, out_dir: str, resume: bool) -> None:
 def pretrain(config_path: str, out_dir: str, overrides: list[str] = (), resume: bool = False,
              progress: bool = True) -> dict:
     """What `bertkit pretrain` runs: the TOML recipe with `--set` overrides, pre-trained into
-    `out_dir`, which the run holds locked (bertkit.runlock); the process group (under torchrun)
-    is left at the end, also on errors."""
-    cfg = load_config(config_path, overrides)
+    `out_dir`; the process group (under torchrun) is left at the end, also on errors."""
+    return run_and_leave(load_config(config_path, overrides), out_dir, resume=resume, progress=progress,
+                         what=f"pretrain --config {config_path}")
+
+
+def run_and_leave(cfg: PretrainConfig, out_dir: str, resume: bool = False, progress: bool = True,
+                  what: str = "pretrain") -> dict:
+    """`run_pretraining` holding the lock of `out_dir` (bertkit.runlock; `what` names the run to
+    another one refused), after `check_run_dir`; then leave the process group (under torchrun),
+    also on errors."""
     try:
-        with run_lock(out_dir, f"pretrain --config {config_path}"):
+        with run_lock(out_dir, what):
             check_run_dir(cfg, out_dir, resume)
             metrics = run_pretraining(cfg, out_dir, resume=resume, progress=progress)
     except BaseException:

@@ -699,8 +699,8 @@ def may_skip_parameters(model: nn.Module) -> bool:
     config = getattr(model, "config", None)
     if not isinstance(config, BertConfig):
         return False
-    # sinusoidal positions have no learned table, so nothing is left unused
-    return bool(config.num_experts) or config.position_embedding_type not in ("absolute", "sinusoidal")
+    # sinusoidal positions and T5's bias have no absolute table, so nothing is left unused
+    return bool(config.num_experts) or config.position_embedding_type not in ("absolute", "sinusoidal", "t5_bias")
 
 
 def check_same_config(config, checkpoint_dir: str) -> None:
