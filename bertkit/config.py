@@ -24,6 +24,9 @@ POSITION_EMBEDDING_TYPES = ("absolute", "relative_key", "relative_key_query", "s
 # Checkpoint families this one encoder reads and writes; `model_type` picks the switches and the
 # Hugging Face key names (see bertkit/variants/keymaps.py).
 MODEL_TYPES = ("bert", "roberta", "albert", "electra", "deberta-v2")
+# What the sequence-classification and multiple-choice heads read (bertkit/heads.py); the modern
+# encoder's config shares the field name and its "cls" / "mean".
+CLASSIFIER_POOLINGS = ("pooler", "cls", "mean")
 # What a family changes from BERT's defaults when a config is built by `preset(model_type=...)`.
 VARIANT_DEFAULTS: dict[str, dict[str, Any]] = {
     "bert": {},
@@ -126,6 +129,10 @@ class BertConfig:
     # names: distances fall into this many buckets (half per direction), log-spaced up to max_distance.
     relative_attention_num_buckets: int = 32
     relative_attention_max_distance: int = 128
+    # Classification pooling (heads.py): "pooler" is BERT's dense + tanh on [CLS], the only one
+    # transformers' classes have (saving another warns); "cls" the [CLS] final state without a
+    # pooler; "mean" the mean of the final states over real tokens.
+    classifier_pooling: str = "pooler"
     # Anything else found in config.json: kept so that saving writes it back unchanged.
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -166,6 +173,9 @@ class BertConfig:
         if self.position_embedding_type not in POSITION_EMBEDDING_TYPES:
             raise ConfigError(f"position_embedding_type {self.position_embedding_type!r} is not known; "
                               f"use one of {POSITION_EMBEDDING_TYPES}")
+        if self.classifier_pooling not in CLASSIFIER_POOLINGS:
+            raise ConfigError(f"classifier_pooling {self.classifier_pooling!r} is not known; use one of "
+                              f"{CLASSIFIER_POOLINGS}")
         if self.position_embedding_type == "sinusoidal" and not self.position_biased_input:
             raise ConfigError("sinusoidal positions are added to the input, which position_biased_input="
                               "False turns off; set position_biased_input=True or use absolute positions")
@@ -408,7 +418,8 @@ _INT_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_
                "relative_attention_num_buckets", "relative_attention_max_distance")
 _OPTIONAL_INT_FIELDS = ("embedding_size", "num_hidden_groups", "num_experts", "attention_block_size",
                         "attention_low_rank")
-_STR_FIELDS = ("hidden_act", "position_embedding_type", "model_type", "norm_rel_ebd", "attention_low_rank_sharing")
+_STR_FIELDS = ("hidden_act", "position_embedding_type", "model_type", "norm_rel_ebd", "attention_low_rank_sharing",
+               "classifier_pooling")
 _BOOL_FIELDS = ("relative_attention", "share_att_key", "position_biased_input", "attention_global_cls")
 PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
 

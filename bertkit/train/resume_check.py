@@ -8,7 +8,8 @@ saved config describe. So `check_resume_options(saved, current)` compares the tw
 listing every changed key as `old -> new`.
 
 `MAY_CHANGE` holds what does not change the optimisation of the steps already planned:
-the length of the run (extend it: `train.max_steps`, fine-tuning's `train.epochs`; the lr
+the length of the run (extend it: `train.max_steps`, `train.max_minutes`, fine-tuning's
+`train.epochs`; the lr
 schedule then follows the new length, see `Trainer._apply_current_schedule`), how often it
 evaluates, saves and logs, how many checkpoints it keeps, early-stopping patience, and the
 device (moving a run to another machine; exactness across devices is not promised).
@@ -23,7 +24,7 @@ from typing import Any
 from ..errors import ConfigError
 
 MAY_CHANGE = frozenset({
-    "train.max_steps", "train.epochs",  # extend (or shorten) the run
+    "train.max_steps", "train.epochs", "train.max_minutes",  # extend (or shorten) the run
     "train.eval_every", "train.evals_per_epoch", "train.save_every", "train.log_every", "train.keep_last",
     "train.patience", "early_stopping.patience",  # wait longer (or less) before stopping early
     "train.device",
