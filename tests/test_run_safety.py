@@ -347,6 +347,7 @@ SET_CASES = [
     ("pretrain", "data.keywords=3", ["data.keywords must be a list or a string, got 3"]),
     ("finetune", "train.epochs=abc", ["train.epochs must be a number, got 'abc'"]),
     ("finetune", "model.hidden_dropout_prob=2", ["model.hidden_dropout_prob must be a number in [0, 1), got 2"]),
+    ("finetune", "model.classifier_dropout=abc", ["model.classifier_dropout must be a number in [0, 1), got 'abc'"]),
     ("finetune", "data.text_column=3", ["data.text_column must be a string, got 3", "quote it"]),
 ]
 

@@ -142,8 +142,8 @@ def build_recipe(sections: dict | None) -> Recipe:
     train = dataclass_from_dict(TrainConfig, train_only, "train")
     model = dict(sections.get("model", {}))
     for key, value in model.items():  # dropout probabilities; the config checks them again later
-        if key != "freeze_encoder" and not (isinstance(value, (int, float)) and not isinstance(value, bool)
-                                            and 0 <= value < 1):
+        probability = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1
+        if "dropout" in key and not probability:
             raise ConfigError(f"model.{key} must be a number in [0, 1), got {value!r}")
     freeze = model.pop("freeze_encoder", False)
     if not isinstance(freeze, bool):
