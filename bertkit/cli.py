@@ -95,9 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     except BertkitError as e:  # a user mistake: one line that says what to do, no traceback
         print(f"bertkit {args.command}: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"bertkit {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:  # Ctrl-C; a training loop stopped by a signal says more (RunInterrupted)
+        print(f"bertkit {args.command}: {e or 'interrupted'}", file=sys.stderr)
+        return getattr(e, "exit_code", 130)
     finally:
         _depth -= 1
         torch.set_num_threads(before)  # main() called in-process (tests) leaves torch as it was

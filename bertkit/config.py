@@ -324,7 +324,9 @@ class BertConfig:
         values = dict(VARIANT_DEFAULTS[model_type], num_hidden_layers=layers, hidden_size=hidden,
                       num_attention_heads=heads, intermediate_size=4 * hidden)
         values.update(overrides)
-        if "embedding_size" not in overrides and (values.get("embedding_size") or 0) > values["hidden_size"]:
+        # (a hidden_size of the wrong type is left for __post_init__ to report in one line)
+        if ("embedding_size" not in overrides and isinstance(values["hidden_size"], int)
+                and (values.get("embedding_size") or 0) > values["hidden_size"]):
             values["embedding_size"] = values["hidden_size"]  # ALBERT's 128 on a narrower model
         return cls(**values)
 

@@ -12,11 +12,14 @@ before any model is loaded, instead of a traceback from the first tensor moved t
 
 from __future__ import annotations
 
+import re
+
 import torch
 
 from .errors import ConfigError
 
 DEVICES = "auto, cpu, cuda, cuda:N or mps"
+DEVICE_NAME = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")  # what a config may name, before any lookup
 
 
 def resolve_device(name: str = "auto", local_rank: int = 0) -> torch.device:

@@ -24,3 +24,14 @@ class DataError(BertkitError, ValueError):
 
 class EncodingError(DataError):
     """A text file is not UTF-8 (a corpus of many files may skip it; everything else refuses it)."""
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """A signal (SIGINT, SIGTERM) stopped a run after it saved what it had; the message says
+    where and how to continue. The command exits with 128 + the signal's number (130, 143), as a
+    shell reports a process ended by that signal. A KeyboardInterrupt, so nothing that catches
+    Exception swallows it."""
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.exit_code = 128 + int(signum)

@@ -41,7 +41,10 @@ def add_arguments(parser) -> None:
                              "model; OUT is then a small adapter directory. Settings: --set peft.r=16 "
                              "'peft.target_modules=[\"query\",\"value\"]' peft.kind=pfeiffer "
                              "peft.num_virtual_tokens=20 (see bertkit/peft)")
-    parser.add_argument("--overwrite", action="store_true", help="replace a model already in --out")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace a model already in --out (the old one stays until the new run succeeds)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the run in --out from its newest checkpoint, with the same options")
     add_progress(parser)
 
 
@@ -52,7 +55,7 @@ def run(args) -> int:
                    + ([f"peft.method={args.peft}"] if args.peft else []))
     sections = apply_overrides(sections, assignments, section_keys())
     summary = finetune(args.task, args.model, args.train, args.dev, args.out, sections,
-                       overwrite=args.overwrite, progress=not args.no_progress)
+                       overwrite=args.overwrite, progress=not args.no_progress, resume=args.resume)
     if not summary:  # a non-zero rank of a distributed run
         return 0
     best = summary["best_dev"]

@@ -28,6 +28,7 @@ from bertkit.errors import ConfigError
 from bertkit.io import atomic_write_json
 from bertkit.recipes.finetune import finetune
 from bertkit.recipes.pretrain import PretrainConfig, parse_config, run_and_leave
+from bertkit.runlock import check_apart
 from bertkit.train.config_io import load_toml
 from bertkit.train.trainer import latest_checkpoint
 from bertkit.tasks import (SUMMARY_FILE, evaluate_examples, forward_features, get_task, load_examples, load_model,
@@ -198,7 +199,8 @@ def distill_pretraining(teacher_dir: str, out_dir: str, config_path: str | None 
     transformers load)}.
     """
     cfg = pretrain_distillation_config(teacher_dir, config_path, overrides)
-    metrics = run_and_leave(cfg, out_dir, resume=resume, progress=progress)
+    check_apart(teacher_dir, out_dir, "--teacher")
+    metrics = run_and_leave(cfg, out_dir, resume=resume, progress=progress, what="distill --stage pretrain")
     best = os.path.join(out_dir, "best")
     student = best if cfg.early_stopping.patience and os.path.isdir(best) else latest_checkpoint(out_dir)
     return {"metrics": metrics, "student": student}

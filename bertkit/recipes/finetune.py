@@ -15,12 +15,20 @@
    higher is better, except mse) is saved, and training stops after `patience` evaluations
    without improvement (0 = never);
 5. OUT ends with the best model + tokenizer (config with the labels), `finetune_summary.json`
-   (written last: its presence marks a finished run), `metrics.jsonl` and `curves.png`.
+   (written last: its presence marks a finished run), `metrics.jsonl`, `curves.png` and
+   `finetune_config.json` (the options, which a `resume` must repeat).
+
+The run owns OUT (`bertkit.runlock`: a second run on it is refused); `--model` and `--out` must
+not contain each other; `overwrite` trains into a new sibling directory that replaces OUT only
+once the run has succeeded; `resume` continues from OUT's newest checkpoint (one is written at
+the end, every `train.save_every` steps, and when SIGINT/SIGTERM stop the run).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import glob
 import math
 import os
 import shutil
@@ -36,20 +44,22 @@ from torch import nn
 
 from bertkit.checkpoint import family_class, load_into, read_config, read_state_dict
 from bertkit.constants import IGNORE_INDEX
-from bertkit.errors import BertkitError, ConfigError, DataError
+from bertkit.errors import BertkitError, ConfigError, DataError, RunInterrupted
 from bertkit.heads import BertForMultipleChoice, BertForSequenceClassification
-from bertkit.io import atomic_write_json
+from bertkit.io import atomic_directory, atomic_write_json, loads_json, read_text
 from bertkit.peft import DEFAULT_LR as PEFT_DEFAULT_LR
 from bertkit.peft import PEFT_KEYS, get_peft_model, make_config
+from bertkit.runlock import check_apart, is_main_process, run_lock
 from bertkit.tasks import (BUILTIN_DATA, SUMMARY_FILE, Collator, DataConfig, Task, TaskSpec, baseline_metrics,
                            builtin_labels, clean_metrics, evaluate_examples, feature_length, get_task,
                            load_examples, parse_source, subsample)
 from bertkit.tasks.formats import build_label_map, check_labels_known
 from bertkit.tokenizer import Tokenizer
-from bertkit.train import LengthBucketedBatches, TrainConfig, Trainer
+from bertkit.train import LengthBucketedBatches, TrainConfig, Trainer, list_checkpoints
 from bertkit.train.config_io import bertkit_names, check_keys, dataclass_from_dict
 from bertkit.train.distributed import DistContext, init_distributed, leave
 from bertkit.train.early_stopping import BestKeeper
+from bertkit.train.resume_check import check_resume_options
 
 
 # ---------------------------------------------------------------------------- options
@@ -133,6 +143,10 @@ def build_recipe(sections: dict | None) -> Recipe:
     train_only.setdefault("max_steps", 1)  # replaced by the epoch count once the data is known
     train = dataclass_from_dict(TrainConfig, train_only, "train")
     model = dict(sections.get("model", {}))
+    for key, value in model.items():  # dropout probabilities; the config checks them again later
+        probability = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1
+        if "dropout" in key and not probability:
+            raise ConfigError(f"model.{key} must be a number in [0, 1), got {value!r}")
     freeze = model.pop("freeze_encoder", False)
     if not isinstance(freeze, bool):
         raise ConfigError(f"model.freeze_encoder must be true or false, got {freeze!r}")
@@ -203,6 +217,7 @@ def balanced_weights(features: Sequence[dict], num_labels: int) -> torch.Tensor:
 
 
 MODEL_FILES_MARKERS = ("model.safetensors", "pytorch_model.bin", "adapter_model.safetensors", SUMMARY_FILE)
+RUN_FILE = "finetune_config.json"  # the options of the run, checked when it is resumed
 
 
 def _taken(out_dir: str) -> list[str]:
@@ -211,25 +226,70 @@ def _taken(out_dir: str) -> list[str]:
     return sorted(n for n in os.listdir(out_dir) if n in MODEL_FILES_MARKERS or n.startswith("checkpoint-"))
 
 
-def check_out_dir(out_dir: str, overwrite: bool) -> None:
-    """Refuse to mix a new run into a directory holding another model, unless overwriting."""
+def run_record(task: str, model_dir: str, train_source: str, dev_source: str | None, recipe: Recipe) -> dict:
+    """What a resumed run must share with the run it continues (OUT/finetune_config.json)."""
+    def where(source):  # a file by its absolute path (the same file from another directory)
+        return os.path.abspath(source) if source and os.path.exists(source) else source
+
+    return {"run": {"task": task, "model": os.path.abspath(model_dir), "train_data": where(train_source),
+                    "dev_data": where(dev_source)},
+            "data": dataclasses.asdict(recipe.data),
+            "train": {**dataclasses.asdict(recipe.train), **dataclasses.asdict(recipe.options)},
+            "model": {**recipe.model, "freeze_encoder": recipe.freeze_encoder}, "peft": recipe.peft}
+
+
+def check_out_dir(out_dir: str, overwrite: bool, resume: bool = False, record: dict | None = None) -> bool:
+    """Refuse to mix a new run into a directory holding another model, unless overwriting;
+    with `resume`, refuse options that differ from the run's. True: there is a run to resume."""
     taken = _taken(out_dir)
+    if resume and overwrite:
+        raise ConfigError("--resume continues the run in --out and --overwrite replaces it: pass one of them")
+    if resume and list_checkpoints(out_dir):
+        path = os.path.join(out_dir, RUN_FILE)
+        if not os.path.isfile(path):
+            raise BertkitError(f"{out_dir} has checkpoints but no {RUN_FILE} to check the options against; "
+                               "resume it with the bertkit version that started it, or use a new --out")
+        check_resume_options(loads_json(read_text(path), path), record or {}, out_dir)
+        return True
+    if resume and taken:
+        raise BertkitError(f"{out_dir} holds a finished run ({', '.join(taken[:3])}) and no checkpoint to resume; "
+                           "pass --overwrite to train again, or choose a new --out directory")
     if taken and not overwrite:
-        raise BertkitError(f"{out_dir} already holds a model ({', '.join(taken[:3])}); choose a new "
+        hint = "pass --resume to continue it, " if any(n.startswith("checkpoint-") for n in taken) else ""
+        raise BertkitError(f"{out_dir} already holds a model ({', '.join(taken[:3])}); {hint}choose a new "
                            "--out directory or pass --overwrite")
+    return False
 
 
-def prepare_out_dir(out_dir: str, overwrite: bool) -> None:
-    """check_out_dir, then (overwriting) remove the old model, checkpoints and temporaries."""
-    check_out_dir(out_dir, overwrite)
-    if os.path.isdir(out_dir):
-        for name in os.listdir(out_dir):
-            path = os.path.join(out_dir, name)
-            if name.startswith((".best", ".tmp-best-", "checkpoint-")):  # a killed run's leftovers
-                shutil.rmtree(path, ignore_errors=True)
-            elif name in MODEL_FILES_MARKERS:
-                os.remove(path)
+def prepare_out_dir(out_dir: str, resume: bool = False) -> None:
+    """Remove what a killed run left (temporaries; its checkpoints and best model unless resumed)."""
     os.makedirs(out_dir, exist_ok=True)
+    kept = () if resume else (".best", "checkpoint-")
+    for name in os.listdir(out_dir):
+        if name.startswith((".tmp-best-", *kept)):
+            shutil.rmtree(os.path.join(out_dir, name), ignore_errors=True)
+
+
+@contextlib.contextmanager
+def work_dir(out_dir: str, replace: bool):
+    """The directory the run writes: OUT itself, or when replacing a model a new sibling that
+    takes OUT's place (`atomic_directory`) only once the run succeeded, so a failed or
+    interrupted run leaves the old model as it was. Sibling leftovers of a killed run go first
+    (the caller holds OUT's lock: no other run is using them)."""
+    if not replace or not is_main_process():  # the other ranks of a distributed run write nothing
+        yield out_dir
+        return
+    prefix = f".{os.path.basename(os.path.abspath(out_dir))}.new-"
+    parent = os.path.dirname(os.path.abspath(out_dir))
+    for leftover in glob.glob(os.path.join(glob.escape(parent), glob.escape(prefix) + "*")):
+        shutil.rmtree(leftover, ignore_errors=True)
+    try:
+        with atomic_directory(out_dir, prefix=prefix) as tmp:
+            yield tmp
+    except RunInterrupted as e:
+        raise RunInterrupted(f"interrupted; {out_dir} is unchanged: --overwrite replaces it only when the new run "
+                             "completes, so the new run was discarded (run it again to replace the model)",
+                             e.exit_code - 128) from None
 
 
 def publish_best(out_dir: str, best_dir: str) -> None:
@@ -340,12 +400,13 @@ def run_length(recipe: Recipe, batches: LengthBucketedBatches) -> tuple[TrainCon
 
 def finetune(task: str, model_dir: str, train_source: str, dev_source: str | None, out_dir: str,
              sections: dict | None = None, overwrite: bool = False, progress: bool = True,
-             model_fn=None, train_wrapper=None) -> dict:
+             model_fn=None, train_wrapper=None, resume: bool = False) -> dict:
     """Fine-tune `model_dir` on `train_source` for `task`; returns the summary dict.
 
     `dev_source` None means the built-in set's dev split (built-in training data only).
     `sections` holds `data`, `train` and `model` tables (see DataConfig, TrainConfig,
-    FinetuneOptions; model: dropout overrides).
+    FinetuneOptions; model: dropout overrides). `resume` continues OUT's newest checkpoint with
+    the same options (bit-exact), `overwrite` replaces a model in OUT once the new run succeeded.
     Hooks for recipes built on this one (distillation, bertkit/recipes/distill.py):
     `model_fn(model_dir, task, labels, model_overrides)` builds the task model instead of
     `build_task_model`; `train_wrapper(model)` wraps it into the module the Trainer optimises
@@ -358,7 +419,7 @@ def finetune(task: str, model_dir: str, train_source: str, dev_source: str | Non
     recipe = build_recipe(sections)
     ctx = init_distributed(recipe.train.device)
     try:
-        summary = _finetune(task, model_dir, train_source, dev_source, out_dir, recipe, ctx, overwrite,
+        summary = _finetune(task, model_dir, train_source, dev_source, out_dir, recipe, ctx, overwrite, resume,
                             progress and ctx.is_main, model_fn, train_wrapper)
     except BaseException:
         leave(ctx, wait=False)  # a peer may have failed too: do not wait for it
@@ -368,47 +429,62 @@ def finetune(task: str, model_dir: str, train_source: str, dev_source: str | Non
 
 
 def _finetune(task: str, model_dir: str, train_source: str, dev_source: str | None, out_dir: str, recipe: Recipe,
-              ctx: DistContext, overwrite: bool, progress: bool, model_fn, train_wrapper) -> dict:
+              ctx: DistContext, overwrite: bool, resume: bool, progress: bool, model_fn, train_wrapper) -> dict:
     started = time.time()
     get_task(task)
-    check_out_dir(out_dir, overwrite)  # before the slow parts; cleaned once the data is known good
-    data = load_task_data(task, train_source, dev_source, recipe)
-    metric = select_metric(data.task, recipe.options)
-    tokenizer = Tokenizer.from_pretrained(model_dir)
-    model = build_model(model_dir, data, recipe, model_fn, progress)
-    label2id = {n: i for i, n in enumerate(data.labels or [])}
-    features = data.task.encode(tokenizer, data.train, recipe.data, label2id, True, "train")
-    trained: nn.Module = model
-    if recipe.options.class_weights == "balanced":
-        trained = WeightedLoss(model, balanced_weights(features, model.config.num_labels))
-    if train_wrapper is not None:
-        trained = train_wrapper(trained)
+    check_apart(model_dir, out_dir)
+    record = run_record(task, model_dir, train_source, dev_source, recipe)
+    with run_lock(out_dir, f"finetune --task {task}"):
+        resume = check_out_dir(out_dir, overwrite, resume, record)  # before the slow parts
+        data = load_task_data(task, train_source, dev_source, recipe)
+        metric = select_metric(data.task, recipe.options)
+        tokenizer = Tokenizer.from_pretrained(model_dir)
+        model = build_model(model_dir, data, recipe, model_fn, progress)
+        label2id = {n: i for i, n in enumerate(data.labels or [])}
+        features = data.task.encode(tokenizer, data.train, recipe.data, label2id, True, "train")
+        trained: nn.Module = model
+        if recipe.options.class_weights == "balanced":
+            trained = WeightedLoss(model, balanced_weights(features, model.config.num_labels))
+        if train_wrapper is not None:
+            trained = train_wrapper(trained)
+        with work_dir(out_dir, replace=overwrite and bool(_taken(out_dir))) as work:
+            if ctx.is_main:
+                prepare_out_dir(work, resume)
+                atomic_write_json(os.path.join(work, RUN_FILE), record)
+            ctx.barrier()
+            trainer, keeper, train_config, steps_per_epoch = train_task_model(
+                work, recipe, data, tokenizer, (model, trained), features, metric, resume, progress, ctx)
+            if not ctx.is_main:
+                return {}
+            publish_best(work, keeper.best_dir)
+            summary = run_summary(data, recipe, train_config, model, features, trainer.step, steps_per_epoch,
+                                  keeper, metric, model_dir, train_source, started)
+            atomic_write_json(os.path.join(work, SUMMARY_FILE), summary)
+    return summary
 
-    if ctx.is_main:
-        prepare_out_dir(out_dir, overwrite)
-    ctx.barrier()
+
+def train_task_model(work: str, recipe: Recipe, data: TaskData, tokenizer, models: tuple, features, metric: str,
+                     resume: bool, progress: bool, ctx: DistContext):
+    """Train `models = (model, trained)` into `work`: the Trainer optimises `trained` (model or a
+    wrapper of it), dev metrics are `model`'s and the best one is kept in work/.best.
+    Returns (trainer, keeper, train_config, steps_per_epoch)."""
+    model, trained = models
     batches = LengthBucketedBatches(features, recipe.train.batch_size, Collator(tokenizer.pad_token_id),
                                     lengths=[feature_length(f) for f in features], seed=recipe.train.seed,
                                     rank=ctx.rank, world_size=ctx.world_size)  # this rank's share
     train_config, steps_per_epoch = run_length(recipe, batches)
-    keeper = BestKeeper(out_dir, metric, recipe.options.patience, tokenizer, metric in data.task.lower_is_better)
-    trainer = Trainer(trained, batches, train_config, out_dir, tokenizer=tokenizer, progress=progress, ctx=ctx)
+    keeper = BestKeeper(work, metric, recipe.options.patience, tokenizer, metric in data.task.lower_is_better)
 
     def evaluate_dev(_model) -> dict:
         metrics = evaluate_examples(model, tokenizer, data.spec, data.dev, name="dev")
-        if keeper.update(model, trainer.step, metrics):
-            trainer.stop_requested = True
         return {k: (v if v is not None and not math.isnan(v) else float("nan")) for k, v in metrics.items()}
 
-    trainer.eval_fn = evaluate_dev
-    trainer.train()
-    if not trainer.ctx.is_main:
-        return {}
-    publish_best(out_dir, keeper.best_dir)
-    summary = run_summary(data, recipe, train_config, model, features, trainer.step, steps_per_epoch, keeper,
-                          metric, model_dir, train_source, started)
-    atomic_write_json(os.path.join(out_dir, SUMMARY_FILE), summary)
-    return summary
+    # The Trainer tells the keeper every evaluation (it saves `trained`, whose save_pretrained is
+    # the task model's) and replays the logged ones when resuming, so patience and best survive.
+    trainer = Trainer(trained, batches, train_config, work, eval_fn=evaluate_dev, tokenizer=tokenizer,
+                      progress=progress, keeper=keeper, ctx=ctx)
+    trainer.train(resume=resume)
+    return trainer, keeper, train_config, steps_per_epoch
 
 
 def run_summary(data: TaskData, recipe: Recipe, train_config: TrainConfig, model, features, steps: int,

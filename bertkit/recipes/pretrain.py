@@ -54,13 +54,15 @@ from dataclasses import dataclass, field
 import torch
 
 from ..config import SIZE_PRESETS, BertConfig
+from ..data.collate import STRATEGIES
 from ..data.corpus import open_corpus
 from ..data.documents import first, shard_documents, split_documents
 from ..data.examples import BUILDERS, SpecialTokens, build_examples, make_builder
-from ..errors import ConfigError
-from ..io import atomic_open, atomic_write_json
+from ..errors import BertkitError, ConfigError
+from ..io import atomic_open, atomic_write_json, loads_json, read_text
 from ..modern import ModernBertConfig
 from ..objectives import OBJECTIVES, Objective, get_objective, import_objective_module
+from ..runlock import check_apart, run_lock
 from ..tokenizer import Tokenizer
 from ..train.batching import LengthBucketedBatches
 from ..train.config_io import apply_overrides, check_keys, dataclass_from_dict, load_toml, parse_value, suggest
@@ -68,7 +70,8 @@ from ..train.distributed import DistContext, init_distributed, shutdown
 from ..train.early_stopping import EarlyStoppingSection
 from ..train.evaluate import unigram_baseline
 from ..train.streaming import streaming_batches, take_examples
-from ..train.trainer import TrainConfig, Trainer, seed_everything
+from ..train.resume_check import check_resume_options
+from ..train.trainer import TrainConfig, Trainer, latest_checkpoint, seed_everything
 from .continued import (INIT_KEYS, GeneralCorpus, check_data_section, check_model_section, load_init_model,
                         mix_examples, open_general)
 
@@ -127,6 +130,15 @@ class DataSection:
             raise ConfigError(f"data.eval_fraction must be in (0, 1), got {self.eval_fraction}")
         if self.max_length < 8:
             raise ConfigError(f"data.max_length must be at least 8, got {self.max_length}")
+        # checked here, not when the collator is built: that is after the tokenizer and shards
+        if self.masking not in STRATEGIES:
+            raise ConfigError(f"data.masking {self.masking!r} is not known; use one of {', '.join(STRATEGIES)}")
+        if not 0.0 < self.mlm_probability < 1.0:
+            raise ConfigError(f"data.mlm_probability must be in (0, 1) (e.g. 0.15), got {self.mlm_probability!r}")
+        for name in ("max_eval_examples", "bucket_size", "max_documents"):
+            if getattr(self, name) < (0 if name == "max_documents" else 1):
+                raise ConfigError(f"data.{name} must be an integer >= {0 if name == 'max_documents' else 1}, "
+                                  f"got {getattr(self, name)!r}")
         check_data_section(self)
 
 
@@ -212,7 +224,7 @@ def parse_config(raw: dict, overrides: list[str] = ()) -> PretrainConfig:
         raise ConfigError(f"model.preset {model['preset']!r} is not known; use one of {sorted(SIZE_PRESETS)}")
     data = dataclass_from_dict(DataSection, raw.get("data", {}), "data")
     settings = _objective_settings(raw, data, model)
-    return PretrainConfig(
+    cfg = PretrainConfig(
         model=model,
         tokenizer=dataclass_from_dict(TokenizerSection, raw.get("tokenizer", {}), "tokenizer"),
         data=data,
@@ -220,6 +232,21 @@ def parse_config(raw: dict, overrides: list[str] = ()) -> PretrainConfig:
         objective_settings=settings,
         early_stopping=dataclass_from_dict(EarlyStoppingSection, raw.get("early_stopping", {}), "early_stopping"),
     )
+    check_model_values(cfg)
+    return cfg
+
+
+def check_model_values(cfg: PretrainConfig) -> None:
+    """The [model] values, checked now by building the config (no weights) with the vocabulary
+    size asked for: the tokenizer that fixes it is trained later, and a wrong type or range
+    must not wait for it."""
+    if cfg.model.get("init"):
+        return  # the checkpoint's config; the continued keys were checked (check_model_section)
+    vocab_size = cfg.model.get("vocab_size", cfg.tokenizer.vocab_size)
+    try:
+        model_config(cfg, vocab_size if isinstance(vocab_size, int) else 8000)
+    except ConfigError as e:
+        raise ConfigError(f"[model] {e}".replace("; fix it in config.json", "")) from None
 
 
 def load_config(path: str, overrides: list[str] = ()) -> PretrainConfig:
@@ -503,17 +530,37 @@ def run_pretraining(cfg: PretrainConfig, out_dir: str, resume: bool = False, pro
     return trainer.train(resume=resume)
 
 
+def check_run_dir(cfg: PretrainConfig, out_dir: str, resume: bool) -> None:
+    """Before any work: a run in `out_dir` is continued only with --resume, and only with the
+    options it was started with (OUT/pretrain_config.json; see train/resume_check.py)."""
+    if cfg.model.get("init"):
+        check_apart(cfg.model["init"], out_dir, "model.init")
+    existing = latest_checkpoint(out_dir)
+    if existing and not resume:
+        raise BertkitError(f"{out_dir} already holds {os.path.basename(existing)}; pass --resume to continue it, "
+                           "or choose a new --out directory")
+    saved = os.path.join(out_dir, "pretrain_config.json")
+    if existing and os.path.isfile(saved):
+        check_resume_options(loads_json(read_text(saved), saved), cfg.to_dict(), out_dir)
+
+
 def pretrain(config_path: str, out_dir: str, overrides: list[str] = (), resume: bool = False,
              progress: bool = True) -> dict:
     """What `bertkit pretrain` runs: the TOML recipe with `--set` overrides, pre-trained into
     `out_dir`; the process group (under torchrun) is left at the end, also on errors."""
-    return run_and_leave(load_config(config_path, overrides), out_dir, resume=resume, progress=progress)
+    return run_and_leave(load_config(config_path, overrides), out_dir, resume=resume, progress=progress,
+                         what=f"pretrain --config {config_path}")
 
 
-def run_and_leave(cfg: PretrainConfig, out_dir: str, resume: bool = False, progress: bool = True) -> dict:
-    """`run_pretraining`, then leave the process group (under torchrun), also on errors."""
+def run_and_leave(cfg: PretrainConfig, out_dir: str, resume: bool = False, progress: bool = True,
+                  what: str = "pretrain") -> dict:
+    """`run_pretraining` holding the lock of `out_dir` (bertkit.runlock; `what` names the run to
+    another one refused), after `check_run_dir`; then leave the process group (under torchrun),
+    also on errors."""
     try:
-        metrics = run_pretraining(cfg, out_dir, resume=resume, progress=progress)
+        with run_lock(out_dir, what):
+            check_run_dir(cfg, out_dir, resume)
+            metrics = run_pretraining(cfg, out_dir, resume=resume, progress=progress)
     except BaseException:
         shutdown(wait=False)  # a peer may have failed too: do not wait for it
         raise

@@ -12,6 +12,11 @@ transformers' TrainingArguments names are read as bertkit's keys where they mean
 `--set section.key=value` overrides one value; the value is parsed as a TOML literal
 (`3e-4`, `true`, `"cosine"`, `[1, 2]`), and a bare word that is not valid TOML is taken as a
 string, so `--set data.corpus=bbc` works without shell-quoting the quotes.
+
+Every value is checked against its field's type before the dataclass sees it (`check_types`):
+`train.seed=abc` or `train.eval_every=true` is one line naming the key, the value and the type
+wanted, never a TypeError from deep inside the run or `true` read as 1. Ranges are each
+dataclass's own `__post_init__`.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import tomllib
+import types
+import typing
 from typing import Any, Iterable
 
 from ..errors import ConfigError
@@ -75,11 +82,55 @@ def bertkit_names(values: dict, valid: Iterable[str], section: str) -> dict:
     return out
 
 
+# What a field's annotation accepts, as a phrase for the error. An int is a float too; a bool is
+# neither (`eval_every = true` is a mistake, not 1).
+_KINDS = {int: "an integer", float: "a number", str: "a string", bool: "true or false", list: "a list",
+          dict: "a table", type(None): ""}
+
+
+def _kinds(annotation) -> tuple | None:
+    """The plain types an annotation allows (int, str | None, list | str, ...), or None when it
+    is anything else (such a field is left to its dataclass)."""
+    if annotation in _KINDS:
+        return (annotation,)
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        parts = [_kinds(a) for a in typing.get_args(annotation)]
+        return None if None in parts else tuple(k for part in parts for k in part)
+    return (origin,) if origin in _KINDS else None
+
+
+def _fits(value, kinds: tuple) -> bool:
+    if isinstance(value, bool):
+        return bool in kinds
+    if isinstance(value, int) and float in kinds:
+        return True
+    return any(isinstance(value, k) for k in kinds if k is not bool)
+
+
+def check_types(cls, values: dict, section: str) -> None:
+    """Raise ConfigError for the first value whose type its field does not allow."""
+    try:
+        hints = typing.get_type_hints(cls)
+    except (NameError, TypeError):  # an annotation this module cannot resolve: the dataclass checks
+        return
+    for key, value in values.items():
+        kinds = _kinds(hints.get(key))
+        if kinds is None or _fits(value, kinds):
+            continue
+        wanted = " or ".join(_KINDS[k] for k in kinds if _KINDS[k])
+        quoted = kinds == (str,) and not isinstance(value, str)
+        hint = f' (quote it: {section}.{key}=\'"{value}"\')' if quoted else ""
+        raise ConfigError(f"{section}.{key} must be {wanted}, got {value!r}{hint}")
+
+
 def dataclass_from_dict(cls, values: dict, section: str):
-    """Build dataclass `cls` from a TOML table, rejecting unknown keys with a suggestion."""
+    """Build dataclass `cls` from a TOML table, rejecting unknown keys with a suggestion and
+    values of the wrong type with the type wanted."""
     names = [f.name for f in dataclasses.fields(cls)]
     values = bertkit_names(values, names, section)
     check_keys(values, names, section)
+    check_types(cls, values, section)
     try:
         return cls(**values)
     except TypeError as e:  # e.g. a wrong value type the dataclass could not take

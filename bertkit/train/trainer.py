@@ -27,7 +27,13 @@ renamed into place, so a killed run leaves only complete checkpoints, and `train
 continues from the newest one with the same loss at every later step as an uninterrupted run.
 
 `trainer_state.pt` holds only tensors and plain containers and is read with
-`torch.load(weights_only=True)`: resuming never unpickles code.
+`torch.load(weights_only=True)`: resuming never unpickles code. A resume refuses a TrainConfig
+that differs from the checkpoint's outside `resume_check.MAY_CHANGE` (e.g. lr, batch_size, seed).
+
+SIGINT (Ctrl-C) or SIGTERM (a scheduler's preemption) during `train()` let the current step
+finish, write a checkpoint and raise `RunInterrupted` (the command exits 130 / 143); a second
+signal stops at once. Every rank learns of a signal through the step's all-reduce, so all of
+them stop after the same step.
 
 The data protocol is small: `data` is an iterable of batches (dicts of tensors whose keys are
 the model's forward arguments, including the labels). If it has `set_epoch(e)` it is told
@@ -46,6 +52,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import time
 import warnings
 from dataclasses import asdict, dataclass
@@ -58,8 +65,9 @@ from tqdm import tqdm
 
 from ..checkpoint import load_into, read_state_dict
 from ..config import BertConfig
-from ..errors import BertkitError, CheckpointError, ConfigError, DataError
+from ..errors import BertkitError, CheckpointError, ConfigError, DataError, RunInterrupted
 from ..io import atomic_directory, atomic_open, atomic_write_text
+from ..devices import DEVICE_NAME, DEVICES
 from ..progress import progress
 from .config_io import dataclass_from_dict
 from .distributed import DistContext, init_distributed, unwrap, wrap_model
@@ -67,6 +75,7 @@ from .early_stopping import BestKeeper
 from .optim import build_optimizer
 from .plots import plot_curves
 from .reporting import check_report_to, open_reporter
+from .resume_check import check_resume_options
 from .schedule import SCHEDULES, WarmupDecay, build_scheduler
 
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -112,7 +121,7 @@ class TrainConfig:
         for name in ("eval_every", "save_every", "warmup_steps"):
             value = getattr(self, name)
             lowest = -1 if name == "save_every" else 0
-            if not isinstance(value, int) or value < lowest:
+            if not isinstance(value, int) or isinstance(value, bool) or value < lowest:
                 raise ConfigError(f"train.{name} must be an integer >= {lowest}, got {value!r}")
         if self.max_minutes is not None and not (
                 isinstance(self.max_minutes, (int, float)) and not isinstance(self.max_minutes, bool)
@@ -133,14 +142,34 @@ class TrainConfig:
             raise ConfigError(f"train.warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
         if self.warmup_steps and self.warmup_ratio:
             raise ConfigError("set train.warmup_steps or train.warmup_ratio, not both")
-        if self.grad_clip < 0:
-            raise ConfigError(f"train.grad_clip must be >= 0 (0 = off), got {self.grad_clip}")
         if self.llrd is not None and not 0.0 < self.llrd <= 1.0:
             raise ConfigError(f"train.llrd must be in (0, 1], got {self.llrd}")
         if self.head_lr is not None and not (isinstance(self.head_lr, (int, float)) and self.head_lr > 0):
             raise ConfigError(f"train.head_lr must be a positive number (or unset: the head trains at train.lr), "
                               f"got {self.head_lr!r}")
         check_report_to(self.report_to)  # an unknown target, or tensorboard without its package
+        self._check_optimizer_and_seed()
+
+    def _check_optimizer_and_seed(self) -> None:
+        """Ranges of the AdamW settings, the seed and the device (NaN fails every comparison)."""
+        def number(value) -> bool:
+            return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+        if not (number(self.adam_eps) and self.adam_eps > 0):
+            raise ConfigError(f"train.adam_eps must be a positive number (e.g. 1e-6), got {self.adam_eps!r}")
+        if not (number(self.adam_beta2) and 0 <= self.adam_beta2 < 1):
+            raise ConfigError(f"train.adam_beta2 must be a number in [0, 1) (e.g. 0.999), got {self.adam_beta2!r}")
+        if not (number(self.weight_decay) and self.weight_decay >= 0):
+            raise ConfigError(f"train.weight_decay must be a number >= 0, got {self.weight_decay!r}")
+        if not (number(self.schedule_power) and self.schedule_power > 0 and number(self.lr_end) and self.lr_end >= 0):
+            raise ConfigError(f"train.schedule_power must be a number > 0 and train.lr_end a number >= 0, got "
+                              f"{self.schedule_power!r} and {self.lr_end!r}")
+        if not (number(self.grad_clip) and self.grad_clip >= 0):
+            raise ConfigError(f"train.grad_clip must be a number >= 0 (0 = off), got {self.grad_clip!r}")
+        if not (isinstance(self.seed, int) and not isinstance(self.seed, bool) and 0 <= self.seed < 2**63):
+            raise ConfigError(f"train.seed must be an integer in [0, 2**63), got {self.seed!r}")
+        if not (isinstance(self.device, str) and DEVICE_NAME.match(self.device)):
+            raise ConfigError(f"train.device must be one of {DEVICES}, got {self.device!r}")
 
     @property
     def warmup(self) -> int:
@@ -281,6 +310,8 @@ class Trainer:
         # Set True (e.g. by eval_fn, for early stopping) to end train() after this step's
         # evaluation; the loop then writes its checkpoint and returns.
         self.stop_requested = False
+        self._signal: int | None = None  # the first SIGINT/SIGTERM received during train()
+        self._agreed_signal: int | None = None  # ... as all ranks agreed on after a step
 
     # ------------------------------------------------------------------ public
     def train(self, resume: bool = False) -> dict:
@@ -311,6 +342,7 @@ class Trainer:
                                     find_unused_parameters=may_skip_parameters(unwrap(self.model)))
         bar = self._progress_bar()
         last_metrics: dict = {}
+        handlers = self._catch_stop_signals()
         try:
             while self.step < cfg.max_steps:
                 loss, tokens, seconds, parts = self._train_step(batches)
@@ -331,12 +363,17 @@ class Trainer:
                 if (cfg.eval_every and self.step % cfg.eval_every == 0) or done:
                     last_metrics = self._evaluate() or last_metrics
                     self.stop_requested = bool(self.ctx.broadcast(self.stop_requested))
-                if cfg.save_every >= 0 and ((cfg.save_every and self.step % cfg.save_every == 0)
-                                            or done or self.stop_requested):
+                saving = cfg.save_every >= 0 and ((cfg.save_every and self.step % cfg.save_every == 0)
+                                                  or done or self.stop_requested)
+                if saving:
                     self.save_checkpoint()
                 if self.stop_requested or done:  # done early: the time budget is spent
                     break
+                if self._agreed_signal is not None and not done:
+                    self._stop_for_signal(saved=saving)
         finally:
+            for signum, handler in handlers.items():
+                signal.signal(signum, handler)
             if bar is not None:
                 bar.close()
             if self.reporter is not None:
@@ -345,6 +382,45 @@ class Trainer:
             self.ddp_model = None
         return last_metrics
 
+    # ------------------------------------------------------------------ signals
+    def _catch_stop_signals(self) -> dict:
+        """Route SIGINT and SIGTERM to `_on_signal`; returns the handlers to put back."""
+        self._signal = self._agreed_signal = None
+        previous = {}
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            try:
+                previous[signum] = signal.signal(signum, self._on_signal)
+            except ValueError:  # not the main thread: signals stay with whoever handles them
+                break
+        return previous
+
+    def _on_signal(self, signum, frame) -> None:
+        name = signal.Signals(signum).name
+        if self._signal is not None:  # asked twice: the user does not want to wait for the step
+            raise RunInterrupted(f"stopped at once by a second {name}, without saving this step; "
+                                 f"the last checkpoint in {self.out_dir} is intact (--resume continues from it)",
+                                 signum)
+        self._signal = signum
+        if not self.ctx.enabled:  # alone, no need to wait for the next step's all-reduce
+            self._agreed_signal = signum
+        if self.ctx.is_main:
+            tqdm.write(f"{name}: finishing step {self.step + 1}, then saving a checkpoint "
+                       f"(send {name} again to stop at once)")
+
+    def _stop_for_signal(self, saved: bool) -> None:
+        """Save this step's checkpoint (unless saved already, or never wanted) and stop."""
+        signum = self._agreed_signal
+        if self.config.save_every < 0:
+            where = "no checkpoint written (train.save_every = -1)"
+        else:
+            if not saved:
+                self.save_checkpoint()  # collective: every rank takes part, rank 0 writes
+            path = os.path.join(self.out_dir, f"checkpoint-{self.step}")
+            where = f"saved {path}; run the same command with --resume to continue"
+        raise RunInterrupted(f"stopped by {signal.Signals(signum).name} after step {self.step} of "
+                             f"{self.config.max_steps}; {where}", signum)
+
+    # ------------------------------------------------------------------ time budget
     def _out_of_time(self) -> bool:
         """True once the training time reaches train.max_minutes (rank 0's clock decides)."""
         if self.config.max_minutes is None:
@@ -388,9 +464,14 @@ class Trainer:
             tokens += mask.sum() if mask is not None else batch["input_ids"].numel()
         # One all-reduce gives the global loss (mean over ranks) and token count for the log,
         # and lets every rank see a non-finite loss on any rank and stop together.
-        totals = self.ctx.all_reduce_sum(torch.cat([torch.stack([loss_sum, tokens]), parts]))
+        # Two more numbers say whether any rank got a SIGINT or a SIGTERM (see _on_signal).
+        signals = torch.tensor([self._signal == signal.SIGINT, self._signal == signal.SIGTERM],
+                               device=self.ctx.device, dtype=torch.float64)
+        totals = self.ctx.all_reduce_sum(torch.cat([torch.stack([loss_sum, tokens]), signals, parts]))
+        if totals[2] or totals[3]:
+            self._agreed_signal = signal.SIGTERM if totals[3] else signal.SIGINT
         loss_value = float(totals[0]) / self.ctx.world_size
-        part_values = {name: float(v) / self.ctx.world_size for name, v in zip(self.log_outputs, totals[2:])}
+        part_values = {name: float(v) / self.ctx.world_size for name, v in zip(self.log_outputs, totals[4:])}
         if not math.isfinite(loss_value):
             last = latest_checkpoint(self.out_dir)
             kept = f"the last good checkpoint {last} is untouched" if last else "no checkpoint was written"
@@ -547,21 +628,33 @@ class Trainer:
                 with atomic_open(os.path.join(tmp, STATE_FILE), "wb") as f:
                     torch.save(state, f)
             for _, old_path in list_checkpoints(self.out_dir)[:-self.config.keep_last]:
-                shutil.rmtree(old_path, ignore_errors=True)
+                # renamed out of sight first: a kill in the middle of the delete leaves a .tmp-
+                # directory the next start removes, not a checkpoint-N without its state file
+                doomed = os.path.join(self.out_dir, f".tmp-checkpoint-pruned-{os.path.basename(old_path)}")
+                shutil.rmtree(doomed, ignore_errors=True)
+                os.replace(old_path, doomed)
+                shutil.rmtree(doomed, ignore_errors=True)
             self.plot()
         self.ctx.barrier()
         return path
 
     def _remove_partial_checkpoints(self) -> None:
+        """What a killed run left: checkpoints half written or half deleted, and the temporary
+        files of atomic writes (`.tmp-*-curves.png`, ...)."""
         for name in os.listdir(self.out_dir):
+            path = os.path.join(self.out_dir, name)
             if name.startswith(".tmp-checkpoint-"):
-                shutil.rmtree(os.path.join(self.out_dir, name), ignore_errors=True)
+                shutil.rmtree(path, ignore_errors=True)
+            elif name.startswith(".tmp-") and os.path.isfile(path):
+                os.remove(path)
 
     def _restore(self, checkpoint_dir: str) -> None:
         """Load model, optimizer, scheduler, scaler, position and RNG from a checkpoint."""
         model = unwrap(self.model)
         check_same_config(model.config, checkpoint_dir)
         state = load_trainer_state(checkpoint_dir)
+        if "train_config" in state:
+            check_resume_options({"train": state["train_config"]}, {"train": asdict(self.config)}, checkpoint_dir)
         if hasattr(model, "load_adapter_weights"):  # a PeftModel: its checkpoints hold the adapter only
             model.load_adapter_weights(checkpoint_dir)  # strict: every adapter tensor must fit
         else:

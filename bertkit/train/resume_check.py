@@ -1,0 +1,73 @@
+"""A resumed run trains with the options it was started with, or says which ones differ.
+
+Resuming restores the optimizer, schedule, data position and RNG streams of a checkpoint; a
+changed learning rate, batch size, seed or sequence length would either be ignored (the
+restored state wins) or silently make a different run than the one the checkpoint and the
+saved config describe. So `check_resume_options(saved, current)` compares the two configs
+(nested dicts, flattened to `section.key`) and refuses any difference outside `MAY_CHANGE`,
+listing every changed key as `old -> new`.
+
+`MAY_CHANGE` holds what does not change the optimisation of the steps already planned:
+the length of the run (extend it: `train.max_steps`, `train.max_minutes`, fine-tuning's
+`train.epochs`; the lr
+schedule then follows the new length, see `Trainer._apply_current_schedule`), how often it
+evaluates, saves and logs, how many checkpoints it keeps, early-stopping patience, and the
+device (moving a run to another machine; exactness across devices is not promised).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from ..errors import ConfigError
+
+MAY_CHANGE = frozenset({
+    "train.max_steps", "train.epochs", "train.max_minutes",  # extend (or shorten) the run
+    "train.eval_every", "train.evals_per_epoch", "train.save_every", "train.log_every", "train.keep_last",
+    "train.patience", "early_stopping.patience",  # wait longer (or less) before stopping early
+    "train.device",
+})
+
+
+def flatten(config: dict, prefix: str = "") -> dict[str, Any]:
+    """{"train": {"lr": 1e-3}} -> {"train.lr": 1e-3}; values as JSON would store them."""
+    out = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value and prefix == "":
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = json.loads(json.dumps(value))  # tuples -> lists, as read back from a file
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b and isinstance(a, bool) == isinstance(b, bool)  # true is not 1
+
+
+def changed_options(saved: dict, current: dict, may_change=MAY_CHANGE) -> list[str]:
+    """`key: old -> new` for every option that differs and may not change on resume."""
+    old, new = flatten(saved), flatten(current)
+    missing = object()
+    lines = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key, missing), new.get(key, missing)
+        if key in may_change or _same(a, b):
+            continue
+        lines.append(f"{key}: {'(unset)' if a is missing else json.dumps(a)} -> "
+                     f"{'(unset)' if b is missing else json.dumps(b)}")
+    return lines
+
+
+def check_resume_options(saved: dict, current: dict, where: str) -> None:
+    """Raise ConfigError listing the options that differ from the run being resumed (`where`)."""
+    lines = changed_options(saved, current)
+    if lines:
+        allowed = sorted(MAY_CHANGE & set(flatten(current)))  # the ones this kind of run has
+        raise ConfigError(f"--resume continues {where} with the options it was started with, but these "
+                          f"differ: {'; '.join(lines)}; pass the original values (only "
+                          f"{', '.join(allowed)} may change), or start a new run in another --out")

@@ -1,0 +1,362 @@
+"""Runs own their output directory and are honest on resume (issue 17): a lock refuses a second
+run on one --out (and a stale lock is taken over), --out may not be --model, --overwrite keeps
+the old model until the new run succeeded, --resume refuses changed options, SIGINT/SIGTERM
+save a checkpoint that --resume continues bit-exactly, and --set values are checked for type
+and range before any work. Each case runs the commands in-process on tiny models."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+
+import pytest
+import torch
+
+from bertkit.cli import main
+from bertkit.config import BertConfig
+from bertkit.model import BertModel
+from bertkit.runlock import LOCK_FILE, RunLock
+from bertkit.tokenizer import Tokenizer
+from bertkit.train import trainer as trainer_module
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PRETRAIN_CONFIG = os.path.join(ROOT, "configs", "pretrain-tiny.toml")
+# The smallest pre-training that still runs the whole recipe: 12 short documents, a 200-piece
+# vocabulary, a 1-layer hidden-32 modern encoder.
+PRETRAIN_SMALL = ["data.max_documents=12", "tokenizer.vocab_size=200", "data.max_length=32",
+                  "model.hidden_size=32", "model.intermediate_size=64", "model.num_hidden_layers=1",
+                  "model.num_attention_heads=2", "model.local_attention=16", "train.batch_size=8",
+                  "train.warmup_steps=1", "train.log_every=1", "train.eval_every=3", "train.save_every=3",
+                  "data.max_eval_examples=8", "train.max_steps=4"]
+TEXTS = [("the striker scored a late goal in the match", "sport"), ("the bank cut interest rates", "business"),
+         ("a late goal won the cup final", "sport"), ("shares fell as rates rose again", "business"),
+         ("the keeper saved a penalty kick", "sport"), ("the firm reported record profits", "business")]
+# Fine-tuning settings that keep a run under a second: 6 steps of batch 4, dev evaluated every 2.
+FINETUNE_SMALL = ["train.max_steps=6", "train.batch_size=4", "train.eval_every=2", "train.log_every=1",
+                  "data.max_length=32"]
+
+
+@pytest.fixture(autouse=True)
+def _no_plots(monkeypatch):
+    """curves.png is drawn after every evaluation and checkpoint; matplotlib was 95% of these
+    tiny runs (tests/train covers the plot), so here it writes a stand-in file."""
+    monkeypatch.setattr(trainer_module, "plot_curves", lambda history, f, baseline=None: f.write(b"png"))
+
+
+def sets(items):
+    return [x for item in items for x in ("--set", item)]
+
+
+def snapshot(root) -> dict[str, str]:
+    """Every file under `root` with a hash of its bytes (a changed file shows too)."""
+    out = {}
+    for directory, _, files in os.walk(root):
+        for name in files:
+            path = os.path.join(directory, name)
+            with open(path, "rb") as f:
+                out[os.path.relpath(path, root)] = hashlib.sha256(f.read()).hexdigest()
+    return out
+
+
+def run(argv, capsys):
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def assert_refused(argv, capsys, workdir, *fragments):
+    """Exit code 2, one stderr line holding every fragment, no new or changed file in workdir."""
+    before = snapshot(workdir)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a warning would be a second stderr line
+        code, _, err = run(argv, capsys)
+    assert code == 2, err
+    assert err.count("\n") == 1 and err.endswith("\n"), err
+    for fragment in fragments:
+        assert fragment in err, (fragment, err)
+    assert snapshot(workdir) == before
+
+
+@pytest.fixture(scope="module")
+def encoder(tmp_path_factory):
+    """A 1-layer, hidden-32 random encoder with a WordPiece vocabulary of the texts above."""
+    root = tmp_path_factory.mktemp("encoder")
+    corpus = root / "corpus.txt"
+    corpus.write_text("\n".join(t for t, _ in TEXTS) + "\n", encoding="utf-8")
+    tokenizer = Tokenizer.train_wordpiece([str(corpus)], vocab_size=200, min_frequency=1, show_progress=False)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(root / "model", tokenizer=tokenizer)
+    data = root / "train.csv"
+    data.write_text("text,label\n" + "".join(f"{t},{label}\n" for t, label in TEXTS * 3), encoding="utf-8")
+    return {"model": str(root / "model"), "data": str(data)}
+
+
+def finetune_argv(encoder, out, *extra):
+    return ["finetune", "--task", "classification", "--model", encoder["model"], "--train", encoder["data"],
+            "--dev", encoder["data"], "--out", out, "--no-progress", *sets(FINETUNE_SMALL), *extra]
+
+
+def pretrain_argv(out, *extra):
+    return ["pretrain", "--config", PRETRAIN_CONFIG, "--out", out, "--no-progress", *sets(PRETRAIN_SMALL), *extra]
+
+
+# ---------------------------------------------------------------------------- the lock
+HOLD_LOCK = textwrap.dedent("""
+    import sys, time
+    from bertkit.runlock import RunLock
+    lock = RunLock(sys.argv[1], "test holder")
+    lock.acquire()
+    print("locked", flush=True)
+    time.sleep(120)
+""")
+
+
+def test_a_second_run_on_a_locked_out_is_refused_and_a_stale_lock_taken_over(encoder, tmp_path, capsys):
+    out = tmp_path / "run"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(out)], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": ROOT})
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        for argv in (finetune_argv(encoder, out), pretrain_argv(out), pretrain_argv(out, "--resume")):
+            assert_refused(argv, capsys, tmp_path, f"{out} is in use by another bertkit run (pid {holder.pid}",
+                           "test holder", f"kill {holder.pid}", "choose another --out")
+    finally:
+        holder.kill()  # SIGKILL: no clean-up, the lock file stays behind
+        holder.wait()
+    assert os.path.exists(out / LOCK_FILE)
+    with pytest.warns(UserWarning, match=f"taking over the lock of .* left by a run that no longer runs "
+                                         f"\\(pid {holder.pid}"):
+        code, _, err = run(finetune_argv(encoder, out), capsys)
+    assert code == 0, err
+    assert not os.path.exists(out / LOCK_FILE)  # released at the end
+    assert (out / "finetune_summary.json").exists()
+
+
+def test_the_lock_is_released_on_error_and_leaves_no_directory(encoder, tmp_path, capsys):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("text,label\n", encoding="utf-8")  # no examples: refused after the lock was taken
+    argv = ["finetune", "--task", "classification", "--model", encoder["model"], "--train", bad, "--dev", bad,
+            "--out", tmp_path / "out", "--no-progress"]
+    assert_refused(argv, capsys, tmp_path, "no training examples")
+    assert not (tmp_path / "out").exists()
+    # held in this process, a second lock is refused like another process's
+    lock = RunLock(tmp_path / "held", "the first run")
+    lock.acquire()
+    try:
+        assert_refused(finetune_argv(encoder, tmp_path / "held"), capsys, tmp_path, f"(pid {os.getpid()}",
+                       "the first run")
+    finally:
+        lock.release()
+    assert not (tmp_path / "held").exists()  # the lock made it, nothing else was written: removed
+
+
+def test_out_naming_a_file_or_an_unwritable_directory_is_one_line(encoder, tmp_path, capsys):
+    (tmp_path / "a-file").write_text("x")
+    assert_refused(finetune_argv(encoder, tmp_path / "a-file"), capsys, tmp_path, "is a file, not a directory")
+    assert_refused(pretrain_argv(tmp_path / "a-file"), capsys, tmp_path, "is a file, not a directory")
+    assert_refused(finetune_argv(encoder, tmp_path / "a-file" / "out"), capsys, tmp_path, "cannot write to",
+                   "not a directory")
+    if os.geteuid() == 0:
+        return  # root writes anywhere: no permission to be denied
+    locked = tmp_path / "read-only"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        assert_refused(finetune_argv(encoder, locked / "out"), capsys, tmp_path, "permission denied")
+        assert_refused(finetune_argv(encoder, locked), capsys, tmp_path, "permission denied")
+    finally:
+        locked.chmod(0o700)
+
+
+# ---------------------------------------------------------------------------- --out and --model
+def test_out_equal_to_or_inside_model_is_refused_before_any_work(encoder, tmp_path, capsys):
+    model = encoder["model"]
+    before = snapshot(model)
+    for out, relation in ((model, "is"), (os.path.join(model, "sub"), "lies inside"),
+                          (os.path.dirname(model), "contains")):
+        assert_refused(finetune_argv(encoder, out, "--overwrite"), capsys, tmp_path, f"--out {out} {relation} "
+                       f"--model {model}", "choose an --out outside")
+    assert snapshot(model) == before
+
+
+# ---------------------------------------------------------------------------- --overwrite
+def test_overwrite_keeps_the_old_model_until_the_new_run_succeeded(encoder, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "out"
+    assert run(finetune_argv(encoder, out), capsys)[0] == 0
+    first = snapshot(out)
+    assert "model.safetensors" in first and "finetune_summary.json" in first
+    assert_refused(finetune_argv(encoder, out), capsys, tmp_path, "already holds a model", "--overwrite")
+    # lr 1e30 makes the loss non-finite within a few steps: the new run fails mid-training
+    code, _, err = run(finetune_argv(encoder, out, "--overwrite", *sets(["train.lr=1e30"])), capsys)
+    assert code == 2 and "loss became" in err, err
+    assert snapshot(out) == first  # the old model is intact
+    assert sorted(os.listdir(tmp_path)) == ["out"]  # and the new run's directory is gone
+    signal_during_step(monkeypatch, 2, signal.SIGTERM)  # interrupted: nothing to resume, nothing lost
+    code, _, err = run(finetune_argv(encoder, out, "--overwrite"), capsys)
+    assert code == 143 and f"{out} is unchanged" in err and "the new run was discarded" in err, err
+    monkeypatch.undo()
+    assert snapshot(out) == first and sorted(os.listdir(tmp_path)) == ["out"]
+    (tmp_path / ".out.new-k2j4").mkdir()  # the sibling a SIGKILLed --overwrite run leaves
+    code, _, err = run(finetune_argv(encoder, out, "--overwrite", *sets(["train.seed=7"])), capsys)
+    assert code == 0, err
+    assert sorted(os.listdir(tmp_path)) == ["out"]
+    second = snapshot(out)
+    assert second["model.safetensors"] != first["model.safetensors"]
+    summary = json.loads((out / "finetune_summary.json").read_text())
+    assert summary["train_config"]["seed"] == 7 and summary["steps"] == 6
+
+
+# ---------------------------------------------------------------------------- signals and resume
+def signal_during_step(monkeypatch, step: int, signum: int) -> None:
+    """Deliver `signum` to this process as training step `step` begins (the step then finishes)."""
+    original = trainer_module.Trainer._train_step
+
+    def step_with_signal(self, batches):
+        if self.step + 1 == step:
+            signal.raise_signal(signum)
+        return original(self, batches)
+
+    monkeypatch.setattr(trainer_module.Trainer, "_train_step", step_with_signal)
+
+
+def train_rows(out) -> list[tuple]:
+    with open(os.path.join(out, "metrics.jsonl"), encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
+    return [(r["step"], r["split"], r.get("loss"), r.get("lr"), r.get("accuracy")) for r in rows]
+
+
+def weights(path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(os.path.join(path, "model.safetensors"))
+
+
+def assert_same_weights(a, b) -> None:
+    wa, wb = weights(a), weights(b)
+    assert wa.keys() == wb.keys()
+    for key in wa:  # the same code path on the same inputs: bit-identical is the claim
+        assert torch.equal(wa[key], wb[key]), key
+
+
+def test_finetune_sigterm_saves_a_checkpoint_and_resume_is_bit_identical(encoder, tmp_path, capsys, monkeypatch):
+    reference, out = tmp_path / "reference", tmp_path / "out"
+    assert run(finetune_argv(encoder, reference), capsys)[0] == 0
+    signal_during_step(monkeypatch, 3, signal.SIGTERM)
+    code, _, err = run(finetune_argv(encoder, out), capsys)
+    assert code == 143, err
+    assert f"stopped by SIGTERM after step 3 of 6; saved {out / 'checkpoint-3'}" in err
+    assert "--resume to continue" in err
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the trainer put the handler back
+    monkeypatch.undo()
+    assert_refused(finetune_argv(encoder, out), capsys, tmp_path, "pass --resume to continue it")
+    assert_refused(finetune_argv(encoder, out, "--resume", "--overwrite"), capsys, tmp_path, "pass one of them")
+    changed = ["train.lr=1e-3", "model.hidden_dropout_prob=0.2", "train.seed=3", "data.max_length=24"]
+    assert_refused(finetune_argv(encoder, out, "--resume", *sets(changed)), capsys, tmp_path,
+                   "these differ: data.max_length: 32 -> 24; model.hidden_dropout_prob: (unset) -> 0.2; "
+                   "train.lr: 5e-05 -> 0.001; train.seed: 0 -> 3;", "only train.device, train.epochs")
+    code, _, err = run(finetune_argv(encoder, out, "--resume", *sets(["train.eval_every=2"])), capsys)
+    assert code == 0, err
+    assert train_rows(out) == train_rows(reference)
+    assert_same_weights(out, reference)
+    summary = json.loads((out / "finetune_summary.json").read_text())
+    assert summary["steps"] == 6 and summary["best_step"] == json.loads(
+        (reference / "finetune_summary.json").read_text())["best_step"]
+    assert_refused(finetune_argv(encoder, out, "--resume"), capsys, tmp_path, "holds a finished run")
+
+
+def test_pretrain_sigint_saves_a_checkpoint_and_resume_is_bit_identical(tmp_path, capsys, monkeypatch):
+    reference, out = tmp_path / "reference", tmp_path / "out"
+    assert run(pretrain_argv(reference), capsys)[0] == 0
+    signal_during_step(monkeypatch, 2, signal.SIGINT)
+    code, _, err = run(pretrain_argv(out), capsys)
+    assert code == 130, err
+    assert f"stopped by SIGINT after step 2 of 4; saved {out / 'checkpoint-2'}" in err
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    monkeypatch.undo()
+    assert_refused(pretrain_argv(out), capsys, tmp_path, "already holds checkpoint-2; pass --resume")
+    changed = ["train.lr=1e-3", "train.seed=5", "train.batch_size=4", "model.embedding_dropout=0.1"]
+    assert_refused(pretrain_argv(out, "--resume", *sets(changed)), capsys, tmp_path,
+                   "model.embedding_dropout: (unset) -> 0.1; train.batch_size: 8 -> 4; train.lr: 0.002 -> 0.001; "
+                   "train.seed: 0 -> 5;")
+    # what a SIGKILL can leave: an atomic write's temporary, a checkpoint half pruned
+    (out / ".tmp-k2j4-curves.png").write_bytes(b"half")
+    (out / ".tmp-checkpoint-pruned-checkpoint-1").mkdir()
+    code, _, err = run(pretrain_argv(out, "--resume", *sets(["train.keep_last=3"])), capsys)
+    assert code == 0, err
+    assert not [n for n in os.listdir(out) if n.startswith(".")]  # leftovers and the lock: gone
+    assert [r[:3] for r in train_rows(out)] == [r[:3] for r in train_rows(reference)]
+    assert_same_weights(out / "checkpoint-4", reference / "checkpoint-4")
+
+
+@pytest.mark.filterwarnings("ignore:the lr schedule differs")  # max_steps 2 -> 3
+def test_trainer_refuses_a_changed_train_config_on_resume(tmp_path):
+    from bertkit.errors import ConfigError
+    from bertkit.heads import BertForMaskedLM
+    from bertkit.train import Trainer, TrainConfig
+
+    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=16)
+    ids = torch.randint(5, 50, (4, 8))
+    batches = [{"input_ids": ids, "labels": ids}]
+
+    def trainer(**settings):
+        torch.manual_seed(0)
+        cfg = TrainConfig(**{"max_steps": 2, "lr": 1e-3, "batch_size": 4, "log_every": 1, **settings})
+        return Trainer(BertForMaskedLM(config), batches, cfg, tmp_path, progress=False)
+
+    trainer().train()
+    with pytest.raises(ConfigError, match=r"train.adam_eps: 1e-06 -> 1e-08; train.lr: 0.001 -> 0.002"):
+        trainer(lr=2e-3, adam_eps=1e-8, max_steps=3).train(resume=True)
+    assert trainer(max_steps=3, log_every=2).train(resume=True)["step"] == 3  # extending is allowed
+
+
+# ---------------------------------------------------------------------------- --set values
+# (command, assignment, fragments of the one error line): the key, the value, the type or range
+SET_CASES = [
+    ("both", "train.adam_eps=abc", ["train.adam_eps must be a number, got 'abc'"]),
+    ("both", "train.adam_eps=0", ["train.adam_eps must be a positive number", "got 0"]),
+    ("both", "train.seed=abc", ["train.seed must be an integer, got 'abc'"]),
+    ("both", "train.seed=1.5", ["train.seed must be an integer, got 1.5"]),
+    ("both", "train.seed=-1", ["train.seed must be an integer in [0, 2**63), got -1"]),
+    ("both", "train.device=quantum", ["train.device must be one of auto, cpu, cuda, cuda:N or mps", "'quantum'"]),
+    ("both", "train.beta2=2", ["unknown key train.beta2; did you mean train.adam_beta2?"]),
+    ("both", "train.adam_beta2=2", ["train.adam_beta2 must be a number in [0, 1)", "got 2"]),
+    ("both", "train.eval_every=true", ["train.eval_every must be an integer, got True"]),
+    ("both", "train.save_every=true", ["train.save_every must be an integer, got True"]),
+    ("both", "train.grad_clip=nan", ["train.grad_clip must be a number >= 0", "got nan"]),
+    ("both", "train.weight_decay=-1", ["train.weight_decay must be a number >= 0, got -1"]),
+    ("both", "train.llrd=abc", ["train.llrd must be a number, got 'abc'"]),
+    ("both", "train.lr_end=abc", ["train.lr_end must be a number, got 'abc'"]),
+    ("both", "train.schedule=3", ["train.schedule must be a string, got 3"]),
+    ("both", "data.max_length=abc", ["data.max_length must be an integer, got 'abc'"]),
+    ("pretrain", "data.mlm_probability=0", ["data.mlm_probability must be in (0, 1)", "got 0"]),
+    ("pretrain", "data.masking=everything", ["data.masking 'everything' is not known", "whole_word"]),
+    ("pretrain", "tokenizer.vocab_size=abc", ["tokenizer.vocab_size must be an integer, got 'abc'"]),
+    ("pretrain", "model.num_hidden_layers=1.5", ["num_hidden_layers must be a positive integer, got 1.5"]),
+    ("pretrain", "early_stopping.patience=true", ["early_stopping.patience must be an integer, got True"]),
+    ("pretrain", "tokenizer.lowercase=1", ["tokenizer.lowercase must be true or false, got 1"]),
+    ("pretrain", "data.keywords=3", ["data.keywords must be a list or a string, got 3"]),
+    ("finetune", "train.epochs=abc", ["train.epochs must be a number, got 'abc'"]),
+    ("finetune", "model.hidden_dropout_prob=2", ["model.hidden_dropout_prob must be a number in [0, 1), got 2"]),
+    ("finetune", "model.classifier_dropout=abc", ["model.classifier_dropout must be a number in [0, 1), got 'abc'"]),
+    ("finetune", "data.text_column=3", ["data.text_column must be a string, got 3", "quote it"]),
+]
+
+
+@pytest.mark.parametrize("command,assignment,fragments",
+                         [pytest.param(c, a, f, id=f"{c}-{a}") for command, a, f in SET_CASES
+                          for c in (("pretrain", "finetune") if command == "both" else (command,))])
+def test_bad_set_values_are_one_line_before_any_work(command, assignment, fragments, encoder, tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = finetune_argv(encoder, out) if command == "finetune" else pretrain_argv(out)
+    assert_refused(argv + ["--set", assignment], capsys, tmp_path, *fragments)
+    assert not out.exists()  # nothing built (no tokenizer/, shards/, metrics.jsonl)

@@ -1,0 +1,62 @@
+"""A SIGTERM that reaches one rank of a torchrun job stops every rank after the same step,
+with one checkpoint of that step (the ranks agree through the step's all-reduce)."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+from test_ddp import free_port
+
+from bertkit.train import list_checkpoints
+
+SCRIPT = textwrap.dedent("""
+    import json, os, signal, sys
+    import numpy as np, torch
+    torch.set_num_threads(1)
+    sys.path.insert(0, {tests!r})
+    from test_ddp import run_training
+    from bertkit.errors import RunInterrupted
+    from bertkit.train import trainer as trainer_module
+    from bertkit.train.distributed import init_distributed, shutdown
+    examples = [{{"input_ids": np.array(x)}} for x in json.load(open({data!r}))]
+    ctx = init_distributed("cpu")
+    original = trainer_module.Trainer._train_step
+
+    def step(self, batches):  # only rank 1 is signalled, as step 2 begins
+        if ctx.rank == 1 and self.step + 1 == 2:
+            signal.raise_signal(signal.SIGTERM)
+        return original(self, batches)
+
+    trainer_module.Trainer._train_step = step
+    try:
+        run_training(examples, {vocab}, {out!r}, ctx)
+        result = {{"finished": True}}
+    except RunInterrupted as e:
+        result = {{"exit_code": e.exit_code, "message": str(e)}}
+    with open(os.path.join({root!r}, f"rank{{ctx.rank}}.json"), "w") as f:
+        json.dump(result, f)
+    shutdown()
+""")
+
+
+def test_a_signal_on_one_rank_stops_all_ranks_after_the_same_step(tmp_path, bbc_tok_examples):
+    tok, _, examples = bbc_tok_examples
+    data = tmp_path / "examples.json"
+    data.write_text(json.dumps([e["input_ids"].tolist() for e in examples[:96]]))
+    out = tmp_path / "ddp"
+    script = tmp_path / "ddp_script.py"
+    script.write_text(SCRIPT.format(tests=os.path.dirname(__file__), data=str(data), out=str(out),
+                                    vocab=tok.vocab_size, root=str(tmp_path)))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
+           "--master_addr", "127.0.0.1", "--master_port", str(free_port()), str(script)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for rank in (0, 1):
+        result = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        assert result["exit_code"] == 143, result
+        assert f"stopped by SIGTERM after step 2 of 4; saved {out / 'checkpoint-2'}" in result["message"]
+    assert [s for s, _ in list_checkpoints(str(out))] == [2]
+    rows = [json.loads(line) for line in open(out / "metrics.jsonl")]
+    assert [r["step"] for r in rows] == [1, 2]
