@@ -189,8 +189,10 @@ def parse(argv):
     return parser.parse_args(argv)
 
 
-def test_command_options_become_distil_settings(monkeypatch, capsys):
+def test_command_options_become_distil_settings(monkeypatch, capsys, tmp_path):
     seen = {}
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "T").mkdir()  # a local teacher directory (a bare name would be looked up in the hub cache)
 
     def fake(teacher, out, config_path, overrides, resume, progress):
         seen.update(teacher=teacher, overrides=overrides, resume=resume)
