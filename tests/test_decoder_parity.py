@@ -238,3 +238,26 @@ def test_decoder_mistakes_are_clear_errors():
         encoder(torch.ones(1, 3, dtype=torch.long), use_cache=True)
     with pytest.raises(ConfigError, match="add_cross_attention"):
         EncoderDecoderConfig(BertConfig(**TINY), BertConfig(**TINY, is_decoder=True))
+
+
+@pytest.mark.parametrize("queries,keys,padded", [(7, 7, False), (7, 7, True), (3, 7, True), (1, 7, False)])
+def test_causal_kernels_agree_with_the_definition(queries, keys, padded):
+    from bertkit.attention import KERNELS, AttentionCall
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 3, n, 8, generator=g) for n in (queries, keys, keys))
+    bias = None
+    if padded:
+        bias = torch.zeros(2, 1, 1, keys)
+        bias[0, ..., :2] = torch.finfo(torch.float32).min  # left padding of the first row
+    # the definition: query i is position keys - queries + i and sees keys j <= that position
+    allowed = torch.arange(keys)[None, :] <= torch.arange(keys - queries, keys)[:, None]
+    if padded:
+        allowed = allowed & (bias == 0)
+    scores = (q @ k.transpose(-1, -2) / 8 ** 0.5).masked_fill(~allowed, float("-inf"))
+    expected = scores.softmax(-1).nan_to_num() @ v
+    call = AttentionCall(scale=8 ** -0.5, causal=True)
+    real = allowed.expand(2, 3, queries, keys).any(-1)  # rows with a key left (not fully padded)
+    for name in ("sdpa", "explicit"):
+        context, _ = KERNELS[name](q, k, v, bias, call)
+        assert (context - expected)[real].abs().max() < 1e-5, name
