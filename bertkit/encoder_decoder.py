@@ -78,6 +78,11 @@ class EncoderDecoderConfig:
     def initializer_range(self) -> float:
         return self.decoder.initializer_range
 
+    @property
+    def max_sequence_length(self) -> int:
+        """The longest input: the encoder's."""
+        return self.encoder.max_sequence_length
+
     def to_dict(self) -> dict[str, Any]:
         data = {**self.extra, "encoder": self.encoder.to_dict(), "decoder": self.decoder.to_dict(),
                 "model_type": self.model_type, "is_encoder_decoder": True}
@@ -162,16 +167,19 @@ class EncoderDecoderModel(Generates, PretrainedMixin, nn.Module):
             self._init_module(self.enc_to_dec_proj)
 
     @classmethod
-    def from_encoder_decoder_pretrained(cls, encoder_dir: str, decoder_dir: str, **ids: Any) -> "EncoderDecoderModel":
+    def from_encoder_decoder_pretrained(cls, encoder_dir: str, decoder_dir: str,
+                                        config_overrides: dict | None = None, **ids: Any) -> "EncoderDecoderModel":
         """BERT2BERT warm start: the encoder from `encoder_dir`, the decoder from `decoder_dir` made
-        causal with new cross-attention layers (reported as newly initialised); `ids`: the special
-        ids of EncoderDecoderConfig (decoder_start_token_id, pad_token_id, eos_token_id)."""
+        causal with new cross-attention layers (reported as newly initialised); `config_overrides`
+        change both configs (dropout); `ids`: the special ids of EncoderDecoderConfig
+        (decoder_start_token_id, pad_token_id, eos_token_id)."""
         for directory in (encoder_dir, decoder_dir):
             if not isinstance(read_config(directory), BertConfig):
                 raise ConfigError(f"{directory} is not a BERT-family checkpoint; an encoder-decoder is built "
                                   "from BERT checkpoints")
-        encoder = BertModel.from_pretrained(encoder_dir, is_decoder=False, add_cross_attention=False)
-        decoder = BertLMHeadModel.from_pretrained(decoder_dir, is_decoder=True, add_cross_attention=True)
+        overrides = dict(config_overrides or {})
+        encoder = BertModel.from_pretrained(encoder_dir, is_decoder=False, add_cross_attention=False, **overrides)
+        decoder = BertLMHeadModel.from_pretrained(decoder_dir, is_decoder=True, add_cross_attention=True, **overrides)
         return cls(EncoderDecoderConfig(encoder.config, decoder.config, **ids), encoder, decoder)
 
     @property
