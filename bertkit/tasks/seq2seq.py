@@ -78,8 +78,8 @@ def build_model(model_dir: str, task: Task, labels, overrides: dict) -> EncoderD
         return EncoderDecoderModel.from_pretrained(model_dir, config=config.replace(
             encoder=config.encoder.replace(**overrides), decoder=config.decoder.replace(**overrides)))
     tokenizer = Tokenizer.from_pretrained(model_dir)
-    with warnings.catch_warnings():  # the cross-attention layers are new, as warm starting means
-        warnings.filterwarnings("ignore", message=".*newly initialised")
+    with warnings.catch_warnings():  # new cross-attention layers, no pooler in the decoder: warm starting
+        warnings.filterwarnings("ignore", message=".*(newly initialised|not used by this model)")
         return EncoderDecoderModel.from_encoder_decoder_pretrained(
             model_dir, model_dir, overrides, decoder_start_token_id=tokenizer.cls_token_id,
             pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.sep_token_id)
