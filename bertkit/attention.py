@@ -10,8 +10,12 @@ function that picks among them.
   a head mask, and draws attention dropout with bertkit's cheap mask (dropout.py) -- on CPU SDPA
   with dropout is unfused anyway and draws its mask with the slow serial generator.
 - "block_sparse": the sliding-window block pattern of variants/sparse.py, O(T w b) not O(T^2).
+- "low_rank": Linformer (variants/linformer.py): keys and values projected along the sequence to
+  k rows, then the explicit formula over them, O(T k) not O(T^2). Chosen whenever the model has the
+  projections (config `attention_low_rank`): it is that model's function, not a faster way to the
+  dense one, so it wins over every other choice; its probabilities are (M, k).
 
-Scores that depend on positions (relative_key, DeBERTa's disentangled terms) arrive in `bias`,
+Scores that depend on positions (relative_key, T5's bias, DeBERTa's disentangled terms) arrive in `bias`,
 added by the model before the kernel runs, so every kernel serves every position scheme; a
 sparse pattern asked for with probabilities is the explicit kernel under the pattern's mask.
 A decoder's self-attention sets `call.causal`: the M queries are the last M of the T positions
@@ -27,6 +31,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from .dropout import drop_mask
 from .variants import sparse
@@ -54,11 +59,15 @@ class AttentionCall:
     block_size: int = 0  # block-sparse pattern (variants/sparse.py); 0 = dense
     window_blocks: int = 1
     global_cls: bool = False
+    low_rank: nn.Module | None = None  # Linformer's projections (variants/linformer.py); None = dense
     causal: bool = False  # a decoder's self-attention: no query sees a later position
 
 
-def choose_kernel(needs_probabilities: bool, cpu_training_dropout: bool, block_size: int) -> str:
+def choose_kernel(needs_probabilities: bool, cpu_training_dropout: bool, block_size: int,
+                  low_rank: bool = False) -> str:
     """The kernel of one attention call (see the module docstring for why each wins)."""
+    if low_rank:
+        return "low_rank"
     if needs_probabilities or (cpu_training_dropout and SETTINGS.fast_cpu_dropout and not block_size):
         return "explicit"
     return "block_sparse" if block_size else "sdpa"
@@ -123,7 +132,15 @@ def block_sparse_attention(q, k, v, bias, call: AttentionCall):
     return context, None
 
 
-KERNELS = {"sdpa": sdpa_attention, "explicit": explicit_attention, "block_sparse": block_sparse_attention}
+def low_rank_attention(q, k, v, bias, call: AttentionCall):
+    """softmax(Q (E K)^T * scale) (F V): padded keys zeroed, keys and values projected to k rows by
+    `call.low_rank`, then `explicit_attention` over them (dropout, head mask, (M, k) probabilities)."""
+    k, v = call.low_rank(k, v, bias)
+    return explicit_attention(q, k, v, None, call)
+
+
+KERNELS = {"sdpa": sdpa_attention, "explicit": explicit_attention, "block_sparse": block_sparse_attention,
+           "low_rank": low_rank_attention}
 
 
 def default_scale(head_dim: int, scale_factor: int = 1) -> float:

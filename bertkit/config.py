@@ -20,10 +20,13 @@ from .errors import ConfigError, DataError
 from .io import atomic_write_text, loads_json, read_text
 
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish", "tanh")
-POSITION_EMBEDDING_TYPES = ("absolute", "relative_key", "relative_key_query", "sinusoidal")
+POSITION_EMBEDDING_TYPES = ("absolute", "relative_key", "relative_key_query", "sinusoidal", "t5_bias")
 # Checkpoint families this one encoder reads and writes; `model_type` picks the switches and the
 # Hugging Face key names (see bertkit/variants/keymaps.py).
 MODEL_TYPES = ("bert", "roberta", "albert", "electra", "deberta-v2")
+# What the sequence-classification and multiple-choice heads read (bertkit/heads.py); the modern
+# encoder's config shares the field name and its "cls" / "mean".
+CLASSIFIER_POOLINGS = ("pooler", "cls", "mean")
 # What a family changes from BERT's defaults when a config is built by `preset(model_type=...)`.
 VARIANT_DEFAULTS: dict[str, dict[str, Any]] = {
     "bert": {},
@@ -103,6 +106,12 @@ class BertConfig:
     attention_block_size: int | None = None
     attention_window_blocks: int = 1
     attention_global_cls: bool = True
+    # Linformer's low-rank attention (variants/linformer.py): keys and values are projected along the
+    # sequence from max_position_embeddings rows to attention_low_rank rows by learned E and F;
+    # attention_low_rank_sharing: "none" (per head), "headwise" (per layer), "key_value" (E = F per
+    # layer) or "layerwise" (one E = F for all layers). None: dense attention over all T keys.
+    attention_low_rank: int | None = None
+    attention_low_rank_sharing: str = "headwise"
     # DeBERTa's disentangled attention (variants/deberta.py), transformers' DebertaV2Config names:
     # relative_attention adds content-to-position ("c2p") and position-to-content ("p2c") scores
     # from one table of relative-position vectors shared by all layers; position_buckets > 0
@@ -116,6 +125,14 @@ class BertConfig:
     share_att_key: bool = False
     norm_rel_ebd: str = "none"
     position_biased_input: bool = True
+    # T5's scalar relative bias (position_embedding_type="t5_bias", variants/t5_bias.py), T5Config's
+    # names: distances fall into this many buckets (half per direction), log-spaced up to max_distance.
+    relative_attention_num_buckets: int = 32
+    relative_attention_max_distance: int = 128
+    # Classification pooling (heads.py): "pooler" is BERT's dense + tanh on [CLS], the only one
+    # transformers' classes have (saving another warns); "cls" the [CLS] final state without a
+    # pooler; "mean" the mean of the final states over real tokens.
+    classifier_pooling: str = "pooler"
     # The decoder side (transformers' names): is_decoder makes self-attention causal (position t
     # sees positions <= t) and lets the model keep a KV cache for generation; add_cross_attention
     # puts a cross-attention sub-layer (`crossattention`) over an encoder's output between the
@@ -162,9 +179,14 @@ class BertConfig:
         if self.position_embedding_type not in POSITION_EMBEDDING_TYPES:
             raise ConfigError(f"position_embedding_type {self.position_embedding_type!r} is not known; "
                               f"use one of {POSITION_EMBEDDING_TYPES}")
+        if self.classifier_pooling not in CLASSIFIER_POOLINGS:
+            raise ConfigError(f"classifier_pooling {self.classifier_pooling!r} is not known; use one of "
+                              f"{CLASSIFIER_POOLINGS}")
         if self.position_embedding_type == "sinusoidal" and not self.position_biased_input:
             raise ConfigError("sinusoidal positions are added to the input, which position_biased_input="
                               "False turns off; set position_biased_input=True or use absolute positions")
+        if self.position_embedding_type == "t5_bias":
+            _check_t5_bias(self)
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             p = getattr(self, name)
             if not 0.0 <= p < 1.0:
@@ -221,11 +243,13 @@ class BertConfig:
             if not isinstance(self.attention_window_blocks, int) or self.attention_window_blocks < 0:
                 raise ConfigError(f"attention_window_blocks must be >= 0 (0 = each block alone), got "
                                   f"{self.attention_window_blocks!r}")
-            if self.position_embedding_type in ("relative_key", "relative_key_query"):
+            if self.position_embedding_type in ("relative_key", "relative_key_query", "t5_bias"):
                 raise ConfigError(
                     f"block-sparse attention cannot use position_embedding_type="
                     f"{self.position_embedding_type!r}: relative scores are a dense T x T term; use "
                     "absolute or sinusoidal positions, or unset attention_block_size")
+        if self.attention_low_rank is not None:
+            _check_low_rank(self)
         if self.num_experts is not None:
             if not isinstance(self.num_experts, int) or self.num_experts < 1:
                 raise ConfigError(f"num_experts must be a positive integer (or unset for a dense "
@@ -395,9 +419,12 @@ _SWITCH_DEFAULTS = {f.name: f.default for f in dataclasses.fields(BertConfig)
 # a number belongs failed deep inside torch (or, for layer_norm_eps = -1, gave NaN silently).
 _INT_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                "max_position_embeddings", "type_vocab_size", "pad_token_id", "num_labels", "inner_group_num",
-               "moe_top_k", "moe_every", "attention_window_blocks", "position_buckets", "max_relative_positions")
-_OPTIONAL_INT_FIELDS = ("embedding_size", "num_hidden_groups", "num_experts", "attention_block_size")
-_STR_FIELDS = ("hidden_act", "position_embedding_type", "model_type", "norm_rel_ebd")
+               "moe_top_k", "moe_every", "attention_window_blocks", "position_buckets", "max_relative_positions",
+               "relative_attention_num_buckets", "relative_attention_max_distance")
+_OPTIONAL_INT_FIELDS = ("embedding_size", "num_hidden_groups", "num_experts", "attention_block_size",
+                        "attention_low_rank")
+_STR_FIELDS = ("hidden_act", "position_embedding_type", "model_type", "norm_rel_ebd", "attention_low_rank_sharing",
+               "classifier_pooling")
 _BOOL_FIELDS = ("relative_attention", "share_att_key", "position_biased_input", "attention_global_cls",
                 "is_decoder", "add_cross_attention")
 PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
@@ -446,6 +473,38 @@ def _check_types(config: BertConfig) -> None:
         raise ConfigError(f"pos_att_type must be a list such as ['p2c', 'c2p'], got {config.pos_att_type!r}")
 
 
+def _check_t5_bias(config: BertConfig) -> None:
+    """T5's buckets: two halves (one per direction), each half exact for its first half of
+    distances, so the log-spaced rest needs num_buckets >= 4 and max_distance beyond the exact ones."""
+    buckets, distance = config.relative_attention_num_buckets, config.relative_attention_max_distance
+    if buckets < 4 or buckets % 2:
+        raise ConfigError(f"relative_attention_num_buckets must be an even number >= 4 (half per direction; "
+                          f"T5 uses 32), got {buckets}")
+    if distance <= buckets // 4:
+        raise ConfigError(f"relative_attention_max_distance ({distance}) must exceed the {buckets // 4} "
+                          f"distances that get exact buckets; T5 uses 128 with 32 buckets")
+
+
+LOW_RANK_SHARING = ("none", "headwise", "key_value", "layerwise")  # Linformer's options (section 4)
+
+
+def _check_low_rank(config: BertConfig) -> None:
+    """Linformer projects keys along the sequence: only key padding survives the projection, so
+    scores that depend on the (query, key) pair cannot be combined with it."""
+    rank = config.attention_low_rank
+    if rank < 1:
+        raise ConfigError(f"attention_low_rank must be a positive integer (Linformer uses 128-256) or unset "
+                          f"for dense attention, got {rank}")
+    if config.attention_low_rank_sharing not in LOW_RANK_SHARING:
+        raise ConfigError(f"attention_low_rank_sharing {config.attention_low_rank_sharing!r} is not known; use one "
+                          f"of {LOW_RANK_SHARING}")
+    if config.position_embedding_type not in ("absolute", "sinusoidal") or config.relative_attention \
+            or config.attention_block_size is not None:
+        raise ConfigError("low-rank attention (attention_low_rank) projects the keys, so per-pair scores cannot "
+                          "be added: use absolute or sinusoidal positions, no relative_attention and no "
+                          "attention_block_size with it")
+
+
 def _check_decoder(config: BertConfig) -> None:
     """A decoder is plain BERT with absolute (or sinusoidal) positions: the switches that need every
     query position at once, or positions counted from the pad row, have no cached, causal form here."""
@@ -459,7 +518,8 @@ def _check_decoder(config: BertConfig) -> None:
         (f"position_embedding_type={config.position_embedding_type!r}",
          config.position_embedding_type not in ("absolute", "sinusoidal")),
         ("relative_attention", config.relative_attention), ("attention_block_size", config.attention_block_size),
-        ("num_experts", config.num_experts), ("num_hidden_groups", config.num_hidden_groups)) if on]
+        ("attention_low_rank", config.attention_low_rank), ("num_experts", config.num_experts),
+        ("num_hidden_groups", config.num_hidden_groups)) if on]
     if blocked:
         raise ConfigError(f"is_decoder=True runs BERT layers with absolute or sinusoidal positions; drop "
                           f"{', '.join(blocked)} for a decoder (or set is_decoder=False for an encoder)")

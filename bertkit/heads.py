@@ -7,6 +7,7 @@ the matching `transformers` class and back.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -18,6 +19,7 @@ from .checkpoint import PretrainedMixin
 from .config import BertConfig
 from .constants import IGNORE_INDEX
 from .dropout import Dropout
+from .encode import mean_pool
 from .model import BertModel, ModelOutput
 
 
@@ -283,8 +285,57 @@ def classification_loss(logits: torch.Tensor, labels: torch.Tensor, config: Bert
     return F.cross_entropy(logits.view(-1, config.num_labels), labels.view(-1))
 
 
-class BertForSequenceClassification(_WithEncoder):
-    """Single text or text pair -> num_labels logits from the pooled [CLS] vector."""
+def pooled_output(out, pooling: str, attention_mask: torch.Tensor | None) -> torch.Tensor:
+    """The (B, H) vector a classifier reads, by `config.classifier_pooling`:
+
+        pooler   tanh(W h_[CLS] + b)             BERT's pooler (transformers' classes)
+        cls      h_[CLS]                         the final state of [CLS], no pooler
+        mean     sum_t m_t h_t / sum_t m_t       m = attention mask (1 on real tokens)
+
+    For "pooler" and "cls", `out` may hold the final state at [CLS] only (output_positions).
+    """
+    if pooling == "pooler":
+        return out.pooler_output
+    hidden = out.last_hidden_state
+    if pooling == "cls":
+        return hidden[:, 0]
+    mask = attention_mask if attention_mask is not None else hidden.new_ones(hidden.shape[:2])
+    return mean_pool(hidden, mask)
+
+
+class _PooledClassifier(_WithEncoder):
+    """A head on one pooled vector per sequence (`pooled_output`); the pooler exists only when
+    the pooling reads it, so the other poolings carry no unused weights."""
+
+    @property
+    def add_pooling_layer(self) -> bool:
+        return self.config.classifier_pooling == "pooler"
+
+    def encode_pooled(self, input_ids, attention_mask, token_type_ids, position_ids, head_mask,
+                      output_attentions, output_hidden_states):
+        """(encoder output, (B, H) pooled vector); "pooler" and "cls" read [CLS] only, so the
+        last layer then runs only there."""
+        pooling = self.config.classifier_pooling
+        cls_position = None if pooling == "mean" else torch.zeros(
+            input_ids.shape[0], 1, dtype=torch.long, device=input_ids.device)
+        out = self.encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask,
+                          output_attentions, output_hidden_states, output_positions=cls_position)
+        return out, pooled_output(out, pooling, attention_mask)
+
+    def save_pretrained(self, directory, tokenizer=None) -> None:
+        if self.config.classifier_pooling != "pooler":
+            # transformers' BERT-family classifiers always read the pooler (RoBERTa's and
+            # ELECTRA's classifier.dense): the file loads there with a random one.
+            warnings.warn(f"classifier_pooling={self.config.classifier_pooling!r}: transformers' "
+                          f"{type(self).__name__} always reads BERT's pooler, so this checkpoint loads there "
+                          "with a newly initialised pooler and different outputs; run it with bertkit, or "
+                          "fine-tune with classifier_pooling=\"pooler\" for transformers", UserWarning,
+                          stacklevel=2)
+        super().save_pretrained(directory, tokenizer)
+
+
+class BertForSequenceClassification(_PooledClassifier):
+    """Single text or text pair -> num_labels logits from the pooled vector (`pooled_output`)."""
 
     def __init__(self, config: BertConfig):
         super().__init__(config)
@@ -295,11 +346,9 @@ class BertForSequenceClassification(_WithEncoder):
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None,
                 labels=None, head_mask=None, output_attentions=False, output_hidden_states=False
                 ) -> ClassifierOutput:
-        # The pooler reads [CLS] only: the last layer runs only there.
-        cls_position = torch.zeros(input_ids.shape[0], 1, dtype=torch.long, device=input_ids.device)
-        out = self.encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask,
-                          output_attentions, output_hidden_states, output_positions=cls_position)
-        logits = self.classifier(self.dropout(out.pooler_output))
+        out, pooled = self.encode_pooled(input_ids, attention_mask, token_type_ids, position_ids, head_mask,
+                                         output_attentions, output_hidden_states)
+        logits = self.classifier(self.dropout(pooled))
         loss = None if labels is None else classification_loss(logits, labels, self.config)
         return ClassifierOutput(with_aux(loss, out), logits, out.hidden_states, out.attentions, out.aux_loss)
 
@@ -362,8 +411,9 @@ class BertForQuestionAnswering(_WithEncoder):
                                        out.hidden_states, out.attentions, out.aux_loss)
 
 
-class BertForMultipleChoice(_WithEncoder):
-    """Inputs (B, C, T) for C choices -> (B, C) scores; loss = CE over the choices."""
+class BertForMultipleChoice(_PooledClassifier):
+    """Inputs (B, C, T) for C choices -> (B, C) scores from each choice's pooled vector;
+    loss = CE over the choices."""
 
     def __init__(self, config: BertConfig):
         super().__init__(config)
@@ -379,8 +429,8 @@ class BertForMultipleChoice(_WithEncoder):
         def flat(x):
             return None if x is None else x.reshape(-1, x.shape[-1])
 
-        out = self.encode(flat(input_ids), flat(attention_mask), flat(token_type_ids),
-                          flat(position_ids), head_mask, output_attentions, output_hidden_states)
-        logits = self.classifier(self.dropout(out.pooler_output)).view(-1, num_choices)
+        out, pooled = self.encode_pooled(flat(input_ids), flat(attention_mask), flat(token_type_ids),
+                                         flat(position_ids), head_mask, output_attentions, output_hidden_states)
+        logits = self.classifier(self.dropout(pooled)).view(-1, num_choices)
         loss = None if labels is None else F.cross_entropy(logits, labels.view(-1))
         return ClassifierOutput(with_aux(loss, out), logits, out.hidden_states, out.attentions, out.aux_loss)

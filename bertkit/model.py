@@ -22,10 +22,11 @@ from .attention import KERNELS, AttentionCall, choose_kernel, default_scale
 from .dropout import Dropout
 from .errors import BertkitError
 from .kv_cache import KVCache, KVSlot, LayerCache
-from .variants import deberta, moe
+from .variants import deberta, linformer, moe
 from .variants.albert import has_embedding_projection, layer_order, num_layer_modules
 from .variants.relative import RELATIVE_TYPES, relative_position_scores
 from .variants.sinusoidal import sinusoidal_table
+from .variants.t5_bias import T5_BIAS, RelativePositionBias
 
 
 # ---------------------------------------------------------------------------- outputs
@@ -66,7 +67,7 @@ class BertEmbeddings(nn.Module):
         # DeBERTa (position_biased_input=False) has no absolute positions; type_vocab_size=0: no segments.
         self.position_embeddings = nn.Embedding(
             config.max_position_embeddings, width, padding_idx=config.pad_token_id if self.pad_positions else None
-        ) if config.position_biased_input and config.position_embedding_type != "sinusoidal" else None
+        ) if config.position_biased_input and config.position_embedding_type not in ("sinusoidal", T5_BIAS) else None
         if config.position_embedding_type == "sinusoidal":  # fixed (variants/sinusoidal.py): not trained, not saved
             self.register_buffer("sinusoidal_positions", sinusoidal_table(config.max_position_embeddings, width),
                                  persistent=False)
@@ -109,7 +110,8 @@ class BertSelfAttention(nn.Module):
 
     The projections and position scores are here; how the formula is computed (torch's fused
     SDPA, the explicit formula with probabilities, block-sparse) is chosen per call by
-    `attention.choose_kernel`, and every kernel gives the same result.
+    `attention.choose_kernel`, and every kernel gives the same result (Linformer's low rank,
+    `attention_low_rank`, is a model of its own and always takes its kernel).
     """
 
     def __init__(self, config: BertConfig, cross: bool = False):
@@ -134,6 +136,10 @@ class BertSelfAttention(nn.Module):
         self.block_size = config.attention_block_size
         self.window_blocks = config.attention_window_blocks
         self.global_cls = config.attention_global_cls
+        # Linformer's E, F (variants/linformer.py); "layerwise" sharing sets the encoder's one here.
+        self.low_rank: nn.Module | None = None
+        if config.attention_low_rank is not None:
+            linformer.add_low_rank(self, config)
         # DeBERTa's disentangled attention (variants/deberta.py): q.k is scaled by
         # 1/sqrt(d * (1 + number of c2p/p2c terms)) and the terms come as a bias.
         self.disentangled: BertConfig | None = None
@@ -161,9 +167,10 @@ class BertSelfAttention(nn.Module):
             k, v, bias = self.prefix(k, v, bias)
         dropout_p = self.dropout_prob if self.training else 0.0
         kernel = choose_kernel(output_attentions or head_mask is not None,
-                               dropout_p > 0 and q.device.type == "cpu", self.block_size)
+                               dropout_p > 0 and q.device.type == "cpu", self.block_size, self.low_rank is not None)
         call = AttentionCall(default_scale(self.head_dim, self.scale_factor), dropout_p, head_mask,
-                             self.block_size, self.window_blocks, self.global_cls, self.causal)
+                             self.block_size, self.window_blocks, self.global_cls, self.low_rank,
+                             causal=self.causal)
         context, probs = KERNELS[kernel](q, k, v, bias, call)
         batch, _, seq_len, _ = context.shape
         context = context.transpose(1, 2).reshape(batch, seq_len, self.num_heads * self.head_dim)
@@ -283,6 +290,11 @@ class BertEncoder(nn.Module):
         self.steps_per_layer = config.inner_group_num if config.num_hidden_groups else 1
         if config.relative_attention:  # DeBERTa: one relative-position table for every layer
             deberta.add_relative_embeddings(self, config)
+        # T5's scalar relative bias (variants/t5_bias.py): one table for every layer.
+        self.relative_attention_bias = (RelativePositionBias(
+            config.relative_attention_num_buckets, config.num_attention_heads, config.relative_attention_max_distance)
+            if config.position_embedding_type == T5_BIAS else None)
+        linformer.share_across_layers(self, config)  # Linformer's "layerwise" E = F, if configured
         self.gradient_checkpointing = False  # recompute activations in backward to save memory
 
     def forward(self, hidden, attention_bias=None, head_mask=None, output_attentions=False,
@@ -293,6 +305,9 @@ class BertEncoder(nn.Module):
         KV cache. Returns (states, all hidden states, all attentions, all cross-attentions)."""
         if self.embedding_hidden_mapping_in is not None:
             hidden = self.embedding_hidden_mapping_in(hidden)
+        if self.relative_attention_bias is not None:  # computed once, added in every layer (as T5)
+            position_bias = self.relative_attention_bias(hidden.shape[1], hidden.shape[1]).to(hidden.dtype)
+            attention_bias = position_bias if attention_bias is None else position_bias + attention_bias
         all_hidden = [hidden] if output_hidden_states else None
         all_attn = [] if output_attentions else None
         all_cross = [] if output_attentions and encoder_hidden is not None else None
@@ -434,7 +449,7 @@ class BertModel(PretrainedMixin, nn.Module):
         decoder (its causal mask places queries by their position among the last M)."""
         config = self.config
         return (head_mask is None and not output_attentions and not output_hidden_states and not config.is_decoder
-                and config.position_embedding_type not in RELATIVE_TYPES and not config.relative_attention
+                and config.position_embedding_type not in (*RELATIVE_TYPES, T5_BIAS) and not config.relative_attention
                 and not config.attention_block_size and not config.num_experts)
 
     def expand_head_mask(self, head_mask: torch.Tensor | None) -> torch.Tensor | None:

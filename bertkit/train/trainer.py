@@ -8,6 +8,16 @@ Per optimizer step (A = grad_accum micro-batches per rank, W ranks):
 Around it: a tqdm bar; JSON-lines metrics (`OUT/metrics.jsonl`) and `OUT/curves.png`;
 evaluation every `eval_every` steps; checkpoints every `save_every` steps and at the end.
 
+A wall-clock budget (`max_minutes`) ends the run after the step at which the training time
+reaches it, with the final evaluation and checkpoint as at `max_steps`. Training time is the sum
+of the steps' wall times (drawing and masking the batch, forward, backward, update), not
+evaluations or checkpoint writes, so how often a run evaluates does not change how far it
+trains; it is saved in checkpoints (a resumed run continues the same budget) and logged as
+`train_seconds` in every metrics row. The lr schedule stays defined over `max_steps`: a decaying
+schedule (linear, cosine, polynomial) cut by the clock ends above its final lr, without the
+last anneal. To decay fully within a budget, set max_steps to the steps it allows (a short run's
+steps per second, from `train_seconds`).
+
 A checkpoint `OUT/checkpoint-<step>/` is a Hugging Face model directory (config.json,
 model.safetensors, tokenizer files) plus `trainer_state.pt`: optimizer, scheduler, grad
 scaler, step, data position, the loss window being averaged for the log, and every rank's RNG
@@ -67,6 +77,7 @@ class TrainConfig:
     """The `[train]` section of a recipe config. Steps count optimizer updates."""
 
     max_steps: int = 1000
+    max_minutes: float | None = None  # wall-clock budget of training time (see the module doc); None = none
     lr: float = 1e-4
     weight_decay: float = 0.01
     warmup_steps: int = 0
@@ -99,6 +110,11 @@ class TrainConfig:
             lowest = -1 if name == "save_every" else 0
             if not isinstance(value, int) or value < lowest:
                 raise ConfigError(f"train.{name} must be an integer >= {lowest}, got {value!r}")
+        if self.max_minutes is not None and not (
+                isinstance(self.max_minutes, (int, float)) and not isinstance(self.max_minutes, bool)
+                and math.isfinite(self.max_minutes) and self.max_minutes > 0):
+            raise ConfigError(f"train.max_minutes must be a positive number of minutes (or unset: no time "
+                              f"limit), got {self.max_minutes!r}")
         if not (isinstance(self.lr, (int, float)) and self.lr > 0):
             raise ConfigError(f"train.lr must be a positive number, got {self.lr!r}")
         if self.schedule not in SCHEDULES:
@@ -252,6 +268,7 @@ class Trainer:
         self.ddp_model = None  # the DDP wrapper lives only inside train(): see there
 
         self.step = 0
+        self.train_seconds = 0.0  # wall time spent in training steps (what max_minutes limits)
         self.epoch = 0
         self.batches_in_epoch = 0
         self.window = self._empty_window()
@@ -291,6 +308,7 @@ class Trainer:
             while self.step < cfg.max_steps:
                 loss, tokens, seconds, parts = self._train_step(batches)
                 self.step += 1
+                self.train_seconds += seconds
                 for name, value in parts.items():
                     self.window[name] = self.window.get(name, 0.0) + value
                 self.window["loss"] += loss
@@ -300,7 +318,7 @@ class Trainer:
                 if bar is not None:
                     bar.update(1)
                     bar.set_postfix(loss=f"{loss:.4f}", lr=f"{self._lr():.2e}")
-                done = self.step == cfg.max_steps
+                done = self.step == cfg.max_steps or self._out_of_time()
                 if self.step % cfg.log_every == 0 or done:
                     last_metrics = self._log_window()
                 if (cfg.eval_every and self.step % cfg.eval_every == 0) or done:
@@ -309,13 +327,19 @@ class Trainer:
                 if cfg.save_every >= 0 and ((cfg.save_every and self.step % cfg.save_every == 0)
                                             or done or self.stop_requested):
                     self.save_checkpoint()
-                if self.stop_requested:
+                if self.stop_requested or done:  # done early: the time budget is spent
                     break
         finally:
             if bar is not None:
                 bar.close()
             self.ddp_model = None
         return last_metrics
+
+    def _out_of_time(self) -> bool:
+        """True once the training time reaches train.max_minutes (rank 0's clock decides)."""
+        if self.config.max_minutes is None:
+            return False
+        return bool(self.ctx.broadcast(self.train_seconds >= 60.0 * self.config.max_minutes))
 
     # ------------------------------------------------------------------ one step
     def _autocast(self):
@@ -431,7 +455,7 @@ class Trainer:
         row = {"step": self.step, "split": "train", "loss": w["loss"] / steps,
                **{name: w.get(name, 0.0) / steps for name in self.log_outputs},
                "lr": self._lr(), "tokens_per_s": w["tokens"] / max(w["time"], 1e-9),
-               "epoch": self.epoch}
+               "epoch": self.epoch, "train_seconds": round(self.train_seconds, 3)}
         self.window = self._empty_window()
         self._write_row(row)
         return row
@@ -451,7 +475,8 @@ class Trainer:
                 metrics = {k: float(v) for k, v in self.eval_fn(model).items()}
             model.train(was_training)
             if metrics:
-                self._write_row({"step": self.step, "split": "eval", **metrics})
+                self._write_row({"step": self.step, "split": "eval", **metrics,
+                                 "train_seconds": round(self.train_seconds, 3)})
             if self.keeper is not None and self.keeper.update(model, self.step, metrics or {}):
                 self.stop_requested = True
             if self.progress and metrics:
@@ -498,6 +523,7 @@ class Trainer:
         if self.ctx.is_main:
             state = {
                 "step": self.step, "epoch": self.epoch, "batches_in_epoch": self.batches_in_epoch,
+                "train_seconds": self.train_seconds,
                 "world_size": self.ctx.world_size, "window": dict(self.window),
                 "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
                 "scaler": self.scaler.state_dict(), "ranks": rank_states,
@@ -540,6 +566,7 @@ class Trainer:
         self.scheduler.load_state_dict(state["scheduler"])
         self.scaler.load_state_dict(state["scaler"])
         self.step = int(state["step"])
+        self.train_seconds = float(state.get("train_seconds", 0.0))  # absent in older checkpoints
         self._apply_current_schedule(checkpoint_dir)
         self.epoch = int(state["epoch"])
         self.batches_in_epoch = int(state["batches_in_epoch"])
@@ -606,8 +633,8 @@ def may_skip_parameters(model: nn.Module) -> bool:
     config = getattr(model, "config", None)
     if not isinstance(config, BertConfig):
         return False
-    # sinusoidal positions have no learned table, so nothing is left unused
-    return bool(config.num_experts) or config.position_embedding_type not in ("absolute", "sinusoidal")
+    # sinusoidal positions and T5's bias have no absolute table, so nothing is left unused
+    return bool(config.num_experts) or config.position_embedding_type not in ("absolute", "sinusoidal", "t5_bias")
 
 
 def check_same_config(config, checkpoint_dir: str) -> None:

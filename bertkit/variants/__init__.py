@@ -5,6 +5,7 @@ Each module here holds the code of one switch that is more than a few lines; `mo
 
 - `relative.py`  relative position scores (`position_embedding_type="relative_key[_query]"`)
 - `sinusoidal.py` the original Transformer's fixed position table (`position_embedding_type="sinusoidal"`)
+- `t5_bias.py`   T5's scalar relative bias, bucketed and shared by all layers (`position_embedding_type="t5_bias"`)
 - `keymaps.py`   Hugging Face key names of RoBERTa, ALBERT, ELECTRA and DeBERTa-v2 checkpoints,
                  and the warning for position types transformers 5 cannot run
 - `albert.py`    factorised embeddings (`embedding_size`) and shared layers (`num_hidden_groups`)

@@ -193,6 +193,8 @@ TRANSFORMERS_CANNOT_RUN = {
                           "positions (transformers 4.x still runs relative_key_query)",
     "sinusoidal": "it has no sinusoidal positions and newly initialises a learned position table "
                   "(bertkit rebuilds the fixed table from the config; it is not in the file)",
+    "t5_bias": "it ignores the relative_attention_bias table and newly initialises a learned position "
+               "table (T5's bias exists in transformers only in T5 models)",
 }
 
 

@@ -108,3 +108,14 @@ def test_wordnet_glosses_are_documents():
             break
     else:
         pytest.fail("the gloss of 'stimulate' was not found")
+
+
+def test_bbc_train_corpus_holds_the_training_split_only():
+    """Pre-training on `bbc:train` never reads an article the bbc task scores on."""
+    from bertkit.tasks.realdata import bbc_topics
+
+    splits = bbc_topics()
+    documents = {tuple(doc) for doc in open_corpus("bbc:train")}
+    assert documents == {tuple(split_sentences(e.text)) for e in splits["train"]}
+    held_out = {tuple(split_sentences(e.text)) for e in splits["dev"] + splits["test"]}
+    assert len(held_out) > 600 and not documents & held_out

@@ -1,0 +1,42 @@
+"""The time-to-quality benchmark's yardstick scores both libraries alike: the same weights give
+the same held-out metrics through bertkit's BertForMaskedLM and, via the benchmark's adapter,
+through transformers' BertForMaskedLM. (The whole benchmark is smoke-run by hand: its shortest
+run takes minutes; docs/benchmarks.md.)"""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from bertkit.config import BertConfig
+from bertkit.data.collate import MLMCollator
+from bertkit.data.masking import VocabInfo
+from bertkit.heads import BertForMaskedLM
+
+transformers = pytest.importorskip("transformers")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+import bench_time_to_quality as bench  # noqa: E402  (a script directory, not a package)
+
+sys.path.pop(0)
+
+
+def test_the_yardstick_gives_both_libraries_the_same_metrics(tmp_path):
+    config = BertConfig(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64)
+    torch.manual_seed(0)
+    ours = BertForMaskedLM(config).eval()
+    ours.save_pretrained(tmp_path)
+    theirs = transformers.BertForMaskedLM.from_pretrained(tmp_path).eval()
+    vocab = VocabInfo(vocab_size=120, pad_id=0, mask_id=4, special_ids=(0, 1, 2, 3, 4),
+                      is_continuation=np.zeros(120, dtype=bool))
+    collate = MLMCollator(vocab, mlm_probability=0.15, seed=3)
+    generator = torch.Generator().manual_seed(0)
+    examples = [{"input_ids": [2, *torch.randint(5, 120, (n,), generator=generator).tolist(), 3]}
+                for n in (30, 12, 25, 40)]
+    batches = [collate(examples[:2]), collate(examples[2:])]
+    mine, reference = bench.heldout(ours, batches), bench.heldout(bench.LabelledLogits(theirs), batches)
+    assert set(mine) == {"mlm_loss", "mlm_accuracy", "mlm_replaced_accuracy"}
+    for key in mine:
+        assert mine[key] == pytest.approx(reference[key], abs=1e-5), key

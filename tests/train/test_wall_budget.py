@@ -1,0 +1,90 @@
+"""train.max_minutes: the run ends after the step whose training time crosses the budget, with
+the final evaluation and checkpoint; the time is logged, saved, and carried over by a resume."""
+
+import json
+import os
+import time
+
+import pytest
+from test_trainer import make_trainer
+
+import bertkit.train.trainer as trainer_module
+from bertkit.errors import ConfigError
+from bertkit.train import TrainConfig, list_checkpoints
+from bertkit.train.trainer import load_trainer_state
+
+
+class SteppingClock:
+    """perf_counter that advances `seconds` per call: a step (timed by two calls) takes exactly
+    that long, whatever the machine's load."""
+
+    def __init__(self, seconds: float):
+        self.now, self.seconds = 0.0, seconds
+
+    def perf_counter(self) -> float:
+        self.now += self.seconds
+        return self.now
+
+    def __getattr__(self, name):
+        return getattr(time, name)
+
+
+def rows(out):
+    with open(os.path.join(out, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+def test_the_budget_stops_the_run_and_resume_continues_it(tmp_path, bbc_tok_examples, monkeypatch):
+    tok, _, examples = bbc_tok_examples
+    monkeypatch.setattr(trainer_module, "time", SteppingClock(5.0))
+    # 5 s per step, 0.25 min = 15 s: the budget is reached at step 3 (of 100)
+    trainer = make_trainer(tmp_path, examples, tok.vocab_size, max_steps=100, max_minutes=0.25,
+                           save_every=0, log_every=2, hidden=32)
+    trainer.eval_fn = lambda model: {"probe": 1.0}
+    trainer.train()
+    assert trainer.step == 3
+    assert [s for s, _ in list_checkpoints(str(tmp_path))] == [3]
+    evals = [r for r in rows(tmp_path) if r["split"] == "eval"]
+    assert [(r["step"], r["train_seconds"]) for r in evals] == [(3, 15.0)]
+    assert [r["train_seconds"] for r in rows(tmp_path) if r["split"] == "train"] == [10.0, 15.0]
+    assert load_trainer_state(str(tmp_path / "checkpoint-3"))["train_seconds"] == pytest.approx(15.0)
+
+    # Resumed with a 30 s budget: 15 s are spent already, so three more steps.
+    resumed = make_trainer(tmp_path, examples, tok.vocab_size, max_steps=100, max_minutes=0.5,
+                           save_every=0, log_every=2, hidden=32)
+    resumed.train(resume=True)
+    assert resumed.step == 6 and resumed.train_seconds == pytest.approx(30.0)
+    # max_steps still ends a run that has time left
+    capped = make_trainer(tmp_path / "capped", examples, tok.vocab_size, max_steps=2, max_minutes=60.0,
+                          save_every=0, hidden=32)
+    capped.train()
+    assert capped.step == 2
+
+
+@pytest.mark.parametrize("value", [0, -1.0, float("nan"), "30", True])
+def test_a_bad_budget_is_refused(value):
+    with pytest.raises(ConfigError, match="train.max_minutes"):
+        TrainConfig(max_minutes=value)
+
+
+def test_pretraining_in_budget_chunks_trains_as_one_run(tmp_path, monkeypatch):
+    """What benchmarks/bench_time_to_quality.py relies on: `bertkit pretrain` stopped by the
+    budget and resumed with a larger one takes the same steps as one run with the larger budget."""
+    from test_recipe import CONFIG, SMALL, sets
+
+    from bertkit.commands import pretrain
+
+    settings = [*SMALL, "train.max_steps=100", "train.log_every=1", "train.eval_every=0", "train.save_every=0"]
+
+    def run(out, minutes, resume=False):
+        monkeypatch.setattr(trainer_module, "time", SteppingClock(5.0))
+        args = ["--config", CONFIG, "--out", str(out), "--no-progress", *sets([*settings, f"train.max_minutes={minutes}"])]
+        assert pretrain.main(args + (["--resume"] if resume else [])) == 0
+
+    run(tmp_path / "one", 0.5)
+    run(tmp_path / "chunks", 0.25)
+    run(tmp_path / "chunks", 0.5, resume=True)
+    one, chunks = ([(r["step"], r["loss"]) for r in rows(tmp_path / name) if r["split"] == "train"]
+                   for name in ("one", "chunks"))
+    assert [s for s, _ in chunks] == [1, 2, 3, 4, 5, 6] == [s for s, _ in one]
+    assert [loss for _, loss in chunks] == pytest.approx([loss for _, loss in one], rel=1e-6)
