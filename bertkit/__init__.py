@@ -12,6 +12,9 @@ from .heads import (BertForMaskedLM, BertForMultipleChoice, BertForNextSentenceP
                     BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification,
                     BertForTokenClassification)
 from .model import BertModel, EncoderOutput
+from .kv_cache import KVCache
+from .lm_head import BertLMHeadModel
+from .encoder_decoder import EncoderDecoderConfig, EncoderDecoderModel
 from .modern import (ModernBertConfig, ModernBertForMaskedLM, ModernBertForMultipleChoice,
                      ModernBertForQuestionAnswering, ModernBertForSequenceClassification,
                      ModernBertForTokenClassification, ModernBertModel)

@@ -18,6 +18,9 @@ function that picks among them.
 Scores that depend on positions (relative_key, T5's bias, DeBERTa's disentangled terms) arrive in `bias`,
 added by the model before the kernel runs, so every kernel serves every position scheme; a
 sparse pattern asked for with probabilities is the explicit kernel under the pattern's mask.
+A decoder's self-attention sets `call.causal`: the M queries are the last M of the T positions
+(T > M with a KV cache), and query i sees keys j <= T - M + i (`causal_bias`). Cross-attention
+is an ordinary call whose keys and values come from the encoder and whose bias masks its padding.
 Shapes: q (B, h, M, d); k, v (B, h, T, d); bias broadcastable to (B, h, M, T).
 """
 
@@ -57,6 +60,7 @@ class AttentionCall:
     window_blocks: int = 1
     global_cls: bool = False
     low_rank: nn.Module | None = None  # Linformer's projections (variants/linformer.py); None = dense
+    causal: bool = False  # a decoder's self-attention: no query sees a later position
 
 
 def choose_kernel(needs_probabilities: bool, cpu_training_dropout: bool, block_size: int,
@@ -69,9 +73,32 @@ def choose_kernel(needs_probabilities: bool, cpu_training_dropout: bool, block_s
     return "block_sparse" if block_size else "sdpa"
 
 
+def causal_bias(bias: torch.Tensor | None, queries: int, keys: int, dtype: torch.dtype,
+                device: torch.device) -> torch.Tensor:
+    """`bias` (or zeros) with the future masked: (.., M, T), query i at position T - M + i sees
+    keys j <= T - M + i. Masked entries are set to the dtype's minimum, not added to it, so a row
+    with no key left (a left-padded position) stays finite, as in transformers' eager masks."""
+    future = torch.ones(queries, keys, dtype=torch.bool, device=device).triu(keys - queries + 1)
+    out = torch.zeros(1, 1, queries, keys, dtype=dtype, device=device)
+    if bias is not None:
+        out = out + bias
+    return out.masked_fill(future, torch.finfo(dtype).min)
+
+
+def _causal(q, k, bias, call: AttentionCall):
+    """The bias a kernel applies: with `call.causal` the future is masked too (one query, the
+    last position, has no future)."""
+    if not call.causal or q.shape[-2] == 1:
+        return bias
+    return causal_bias(bias, q.shape[-2], k.shape[-2], q.dtype, q.device)
+
+
 def sdpa_attention(q, k, v, bias, call: AttentionCall):
-    context = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=call.dropout_p,
-                                             scale=call.scale)
+    if call.causal and bias is None and q.shape[-2] == k.shape[-2]:  # no cache, no padding: SDPA's own mask
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=call.dropout_p, is_causal=True,
+                                              scale=call.scale), None
+    context = F.scaled_dot_product_attention(q, k, v, attn_mask=_causal(q, k, bias, call),
+                                             dropout_p=call.dropout_p, scale=call.scale)
     return context, None
 
 
@@ -84,6 +111,7 @@ def explicit_attention(q, k, v, bias, call: AttentionCall):
     if call.block_size:  # the sparse pattern as a dense mask: the probabilities show it
         allowed = sparse.pattern_mask(q.shape[-2], call.block_size, call.window_blocks, call.global_cls, q.device)
         bias = sparse.restrict_bias(bias, allowed, q.dtype)
+    bias = _causal(q, k, bias, call)
     scores = (q * call.scale) @ k.transpose(-1, -2)
     if bias is not None:
         scores = scores + bias

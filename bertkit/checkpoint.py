@@ -287,9 +287,19 @@ def family_class(cls: type, directory: str) -> type:
     return target
 
 
+# config.json model_type -> the composite model whose config class reads that file (not one
+# encoder family: transformers' EncoderDecoderModel writes "encoder-decoder").
+COMPOSITE_CLASSES = {"encoder-decoder": "EncoderDecoderModel"}
+
+
 def read_config(directory: str):
     """The config of a checkpoint directory of any family: a BertConfig, or the config class of
-    the family its config.json's model_type names (ModernBertConfig for "modernbert")."""
+    the family its config.json's model_type names (ModernBertConfig for "modernbert";
+    EncoderDecoderConfig for an encoder-decoder)."""
+    path = os.path.join(directory, "config.json")
+    model_type = _read_json(path).get("model_type") if os.path.isfile(path) else None
+    if model_type in COMPOSITE_CLASSES:
+        return PretrainedMixin._registry[COMPOSITE_CLASSES[model_type]].config_class.from_pretrained(directory)
     encoder = family_class(PretrainedMixin._registry["BertModel"], directory)
     return encoder.config_class.from_pretrained(directory)
 

@@ -133,6 +133,12 @@ class BertConfig:
     # transformers' classes have (saving another warns); "cls" the [CLS] final state without a
     # pooler; "mean" the mean of the final states over real tokens.
     classifier_pooling: str = "pooler"
+    # The decoder side (transformers' names): is_decoder makes self-attention causal (position t
+    # sees positions <= t) and lets the model keep a KV cache for generation; add_cross_attention
+    # puts a cross-attention sub-layer (`crossattention`) over an encoder's output between the
+    # self-attention and the feed-forward of every layer (BertLMHeadModel, EncoderDecoderModel).
+    is_decoder: bool = False
+    add_cross_attention: bool = False
     # Anything else found in config.json: kept so that saving writes it back unchanged.
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -263,6 +269,7 @@ class BertConfig:
                 raise ConfigError(
                     "shared layers must all have the same shape, but moe_every > 1 mixes MoE and dense "
                     "layers; use moe_every = 1 with num_hidden_groups, or drop the sharing")
+        _check_decoder(self)
         _check_size(self)
 
     def parameter_estimate(self) -> dict[str, int]:
@@ -420,7 +427,8 @@ _OPTIONAL_INT_FIELDS = ("embedding_size", "num_hidden_groups", "num_experts", "a
                         "attention_low_rank")
 _STR_FIELDS = ("hidden_act", "position_embedding_type", "model_type", "norm_rel_ebd", "attention_low_rank_sharing",
                "classifier_pooling")
-_BOOL_FIELDS = ("relative_attention", "share_att_key", "position_biased_input", "attention_global_cls")
+_BOOL_FIELDS = ("relative_attention", "share_att_key", "position_biased_input", "attention_global_cls",
+                "is_decoder", "add_cross_attention")
 PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
 
 
@@ -497,6 +505,26 @@ def _check_low_rank(config: BertConfig) -> None:
         raise ConfigError("low-rank attention (attention_low_rank) projects the keys, so per-pair scores cannot "
                           "be added: use absolute or sinusoidal positions, no relative_attention and no "
                           "attention_block_size with it")
+
+
+def _check_decoder(config: BertConfig) -> None:
+    """A decoder is plain BERT with absolute (or sinusoidal) positions: the switches that need every
+    query position at once, or positions counted from the pad row, have no cached, causal form here."""
+    if config.add_cross_attention and not config.is_decoder:
+        raise ConfigError("add_cross_attention=True needs is_decoder=True: cross-attention layers belong to a "
+                          "decoder (as in transformers); set is_decoder=True or drop add_cross_attention")
+    if not config.is_decoder:
+        return
+    blocked = [name for name, on in (
+        (f"model_type={config.model_type!r}", config.model_type != "bert"),
+        (f"position_embedding_type={config.position_embedding_type!r}",
+         config.position_embedding_type not in ("absolute", "sinusoidal")),
+        ("relative_attention", config.relative_attention), ("attention_block_size", config.attention_block_size),
+        ("attention_low_rank", config.attention_low_rank), ("num_experts", config.num_experts),
+        ("num_hidden_groups", config.num_hidden_groups)) if on]
+    if blocked:
+        raise ConfigError(f"is_decoder=True runs BERT layers with absolute or sinusoidal positions; drop "
+                          f"{', '.join(blocked)} for a decoder (or set is_decoder=False for an encoder)")
 
 
 def memory_limit_bytes() -> int:

@@ -21,6 +21,7 @@ from .activations import activation
 from .attention import KERNELS, AttentionCall, choose_kernel, default_scale
 from .dropout import Dropout
 from .errors import BertkitError
+from .kv_cache import KVCache, KVSlot, LayerCache
 from .variants import deberta, linformer, moe
 from .variants.albert import has_embedding_projection, layer_order, num_layer_modules
 from .variants.relative import RELATIVE_TYPES, relative_position_scores
@@ -48,6 +49,8 @@ class EncoderOutput(ModelOutput):
     hidden_states: tuple[torch.Tensor, ...] | None = None  # embeddings, then every layer
     attentions: tuple[torch.Tensor, ...] | None = None  # per layer, (B, h, T, T)
     aux_loss: torch.Tensor | None = None  # MoE load balancing x its coefficient (variants/moe.py)
+    past_key_values: KVCache | None = None  # a decoder's cache, with use_cache=True (kv_cache.py)
+    cross_attentions: tuple[torch.Tensor, ...] | None = None  # per layer, (B, h, T, S) over the encoder
 
 
 # ---------------------------------------------------------------------------- embeddings
@@ -111,10 +114,12 @@ class BertSelfAttention(nn.Module):
     `attention_low_rank`, is a model of its own and always takes its kernel).
     """
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig, cross: bool = False):
         super().__init__()
         self.num_heads = config.num_attention_heads
         self.head_dim = config.head_dim
+        # A decoder's self-attention is causal; its cross-attention sees every encoder position.
+        self.causal = config.is_decoder and not cross
         hidden = config.hidden_size
         self.query = nn.Linear(hidden, hidden)
         self.key = nn.Linear(hidden, hidden)
@@ -150,11 +155,13 @@ class BertSelfAttention(nn.Module):
 
     def forward(self, hidden: torch.Tensor, attention_bias: torch.Tensor | None = None,
                 head_mask: torch.Tensor | None = None, output_attentions: bool = False,
-                queries: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """`queries` (B, M, H): states to compute queries (and so outputs) for, default `hidden`."""
+                queries: torch.Tensor | None = None, memory: torch.Tensor | None = None,
+                slot: KVSlot | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """`queries` (B, M, H): states to compute queries (and so outputs) for, default `hidden`.
+        `memory` (B, S, H): states the keys and values come from instead of `hidden` (cross-attention:
+        the encoder's output). `slot`: this sub-layer's KV cache entry (kv_cache.py)."""
         q = self.split_heads(self.query(hidden if queries is None else queries))
-        k = self.split_heads(self.key(hidden))
-        v = self.split_heads(self.value(hidden))
+        k, v = self.keys_values(hidden if memory is None else memory, slot, fixed=memory is not None)
         bias = self.position_scores(q, k, attention_bias)
         if self.prefix is not None:
             k, v, bias = self.prefix(k, v, bias)
@@ -162,11 +169,20 @@ class BertSelfAttention(nn.Module):
         kernel = choose_kernel(output_attentions or head_mask is not None,
                                dropout_p > 0 and q.device.type == "cpu", self.block_size, self.low_rank is not None)
         call = AttentionCall(default_scale(self.head_dim, self.scale_factor), dropout_p, head_mask,
-                             self.block_size, self.window_blocks, self.global_cls, self.low_rank)
+                             self.block_size, self.window_blocks, self.global_cls, self.low_rank,
+                             causal=self.causal)
         context, probs = KERNELS[kernel](q, k, v, bias, call)
         batch, _, seq_len, _ = context.shape
         context = context.transpose(1, 2).reshape(batch, seq_len, self.num_heads * self.head_dim)
         return context, probs
+
+    def keys_values(self, source: torch.Tensor, slot: KVSlot | None, fixed: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, h, T, d) keys and values of `source`; with a cache, the cached ones too: self-attention
+        appends the new positions' to its slot, cross-attention (`fixed`) computes the encoder's once."""
+        if fixed and slot is not None and slot.keys is not None:
+            return slot.keys, slot.values
+        k, v = self.split_heads(self.key(source)), self.split_heads(self.value(source))
+        return (k, v) if slot is None else slot.update(k, v, append=not fixed)
 
     def position_scores(self, q: torch.Tensor, k: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor | None:
         """The attention bias plus the scores that depend on relative positions (relative_key[_query],
@@ -195,13 +211,14 @@ class BertSelfOutput(nn.Module):
 
 
 class BertAttention(nn.Module):
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig, cross: bool = False):
         super().__init__()
-        self.self = BertSelfAttention(config)  # HF's name, kept for state-dict compatibility
+        self.self = BertSelfAttention(config, cross)  # HF's name, kept for state-dict compatibility
         self.output = BertSelfOutput(config)
 
-    def forward(self, hidden, attention_bias=None, head_mask=None, output_attentions=False, queries=None):
-        context, probs = self.self(hidden, attention_bias, head_mask, output_attentions, queries)
+    def forward(self, hidden, attention_bias=None, head_mask=None, output_attentions=False, queries=None,
+                memory=None, slot=None):
+        context, probs = self.self(hidden, attention_bias, head_mask, output_attentions, queries, memory, slot)
         return self.output(context, hidden if queries is None else queries), probs
 
 
@@ -232,22 +249,33 @@ class BertOutput(nn.Module):
 
 
 class BertLayer(nn.Module):
-    """One transformer block: self-attention sub-layer, then feed-forward sub-layer."""
+    """One transformer block: self-attention sub-layer, (in a decoder with add_cross_attention:
+    cross-attention over the encoder's output,) then feed-forward sub-layer."""
 
     def __init__(self, config: BertConfig, index: int = 0):
         super().__init__()
         self.attention = BertAttention(config)
+        # transformers' name: queries from the decoder, keys and values from the encoder.
+        self.crossattention = BertAttention(config, cross=True) if config.add_cross_attention else None
         # A mixture of experts replaces the feed-forward sub-layer in MoE layers (variants/moe.py).
         self.moe = moe.MoEFeedForward(config) if moe.is_moe_layer(config, index) else None
         if self.moe is None:
             self.intermediate = BertIntermediate(config)
             self.output = BertOutput(config)
 
-    def forward(self, hidden, attention_bias=None, head_mask=None, output_attentions=False, queries=None):
-        attended, probs = self.attention(hidden, attention_bias, head_mask, output_attentions, queries)
+    def forward(self, hidden, attention_bias=None, head_mask=None, output_attentions=False, queries=None,
+                encoder_hidden=None, encoder_bias=None, cache: LayerCache | None = None):
+        """Returns (states, self-attention probabilities, cross-attention probabilities); the
+        probabilities are None unless asked for, cross-attention's also without `encoder_hidden`."""
+        attended, probs = self.attention(hidden, attention_bias, head_mask, output_attentions, queries,
+                                         slot=None if cache is None else cache.self_attention)
+        cross_probs = None
+        if encoder_hidden is not None:
+            attended, cross_probs = self.crossattention(attended, encoder_bias, None, output_attentions, None,
+                                                        encoder_hidden, None if cache is None else cache.cross_attention)
         if self.moe is not None:
-            return self.moe(attended), probs
-        return self.output(self.intermediate(attended), attended), probs
+            return self.moe(attended), probs, cross_probs
+        return self.output(self.intermediate(attended), attended), probs, cross_probs
 
 
 class BertEncoder(nn.Module):
@@ -270,8 +298,11 @@ class BertEncoder(nn.Module):
         self.gradient_checkpointing = False  # recompute activations in backward to save memory
 
     def forward(self, hidden, attention_bias=None, head_mask=None, output_attentions=False,
-                output_hidden_states=False, output_positions=None):
-        """`output_positions` (B, M): the last layer runs only at these positions (see BertModel)."""
+                output_hidden_states=False, output_positions=None, encoder_hidden=None, encoder_bias=None,
+                cache: KVCache | None = None):
+        """`output_positions` (B, M): the last layer runs only at these positions (see BertModel).
+        `encoder_hidden` (B, S, H) and its bias: what cross-attention attends to; `cache`: a decoder's
+        KV cache. Returns (states, all hidden states, all attentions, all cross-attentions)."""
         if self.embedding_hidden_mapping_in is not None:
             hidden = self.embedding_hidden_mapping_in(hidden)
         if self.relative_attention_bias is not None:  # computed once, added in every layer (as T5)
@@ -279,22 +310,28 @@ class BertEncoder(nn.Module):
             attention_bias = position_bias if attention_bias is None else position_bias + attention_bias
         all_hidden = [hidden] if output_hidden_states else None
         all_attn = [] if output_attentions else None
+        all_cross = [] if output_attentions and encoder_hidden is not None else None
         for step, index in enumerate(self.layer_order):
             layer = self.layer[index]
             layer_head_mask = None if head_mask is None else head_mask[step // self.steps_per_layer]
             last = step == len(self.layer_order) - 1
             queries = gather_positions(hidden, output_positions) if last and output_positions is not None else None
+            layer_cache = None if cache is None else cache.layers[index]
             if self.gradient_checkpointing and self.training:
-                hidden, probs = checkpoint(layer, hidden, attention_bias, layer_head_mask,
-                                           output_attentions, queries, use_reentrant=False)
+                hidden, probs, cross_probs = checkpoint(layer, hidden, attention_bias, layer_head_mask, output_attentions,
+                                                        queries, encoder_hidden, encoder_bias, layer_cache,
+                                                        use_reentrant=False)
             else:
-                hidden, probs = layer(hidden, attention_bias, layer_head_mask, output_attentions, queries)
+                hidden, probs, cross_probs = layer(hidden, attention_bias, layer_head_mask, output_attentions, queries,
+                                                   encoder_hidden, encoder_bias, layer_cache)
             if output_hidden_states:
                 all_hidden.append(hidden)
             if output_attentions:
                 all_attn.append(probs)
+            if all_cross is not None:
+                all_cross.append(cross_probs)
         return (hidden, None if all_hidden is None else tuple(all_hidden),
-                None if all_attn is None else tuple(all_attn))
+                None if all_attn is None else tuple(all_attn), None if all_cross is None else tuple(all_cross))
 
 
 class BertPooler(nn.Module):
@@ -330,51 +367,88 @@ class BertModel(PretrainedMixin, nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
                 head_mask: torch.Tensor | None = None, output_attentions: bool = False,
-                output_hidden_states: bool = False, output_positions: torch.Tensor | None = None
-                ) -> EncoderOutput:
+                output_hidden_states: bool = False, output_positions: torch.Tensor | None = None,
+                encoder_hidden_states: torch.Tensor | None = None, encoder_attention_mask: torch.Tensor | None = None,
+                past_key_values: KVCache | None = None, use_cache: bool = False) -> EncoderOutput:
         """`output_positions` (B, M) of positions: last_hidden_state is then (B, M, H), the final
         states at those positions only (what a head reads: [CLS], the masked tokens). The last
         layer then computes queries, attention output and feed-forward only there (keys and
-        values still come from every position): the same numbers, less work."""
-        self.check_inputs(input_ids, attention_mask)
+        values still come from every position): the same numbers, less work.
+
+        The decoder side (config.is_decoder): self-attention is causal; `encoder_hidden_states`
+        (B, S, H) with its 0/1 `encoder_attention_mask` (B, S) feed the cross-attention layers;
+        `past_key_values` (a KVCache) holds earlier positions, so input_ids are only the new ones,
+        attention_mask covers cached + new positions and positions continue after the cached
+        ones; `use_cache=True` starts a cache. The cache in use is returned as past_key_values."""
+        cache = self.decoder_cache(past_key_values, use_cache, encoder_hidden_states, encoder_attention_mask)
+        past = 0 if cache is None else cache.get_seq_length()
+        self.check_inputs(input_ids, attention_mask, past)
+        if position_ids is None and past:
+            position_ids = torch.arange(past, past + input_ids.shape[1], device=input_ids.device).unsqueeze(0)
         hidden = self.embeddings(input_ids, token_type_ids, position_ids)
         bias = attention_bias(attention_mask, hidden.dtype)
+        encoder_bias = None if encoder_hidden_states is None else attention_bias(encoder_attention_mask, hidden.dtype)
         if self.config.num_experts:  # MoE layers route real tokens only and report their aux loss
             moe.begin_forward(self, attention_mask)
         prune = output_positions is not None and self.last_layer_prunable(
             head_mask, output_attentions, output_hidden_states)
-        hidden, all_hidden, all_attn = self.encoder(
+        hidden, all_hidden, all_attn, all_cross = self.encoder(
             hidden, bias, self.expand_head_mask(head_mask), output_attentions, output_hidden_states,
-            output_positions if prune else None)
+            output_positions if prune else None, encoder_hidden_states, encoder_bias, cache)
         if output_positions is not None and not prune:
             hidden = gather_positions(hidden, output_positions)
         pooled = self.pooler(hidden) if self.pooler is not None else None
         aux = moe.collect_aux_loss(self, self.config.moe_aux_loss_coef) if self.config.num_experts else None
-        return EncoderOutput(hidden, pooled, all_hidden, all_attn, aux)
+        return EncoderOutput(hidden, pooled, all_hidden, all_attn, aux, cache, all_cross)
 
-    def check_inputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> None:
-        """Turn the usual user mistakes into messages instead of index errors deep in torch."""
+    def decoder_cache(self, past_key_values, use_cache: bool, encoder_hidden_states, encoder_attention_mask
+                      ) -> KVCache | None:
+        """The KV cache this call reads and fills: the one passed in, a new one (use_cache), or
+        none; and the decoder-only inputs refused, with what to do, when the model is not one."""
+        config, layers = self.config, len(self.encoder.layer)
+        if encoder_hidden_states is not None and not config.add_cross_attention:
+            raise BertkitError("encoder_hidden_states were given but this model has no cross-attention layers; "
+                               "build it with is_decoder=True and add_cross_attention=True")
+        if encoder_hidden_states is not None and encoder_attention_mask is not None and \
+                encoder_attention_mask.shape != encoder_hidden_states.shape[:2]:
+            raise BertkitError(f"encoder_attention_mask shape {tuple(encoder_attention_mask.shape)} differs from "
+                               f"the encoder states' (batch, length) {tuple(encoder_hidden_states.shape[:2])}")
+        if (use_cache or past_key_values is not None) and not config.is_decoder:
+            raise BertkitError("use_cache and past_key_values are for decoders (is_decoder=True): an encoder's "
+                               "positions attend to later ones, so nothing can be cached")
+        if past_key_values is None:
+            return KVCache(layers) if use_cache else None
+        if not isinstance(past_key_values, KVCache) or len(past_key_values) != layers:
+            raise BertkitError(f"past_key_values must be the bertkit KVCache this {layers}-layer decoder returned "
+                               "(pass use_cache=True on the first call)")
+        return past_key_values
+
+    def check_inputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, past: int = 0) -> None:
+        """Turn the usual user mistakes into messages instead of index errors deep in torch.
+        `past`: positions already in a decoder's KV cache (they count towards the length)."""
         if input_ids.dim() != 2:
             raise BertkitError(f"input_ids must have shape (batch, sequence), got {tuple(input_ids.shape)}")
-        if input_ids.shape[1] > self.config.max_sequence_length:
+        if past + input_ids.shape[1] > self.config.max_sequence_length:
             raise BertkitError(
-                f"sequence length {input_ids.shape[1]} exceeds max_position_embeddings "
+                f"sequence length {past + input_ids.shape[1]} exceeds max_position_embeddings "
                 f"({self.config.max_position_embeddings} rows: at most {self.config.max_sequence_length} "
                 f"tokens); tokenize with truncation and max_length={self.config.max_sequence_length}")
         if input_ids.numel() and (int(input_ids.max()) >= self.config.vocab_size or int(input_ids.min()) < 0):
             raise BertkitError(
                 f"token id {int(input_ids.max())} is outside the model's vocabulary of "
                 f"{self.config.vocab_size}; the tokenizer does not fit this model")
-        if attention_mask is not None and attention_mask.shape != input_ids.shape:
+        if attention_mask is not None and attention_mask.shape != (input_ids.shape[0], past + input_ids.shape[1]):
             raise BertkitError(f"attention_mask shape {tuple(attention_mask.shape)} differs from "
-                               f"input_ids shape {tuple(input_ids.shape)}")
+                               f"input_ids shape {tuple(input_ids.shape)}"
+                               + (f" plus the {past} cached positions" if past else ""))
 
     def last_layer_prunable(self, head_mask, output_attentions, output_hidden_states) -> bool:
         """Whether the last layer may run on a subset of query positions: not when every
         position's output is returned, nor for variants whose attention or feed-forward depends
-        on all query positions (relative positions, DeBERTa, block-sparse, MoE routing)."""
+        on all query positions (relative positions, DeBERTa, block-sparse, MoE routing), nor for a
+        decoder (its causal mask places queries by their position among the last M)."""
         config = self.config
-        return (head_mask is None and not output_attentions and not output_hidden_states
+        return (head_mask is None and not output_attentions and not output_hidden_states and not config.is_decoder
                 and config.position_embedding_type not in (*RELATIVE_TYPES, T5_BIAS) and not config.relative_attention
                 and not config.attention_block_size and not config.num_experts)
 

@@ -377,7 +377,7 @@ def build_model(model_dir: str, data: TaskData, recipe: Recipe, model_fn=None, p
                           f"{config.max_sequence_length} positions; use data.max_length="
                           f"{config.max_sequence_length} or less")
     torch.manual_seed(recipe.train.seed)  # the new head's initialisation
-    model = (model_fn or build_task_model)(model_dir, data.task, data.labels, recipe.model)
+    model = (model_fn or data.task.build_model or build_task_model)(model_dir, data.task, data.labels, recipe.model)
     if recipe.freeze_encoder:
         getattr(model, model.base_model_prefix).requires_grad_(False)
     if recipe.peft:  # frozen base + adapter; OUT then holds the adapter directory (bertkit.peft)

@@ -17,7 +17,7 @@ from bertkit.tasks.registry import get_task
 # name -> the task it is for
 BUILTIN_DATA = {"bbc": "classification", "wordnet-supersense": "classification",
                 "wordnet-tagging": "token-classification", "wordnet-qa": "qa", "wordnet-usage-qa": "qa",
-                "wordnet-gloss-choice": "multiple-choice"}
+                "wordnet-gloss-choice": "multiple-choice", "wordnet-reverse-dictionary": "seq2seq"}
 SPLITS = ("train", "dev", "test")
 
 
@@ -69,6 +69,8 @@ def builtin_splits(name: str) -> dict:
         return _contiguous_split(realdata.wordnet_usage_qa(seed=0), key=lambda e: e.context)
     if name == "wordnet-gloss-choice":  # one example per synset: no two share a context
         return _contiguous_split(realdata.wordnet_gloss_choice(seed=0), key=lambda e: e.id)
+    if name == "wordnet-reverse-dictionary":  # one example per synset
+        return _contiguous_split(realdata.wordnet_reverse_dictionary(seed=0), key=lambda e: e.text)
     raise DataError(f"unknown built-in data {name!r}; use one of {', '.join(BUILTIN_DATA)}")
 
 

@@ -47,9 +47,13 @@ class DataConfig:
     max_train_examples: int = 0  # 0 = all; else a seeded random subset
     max_eval_examples: int = 0  # 0 = all; the same for the dev / evaluation data
     eval_batch_size: int = 64
+    source_column: str = "source"  # seq2seq: JSONL field of the input text
+    target_column: str = "target"  # seq2seq: JSONL field of the text to generate
+    max_target_length: int = 32  # seq2seq: target tokens trained on ([SEP] included) and generated at most
+    num_beams: int = 1  # seq2seq: beam width of generation; 1 = greedy
 
     def __post_init__(self) -> None:
-        for name in ("max_length", "max_answer_length", "n_best", "eval_batch_size"):
+        for name in ("max_length", "max_answer_length", "n_best", "eval_batch_size", "max_target_length", "num_beams"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"data.{name} must be a positive integer, got {value!r}")
@@ -156,6 +160,9 @@ class Collator:
             label = np.asarray(first["labels"])
             if label.ndim == 1 and "word_ids" in first:  # per-token labels
                 batch["labels"] = torch.from_numpy(_pad([f["labels"] for f in features], width, IGNORE_INDEX))
+            elif "decoder_target" in first:  # a decoder's target ids: padded to the longest target
+                longest = max(len(f["labels"]) for f in features)
+                batch["labels"] = torch.from_numpy(_pad([f["labels"] for f in features], longest, IGNORE_INDEX))
             else:
                 batch["labels"] = torch.from_numpy(np.stack([np.asarray(f["labels"]) for f in features]))
         for key in ("start_positions", "end_positions"):

@@ -181,4 +181,6 @@ def _blank_row(spec: TaskSpec, example) -> dict:
         return {"id": example.id, "answer": None, "start": None, "end": None, "score": None, "no_answer": None}
     if spec.task == "regression":
         return {"value": None}
+    if spec.task == "seq2seq":
+        return {"source": example.text, "generated": None}
     return {"labels" if spec.task == "multi-label-classification" else "label": None, "probabilities": None}

@@ -5,7 +5,9 @@
 * regression: Pearson and Spearman correlation;
 * token tagging: entity spans and entity-level P/R/F1 as defined by conlleval (the default,
   non-strict mode of seqeval);
-* extractive QA: the official SQuAD v1.1/v2.0 exact match and token F1.
+* extractive QA: the official SQuAD v1.1/v2.0 exact match and token F1;
+* generated text: exact match and ROUGE-L F1 over the tokens of rouge-score's default
+  tokenizer (lowercase alphanumeric runs).
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ __all__ = [
     "normalize_answer",
     "squad_em_f1",
     "squad_evaluate",
+    "text_tokens",
+    "text_exact_match",
+    "rouge_l",
 ]
 
 
@@ -336,3 +341,47 @@ def _percent_scores(rows: list[tuple[float, float]], prefix: str) -> dict:
         prefix + "f1": 100.0 * float(np.mean([r[1] for r in rows])) if rows else 0.0,
         prefix + "total": len(rows),
     }
+
+
+# ----------------------------------------------------------------------------------------
+# generated text
+# ----------------------------------------------------------------------------------------
+
+_NON_ALPHANUMERIC = re.compile(r"[^a-z0-9]+")
+
+
+def text_tokens(text: str) -> list[str]:
+    """Lowercase runs of ASCII letters and digits: rouge-score's default tokenizer (no stemming),
+    so "Well-known" and a WordPiece decode's "well - known" are the same two tokens."""
+    return _NON_ALPHANUMERIC.sub(" ", text.lower()).split()
+
+
+def text_exact_match(predictions: Sequence[str], references: Sequence[str]) -> float:
+    """Fraction of predictions whose tokens equal the reference's (case and punctuation aside)."""
+    _check_lengths(references, predictions)
+    if not predictions:
+        return float("nan")
+    return float(np.mean([text_tokens(p) == text_tokens(r) for p, r in zip(predictions, references)]))
+
+
+def _lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
+    """Length of the longest common subsequence (dynamic programming, one row at a time)."""
+    previous = [0] * (len(b) + 1)
+    for x in a:
+        current = [0]
+        for j, y in enumerate(b):
+            current.append(previous[j] + 1 if x == y else max(previous[j + 1], current[j]))
+        previous = current
+    return previous[-1]
+
+
+def rouge_l(prediction: str, reference: str) -> float:
+    """ROUGE-L F1 of one prediction: with L = LCS(prediction tokens, reference tokens),
+    P = L / |prediction|, R = L / |reference|, F1 = 2PR / (P + R); 0 when either is empty or L = 0
+    (rouge-score's `rougeL` fmeasure)."""
+    pred, ref = text_tokens(prediction), text_tokens(reference)
+    common = _lcs_length(pred, ref) if pred and ref else 0
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(pred), common / len(ref)
+    return 2 * precision * recall / (precision + recall)

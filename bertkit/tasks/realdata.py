@@ -12,7 +12,8 @@
     several glosses (extractive QA; finding the lemma in the context nearly solves it);
   - `wordnet_usage_qa`: reverse-dictionary QA: a definition as the question, the word it
     defines as the answer, inside a context of example sentences of related synsets (the
-    context holds usages, not the definition: the model has to match meaning).
+    context holds usages, not the definition: the model has to match meaning);
+  - `wordnet_reverse_dictionary`: a definition -> the word it defines, generated (seq2seq).
 Everything is deterministic given `seed`.
 """
 
@@ -439,3 +440,27 @@ def wordnet_gloss_choice(
         if limit is not None and len(examples) >= limit:
             break
     return examples
+
+
+def wordnet_reverse_dictionary(
+    limit: int | None = None,
+    seed: int = 0,
+    pos: Sequence[str] = POS_FILES,
+    wordnet_dir: str | None = None,
+) -> list[TextExample]:
+    """A reverse dictionary as text generation: the source is a synset's definition, the target
+    the word it defines (its first lemma): "a financial institution that accepts deposits and
+    channels the money into lending activities" -> "depository financial institution".
+
+    One example per distinct definition (the first synset in file order that has it: 668
+    definitions are shared by several synsets, and a definition must not sit in two splits), in a
+    seeded order. A polysemous word is the target of several definitions, so test words are
+    mostly seen in training with another sense; other lemmas of the synset (its synonyms) count
+    as wrong, which caps exact match below 1.
+    """
+    first: dict[str, str] = {}
+    for synset in read_wordnet(wordnet_dir, pos):
+        if synset.definition and synset.lemmas:
+            first.setdefault(synset.definition, synset.lemmas[0])
+    examples = _shuffled([TextExample(text=d, label=word) for d, word in first.items()], seed, "reverse-dictionary")
+    return examples[:limit] if limit is not None else examples

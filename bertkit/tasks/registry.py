@@ -9,7 +9,7 @@ add its module and one line below).
 from __future__ import annotations
 
 from bertkit.errors import ConfigError
-from bertkit.tasks import multiple_choice, qa, sequence, tagging
+from bertkit.tasks import multiple_choice, qa, seq2seq, sequence, tagging
 from bertkit.tasks.spec import Task
 
 TASKS: dict[str, Task] = {task.name: task for task in (
@@ -19,6 +19,7 @@ TASKS: dict[str, Task] = {task.name: task for task in (
     tagging.TOKEN_CLASSIFICATION,
     qa.QA,
     multiple_choice.MULTIPLE_CHOICE,
+    seq2seq.SEQ2SEQ,
 )}
 
 

@@ -38,6 +38,8 @@ class Task:
     lower_is_better metrics where lower wins (mse)
     refine          training examples -> the task they really need (classification data with
                     lists of labels is multi-label); None: the task itself
+    build_model     (model_dir, task, labels, model overrides) -> the model to fine-tune; None: the
+                    checkpoint's encoder with a fresh `model_class` head (recipes/finetune.py)
     """
 
     name: str
@@ -56,6 +58,7 @@ class Task:
     architectures: tuple[str, ...] = ()
     lower_is_better: frozenset = frozenset()
     refine: Callable[[Sequence], str] | None = None
+    build_model: Callable[..., Any] | None = None
 
     @property
     def default_metric(self) -> str:

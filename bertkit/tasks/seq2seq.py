@@ -1,0 +1,154 @@
+"""Sequence-to-sequence: generate a target text from a source text with a BERT2BERT
+encoder-decoder (bertkit/encoder_decoder.py).
+
+Fine-tuning starts from a BERT checkpoint: it becomes both the encoder and the decoder (causal
+self-attention, new cross-attention layers; Rothe et al. 2020), with [CLS] as the decoder's first
+token, [SEP] as its end and [PAD] as padding. The target is trained as the next-token
+cross-entropy of "t_1 .. t_n [SEP]" read behind "[CLS] t_1 .. t_n". A saved encoder-decoder
+fine-tunes further as it is. Decoding generates up to `data.max_target_length` tokens, greedily
+or with `data.num_beams` beams (bertkit/generation.py).
+
+Files: JSON lines {"source": str, "target": str} (field names: data.source_column,
+data.target_column); `predict` takes the same lines without "target", or .txt with one source
+per line, and writes {"source", "generated"}. Metrics: ROUGE-L F1 (the longest common
+subsequence of tokens) and exact match, means over examples (bertkit/tasks/metrics.py); the
+baseline answers the most frequent training target for every example.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections import Counter
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from bertkit.checkpoint import read_config
+from bertkit.encoder_decoder import EncoderDecoderConfig, EncoderDecoderModel
+from bertkit.errors import DataError
+from bertkit.io import iter_jsonl
+from bertkit.tasks.common import (Collator, DataConfig, PredictionInput, TaskSpec, check_texts, eval_order,
+                                  truncation_warning)
+from bertkit.tasks.formats import TextExample
+from bertkit.tasks.metrics import rouge_l, text_exact_match
+from bertkit.tasks.sequence import read_lines
+from bertkit.tasks.spec import Task
+from bertkit.tokenizer import Tokenizer
+
+
+# ---------------------------------------------------------------------------- reading
+def read_pairs(path: str, data: DataConfig, labelled: bool = True) -> list[TextExample]:
+    """(source, target) pairs of a JSON-lines file as TextExample(text=source, label=target)."""
+    if os.path.splitext(path)[1].lower() != ".jsonl":
+        raise DataError(f"{path}: seq2seq data is JSON lines (.jsonl) with \"{data.source_column}\" and "
+                        f"\"{data.target_column}\" fields")
+    examples = []
+    for line, record in iter_jsonl(path):
+        source, target = record.get(data.source_column), record.get(data.target_column)
+        if not isinstance(source, str):
+            raise DataError(f"{path}: line {line} needs a string field {data.source_column!r} (the input text)")
+        if labelled and not (isinstance(target, str) and target.strip()):
+            raise DataError(f"{path}: line {line} needs a non-empty string field {data.target_column!r} "
+                            "(the text to generate)")
+        examples.append(TextExample(text=source, label=target if labelled else None, line=line))
+    if not examples:
+        raise DataError(f"{path}: no records; put one JSON object per line")
+    return examples
+
+
+def read(path: str, data: DataConfig) -> list[TextExample]:
+    return read_pairs(path, data)
+
+
+def read_inputs(path: str, data: DataConfig) -> PredictionInput:
+    """.txt (one source per line) or .jsonl with the source field."""
+    if os.path.splitext(path)[1].lower() == ".txt":
+        return PredictionInput([TextExample(text=line, line=n) for n, line in read_lines(path)])
+    return PredictionInput(read_pairs(path, data, labelled=False))
+
+
+# ---------------------------------------------------------------------------- model and features
+def build_model(model_dir: str, task: Task, labels, overrides: dict) -> EncoderDecoderModel:
+    """BERT2BERT warm-started from the BERT checkpoint `model_dir`, or the saved encoder-decoder
+    there; `overrides` (dropout) change the encoder's and the decoder's configs."""
+    config = read_config(model_dir)
+    if isinstance(config, EncoderDecoderConfig):
+        return EncoderDecoderModel.from_pretrained(model_dir, config=config.replace(
+            encoder=config.encoder.replace(**overrides), decoder=config.decoder.replace(**overrides)))
+    tokenizer = Tokenizer.from_pretrained(model_dir)
+    with warnings.catch_warnings():  # new cross-attention layers, no pooler in the decoder: warm starting
+        warnings.filterwarnings("ignore", message=".*(newly initialised|not used by this model)")
+        return EncoderDecoderModel.from_encoder_decoder_pretrained(
+            model_dir, model_dir, overrides, decoder_start_token_id=tokenizer.cls_token_id,
+            pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.sep_token_id)
+
+
+def encode(tokenizer, examples: Sequence[TextExample], data: DataConfig, label2id, training: bool,
+           name: str = "data") -> list[dict]:
+    """Source features; in training `labels` = the target's ids after [CLS] ("t_1 .. t_n [SEP]"),
+    cut to data.max_target_length, and the `decoder_target` mark that pads them as targets."""
+    sources = [e.text for e in examples]
+    check_texts(sources, "source", name)
+    with warnings.catch_warnings():  # one summary warning below instead of the tokenizer's
+        warnings.simplefilter("ignore")
+        enc = tokenizer(sources, padding=False, truncation=True, max_length=data.max_length, return_tensors=None)
+        if training:
+            targets = [e.label for e in examples]
+            check_texts(targets, "target", name)
+            target_ids = tokenizer(targets, padding=False, truncation=True, max_length=data.max_target_length + 1,
+                                   return_tensors=None)["input_ids"]
+    features = []
+    for row, ids in enumerate(enc["input_ids"]):
+        feature = {"input_ids": np.asarray(ids, dtype=np.int64),
+                   "token_type_ids": np.asarray(enc["token_type_ids"][row], dtype=np.int64)}
+        if training:
+            feature["labels"] = np.asarray(target_ids[row][1:], dtype=np.int64)
+            feature["decoder_target"] = True
+        features.append(feature)
+    truncation_warning(sum(len(ids) >= data.max_length for ids in enc["input_ids"]), len(features),
+                       data.max_length, name, "sources")
+    return features
+
+
+# ---------------------------------------------------------------------------- decoding
+@torch.no_grad()
+def decode(model, tokenizer, examples: Sequence[TextExample], spec: TaskSpec, name: str = "data") -> list[str]:
+    """The generated text of each example, in input order (batches of similar source length)."""
+    features = encode(tokenizer, examples, spec.data, None, False, name)
+    collate, device = Collator(tokenizer.pad_token_id), next(model.parameters()).device
+    texts: list[str] = [""] * len(features)
+    for index in eval_order(features, spec.data.eval_batch_size):
+        batch = collate([features[i] for i in index])
+        out = model.generate(batch["input_ids"].to(device), batch["attention_mask"].to(device),
+                             max_new_tokens=spec.data.max_target_length, num_beams=spec.data.num_beams)
+        for i, text in zip(index, tokenizer.batch_decode(out[:, 1:].cpu(), skip_special_tokens=True)):
+            texts[i] = text
+    return texts
+
+
+def metrics(examples: Sequence[TextExample], predictions: Sequence[str]) -> dict:
+    references = [e.label for e in examples]
+    return {"rouge_l": float(np.mean([rouge_l(p, r) for p, r in zip(predictions, references)])),
+            "exact_match": text_exact_match(predictions, references)}
+
+
+def baseline(train: Sequence[TextExample], examples: Sequence[TextExample]) -> dict:
+    """The most frequent training target for every example."""
+    frequent = Counter(e.label for e in train).most_common(1)[0][0]
+    return metrics(examples, [frequent] * len(examples))
+
+
+def rows(model, predictions: Sequence[str], inputs: PredictionInput) -> list[dict]:
+    return [{"source": e.text, "generated": text} for e, text in zip(inputs.examples, predictions)]
+
+
+SEQ2SEQ = Task(
+    name="seq2seq",
+    description="generate a target text from a source text (BERT2BERT encoder-decoder)",
+    model_class=EncoderDecoderModel,
+    read=read, read_inputs=read_inputs, encode=encode, decode=decode, metrics=metrics, baseline=baseline,
+    rows=rows, metric_names=("rouge_l", "exact_match"),
+    architectures=("EncoderDecoderModel",), build_model=build_model,
+)

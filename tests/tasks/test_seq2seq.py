@@ -1,0 +1,136 @@
+"""seq2seq: the JSONL reader, target batches, ROUGE-L against rouge-score, the WordNet reverse
+dictionary, the task through the CLI (finetune / evaluate / predict), and a tiny BERT2BERT that
+learns its training pairs."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+import torch
+
+from bertkit.cli import main
+from bertkit.encoder_decoder import EncoderDecoderModel
+from bertkit.errors import DataError
+from bertkit.tasks import Collator, DataConfig, TaskSpec, evaluate_examples, get_task
+from bertkit.tasks.builtin import builtin_splits
+from bertkit.tasks.metrics import rouge_l, text_exact_match
+from bertkit.tasks.realdata import wordnet_reverse_dictionary
+from bertkit.tasks.seq2seq import read_pairs
+from bertkit.tokenizer import Tokenizer
+
+from .test_commands import make_tiny_model
+
+COLOURS = ["red", "blue", "green", "black", "white", "yellow"]
+
+
+def colour_pairs(n: int) -> list[dict]:
+    """"the car is red and fast" -> "red car": the target copies a word from the middle."""
+    return [{"source": f"the car is {COLOURS[i % 6]} and fast", "target": f"{COLOURS[i % 6]} car"}
+            for i in range(n)]
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    texts = [row["source"] + " " + row["target"] for row in colour_pairs(6)]
+    return make_tiny_model(tmp_path_factory.mktemp("tiny-s2s"), texts * 3)
+
+
+def test_reader_refuses_bad_lines_with_the_line_number(tmp_path):
+    path = tmp_path / "s.jsonl"
+    path.write_text('{"source": "a", "target": "b"}\n{"source": "c"}\n', encoding="utf-8")
+    with pytest.raises(DataError, match="line 2 needs a non-empty string field 'target'"):
+        read_pairs(str(path), DataConfig())
+    assert [e.label for e in read_pairs(str(path), DataConfig(), labelled=False)] == [None, None]
+    with pytest.raises(DataError, match="JSON lines"):
+        read_pairs(str(tmp_path / "s.csv"), DataConfig())
+    other = write_jsonl(tmp_path / "o.jsonl", [{"definition": "a colour", "word": "red"}])
+    assert read_pairs(other, DataConfig(source_column="definition", target_column="word"))[0].label == "red"
+
+
+def test_targets_are_padded_as_targets_and_the_model_takes_the_batch(tiny, tmp_path):
+    tokenizer = Tokenizer.from_pretrained(tiny)
+    examples = read_pairs(write_jsonl(tmp_path / "t.jsonl", colour_pairs(3) + [
+        {"source": "a", "target": "the car is red and fast"}]), DataConfig())
+    features = get_task("seq2seq").encode(tokenizer, examples, DataConfig(max_target_length=4), None, True, "train")
+    assert features[0]["labels"].tolist() == tokenizer(["red car"], return_tensors=None)["input_ids"][0][1:]  # after [CLS], with [SEP]
+    assert len(features[3]["labels"]) == 4  # cut to max_target_length
+    batch = Collator(tokenizer.pad_token_id)(features)
+    assert batch["labels"].shape == (4, 4) and batch["labels"][0, -1] == -100
+    model = get_task("seq2seq").build_model(tiny, None, None, {})
+    out = model(**batch)
+    assert out.logits.shape[:2] == (4, 4) and torch.isfinite(out.loss)
+
+
+def test_rouge_l_matches_rouge_score_on_real_definitions():
+    rouge_scorer = pytest.importorskip("rouge_score.rouge_scorer")
+    scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False)
+    definitions = [e.text for e in wordnet_reverse_dictionary(limit=200, seed=1, pos=("adv",))]
+    pairs = list(zip(definitions[::2], definitions[1::2])) + [(d, d[: len(d) // 2]) for d in definitions[:20]]
+    pairs += [("Well-known cat!", "well - known  cat"), ("", "a cat"), ("...", "a")]
+    for prediction, reference in pairs:
+        expected = scorer.score(reference, prediction)["rougeL"].fmeasure
+        assert rouge_l(prediction, reference) == pytest.approx(expected, abs=1e-12)
+
+
+def test_rouge_l_and_exact_match_by_hand():
+    # LCS("a b c d", "a c d e") = 3: P = 3/4, R = 3/4
+    assert rouge_l("a b c d", "a c d e") == pytest.approx(0.75)
+    assert rouge_l("the cat", "cat the") == pytest.approx(0.5)  # LCS 1 of 2 and 2
+    assert text_exact_match(["Well-known!", "dog"], ["well - known", "cat"]) == 0.5
+
+
+def test_wordnet_reverse_dictionary_is_real_and_split_once():
+    examples = wordnet_reverse_dictionary(limit=500, seed=0)
+    assert len(examples) == 500 and all(e.text and e.label for e in examples)
+    assert len({e.label for e in examples}) > 400  # many different words
+    splits = builtin_splits("wordnet-reverse-dictionary")
+    sizes = {name: len(items) for name, items in splits.items()}
+    assert sum(sizes.values()) > 100_000 and sizes["train"] > 6 * sizes["dev"]
+    assert not {e.text for e in splits["test"]} & {e.text for e in splits["train"]}  # no definition in both
+
+
+def test_finetune_evaluate_predict_through_the_cli(tiny, tmp_path, capsys):
+    train = write_jsonl(tmp_path / "train.jsonl", colour_pairs(12))
+    dev = write_jsonl(tmp_path / "dev.jsonl", colour_pairs(6))
+    out = str(tmp_path / "s2s")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["finetune", "--task", "seq2seq", "--model", tiny, "--train", train, "--dev", dev, "--out", out,
+                     "--no-progress", "--seed", "0", "--set", "train.max_steps=2", "train.batch_size=4",
+                     "data.max_length=16", "data.max_target_length=4"]) == 0
+        summary = json.load(open(f"{out}/finetune_summary.json"))
+        assert summary["spec"]["task"] == "seq2seq" and summary["select_metric"] == "rouge_l"
+        assert summary["dev_baseline"]["exact_match"] == pytest.approx(1 / 6)
+        capsys.readouterr()
+        assert main(["evaluate", "--model", out, "--data", dev]) == 0
+        assert set(json.loads(capsys.readouterr().out.strip().splitlines()[-1])) == {"rouge_l", "exact_match"}
+        inputs = tmp_path / "in.txt"
+        inputs.write_text("the car is red and fast\n\nthe car is blue and fast\n", encoding="utf-8")
+        assert main(["predict", "--model", out, "--input", str(inputs), "--output", str(tmp_path / "p.jsonl")]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
+    assert [r["index"] for r in rows] == [0, 1, 2] and rows[1]["generated"] is None
+    assert isinstance(rows[0]["generated"], str) and rows[2]["source"] == "the car is blue and fast"
+
+
+def test_a_tiny_bert2bert_learns_its_training_pairs(tiny, tmp_path):
+    from bertkit.recipes.finetune import finetune
+
+    train = write_jsonl(tmp_path / "train.jsonl", colour_pairs(12))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        summary = finetune("seq2seq", tiny, train, train, str(tmp_path / "m"),
+                           {"train": {"max_steps": 120, "batch_size": 12, "lr": 3e-3, "warmup_ratio": 0.0,
+                                      "eval_every": 40, "seed": 0},
+                            "data": {"max_length": 16, "max_target_length": 4}}, progress=False)
+    assert summary["best_dev"]["exact_match"] == 1.0  # the baseline: 1/6
+    model = EncoderDecoderModel.from_pretrained(str(tmp_path / "m"))
+    spec = TaskSpec("seq2seq", DataConfig(max_length=16, max_target_length=4, num_beams=2))
+    examples = read_pairs(train, spec.data)
+    assert evaluate_examples(model, Tokenizer.from_pretrained(tiny), spec, examples)["exact_match"] == 1.0

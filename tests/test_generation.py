@@ -1,0 +1,141 @@
+"""Greedy and beam search against transformers 5's `generate`, token for token on the same
+weights: a causal LM continuing left-padded prompts and a BERT2BERT encoder-decoder, with eos
+tokens the models really produce (so rows finish early and are padded), cached and uncached."""
+
+import warnings
+
+import pytest
+import torch
+
+from bertkit import BertConfig
+from bertkit.encoder_decoder import EncoderDecoderModel
+from bertkit.errors import ConfigError
+from bertkit.generation import GenerationOptions
+from bertkit.lm_head import BertLMHeadModel
+
+transformers = pytest.importorskip("transformers")
+
+# A wide initialisation spreads the logits of a random model, so the argmax and the beam ranking
+# do not hang on differences of 1e-7 between two libraries' float sums.
+TINY = dict(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+            max_position_embeddings=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+            initializer_range=0.3)
+BEAMS = [dict(num_beams=3), dict(num_beams=3, length_penalty=0.3, early_stopping=True),
+         dict(num_beams=4, length_penalty=2.0, early_stopping="never", num_return_sequences=2),
+         dict(num_beams=2, length_penalty=-1.0)]
+
+
+def quiet(fn, *args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(*args, **kwargs)
+
+
+def prompts():
+    """Three prompts of 6, 4 and 2 tokens, left-padded with [PAD] = 0."""
+    g = torch.Generator().manual_seed(7)
+    ids = torch.randint(5, TINY["vocab_size"], (3, 6), generator=g)
+    mask = torch.ones_like(ids)
+    mask[1, :2] = 0
+    mask[2, :4] = 0
+    return ids.masked_fill(mask == 0, 0), mask
+
+
+@pytest.fixture(scope="module")
+def causal_lm(tmp_path_factory):
+    torch.manual_seed(0)
+    directory = tmp_path_factory.mktemp("lm")
+    BertLMHeadModel(BertConfig(**TINY, is_decoder=True)).save_pretrained(directory)
+    ours = BertLMHeadModel.from_pretrained(directory)
+    theirs = quiet(transformers.BertLMHeadModel.from_pretrained, directory).eval()
+    return ours, theirs
+
+
+def generated(model, ids, mask):
+    """Greedy's new tokens (after the prompt, or after an encoder-decoder's start token)."""
+    out = model.generate(ids, mask, max_new_tokens=6)
+    return out[:, 1:] if model.is_encoder_decoder else out[:, ids.shape[1]:]
+
+
+def frequent_token(model, ids, mask):
+    """A token greedy decoding produces early in some row but not in all: a real eos."""
+    out = generated(model, ids, mask)
+    for token in out[:, 1:4].flatten().tolist():
+        if not bool((out == token).any(1).all()):
+            return token
+    return int(out[0, 2])
+
+
+def eos_choices(model, ids, mask):
+    """Two real eos ids: the token greedy decoding produces most (hypotheses end at many lengths)
+    and one some rows produce early."""
+    return [int(generated(model, ids, mask).flatten().mode().values), frequent_token(model, ids, mask)]
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_greedy_matches_transformers(causal_lm, use_cache):
+    ours, theirs = causal_lm
+    ids, mask = prompts()
+    eos = frequent_token(ours, ids, mask)
+    for options in (dict(max_new_tokens=8), dict(max_new_tokens=8, eos_token_id=eos, pad_token_id=0)):
+        a = ours.generate(ids, mask, use_cache=use_cache, **options)
+        b = quiet(theirs.generate, ids, attention_mask=mask, do_sample=False, use_cache=use_cache, **options)
+        assert a.tolist() == b.tolist(), options
+    assert (a[:, ids.shape[1]:] == eos).any(), "eos never produced: the test would not see rows finish"
+    assert (a[:, -1] == 0).any(), "no row finished early"
+
+
+@pytest.mark.parametrize("options", BEAMS, ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()))
+def test_beam_search_matches_transformers(causal_lm, options):
+    ours, theirs = causal_lm
+    ids, mask = prompts()
+    for eos in eos_choices(ours, ids, mask):
+        kwargs = dict(options, max_new_tokens=7, eos_token_id=eos, pad_token_id=0)
+        a = ours.generate(ids, mask, **kwargs)
+        b = quiet(theirs.generate, ids, attention_mask=mask, do_sample=False, **kwargs)
+        assert a.tolist() == b.tolist(), eos
+        assert a.shape[0] == 3 * options.get("num_return_sequences", 1)
+
+
+def test_beam_search_without_cache_gives_the_same_tokens(causal_lm):
+    ours, _ = causal_lm
+    ids, mask = prompts()
+    cached = ours.generate(ids, mask, max_new_tokens=6, num_beams=3)
+    assert cached.tolist() == ours.generate(ids, mask, max_new_tokens=6, num_beams=3, use_cache=False).tolist()
+
+
+@pytest.fixture(scope="module")
+def bert2bert(tmp_path_factory):
+    torch.manual_seed(1)
+    config = transformers.EncoderDecoderConfig.from_encoder_decoder_configs(
+        transformers.BertConfig(**TINY), transformers.BertConfig(**TINY, is_decoder=True, add_cross_attention=True),
+        decoder_start_token_id=2, pad_token_id=0)
+    theirs = transformers.EncoderDecoderModel(config=config).eval()
+    directory = tmp_path_factory.mktemp("b2b")
+    theirs.save_pretrained(directory)
+    return EncoderDecoderModel.from_pretrained(directory), quiet(transformers.EncoderDecoderModel.from_pretrained,
+                                                                  directory).eval()
+
+
+@pytest.mark.parametrize("options", [dict(num_beams=1)] + BEAMS[:3],
+                         ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()))
+def test_encoder_decoder_generation_matches_transformers(bert2bert, options):
+    ours, theirs = bert2bert
+    ids, mask = prompts()
+    ids, mask = ids.flip(1), mask.flip(1)  # an encoder's input is right-padded
+    for eos in eos_choices(ours, ids, mask):
+        kwargs = dict(options, max_new_tokens=8, eos_token_id=eos)
+        a = ours.generate(ids, mask, **kwargs)
+        b = quiet(theirs.generate, ids, attention_mask=mask, do_sample=False, **kwargs)
+        assert a.tolist() == b.tolist(), eos
+        assert (a[:, 0] == 2).all()  # decoding starts at decoder_start_token_id
+
+
+def test_generation_options_are_checked():
+    with pytest.raises(ConfigError, match="num_return_sequences"):
+        GenerationOptions(num_beams=2, num_return_sequences=3)
+    with pytest.raises(ConfigError, match="early_stopping"):
+        GenerationOptions(early_stopping="sometimes")
+    model = BertLMHeadModel(BertConfig(**TINY, is_decoder=True))
+    with pytest.raises(ConfigError, match="positions"):
+        model.generate(torch.ones(1, 60, dtype=torch.long), max_new_tokens=10)
