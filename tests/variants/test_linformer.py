@@ -17,6 +17,8 @@ from bertkit.heads import BertForMaskedLM
 from bertkit.model import BertModel, attention_bias
 from bertkit.variants.linformer import LowRankProjection
 
+from .training import fit_one_masked_batch
+
 
 BENCHMARKS = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks")
 
@@ -115,19 +117,7 @@ def test_mlm_with_low_rank_attention_trains_saves_and_loads(tmp_path, sharing):
     torch.manual_seed(0)
     model = BertForMaskedLM(config(attention_low_rank_sharing=sharing, attention_probs_dropout_prob=0.1))
     start = model.bert.encoder.layer[0].attention.self.low_rank.key_projection.detach().clone()
-    ids = torch.randint(5, 60, (8, 16))
-    labels = torch.full_like(ids, -100)
-    masked = torch.rand(ids.shape) < 0.3
-    labels[masked] = ids[masked]
-    inputs = ids.masked_fill(masked, 4)
-    opt = torch.optim.AdamW(model.parameters(), lr=5e-3)
-    losses = []
-    for _ in range(60):
-        loss = model(input_ids=inputs, labels=labels).loss  # training mode: attention dropout too
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        losses.append(loss.item())
+    losses, inputs, _ = fit_one_masked_batch(model, 60)  # training mode: attention dropout too
     assert losses[-1] < 0.5 * losses[0], losses[::10]
     moved = model.bert.encoder.layer[0].attention.self.low_rank.key_projection - start
     assert moved.abs().max() > 1e-3  # the projections learn

@@ -15,6 +15,8 @@ from bertkit.model import BertModel
 from bertkit.variants.keymaps import TRANSFORMERS_CANNOT_RUN
 from bertkit.variants.sinusoidal import sinusoidal_table
 
+from .training import fit_one_masked_batch
+
 
 def config(**overrides):
     values = dict(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -69,19 +71,7 @@ def test_pruned_last_layer_equals_the_full_one():
 def test_mlm_model_with_sinusoidal_positions_trains():
     torch.manual_seed(0)
     model = BertForMaskedLM(config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
-    ids = torch.randint(5, 60, (8, 16))
-    labels = torch.full_like(ids, -100)
-    masked = torch.rand(ids.shape) < 0.3
-    labels[masked] = ids[masked]
-    inputs = ids.masked_fill(masked, 4)
-    opt = torch.optim.AdamW(model.parameters(), lr=5e-3)
-    losses = []
-    for _ in range(40):
-        loss = model(input_ids=inputs, labels=labels).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        losses.append(loss.item())
+    losses, inputs, _ = fit_one_masked_batch(model, 40)
     assert losses[-1] < 0.5 * losses[0], losses[::8]
 
 

@@ -14,6 +14,8 @@ from bertkit.heads import BertForMaskedLM
 from bertkit.model import BertModel
 from bertkit.variants.t5_bias import RelativePositionBias, relative_position_bucket
 
+from .training import fit_one_masked_batch
+
 
 def config(**overrides):
     values = dict(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -94,19 +96,8 @@ def test_attention_scores_are_bert_scores_plus_the_bias():
 def test_mlm_with_t5_bias_trains_and_prunes_nothing_wrongly():
     model = BertForMaskedLM(config())
     start = model.bert.encoder.relative_attention_bias.weight.detach().clone()
-    ids = torch.randint(5, 60, (8, 16))
-    labels = torch.full_like(ids, -100)
-    masked = torch.rand(ids.shape) < 0.3
-    labels[masked] = ids[masked]
-    inputs = ids.masked_fill(masked, 4)
-    opt = torch.optim.AdamW(model.parameters(), lr=5e-3)
-    losses = []
-    for _ in range(60):
-        loss = model(input_ids=inputs, labels=labels).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        losses.append(loss.item())
+    losses, inputs, labels = fit_one_masked_batch(model, 60)
+    masked = labels != -100
     assert losses[-1] < 0.5 * losses[0], losses[::10]
     assert (model.bert.encoder.relative_attention_bias.weight - start).abs().max() > 1e-3  # the bias learns
     model.eval()
