@@ -6,10 +6,11 @@ Gururangan et al. (2020), "Don't Stop Pretraining": a second phase of masked lan
 modelling on text of the target domain (DAPT) or of the task itself (TAPT) before fine-tuning.
 In the pre-training recipe this is switched on by the `[model] init` key:
 
-[model]  init = a model directory (config.json + weights + tokenizer), e.g. MiniLM
+[model]  init = a model directory (config.json + weights + tokenizer) of either family: a
+         BERT-family encoder (e.g. MiniLM) or the modern encoder (bertkit/modern)
          head_init = "identity" | "normal"   the MLM head when the checkpoint has none
          freeze_encoder = false              true: train only the MLM head (a head warm-up)
-         other BertConfig fields             overrides that keep the weight shapes (dropout, ...)
+         other config fields                 overrides that keep the weight shapes (dropout, ...)
 [data]   corpus = the domain text (a directory, a file, JSONL, "bbc", a shard directory)
          general_corpus, general_fraction    a share of general text mixed into training
          general_max_documents               read at most this many general documents
@@ -68,8 +69,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..checkpoint import load_into, read_state_dict
-from ..config import BertConfig
+from ..checkpoint import load_into, read_config, read_state_dict
 from ..data.documents import shard_documents, split_documents
 from ..errors import CheckpointError, ConfigError, DataError
 from ..io import atomic_open
@@ -129,8 +129,12 @@ def check_data_section(data) -> None:
 
 # ---------------------------------------------------------------------------- the model
 def init_mlm_head(head, how: str, std: float) -> None:
-    """(Re)initialise a `BertLMPredictionHead`'s own weights (not the tied decoder matrix)."""
-    dense = head.transform.dense
+    """(Re)initialise an MLM head's own weights (not the tied decoder matrix): BERT's
+    `BertLMPredictionHead` (transform.dense, transform.LayerNorm, bias) or the modern encoder's
+    `ModernBertPredictionHead` (dense, norm; its decoder bias lives in the decoder)."""
+    transform = getattr(head, "transform", head)
+    dense = transform.dense
+    norm = getattr(transform, "LayerNorm", None) or transform.norm
     with torch.no_grad():
         if how == "identity":
             if dense.weight.shape[0] != dense.weight.shape[1]:
@@ -142,25 +146,43 @@ def init_mlm_head(head, how: str, std: float) -> None:
             nn.init.normal_(dense.weight, mean=0.0, std=std)
         else:
             raise ConfigError(f"unknown head_init {how!r}; use one of {', '.join(HEAD_INITS)}")
-        dense.bias.zero_()
-        head.transform.LayerNorm.weight.fill_(1.0)
-        head.transform.LayerNorm.bias.zero_()
-        head.bias.zero_()
+        for bias in (dense.bias, norm.bias, getattr(head, "bias", None)):
+            if bias is not None:  # the modern encoder has no biases by default
+                bias.zero_()
+        norm.weight.fill_(1.0)
 
 
-def load_init_model(model_section: dict, build: Callable[[BertConfig], nn.Module], vocab_size: int,
+def mlm_head_parts(model: nn.Module) -> tuple[nn.Module, tuple[str, ...]]:
+    """The MLM head module and the state-dict prefixes of the head (not the encoder) for either
+    family: BERT's `cls.predictions` under `cls.`, the modern encoder's `head` and `decoder`."""
+    if hasattr(model, "cls"):
+        return model.cls.predictions, ("cls.predictions.",)
+    return model.head, ("head.", "decoder.")
+
+
+def read_init_config(model_section: dict):
+    """The checkpoint's config (BERT family or the modern encoder, by its config.json), with the
+    [model] overrides that keep the weight shapes; a different model_type is refused."""
+    init = model_section["init"]
+    config = read_config(init)
+    overrides = {k: v for k, v in model_section.items() if k not in ("preset", *INIT_KEYS)}
+    asked = overrides.pop("model_type", config.model_type)
+    if asked != config.model_type:
+        raise ConfigError(f"model.model_type = {asked!r} but {init} holds a {config.model_type!r} model; "
+                          f"remove model.model_type (the checkpoint fixes it) or give a {asked} checkpoint")
+    return config.replace(**overrides) if overrides else config
+
+
+def load_init_model(model_section: dict, build: Callable, vocab_size: int,
                     max_length: int, pad_token_id: int | None = None):
-    """`build(config)` (BertForMaskedLM / BertForPreTraining: a module with `.bert` and an MLM
-    head `.cls.predictions`) with the encoder of `model_section["init"]`.
+    """`build(config)` (an MLM model of either family: BertForMaskedLM / BertForPreTraining, or
+    ModernBertForMaskedLM) with the encoder of `model_section["init"]`.
 
     Returns (model, info) where info lists the head weights that were created and the
     checkpoint weights that were not used (e.g. a sentence-embedding model's pooler).
     """
     init = model_section["init"]
-    config = BertConfig.from_pretrained(init)
-    overrides = {k: v for k, v in model_section.items() if k not in ("preset", *INIT_KEYS)}
-    if overrides:
-        config = config.replace(**overrides)
+    config = read_init_config(model_section)
     if vocab_size > config.vocab_size:
         raise ConfigError(f"the tokenizer has {vocab_size} ids but {init} embeds {config.vocab_size}; "
                           "continue with the checkpoint's own tokenizer (leave [tokenizer] path empty)")
@@ -171,28 +193,33 @@ def load_init_model(model_section: dict, build: Callable[[BertConfig], nn.Module
         raise ConfigError(f"data.max_length={max_length} exceeds the {config.max_sequence_length} "
                           f"positions of {init}; lower data.max_length")
     model = build(config)  # every weight freshly initialised, then the checkpoint's copied in
+    encoder = getattr(model, model.base_model_prefix)
+    head, head_prefixes = mlm_head_parts(model)
+    pooler_prefix = f"{model.base_model_prefix}.pooler."
     state = read_state_dict(init)
-    carry_pooler = model.bert.pooler is None and any(".pooler." in k or k.startswith("pooler.") for k in state)
+    carry_pooler = (getattr(encoder, "pooler", False) is None
+                    and any(".pooler." in k or k.startswith("pooler.") for k in state))
     if carry_pooler:
-        model.bert.pooler = BertPooler(config)  # carried through unchanged, see the module doc
+        encoder.pooler = BertPooler(config)  # carried through unchanged, see the module doc
     report = load_into(model, state, model.base_model_prefix)
     # Heads and the pooler may be new (BERT init); the encoder proper must come from `init`.
-    missing_encoder = [k for k in report.missing_keys if not k.startswith(("cls.", "bert.pooler."))]
+    missing_encoder = [k for k in report.missing_keys
+                       if k.startswith(f"{model.base_model_prefix}.") and not k.startswith(pooler_prefix)]
     if missing_encoder:
         raise CheckpointError(f"{init} lacks {len(missing_encoder)} encoder weights of this model "
                               f"({', '.join(missing_encoder[:3])}); model.init must hold a trained "
                               "encoder of the config it ships")
-    new_head = [k for k in report.missing_keys if k.startswith("cls.predictions.")]
+    head_keys = [k for k in model.state_dict() if k.startswith(head_prefixes)]
+    new_head = [k for k in report.missing_keys if k.startswith(head_prefixes)]
     if new_head:
-        if len(new_head) != len([k for k in model.state_dict() if k.startswith("cls.predictions.")]):
+        if len(new_head) < len(head_keys):
             raise CheckpointError(f"{init} holds part of an MLM head (missing {new_head[:3]}); "
                                   "give a checkpoint with the whole head or none")
-        init_mlm_head(model.cls.predictions, model_section.get("head_init", HEAD_INITS[0]),
-                      config.initializer_range)
+        init_mlm_head(head, model_section.get("head_init", HEAD_INITS[0]), config.initializer_range)
     if carry_pooler:
-        model.bert.pooler.requires_grad_(False)  # MLM gives it no gradient; keep it out of AdamW/DDP
+        encoder.pooler.requires_grad_(False)  # MLM gives it no gradient; keep it out of AdamW/DDP
     if model_section.get("freeze_encoder", False):
-        for p in model.bert.parameters():
+        for p in encoder.parameters():
             p.requires_grad_(False)  # the tied decoder matrix is the embeddings: frozen too
     info = {"init": init, "new_head_weights": new_head, "unused_weights": report.unexpected_keys,
             "other_new_weights": [k for k in report.missing_keys if k not in new_head],

@@ -140,3 +140,39 @@ def test_dapt_from_minilm_lowers_held_out_domain_loss(minilm_dir, bbc_dir, tmp_p
     assert torch.equal(adapted["bert.pooler.dense.weight"], original["pooler.dense.weight"])  # carried
     query = "encoder.layer.0.attention.self.query.weight"
     assert not torch.equal(adapted["bert." + query], original[query])  # the encoder did adapt
+
+
+def _tiny_modern_checkpoint(directory, with_head: bool) -> str:
+    """A saved modern encoder (2 layers, hidden 32): the MLM model, or its encoder only."""
+    from bertkit.modern import ModernBertConfig, ModernBertForMaskedLM
+
+    config = ModernBertConfig(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                              num_attention_heads=2, pad_token_id=0, cls_token_id=2, sep_token_id=3,
+                              bos_token_id=2, eos_token_id=3)
+    torch.manual_seed(0)
+    model = ModernBertForMaskedLM(config)
+    (model if with_head else model.model).save_pretrained(str(directory))
+    return str(directory)
+
+
+def test_init_continues_the_modern_encoder_with_its_head_or_a_new_one(tmp_path):
+    full = _tiny_modern_checkpoint(tmp_path / "mlm", with_head=True)
+    model = build_model(parse_config({"model": {"init": full, "model_type": "modernbert"}}), 120, 0)
+    saved = read_state_dict(full)
+    assert type(model).__name__ == "ModernBertForMaskedLM"
+    for key, value in model.state_dict().items():  # encoder and head both from the checkpoint
+        assert torch.equal(value, saved[key]), key
+    assert model.init_info["new_head_weights"] == [] and model.init_info["unused_weights"] == []
+
+    encoder_only = _tiny_modern_checkpoint(tmp_path / "encoder", with_head=False)
+    model = build_model(parse_config({"model": {"init": encoder_only}}), 120, 0)
+    assert sorted(model.init_info["new_head_weights"]) == ["decoder.bias", "head.dense.weight", "head.norm.weight"]
+    assert torch.equal(model.head.dense.weight, torch.eye(32))  # head_init = "identity"
+    assert torch.equal(model.model.embeddings.tok_embeddings.weight,
+                       read_state_dict(encoder_only)["embeddings.tok_embeddings.weight"])
+
+    frozen = build_model(parse_config({"model": {"init": encoder_only, "freeze_encoder": True}}), 120, 0)
+    trainable = {n for n, p in frozen.named_parameters() if p.requires_grad}
+    assert trainable == {"head.dense.weight", "head.norm.weight", "decoder.bias"}
+    with pytest.raises(ConfigError, match="holds a 'modernbert' model"):
+        build_model(parse_config({"model": {"init": full, "model_type": "bert"}}), 120, 0)
