@@ -35,7 +35,8 @@ REFUSED = {
     "bf16": 'train.precision = "bf16"',
     "fp16": 'train.precision = "fp16"',
     "lr_scheduler_type": 'train.schedule (one of "linear", "cosine", "polynomial", "constant" = transformers\' '
-                         '"constant_with_warmup", "noam" = "inverse_sqrt")',
+                         '"constant_with_warmup", "noam" = "inverse_sqrt", "wsd" = '
+                         '"warmup_stable_decay" with 1-sqrt decay)',
     "adam_beta1": "nothing: bertkit's AdamW keeps beta1 = 0.9 (train.adam_beta2 and train.adam_eps are settable)",
     "use_cpu": 'train.device = "cpu" (or --device cpu)',
     "output_dir": "the command's --out",

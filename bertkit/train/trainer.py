@@ -94,9 +94,10 @@ class TrainConfig:
     weight_decay: float = 0.01
     warmup_steps: int = 0
     warmup_ratio: float = 0.0  # used when warmup_steps is 0: warmup = round(ratio * max_steps)
-    schedule: str = "linear"  # "linear" | "cosine" | "polynomial" | "noam" | "constant" (schedule.py)
+    schedule: str = "linear"  # "linear" | "cosine" | "polynomial" | "noam" | "wsd" | "constant" (schedule.py)
     lr_end: float = 1e-7  # polynomial: the lr the decay ends at (transformers' default)
     schedule_power: float = 1.0  # polynomial: the exponent (1 = BERT's linear decay to lr_end)
+    decay_ratio: float = 0.2  # wsd: the share of max_steps spent decaying (Hagele et al. 2024 use 0.2)
     grad_clip: float = 1.0  # max global L2 norm of the gradient; 0 turns clipping off
     grad_accum: int = 1  # micro-batches per optimizer step (per rank)
     batch_size: int = 32  # examples per micro-batch per rank
@@ -136,6 +137,10 @@ class TrainConfig:
             raise ConfigError(f"the polynomial schedule decays from train.lr ({self.lr}) to train.lr_end "
                               f"({self.lr_end}) with exponent train.schedule_power ({self.schedule_power}): "
                               "lr_end must be in [0, lr) and schedule_power > 0")
+        if not (isinstance(self.decay_ratio, (int, float)) and not isinstance(self.decay_ratio, bool)
+                and 0 < self.decay_ratio <= 1):
+            raise ConfigError(f"train.decay_ratio (the wsd schedule's share of steps spent decaying) must be "
+                              f"in (0, 1], got {self.decay_ratio!r}")
         if self.precision not in PRECISIONS:
             raise ConfigError(f"train.precision {self.precision!r} is not known; use one of {PRECISIONS}")
         if not 0.0 <= self.warmup_ratio < 1.0:
@@ -297,7 +302,7 @@ class Trainer:
                                          config.llrd, betas=(0.9, config.adam_beta2), eps=config.adam_eps,
                                          head_lr=config.head_lr)
         self.scheduler = build_scheduler(self.optimizer, config.warmup, config.max_steps, config.schedule,
-                                         config.schedule_power, config.lr_end / config.lr)
+                                         config.schedule_power, config.lr_end / config.lr, config.decay_ratio)
         self.scaler = torch.amp.GradScaler("cuda", enabled=config.precision == "fp16")
         self.ddp_model = None  # the DDP wrapper lives only inside train(): see there
 
@@ -701,7 +706,8 @@ class Trainer:
         max_steps) must instead continue on the new schedule, or the lr would stay at 0.
         """
         cfg = self.config
-        current = WarmupDecay(cfg.warmup, cfg.max_steps, cfg.schedule, cfg.schedule_power, cfg.lr_end / cfg.lr)
+        current = WarmupDecay(cfg.warmup, cfg.max_steps, cfg.schedule, cfg.schedule_power, cfg.lr_end / cfg.lr,
+                              cfg.decay_ratio)
         saved = self.scheduler.lr_lambdas[0]
         if vars(saved) == vars(current):
             return

@@ -98,3 +98,18 @@ def test_config_typos_get_suggestions():
         TrainConfig(precision="fp8")
     with pytest.raises(ConfigError):
         apply_overrides({}, ["nodot=1"], {"train": ["lr"]})
+
+
+def test_wsd_holds_the_peak_then_decays_as_one_minus_sqrt():
+    f = WarmupDecay(10, 110, "wsd", decay_ratio=0.2)  # decay over the last 22 steps: from step 88
+    assert f(5) == 0.5 and f(10) == 1.0 and f(87) == 1.0 and f(88) == 1.0
+    for s in (90, 99, 105, 110):
+        assert f(s) == pytest.approx(1.0 - ((s - 88) / 22) ** 0.5)
+    assert f(110) == 0.0 and f(200) == 0.0
+    # before the cool-down the lr does not depend on the run's length: a run can be extended
+    longer = WarmupDecay(10, 1000, "wsd", decay_ratio=0.2)
+    assert [longer(s) for s in range(88)] == [f(s) for s in range(88)]
+    with pytest.raises(ConfigError, match="decay_ratio"):
+        WarmupDecay(90, 100, "wsd", decay_ratio=0.2)  # 20 decay steps do not fit after 90 of warmup
+    with pytest.raises(ConfigError, match="decay_ratio"):
+        parse_config({"train": {"schedule": "wsd", "decay_ratio": 0}})
