@@ -319,6 +319,18 @@ def test_trainer_refuses_a_changed_train_config_on_resume(tmp_path):
     assert trainer(max_steps=3, log_every=2).train(resume=True)["step"] == 3  # extending is allowed
 
 
+def test_an_option_newer_than_the_checkpoint_passes_only_at_its_default():
+    from bertkit.train.resume_check import changed_options
+
+    saved = {"train": {"lr": 1e-3}}  # written before train.decay_ratio existed
+    defaults = {"train": {"lr": 1e-4, "decay_ratio": 0.2}}
+    assert changed_options(saved, {"train": {"lr": 1e-3, "decay_ratio": 0.2}}, defaults=defaults) == []
+    assert changed_options(saved, {"train": {"lr": 1e-3, "decay_ratio": 0.5}}, defaults=defaults) == [
+        "train.decay_ratio: (unset) -> 0.5"]
+    assert changed_options(saved, {"train": {"lr": 1e-3, "decay_ratio": 0.2}}) == [
+        "train.decay_ratio: (unset) -> 0.2"]  # without defaults nothing can be assumed
+
+
 # ---------------------------------------------------------------------------- --set values
 # (command, assignment, fragments of the one error line): the key, the value, the type or range
 SET_CASES = [

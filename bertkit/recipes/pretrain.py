@@ -541,7 +541,8 @@ def check_run_dir(cfg: PretrainConfig, out_dir: str, resume: bool) -> None:
                            "or choose a new --out directory")
     saved = os.path.join(out_dir, "pretrain_config.json")
     if existing and os.path.isfile(saved):
-        check_resume_options(loads_json(read_text(saved), saved), cfg.to_dict(), out_dir)
+        check_resume_options(loads_json(read_text(saved), saved), cfg.to_dict(), out_dir,
+                             defaults=parse_config({}).to_dict())
 
 
 def pretrain(config_path: str, out_dir: str, overrides: list[str] = (), resume: bool = False,

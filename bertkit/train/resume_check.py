@@ -13,6 +13,9 @@ the length of the run (extend it: `train.max_steps`, `train.max_minutes`, fine-t
 schedule then follows the new length, see `Trainer._apply_current_schedule`), how often it
 evaluates, saves and logs, how many checkpoints it keeps, early-stopping patience, and the
 device (moving a run to another machine; exactness across devices is not promised).
+
+An option the saved config lacks (one a later bertkit added, e.g. `train.decay_ratio`) passes
+when the resumed run leaves it at its default: the old run trained with that behaviour.
 """
 
 from __future__ import annotations
@@ -49,23 +52,26 @@ def _same(a: Any, b: Any) -> bool:
     return a == b and isinstance(a, bool) == isinstance(b, bool)  # true is not 1
 
 
-def changed_options(saved: dict, current: dict, may_change=MAY_CHANGE) -> list[str]:
+def changed_options(saved: dict, current: dict, may_change=MAY_CHANGE, defaults: dict | None = None) -> list[str]:
     """`key: old -> new` for every option that differs and may not change on resume."""
-    old, new = flatten(saved), flatten(current)
+    old, new, default = flatten(saved), flatten(current), flatten(defaults or {})
     missing = object()
     lines = []
     for key in sorted(set(old) | set(new)):
         a, b = old.get(key, missing), new.get(key, missing)
         if key in may_change or _same(a, b):
             continue
+        if a is missing and key in default and _same(default[key], b):
+            continue  # an option newer than the checkpoint, left at its default
         lines.append(f"{key}: {'(unset)' if a is missing else json.dumps(a)} -> "
                      f"{'(unset)' if b is missing else json.dumps(b)}")
     return lines
 
 
-def check_resume_options(saved: dict, current: dict, where: str) -> None:
-    """Raise ConfigError listing the options that differ from the run being resumed (`where`)."""
-    lines = changed_options(saved, current)
+def check_resume_options(saved: dict, current: dict, where: str, defaults: dict | None = None) -> None:
+    """Raise ConfigError listing the options that differ from the run being resumed (`where`);
+    `defaults` (the same layout) lets options newer than the checkpoint pass at their defaults."""
+    lines = changed_options(saved, current, defaults=defaults)
     if lines:
         allowed = sorted(MAY_CHANGE & set(flatten(current)))  # the ones this kind of run has
         raise ConfigError(f"--resume continues {where} with the options it was started with, but these "

@@ -659,7 +659,8 @@ class Trainer:
         check_same_config(model.config, checkpoint_dir)
         state = load_trainer_state(checkpoint_dir)
         if "train_config" in state:
-            check_resume_options({"train": state["train_config"]}, {"train": asdict(self.config)}, checkpoint_dir)
+            check_resume_options({"train": state["train_config"]}, {"train": asdict(self.config)}, checkpoint_dir,
+                                 defaults={"train": asdict(TrainConfig())})
         if hasattr(model, "load_adapter_weights"):  # a PeftModel: its checkpoints hold the adapter only
             model.load_adapter_weights(checkpoint_dir)  # strict: every adapter tensor must fit
         else:
