@@ -1,0 +1,154 @@
+"""The pre-training ablation: one change at a time to the mini recipe, on the same budget.
+
+    python scripts/pretrain_ablation.py --out runs/ablation --steps 600 --threads 1 \
+        --tokenizer runs/mini60/tokenizer --shards runs/mini60/shards --general-shards runs/mini60/general-shards
+
+Every row starts from configs/pretrain-mini.toml cut to `--steps` optimizer steps (warm-up 10%
+of them, one evaluation at the end), applies its changes, and pre-trains with `bertkit
+pretrain` into OUT/ROW. All rows share one tokenizer and, when given, the token shards of an
+earlier run (the same held-out documents: the split depends only on the seed and the number of
+documents), so they differ only in what the row names. A row whose run directory already
+holds a final evaluation is read, not run again. The table is printed as Markdown and written
+to OUT/ablation.json.
+
+The rows (each against "base"):
+    base          the mini recipe: modern encoder, 30% masking, linear decay, lr 2e-3, batch 32
+    mask-15       15% masking (BERT's rate)
+    mask-40       40% masking (Wettig et al. 2023's best rate for large models)
+    cosine        cosine decay instead of linear
+    wsd           warmup-stable-decay, the last 20% decaying (1 - sqrt)
+    batch-64      batch 64 for half the steps (the same tokens)
+    no-general    BBC only (no dictionary text mixed in)
+    bert          BERT: post-LN, learned absolute positions, biases, GELU feed-forward, no dropout
+    bert-relative BERT with relative_key positions (what transformers 5 cannot run)
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import subprocess
+import sys
+import time
+import tomllib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RECIPE = os.path.join(HERE, "..", "configs", "pretrain-mini.toml")
+BERT_MODEL = {"preset": "mini", "model_type": "bert", "hidden_dropout_prob": 0.0,
+              "attention_probs_dropout_prob": 0.0, "max_position_embeddings": 128}
+
+# row -> changes ({section: {key: value}}; a "model" entry replaces the whole [model] table)
+ROWS = {
+    "base": {},
+    "mask-15": {"data": {"mlm_probability": 0.15}},
+    "mask-40": {"data": {"mlm_probability": 0.40}},
+    "cosine": {"train": {"schedule": "cosine"}},
+    "wsd": {"train": {"schedule": "wsd", "decay_ratio": 0.2}},
+    "batch-64": {"train": {"batch_size": 64, "steps_factor": 0.5}},
+    "no-general": {"data": {"general_fraction": 0.0}},
+    "bert": {"model": BERT_MODEL},
+    "bert-relative": {"model": {**BERT_MODEL, "position_embedding_type": "relative_key"}},
+}
+METRICS = ("mlm_loss", "mlm_accuracy", "mlm_replaced_accuracy", "general_mlm_loss", "general_mlm_accuracy")
+
+
+def row_config(base: dict, changes: dict, steps: int, args) -> dict:
+    """The recipe of one row: the mini recipe cut to `steps`, shared data, then the changes."""
+    cfg = copy.deepcopy(base)
+    cfg["train"].update(max_steps=steps, warmup_steps=max(1, steps // 10), eval_every=0, save_every=0,
+                        keep_last=1, log_every=25)
+    cfg["tokenizer"] = {"path": args.tokenizer}
+    if args.shards:
+        cfg["data"]["corpus"] = args.shards
+    if args.general_shards:
+        cfg["data"]["general_corpus"] = args.general_shards
+    for section, values in changes.items():
+        if section == "model":
+            cfg["model"] = dict(values)
+            continue
+        values = dict(values)
+        factor = values.pop("steps_factor", 1.0)
+        cfg[section].update(values)
+        if factor != 1.0:  # the same tokens with a larger batch: fewer steps
+            cfg["train"]["max_steps"] = round(steps * factor)
+            cfg["train"]["warmup_steps"] = max(1, cfg["train"]["max_steps"] // 10)
+    return cfg
+
+
+def write_toml(cfg: dict, path: str) -> None:
+    """The small TOML subset the recipe uses: tables of strings, numbers and booleans."""
+    lines = []
+    for section, values in cfg.items():
+        lines.append(f"[{section}]")
+        for key, value in values.items():
+            lines.append(f"{key} = {json.dumps(value)}")
+        lines.append("")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))
+
+
+def final_eval(run_dir: str) -> dict | None:
+    path = os.path.join(run_dir, "metrics.jsonl")
+    if not os.path.exists(path):
+        return None
+    rows = [json.loads(line) for line in open(path, encoding="utf-8")]
+    evals = [r for r in rows if r.get("split") == "eval"]
+    return evals[-1] if evals else None
+
+
+def run_row(name: str, cfg: dict, out: str, threads: int) -> dict:
+    run_dir = os.path.join(out, name)
+    done = final_eval(run_dir)
+    if done and done["step"] == cfg["train"]["max_steps"]:
+        return {"row": name, **{k: done.get(k) for k in METRICS}, "minutes": None, "steps": done["step"]}
+    os.makedirs(out, exist_ok=True)
+    config_path = os.path.join(out, f"{name}.toml")
+    write_toml(cfg, config_path)
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    start = time.time()
+    with open(os.path.join(out, f"{name}.log"), "w", encoding="utf-8") as log:
+        subprocess.run([sys.executable, "-m", "bertkit.cli", "pretrain", "--config", config_path, "--out", run_dir,
+                        "--no-progress", "--threads", str(threads)] + (["--resume"] if os.path.isdir(run_dir) else []),
+                       env=env, stdout=log, stderr=subprocess.STDOUT, check=True)
+    result = final_eval(run_dir)
+    return {"row": name, **{k: result.get(k) for k in METRICS}, "minutes": (time.time() - start) / 60,
+            "steps": result["step"]}
+
+
+def markdown(results: list[dict]) -> str:
+    lines = ["| row | steps | BBC held-out MLM loss | MLM accuracy | where replaced | dictionary loss / accuracy | minutes |",
+             "|---|---|---|---|---|---|---|"]
+    for r in results:
+        general = (f"{r['general_mlm_loss']:.2f} / {r['general_mlm_accuracy']:.1%}"
+                   if r.get("general_mlm_loss") is not None else "-")
+        minutes = "-" if r["minutes"] is None else f"{r['minutes']:.1f}"
+        lines.append(f"| {r['row']} | {r['steps']} | {r['mlm_loss']:.3f} | {r['mlm_accuracy']:.1%} | "
+                     f"{r['mlm_replaced_accuracy']:.1%} | {general} | {minutes} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--steps", type=int, default=600)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--tokenizer", required=True, help="a trained tokenizer directory (shared by all rows)")
+    parser.add_argument("--shards", default="", help="token shards of bbc:train written by an earlier run")
+    parser.add_argument("--general-shards", default="", help="token shards of the general corpus")
+    parser.add_argument("--rows", nargs="*", default=list(ROWS), choices=list(ROWS))
+    args = parser.parse_args()
+    with open(RECIPE, "rb") as f:
+        base = tomllib.load(f)
+    results = []
+    for name in args.rows:
+        results.append(run_row(name, row_config(base, ROWS[name], args.steps, args), args.out, args.threads))
+        print(f"{name}: {results[-1]}", flush=True)
+    with open(os.path.join(args.out, "ablation.json"), "w", encoding="utf-8") as f:
+        json.dump(results, f, indent=1)
+    print(markdown(results))
+
+
+if __name__ == "__main__":
+    main()
