@@ -13,6 +13,7 @@ import warnings
 
 import torch
 
+from . import job_warnings
 from .errors import BertkitError
 from .threads import default_threads
 
@@ -89,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     before = torch.get_num_threads()
     if args.command in THREADED and (args.threads or _depth == 0):
         torch.set_num_threads(args.threads or default_threads())
+    shown_by = job_warnings.install() if _depth == 0 else None  # each warning once per job, rank 0 only
     _depth += 1
     try:
         return int(args._run(args) or 0)
@@ -101,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         _depth -= 1
         torch.set_num_threads(before)  # main() called in-process (tests) leaves torch as it was
+        if shown_by is not None:
+            job_warnings.restore(shown_by)
 
 
 if __name__ == "__main__":

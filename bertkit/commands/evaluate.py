@@ -24,7 +24,8 @@ HELP = "evaluate a fine-tuned model on labelled data; the last stdout line is th
 
 def add_arguments(parser) -> None:
     parser.add_argument("--model", required=True, help="fine-tuned model directory")
-    parser.add_argument("--data", required=True, help="labelled data file, or built-in NAME[:split] "
+    parser.add_argument("--data", required=True, help="labelled data file, built-in NAME[:split], or "
+                                                       "a data set in the local Hugging Face datasets cache "
                                                        "(default split: test), e.g. bbc")
     parser.add_argument("--task", choices=TASKS, help="default: the task the model was fine-tuned for")
     add_set(parser, "data.eval_batch_size=16")

@@ -3,7 +3,8 @@
 DATA is a file (CSV/TSV/JSONL for classification and regression, CoNLL for token
 classification, SQuAD JSON for QA, JSONL for multiple choice) or a built-in real data set
 (bbc, wordnet-supersense, wordnet-tagging, wordnet-qa, wordnet-usage-qa, wordnet-gloss-choice;
-optionally NAME:train|dev|test). Settings come from `--config FILE.toml` (sections [data],
+optionally NAME:train|dev|test), or a data set in the local Hugging Face datasets cache
+(NAME[:SPLIT], NAME:CONFIG:SPLIT; bertkit/tasks/hub_datasets.py). Settings come from `--config FILE.toml` (sections [data],
 [train], [model], [peft]) and `--set section.key=value`, e.g.
 `--set train.epochs=3 train.lr=5e-5 train.patience=2 data.max_length=256`.
 The recipe is bertkit/recipes/finetune.py; the tasks are bertkit/tasks/registry.py.
@@ -27,9 +28,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--model", required=True,
                         help="pre-trained model directory (weights + tokenizer), or ORG/NAME in the local Hugging "
                              "Face cache")
-    parser.add_argument("--train", required=True, help="training data file, or built-in: " + ", ".join(BUILTIN_DATA))
+    parser.add_argument("--train", required=True, help="training data file, built-in: " + ", ".join(BUILTIN_DATA)
+                        + ", or a data set in the local Hugging Face datasets cache (NAME[:SPLIT])")
     parser.add_argument("--dev", help="dev data file (picks the best checkpoint); default with built-in "
-                                      "data: its dev split")
+                                      "data: its dev split, with a cached data set: its validation split")
     parser.add_argument("--out", required=True, help="output directory: the best model ends here")
     parser.add_argument("--config", help="TOML recipe with [data], [train], [model] sections "
                                          "(e.g. configs/finetune-bbc.toml)")

@@ -50,9 +50,10 @@ from bertkit.io import atomic_directory, atomic_write_json, loads_json, read_tex
 from bertkit.peft import DEFAULT_LR as PEFT_DEFAULT_LR
 from bertkit.peft import PEFT_KEYS, get_peft_model, make_config
 from bertkit.runlock import check_apart, is_main_process, run_lock
-from bertkit.tasks import (BUILTIN_DATA, SUMMARY_FILE, Collator, DataConfig, Task, TaskSpec, baseline_metrics,
+from bertkit.tasks import (SUMMARY_FILE, Collator, DataConfig, Task, TaskSpec, baseline_metrics,
                            builtin_labels, clean_metrics, evaluate_examples, feature_length, get_task,
                            load_examples, parse_source, subsample)
+from bertkit.tasks.builtin import default_dev
 from bertkit.tasks.formats import build_label_map, check_labels_known
 from bertkit.tokenizer import Tokenizer
 from bertkit.train import LengthBucketedBatches, TrainConfig, Trainer, list_checkpoints
@@ -336,9 +337,9 @@ def load_task_data(task_name: str, train_source: str, dev_source: str | None, re
     """Read train and dev, refine the task from the training labels, build the label set."""
     task = get_task(task_name)
     if dev_source is None:
-        if parse_source(train_source)[0] not in BUILTIN_DATA:
+        dev_source = default_dev(train_source)  # a built-in's dev split, a cached data set's validation split
+        if dev_source is None:
             raise ConfigError("--dev is required with a training file (the dev set picks the best checkpoint)")
-        dev_source = parse_source(train_source)[0] + ":dev"
     train = load_examples(task.name, train_source, "train", recipe.data)
     dev = load_examples(task.name, dev_source, "dev", recipe.data)
     if not train:

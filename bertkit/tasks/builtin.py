@@ -1,7 +1,9 @@
 """Built-in real data sets: names that stand in for data files (`--train bbc`, `--data bbc:test`).
 
 Each has fixed, seeded train/dev/test splits built from installable assets (BBC News,
-WordNet); see `realdata.py` for how each is made.
+WordNet); see `realdata.py` for how each is made. A data source is read as, in this order: a
+built-in name, a file or directory that exists, a data set in the local Hugging Face datasets
+cache (`resolve_source`, hub_datasets.py).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import os
 
 from bertkit.errors import DataError
 from bertkit.tasks import realdata
+from bertkit.tasks.hub_datasets import DEFAULT_SPLITS, FILE_ONLY_TASKS, is_reference, parse_name, resolve
 from bertkit.tasks.common import DataConfig
 from bertkit.tasks.registry import get_task
 
@@ -91,7 +94,38 @@ def load_examples(task: str, source: str, split: str, data: DataConfig) -> list:
         if BUILTIN_DATA[name] != task:
             raise DataError(f"built-in data {name} is for --task {BUILTIN_DATA[name]}, not {task}")
         return list(builtin_splits(name)[explicit or split])
-    if not os.path.exists(source):  # a FIFO or device exists: its reader refuses it by name
+    return get_task(task).read(resolve_source(task, source, split), data)
+
+
+def resolve_source(task: str, source: str, split: str) -> str:
+    """A source that is not a built-in name as its reader takes it: a path that exists as it is
+    (a FIFO or device exists: its reader refuses it by name); else a data set in the local Hugging
+    Face datasets cache as "NAME:CONFIG:SPLIT" (`split`, "train", "dev" or "test", picks the split
+    when the name gives none); else a DataError saying where it looked."""
+    if os.path.exists(source):
+        return source
+    if parse_name(source) is None:
         raise DataError(f"{source}: no such file (or built-in data name: {', '.join(BUILTIN_DATA)})")
-    return get_task(task).read(source, data)
+    if task in FILE_ONLY_TASKS and is_reference(source):
+        raise DataError(f"{source} is a Hugging Face data set; --task {task} reads files only (CoNLL, SQuAD JSON, "
+                        "JSONL): a data set name works for classification, multi-label-classification, "
+                        "regression and multiple-choice")
+    return resolve(source, split)
+
+
+def default_dev(train_source: str) -> str | None:
+    """The dev set that goes with a training source: a built-in name's dev split, a cached hub
+    data set's validation (or dev) split; None for a file."""
+    name = parse_source(train_source)[0]
+    if name in BUILTIN_DATA:
+        return name + ":dev"
+    if os.path.exists(train_source) or not is_reference(train_source):
+        return None
+    repo_id, config, _ = parse_name(train_source)
+    for candidate in [f"{repo_id}:{config}:{split}" for split in DEFAULT_SPLITS["dev"]] if config else [repo_id]:
+        try:
+            return resolve(candidate, "dev")
+        except DataError:  # not this split (or none cached, several configs): --dev is required
+            continue
+    return None
 

@@ -25,7 +25,7 @@ from typing import Iterable, Sequence, Union
 
 from bertkit.errors import DataError
 from bertkit.io import MAX_LINE_BYTES, check_regular_file, iter_text_lines, loads_json, read_text
-from bertkit.tasks.tables import is_saved_dataset, is_table, iter_records
+from bertkit.tasks.tables import is_table, iter_records
 
 Label = Union[str, float, list, None]
 
@@ -208,7 +208,7 @@ def read_text_dataset(
     if label_type not in ("auto", "category", "number"):
         raise DataError(f"label_type must be 'auto', 'category' or 'number', got {label_type!r}")
     table = is_table(path)
-    if not is_saved_dataset(path):  # a directory of its own; a file must be regular (a FIFO would hang)
+    if not table:  # tables check their own files (a directory, a cached name); a FIFO would hang
         check_regular_file(path)
     suffix = Path(path).suffix.lower()
     wanted = [text_column] + ([pair_column] if pair_column else []) + ([label_column] if label_column else [])

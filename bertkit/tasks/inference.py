@@ -23,7 +23,7 @@ import torch
 from bertkit.checkpoint import read_config
 from bertkit.errors import CheckpointError, ConfigError, DataError
 from bertkit.peft import adapter_task_config, is_adapter_dir, load_peft_model, tokenizer_dir
-from bertkit.tasks.builtin import BUILTIN_DATA, load_examples, parse_source
+from bertkit.tasks.builtin import BUILTIN_DATA, load_examples, parse_source, resolve_source
 from bertkit.tasks.common import SUMMARY_FILE, DataConfig, PredictionInput, TaskSpec, model_labels
 from bertkit.tasks.formats import QAExample, TextExample, TokenExample
 from bertkit.tasks.registry import TASKS, get_task, task_of_config
@@ -134,12 +134,10 @@ def check_model_labels(model, spec: TaskSpec, examples: Sequence, source: str) -
 # ---------------------------------------------------------------------------- predict
 def read_prediction_input(task: str, source: str, data: DataConfig) -> PredictionInput:
     """Unlabelled inputs for `bertkit predict`: the task's `read_inputs`, or a built-in name
-    such as bbc:test (its labels are ignored)."""
+    such as bbc:test (its labels are ignored), or a cached hub data set (its test split by default)."""
     if parse_source(source)[0] in BUILTIN_DATA:
         return PredictionInput(load_examples(task, source, "test", data))
-    if not os.path.exists(source):  # a FIFO or device exists: its reader refuses it by name
-        raise DataError(f"{source}: no such file (or built-in data name: {', '.join(BUILTIN_DATA)})")
-    return get_task(task).read_inputs(source, data)
+    return get_task(task).read_inputs(resolve_source(task, source, "test"), data)
 
 
 def prediction_rows(model, tokenizer, spec: TaskSpec, inputs: PredictionInput, name: str = "input") -> list[dict]:

@@ -2,6 +2,7 @@
 
     data.parquet                 one row per record (pyarrow: `pip install "bertkit[parquet]"`)
     DIR (Dataset.save_to_disk)   DIR/state.json + DIR/*.arrow (`pip install "bertkit[datasets]"`)
+    NAME[:CONFIG]:SPLIT          a data set in the local Hugging Face datasets cache (hub_datasets.py)
 
 Each row becomes the dict a JSONL line would hold, numbered from 1 as the lines of that JSONL file
 would be, so the readers that take JSONL (text sets, multiple choice) take these too, with the same
@@ -18,6 +19,7 @@ from typing import Iterator
 
 from bertkit.errors import DataError
 from bertkit.io import check_regular_file, iter_jsonl
+from bertkit.tasks.hub_datasets import is_reference, open_split
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
 ROWS_PER_BATCH = 4096  # Parquet rows converted to Python at a time
@@ -30,7 +32,8 @@ def is_saved_dataset(path: str) -> bool:
 
 
 def is_table(path: str) -> bool:
-    return os.path.splitext(str(path))[1].lower() in PARQUET_SUFFIXES or is_saved_dataset(str(path))
+    return (os.path.splitext(str(path))[1].lower() in PARQUET_SUFFIXES or is_saved_dataset(str(path))
+            or is_reference(str(path)))
 
 
 def iter_records(path: str) -> Iterator[tuple[int, dict]]:
@@ -38,6 +41,8 @@ def iter_records(path: str) -> Iterator[tuple[int, dict]]:
     path = str(path)
     if is_saved_dataset(path):
         return _dataset_records(path)
+    if is_reference(path):
+        return _rows(open_split(path))
     if os.path.splitext(path)[1].lower() in PARQUET_SUFFIXES:
         return _parquet_records(path)
     return iter_jsonl(path)
@@ -75,6 +80,11 @@ def _dataset_records(path: str) -> Iterator[tuple[int, dict]]:
         dataset = datasets.load_from_disk(path)
     except (OSError, ValueError, KeyError) as e:
         raise DataError(f"{path}: not a readable saved dataset ({type(e).__name__}: {str(e)[:200]})") from None
+    return _rows(dataset)
+
+
+def _rows(dataset) -> Iterator[tuple[int, dict]]:
+    """(1-based row number, row) of a `datasets.Dataset`, ClassLabel ids as their names."""
     decoders = {name: _names_of(feature) for name, feature in dataset.features.items()}
     decoders = {name: decode for name, decode in decoders.items() if decode is not None}
     for number, row in enumerate(dataset, 1):
