@@ -12,9 +12,9 @@ the same mean gradient as DDP, but only its shard. AdamW is elementwise, so each
 shard alone; gradient clipping takes the norm over every shard (`clip_grad_norm_` on DTensors:
 one all-reduce), so it clips by the same global norm as one process.
 
-Units: each transformer layer (a module named `...encoder.layer.N`), then the root with the rest
-(embeddings, pooler, heads; the MLM decoder reads the word-embedding weight, so a tied pair is one
-parameter in the root's unit).
+Units: each transformer layer (a module named `...encoder.layer.N`, or ModernBERT's `...layers.N`),
+then the root with the rest (embeddings, pooler, heads; the MLM decoder reads the word-embedding
+weight, so a tied pair is one parameter in the root's unit).
 
 How it fits the Trainer, which outside `train()` holds an ordinary model, as under DDP:
 * `ShardedTraining(model, optimizer, device)` (made when train() starts, after a resume has loaded
@@ -56,7 +56,7 @@ from ..config import BertConfig
 from ..errors import ConfigError
 
 STRATEGIES = ("ddp", "fsdp")
-_LAYER = re.compile(r"(?:^|\.)encoder\.layer\.\d+$")
+_LAYER = re.compile(r"(?:^|\.)(?:encoder\.layer|layers)\.\d+$")  # BERT's encoder.layer.N, ModernBERT's layers.N
 
 
 def check_strategy(strategy: str, precision: str, world_size: int) -> None:

@@ -63,7 +63,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def torchrun(script, timeout=120):
+def torchrun(script, timeout=300):
     """Two gloo processes; on a time-out the launcher and its workers are killed, never left hanging."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
            "--master_addr", "127.0.0.1", "--master_port", str(free_port()), str(script)]
