@@ -77,22 +77,21 @@ def check_strategy(strategy: str, precision: str, world_size: int) -> None:
 
 
 def check_model(model: nn.Module) -> None:
-    """Raise ConfigError naming what in `model` FSDP cannot train here."""
-    if hasattr(model, "load_adapter_weights"):
+    """Raise ConfigError naming what in `model` (or a model it wraps) FSDP cannot train here."""
+    modules = list(model.modules())  # a wrapper (class-weighted loss, distillation) holds the model
+    if any(hasattr(m, "load_adapter_weights") for m in modules):
         raise ConfigError('train.strategy = "fsdp" does not support PEFT models (LoRA, adapters and prefixes '
                           'train few parameters, so their optimizer state is small): use train.strategy = "ddp"')
-    config = getattr(model, "config", None)
-    if not isinstance(config, BertConfig):
-        return
-    if config.num_experts:
-        raise ConfigError('train.strategy = "fsdp" does not support mixture-of-experts layers (model.num_experts): '
-                          "routing is data-dependent, so an expert can get a gradient on one rank and none on "
-                          'another, and the reduce-scatter would wait forever; use train.strategy = "ddp", which '
-                          "looks for unused parameters")
-    if config.position_embedding_type not in ("absolute", "sinusoidal", "t5_bias"):
-        raise ConfigError(f'train.strategy = "fsdp" does not support model.position_embedding_type = '
-                          f"{config.position_embedding_type!r} (not tried: it leaves the absolute position table "
-                          'without a gradient); use train.strategy = "ddp"')
+    for config in {id(c): c for m in modules if isinstance(c := getattr(m, "config", None), BertConfig)}.values():
+        if config.num_experts:
+            raise ConfigError('train.strategy = "fsdp" does not support mixture-of-experts layers '
+                              "(model.num_experts): routing is data-dependent, so an expert can get a gradient on "
+                              "one rank and none on another, and the reduce-scatter would wait forever; use "
+                              'train.strategy = "ddp", which looks for unused parameters')
+        if config.position_embedding_type not in ("absolute", "sinusoidal", "t5_bias"):
+            raise ConfigError(f'train.strategy = "fsdp" does not support model.position_embedding_type = '
+                              f"{config.position_embedding_type!r} (not tried: it leaves the absolute position "
+                              'table without a gradient); use train.strategy = "ddp"')
 
 
 def shard_copy(model: nn.Module, device: torch.device) -> nn.Module:

@@ -157,3 +157,18 @@ def test_models_fsdp_cannot_train_are_named():
         check_model(BertForMaskedLM(BertConfig(**base, num_experts=2)))
     with pytest.raises(ConfigError, match="position_embedding_type = 'relative_key'"):
         check_model(BertForMaskedLM(BertConfig(**base, position_embedding_type="relative_key")))
+
+    class Wrapper(torch.nn.Module):  # as the class-weighted loss wraps a task model
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+    with pytest.raises(ConfigError, match="model.num_experts"):
+        check_model(Wrapper(BertForMaskedLM(BertConfig(**base, num_experts=2))))
+
+    from bertkit.heads import BertForSequenceClassification
+    from bertkit.peft import LoraConfig, get_peft_model
+
+    lora = get_peft_model(BertForSequenceClassification(BertConfig(**base, num_labels=2)), LoraConfig(r=2))
+    with pytest.raises(ConfigError, match="does not support PEFT models"):
+        check_model(Wrapper(lora))
