@@ -12,6 +12,8 @@ How the pieces fit:
 * with gradient accumulation the all-reduce is skipped (`no_sync`) on all but the last
   micro-batch of a step, so the network is used once per optimizer step;
 * only rank 0 logs, evaluates and writes checkpoints; per-rank RNG states are gathered to it.
+
+`train.strategy = "fsdp"` shards the model over the ranks instead of copying it (fsdp.py).
 """
 
 from __future__ import annotations

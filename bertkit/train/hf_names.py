@@ -43,6 +43,7 @@ REFUSED = {
     "load_best_model_at_end": "nothing: bertkit finetune always ends with the best dev model in --out",
     "eval_strategy": "train.eval_every (steps between evaluations; 0 = at the end only)",
     "save_strategy": "train.save_every (steps between checkpoints; 0 = at the end only; -1 = never)",
+    "fsdp": 'train.strategy = "fsdp" (under torchrun; each transformer layer is sharded, no option strings)',
 }
 
 # A bertkit key some recipes lack -> what those recipes take instead.

@@ -72,6 +72,7 @@ from ..progress import progress
 from .config_io import dataclass_from_dict
 from .distributed import DistContext, init_distributed, unwrap, wrap_model
 from .early_stopping import BestKeeper
+from .fsdp import ShardedTraining, check_model, check_strategy, local_gradients
 from .optim import build_optimizer
 from .plots import plot_curves
 from .reporting import check_report_to, open_reporter
@@ -113,6 +114,7 @@ class TrainConfig:
     adam_eps: float = 1e-6
     adam_beta2: float = 0.999
     report_to: str = "none"  # "tensorboard": the metric rows also as TensorBoard scalars (reporting.py)
+    strategy: str = "ddp"  # under torchrun: "ddp" = a full copy per process, "fsdp" = sharded (fsdp.py)
 
     def __post_init__(self) -> None:
         for name in ("max_steps", "grad_accum", "batch_size", "keep_last", "log_every"):
@@ -153,6 +155,8 @@ class TrainConfig:
             raise ConfigError(f"train.head_lr must be a positive number (or unset: the head trains at train.lr), "
                               f"got {self.head_lr!r}")
         check_report_to(self.report_to)  # an unknown target, or tensorboard without its package
+        # fsdp needs torchrun (whose WORLD_SIZE init_distributed reads too): said before any work
+        check_strategy(self.strategy, self.precision, int(os.environ.get("WORLD_SIZE", "1")))
         self._check_optimizer_and_seed()
 
     def _check_optimizer_and_seed(self) -> None:
@@ -297,6 +301,9 @@ class Trainer:
                               "use precision=\"bf16\" or \"fp32\" on this device")
         if config.precision == "bf16" and self.device_type == "cuda" and not torch.cuda.is_bf16_supported():
             raise ConfigError("this GPU has no bf16 support; use precision=\"fp16\" or \"fp32\"")
+        if config.strategy == "fsdp":
+            check_strategy(config.strategy, config.precision, self.ctx.world_size)
+            check_model(unwrap(self.model))
 
         self.optimizer = build_optimizer(unwrap(self.model), config.lr, config.weight_decay,
                                          config.llrd, betas=(0.9, config.adam_beta2), eps=config.adam_eps,
@@ -305,6 +312,7 @@ class Trainer:
                                          config.schedule_power, config.lr_end / config.lr, config.decay_ratio)
         self.scaler = torch.amp.GradScaler("cuda", enabled=config.precision == "fp16")
         self.ddp_model = None  # the DDP wrapper lives only inside train(): see there
+        self.sharded: ShardedTraining | None = None  # train.strategy = "fsdp": likewise
 
         self.step = 0
         self.train_seconds = 0.0  # wall time spent in training steps (what max_minutes limits)
@@ -343,11 +351,16 @@ class Trainer:
         # DDP broadcasts rank 0's weights here. The wrapper is dropped when train() returns:
         # one still alive at interpreter exit frees its gloo worker threads during
         # finalization, which aborts the process ("terminate called without an active exception").
-        self.ddp_model = wrap_model(self.model, self.ctx,
-                                    find_unused_parameters=may_skip_parameters(unwrap(self.model)))
+        if cfg.strategy == "fsdp":  # a sharded copy, given the optimizer (fsdp.py)
+            self.sharded = ShardedTraining(self.model, self.optimizer, self.ctx.device)
+            self.ddp_model = self.sharded.module
+        else:
+            self.ddp_model = wrap_model(self.model, self.ctx,
+                                        find_unused_parameters=may_skip_parameters(unwrap(self.model)))
         bar = self._progress_bar()
         last_metrics: dict = {}
         handlers = self._catch_stop_signals()
+        finished = False
         try:
             while self.step < cfg.max_steps:
                 loss, tokens, seconds, parts = self._train_step(batches)
@@ -376,6 +389,7 @@ class Trainer:
                     break
                 if self._agreed_signal is not None and not done:
                     self._stop_for_signal(saved=saving)
+            finished = True
         finally:
             for signum, handler in handlers.items():
                 signal.signal(signum, handler)
@@ -384,6 +398,9 @@ class Trainer:
             if self.reporter is not None:
                 self.reporter.close()
                 self.reporter = None
+            if self.sharded is not None:  # the trained weights back into the plain model
+                self.sharded.close(ok=finished)
+                self.sharded = None
             self.ddp_model = None
         return last_metrics
 
@@ -451,7 +468,7 @@ class Trainer:
             batch = {k: v.to(self.ctx.device, non_blocking=True) if torch.is_tensor(v) else v
                      for k, v in next(batches).items()}
             # Only the last micro-batch all-reduces gradients; the others accumulate locally.
-            sync = (self.ddp_model.no_sync() if self.ctx.enabled and micro < accum - 1
+            sync = (local_gradients(self.ddp_model) if self.ctx.enabled and micro < accum - 1
                     else contextlib.nullcontext())
             with sync:
                 with self._autocast():
@@ -484,7 +501,7 @@ class Trainer:
                                "lower train.lr, raise warmup, or use precision=\"fp32\"")
         if cfg.grad_clip:
             self.scaler.unscale_(self.optimizer)
-            nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+            nn.utils.clip_grad_norm_(self.ddp_model.parameters(), cfg.grad_clip)  # FSDP: over every shard
         self._step_lr = self.scheduler.get_last_lr()[-1]  # the lr this update used, for the log
         self.scaler.step(self.optimizer)
         self.scaler.update()
@@ -564,6 +581,8 @@ class Trainer:
         if self.eval_fn is None:
             return None
         metrics = None
+        if self.sharded is not None:
+            self.sharded.sync()  # collective: rank 0 evaluates the plain model
         if self.ctx.is_main:
             model = unwrap(self.model)
             was_training = model.training
@@ -617,13 +636,18 @@ class Trainer:
     def save_checkpoint(self) -> str | None:
         """Write OUT/checkpoint-<step>/ atomically (rank 0) and prune to the last `keep_last`."""
         rank_states = self.ctx.gather(self._rank_state())  # collective: every rank takes part
+        optimizer_state = None
+        if self.sharded is not None:  # collective too: full weights and moments, as one process saves them
+            self.sharded.sync()
+            optimizer_state = self.sharded.optimizer_state()
         path = None
         if self.ctx.is_main:
             state = {
                 "step": self.step, "epoch": self.epoch, "batches_in_epoch": self.batches_in_epoch,
                 "train_seconds": self.train_seconds,
                 "world_size": self.ctx.world_size, "window": dict(self.window),
-                "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                "optimizer": self.optimizer.state_dict() if optimizer_state is None else optimizer_state,
+                "scheduler": self.scheduler.state_dict(),
                 "scaler": self.scaler.state_dict(), "ranks": rank_states,
                 "train_config": asdict(self.config),
             }
