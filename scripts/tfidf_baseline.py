@@ -1,8 +1,9 @@
 """The strongest simple baseline for BBC topics: TF-IDF (word 1-2 grams, sublinear tf) + logistic
 regression, trained on bertkit's `bbc` train split and scored on its test split, on whole
 articles and on their first N words (about the tokens a 128-token model sees), for a few
-regularisation strengths C; the best of them (chosen on test: an upper bound for the baseline)
-is the number a pre-trained model has to beat.
+regularisation strengths C. Each C is also scored on the dev split, and the C with the best dev
+accuracy on the first N words is reported: the baseline chosen the way a fine-tuned model's
+settings are chosen. The best C on test is an upper bound for the baseline.
 
     python scripts/tfidf_baseline.py [--words 100]
 """
@@ -35,10 +36,15 @@ def main() -> None:
     parser.add_argument("--words", type=int, default=100)
     args = parser.parse_args()
     splits = builtin_splits("bbc")
+    rows = []
     for c in (1.0, 10.0, 100.0):
-        print(json.dumps({"C": c, "train": len(splits["train"]), "test": len(splits["test"]),
-                          "whole_articles": score(splits["train"], splits["test"], None, c),
-                          f"first_{args.words}_words": score(splits["train"], splits["test"], args.words, c)}))
+        rows.append({"C": c, "train": len(splits["train"]), "test": len(splits["test"]),
+                     "whole_articles": score(splits["train"], splits["test"], None, c),
+                     f"first_{args.words}_words": score(splits["train"], splits["test"], args.words, c),
+                     f"dev_first_{args.words}_words": score(splits["train"], splits["dev"], args.words, c)})
+        print(json.dumps(rows[-1]))
+    chosen = max(rows, key=lambda r: r[f"dev_first_{args.words}_words"])  # ties: the smallest C
+    print(json.dumps({"chosen_on_dev": chosen["C"], f"test_first_{args.words}_words": chosen[f"first_{args.words}_words"]}))
 
 
 if __name__ == "__main__":
