@@ -204,23 +204,25 @@ def length_batches(lengths: Sequence[int], batch_size: int, overhead: float = BA
         sum over batches (overhead + (j - i) x L_i)
 
     the padded slots plus a fixed cost per forward call, by dynamic programming over the run
-    ends (O(n x batch_size)): a batch is cut early where the padding it saves is worth more than
-    `overhead` slots. overhead -> infinity gives fixed batches of `batch_size`.
+    starts (O(n x batch_size)): a batch is cut early where the padding it saves is worth more than
+    `overhead` slots; among equal costs the longer batch comes first, so without padding to save
+    these are fixed batches of `batch_size`, as overhead -> infinity gives.
     """
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     sorted_lengths = [lengths[i] for i in order]
-    best = [0.0] + [float("inf")] * len(order)  # best[j]: least cost of the first j texts
-    start_of = [0] * (len(order) + 1)
-    for end in range(1, len(order) + 1):
-        for start in range(max(0, end - batch_size), end):
-            cost = best[start] + overhead + (end - start) * sorted_lengths[start]
-            if cost < best[end]:
-                best[end], start_of[end] = cost, start
-    batches, end = [], len(order)
-    while end:
-        batches.append(order[start_of[end]:end])
-        end = start_of[end]
-    return batches[::-1]
+    n = len(order)
+    best = [float("inf")] * n + [0.0]  # best[i]: least cost of the texts i..n-1
+    end_of = list(range(1, n + 1))
+    for start in range(n - 1, -1, -1):
+        for end in range(min(n, start + batch_size), start, -1):
+            cost = overhead + (end - start) * sorted_lengths[start] + best[end]
+            if cost < best[start]:
+                best[start], end_of[start] = cost, end
+    batches, start = [], 0
+    while start < n:
+        batches.append(order[start:end_of[start]])
+        start = end_of[start]
+    return batches
 
 
 def pool(hidden: torch.Tensor, mask: torch.Tensor, modes: Sequence[str], prompt_length: int = 0
