@@ -14,6 +14,9 @@ min-max. Before timing, the two encoders' vectors are compared (max |difference|
 
     python benchmarks/bench_fp32_levers.py [--levers packed qkv residual batches] [--sets mixed short]
         [--repeats 5] [--threads 1]
+
+`--forward B T`: instead of encode, one model forward on a fixed (B, T) batch of random ids
+(less variance; the copy-level levers packed, qkv and residual only).
 """
 
 from __future__ import annotations
@@ -49,6 +52,23 @@ def encoders(lever: str) -> tuple[SentenceEncoder, SentenceEncoder]:
     return on, off
 
 
+def measure_forward(lever: str, batch: int, length: int, args) -> dict:
+    """The copy-level lever on one forward of a fixed (batch, length) batch."""
+    on, off = encoders(lever)
+    runners = {"on": on.runner, "off": off.runner if lever != "packed" else on.model}
+    ids = torch.randint(1000, 20000, (batch, length), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(ids)
+    mask[1:, length - length // 8:] = 0  # some padding, as in a real batch
+    with torch.inference_mode():
+        calls = {k: (lambda r=r: r(ids, mask).last_hidden_state) for k, r in runners.items()}
+        diff = float((calls["on"]() - calls["off"]()).abs().max())
+        times = harness.alternate(calls, args.repeats, args.warmup, 1)
+    speed = [f / o for o, f in zip(times["on"], times["off"])]
+    return {"lever": lever, "forward": [batch, length], "speed_median": float(np.median(speed)),
+            "speed_min": min(speed), "speed_max": max(speed), "max_abs_diff": diff, "threads": args.threads,
+            "repeats": args.repeats}
+
+
 def padding_share(lengths: list[int], batches: list[list[int]]) -> float:
     slots = sum(len(rows) * max(lengths[i] for i in rows) for rows in batches)
     return 1 - sum(lengths) / slots
@@ -82,9 +102,18 @@ def main(argv=None):
     p.set_defaults(threads=1, repeats=5, warmup=1)
     p.add_argument("--levers", nargs="+", choices=LEVERS, default=list(LEVERS))
     p.add_argument("--sets", nargs="+", choices=list(SETS), default=["mixed"])
+    p.add_argument("--forward", nargs=2, type=int, metavar=("B", "T"))
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     results = []
+    if args.forward:
+        for lever in [x for x in args.levers if x != "batches"]:
+            r = measure_forward(lever, *args.forward, args)
+            results.append(r)
+            print(f"LEVER {lever} on one forward {tuple(args.forward)} ({args.threads} thread(s)): on / off speed = "
+                  f"{r['speed_median']:.3f}x ({r['speed_min']:.3f}-{r['speed_max']:.3f}), max diff "
+                  f"{r['max_abs_diff']:.1e}", flush=True)
+        args.sets = []
     for set_name in args.sets:
         for lever in args.levers:
             r = measure(lever, set_name, args)
