@@ -13,8 +13,9 @@ layout says include_prompt = false); several modes are concatenated; then e / ||
 layout normalises. A sentence-transformers directory says which (see sentence_layout.py); a plain
 Hugging Face directory gets mean pooling + normalisation. Texts are encoded in batches of
 similar length: sorting by token count before batching removes most padding, which is pure
-waste (measured 1.7x on BBC paragraphs, see docs/benchmarks.md); results come back in the
-caller's order.
+waste (measured 1.7x on BBC paragraphs, see docs/benchmarks.md), and the sorted texts are cut
+into batches where that removes more padding than the extra forward call costs
+(`length_batches`); results come back in the caller's order.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import numpy as np
 import torch
 
 from .errors import CheckpointError, DataError
-from .fastpath import pack_for_cpu
+from .fastpath import pack_for_cpu, weights_key
 from .hub_cache import resolve_model_dir
 from .model import BertModel
 from .progress import progress
@@ -35,6 +36,9 @@ from .sentence_layout import SentenceLayout, has_layout, read_layout, write_layo
 from .tokenizer import Tokenizer
 
 PROGRESS_MIN_BATCHES = 20  # show_progress=None: a bar only when there are at least this many batches
+# What one more forward call costs, in padded token slots of compute (MiniLM on this CPU: a
+# 1 x 8 batch took about as long as 10-20 tokens inside a large one; docs/inference.md).
+BATCH_OVERHEAD_TOKENS = 16
 
 
 class SentenceEncoder:
@@ -42,6 +46,7 @@ class SentenceEncoder:
 
     sort_by_length = True  # False only to measure what sorting buys (benchmarks/bench_levers.py)
     pack_weights = True  # fp32 on CPU: oneDNN-packed copy (fastpath.py); False to measure it
+    cut_batches = True  # False: fixed batches of batch_size sorted texts (to measure length_batches)
 
     def __init__(self, model: BertModel, tokenizer, layout: SentenceLayout | None = None,
                  quantize: str | None = None) -> None:
@@ -55,15 +60,29 @@ class SentenceEncoder:
                 f"({model.config.vocab_size}): ids past {model.config.vocab_size - 1} have no "
                 "embedding; use the tokenizer saved with this model")
         self.model = model.eval()  # as given: what save_pretrained writes and attributes read
-        # What encode() runs: an int8 or packed inference copy (a copy given runs as it is).
-        self.runner = model
-        if check_quantize(quantize):
-            self.runner = quantize_int8(model, tokenizer)
-        elif (self.pack_weights and next(model.parameters()).device.type == "cpu"
-              and not getattr(model, "inference_copy", None)):
-            self.runner = pack_for_cpu(model)
+        self.quantize = check_quantize(quantize)
         self.tokenizer = tokenizer
         self.layout = layout or SentenceLayout()
+        self.runner = self._make_runner()
+
+    def _make_runner(self) -> torch.nn.Module:
+        """What encode() runs: an int8 or packed inference copy of self.model (a copy given runs
+        as it is), remembering which weights it was made from (`fastpath.weights_key`)."""
+        model, runner = self.model, self.model
+        if self.quantize:
+            runner = quantize_int8(model, self.tokenizer)
+        elif (self.pack_weights and next(model.parameters()).device.type == "cpu"
+              and not getattr(model, "inference_copy", None)):
+            runner = pack_for_cpu(model)
+        self._runner_of = (id(model), weights_key(model))
+        return runner
+
+    def _current_runner(self) -> torch.nn.Module:
+        """The inference copy, made anew when self.model was replaced or its weights changed
+        since (a training step, load_state_dict): a copy never runs stale weights."""
+        if self._runner_of != (id(self.model), weights_key(self.model)):
+            self.runner = self._make_runner()
+        return self.runner
 
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike, quantize: str | None = None,
@@ -128,15 +147,20 @@ class SentenceEncoder:
                                  return_tensors=None)
         ids, types = encoded["input_ids"], encoded["token_type_ids"]
         # Longest first: similar lengths share a batch, and the peak memory comes early.
-        order = sorted(range(len(texts)), key=lambda i: -len(ids[i])) if self.sort_by_length \
-            else list(range(len(texts)))
-        batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+        lengths = [len(x) for x in ids]
+        if self.sort_by_length and self.cut_batches:
+            batches = length_batches(lengths, batch_size)
+        else:
+            order = sorted(range(len(texts)), key=lambda i: -lengths[i]) if self.sort_by_length \
+                else list(range(len(texts)))
+            batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
         if show_progress is None:
             show_progress = len(batches) >= PROGRESS_MIN_BATCHES
 
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         pad_id = self.model.config.pad_token_id
         device = next(self.model.parameters()).device
+        runner = self._current_runner()
         with torch.inference_mode():
             for rows in _progress(batches, show_progress):
                 width = max(len(ids[i]) for i in rows)
@@ -149,7 +173,7 @@ class SentenceEncoder:
                     token_types[j, :n] = torch.tensor(types[i])
                     mask[j, :n] = 1
                 input_ids, mask, token_types = input_ids.to(device), mask.to(device), token_types.to(device)
-                hidden = self.runner(input_ids, mask, token_types).last_hidden_state
+                hidden = runner(input_ids, mask, token_types).last_hidden_state
                 pooled = pool(hidden, mask, layout.pooling, prompt_length)
                 if normalize:
                     pooled = torch.nn.functional.normalize(pooled, dim=-1)
@@ -168,6 +192,37 @@ class SentenceEncoder:
         if name not in self.layout.prompts:
             raise DataError(f"no prompt named {name!r}; this model has {sorted(self.layout.prompts) or 'none'}")
         return self.layout.prompts[name]
+
+
+def length_batches(lengths: Sequence[int], batch_size: int, overhead: float = BATCH_OVERHEAD_TOKENS
+                   ) -> list[list[int]]:
+    """Indices of `lengths` in batches of at most `batch_size`, longest first, cut where it pays.
+
+    With the texts sorted by length, L_0 >= L_1 >= ... >= L_{n-1}, a batch is a run i..j-1 and
+    computes (j - i) x L_i token slots (its rows padded to its longest). The cut points minimise
+
+        sum over batches (overhead + (j - i) x L_i)
+
+    the padded slots plus a fixed cost per forward call, by dynamic programming over the run
+    starts (O(n x batch_size)): a batch is cut early where the padding it saves is worth more than
+    `overhead` slots; among equal costs the longer batch comes first, so without padding to save
+    these are fixed batches of `batch_size`, as overhead -> infinity gives.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    sorted_lengths = [lengths[i] for i in order]
+    n = len(order)
+    best = [float("inf")] * n + [0.0]  # best[i]: least cost of the texts i..n-1
+    end_of = list(range(1, n + 1))
+    for start in range(n - 1, -1, -1):
+        for end in range(min(n, start + batch_size), start, -1):
+            cost = overhead + (end - start) * sorted_lengths[start] + best[end]
+            if cost < best[start]:
+                best[start], end_of[start] = cost, end
+    batches, start = [], 0
+    while start < n:
+        batches.append(order[start:end_of[start]])
+        start = end_of[start]
+    return batches
 
 
 def pool(hidden: torch.Tensor, mask: torch.Tensor, modes: Sequence[str], prompt_length: int = 0

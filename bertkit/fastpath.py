@@ -1,4 +1,5 @@
-"""A faster fp32 inference copy of an encoder on CPU: oneDNN-packed linear weights, GELU fused.
+"""A faster fp32 inference copy of an encoder on CPU: oneDNN-packed linear weights, with the
+feed-forward GELU, the residual adds and the Q, K, V projections fused.
 
 `nn.Linear` on CPU runs MKL's sgemm on the weight as stored, every call. For inference the
 weights do not change, so each transformer-layer linear map can be reordered once into
@@ -7,10 +8,15 @@ CPU freezing pass does) and run by oneDNN's matmul (`torch.ops.mkldnn._linear_po
 which also applies the feed-forward's GELU in the same pass over the output:
 
     BertIntermediate:  gelu(x W1^T + b1)   one oneDNN call instead of a GEMM and a GELU pass
+    BertSelfOutput, BertOutput:  LayerNorm(x W^T + b + residual)   the add rides on the GEMM
+    BertSelfAttention: [Q | K | V] = x [Wq | Wk | Wv]^T + [bq | bk | bv]   one GEMM, not three
 
-The numbers are the same up to fp32 summation order (checked against transformers within
-1e-5 in tests/test_fastpath.py). The model's code (model.py) is untouched: the copy has its
-linear modules swapped. Inference only (no gradients); falls back to the model as it is when
+The numbers are the same up to fp32 summation order (checked against the unpacked model and
+transformers within 1e-5 in tests/test_fastpath.py). The copy has its modules swapped; the one
+hook in model.py is `BertSelfAttention.qkv`, set only here. The fused and packed weights live in
+the copy alone: the original model (what trains, what is saved) keeps its own three projections,
+and a copy made after the weights changed packs the new ones (`weights_key` tells a holder of a
+copy when to make a new one). Inference only (no gradients); falls back to the model as it is when
 torch has no oneDNN.
 """
 
@@ -23,6 +29,7 @@ import torch
 from torch import nn
 
 from .errors import ConfigError
+from .model import BertOutput, BertSelfAttention, BertSelfOutput
 
 # The transformer layers' own linear maps, by name; other modules inside a layer (PEFT adapters,
 # prefix encoders, MoE routers) may read `.weight` themselves and are left alone.
@@ -56,6 +63,41 @@ class PackedLinear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, oneDNN, post-op {self.post_op}"
 
 
+class PackedResidualLinear(nn.Module):
+    """Replaces BertSelfOutput / BertOutput: LayerNorm(x W^T + b + residual), the add done by
+    oneDNN on the GEMM's output (a post-op) instead of a separate pass; dropout is off in inference."""
+
+    def __init__(self, block: BertSelfOutput | BertOutput):
+        super().__init__()
+        self.dense = PackedLinear(block.dense)
+        self.LayerNorm = block.LayerNorm
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        d = self.dense
+        summed = torch.ops.mkldnn._linear_pointwise.binary(x.contiguous(), residual.contiguous(), d.weight,
+                                                           d.bias, "add")
+        return self.LayerNorm(summed)
+
+
+class PackedQKV(nn.Module):
+    """x (B, T, H) -> q, k, v (B, h, T, d) from one GEMM over the concatenated weights
+    [Wq; Wk; Wv] (3H x H): one pass over x and one oneDNN call instead of three."""
+
+    def __init__(self, attention: BertSelfAttention):
+        super().__init__()
+        self.num_heads, self.head_dim = attention.num_heads, attention.head_dim
+        fused = nn.Linear(attention.query.in_features, 3 * attention.query.out_features)
+        with torch.no_grad():
+            fused.weight.copy_(torch.cat([attention.query.weight, attention.key.weight, attention.value.weight]))
+            fused.bias.copy_(torch.cat([attention.query.bias, attention.key.bias, attention.value.bias]))
+        self.linear = PackedLinear(fused)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        batch, seq_len, _ = x.shape
+        # (B, T, 3, h, d) -> 3 x (B, h, T, d): strided views, which SDPA reads as they are
+        return self.linear(x).view(batch, seq_len, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+
+
 def encoder_linears(model: nn.Module) -> dict[str, nn.Linear]:
     """name -> module of the transformer layers' linear maps (exactly nn.Linear: not wrappers)."""
     return {name: m for name, m in model.named_modules() if ENCODER_LINEAR.search(name) and type(m) is nn.Linear}
@@ -70,15 +112,34 @@ def check_original(model: nn.Module) -> None:
                           "from_pretrained")
 
 
-def pack_for_cpu(model: nn.Module) -> nn.Module:
+def weights_key(model: nn.Module) -> tuple:
+    """Changes whenever a parameter or buffer of `model` is changed in place (an optimizer step,
+    load_state_dict, `with torch.no_grad(): w += ...`: each bumps the tensor's version counter)
+    or replaced: what a packed copy was made from, to compare with the model now."""
+    return tuple((t.data_ptr(), t._version) for t in [*model.parameters(), *model.buffers()])
+
+
+def pack_for_cpu(model: nn.Module, fuse_qkv: bool = True, fuse_residual: bool = True) -> nn.Module:
     """An fp32 inference copy of `model` (BertModel or a model with heads) with its transformer
     layers' linear maps as `PackedLinear`, the feed-forward activation fused where oneDNN has
-    it; `model` is unchanged. Returned in eval mode; without oneDNN, a plain eval copy."""
+    it, the residual add fused into the output projections (`fuse_residual`) and Q, K, V as one
+    GEMM (`fuse_qkv`; encoders only, not decoders with a KV cache); `model` is unchanged. The
+    switches exist to measure each fusion alone (benchmarks/bench_fp32_levers.py). Returned in
+    eval mode, with `packed_from = weights_key(model)`; without oneDNN, a plain eval copy."""
     check_original(model)
     copied = copy.deepcopy(model).eval()
     copied.inference_copy = "packed"
+    copied.packed_from = weights_key(model)
     if not available():
         return copied
+    if fuse_qkv:
+        fuse_qkv_projections(copied)
+    if fuse_residual:
+        for name, block in list(copied.named_modules()):
+            if type(block) in (BertSelfOutput, BertOutput) and type(block.dense) is nn.Linear \
+                    and ENCODER_LINEAR.search(name + ".dense"):
+                parent_name, _, child = name.rpartition(".")
+                setattr(copied.get_submodule(parent_name), child, PackedResidualLinear(block))
     linears = encoder_linears(copied)
     for name, linear in linears.items():
         parent_name, _, child = name.rpartition(".")
@@ -91,3 +152,15 @@ def pack_for_cpu(model: nn.Module) -> nn.Module:
     for p in copied.parameters():
         p.requires_grad_(False)
     return copied
+
+
+def fuse_qkv_projections(model: nn.Module) -> None:
+    """Give every encoder self-attention whose three projections are plain nn.Linear (not LoRA
+    wrappers) a `PackedQKV` and drop the three: the copy holds the weights once. Not for DeBERTa's
+    disentangled attention, which projects relative positions with the query and key maps."""
+    for name, attention in list(model.named_modules()):
+        if type(attention) is BertSelfAttention and not attention.causal and attention.disentangled is None \
+                and ENCODER_LINEAR.search(name + ".query") \
+                and all(type(getattr(attention, p)) is nn.Linear for p in ("query", "key", "value")):
+            attention.qkv = PackedQKV(attention)
+            attention.query = attention.key = attention.value = None

@@ -124,6 +124,8 @@ class BertSelfAttention(nn.Module):
         self.query = nn.Linear(hidden, hidden)
         self.key = nn.Linear(hidden, hidden)
         self.value = nn.Linear(hidden, hidden)
+        # An fp32 inference copy's fused projection (fastpath.PackedQKV): x -> (q, k, v) in one GEMM.
+        self.qkv: nn.Module | None = None
         self.dropout_prob = config.attention_probs_dropout_prob
         self.position_embedding_type = config.position_embedding_type
         self.max_positions = config.max_position_embeddings
@@ -160,8 +162,13 @@ class BertSelfAttention(nn.Module):
         """`queries` (B, M, H): states to compute queries (and so outputs) for, default `hidden`.
         `memory` (B, S, H): states the keys and values come from instead of `hidden` (cross-attention:
         the encoder's output). `slot`: this sub-layer's KV cache entry (kv_cache.py)."""
-        q = self.split_heads(self.query(hidden if queries is None else queries))
-        k, v = self.keys_values(hidden if memory is None else memory, slot, fixed=memory is not None)
+        if self.qkv is not None:  # set on encoders only: no memory, no cache
+            q, k, v = self.qkv(hidden)
+            if queries is not None:  # the pruned last layer: queries at a few positions
+                q = self.qkv(queries)[0]
+        else:
+            q = self.split_heads(self.query(hidden if queries is None else queries))
+            k, v = self.keys_values(hidden if memory is None else memory, slot, fixed=memory is not None)
         bias = self.position_scores(q, k, attention_bias)
         if self.prefix is not None:
             k, v, bias = self.prefix(k, v, bias)

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from bertkit.encode import SentenceEncoder, mean_pool
+from bertkit import BertConfig, BertModel
+from bertkit.encode import SentenceEncoder, length_batches, mean_pool
 from bertkit.errors import CheckpointError, DataError
+from bertkit.tokenizer import Tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -80,3 +82,62 @@ def test_tokenizer_larger_than_model_vocabulary(encoder):
 
     with pytest.raises(CheckpointError, match="vocabulary"):
         SentenceEncoder(encoder.model, BigVocab())
+
+
+def _cost(lengths, batches, overhead):
+    return sum(overhead + len(rows) * max(lengths[i] for i in rows) for rows in batches)
+
+
+def _best_cost(sorted_lengths, batch_size, overhead):
+    """Every way to cut the sorted lengths into runs of at most batch_size (brute force)."""
+    if not sorted_lengths:
+        return 0
+    return min(overhead + k * sorted_lengths[0] + _best_cost(sorted_lengths[k:], batch_size, overhead)
+               for k in range(1, min(batch_size, len(sorted_lengths)) + 1))
+
+
+def test_length_batches_are_the_cheapest_cut():
+    rng = random.Random(0)
+    for _ in range(30):
+        lengths = [rng.randint(3, 60) for _ in range(rng.randint(1, 9))]
+        batch_size, overhead = rng.randint(1, 5), rng.choice([0, 4, 16, 100])
+        batches = length_batches(lengths, batch_size, overhead)
+        assert sorted(i for rows in batches for i in rows) == list(range(len(lengths)))
+        assert all(len(rows) <= batch_size for rows in batches)
+        flat = [lengths[i] for rows in batches for i in rows]
+        assert flat == sorted(lengths, reverse=True)  # longest first, runs of the sorted order
+        assert _cost(lengths, batches, overhead) == _best_cost(sorted(lengths, reverse=True), batch_size, overhead)
+
+
+def test_length_batches_cut_only_where_padding_costs_more_than_a_call():
+    assert [len(b) for b in length_batches([10] * 70, 32)] == [32, 32, 6]  # no padding: full batches
+    lengths = [200] * 3 + [20] * 29  # one fixed batch would pad 29 rows by 180
+    assert sorted(len(b) for b in length_batches(lengths, 32)) == [3, 29]
+    assert [len(b) for b in length_batches(lengths, 32, overhead=1e9)] == [32]
+
+
+def test_cut_batches_give_the_same_vectors(encoder, bbc_dir):
+    texts = bbc_sentences(bbc_dir, n=24, seed=1)
+    fixed = type("FixedBatches", (SentenceEncoder,), {"cut_batches": False})(encoder.model, encoder.tokenizer,
+                                                                              encoder.layout)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # long paragraphs are truncated
+        assert np.abs(encoder.encode(texts, max_length=128) - fixed.encode(texts, max_length=128)).max() < 1e-5
+
+
+def test_the_packed_copy_follows_the_models_weights(minilm_dir):
+    tokenizer = Tokenizer.from_pretrained(minilm_dir)
+    model = BertModel(BertConfig.preset("tiny", vocab_size=tokenizer.vocab_size))
+    encoder = SentenceEncoder(model, tokenizer)
+    plain = type("Unpacked", (SentenceEncoder,), {"pack_weights": False})(model, tokenizer)
+    texts = ["a short one", "a somewhat longer sentence about the economy"]
+    assert np.abs(encoder.encode(texts) - plain.encode(texts)).max() < 1e-5
+    first = encoder.runner
+    with torch.no_grad():  # what a training step on encoder.model does
+        for p in model.encoder.layer[0].attention.self.parameters():
+            p.mul_(1.5)
+    assert np.abs(encoder.encode(texts) - plain.encode(texts)).max() < 1e-5
+    assert encoder.runner is not first  # made anew from the changed weights
+    again = encoder.runner
+    encoder.encode(texts)
+    assert encoder.runner is again  # and kept while the weights stay
