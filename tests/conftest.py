@@ -1,3 +1,5 @@
+import socket
+
 import pytest
 import torch
 
@@ -24,3 +26,13 @@ def bbc_dir():
 def _seed():
     torch.manual_seed(0)
     yield
+
+
+@pytest.fixture()
+def no_network(monkeypatch):
+    """Any attempt to open a network connection fails the test (bertkit runs offline)."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("bertkit opened a network connection")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)

