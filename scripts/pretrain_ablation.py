@@ -18,6 +18,10 @@ The rows (each against "base"):
     cosine        cosine decay instead of linear
     wsd           warmup-stable-decay, the last 20% decaying (1 - sqrt)
     batch-64      batch 64 for half the steps (the same tokens)
+    batch-16      batch 16 for twice the steps (the same tokens)
+    mask-50       50% masking
+    mask-40-batch-16  40% masking and batch 16 for twice the steps
+    mask-40-lr-3e-3   40% masking and a peak lr of 3e-3
     no-general    BBC only (no dictionary text mixed in)
     bert          BERT: post-LN, learned absolute positions, biases, GELU feed-forward, no dropout
     bert-relative BERT with relative_key positions (what transformers 5 cannot run)
@@ -47,6 +51,10 @@ ROWS = {
     "cosine": {"train": {"schedule": "cosine"}},
     "wsd": {"train": {"schedule": "wsd", "decay_ratio": 0.2}},
     "batch-64": {"train": {"batch_size": 64, "steps_factor": 0.5}},
+    "batch-16": {"train": {"batch_size": 16, "steps_factor": 2.0}},
+    "mask-50": {"data": {"mlm_probability": 0.50}},
+    "mask-40-batch-16": {"data": {"mlm_probability": 0.40}, "train": {"batch_size": 16, "steps_factor": 2.0}},
+    "mask-40-lr-3e-3": {"data": {"mlm_probability": 0.40}, "train": {"lr": 3e-3}},
     "no-general": {"data": {"general_fraction": 0.0}},
     "bert": {"model": BERT_MODEL},
     "bert-relative": {"model": {**BERT_MODEL, "position_embedding_type": "relative_key"}},
