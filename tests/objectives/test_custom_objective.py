@@ -8,7 +8,6 @@ import re
 import shutil
 
 import pytest
-import torch
 
 from bertkit import cli
 from bertkit.objectives import OBJECTIVES
@@ -33,13 +32,11 @@ def doc_module(tmp_path) -> str:
 
 
 @pytest.fixture(autouse=True)
-def _one_thread_and_a_clean_registry():
-    before = torch.get_num_threads(), dict(OBJECTIVES)
-    torch.set_num_threads(1)
+def _a_clean_registry():
+    before = dict(OBJECTIVES)
     yield
-    torch.set_num_threads(before[0])
     OBJECTIVES.clear()
-    OBJECTIVES.update(before[1])
+    OBJECTIVES.update(before)
 
 
 def test_the_documented_objective_registers_trains_and_resumes(tmp_path, capsys, monkeypatch):

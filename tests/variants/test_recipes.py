@@ -29,15 +29,6 @@ TINY = ["data.max_documents=40", "tokenizer.vocab_size=1000", "data.max_length=3
 TEXTS = ["The company said its profits rose sharply last year.", "Shares fell in London on Monday.", "Goal!"]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """One intra-op thread: tiny models gain nothing from two on the shared 2-core machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def config(name):
     return os.path.join(CONFIGS, f"pretrain-{name}-tiny.toml")
 
