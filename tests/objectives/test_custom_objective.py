@@ -10,7 +10,6 @@ import shutil
 import pytest
 
 from bertkit import cli
-from bertkit.objectives import OBJECTIVES
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 DOC = os.path.join(ROOT, "docs", "objectives.md")
@@ -29,14 +28,6 @@ def doc_module(tmp_path) -> str:
     path = tmp_path / "my_objectives.py"
     path.write_text(code[0], encoding="utf-8")
     return str(path)
-
-
-@pytest.fixture(autouse=True)
-def _a_clean_registry():
-    before = dict(OBJECTIVES)
-    yield
-    OBJECTIVES.clear()
-    OBJECTIVES.update(before)
 
 
 def test_the_documented_objective_registers_trains_and_resumes(tmp_path, capsys, monkeypatch):
