@@ -63,7 +63,7 @@ def measure_forward(lever: str, batch: int, length: int, args) -> dict:
         calls = {k: (lambda r=r: r(ids, mask).last_hidden_state) for k, r in runners.items()}
         diff = float((calls["on"]() - calls["off"]()).abs().max())
         times = harness.alternate(calls, args.repeats, args.warmup, 1)
-    speed = [f / o for o, f in zip(times["on"], times["off"])]
+    speed = harness.speedups(times, "off", "on")
     return {"lever": lever, "forward": [batch, length], "speed_median": float(np.median(speed)),
             "speed_min": min(speed), "speed_max": max(speed), "max_abs_diff": diff, "threads": args.threads,
             "repeats": args.repeats}
@@ -83,7 +83,7 @@ def measure(lever: str, set_name: str, args) -> dict:
              "off": lambda: off.encode(texts, batch_size=BATCH, max_length=hi, show_progress=False)}
     diff = float(np.abs(calls["on"]() - calls["off"]()).max())
     times = harness.alternate(calls, 1 if args.smoke else args.repeats, args.warmup, 1)
-    speed = [f / o for o, f in zip(times["on"], times["off"])]
+    speed = harness.speedups(times, "off", "on")
     lengths = [len(x) for x in tokenizer(texts, padding=False, truncation=True, max_length=hi,
                                          return_tensors=None)["input_ids"]]
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])

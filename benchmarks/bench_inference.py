@@ -189,10 +189,9 @@ def run_set(name: str, args, workdir: str) -> dict:
             if proc.returncode or line is None:
                 raise RuntimeError(f"memory child {rt} failed:\n{proc.stderr[-2000:]}")
             memory[rt] = json.loads(line[len("MEMORY "):])["steady_peak_mb"]
-    base = times["bertkit fp32"]
     rows = {}
     for rt in args.runtimes:
-        speed = [b / t for b, t in zip(base, times[rt])]  # per repeat: >1 = faster than bertkit fp32
+        speed = harness.speedups(times, "bertkit fp32", rt)  # per repeat: >1 = faster than bertkit fp32
         rows[rt] = {"median_s": float(np.median(times[rt])), "speed_vs_bertkit_fp32": float(np.median(speed)),
                     "speed_min": min(speed), "speed_max": max(speed), **checks[rt], "peak_mb": memory.get(rt)}
     return {"set": name, "texts": n, "tokens": sum(lengths), "min_tokens": min(lengths),

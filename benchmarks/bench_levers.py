@@ -109,9 +109,9 @@ def main(argv=None):
     first = time.perf_counter() - t
     times = harness.alternate(calls, 1 if args.smoke else args.repeats, 0 if args.smoke else args.warmup,
                               args.steps)
-    ratios = [off / on for on, off in zip(times["on"], times["off"])]
-    print(f"LEVER {args.lever} on {args.workload}: on / off speed = {statistics.median(ratios):.2f}x "
-          f"(min {min(ratios):.2f}, max {max(ratios):.2f}, {len(ratios)} repeats, {args.threads} threads); "
+    ratios = harness.speedups(times, "off", "on")
+    print(f"LEVER {args.lever} on {args.workload}: on / off speed = {harness.ratio_text(ratios)}, "
+          f"{args.threads} threads; "
           f"median s/call on {statistics.median(times['on']):.3f}, off {statistics.median(times['off']):.3f}; "
           f"first 'on' call {first:.1f} s")
 

@@ -60,11 +60,10 @@ def main(argv=None) -> None:
 
         times = harness.alternate({name: (lambda m=m: forward(m)) for name, m in pair.items()},
                                   args.repeats, 1 if args.smoke else 2, 1)
-        ratios = sorted(d / r for d, r in zip(times["sdpa"], times["low_rank"]))
+        ratios = harness.speedups(times, "sdpa", "low_rank")
         print(f"LINFORMER T={length} k={args.rank} H={args.hidden} L={args.layers}: low_rank / sdpa speed = "
-              f"{statistics.median(ratios):.2f}x (min {ratios[0]:.2f}, max {ratios[-1]:.2f}, {len(ratios)} "
-              f"repeats; median seconds sdpa {statistics.median(times['sdpa']):.3f}, low_rank "
-              f"{statistics.median(times['low_rank']):.3f}; {args.threads} thread(s))")
+              f"{harness.ratio_text(ratios)}, {args.threads} thread(s); median seconds sdpa "
+              f"{statistics.median(times['sdpa']):.3f}, low_rank {statistics.median(times['low_rank']):.3f}")
 
 
 if __name__ == "__main__":

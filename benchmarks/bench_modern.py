@@ -181,7 +181,7 @@ def main(argv=None):
     calls, work, notes = WORKLOADS[args.workload](args)
     times = harness.alternate(calls, args.repeats, args.warmup, args.steps)
     first, second = list(calls)
-    ratios = [b / a for a, b in zip(times[first], times[second])]
+    ratios = harness.speedups(times, second, first)
     name = f"modern_{args.workload}" + (f"[{args.label}]" if args.label else "")
     summary = {
         "name": name, "ratio_median": statistics.median(ratios), "ratio_min": min(ratios),

@@ -120,7 +120,7 @@ class Result:
 
     @property
     def ratios(self) -> list[float]:
-        return [t / b for b, t in zip(self.times["bertkit"], self.times["transformers"])]
+        return speedups(self.times, "transformers", "bertkit")
 
     def rate(self, lib: str) -> float:
         return self.work / statistics.median(self.times[lib])
@@ -140,8 +140,7 @@ class Result:
     def report(self) -> str:
         r = self.ratios
         lines = [
-            f"RATIO {self.name}: bertkit / transformers = {statistics.median(r):.2f}x "
-            f"(min {min(r):.2f}, max {max(r):.2f}, {len(r)} repeats)",
+            f"RATIO {self.name}: bertkit / transformers = {ratio_text(r)}",
             f"  {self.unit}/s: bertkit {self.rate('bertkit'):,.0f}, transformers {self.rate('transformers'):,.0f}"
             f"  | MFU vs matmul probe ({self.matmul_flops / 1e9:.0f} GFLOP/s, {self.threads} threads): "
             f"bertkit {100 * self.mfu('bertkit'):.1f}%, transformers {100 * self.mfu('transformers'):.1f}%",
@@ -171,6 +170,18 @@ def alternate(calls: dict[str, Callable[[], object]], repeats: int, warmup: int,
                 calls[lib]()
             times[lib].append((time.perf_counter() - t) / steps)
     return times
+
+
+def speedups(times: dict[str, list[float]], baseline: str, candidate: str) -> list[float]:
+    """t_baseline / t_candidate of each repeat (> 1: the candidate is faster). The two of a repeat
+    were timed back to back (`alternate`), so a ratio sees the machine's load of that moment."""
+    return [b / c for b, c in zip(times[baseline], times[candidate])]
+
+
+def ratio_text(ratios: list[float]) -> str:
+    """How every benchmark prints a ratio: "1.23x (min 1.10, max 1.31, 7 repeats)"."""
+    return (f"{statistics.median(ratios):.2f}x (min {min(ratios):.2f}, max {max(ratios):.2f}, "
+            f"{len(ratios)} repeats)")
 
 
 # ---------------------------------------------------------------------------- memory

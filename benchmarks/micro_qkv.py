@@ -10,7 +10,6 @@ state-dict keys would stay as they are. Timed alternately (harness.alternate), m
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 
 import harness
@@ -51,9 +50,8 @@ def main(argv=None):
     times = harness.alternate({"three": three, "fused_split": fused_split, "fused_permute": fused_permute},
                               args.repeats, 2, 3)
     for name in ("fused_split", "fused_permute"):
-        r = [a / b for a, b in zip(times["three"], times[name])]
-        print(f"QKV {name} vs three GEMMs (H={H}): speed = {statistics.median(r):.2f}x "
-              f"(min {min(r):.2f}, max {max(r):.2f}, {len(r)} repeats)")
+        ratios = harness.speedups(times, "three", name)
+        print(f"QKV {name} vs three GEMMs (H={H}): speed = {harness.ratio_text(ratios)}")
 
 
 if __name__ == "__main__":

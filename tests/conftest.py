@@ -1,7 +1,11 @@
 import socket
+import warnings
 
 import pytest
 import torch
+
+from bertkit.model import BertModel
+from bertkit.tokenizer import Tokenizer
 
 # scripts/test.sh runs one pytest worker per core (pytest-xdist), so each worker takes one
 # intra-op thread; more threads than cores made small-model steps 10-20x slower (measured).
@@ -20,6 +24,30 @@ def bbc_dir():
     from bertkit.assets import bbc_dir
 
     return bbc_dir()
+
+
+@pytest.fixture(scope="session")
+def minilm2_dir(tmp_path_factory, minilm_dir):
+    """MiniLM cut to its first 2 layers, saved with its tokenizer: a real, small, fast encoder
+    (its [CLS] state carries little before layer 6, so it serves token-level tasks). Read-only."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # layers 2..5 of the checkpoint are unused on purpose
+        model = BertModel.from_pretrained(minilm_dir, num_hidden_layers=2)
+    out = tmp_path_factory.mktemp("minilm2")
+    model.save_pretrained(out, tokenizer=Tokenizer.from_pretrained(minilm_dir))
+    return str(out)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """One intra-op thread for every test, and the count restored after it, so a test that sets
+    its own (a --threads option, a benchmark) cannot leak it: tiny models gain nothing from two,
+    and on a shared 2-core machine two spinning threads per process made steps 10-25x slower
+    (measured). Module- and session-scoped fixtures rely on the setting at import above."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(autouse=True)

@@ -16,6 +16,8 @@ from bertkit.config import BertConfig
 from bertkit.heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
 from bertkit.tokenizer import Tokenizer
 
+from tests.cli_checks import assert_refused
+
 WORDS = ["the striker scored a late goal", "the bank cut interest rates", "a new film opened today",
          "who scored the goal", "rates fell again", "caf au lait"]
 LATIN1 = "caf\xe9 au lait".encode("latin-1")
@@ -44,10 +46,6 @@ def models(tmp_path_factory):
     return out
 
 
-def snapshot(root) -> set[str]:
-    return {os.path.relpath(os.path.join(d, f), root) for d, _, files in os.walk(root) for f in files}
-
-
 def run(argv, capsys, warnings_are_errors=True):
     with warnings.catch_warnings():
         # on a refusal a warning would be a second stderr line
@@ -55,17 +53,6 @@ def run(argv, capsys, warnings_are_errors=True):
         code = main([str(a) for a in argv])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
-
-
-def assert_refused(argv, capsys, workdir, *fragments):
-    """Exit code 2, one stderr line holding every fragment, no new or changed file in workdir."""
-    before = snapshot(workdir)
-    code, _, err = run(argv, capsys)
-    assert code == 2, err
-    assert err.count("\n") == 1 and err.endswith("\n"), err
-    for fragment in fragments:
-        assert fragment in err, (fragment, err)
-    assert snapshot(workdir) == before
 
 
 # ---------------------------------------------------------------------------- data files

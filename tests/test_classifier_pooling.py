@@ -125,7 +125,7 @@ def test_finetune_with_mean_pooling_end_to_end(tmp_path):
     """`bertkit finetune --set model.classifier_pooling=mean` on a tiny model: the run trains,
     the saved classifier keeps mean pooling (no pooler weights) and reloads."""
     from bertkit.cli import main
-    from tests.tasks.test_finetune import make_tiny_model
+    from tests.tasks.helpers import make_tiny_model
 
     words = "market film vote match chip bank actor party goal phone".split()
     rows = [(" ".join(words[(i + j) % 10] for j in range(5)), "ab"[i % 2]) for i in range(40)]

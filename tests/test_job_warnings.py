@@ -7,7 +7,7 @@ import warnings
 
 from bertkit import job_warnings
 from bertkit.cli import main
-from tests.tasks.test_commands import make_tiny_model
+from tests.tasks.helpers import make_tiny_model
 
 
 def warn_three_times_with_filter_changes():

@@ -6,7 +6,6 @@ and range before any work. Each case runs the commands in-process on tiny models
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -14,7 +13,6 @@ import subprocess
 import sys
 import textwrap
 import time
-import warnings
 
 import pytest
 import torch
@@ -25,6 +23,8 @@ from bertkit.model import BertModel
 from bertkit.runlock import LOCK_FILE, RunLock
 from bertkit.tokenizer import Tokenizer
 from bertkit.train import trainer as trainer_module
+
+from tests.cli_checks import assert_refused, snapshot
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PRETRAIN_CONFIG = os.path.join(ROOT, "configs", "pretrain-tiny.toml")
@@ -54,34 +54,10 @@ def sets(items):
     return [x for item in items for x in ("--set", item)]
 
 
-def snapshot(root) -> dict[str, str]:
-    """Every file under `root` with a hash of its bytes (a changed file shows too)."""
-    out = {}
-    for directory, _, files in os.walk(root):
-        for name in files:
-            path = os.path.join(directory, name)
-            with open(path, "rb") as f:
-                out[os.path.relpath(path, root)] = hashlib.sha256(f.read()).hexdigest()
-    return out
-
-
 def run(argv, capsys):
     code = main([str(a) for a in argv])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
-
-
-def assert_refused(argv, capsys, workdir, *fragments):
-    """Exit code 2, one stderr line holding every fragment, no new or changed file in workdir."""
-    before = snapshot(workdir)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # a warning would be a second stderr line
-        code, _, err = run(argv, capsys)
-    assert code == 2, err
-    assert err.count("\n") == 1 and err.endswith("\n"), err
-    for fragment in fragments:
-        assert fragment in err, (fragment, err)
-    assert snapshot(workdir) == before
 
 
 @pytest.fixture(scope="module")

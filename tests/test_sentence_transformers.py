@@ -25,14 +25,6 @@ TEXTS = ["A man is eating food.", "A man is eating a piece of bread.", "The girl
 MODES = ["cls", "mean", "max", "weightedmean", "lasttoken", "mean_sqrt_len_tokens", ("cls", "mean")]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory, minilm_dir):
     """A tiny random BERT with MiniLM's tokenizer, saved by bertkit (a plain HF directory)."""

@@ -17,14 +17,6 @@ TEXTS = ["Who wrote the letter?", "Where is the bank of the river?"]
 PAIRS = ["The letter was written by a clerk in the town hall in 1920.", "On the left, past the mill."]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def tiny(**overrides) -> bertkit.BertConfig:
     values = dict(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                   intermediate_size=64, max_position_embeddings=64, hidden_dropout_prob=0.0,

@@ -146,15 +146,22 @@ def _bertkit_key(key: str) -> str:
     return key
 
 
-def _peft_lora_config(config: LoraConfig, meta: dict, target_modules: list[str]) -> dict:
-    """adapter_config.json as PEFT's LoraConfig.save_pretrained writes it (its defaults for the
-    fields bertkit does not use)."""
+def _peft_base_fields(peft_type: str, meta: dict) -> dict:
+    """The fields every PEFT adapter_config.json starts with (those of PEFT's PeftConfig)."""
     return {
-        "peft_type": "LORA",
+        "peft_type": peft_type,
         "task_type": TASK_TYPES.get(meta["task_class"]),
         "base_model_name_or_path": meta["base_model"],
         "revision": None,
         "inference_mode": True,
+    }
+
+
+def _peft_lora_config(config: LoraConfig, meta: dict, target_modules: list[str]) -> dict:
+    """adapter_config.json as PEFT's LoraConfig.save_pretrained writes it (its defaults for the
+    fields bertkit does not use)."""
+    return {
+        **_peft_base_fields("LORA", meta),
         "r": config.r,
         "lora_alpha": int(config.alpha) if float(config.alpha).is_integer() else config.alpha,
         "lora_dropout": config.dropout,
@@ -183,11 +190,7 @@ def key_values_of(prompt: torch.Tensor, layers: int) -> torch.Tensor:
 def _peft_prefix_config(config, meta: dict, model_config: BertConfig, layers: int) -> dict:
     """adapter_config.json as PEFT's PrefixTuningConfig writes it."""
     return {
-        "peft_type": "PREFIX_TUNING",
-        "task_type": TASK_TYPES.get(meta["task_class"]),
-        "base_model_name_or_path": meta["base_model"],
-        "revision": None,
-        "inference_mode": True,
+        **_peft_base_fields("PREFIX_TUNING", meta),
         "num_virtual_tokens": config.num_virtual_tokens,
         "token_dim": model_config.hidden_size,
         "num_transformer_submodules": 1,

@@ -246,6 +246,16 @@ def _group_sizes(synsets_per_context: tuple[int, int]) -> tuple[int, int]:
     return low, high
 
 
+def _by_supersense(wordnet_dir: str | None, pos: Sequence[str]) -> dict[str, list[Synset]]:
+    """The synsets with a definition and a lemma, per supersense, in file order (new lists each
+    call: callers shuffle them in place)."""
+    by_file: dict[str, list[Synset]] = {}
+    for synset in read_wordnet(wordnet_dir, pos):
+        if synset.definition and synset.lemmas:
+            by_file.setdefault(synset.supersense, []).append(synset)
+    return by_file
+
+
 def _random_groups(by_file: dict[str, list], low: int, high: int, rng: random.Random) -> list[tuple[str, list]]:
     """Per key (a supersense) in sorted order, shuffle its items and cut them into groups of
     low..high (sizes drawn by `rng`); then shuffle all (key, group) pairs together."""
@@ -288,10 +298,7 @@ def wordnet_qa(
     if not 0.0 <= impossible_fraction < 1.0:
         raise DataError(f"impossible_fraction={impossible_fraction} must be in [0, 1)")
     rng = random.Random(f"qa:{seed}")
-    by_file: dict[str, list[Synset]] = {}
-    for synset in read_wordnet(wordnet_dir, pos):
-        if synset.definition and synset.lemmas:
-            by_file.setdefault(synset.supersense, []).append(synset)
+    by_file = _by_supersense(wordnet_dir, pos)
 
     examples: list[QAExample] = []
     for group_index, (supersense, group) in enumerate(_random_groups(by_file, low, high, rng)):
@@ -414,10 +421,7 @@ def wordnet_gloss_choice(
     if num_choices < 2:
         raise DataError(f"num_choices={num_choices} must be at least 2")
     rng = random.Random(f"gloss-choice:{seed}")
-    by_file: dict[str, list[Synset]] = {}
-    for synset in read_wordnet(wordnet_dir, pos):
-        if synset.definition and synset.lemmas:
-            by_file.setdefault(synset.supersense, []).append(synset)
+    by_file = _by_supersense(wordnet_dir, pos)
     examples: list[ChoiceExample] = []
     for synset in _shuffled([s for key in sorted(by_file) for s in by_file[key]], seed, "gloss-choice"):
         pool = by_file[synset.supersense]

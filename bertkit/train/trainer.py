@@ -61,6 +61,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 import torch
 from torch import nn
+from torch.optim.lr_scheduler import LambdaLR
 from tqdm import tqdm
 
 from ..checkpoint import load_into, read_state_dict
@@ -77,7 +78,7 @@ from .optim import build_optimizer
 from .plots import plot_curves
 from .reporting import check_report_to, open_reporter
 from .resume_check import check_resume_options
-from .schedule import SCHEDULES, WarmupDecay, build_scheduler
+from .schedule import SCHEDULES, WarmupDecay
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 STATE_FILE = "trainer_state.pt"
@@ -184,6 +185,11 @@ class TrainConfig:
     def warmup(self) -> int:
         steps = self.warmup_steps or round(self.warmup_ratio * self.max_steps)
         return min(steps, self.max_steps)
+
+    def lr_schedule(self) -> WarmupDecay:
+        """The lr multiplier of step s (schedule.py) these fields ask for; e = lr_end / lr."""
+        return WarmupDecay(self.warmup, self.max_steps, self.schedule, self.schedule_power, self.lr_end / self.lr,
+                           self.decay_ratio)
 
     @classmethod
     def from_dict(cls, values: dict) -> "TrainConfig":
@@ -308,8 +314,8 @@ class Trainer:
         self.optimizer = build_optimizer(unwrap(self.model), config.lr, config.weight_decay,
                                          config.llrd, betas=(0.9, config.adam_beta2), eps=config.adam_eps,
                                          head_lr=config.head_lr)
-        self.scheduler = build_scheduler(self.optimizer, config.warmup, config.max_steps, config.schedule,
-                                         config.schedule_power, config.lr_end / config.lr, config.decay_ratio)
+        # one multiplier for every param group's own base lr (keeps the LLRD ratios)
+        self.scheduler = LambdaLR(self.optimizer, config.lr_schedule())
         self.scaler = torch.amp.GradScaler("cuda", enabled=config.precision == "fp16")
         self.ddp_model = None  # the DDP wrapper lives only inside train(): see there
         self.sharded: ShardedTraining | None = None  # train.strategy = "fsdp": likewise
@@ -730,9 +736,7 @@ class Trainer:
         LambdaLR restores the saved multiplier's settings; extending a run (a larger
         max_steps) must instead continue on the new schedule, or the lr would stay at 0.
         """
-        cfg = self.config
-        current = WarmupDecay(cfg.warmup, cfg.max_steps, cfg.schedule, cfg.schedule_power, cfg.lr_end / cfg.lr,
-                              cfg.decay_ratio)
+        current = self.config.lr_schedule()
         saved = self.scheduler.lr_lambdas[0]
         if vars(saved) == vars(current):
             return

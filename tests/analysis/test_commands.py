@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import random
 import re
-import warnings
 
 import numpy as np
 import pytest
@@ -14,20 +13,6 @@ from bertkit.analysis.viewer import attention_from_page_data
 from bertkit.cli import main
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture(scope="module")
-def two_layer_dir(tmp_path_factory, minilm_dir):
-    """MiniLM cut to its first 2 layers (a real, small encoder), saved with its tokenizer."""
-    from bertkit.model import BertModel
-    from bertkit.tokenizer import Tokenizer
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # layers 2..5 are unused on purpose
-        model = BertModel.from_pretrained(minilm_dir, num_hidden_layers=2)
-    out = tmp_path_factory.mktemp("minilm2")
-    model.save_pretrained(out, tokenizer=Tokenizer.from_pretrained(minilm_dir))
-    return str(out)
 
 
 def _one_line_error(capsys) -> str:
@@ -82,11 +67,11 @@ def test_attention_single_head_png_and_bad_indexes(minilm_dir, tmp_path, capsys)
     assert "heads 0..11" in _one_line_error(capsys)
 
 
-def test_attention_truncates_long_text_with_a_warning(two_layer_dir, tmp_path, capsys):
+def test_attention_truncates_long_text_with_a_warning(minilm2_dir, tmp_path, capsys):
     stats = tmp_path / "s.jsonl"
     html = tmp_path / "v.html"
     text = " ".join(["word"] * 40)
-    assert main(["attention", "--model", two_layer_dir, text, "--max-length", "16",
+    assert main(["attention", "--model", minilm2_dir, text, "--max-length", "16",
                  "--stats", str(stats), "--html", str(html)]) == 0
     captured = capsys.readouterr()
     assert "42 tokens" in captured.err and "truncated to the first 16" in captured.err
@@ -121,17 +106,17 @@ def _results(out):
     return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
 
 
-def test_probe_finds_labels_that_are_in_the_features(two_layer_dir, tmp_path, capsys):
+def test_probe_finds_labels_that_are_in_the_features(minilm2_dir, tmp_path, capsys):
     # Row/label misalignment (e.g. after the length sort) would drop these to chance.
     sentences, words = _topic_files(tmp_path)
     out = tmp_path / "sent"
-    assert main(["probe", "--model", two_layer_dir, "--task", str(sentences), "--out", str(out)]) == 0
+    assert main(["probe", "--model", minilm2_dir, "--task", str(sentences), "--out", str(out)]) == 0
     rows = _results(out)
     assert [r["layer"] for r in rows] == [0, 1, 2] and rows[0]["majority"] == pytest.approx(0.5)
     assert max(r["accuracy"] for r in rows) >= 0.95
 
     out = tmp_path / "tok"
-    assert main(["probe", "--model", two_layer_dir, "--task", str(words), "--level", "token",
+    assert main(["probe", "--model", minilm2_dir, "--task", str(words), "--level", "token",
                  "--control", "--out", str(out)]) == 0
     rows = _results(out)
     summary = json.loads((out / "summary.json").read_text())
@@ -141,14 +126,14 @@ def test_probe_finds_labels_that_are_in_the_features(two_layer_dir, tmp_path, ca
         assert r["selectivity"] == pytest.approx(r["accuracy"] - r["control_accuracy"])
     capsys.readouterr()
 
-    assert main(["probe", "--model", two_layer_dir, "--task", str(words), "--level", "sentence",
+    assert main(["probe", "--model", minilm2_dir, "--task", str(words), "--level", "sentence",
                  "--out", str(out)]) == 2
     assert "--level token" in _one_line_error(capsys)
 
 
-def test_probe_wordnet_tokens_with_baselines(two_layer_dir, tmp_path, capsys):
+def test_probe_wordnet_tokens_with_baselines(minilm2_dir, tmp_path, capsys):
     out = tmp_path / "wn"
-    assert main(["probe", "--model", two_layer_dir, "--task", "wordnet-tokens", "--limit", "80",
+    assert main(["probe", "--model", minilm2_dir, "--task", "wordnet-tokens", "--limit", "80",
                  "--control", "--random-init", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     rows = _results(out)
@@ -159,7 +144,7 @@ def test_probe_wordnet_tokens_with_baselines(two_layer_dir, tmp_path, capsys):
     table = [line for line in printed.splitlines() if re.match(r"\s+\d\s+0\.\d{3}", line)]
     assert len(table) == 3 and "random-init" in printed and "selectivity" in printed
 
-    assert main(["probe", "--model", two_layer_dir, "--task", "nosuch-task", "--out", str(out)]) == 2
+    assert main(["probe", "--model", minilm2_dir, "--task", "nosuch-task", "--out", str(out)]) == 2
     assert "neither a built-in task" in _one_line_error(capsys)
 
 

@@ -38,14 +38,6 @@ def sets(items):
     return [x for item in items for x in ("--set", item)]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def test_triple_loss_is_its_definition():
     config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=4, num_attention_heads=4,
                         intermediate_size=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)

@@ -8,10 +8,8 @@ import re
 import shutil
 
 import pytest
-import torch
 
 from bertkit import cli
-from bertkit.objectives import OBJECTIVES
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 DOC = os.path.join(ROOT, "docs", "objectives.md")
@@ -30,16 +28,6 @@ def doc_module(tmp_path) -> str:
     path = tmp_path / "my_objectives.py"
     path.write_text(code[0], encoding="utf-8")
     return str(path)
-
-
-@pytest.fixture(autouse=True)
-def _one_thread_and_a_clean_registry():
-    before = torch.get_num_threads(), dict(OBJECTIVES)
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before[0])
-    OBJECTIVES.clear()
-    OBJECTIVES.update(before[1])
 
 
 def test_the_documented_objective_registers_trains_and_resumes(tmp_path, capsys, monkeypatch):

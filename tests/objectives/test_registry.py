@@ -15,14 +15,6 @@ from bertkit.recipes.pretrain import build_model, logged_outputs, parse_config
 SMALL_MODEL = {"hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64, "num_hidden_layers": 1}
 
 
-@pytest.fixture(autouse=True)
-def _clean_registry():
-    before = dict(OBJECTIVES)
-    yield
-    OBJECTIVES.clear()
-    OBJECTIVES.update(before)
-
-
 @pytest.mark.parametrize("name, cls, logged", [
     ("mlm", BertForMaskedLM, {}),
     ("mlm+nsp", BertForPreTraining, {"mlm_loss": "mlm_loss", "nsp_loss": "nsp_loss"}),

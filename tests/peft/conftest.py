@@ -27,16 +27,6 @@ def padded_batch(vocab_size: int = 120, batch: int = 3, length: int = 11, low: i
     return ids, mask
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """These tests run many small matmuls; on the shared 2-core machine, with other test
-    processes busy, two OpenMP threads per op were measured ~25x slower than one (spin-waits)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture
 def tiny_classifier():
     return bertkit.BertForSequenceClassification(tiny_config()).eval()

@@ -12,40 +12,12 @@ import torch
 
 from bertkit.cli import main
 from bertkit.heads import BertForSequenceClassification, BertForTokenClassification
-from bertkit.model import BertModel
 from bertkit.tasks import Collator, builtin_splits
 from bertkit.tasks.tagging import encode_words
 from bertkit.tasks.formats import write_conll
 from bertkit.tokenizer import Tokenizer
 
-
-def make_tiny_model(directory, corpus_texts) -> str:
-    """A 1-layer, hidden-32 random BERT with a 600-piece WordPiece vocabulary trained on
-    `corpus_texts`: the cheapest model for pipeline and error tests (no learning asserted)."""
-    from bertkit.config import BertConfig
-
-    directory = str(directory)
-    os.makedirs(directory, exist_ok=True)
-    corpus = os.path.join(directory, "corpus.txt")
-    with open(corpus, "w", encoding="utf-8") as f:
-        f.write("\n".join(corpus_texts) + "\n")
-    tokenizer = Tokenizer.train_wordpiece([corpus], vocab_size=600, min_frequency=1, show_progress=False)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1,
-                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
-    BertModel(config).save_pretrained(directory, tokenizer=tokenizer)
-    os.remove(corpus)
-    return directory
-
-
-@pytest.fixture(scope="module")
-def encoder(tmp_path_factory, minilm_dir):
-    """MiniLM's first 2 layers: enough for word-level tags, and fast."""
-    out = tmp_path_factory.mktemp("enc2")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = BertModel.from_pretrained(minilm_dir, num_hidden_layers=2)
-    model.save_pretrained(out, tokenizer=Tokenizer.from_pretrained(minilm_dir))
-    return str(out)
+from .helpers import make_tiny_model
 
 
 def run_cli(argv, capsys):
@@ -65,12 +37,12 @@ def tiny(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def tagger(tmp_path_factory, encoder):
+def tagger(tmp_path_factory, minilm2_dir):
     """A token classifier fine-tuned through the CLI on 320 WordNet example sentences."""
     out = str(tmp_path_factory.mktemp("tagger") / "model")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        code = main(["finetune", "--task", "token-classification", "--model", encoder, "--train",
+        code = main(["finetune", "--task", "token-classification", "--model", minilm2_dir, "--train",
                      "wordnet-tagging", "--out", out, "--no-progress", "--seed", "0",
                      "--set", "data.max_length=40", "data.max_train_examples=320",
                      "data.max_eval_examples=100", "train.epochs=2", "train.lr=5e-4", "train.log_every=5"])

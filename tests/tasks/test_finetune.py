@@ -12,12 +12,13 @@ import pytest
 import torch
 
 from bertkit.heads import BertForQuestionAnswering, BertForSequenceClassification
-from bertkit.model import BertModel
 from bertkit.recipes.finetune import finetune
 from bertkit.tasks import SUMMARY_FILE, Collator, builtin_splits, evaluate_examples, load_model, read_spec
 from bertkit.tasks.qa import encode_qa
 from bertkit.tasks.sequence import encode_texts
 from bertkit.tokenizer import Tokenizer
+
+from .helpers import make_tiny_model
 
 
 def train_rows(out_dir: str) -> list[dict]:
@@ -28,36 +29,6 @@ def train_rows(out_dir: str) -> list[dict]:
 def summary_of(out_dir: str) -> dict:
     with open(os.path.join(out_dir, SUMMARY_FILE)) as f:
         return json.load(f)
-
-
-def make_tiny_model(directory, corpus_texts) -> str:
-    """A 1-layer, hidden-32 random BERT with a 600-piece WordPiece vocabulary trained on
-    `corpus_texts`: the cheapest model for pipeline and error tests (no learning asserted)."""
-    from bertkit.config import BertConfig
-
-    directory = str(directory)
-    os.makedirs(directory, exist_ok=True)
-    corpus = os.path.join(directory, "corpus.txt")
-    with open(corpus, "w", encoding="utf-8") as f:
-        f.write("\n".join(corpus_texts) + "\n")
-    tokenizer = Tokenizer.train_wordpiece([corpus], vocab_size=600, min_frequency=1, show_progress=False)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1,
-                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
-    BertModel(config).save_pretrained(directory, tokenizer=tokenizer)
-    os.remove(corpus)
-    return directory
-
-
-@pytest.fixture(scope="session")
-def small_encoder(tmp_path_factory, minilm_dir):
-    """MiniLM cut to its first 2 layers (fast; its [CLS] state carries little before layer 6,
-    so it serves the token-level tasks)."""
-    out = tmp_path_factory.mktemp("minilm2")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = BertModel.from_pretrained(minilm_dir, num_hidden_layers=2)
-    model.save_pretrained(out, tokenizer=Tokenizer.from_pretrained(minilm_dir))
-    return str(out)
 
 
 @pytest.fixture(scope="module")
@@ -119,14 +90,14 @@ def test_classifier_reloads_in_transformers_auto_class(bbc_run):
     assert hf_tokens["input_ids"] == batch["input_ids"][0][batch["attention_mask"][0] == 1].tolist()
 
 
-def test_qa_learns_on_wordnet_glosses(tmp_path, small_encoder):
+def test_qa_learns_on_wordnet_glosses(tmp_path, minilm2_dir):
     out = str(tmp_path / "qa")
     sections = {"data": {"max_length": 96, "doc_stride": 24, "max_answer_length": 64,
                          "max_train_examples": 120, "max_eval_examples": 40},
                 "train": {"epochs": 3, "lr": 3e-4, "batch_size": 16, "log_every": 3}}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        summary = finetune("qa", small_encoder, "wordnet-qa", None, out, sections, progress=False)
+        summary = finetune("qa", minilm2_dir, "wordnet-qa", None, out, sections, progress=False)
     rows = train_rows(out)
     assert rows[-1]["loss"] < 0.6 * rows[0]["loss"]
     assert summary["spec"]["allow_no_answer"]  # the built-in set has SQuAD 2.0 no-answer questions

@@ -18,7 +18,7 @@ from bertkit.tasks import DataConfig, load_examples, read_prediction_input
 from bertkit.tasks.formats import read_choices, read_text_dataset
 from bertkit.tasks.hub_datasets import datasets_cache_dir, snake_case
 
-from .test_commands import make_tiny_model
+from .helpers import make_tiny_model
 
 datasets = pytest.importorskip("datasets")
 

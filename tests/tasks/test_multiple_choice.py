@@ -18,7 +18,7 @@ from bertkit.tasks.formats import ChoiceExample, read_choices
 from bertkit.tasks.realdata import wordnet_gloss_choice
 from bertkit.tokenizer import Tokenizer
 
-from .test_commands import make_tiny_model
+from .helpers import make_tiny_model
 
 COLOURS = ["red", "blue", "green", "black"]
 

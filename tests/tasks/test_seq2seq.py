@@ -20,7 +20,7 @@ from bertkit.tasks.realdata import wordnet_reverse_dictionary
 from bertkit.tasks.seq2seq import read_pairs
 from bertkit.tokenizer import Tokenizer
 
-from .test_commands import make_tiny_model
+from .helpers import make_tiny_model
 
 COLOURS = ["red", "blue", "green", "black", "white", "yellow"]
 

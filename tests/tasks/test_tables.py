@@ -14,7 +14,7 @@ from bertkit.errors import DataError
 from bertkit.tasks import DataConfig, load_examples
 from bertkit.tasks.formats import read_choices, read_text_dataset
 
-from .test_commands import make_tiny_model
+from .helpers import make_tiny_model
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")

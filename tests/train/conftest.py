@@ -19,14 +19,3 @@ def bbc_tok_examples(bbc_dir, tmp_path_factory):
     tok.save_pretrained(directory)
     return tok, str(directory), bbc_examples(tok, files)
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """One intra-op thread: these tiny models gain nothing from two, and on a shared 2-core
-    machine two spinning threads per process made steps 10-20x slower (measured)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)

@@ -8,7 +8,7 @@ import warnings
 import pytest
 
 from bertkit.cli import main
-from tests.tasks.test_commands import make_tiny_model
+from tests.tasks.helpers import make_tiny_model
 from tests.train.helpers import torchrun as run_torchrun
 
 TEXTS = {"sport": ["the match ended {} nil", "the striker scored {} goals", "a win by {} points"],

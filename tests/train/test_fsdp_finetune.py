@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from bertkit.checkpoint import read_state_dict
-from tests.tasks.test_commands import make_tiny_model
+from tests.tasks.helpers import make_tiny_model
 from tests.test_bad_inputs import assert_refused
 from tests.train.test_ddp_finetune import TEXTS, torchrun, write_csv
 

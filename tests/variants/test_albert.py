@@ -8,6 +8,8 @@ from bertkit.errors import ConfigError
 from bertkit.heads import BertForMaskedLM, BertForPreTraining, BertForSequenceClassification
 from bertkit.model import BertModel
 
+from .helpers import diff, perturb
+
 transformers = pytest.importorskip("transformers")
 
 
@@ -25,18 +27,6 @@ def batch():
     mask[1, 6:] = 0
     mask[2, 3:] = 0
     return ids, mask
-
-
-def perturb(model):
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.05)
-    return model.eval()
-
-
-def diff(a, b, mask=None):
-    d = a - b
-    return (d[mask.bool()] if mask is not None else d).abs().max().item()
 
 
 SHARING = [dict(num_hidden_groups=1, inner_group_num=1),  # ALBERT's default: one layer, 4 times

@@ -9,6 +9,8 @@ from bertkit.heads import BertForMaskedLM
 from bertkit.model import BertModel
 from bertkit.variants.deberta import log_buckets
 
+from .helpers import diff, perturb
+
 transformers = pytest.importorskip("transformers")
 
 
@@ -20,22 +22,11 @@ def tiny_config(**changes):
     return BertConfig.preset("tiny", **values)
 
 
-def perturb(model):
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.05)
-    return model.eval()
-
-
 def batch():
     ids = torch.randint(1, 100, (2, 30))  # longer than the exact-distance buckets
     mask = torch.ones_like(ids)
     mask[1, 20:] = 0
     return ids, mask
-
-
-def diff(a, b, mask):
-    return (a - b)[mask.bool()].abs().max().item()
 
 
 @pytest.mark.parametrize("changes", [dict(), dict(share_att_key=False, norm_rel_ebd="none"),

@@ -9,6 +9,8 @@ from bertkit.heads import BertForMaskedLM, BertForSequenceClassification
 from bertkit.objectives.electra import (ElectraForPreTraining, ElectraPretrainer, generator_config,
                                       gumbel_sample)
 
+from .helpers import perturb
+
 transformers = pytest.importorskip("transformers")
 
 
@@ -17,13 +19,6 @@ def disc_config(**changes):
                   intermediate_size=128, embedding_size=32, num_hidden_layers=2, max_position_embeddings=32)
     values.update(changes)
     return BertConfig.preset("tiny", **values)
-
-
-def perturb(model):
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.05)
-    return model.eval()
 
 
 def mlm_batch():

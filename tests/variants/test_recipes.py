@@ -19,6 +19,8 @@ from bertkit import cli
 from bertkit.errors import ConfigError
 from bertkit.recipes.pretrain import build_model, check_segments, load_config, logged_outputs, parse_config
 
+from .helpers import diff
+
 transformers = pytest.importorskip("transformers")
 pytestmark = pytest.mark.filterwarnings("ignore:.*were cut to data.max_length")
 
@@ -27,15 +29,6 @@ TINY = ["data.max_documents=40", "tokenizer.vocab_size=1000", "data.max_length=3
         "train.warmup_steps=1", "train.log_every=2", "train.eval_every=4", "train.save_every=2",
         "data.max_eval_examples=32", "model.hidden_size=64", "model.intermediate_size=128"]
 TEXTS = ["The company said its profits rose sharply last year.", "Shares fell in London on Monday.", "Goal!"]
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """One intra-op thread: tiny models gain nothing from two on the shared 2-core machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def config(name):
@@ -62,10 +55,6 @@ def encode(model_dir):
     ids, mask = torch.as_tensor(ours["input_ids"]), torch.as_tensor(ours["attention_mask"])
     assert torch.equal(theirs["input_ids"], ids)
     return ids, mask
-
-
-def max_diff(a, b, mask):
-    return (a - b)[mask.bool()].abs().max().item()
 
 
 # ---------------------------------------------------------------------------- config checks
@@ -132,7 +121,7 @@ def test_roberta_config_trains_bpe_and_loads_in_transformers(tmp_path):
     theirs = transformers.RobertaForMaskedLM.from_pretrained(model_dir).eval()
     ours = BertForMaskedLM.from_pretrained(model_dir)
     with torch.no_grad():
-        d = max_diff(ours(ids, mask).logits, theirs(input_ids=ids, attention_mask=mask).logits, mask)
+        d = diff(ours(ids, mask).logits, theirs(input_ids=ids, attention_mask=mask).logits, mask)
     assert d < 1e-4
 
 
@@ -150,7 +139,7 @@ def test_albert_config_trains_sop_and_loads_in_transformers(tmp_path):
     ours = BertForPreTraining.from_pretrained(model_dir)
     with torch.no_grad():
         a, b = ours(ids, mask), theirs(input_ids=ids, attention_mask=mask)
-    assert max_diff(a.prediction_logits, b.prediction_logits, mask) < 1e-4
+    assert diff(a.prediction_logits, b.prediction_logits, mask) < 1e-4
     assert (a.seq_relationship_logits - b.sop_logits).abs().max() < 1e-5
 
 
@@ -189,7 +178,7 @@ def test_electra_config_logs_both_losses_resumes_exactly_and_exports(electra_run
     theirs = transformers.ElectraForPreTraining.from_pretrained(disc_dir).eval()
     ours = ElectraForPreTraining.from_pretrained(disc_dir)
     with torch.no_grad():
-        assert max_diff(ours(ids, mask).logits, theirs(input_ids=ids, attention_mask=mask).logits, mask) < 1e-5
+        assert diff(ours(ids, mask).logits, theirs(input_ids=ids, attention_mask=mask).logits, mask) < 1e-5
     gen = transformers.ElectraForMaskedLM.from_pretrained(out / "checkpoint-4" / "generator")
     assert gen.config.hidden_size == 16  # a quarter of the discriminator's 64
 

@@ -9,6 +9,8 @@ from bertkit.errors import BertkitError, ConfigError
 from bertkit.heads import BertForMaskedLM, BertForSequenceClassification
 from bertkit.model import BertModel, roberta_position_ids
 
+from .helpers import diff, perturb
+
 transformers = pytest.importorskip("transformers")
 
 TINY = dict(vocab_size=120, num_hidden_layers=2, hidden_size=32, num_attention_heads=4,
@@ -28,18 +30,6 @@ def batch():
     mask[2, :4] = 0  # left padding: positions must still start at pad + 1 on the first real token
     ids[mask == 0] = 1
     return ids, mask
-
-
-def perturb(model):
-    """Random init leaves LayerNorms at 1/0 and biases at 0; make every weight matter."""
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.05)
-    return model.eval()
-
-
-def diff(a, b, mask):
-    return (a - b)[mask.bool()].abs().max().item()
 
 
 def test_preset_applies_roberta_defaults():

@@ -1,0 +1,25 @@
+"""Shared pieces for the task tests (and the DDP/FSDP fine-tuning and job tests that reuse them)."""
+
+from __future__ import annotations
+
+import os
+
+from bertkit.config import BertConfig
+from bertkit.model import BertModel
+from bertkit.tokenizer import Tokenizer
+
+
+def make_tiny_model(directory, corpus_texts) -> str:
+    """A 1-layer, hidden-32 random BERT with a 600-piece WordPiece vocabulary trained on
+    `corpus_texts`: the cheapest model for pipeline and error tests (no learning asserted)."""
+    directory = str(directory)
+    os.makedirs(directory, exist_ok=True)
+    corpus = os.path.join(directory, "corpus.txt")
+    with open(corpus, "w", encoding="utf-8") as f:
+        f.write("\n".join(corpus_texts) + "\n")
+    tokenizer = Tokenizer.train_wordpiece([corpus], vocab_size=600, min_frequency=1, show_progress=False)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
+    BertModel(config).save_pretrained(directory, tokenizer=tokenizer)
+    os.remove(corpus)
+    return directory
