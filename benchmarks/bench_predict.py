@@ -96,9 +96,9 @@ def main(argv=None):
               "padding_fixed": padding_share(lengths, fixed), "batches_fixed": len(fixed),
               "threads": args.threads, "repeats": args.repeats,
               "load_average_before": load_before, "load_average_after": os.getloadavg()}
-    print(f"LEVER batches on predict-{lo}-{hi} ({result['texts']} texts, {result['tokens']} tokens, "
-          f"{args.threads} thread(s)): on / off speed = {result['speed_median']:.3f}x "
-          f"({result['speed_min']:.3f}-{result['speed_max']:.3f}); probabilities max diff {diff:.1e}, "
+    print(f"LEVER batches on predict-{lo}-{hi}: on / off speed = {result['speed_median']:.3f}x "
+          f"({result['speed_min']:.3f}-{result['speed_max']:.3f}) on {result['texts']} texts, {result['tokens']} "
+          f"tokens, {args.threads} thread(s); probabilities max diff {diff:.1e}, "
           f"{labels_differ} labels differ; padding fixed {result['padding_fixed']:.1%} in {len(fixed)} batches, "
           f"cut {result['padding_cut']:.1%} in {len(cut)}", flush=True)
     if not args.smoke:
