@@ -11,7 +11,8 @@ path after loading: tokenization, batches, forwards, decoding, JSON rows
   off  fixed batches of 32 features sorted by length (what predict and evaluate ran before)
 
 Timed alternately with the order flipped every repeat (harness.alternate); speed =
-time(off) / time(on) per repeat, median and min-max. Before timing, the two paths' class
+time(off) / time(on) per repeat, median and min-max, in wall time and in this process's CPU
+time (one thread: the work done, less disturbed when other jobs hold the cores). Before timing, the two paths' class
 probabilities are compared (max |difference|, predicted labels that differ).
 
     python benchmarks/bench_predict.py [--texts 96] [--lengths 8 256] [--repeats 5] [--threads 1]
@@ -22,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import warnings
 
 import harness
@@ -80,10 +82,18 @@ def main(argv=None):
                for k in ("on", "off")}
     diff = max(float(np.abs(a[1] - b[1]).max()) for a, b in zip(decoded["on"], decoded["off"]))
     labels_differ = sum(a[0] != b[0] for a, b in zip(decoded["on"], decoded["off"]))
-    calls = {k: (lambda k=k: run_with(k == "on", lambda: prediction_rows(model, tokenizer, spec, inputs)))
-             for k in ("on", "off")}
-    times = harness.alternate(calls, 1 if args.smoke else args.repeats, args.warmup, 1)
+    cpu = {"on": [], "off": []}  # this process's CPU seconds per call: less disturbed by other jobs
+
+    def call(key: str) -> None:
+        started = time.process_time()
+        run_with(key == "on", lambda: prediction_rows(model, tokenizer, spec, inputs))
+        cpu[key].append(time.process_time() - started)
+
+    times = harness.alternate({k: (lambda k=k: call(k)) for k in ("on", "off")},
+                              1 if args.smoke else args.repeats, args.warmup, 1)
     speed = [f / o for o, f in zip(times["on"], times["off"])]
+    cpu = {k: v[args.warmup:] for k, v in cpu.items()}
+    cpu_speed = [f / o for o, f in zip(cpu["on"], cpu["off"])]
 
     features = encode_texts(tokenizer, examples, hi)
     lengths = [feature_length(f) for f in features]
@@ -91,6 +101,9 @@ def main(argv=None):
     result = {"texts": len(examples), "lengths": [lo, hi], "tokens": sum(lengths), "batch_size": BATCH,
               "speed_median": float(np.median(speed)), "speed_min": min(speed), "speed_max": max(speed),
               "seconds_on": float(np.median(times["on"])), "seconds_off": float(np.median(times["off"])),
+              "cpu_speed_median": float(np.median(cpu_speed)), "cpu_speed_min": min(cpu_speed),
+              "cpu_speed_max": max(cpu_speed), "cpu_seconds_on": float(np.median(cpu["on"])),
+              "cpu_seconds_off": float(np.median(cpu["off"])),
               "max_abs_diff_probabilities": diff, "labels_differ": labels_differ,
               "padding_cut": padding_share(lengths, cut), "batches_cut": len(cut),
               "padding_fixed": padding_share(lengths, fixed), "batches_fixed": len(fixed),
@@ -98,7 +111,8 @@ def main(argv=None):
               "load_average_before": load_before, "load_average_after": os.getloadavg()}
     print(f"LEVER batches on predict-{lo}-{hi}: on / off speed = {result['speed_median']:.3f}x "
           f"({result['speed_min']:.3f}-{result['speed_max']:.3f}) on {result['texts']} texts, {result['tokens']} "
-          f"tokens, {args.threads} thread(s); probabilities max diff {diff:.1e}, "
+          f"tokens, {args.threads} thread(s); CPU time {result['cpu_speed_median']:.3f}x "
+          f"({result['cpu_speed_min']:.3f}-{result['cpu_speed_max']:.3f}); probabilities max diff {diff:.1e}, "
           f"{labels_differ} labels differ; padding fixed {result['padding_fixed']:.1%} in {len(fixed)} batches, "
           f"cut {result['padding_cut']:.1%} in {len(cut)}", flush=True)
     if not args.smoke:
