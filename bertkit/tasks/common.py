@@ -179,7 +179,7 @@ def eval_order(features: Sequence[dict], batch_size: int, cut: bool = True) -> l
     """Indices of `features` in batches of near-equal length (longest first, so a memory
     problem shows at once), for inference where order does not matter: at most `batch_size`
     each, cut where the padding saved is worth more than a forward call (`length_batches`,
-    measured 1.4x on encode, docs/inference.md). `cut=False`: batches of exactly `batch_size`
+    measured 1.2-1.4x on predict, docs/inference.md). `cut=False`: batches of exactly `batch_size`
     sorted features."""
     lengths = [feature_length(f) for f in features]
     return [np.asarray(rows, dtype=np.int64)
