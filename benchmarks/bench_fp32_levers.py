@@ -9,7 +9,7 @@ min-max. Before timing, the two encoders' vectors are compared (max |difference|
   packed    oneDNN-packed weights + fused GELU        off: SentenceEncoder.pack_weights = False
   qkv       Q, K, V as one packed GEMM                off: pack_for_cpu(fuse_qkv=False)
   residual  residual add fused into the output GEMMs  off: pack_for_cpu(fuse_residual=False)
-  batches   sorted texts cut where padding costs more than a call (encode.length_batches)
+  batches   sorted texts cut where padding costs more than a call (inference_batches.length_batches)
             off: fixed batches of 32 sorted texts; the padding share of both is printed
 
     python benchmarks/bench_fp32_levers.py [--levers packed qkv residual batches] [--sets mixed short]
@@ -32,8 +32,9 @@ import torch
 
 from bench_inference import BATCH, SETS, cut_texts
 from bertkit.assets import minilm_dir
-from bertkit.encode import SentenceEncoder, length_batches
+from bertkit.encode import SentenceEncoder
 from bertkit.fastpath import pack_for_cpu
+from bertkit.inference_batches import fixed_batches, length_batches
 from bertkit.tokenizer import Tokenizer
 
 LEVERS = ("packed", "qkv", "residual", "batches")
@@ -86,8 +87,7 @@ def measure(lever: str, set_name: str, args) -> dict:
     speed = harness.speedups(times, "off", "on")
     lengths = [len(x) for x in tokenizer(texts, padding=False, truncation=True, max_length=hi,
                                          return_tensors=None)["input_ids"]]
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    fixed = [order[i:i + BATCH] for i in range(0, len(order), BATCH)]
+    fixed = fixed_batches(lengths, BATCH)
     cut = length_batches(lengths, BATCH)
     return {"lever": lever, "set": set_name, "texts": len(texts), "tokens": sum(lengths),
             "speed_median": float(np.median(speed)), "speed_min": min(speed), "speed_max": max(speed),

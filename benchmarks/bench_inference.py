@@ -43,6 +43,7 @@ import transformers
 from bertkit.assets import minilm_dir
 from bertkit.encode import SentenceEncoder
 from bertkit.export.onnx import export_model, onnx_session
+from bertkit.inference_batches import fixed_batches
 from bertkit.tokenizer import Tokenizer
 
 BATCH = 32
@@ -69,11 +70,6 @@ def cut_texts(tokenizer: Tokenizer, lo: int, hi: int, n: int, seed: int = 0) -> 
         keep = rng.randint(lo, min(hi, len(offsets) + 2)) - 2
         texts.append(text[:offsets[keep - 1][1]])
     return texts
-
-
-def sorted_batches(ids: list[list[int]]) -> list[list[int]]:
-    order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
-    return [order[i:i + BATCH] for i in range(0, len(order), BATCH)]
 
 
 def hf_encoder(directory: str, max_length: int, sort: bool):
@@ -108,7 +104,7 @@ def ort_encoder(path: str, tokenizer: Tokenizer, max_length: int, threads: int):
         enc = tokenizer(texts, padding=False, truncation=True, max_length=max_length, return_tensors=None)
         ids, types = enc["input_ids"], enc["token_type_ids"]
         out = np.empty((len(texts), 384), dtype=np.float32)
-        for rows in sorted_batches(ids):
+        for rows in fixed_batches([len(x) for x in ids], BATCH):  # sorted batches of 32, as the anchors batch
             width = max(len(ids[i]) for i in rows)
             feed = {name: np.zeros((len(rows), width), dtype=np.int64) for name in wanted}
             for j, i in enumerate(rows):

@@ -31,6 +31,25 @@ VARIANTS = {"plain": {"alpha": 0.0, "outliers": 0}, "smooth": {"alpha": 0.5, "ou
             "int8": {}}
 
 
+def text_sets(tokenizer, texts: int, titles: int, extra_titles: tuple[str, ...] = ()) -> dict[str, list[str]]:
+    """{"mixed": `texts` BBC articles cut at 8-256 tokens (seed 1), "titles": the title lines of
+    every 20th article, the first `titles` of them, then `extra_titles`}."""
+    title_lines = [harness.read_text(f).strip().split("\n")[0] for f in harness.bbc_files()[::20]][:titles]
+    return {"mixed": cut_texts(tokenizer, 8, 256, texts, seed=1), "titles": title_lines + list(extra_titles)}
+
+
+def cosines(encoder: SentenceEncoder, sets: dict[str, list[str]], reference: dict[str, np.ndarray]
+            ) -> dict[str, np.ndarray]:
+    """Per set, the cosine of each text's vector from `encoder` to its row of `reference` (the fp32
+    encoder's `encode_sets`): vectors are L2-normalised, so the row-wise dot product."""
+    return {name: (vectors * reference[name]).sum(1) for name, vectors in encode_sets(encoder, sets).items()}
+
+
+def encode_sets(encoder: SentenceEncoder, sets: dict[str, list[str]]) -> dict[str, np.ndarray]:
+    """Per set, the encoder's vectors of its texts (max_length 256, no progress bar)."""
+    return {name: encoder.encode(t, max_length=256, show_progress=False) for name, t in sets.items()}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--texts", type=int, default=384)
@@ -40,18 +59,15 @@ def main(argv=None):
     torch.set_num_threads(args.threads)
     fp32 = SentenceEncoder.from_pretrained(minilm_dir())
     original = fp32.model  # the fp32 model itself (the encoder runs a packed copy of it)
-    texts = cut_texts(fp32.tokenizer, 8, 256, args.texts, seed=1)
-    titles = [harness.read_text(f).strip().split("\n")[0] for f in harness.bbc_files()[::20]][:args.texts // 3]
-    sets = {"mixed": texts, "titles": titles}
-    reference = {name: fp32.encode(t, max_length=256, show_progress=False) for name, t in sets.items()}
+    sets = text_sets(fp32.tokenizer, args.texts, args.texts // 3)
+    reference = encode_sets(fp32, sets)
     result = {"texts": {k: len(v) for k, v in sets.items()}, "variants": {},
               "command": " ".join(["python", "benchmarks/int8_quality.py", *sys.argv[1:]])}
     for variant in args.variants:
         options = VARIANTS[variant]
         encoder = SentenceEncoder(quantize_int8(original, fp32.tokenizer, **options), fp32.tokenizer)
         row = {}
-        for name, t in sets.items():
-            cosine = (encoder.encode(t, max_length=256, show_progress=False) * reference[name]).sum(1)
+        for name, cosine in cosines(encoder, sets, reference).items():
             row[name] = {"min": float(cosine.min()), "p01": float(np.percentile(cosine, 1)),
                          "mean": float(cosine.mean()), "below_0.99": int((cosine < 0.99).sum())}
         result["variants"][variant] = row

@@ -22,8 +22,8 @@ import sys
 import time
 import warnings
 
-import harness
 from bench_inference import cut_texts
+from int8_quality import cosines, encode_sets, text_sets
 
 import numpy as np
 import torch
@@ -161,16 +161,14 @@ def main(argv=None):
     torch.set_num_threads(args.threads)
     fp32 = SentenceEncoder.from_pretrained(minilm_dir())
     original = fp32.model
-    titles = [harness.read_text(f).strip().split("\n")[0] for f in harness.bbc_files()[::20]][:111]
-    sets = {"mixed": cut_texts(fp32.tokenizer, 8, 256, args.texts, seed=1),
-            "titles": titles + ["Thanks!", "Hi", "ok"]}
-    reference = {k: fp32.encode(v, max_length=256, show_progress=False) for k, v in sets.items()}
+    sets = text_sets(fp32.tokenizer, args.texts, 111, ("Thanks!", "Hi", "ok"))
+    reference = encode_sets(fp32, sets)
     encoders = {"fp32": fp32, "shipped int8": SentenceEncoder(quantize_int8(original, fp32.tokenizer), fp32.tokenizer)}
     encoders.update({s: SentenceEncoder(build(original, fp32.tokenizer, SCHEMES[s]), fp32.tokenizer) for s in args.schemes})
     for name, encoder in list(encoders.items())[1:]:
-        cosines = {k: (encoder.encode(v, max_length=256, show_progress=False) * reference[k]).sum(1) for k, v in sets.items()}
-        print(name, {k: f"min {c.min():.4f} mean {c.mean():.4f}" for k, c in cosines.items()},
-              "Thanks!/Hi", cosines["titles"][-3:-1].round(4), flush=True)
+        cosine = cosines(encoder, sets, reference)
+        print(name, {k: f"min {c.min():.4f} mean {c.mean():.4f}" for k, c in cosine.items()},
+              "Thanks!/Hi", cosine["titles"][-3:-1].round(4), flush=True)
     speed_texts = cut_texts(fp32.tokenizer, 8, 256, args.speed_texts, seed=0)
     calls = {n: (lambda e=e: e.encode(speed_texts, max_length=256, show_progress=False)) for n, e in encoders.items()}
     times = {n: [] for n in calls}

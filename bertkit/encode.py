@@ -15,7 +15,7 @@ Hugging Face directory gets mean pooling + normalisation. Texts are encoded in b
 similar length: sorting by token count before batching removes most padding, which is pure
 waste (measured 1.7x on BBC paragraphs, see docs/benchmarks.md), and the sorted texts are cut
 into batches where that removes more padding than the extra forward call costs
-(`length_batches`); results come back in the caller's order.
+(`inference_batches.length_batches`); results come back in the caller's order.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import torch
 from .errors import CheckpointError, DataError
 from .fastpath import pack_for_cpu, weights_key
 from .hub_cache import resolve_model_dir
+from .inference_batches import fixed_batches, length_batches
 from .model import BertModel
 from .progress import progress
 from .quantize import check_quantize, quantize_int8
@@ -36,9 +37,6 @@ from .sentence_layout import SentenceLayout, has_layout, read_layout, write_layo
 from .tokenizer import Tokenizer
 
 PROGRESS_MIN_BATCHES = 20  # show_progress=None: a bar only when there are at least this many batches
-# What one more forward call costs, in padded token slots of compute (MiniLM on this CPU: a
-# 1 x 8 batch took about as long as 10-20 tokens inside a large one; docs/inference.md).
-BATCH_OVERHEAD_TOKENS = 16
 
 
 class SentenceEncoder:
@@ -148,12 +146,10 @@ class SentenceEncoder:
         ids, types = encoded["input_ids"], encoded["token_type_ids"]
         # Longest first: similar lengths share a batch, and the peak memory comes early.
         lengths = [len(x) for x in ids]
-        if self.sort_by_length and self.cut_batches:
-            batches = length_batches(lengths, batch_size)
-        else:
-            order = sorted(range(len(texts)), key=lambda i: -lengths[i]) if self.sort_by_length \
-                else list(range(len(texts)))
-            batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+        if self.sort_by_length:
+            batches = (length_batches if self.cut_batches else fixed_batches)(lengths, batch_size)
+        else:  # the caller's order (to measure what sorting buys)
+            batches = [list(range(i, min(i + batch_size, len(texts)))) for i in range(0, len(texts), batch_size)]
         if show_progress is None:
             show_progress = len(batches) >= PROGRESS_MIN_BATCHES
 
@@ -192,37 +188,6 @@ class SentenceEncoder:
         if name not in self.layout.prompts:
             raise DataError(f"no prompt named {name!r}; this model has {sorted(self.layout.prompts) or 'none'}")
         return self.layout.prompts[name]
-
-
-def length_batches(lengths: Sequence[int], batch_size: int, overhead: float = BATCH_OVERHEAD_TOKENS
-                   ) -> list[list[int]]:
-    """Indices of `lengths` in batches of at most `batch_size`, longest first, cut where it pays.
-
-    With the texts sorted by length, L_0 >= L_1 >= ... >= L_{n-1}, a batch is a run i..j-1 and
-    computes (j - i) x L_i token slots (its rows padded to its longest). The cut points minimise
-
-        sum over batches (overhead + (j - i) x L_i)
-
-    the padded slots plus a fixed cost per forward call, by dynamic programming over the run
-    starts (O(n x batch_size)): a batch is cut early where the padding it saves is worth more than
-    `overhead` slots; among equal costs the longer batch comes first, so without padding to save
-    these are fixed batches of `batch_size`, as overhead -> infinity gives.
-    """
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    sorted_lengths = [lengths[i] for i in order]
-    n = len(order)
-    best = [float("inf")] * n + [0.0]  # best[i]: least cost of the texts i..n-1
-    end_of = list(range(1, n + 1))
-    for start in range(n - 1, -1, -1):
-        for end in range(min(n, start + batch_size), start, -1):
-            cost = overhead + (end - start) * sorted_lengths[start] + best[end]
-            if cost < best[start]:
-                best[start], end_of[start] = cost, end
-    batches, start = [], 0
-    while start < n:
-        batches.append(order[start:end_of[start]])
-        start = end_of[start]
-    return batches
 
 
 def pool(hidden: torch.Tensor, mask: torch.Tensor, modes: Sequence[str], prompt_length: int = 0

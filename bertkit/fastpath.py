@@ -115,8 +115,11 @@ def check_original(model: nn.Module) -> None:
 def weights_key(model: nn.Module) -> tuple:
     """Changes whenever a parameter or buffer of `model` is changed in place (an optimizer step,
     load_state_dict, `with torch.no_grad(): w += ...`: each bumps the tensor's version counter)
-    or replaced: what a packed copy was made from, to compare with the model now."""
-    return tuple((t.data_ptr(), t._version) for t in [*model.parameters(), *model.buffers()])
+    or replaced: what a packed copy was made from, to compare with the model now. An opaque
+    oneDNN tensor (a packed copy's weight, when a copy is what the caller gave) has no data
+    pointer: its identity stands in."""
+    return tuple((t.data_ptr() if t.layout == torch.strided else id(t), t._version)
+                 for t in [*model.parameters(), *model.buffers()])
 
 
 def pack_for_cpu(model: nn.Module, fuse_qkv: bool = True, fuse_residual: bool = True) -> nn.Module:

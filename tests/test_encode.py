@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from bertkit import BertConfig, BertModel
-from bertkit.encode import SentenceEncoder, length_batches, mean_pool
+from bertkit.encode import SentenceEncoder, mean_pool
 from bertkit.errors import CheckpointError, DataError
+from bertkit.inference_batches import length_batches
 from bertkit.tokenizer import Tokenizer
 
 

@@ -119,7 +119,9 @@ def decode(model, tokenizer, examples: Sequence[TextExample], spec: TaskSpec, na
     features = encode(tokenizer, examples, spec.data, None, False, name)
     collate, device = Collator(tokenizer.pad_token_id), next(model.parameters()).device
     texts: list[str] = [""] * len(features)
-    for index in eval_order(features, spec.data.eval_batch_size):
+    # fixed batches: a generate call runs up to max_target_length decoder steps, far more than the
+    # padding a cut saves (length_batches prices a call as one encoder forward)
+    for index in eval_order(features, spec.data.eval_batch_size, cut=False):
         batch = collate([features[i] for i in index])
         out = model.generate(batch["input_ids"].to(device), batch["attention_mask"].to(device),
                              max_new_tokens=spec.data.max_target_length, num_beams=spec.data.num_beams)

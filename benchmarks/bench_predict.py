@@ -1,0 +1,127 @@
+"""`bertkit predict` on a fine-tuned-shape classifier: batches cut by padding cost vs fixed batches.
+
+The model is all-MiniLM-L6-v2's real encoder with a fresh, seeded 5-class head (BBC topics;
+the head's values do not change the cost), run as `predict` runs it on the CPU
+(`quantize.inference_copy`: oneDNN-packed fp32). The texts are BBC articles cut at random token
+counts (bench_inference.py's `cut_texts`, 8-256 tokens by default). One call is the whole predict
+path after loading: tokenization, batches, forwards, decoding, JSON rows
+(`tasks.prediction_rows`), with eval_batch_size 32:
+
+  on   batches cut where padding costs more than a forward call (inference_batches.length_batches)
+  off  fixed batches of 32 features sorted by length (what predict and evaluate ran before)
+
+Timed alternately with the order flipped every repeat (harness.alternate); speed =
+time(off) / time(on) per repeat, median and min-max, in wall time and in this process's CPU
+time (one thread: the work done, less disturbed when other jobs hold the cores). Before timing, the two paths' class
+probabilities are compared (max |difference|, predicted labels that differ).
+
+    python benchmarks/bench_predict.py [--texts 96] [--lengths 8 256] [--repeats 5] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import warnings
+
+import harness
+
+import numpy as np
+import torch
+
+from bench_fp32_levers import padding_share
+from bench_inference import BATCH, cut_texts
+from bertkit.assets import minilm_dir
+from bertkit.heads import BertForSequenceClassification
+from bertkit.quantize import inference_copy
+from bertkit.tasks import common, eval_order, feature_length, get_task, prediction_rows
+from bertkit.tasks.common import DataConfig, PredictionInput, TaskSpec
+from bertkit.tasks.formats import TextExample
+from bertkit.tasks.sequence import encode_texts
+from bertkit.tokenizer import Tokenizer
+
+TOPICS = ("business", "entertainment", "politics", "sport", "tech")
+
+
+def classifier(tokenizer: Tokenizer) -> torch.nn.Module:
+    """MiniLM's encoder with a fresh seeded head, as `predict` runs it on the CPU."""
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the head is new: its weights are missing from the checkpoint
+        model = BertForSequenceClassification.from_pretrained(minilm_dir(), id2label=dict(enumerate(TOPICS)))
+    return inference_copy(model, tokenizer)
+
+
+def run_with(cut: bool, fn):
+    """fn() with predict's batches cut by padding cost (True) or fixed (False)."""
+    common.CUT_BATCHES = cut
+    try:
+        return fn()
+    finally:
+        common.CUT_BATCHES = True
+
+
+def main(argv=None):
+    p = harness.parser(__doc__.splitlines()[0])
+    p.set_defaults(threads=1, repeats=5, warmup=1)
+    p.add_argument("--texts", type=int, default=96)
+    p.add_argument("--lengths", nargs=2, type=int, default=[8, 256], metavar=("LO", "HI"))
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    load_before = os.getloadavg()
+    lo, hi = args.lengths
+    tokenizer = Tokenizer.from_pretrained(minilm_dir())
+    model = classifier(tokenizer)
+    examples = [TextExample(t) for t in cut_texts(tokenizer, lo, hi, 8 if args.smoke else args.texts, seed=0)]
+    spec = TaskSpec("classification", DataConfig(max_length=hi, eval_batch_size=BATCH))
+    inputs = PredictionInput(examples)
+
+    decoded = {k: run_with(k == "on", lambda: get_task("classification").decode(model, tokenizer, examples, spec))
+               for k in ("on", "off")}
+    diff = max(float(np.abs(a[1] - b[1]).max()) for a, b in zip(decoded["on"], decoded["off"]))
+    labels_differ = sum(a[0] != b[0] for a, b in zip(decoded["on"], decoded["off"]))
+    cpu = {"on": [], "off": []}  # this process's CPU seconds per call: less disturbed by other jobs
+
+    def call(key: str) -> None:
+        started = time.process_time()
+        run_with(key == "on", lambda: prediction_rows(model, tokenizer, spec, inputs))
+        cpu[key].append(time.process_time() - started)
+
+    times = harness.alternate({k: (lambda k=k: call(k)) for k in ("on", "off")},
+                              1 if args.smoke else args.repeats, args.warmup, 1)
+    speed = [f / o for o, f in zip(times["on"], times["off"])]
+    cpu = {k: v[args.warmup:] for k, v in cpu.items()}
+    cpu_speed = [f / o for o, f in zip(cpu["on"], cpu["off"])]
+
+    features = encode_texts(tokenizer, examples, hi)
+    lengths = [feature_length(f) for f in features]
+    cut, fixed = eval_order(features, BATCH), eval_order(features, BATCH, cut=False)
+    result = {"texts": len(examples), "lengths": [lo, hi], "tokens": sum(lengths), "batch_size": BATCH,
+              "speed_median": float(np.median(speed)), "speed_min": min(speed), "speed_max": max(speed),
+              "seconds_on": float(np.median(times["on"])), "seconds_off": float(np.median(times["off"])),
+              "cpu_speed_median": float(np.median(cpu_speed)), "cpu_speed_min": min(cpu_speed),
+              "cpu_speed_max": max(cpu_speed), "cpu_seconds_on": float(np.median(cpu["on"])),
+              "cpu_seconds_off": float(np.median(cpu["off"])),
+              "max_abs_diff_probabilities": diff, "labels_differ": labels_differ,
+              "padding_cut": padding_share(lengths, cut), "batches_cut": len(cut),
+              "padding_fixed": padding_share(lengths, fixed), "batches_fixed": len(fixed),
+              "threads": args.threads, "repeats": args.repeats,
+              "load_average_before": load_before, "load_average_after": os.getloadavg()}
+    print(f"LEVER batches on predict-{lo}-{hi}: on / off speed = {result['speed_median']:.3f}x "
+          f"({result['speed_min']:.3f}-{result['speed_max']:.3f}) on {result['texts']} texts, {result['tokens']} "
+          f"tokens, {args.threads} thread(s); CPU time {result['cpu_speed_median']:.3f}x "
+          f"({result['cpu_speed_min']:.3f}-{result['cpu_speed_max']:.3f}); probabilities max diff {diff:.1e}, "
+          f"{labels_differ} labels differ; padding fixed {result['padding_fixed']:.1%} in {len(fixed)} batches, "
+          f"cut {result['padding_cut']:.1%} in {len(cut)}", flush=True)
+    if not args.smoke:
+        os.makedirs(harness.RESULTS_DIR, exist_ok=True)
+        name = f"predict-batches{'-' + args.label if args.label else ''}.json"
+        with open(os.path.join(harness.RESULTS_DIR, name), "w") as f:
+            json.dump({"command": " ".join(["python", "benchmarks/bench_predict.py", *sys.argv[1:]]),
+                       "result": result}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,56 @@
+"""Inference batches: inputs sorted by length and cut where padding costs more than a call.
+
+A batch is padded to its longest row, so its compute is rows x longest token slots; sorting by
+length puts similar lengths together, and cutting the sorted run into batches of different sizes
+removes most of the padding that is left. Both `SentenceEncoder.encode` (encode.py) and the task
+inference behind `bertkit predict` / `evaluate` (tasks/common.py `forward_features`) batch this
+way; the caller puts each output back at its input's position.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+# What one more forward call costs, in padded token slots of compute (MiniLM on this CPU: a
+# 1 x 8 batch took about as long as 10-20 tokens inside a large one; docs/inference.md).
+BATCH_OVERHEAD_TOKENS = 16
+
+
+def length_batches(lengths: Sequence[int], batch_size: int, overhead: float = BATCH_OVERHEAD_TOKENS
+                   ) -> list[list[int]]:
+    """Indices of `lengths` in batches of at most `batch_size`, longest first, cut where it pays.
+
+    With the texts sorted by length, L_0 >= L_1 >= ... >= L_{n-1}, a batch is a run i..j-1 and
+    computes (j - i) x L_i token slots (its rows padded to its longest). The cut points minimise
+
+        sum over batches (overhead + (j - i) x L_i)
+
+    the padded slots plus a fixed cost per forward call, by dynamic programming over the run
+    starts (O(n x batch_size)): a batch is cut early where the padding it saves is worth more than
+    `overhead` slots; among equal costs the longer batch comes first, so without padding to save
+    these are fixed batches of `batch_size`, as overhead -> infinity gives.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    sorted_lengths = [lengths[i] for i in order]
+    n = len(order)
+    best = [float("inf")] * n + [0.0]  # best[i]: least cost of the texts i..n-1
+    end_of = list(range(1, n + 1))
+    for start in range(n - 1, -1, -1):
+        for end in range(min(n, start + batch_size), start, -1):
+            cost = overhead + (end - start) * sorted_lengths[start] + best[end]
+            if cost < best[start]:
+                best[start], end_of[start] = cost, end
+    batches, start = [], 0
+    while start < n:
+        batches.append(order[start:end_of[start]])
+        start = end_of[start]
+    return batches
+
+
+def fixed_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    """Indices of `lengths` sorted longest first, in batches of exactly `batch_size` (the last
+    one smaller): what `length_batches` is measured against, and what generation uses, whose
+    calls cost far more than a forward (tasks/seq2seq.py)."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+

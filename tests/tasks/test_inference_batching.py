@@ -1,0 +1,179 @@
+"""predict and evaluate batch by padding cost (`inference_batches.length_batches`, through
+`tasks.common.eval_order`) and give the same outputs, in input order, as the fixed batches of
+sorted features they replace (`common.CUT_BATCHES = False`) and as each input run alone (no
+padding, no batching at all): tiny random models, inputs of very different lengths."""
+
+from __future__ import annotations
+
+import json
+import random
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from bertkit.cli import main
+from bertkit.config import BertConfig
+from bertkit.fastpath import pack_for_cpu
+from bertkit.heads import BertForSequenceClassification, BertForTokenClassification
+from bertkit.tasks import common, evaluate_examples, get_task, prediction_rows
+from bertkit.tasks.common import DataConfig, PredictionInput, TaskSpec, eval_order, forward_features
+from bertkit.tasks.formats import TextExample, TokenExample
+from bertkit.tasks.sequence import encode_texts
+from bertkit.tasks.tagging import encode_words
+from bertkit.tokenizer import Tokenizer
+
+WORDS = ("the match ended shares fell percent goal in last minute profits rose good film bad rain "
+         "tomorrow striker scored bank cut rates city won league title board met votes").split()
+BATCH = 8  # eval_batch_size: small, so 30 inputs make several batches to cut
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    corpus = tmp_path_factory.mktemp("corpus") / "corpus.txt"
+    rng = random.Random(0)
+    corpus.write_text("\n".join(" ".join(rng.choice(WORDS) for _ in range(12)) for _ in range(200)) + "\n",
+                      encoding="utf-8")
+    return Tokenizer.train_wordpiece([str(corpus)], vocab_size=200, min_frequency=1, show_progress=False)
+
+
+def sentences(n: int = 30, seed: int = 1) -> list[list[str]]:
+    """Word lists of 1 to 90 words (2 to ~92 tokens): lengths far apart, in shuffled order."""
+    rng = random.Random(seed)
+    lengths = [1, 2, 90, 3, 60] + [rng.randint(1, 90) for _ in range(n - 5)]
+    return [[rng.choice(WORDS) for _ in range(k)] for k in lengths]
+
+
+def tiny_config(tokenizer, **head) -> BertConfig:
+    return BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                      intermediate_size=64, max_position_embeddings=128, **head)
+
+
+def alone(model, features) -> list[np.ndarray]:
+    """Each feature's logits from a forward of that feature alone: no padding, no batching."""
+    out = []
+    with torch.no_grad():
+        for f in features:
+            logits = model(input_ids=torch.from_numpy(f["input_ids"])[None],
+                           token_type_ids=torch.from_numpy(f["token_type_ids"])[None]).logits[0]
+            out.append(logits.numpy())
+    return out
+
+
+def both_paths(monkeypatch, run):
+    """run() with batches cut by padding cost, then with fixed batches of sorted features."""
+    cut = run()
+    monkeypatch.setattr(common, "CUT_BATCHES", False)
+    fixed = run()
+    monkeypatch.setattr(common, "CUT_BATCHES", True)
+    return cut, fixed
+
+
+def test_the_cut_batches_differ_from_the_fixed_ones(tokenizer):
+    # else the comparisons below would compare a path with itself
+    features = encode_texts(tokenizer, [TextExample(" ".join(w)) for w in sentences()], 128)
+    cut, fixed = eval_order(features, BATCH), eval_order(features, BATCH, cut=False)
+    assert len(cut) > len(fixed) == 4
+    assert sorted(np.concatenate(cut).tolist()) == list(range(len(features)))  # every input once
+    assert max(len(b) for b in cut) <= BATCH
+
+
+@pytest.mark.parametrize("task, head", [
+    ("classification", {"id2label": {0: "sport", 1: "business", 2: "film"}}),
+    ("regression", {"num_labels": 1, "problem_type": "regression"}),
+    ("multi-label-classification", {"id2label": {0: "a", 1: "b", 2: "c"}, "problem_type": "multi_label_classification"}),
+])
+@pytest.mark.parametrize("pairs", [False, True])
+def test_sequence_outputs_equal_fixed_batches_and_single_inputs(tokenizer, monkeypatch, task, head, pairs):
+    model = BertForSequenceClassification(tiny_config(tokenizer, **head)).eval()
+    words = sentences()
+    examples = [TextExample(" ".join(w), " ".join(words[-1 - i][:20]) if pairs else None)
+                for i, w in enumerate(words)]
+    features = encode_texts(tokenizer, examples, 128)
+    cut, fixed = both_paths(monkeypatch, lambda: forward_features(model, features, BATCH, tokenizer.pad_token_id))
+    reference = alone(model, features)
+    assert len(cut) == len(fixed) == len(examples)
+    for i in range(len(examples)):  # row i is input i
+        np.testing.assert_allclose(cut[i], reference[i], atol=1e-5, rtol=0)
+        np.testing.assert_allclose(cut[i], fixed[i], atol=1e-5, rtol=0)
+    spec = TaskSpec(task, DataConfig(eval_batch_size=BATCH))
+    decoded, decoded_fixed = both_paths(monkeypatch, lambda: get_task(task).decode(model, tokenizer, examples, spec))
+    if task == "regression":
+        np.testing.assert_allclose(decoded, [r[0] for r in reference], atol=1e-5, rtol=0)
+        np.testing.assert_allclose(decoded, decoded_fixed, atol=1e-5, rtol=0)
+    else:
+        for (label, probs), (label_fixed, probs_fixed) in zip(decoded, decoded_fixed):
+            assert label == label_fixed
+            np.testing.assert_allclose(probs, probs_fixed, atol=1e-5, rtol=0)
+
+
+def test_predict_rows_keep_input_order_with_blank_and_duplicate_inputs(tokenizer, monkeypatch):
+    model = BertForSequenceClassification(tiny_config(tokenizer, id2label={0: "x", 1: "y", 2: "z"}))
+    model = pack_for_cpu(model.eval())  # what `bertkit predict` runs on the CPU
+    texts = [" ".join(w) for w in sentences()]
+    texts[4:4] = ["", texts[2], "   ", texts[0]]  # blank inputs, and duplicates of a long and a short one
+    inputs = PredictionInput([TextExample(t, line=n + 1) for n, t in enumerate(texts)])
+    spec = TaskSpec("classification", DataConfig(eval_batch_size=BATCH))
+    cut, fixed = both_paths(monkeypatch, lambda: prediction_rows(model, tokenizer, spec, inputs))
+    assert [r["index"] for r in cut] == list(range(len(texts))) == [r["index"] for r in fixed]
+    assert [r["line"] for r in cut] == list(range(1, len(texts) + 1))
+    assert cut[4]["label"] is None and cut[6]["probabilities"] is None  # blank: a row, no prediction
+    for copy, original in ((5, 2), (7, 0)):  # a duplicate gets its own row, with the same prediction
+        assert cut[copy]["label"] == cut[original]["label"]
+        np.testing.assert_allclose(list(cut[copy]["probabilities"].values()),
+                                   list(cut[original]["probabilities"].values()), atol=1e-5, rtol=0)
+    reference = alone(model, encode_texts(tokenizer, [TextExample(t) for t in texts if t.strip()], 128))
+    kept = [r for r in cut if r["label"] is not None]
+    for row, row_fixed, logits in zip(kept, [r for r in fixed if r["label"] is not None], reference):
+        probs = np.array(list(row["probabilities"].values()))
+        assert row["label"] == row_fixed["label"] == "xyz"[int(np.argmax(logits))]
+        np.testing.assert_allclose(probs, common.softmax(logits.astype(np.float64)), atol=1e-5, rtol=0)
+        np.testing.assert_allclose(probs, list(row_fixed["probabilities"].values()), atol=1e-5, rtol=0)
+
+
+def test_token_logits_and_tags_equal_fixed_batches_and_single_inputs(tokenizer, monkeypatch):
+    tags = ["O", "B-X", "I-X", "B-Y"]
+    model = BertForTokenClassification(tiny_config(tokenizer, id2label=dict(enumerate(tags)))).eval()
+    examples = [TokenExample(w, [tags[len(x) % 4] for x in w]) for w in sentences(seed=2)]
+    features = encode_words(tokenizer, examples, 128)
+    cut, fixed = both_paths(monkeypatch, lambda: forward_features(model, features, BATCH, tokenizer.pad_token_id))
+    for i, reference in enumerate(alone(model, features)):
+        assert cut[i].shape == fixed[i].shape == (len(features[i]["input_ids"]), 4)  # cut to its own length
+        np.testing.assert_allclose(cut[i], reference, atol=1e-5, rtol=0)
+        np.testing.assert_allclose(cut[i], fixed[i], atol=1e-5, rtol=0)
+    spec = TaskSpec("token-classification", DataConfig(eval_batch_size=BATCH))
+    task = get_task("token-classification")
+    predicted, predicted_fixed = both_paths(monkeypatch, lambda: task.decode(model, tokenizer, examples, spec))
+    assert predicted == predicted_fixed
+    assert [len(p) for p in predicted] == [len(e.tokens) for e in examples]  # one tag per word, in order
+    metrics, metrics_fixed = both_paths(monkeypatch, lambda: evaluate_examples(model, tokenizer, spec, examples))
+    assert metrics == pytest.approx(metrics_fixed, abs=1e-9)
+    # predict: a sentence without words keeps its row
+    inputs = PredictionInput(examples[:3] + [TokenExample([], [])] + examples[3:6])
+    rows = prediction_rows(model, tokenizer, spec, inputs)
+    assert [r["words"] for r in rows] == [e.tokens for e in inputs.examples]
+    assert rows[3]["tags"] == [] and [r["tags"] for r in rows[4:]] == predicted[3:6]
+
+
+def test_predict_command_writes_the_same_rows_with_cut_and_fixed_batches(tokenizer, monkeypatch, tmp_path):
+    model = BertForSequenceClassification(tiny_config(tokenizer, id2label={0: "sport", 1: "business"}))
+    model.save_pretrained(tmp_path / "model", tokenizer=tokenizer)
+    texts = [" ".join(w) for w in sentences(24, seed=3)] + ["", "good film"]
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+
+    def predict():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert main(["predict", "--model", str(tmp_path / "model"), "--input", str(tmp_path / "in.txt"),
+                         "--output", str(tmp_path / "out.jsonl"), "--set", "data.eval_batch_size=8"]) == 0
+        return [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
+
+    cut, fixed = both_paths(monkeypatch, predict)
+    assert len(cut) == len(fixed) == len(texts) and [r["index"] for r in cut] == list(range(len(texts)))
+    assert cut[-2]["label"] is None
+    for row, row_fixed in zip(cut, fixed):
+        assert row["label"] == row_fixed["label"]
+        if row["probabilities"] is not None:
+            np.testing.assert_allclose(list(row["probabilities"].values()),
+                                       list(row_fixed["probabilities"].values()), atol=1e-5, rtol=0)
