@@ -163,14 +163,27 @@ def length_phases(base: dict, steps: int, args) -> dict:
     if os.path.isfile(done):
         with open(done, encoding="utf-8") as f:
             return json.load(f)
+    one, two = phase_configs(base, steps, args, out)
+    start = time.time()
+    run_row("phase-128", one, out, args.threads)
+    run_row(f"phase-{LONG_LENGTH}", two, out, args.threads)
+    final = os.path.join(out, f"phase-{LONG_LENGTH}", f"checkpoint-{two['train']['max_steps']}")
+    metrics = evaluate_at_128(row_config(base, {}, steps, args), final, out, args.threads)
+    result = {"row": "length-phases", **{k: metrics.get(k) for k in METRICS},
+              "minutes": (time.time() - start) / 60, "steps": steps}
+    with open(done, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1)
+    return result
+
+
+def phase_configs(base: dict, steps: int, args, out: str) -> tuple[dict, dict]:
+    """The two runs of length-phases: base's recipe and lr schedule, cut at step 0.9 x steps."""
     first = round(PHASE_1_SHARE * steps)
     one = row_config(base, {"model": {**base["model"], "max_position_embeddings": LONG_LENGTH}}, steps, args)
     lr, warmup = one["train"]["lr"], one["train"]["warmup_steps"]
     # base's linear decay reaches lr * (steps - first) / (steps - warmup) at step `first`: decay to it
     switch_lr = lr * (steps - first) / (steps - warmup)
     one["train"].update(max_steps=first, schedule="polynomial", schedule_power=1.0, lr_end=switch_lr)
-    start = time.time()
-    run_row("phase-128", one, out, args.threads)
     two = row_config(base, {}, steps, args)
     two["model"] = {"init": os.path.join(out, "phase-128", f"checkpoint-{first}"), "model_type": "modernbert"}
     two["data"]["max_length"] = LONG_LENGTH
@@ -178,14 +191,7 @@ def length_phases(base: dict, steps: int, args) -> dict:
     two["data"]["max_eval_examples"] = base["data"]["max_eval_examples"] * 128 // LONG_LENGTH
     batch = base["train"]["batch_size"] * 128 // LONG_LENGTH  # the same tokens per step
     two["train"].update(max_steps=steps - first, batch_size=batch, lr=switch_lr, warmup_steps=0, schedule="linear")
-    run_row(f"phase-{LONG_LENGTH}", two, out, args.threads)
-    final = os.path.join(out, f"phase-{LONG_LENGTH}", f"checkpoint-{steps - first}")
-    metrics = evaluate_at_128(row_config(base, {}, steps, args), final, out, args.threads)
-    result = {"row": "length-phases", **{k: metrics.get(k) for k in METRICS},
-              "minutes": (time.time() - start) / 60, "steps": steps}
-    with open(done, "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=1)
-    return result
+    return one, two
 
 
 def evaluate_at_128(cfg: dict, checkpoint: str, out: str, threads: int) -> dict:
