@@ -140,20 +140,23 @@ def clean_documents(docs, train_docs: Sequence[int], eval_docs: Sequence[int], r
 
     `decode` turns a list of sentence id lists into strings (``tokenizer.batch_decode``); it is
     needed only by the sentence filters. ``stats`` counts documents, sentences and tokens before
-    and after, and what each rule dropped.
+    and after, and what each rule dropped (``held_out_copies``: the duplicates that copy a held-out
+    document).
     """
     if rules.filters_sentences and decode is None:
         raise ConfigError("data.min_words / data.min_alpha_fraction need the tokenizer to read the sentences")
     train = [int(i) for i in train_docs]
-    stats = {"train_documents": len(train), "duplicate_documents": 0, "filtered_sentences": 0,
+    stats = {"train_documents": len(train), "duplicate_documents": 0, "held_out_copies": 0, "filtered_sentences": 0,
              "emptied_documents": 0, "train_sentences": 0, "train_tokens": 0, "kept_sentences": 0, "kept_tokens": 0}
     if rules.dedup:
-        seen = {document_key(docs[int(i)]) for i in eval_docs}
+        held_out = {document_key(docs[int(i)]) for i in eval_docs}
+        seen = set(held_out)
         unique = []
         for i in train:
             key = document_key(docs[i])
             if key in seen:
                 stats["duplicate_documents"] += 1
+                stats["held_out_copies"] += key in held_out
             else:
                 seen.add(key)
                 unique.append(i)

@@ -461,7 +461,8 @@ def clean_training(cfg: PretrainConfig, which: str, docs, train_docs, eval_docs,
         atomic_write_json(path, {**report, which: cleaned.stats})
         s = cleaned.stats
         print(f"pretrain: cleaning data.{which}: {s['kept_documents']} of {s['train_documents']} training documents "
-              f"kept ({s['duplicate_documents']} duplicates, {s['emptied_documents']} emptied), "
+              f"kept ({s['duplicate_documents']} duplicates, {s['held_out_copies']} of them of held-out ones, "
+              f"{s['emptied_documents']} emptied), "
               f"{s['filtered_sentences']} sentences filtered, {s['kept_tokens']} of {s['train_tokens']} tokens kept",
               flush=True)
     return cleaned.docs, cleaned.train_docs

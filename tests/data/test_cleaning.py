@@ -58,7 +58,7 @@ def test_dedup_drops_later_copies_and_copies_of_held_out_documents():
     cleaned = clean_documents(docs, [0, 1, 2, 3, 5], [4, 6], CleaningRules(dedup=True))
     assert cleaned.train_docs.tolist() == [0, 3]
     s = cleaned.stats
-    assert (s["duplicate_documents"], s["kept_documents"], s["train_documents"]) == (3, 2, 5)
+    assert (s["duplicate_documents"], s["held_out_copies"], s["kept_documents"], s["train_documents"]) == (3, 1, 2, 5)
     assert (s["train_tokens"], s["kept_tokens"]) == (3 + 3 + 3 + 5 + 3, 3 + 5)
     assert len(cleaned.docs) == len(docs)
     assert [x.tolist() for x in cleaned.docs[5]] == [[9], [9, 9]]  # the view still serves every document
@@ -114,7 +114,7 @@ def test_the_recipe_cleans_training_documents_and_holds_out_the_same_ones(tmp_pa
     # is held out, so 1 (its copy in training) is the one dropped; "scores : 2 - 1." (3 words) goes
     assert clean.train_docs.tolist() == [0, 2, 4, 5, 8]
     stats = json.loads((out / "cleaning.json").read_text())["corpus"]
-    assert (stats["duplicate_documents"], stats["filtered_sentences"]) == (2, 1)
+    assert (stats["duplicate_documents"], stats["held_out_copies"], stats["filtered_sentences"]) == (2, 1, 1)
     assert len(clean.docs[8]) == len(plain.docs[8]) - 1
     for a, b in zip(plain.eval_batches, clean.eval_batches, strict=True):
         assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
