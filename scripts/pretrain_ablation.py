@@ -25,6 +25,23 @@ The rows (each against "base"):
     no-general    BBC only (no dictionary text mixed in)
     bert          BERT: post-LN, learned absolute positions, biases, GELU feed-forward, no dropout
     bert-relative BERT with relative_key positions (what transformers 5 cannot run)
+    bert-sinusoidal  BERT with the original Transformer's fixed sinusoidal positions
+    dedup         the training documents deduplicated (data.dedup: whole documents, as token ids)
+    dedup-filter  deduplicated, and sentences of fewer than 3 words or with less than 80% of words
+                  holding a letter dropped (data.min_words, data.min_alpha_fraction: C4's and
+                  Gopher's rules, bertkit/data/cleaning.py); both corpora, training documents only
+    wordnet       WordNet glosses and examples as the general text instead of the GCIDE dictionary
+                  (tokenized into OUT/wordnet/general-shards; its dictionary columns are WordNet's)
+    length-phases BERT's two sequence lengths: 90% of the steps at 128 tokens, then 10% at 512 from
+                  that checkpoint (model.init) with batch 8, the same tokens per step and in all
+
+The cleaning rows use the shards given (cleaning acts after the split, on token ids), so they hold
+out and score the same documents as base. The length-phases row reads the same shards too (packing
+to 512 tokens happens when examples are built); its first phase follows base's schedule exactly to
+step 0.9 x steps (a polynomial decay to the lr base has there), the second the rest of it (linear
+to 0, no warm-up); only Adam's moments restart at the switch (BERT kept them). Its phase-2
+evaluation is on 512-token examples, so the row is scored by one more evaluation of the final
+model on base's 128-token held-out batches (OUT/length-phases/eval-128.json).
 """
 
 from __future__ import annotations
@@ -37,6 +54,12 @@ import subprocess
 import sys
 import time
 import tomllib
+
+import torch
+
+from bertkit.recipes.pretrain import build_data, evaluation, make_model, parse_config
+from bertkit.tokenizer import Tokenizer
+from bertkit.train.distributed import DistContext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RECIPE = os.path.join(HERE, "..", "configs", "pretrain-mini.toml")
@@ -58,7 +81,14 @@ ROWS = {
     "no-general": {"data": {"general_fraction": 0.0}},
     "bert": {"model": BERT_MODEL},
     "bert-relative": {"model": {**BERT_MODEL, "position_embedding_type": "relative_key"}},
+    "bert-sinusoidal": {"model": {**BERT_MODEL, "position_embedding_type": "sinusoidal"}},
+    "dedup": {"data": {"dedup": True}},
+    "dedup-filter": {"data": {"dedup": True, "min_words": 3, "min_alpha_fraction": 0.8}},
+    "wordnet": {"data": {"general_corpus": "wordnet"}},
+    "length-phases": {},  # two runs: see length_phases()
 }
+PHASE_1_SHARE = 0.9  # BERT: 90% of the steps at 128 tokens, the rest at 512
+LONG_LENGTH = 512
 METRICS = ("mlm_loss", "mlm_accuracy", "mlm_replaced_accuracy", "general_mlm_loss", "general_mlm_accuracy")
 
 
@@ -125,6 +155,55 @@ def run_row(name: str, cfg: dict, out: str, threads: int) -> dict:
             "steps": result["step"]}
 
 
+def length_phases(base: dict, steps: int, args) -> dict:
+    """The length-phases row: phase 1 at 128 tokens, phase 2 at 512 from its last checkpoint,
+    then an evaluation of the final model on the 128-token held-out batches every row reads."""
+    out = os.path.join(args.out, "length-phases")
+    done = os.path.join(out, "eval-128.json")
+    if os.path.isfile(done):
+        with open(done, encoding="utf-8") as f:
+            return json.load(f)
+    one, two = phase_configs(base, steps, args, out)
+    start = time.time()
+    run_row("phase-128", one, out, args.threads)
+    run_row(f"phase-{LONG_LENGTH}", two, out, args.threads)
+    final = os.path.join(out, f"phase-{LONG_LENGTH}", f"checkpoint-{two['train']['max_steps']}")
+    metrics = evaluate_at_128(row_config(base, {}, steps, args), final, out, args.threads)
+    result = {"row": "length-phases", **{k: metrics.get(k) for k in METRICS},
+              "minutes": (time.time() - start) / 60, "steps": steps}
+    with open(done, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1)
+    return result
+
+
+def phase_configs(base: dict, steps: int, args, out: str) -> tuple[dict, dict]:
+    """The two runs of length-phases: base's recipe and lr schedule, cut at step 0.9 x steps."""
+    first = round(PHASE_1_SHARE * steps)
+    one = row_config(base, {"model": {**base["model"], "max_position_embeddings": LONG_LENGTH}}, steps, args)
+    lr, warmup = one["train"]["lr"], one["train"]["warmup_steps"]
+    # base's linear decay reaches lr * (steps - first) / (steps - warmup) at step `first`: decay to it
+    switch_lr = lr * (steps - first) / (steps - warmup)
+    one["train"].update(max_steps=first, schedule="polynomial", schedule_power=1.0, lr_end=switch_lr)
+    two = row_config(base, {}, steps, args)
+    two["model"] = {"init": os.path.join(out, "phase-128", f"checkpoint-{first}"), "model_type": "modernbert"}
+    two["data"]["max_length"] = LONG_LENGTH
+    # its own 512-token evaluation is not the row's score: hold it to base's held-out tokens
+    two["data"]["max_eval_examples"] = base["data"]["max_eval_examples"] * 128 // LONG_LENGTH
+    batch = base["train"]["batch_size"] * 128 // LONG_LENGTH  # the same tokens per step
+    two["train"].update(max_steps=steps - first, batch_size=batch, lr=switch_lr, warmup_steps=0, schedule="linear")
+    return one, two
+
+
+def evaluate_at_128(cfg: dict, checkpoint: str, out: str, threads: int) -> dict:
+    """The held-out metrics of `checkpoint` on the batches a 128-token row evaluates on."""
+    cfg = parse_config({**cfg, "model": {"init": checkpoint, "model_type": "modernbert"}})
+    tokenizer = Tokenizer.from_pretrained(checkpoint)
+    data = build_data(cfg, cfg.objective, tokenizer, os.path.join(out, "eval-128"), DistContext())
+    torch.set_num_threads(threads)
+    model = make_model(cfg, tokenizer).eval()
+    return evaluation(cfg.objective, data, cfg.train.seed)(model)
+
+
 def markdown(results: list[dict]) -> str:
     lines = ["| row | steps | BBC held-out MLM loss | MLM accuracy | where replaced | dictionary loss / accuracy | minutes |",
              "|---|---|---|---|---|---|---|"]
@@ -151,7 +230,10 @@ def main() -> None:
         base = tomllib.load(f)
     results = []
     for name in args.rows:
-        results.append(run_row(name, row_config(base, ROWS[name], args.steps, args), args.out, args.threads))
+        if name == "length-phases":
+            results.append(length_phases(base, args.steps, args))
+        else:
+            results.append(run_row(name, row_config(base, ROWS[name], args.steps, args), args.out, args.threads))
         print(f"{name}: {results[-1]}", flush=True)
     with open(os.path.join(args.out, "ablation.json"), "w", encoding="utf-8") as f:
         json.dump(results, f, indent=1)

@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..config import SIZE_PRESETS, BertConfig
+from ..data.cleaning import CleaningRules, clean_documents
 from ..data.collate import STRATEGIES
 from ..data.corpus import open_corpus
 from ..data.documents import first, shard_documents, split_documents
@@ -118,6 +119,10 @@ class DataSection:
     general_max_documents: int = 0  # 0 = the whole general corpus
     streaming: bool = False  # True: examples built lazily per block (corpora larger than memory)
     block_docs: int = 256  # streaming: documents whose examples are built and shuffled together
+    # Cleaning of the training documents after the split (data/cleaning.py; held-out ones are kept):
+    dedup: bool = False  # drop training documents equal (as token ids) to a held-out or an earlier one
+    min_words: int = 0  # drop training sentences with fewer words (0 = off; C4 keeps lines of >= 5)
+    min_alpha_fraction: float = 0.0  # drop training sentences with a smaller share of words with a letter (Gopher: 0.8)
 
     def __post_init__(self):
         builders = get_objective(self.objective).builders
@@ -140,6 +145,7 @@ class DataSection:
                 raise ConfigError(f"data.{name} must be an integer >= {0 if name == 'max_documents' else 1}, "
                                   f"got {getattr(self, name)!r}")
         check_data_section(self)
+        cleaning_rules(self)  # data.dedup, min_words, min_alpha_fraction: checked now
 
 
 @dataclass
@@ -401,8 +407,12 @@ def build_data(cfg: PretrainConfig, objective: Objective, tokenizer, out_dir: st
     t, d = cfg.train, cfg.data
     docs = get_documents(cfg, tokenizer, out_dir, ctx.is_main, ctx)
     train_docs, eval_docs = split_documents(len(docs), d.eval_fraction, t.seed)
+    docs, train_docs = clean_training(cfg, "corpus", docs, train_docs, eval_docs, tokenizer, out_dir, ctx.is_main)
     builder = make_builder(d.builder, d.max_length, SpecialTokens.from_tokenizer(tokenizer))
     general = open_general(cfg, tokenizer, out_dir, ctx)  # None without data.general_corpus
+    if general is not None:
+        general.docs, general.train_docs = clean_training(cfg, "general_corpus", general.docs, general.train_docs,
+                                                          general.eval_docs, tokenizer, out_dir, ctx.is_main)
     if d.streaming:  # examples are built lazily, a block of documents at a time
         train_examples = None
         eval_examples = take_examples(builder, docs, eval_docs, random.Random(t.seed + 1), d.max_eval_examples)
@@ -431,6 +441,31 @@ def build_data(cfg: PretrainConfig, objective: Objective, tokenizer, out_dir: st
         general_eval_batches = _fixed_batches(general_eval, t.batch_size, collator(t.seed + 99992))
     return PretrainData(docs, train_docs, batches, data_state, eval_batches, general_eval_batches,
                         None if train_examples is None else len(train_examples), len(eval_examples))
+
+
+def cleaning_rules(data: DataSection) -> CleaningRules:
+    return CleaningRules(data.dedup, data.min_words, data.min_alpha_fraction)
+
+
+def clean_training(cfg: PretrainConfig, which: str, docs, train_docs, eval_docs, tokenizer, out_dir: str,
+                   is_main: bool):
+    """(docs, train_docs) after data.dedup / min_words / min_alpha_fraction (data/cleaning.py; the
+    held-out documents are untouched); what was dropped is printed and saved in OUT/cleaning.json."""
+    rules = cleaning_rules(cfg.data)
+    if not rules.active:
+        return docs, train_docs
+    cleaned = clean_documents(docs, train_docs, eval_docs, rules, tokenizer.batch_decode)
+    if is_main:
+        path = os.path.join(out_dir, "cleaning.json")
+        report = loads_json(read_text(path), path) if os.path.isfile(path) else {}
+        atomic_write_json(path, {**report, which: cleaned.stats})
+        s = cleaned.stats
+        print(f"pretrain: cleaning data.{which}: {s['kept_documents']} of {s['train_documents']} training documents "
+              f"kept ({s['duplicate_documents']} duplicates, {s['held_out_copies']} of them of held-out ones, "
+              f"{s['emptied_documents']} emptied), "
+              f"{s['filtered_sentences']} sentences filtered, {s['kept_tokens']} of {s['train_tokens']} tokens kept",
+              flush=True)
+    return cleaned.docs, cleaned.train_docs
 
 
 def _examples_in_memory(cfg: PretrainConfig, builder, docs, train_docs, eval_docs,

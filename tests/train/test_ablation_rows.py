@@ -1,0 +1,62 @@
+"""scripts/pretrain_ablation.py: every row is a valid recipe, and the length-phases row keeps
+base's tokens and lr schedule across its two runs."""
+
+import importlib.util
+import tomllib
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from bertkit.recipes.pretrain import parse_config
+from bertkit.train.schedule import WarmupDecay
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "pretrain_ablation.py"
+
+
+@pytest.fixture(scope="module")
+def ablation():
+    spec = importlib.util.spec_from_file_location("pretrain_ablation", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def base(ablation):
+    with open(ablation.RECIPE, "rb") as f:
+        return tomllib.load(f)
+
+
+ARGS = SimpleNamespace(tokenizer="tok", shards="shards", general_shards="general-shards", out="out")
+
+
+def test_every_row_parses(ablation, base):
+    for name, changes in ablation.ROWS.items():
+        cfg = parse_config(ablation.row_config(base, changes, 300, ARGS))
+        assert cfg.train.max_steps in (150, 300, 600), name
+    cleaned = parse_config(ablation.row_config(base, ablation.ROWS["dedup-filter"], 300, ARGS)).data
+    assert (cleaned.dedup, cleaned.min_words, cleaned.min_alpha_fraction) == (True, 3, 0.8)
+    sinusoidal = ablation.row_config(base, ablation.ROWS["bert-sinusoidal"], 300, ARGS)["model"]
+    assert sinusoidal["position_embedding_type"] == "sinusoidal"
+
+
+def lr(train: dict, step: int) -> float:
+    schedule = WarmupDecay(train["warmup_steps"], train["max_steps"], train["schedule"],
+                           train.get("schedule_power", 1.0), train.get("lr_end", 0.0) / train["lr"])
+    return train["lr"] * schedule(step)
+
+
+def test_length_phases_follow_base_schedule_with_the_same_tokens(ablation, base):
+    one, two = ablation.phase_configs(base, 300, ARGS, "out/length-phases")
+    plain = ablation.row_config(base, {}, 300, ARGS)["train"]
+    assert (one["train"]["max_steps"], two["train"]["max_steps"]) == (270, 30)
+    for step in range(270):
+        assert lr(one["train"], step) == pytest.approx(lr(plain, step), rel=1e-9, abs=1e-12)
+    for step in range(30):
+        assert lr(two["train"], step) == pytest.approx(lr(plain, 270 + step), rel=1e-9, abs=1e-12)
+    tokens = lambda cfg: cfg["train"]["batch_size"] * cfg["data"]["max_length"]  # noqa: E731
+    assert tokens(one) == tokens(two) == 32 * 128 and two["data"]["max_length"] == 512
+    assert two["model"]["init"].endswith("phase-128/checkpoint-270")
+    assert one["model"]["max_position_embeddings"] == 512  # room for phase 2's positions
+    parse_config(one), parse_config({**two, "model": {"model_type": "modernbert"}})
