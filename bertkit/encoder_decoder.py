@@ -168,10 +168,12 @@ class EncoderDecoderModel(Generates, PretrainedMixin, nn.Module):
 
     @classmethod
     def from_encoder_decoder_pretrained(cls, encoder_dir: str, decoder_dir: str,
-                                        config_overrides: dict | None = None, **ids: Any) -> "EncoderDecoderModel":
+                                        config_overrides: dict | None = None, decoder_overrides: dict | None = None,
+                                        **ids: Any) -> "EncoderDecoderModel":
         """BERT2BERT warm start: the encoder from `encoder_dir`, the decoder from `decoder_dir` made
         causal with new cross-attention layers (reported as newly initialised); `config_overrides`
-        change both configs (dropout); `ids`: the special ids of EncoderDecoderConfig
+        change both configs (dropout), `decoder_overrides` the decoder's only (num_hidden_layers=N
+        keeps the checkpoint's first N layers); `ids`: the special ids of EncoderDecoderConfig
         (decoder_start_token_id, pad_token_id, eos_token_id)."""
         for directory in (encoder_dir, decoder_dir):
             if not isinstance(read_config(directory), BertConfig):
@@ -179,7 +181,8 @@ class EncoderDecoderModel(Generates, PretrainedMixin, nn.Module):
                                   "from BERT checkpoints")
         overrides = dict(config_overrides or {})
         encoder = BertModel.from_pretrained(encoder_dir, is_decoder=False, add_cross_attention=False, **overrides)
-        decoder = BertLMHeadModel.from_pretrained(decoder_dir, is_decoder=True, add_cross_attention=True, **overrides)
+        decoder = BertLMHeadModel.from_pretrained(decoder_dir, is_decoder=True, add_cross_attention=True,
+                                                  **{**overrides, **(decoder_overrides or {})})
         return cls(EncoderDecoderConfig(encoder.config, decoder.config, **ids), encoder, decoder)
 
     @property

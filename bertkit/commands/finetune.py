@@ -2,7 +2,8 @@
 
 DATA is a file (CSV/TSV/JSONL for classification and regression, CoNLL for token
 classification, SQuAD JSON for QA, JSONL for multiple choice) or a built-in real data set
-(bbc, wordnet-supersense, wordnet-tagging, wordnet-qa, wordnet-usage-qa, wordnet-gloss-choice;
+(bbc, wordnet-supersense, wordnet-tagging, wordnet-qa, wordnet-usage-qa, wordnet-gloss-choice,
+wordnet-reverse-dictionary, wordnet-definitions;
 optionally NAME:train|dev|test), or a data set in the local Hugging Face datasets cache
 (NAME[:SPLIT], NAME:CONFIG:SPLIT; bertkit/tasks/hub_datasets.py). Settings come from `--config FILE.toml` (sections [data],
 [train], [model], [peft]) and `--set section.key=value`, e.g.

@@ -50,8 +50,8 @@ from bertkit.io import atomic_directory, atomic_write_json, loads_json, read_tex
 from bertkit.peft import DEFAULT_LR as PEFT_DEFAULT_LR
 from bertkit.peft import PEFT_KEYS, get_peft_model, make_config
 from bertkit.runlock import check_apart, is_main_process, run_lock
-from bertkit.tasks import (SUMMARY_FILE, Collator, DataConfig, Task, TaskSpec, baseline_metrics,
-                           builtin_labels, clean_metrics, evaluate_examples, feature_length, get_task,
+from bertkit.tasks import (SUMMARY_FILE, Collator, DataConfig, Task, TaskSpec, baseline_metrics, batching_length,
+                           builtin_labels, clean_metrics, evaluate_examples, get_task,
                            load_examples, parse_source, subsample)
 from bertkit.tasks.builtin import default_dev
 from bertkit.tasks.formats import build_label_map, check_labels_known
@@ -91,9 +91,10 @@ class FinetuneOptions:
 TRAIN_DEFAULTS = {"lr": 5e-5, "batch_size": 16, "warmup_ratio": 0.1, "log_every": 10, "keep_last": 1}
 # [model]: dropout overrides of the config, classifier_pooling ("pooler" | "cls" | "mean": what a
 # sequence-classification or multiple-choice head reads, bertkit/heads.py), and freeze_encoder
-# (as in continued pre-training): true trains the head only, the encoder's weights stay as loaded.
+# (as in continued pre-training): true trains the head only, the encoder's weights stay as loaded;
+# decoder_layers (seq2seq): the decoder warm-starts from the checkpoint's first N layers.
 MODEL_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout", "classifier_pooling",
-              "freeze_encoder")
+              "freeze_encoder", "decoder_layers")
 
 
 def section_keys() -> dict[str, list[str]]:
@@ -148,6 +149,9 @@ def build_recipe(sections: dict | None) -> Recipe:
         probability = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1
         if "dropout" in key and not probability:
             raise ConfigError(f"model.{key} must be a number in [0, 1), got {value!r}")
+    layers = model.get("decoder_layers")
+    if layers is not None and (not isinstance(layers, int) or isinstance(layers, bool) or layers < 1):
+        raise ConfigError(f"model.decoder_layers must be a positive integer, got {layers!r}")
     freeze = model.pop("freeze_encoder", False)
     if not isinstance(freeze, bool):
         raise ConfigError(f"model.freeze_encoder must be true or false, got {freeze!r}")
@@ -377,6 +381,8 @@ def build_model(model_dir: str, data: TaskData, recipe: Recipe, model_fn=None, p
         raise ConfigError(f"data.max_length={recipe.data.max_length} exceeds the model's "
                           f"{config.max_sequence_length} positions; use data.max_length="
                           f"{config.max_sequence_length} or less")
+    if "decoder_layers" in recipe.model and data.task.name != "seq2seq":
+        raise ConfigError(f"model.decoder_layers is for --task seq2seq (an encoder-decoder), not {data.task.name}")
     torch.manual_seed(recipe.train.seed)  # the new head's initialisation
     model = (model_fn or data.task.build_model or build_task_model)(model_dir, data.task, data.labels, recipe.model)
     if recipe.freeze_encoder:
@@ -471,7 +477,7 @@ def train_task_model(work: str, recipe: Recipe, data: TaskData, tokenizer, model
     Returns (trainer, keeper, train_config, steps_per_epoch)."""
     model, trained = models
     batches = LengthBucketedBatches(features, recipe.train.batch_size, Collator(tokenizer.pad_token_id),
-                                    lengths=[feature_length(f) for f in features], seed=recipe.train.seed,
+                                    lengths=[batching_length(f) for f in features], seed=recipe.train.seed,
                                     rank=ctx.rank, world_size=ctx.world_size)  # this rank's share
     train_config, steps_per_epoch = run_length(recipe, batches)
     keeper = BestKeeper(work, metric, recipe.options.patience, tokenizer, metric in data.task.lower_is_better)

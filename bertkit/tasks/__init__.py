@@ -11,8 +11,8 @@
 """
 
 from bertkit.tasks.builtin import BUILTIN_DATA, builtin_labels, builtin_splits, load_examples, parse_source
-from bertkit.tasks.common import (SUMMARY_FILE, Collator, DataConfig, PredictionInput, TaskSpec, clean_metrics,
-                                  eval_order, feature_length, forward_features, json_float, model_labels,
+from bertkit.tasks.common import (SUMMARY_FILE, Collator, DataConfig, PredictionInput, TaskSpec, batching_length,
+                                  clean_metrics, eval_order, feature_length, forward_features, json_float, model_labels,
                                   subsample)
 from bertkit.tasks.inference import (baseline_metrics, check_model_labels, evaluate_examples, load_for_inference,
                                      load_model, prediction_rows, read_prediction_input, read_spec)
@@ -22,7 +22,8 @@ from bertkit.tasks.spec import Task
 __all__ = [
     "TASKS", "Task", "get_task", "register_task", "task_of_config",
     "BUILTIN_DATA", "builtin_labels", "builtin_splits", "load_examples", "parse_source",
-    "SUMMARY_FILE", "Collator", "DataConfig", "PredictionInput", "TaskSpec", "clean_metrics", "eval_order",
+    "SUMMARY_FILE", "Collator", "DataConfig", "PredictionInput", "TaskSpec", "batching_length", "clean_metrics",
+    "eval_order",
     "feature_length", "forward_features", "json_float", "model_labels", "subsample",
     "baseline_metrics", "check_model_labels", "evaluate_examples", "load_for_inference", "load_model",
     "prediction_rows", "read_prediction_input", "read_spec",

@@ -20,7 +20,8 @@ from bertkit.tasks.registry import get_task
 # name -> the task it is for
 BUILTIN_DATA = {"bbc": "classification", "wordnet-supersense": "classification",
                 "wordnet-tagging": "token-classification", "wordnet-qa": "qa", "wordnet-usage-qa": "qa",
-                "wordnet-gloss-choice": "multiple-choice", "wordnet-reverse-dictionary": "seq2seq"}
+                "wordnet-gloss-choice": "multiple-choice", "wordnet-reverse-dictionary": "seq2seq",
+                "wordnet-definitions": "seq2seq"}
 SPLITS = ("train", "dev", "test")
 
 
@@ -74,6 +75,8 @@ def builtin_splits(name: str) -> dict:
         return _contiguous_split(realdata.wordnet_gloss_choice(seed=0), key=lambda e: e.id)
     if name == "wordnet-reverse-dictionary":  # one example per synset
         return _contiguous_split(realdata.wordnet_reverse_dictionary(seed=0), key=lambda e: e.text)
+    if name == "wordnet-definitions":  # a word's examples are adjacent: test words are unseen
+        return _contiguous_split(realdata.wordnet_definitions(seed=0), key=lambda e: realdata.definition_word(e.text))
     raise DataError(f"unknown built-in data {name!r}; use one of {', '.join(BUILTIN_DATA)}")
 
 

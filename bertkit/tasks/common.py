@@ -130,6 +130,12 @@ def feature_length(feature: dict) -> int:
     return max(len(row) for row in ids) if isinstance(ids, list) else len(ids)
 
 
+def batching_length(feature: dict) -> int:
+    """What training batches are bucketed by: `feature_length`, plus the target's tokens for a
+    decoder target (both the encoder's and the decoder's rows are padded per batch)."""
+    return feature_length(feature) + (len(feature["labels"]) if feature.get("decoder_target") else 0)
+
+
 def _pad(rows: Sequence[np.ndarray], width: int, value: int) -> np.ndarray:
     out = np.full((len(rows), width), value, dtype=np.int64)
     for i, row in enumerate(rows):

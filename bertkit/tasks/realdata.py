@@ -13,7 +13,8 @@
   - `wordnet_usage_qa`: reverse-dictionary QA: a definition as the question, the word it
     defines as the answer, inside a context of example sentences of related synsets (the
     context holds usages, not the definition: the model has to match meaning);
-  - `wordnet_reverse_dictionary`: a definition -> the word it defines, generated (seq2seq).
+  - `wordnet_reverse_dictionary`: a definition -> the word it defines, generated (seq2seq);
+  - `wordnet_definitions`: a word -> the definition of its most common sense, generated (seq2seq).
 Everything is deterministic given `seed`.
 """
 
@@ -467,4 +468,67 @@ def wordnet_reverse_dictionary(
         if synset.definition and synset.lemmas:
             first.setdefault(synset.definition, synset.lemmas[0])
     examples = _shuffled([TextExample(text=d, label=word) for d, word in first.items()], seed, "reverse-dictionary")
+    return examples[:limit] if limit is not None else examples
+
+
+POS_NAMES = {"noun": "noun", "verb": "verb", "adj": "adjective", "adv": "adverb"}
+
+
+@functools.lru_cache(maxsize=4)
+def _first_senses(directory: str, pos: tuple[str, ...]) -> dict[tuple[str, str], str]:
+    """(lemma, pos) -> the offset of its first sense: index.<pos> lines are `lemma pos synset_cnt
+    p_cnt [ptr_symbol...] sense_cnt tagsense_cnt synset_offset...` with the synsets in order of
+    frequency in the tagged SemCor texts (wndb(5WN)), so the first offset is the most common sense."""
+    first = {}
+    for part in pos:
+        path = Path(directory) / f"index.{part}"
+        if not path.is_file():
+            raise DataError(f"WordNet file {path} is missing; {WORDNET_HINT}")
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for line_number, line in enumerate(handle, start=1):
+                if line.startswith("  "):  # license header
+                    continue
+                fields = line.split()
+                try:
+                    first[(fields[0], part)] = fields[-int(fields[2])]
+                except (ValueError, IndexError):
+                    raise DataError(f"{path}: line {line_number} is not a WordNet index line; {WORDNET_HINT}") from None
+    return first
+
+
+def definition_word(source: str) -> str:
+    """The word of a `wordnet_definitions` source: "Bank (noun)" -> "bank" (what the split groups by)."""
+    return source.rpartition(" (")[0].lower()
+
+
+def wordnet_definitions(
+    limit: int | None = None,
+    seed: int = 0,
+    pos: Sequence[str] = POS_FILES,
+    wordnet_dir: str | None = None,
+) -> list[TextExample]:
+    """A dictionary as text generation: the source is a word and its part of speech, the target
+    the definition of its most common sense: "bank (noun)" -> "sloping land (especially the slope
+    beside a body of water)".
+
+    One example per synset: the synset's first lemma (in its own order) whose first sense in
+    index.<pos> is this synset; synsets that are no lemma's first sense are left out (95,254 of
+    117,659 remain). So a synset is the target once and a (word, part of speech) the source once
+    (different synsets may share a definition: "a variety of aster" defines 23). The examples of
+    one word (its parts of speech, compared in lower case) are adjacent, and the words are in a
+    seeded order: a split that cuts only between words (`definition_word`) never puts a word or a
+    synset in two splits, so test words are unseen in training.
+    """
+    directory = str(_wordnet_path(wordnet_dir))
+    first = _first_senses(directory, tuple(pos))
+    by_word: dict[str, list[TextExample]] = {}
+    for synset in read_wordnet(wordnet_dir, pos):
+        if not synset.definition:
+            continue
+        for lemma in synset.lemmas:
+            if first.get((lemma.lower().replace(" ", "_"), synset.pos)) == synset.offset:
+                example = TextExample(text=f"{lemma} ({POS_NAMES[synset.pos]})", label=synset.definition)
+                by_word.setdefault(lemma.lower(), []).append(example)
+                break
+    examples = [e for word in _shuffled(sorted(by_word), seed, "definitions") for e in by_word[word]]
     return examples[:limit] if limit is not None else examples

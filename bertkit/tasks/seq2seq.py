@@ -27,7 +27,7 @@ import torch
 
 from bertkit.checkpoint import read_config
 from bertkit.encoder_decoder import EncoderDecoderConfig, EncoderDecoderModel
-from bertkit.errors import DataError
+from bertkit.errors import ConfigError, DataError
 from bertkit.io import iter_jsonl
 from bertkit.tasks.common import (Collator, DataConfig, PredictionInput, TaskSpec, check_texts, eval_order,
                                   truncation_warning)
@@ -72,17 +72,28 @@ def read_inputs(path: str, data: DataConfig) -> PredictionInput:
 # ---------------------------------------------------------------------------- model and features
 def build_model(model_dir: str, task: Task, labels, overrides: dict) -> EncoderDecoderModel:
     """BERT2BERT warm-started from the BERT checkpoint `model_dir`, or the saved encoder-decoder
-    there; `overrides` (dropout) change the encoder's and the decoder's configs."""
+    there; `overrides` (dropout) change the encoder's and the decoder's configs, and
+    `decoder_layers` = N (model.decoder_layers) warm-starts the decoder from the first N layers
+    only: a shallower decoder trains faster (the encoder keeps all its layers)."""
+    overrides = dict(overrides)
+    layers = overrides.pop("decoder_layers", None)
     config = read_config(model_dir)
     if isinstance(config, EncoderDecoderConfig):
+        if layers is not None and layers != config.decoder.num_hidden_layers:
+            raise ConfigError(f"model.decoder_layers={layers}, but {model_dir} is an encoder-decoder whose decoder "
+                              f"has {config.decoder.num_hidden_layers} layers; drop the option to fine-tune it further")
         return EncoderDecoderModel.from_pretrained(model_dir, config=config.replace(
             encoder=config.encoder.replace(**overrides), decoder=config.decoder.replace(**overrides)))
+    if layers is not None and layers > config.num_hidden_layers:
+        raise ConfigError(f"model.decoder_layers={layers}, but {model_dir} has {config.num_hidden_layers} layers "
+                          f"to warm-start from; use {config.num_hidden_layers} or fewer")
     tokenizer = Tokenizer.from_pretrained(model_dir)
     with warnings.catch_warnings():  # new cross-attention layers, no pooler in the decoder: warm starting
         warnings.filterwarnings("ignore", message=".*(newly initialised|not used by this model)")
         return EncoderDecoderModel.from_encoder_decoder_pretrained(
-            model_dir, model_dir, overrides, decoder_start_token_id=tokenizer.cls_token_id,
-            pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.sep_token_id)
+            model_dir, model_dir, overrides, {} if layers is None else {"num_hidden_layers": layers},
+            decoder_start_token_id=tokenizer.cls_token_id, pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=tokenizer.sep_token_id)
 
 
 def encode(tokenizer, examples: Sequence[TextExample], data: DataConfig, label2id, training: bool,
