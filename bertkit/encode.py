@@ -33,7 +33,7 @@ from .inference_batches import fixed_batches, length_batches
 from .model import BertModel
 from .progress import progress
 from .quantize import check_quantize, quantize_int8
-from .sentence_layout import SentenceLayout, has_layout, read_layout, write_layout
+from .sentence_layout import SentenceLayout, read_layout, write_layout
 from .tokenizer import Tokenizer
 
 PROGRESS_MIN_BATCHES = 20  # show_progress=None: a bar only when there are at least this many batches
