@@ -21,7 +21,6 @@ min-max. Before timing, the two encoders' vectors are compared (max |difference|
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -123,11 +122,9 @@ def main(argv=None):
                   f"max diff {r['max_abs_diff']:.1e}; padding fixed {r['padding_fixed']:.1%} in "
                   f"{r['batches_fixed']} batches, cut {r['padding_cut']:.1%} in {r['batches_cut']}", flush=True)
     if not args.smoke:
-        os.makedirs(harness.RESULTS_DIR, exist_ok=True)
-        name = f"fp32-levers{'-' + args.label if args.label else ''}.json"
-        with open(os.path.join(harness.RESULTS_DIR, name), "w") as f:
-            json.dump({"command": " ".join(["python", "benchmarks/bench_fp32_levers.py", *sys.argv[1:]]),
-                       "load_average": os.getloadavg(), "results": results}, f, indent=1)
+        harness.write_result("fp32-levers", args.label, {
+            "command": " ".join(["python", "benchmarks/bench_fp32_levers.py", *sys.argv[1:]]),
+            "load_average": os.getloadavg(), "results": results})
 
 
 if __name__ == "__main__":

@@ -235,9 +235,7 @@ def main(argv=None):
         result = run_set(name, args, args.workdir)
         print(table(result), f"\n({time.time() - started:.0f} s)\n", flush=True)
         if not args.smoke:
-            os.makedirs(harness.RESULTS_DIR, exist_ok=True)
-            with open(os.path.join(harness.RESULTS_DIR, f"inference-{name}{'-' + args.label if args.label else ''}.json"), "w") as f:
-                json.dump(result, f, indent=1)
+            harness.write_result(f"inference-{name}", args.label, result)
 
 
 if __name__ == "__main__":

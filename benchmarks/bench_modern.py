@@ -27,8 +27,6 @@ is faster.
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
 import sys
 import tempfile
@@ -196,10 +194,7 @@ def main(argv=None):
     print(f"  tokens/s: {first} {summary[f'tokens_per_s_{first}']:,.0f}, "
           f"{second} {summary[f'tokens_per_s_{second}']:,.0f}  | notes: {notes}")
     if not args.smoke:
-        os.makedirs(harness.RESULTS_DIR, exist_ok=True)
-        fname = f"modern_{args.workload}" + (f"-{args.label}" if args.label else "") + ".json"
-        with open(os.path.join(harness.RESULTS_DIR, fname), "w") as f:
-            json.dump(summary, f, indent=1)
+        harness.write_result(f"modern_{args.workload}", args.label, summary)
     return summary
 
 

@@ -20,7 +20,6 @@ probabilities are compared (max |difference|, predicted labels that differ).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -116,11 +115,8 @@ def main(argv=None):
           f"{labels_differ} labels differ; padding fixed {result['padding_fixed']:.1%} in {len(fixed)} batches, "
           f"cut {result['padding_cut']:.1%} in {len(cut)}", flush=True)
     if not args.smoke:
-        os.makedirs(harness.RESULTS_DIR, exist_ok=True)
-        name = f"predict-batches{'-' + args.label if args.label else ''}.json"
-        with open(os.path.join(harness.RESULTS_DIR, name), "w") as f:
-            json.dump({"command": " ".join(["python", "benchmarks/bench_predict.py", *sys.argv[1:]]),
-                       "result": result}, f, indent=1)
+        harness.write_result("predict-batches", args.label, {
+            "command": " ".join(["python", "benchmarks/bench_predict.py", *sys.argv[1:]]), "result": result})
 
 
 if __name__ == "__main__":

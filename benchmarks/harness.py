@@ -259,11 +259,17 @@ def run(args, name: str, unit: str, work: float, flops: float,
         result.memory = memory_in_subprocesses(sys.argv)
     print(result.report(), flush=True)
     if not args.smoke:
-        os.makedirs(RESULTS_DIR, exist_ok=True)
-        fname = name + (f"-{args.label}" if args.label else "") + ".json"
-        with open(os.path.join(RESULTS_DIR, fname), "w") as f:
-            json.dump(result.summary(), f, indent=1)
+        write_result(name, args.label, result.summary())
     return result
+
+
+def write_result(name: str, label: str | None, payload: dict) -> str:
+    """Write `payload` to RESULTS_DIR/NAME[-LABEL].json, the file the docs cite; return its path."""
+    os.makedirs(RESULTS_DIR, exist_ok=True)
+    path = os.path.join(RESULTS_DIR, name + (f"-{label}" if label else "") + ".json")
+    with open(path, "w") as f:
+        json.dump(payload, f, indent=1)
+    return path
 
 
 # ---------------------------------------------------------------------------- real text

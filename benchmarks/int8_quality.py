@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 import harness
@@ -72,9 +71,7 @@ def main(argv=None):
                          "mean": float(cosine.mean()), "below_0.99": int((cosine < 0.99).sum())}
         result["variants"][variant] = row
         print(variant, json.dumps(row), flush=True)
-    os.makedirs(harness.RESULTS_DIR, exist_ok=True)
-    with open(os.path.join(harness.RESULTS_DIR, "int8-quality.json"), "w") as f:
-        json.dump(result, f, indent=1)
+    harness.write_result("int8-quality", None, result)
 
 
 if __name__ == "__main__":
