@@ -141,23 +141,29 @@ def _wordnet_path(wordnet_dir: str | None) -> Path:
     return Path(wordnet_dir) if wordnet_dir else Path(assets.wordnet_dir())
 
 
+def _wordnet_lines(directory: str, name: str):
+    """(path, line number, line) for each line of WordNet's file `name` after its license header
+    (the lines that start with two spaces); a missing file is a DataError that says how to get it."""
+    path = Path(directory) / name
+    if not path.is_file():
+        raise DataError(f"WordNet file {path} is missing; {WORDNET_HINT}")
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for line_number, line in enumerate(handle, start=1):
+            if not line.startswith("  "):
+                yield path, line_number, line
+
+
 @functools.lru_cache(maxsize=4)
 def _read_wordnet_cached(directory: str, pos: tuple[str, ...]) -> tuple[Synset, ...]:
     synsets = []
     for part in pos:
-        path = Path(directory) / f"data.{part}"
-        if not path.is_file():
-            raise DataError(f"WordNet file {path} is missing; {WORDNET_HINT}")
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            for line_number, line in enumerate(handle, start=1):
-                if line.startswith("  "):  # license header
-                    continue
-                try:
-                    synset = _parse_data_line(line, part)
-                except (ValueError, IndexError):
-                    raise DataError(f"{path}: line {line_number} is not a WordNet data line; {WORDNET_HINT}") from None
-                if synset is not None:
-                    synsets.append(synset)
+        for path, line_number, line in _wordnet_lines(directory, f"data.{part}"):
+            try:
+                synset = _parse_data_line(line, part)
+            except (ValueError, IndexError):
+                raise DataError(f"{path}: line {line_number} is not a WordNet data line; {WORDNET_HINT}") from None
+            if synset is not None:
+                synsets.append(synset)
     return tuple(synsets)
 
 
@@ -481,18 +487,12 @@ def _first_senses(directory: str, pos: tuple[str, ...]) -> dict[tuple[str, str],
     frequency in the tagged SemCor texts (wndb(5WN)), so the first offset is the most common sense."""
     first = {}
     for part in pos:
-        path = Path(directory) / f"index.{part}"
-        if not path.is_file():
-            raise DataError(f"WordNet file {path} is missing; {WORDNET_HINT}")
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            for line_number, line in enumerate(handle, start=1):
-                if line.startswith("  "):  # license header
-                    continue
-                fields = line.split()
-                try:
-                    first[(fields[0], part)] = fields[-int(fields[2])]
-                except (ValueError, IndexError):
-                    raise DataError(f"{path}: line {line_number} is not a WordNet index line; {WORDNET_HINT}") from None
+        for path, line_number, line in _wordnet_lines(directory, f"index.{part}"):
+            fields = line.split()
+            try:
+                first[(fields[0], part)] = fields[-int(fields[2])]
+            except (ValueError, IndexError):
+                raise DataError(f"{path}: line {line_number} is not a WordNet index line; {WORDNET_HINT}") from None
     return first
 
 
