@@ -35,7 +35,7 @@ from bench_inference import BATCH, cut_texts
 from bertkit.assets import minilm_dir
 from bertkit.heads import BertForSequenceClassification
 from bertkit.quantize import inference_copy
-from bertkit.tasks import common, eval_order, feature_length, get_task, prediction_rows
+from bertkit.tasks import eval_order, feature_length, get_task, prediction_rows
 from bertkit.tasks.common import DataConfig, PredictionInput, TaskSpec
 from bertkit.tasks.formats import TextExample
 from bertkit.tasks.sequence import encode_texts
@@ -53,15 +53,6 @@ def classifier(tokenizer: Tokenizer) -> torch.nn.Module:
     return inference_copy(model, tokenizer)
 
 
-def run_with(cut: bool, fn):
-    """fn() with predict's batches cut by padding cost (True) or fixed (False)."""
-    common.CUT_BATCHES = cut
-    try:
-        return fn()
-    finally:
-        common.CUT_BATCHES = True
-
-
 def main(argv=None):
     p = harness.parser(__doc__.splitlines()[0])
     p.set_defaults(threads=1, repeats=5, warmup=1)
@@ -74,10 +65,12 @@ def main(argv=None):
     tokenizer = Tokenizer.from_pretrained(minilm_dir())
     model = classifier(tokenizer)
     examples = [TextExample(t) for t in cut_texts(tokenizer, lo, hi, 8 if args.smoke else args.texts, seed=0)]
-    spec = TaskSpec("classification", DataConfig(max_length=hi, eval_batch_size=BATCH))
+    # the lever on and off: batches cut by padding cost, or fixed batches of sorted inputs
+    spec = {key: TaskSpec("classification", DataConfig(max_length=hi, eval_batch_size=BATCH, eval_batching=batching))
+            for key, batching in (("on", "length"), ("off", "fixed"))}
     inputs = PredictionInput(examples)
 
-    decoded = {k: run_with(k == "on", lambda: get_task("classification").decode(model, tokenizer, examples, spec))
+    decoded = {k: get_task("classification").decode(model, tokenizer, examples, spec[k])
                for k in ("on", "off")}
     diff = max(float(np.abs(a[1] - b[1]).max()) for a, b in zip(decoded["on"], decoded["off"]))
     labels_differ = sum(a[0] != b[0] for a, b in zip(decoded["on"], decoded["off"]))
@@ -85,7 +78,7 @@ def main(argv=None):
 
     def call(key: str) -> None:
         started = time.process_time()
-        run_with(key == "on", lambda: prediction_rows(model, tokenizer, spec, inputs))
+        prediction_rows(model, tokenizer, spec[key], inputs)
         cpu[key].append(time.process_time() - started)
 
     times = harness.alternate({k: (lambda k=k: call(k)) for k in ("on", "off")},

@@ -120,7 +120,7 @@ def main() -> None:
         for start in range(0, len(test), 64):
             chunk = test[start:start + 64]
             enc = encode(chunk)
-            gold = enc.pop("labels")
+            enc.pop("labels")  # the model is scored on the decoded labels below
             logits = model(**enc).logits
             if args.task == "classification":
                 predictions += [labels[j] for j in logits.argmax(-1).tolist()]

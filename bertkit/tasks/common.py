@@ -29,7 +29,7 @@ from bertkit.inference_batches import fixed_batches, length_batches
 SUMMARY_FILE = "finetune_summary.json"  # written last by `bertkit finetune`: marks a finished run
 # Model forward arguments; anything else in a feature is bookkeeping for evaluation.
 MODEL_KEYS = ("input_ids", "token_type_ids", "attention_mask", "labels", "start_positions", "end_positions")
-CUT_BATCHES = True  # False: fixed batches of eval_batch_size sorted features (to measure length_batches)
+EVAL_BATCHINGS = ("length", "fixed")
 
 
 @dataclass
@@ -51,6 +51,9 @@ class DataConfig:
     max_train_examples: int = 0  # 0 = all; else a seeded random subset
     max_eval_examples: int = 0  # 0 = all; the same for the dev / evaluation data
     eval_batch_size: int = 64
+    # inference batches of length-sorted inputs: "length" cuts them where the padding saved is
+    # worth more than a forward call (at most eval_batch_size rows); "fixed": eval_batch_size each
+    eval_batching: str = "length"
     source_column: str = "source"  # seq2seq: JSONL field of the input text
     target_column: str = "target"  # seq2seq: JSONL field of the text to generate
     max_target_length: int = 32  # seq2seq: target tokens trained on ([SEP] included) and generated at most
@@ -65,6 +68,8 @@ class DataConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError(f"data.{name} must be an integer >= 0, got {value!r}")
+        if self.eval_batching not in EVAL_BATCHINGS:
+            raise ConfigError(f"data.eval_batching must be one of {', '.join(EVAL_BATCHINGS)}, got {self.eval_batching!r}")
         if self.max_length < 8:
             raise ConfigError(f"data.max_length={self.max_length} leaves no room for text; use 64 or more")
 
@@ -203,17 +208,18 @@ def subsample(examples: list, limit: int, seed: int) -> list:
 
 # ---------------------------------------------------------------------------- inference
 @torch.no_grad()
-def forward_features(model, features: Sequence[dict], batch_size: int, pad_token_id: int) -> list:
+def forward_features(model, features: Sequence[dict], batch_size: int, pad_token_id: int,
+                     batching: str = "length") -> list:
     """Per feature, in input order: logits (C,) for sequence and multiple-choice heads, (T, C)
     for token heads, or a (start, end) pair of (T,) arrays for QA, each cut to the feature's
-    length."""
+    length. `batching` is `data.eval_batching` (see `eval_order`)."""
     collate = Collator(pad_token_id)
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
     outputs: list = [None] * len(features)
     try:
-        for index in eval_order(features, batch_size, cut=CUT_BATCHES):
+        for index in eval_order(features, batch_size, cut=batching == "length"):
             chunk = [features[i] for i in index]
             batch = collate([{k: f[k] for k in ("input_ids", "token_type_ids")} for f in chunk])
             out = model(**{k: v.to(device) for k, v in batch.items()})

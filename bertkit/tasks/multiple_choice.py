@@ -70,7 +70,8 @@ def decode(model, tokenizer, examples: Sequence[ChoiceExample], spec: TaskSpec, 
            ) -> list[np.ndarray]:
     """softmax over the choices' scores, per example."""
     features = encode_choices(tokenizer, examples, spec.data.max_length, name=name)
-    scores = forward_features(model, features, spec.data.eval_batch_size, tokenizer.pad_token_id)
+    scores = forward_features(model, features, spec.data.eval_batch_size, tokenizer.pad_token_id,
+                              spec.data.eval_batching)
     return [softmax(np.asarray(s, dtype=np.float64)) for s in scores]
 
 

@@ -110,7 +110,7 @@ def decode(model, tokenizer, examples: Sequence[QAExample], spec: TaskSpec, name
     """The best span (or no answer) of each question, over all windows of its context."""
     data = spec.data
     features = encode_qa(tokenizer, examples, data.max_length, data.doc_stride, name=name)
-    outputs = forward_features(model, features, data.eval_batch_size, tokenizer.pad_token_id)
+    outputs = forward_features(model, features, data.eval_batch_size, tokenizer.pad_token_id, data.eval_batching)
     by_example: list[list[QAFeature]] = [[] for _ in examples]
     for feature, (start, end) in zip(features, outputs):
         by_example[feature["example_index"]].append(

@@ -116,8 +116,8 @@ def _encoder(task: str):
 # ---------------------------------------------------------------------------- decoding
 def _logits(model, tokenizer, examples, spec: TaskSpec, name: str) -> np.ndarray:
     features = encode_texts(tokenizer, examples, spec.data.max_length, name=name)
-    return np.stack(forward_features(model, features, spec.data.eval_batch_size,
-                                     tokenizer.pad_token_id)).astype(np.float64)
+    return np.stack(forward_features(model, features, spec.data.eval_batch_size, tokenizer.pad_token_id,
+                                     spec.data.eval_batching)).astype(np.float64)
 
 
 def decode_classes(model, tokenizer, examples, spec: TaskSpec, name: str = "data") -> list[tuple[str, np.ndarray]]:

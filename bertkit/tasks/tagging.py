@@ -163,7 +163,8 @@ def decode(model, tokenizer, examples: Sequence[TokenExample], spec: TaskSpec, n
     """Per sentence, one predicted tag per word: the tag of the word's first sub-word (words cut
     off by truncation get "O")."""
     features = encode_words(tokenizer, examples, spec.data.max_length, name=name)
-    outputs = forward_features(model, features, spec.data.eval_batch_size, tokenizer.pad_token_id)
+    outputs = forward_features(model, features, spec.data.eval_batch_size, tokenizer.pad_token_id,
+                              spec.data.eval_batching)
     labels = model_labels(model)
     result = []
     for example, feature, logits in zip(examples, features, outputs):

@@ -2,7 +2,6 @@
 
 import os
 import re
-import time
 
 import pytest
 import torch

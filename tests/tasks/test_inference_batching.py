@@ -1,6 +1,6 @@
 """predict and evaluate batch by padding cost (`inference_batches.length_batches`, through
 `tasks.common.eval_order`) and give the same outputs, in input order, as the fixed batches of
-sorted features they replace (`common.CUT_BATCHES = False`) and as each input run alone (no
+sorted features they replace (`data.eval_batching = "fixed"`) and as each input run alone (no
 padding, no batching at all): tiny random models, inputs of very different lengths."""
 
 from __future__ import annotations
@@ -61,13 +61,13 @@ def alone(model, features) -> list[np.ndarray]:
     return out
 
 
-def both_paths(monkeypatch, run):
-    """run() with batches cut by padding cost, then with fixed batches of sorted features."""
-    cut = run()
-    monkeypatch.setattr(common, "CUT_BATCHES", False)
-    fixed = run()
-    monkeypatch.setattr(common, "CUT_BATCHES", True)
-    return cut, fixed
+def both_paths(run):
+    """run(batching) with batches cut by padding cost, then with fixed batches of sorted features."""
+    return run("length"), run("fixed")
+
+
+def spec_of(task: str, batching: str) -> TaskSpec:
+    return TaskSpec(task, DataConfig(eval_batch_size=BATCH, eval_batching=batching))
 
 
 def test_the_cut_batches_differ_from_the_fixed_ones(tokenizer):
@@ -85,20 +85,19 @@ def test_the_cut_batches_differ_from_the_fixed_ones(tokenizer):
     ("multi-label-classification", {"id2label": {0: "a", 1: "b", 2: "c"}, "problem_type": "multi_label_classification"}),
 ])
 @pytest.mark.parametrize("pairs", [False, True])
-def test_sequence_outputs_equal_fixed_batches_and_single_inputs(tokenizer, monkeypatch, task, head, pairs):
+def test_sequence_outputs_equal_fixed_batches_and_single_inputs(tokenizer, task, head, pairs):
     model = BertForSequenceClassification(tiny_config(tokenizer, **head)).eval()
     words = sentences()
     examples = [TextExample(" ".join(w), " ".join(words[-1 - i][:20]) if pairs else None)
                 for i, w in enumerate(words)]
     features = encode_texts(tokenizer, examples, 128)
-    cut, fixed = both_paths(monkeypatch, lambda: forward_features(model, features, BATCH, tokenizer.pad_token_id))
+    cut, fixed = both_paths(lambda b: forward_features(model, features, BATCH, tokenizer.pad_token_id, b))
     reference = alone(model, features)
     assert len(cut) == len(fixed) == len(examples)
     for i in range(len(examples)):  # row i is input i
         np.testing.assert_allclose(cut[i], reference[i], atol=1e-5, rtol=0)
         np.testing.assert_allclose(cut[i], fixed[i], atol=1e-5, rtol=0)
-    spec = TaskSpec(task, DataConfig(eval_batch_size=BATCH))
-    decoded, decoded_fixed = both_paths(monkeypatch, lambda: get_task(task).decode(model, tokenizer, examples, spec))
+    decoded, decoded_fixed = both_paths(lambda b: get_task(task).decode(model, tokenizer, examples, spec_of(task, b)))
     if task == "regression":
         np.testing.assert_allclose(decoded, [r[0] for r in reference], atol=1e-5, rtol=0)
         np.testing.assert_allclose(decoded, decoded_fixed, atol=1e-5, rtol=0)
@@ -108,14 +107,13 @@ def test_sequence_outputs_equal_fixed_batches_and_single_inputs(tokenizer, monke
             np.testing.assert_allclose(probs, probs_fixed, atol=1e-5, rtol=0)
 
 
-def test_predict_rows_keep_input_order_with_blank_and_duplicate_inputs(tokenizer, monkeypatch):
+def test_predict_rows_keep_input_order_with_blank_and_duplicate_inputs(tokenizer):
     model = BertForSequenceClassification(tiny_config(tokenizer, id2label={0: "x", 1: "y", 2: "z"}))
     model = pack_for_cpu(model.eval())  # what `bertkit predict` runs on the CPU
     texts = [" ".join(w) for w in sentences()]
     texts[4:4] = ["", texts[2], "   ", texts[0]]  # blank inputs, and duplicates of a long and a short one
     inputs = PredictionInput([TextExample(t, line=n + 1) for n, t in enumerate(texts)])
-    spec = TaskSpec("classification", DataConfig(eval_batch_size=BATCH))
-    cut, fixed = both_paths(monkeypatch, lambda: prediction_rows(model, tokenizer, spec, inputs))
+    cut, fixed = both_paths(lambda b: prediction_rows(model, tokenizer, spec_of("classification", b), inputs))
     assert [r["index"] for r in cut] == list(range(len(texts))) == [r["index"] for r in fixed]
     assert [r["line"] for r in cut] == list(range(1, len(texts) + 1))
     assert cut[4]["label"] is None and cut[6]["probabilities"] is None  # blank: a row, no prediction
@@ -132,44 +130,45 @@ def test_predict_rows_keep_input_order_with_blank_and_duplicate_inputs(tokenizer
         np.testing.assert_allclose(probs, list(row_fixed["probabilities"].values()), atol=1e-5, rtol=0)
 
 
-def test_token_logits_and_tags_equal_fixed_batches_and_single_inputs(tokenizer, monkeypatch):
+def test_token_logits_and_tags_equal_fixed_batches_and_single_inputs(tokenizer):
     tags = ["O", "B-X", "I-X", "B-Y"]
     model = BertForTokenClassification(tiny_config(tokenizer, id2label=dict(enumerate(tags)))).eval()
     examples = [TokenExample(w, [tags[len(x) % 4] for x in w]) for w in sentences(seed=2)]
     features = encode_words(tokenizer, examples, 128)
-    cut, fixed = both_paths(monkeypatch, lambda: forward_features(model, features, BATCH, tokenizer.pad_token_id))
+    cut, fixed = both_paths(lambda b: forward_features(model, features, BATCH, tokenizer.pad_token_id, b))
     for i, reference in enumerate(alone(model, features)):
         assert cut[i].shape == fixed[i].shape == (len(features[i]["input_ids"]), 4)  # cut to its own length
         np.testing.assert_allclose(cut[i], reference, atol=1e-5, rtol=0)
         np.testing.assert_allclose(cut[i], fixed[i], atol=1e-5, rtol=0)
-    spec = TaskSpec("token-classification", DataConfig(eval_batch_size=BATCH))
     task = get_task("token-classification")
-    predicted, predicted_fixed = both_paths(monkeypatch, lambda: task.decode(model, tokenizer, examples, spec))
+    predicted, predicted_fixed = both_paths(
+        lambda b: task.decode(model, tokenizer, examples, spec_of("token-classification", b)))
     assert predicted == predicted_fixed
     assert [len(p) for p in predicted] == [len(e.tokens) for e in examples]  # one tag per word, in order
-    metrics, metrics_fixed = both_paths(monkeypatch, lambda: evaluate_examples(model, tokenizer, spec, examples))
+    metrics, metrics_fixed = both_paths(
+        lambda b: evaluate_examples(model, tokenizer, spec_of("token-classification", b), examples))
     assert metrics == pytest.approx(metrics_fixed, abs=1e-9)
     # predict: a sentence without words keeps its row
     inputs = PredictionInput(examples[:3] + [TokenExample([], [])] + examples[3:6])
-    rows = prediction_rows(model, tokenizer, spec, inputs)
+    rows = prediction_rows(model, tokenizer, spec_of("token-classification", "length"), inputs)
     assert [r["words"] for r in rows] == [e.tokens for e in inputs.examples]
     assert rows[3]["tags"] == [] and [r["tags"] for r in rows[4:]] == predicted[3:6]
 
 
-def test_predict_command_writes_the_same_rows_with_cut_and_fixed_batches(tokenizer, monkeypatch, tmp_path):
+def test_predict_command_writes_the_same_rows_with_cut_and_fixed_batches(tokenizer, tmp_path):
     model = BertForSequenceClassification(tiny_config(tokenizer, id2label={0: "sport", 1: "business"}))
     model.save_pretrained(tmp_path / "model", tokenizer=tokenizer)
     texts = [" ".join(w) for w in sentences(24, seed=3)] + ["", "good film"]
     (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
 
-    def predict():
+    def predict(batching):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             assert main(["predict", "--model", str(tmp_path / "model"), "--input", str(tmp_path / "in.txt"),
-                         "--output", str(tmp_path / "out.jsonl"), "--set", "data.eval_batch_size=8"]) == 0
+                         "--output", str(tmp_path / "out.jsonl"), "--set", "data.eval_batch_size=8", f"data.eval_batching={batching}"]) == 0
         return [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
 
-    cut, fixed = both_paths(monkeypatch, predict)
+    cut, fixed = both_paths(predict)
     assert len(cut) == len(fixed) == len(texts) and [r["index"] for r in cut] == list(range(len(texts)))
     assert cut[-2]["label"] is None
     for row, row_fixed in zip(cut, fixed):
