@@ -3,6 +3,7 @@ trained the way its run_mlm.py example trains by default, on the same corpus, sp
 sequences, with the same wall budget and threads, one arm after the other.
 
     python benchmarks/bench_time_to_quality.py [--minutes 30] [--threads 2] [--eval-every 60] [--finetune]
+    python benchmarks/bench_time_to_quality.py --bertkit-run runs/mini --minutes 60 ...
 
 The arms
   bertkit       `bertkit pretrain --config configs/pretrain-mini.toml --set train.max_minutes=M`
@@ -11,7 +12,10 @@ The arms
                 --resume and a budget --eval-every seconds larger, and the newest checkpoint is
                 evaluated between chunks. Resuming is exact (same batches, masks, RNG and lr;
                 tests/train/test_trainer.py) and the budget counts training steps only, so the
-                chunks train as one run would.
+                chunks train as one run would. Or --bertkit-run RUN: a finished `bertkit pretrain`
+                run of the recipe (its pretrain_config.json fixes the recipe), each checkpoint it
+                saved scored at the training time its trainer state recorded (the same clock;
+                set `train.keep_last` high enough that the run keeps every checkpoint).
   transformers  `BertForMaskedLM` from a `BertConfig` of the recipe's preset size (mini: 4 layers,
                 hidden 256, 4 heads, intermediate 1024) and the tokenizer's vocabulary, trained
                 with run_mlm.py's defaults (TrainingArguments 5.x): DataCollatorForLanguageModeling
@@ -67,7 +71,7 @@ from bertkit.config import SIZE_PRESETS
 from bertkit.constants import IGNORE_INDEX
 from bertkit.heads import BertForMaskedLM as BertkitMaskedLM
 from bertkit.plotting import pyplot, save_png
-from bertkit.recipes.pretrain import build_data, get_tokenizer, load_config, make_model, vocab_size_of
+from bertkit.recipes.pretrain import build_data, get_tokenizer, load_config, make_model, parse_config, vocab_size_of
 from bertkit.train.distributed import init_distributed
 from bertkit.train.evaluate import evaluate_pretraining
 from bertkit.train.trainer import latest_checkpoint, load_trainer_state
@@ -89,6 +93,8 @@ def parse_args(argv=None):
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                    help="recipe overrides (e.g. data.max_documents=200 for a quick run)")
     p.add_argument("--work", default="/tmp/time_to_quality", help="run directories (both arms' checkpoints)")
+    p.add_argument("--bertkit-run", help="score this finished `bertkit pretrain` run as the bertkit arm "
+                                         "instead of training it here (its recipe replaces --config/--set)")
     p.add_argument("--results", default=RESULTS_DIR, help="where the JSON and PNG go")
     p.add_argument("--label", default="", help="suffix of the result file names")
     p.add_argument("--finetune", action="store_true", help="then fine-tune each arm on BBC topics")
@@ -99,12 +105,11 @@ def parse_args(argv=None):
 
 
 # ---------------------------------------------------------------------------- shared data
-def recipe_data(args, cfg):
+def recipe_data(cfg, out: str):
     """(tokenizer, train examples, held-out batches masked at EVAL_RATE): the recipe's own
-    build_data on the bertkit arm's run directory (its tokenizer and shards)."""
+    build_data on the bertkit arm's run directory `out` (its tokenizer and shards)."""
     yardstick = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, mlm_probability=EVAL_RATE))
     ctx = init_distributed("cpu")
-    out = os.path.join(args.work, "bertkit")
     tokenizer = get_tokenizer(yardstick, None, out, True, ctx)  # the one the first chunk trained
     data = build_data(yardstick, yardstick.objective, tokenizer, out, ctx)
     return tokenizer, data.batches.examples, data.eval_batches
@@ -155,7 +160,7 @@ def bertkit_arm(args, cfg) -> tuple[list[dict], dict, tuple]:
         chunk += 1
         pretrain_chunk(args, out, min(chunk * args.eval_every, budget) / 60.0, resume=chunk > 1)
         if shared is None:  # the first chunk has trained the tokenizer and written the shards
-            shared = recipe_data(args, cfg)
+            shared = recipe_data(cfg, out)
             tokenizer, _, batches = shared
             points.append({"step": 0, "train_seconds": 0.0, **heldout(make_model(cfg, tokenizer), batches)})
         checkpoint = latest_checkpoint(out)
@@ -168,9 +173,46 @@ def bertkit_arm(args, cfg) -> tuple[list[dict], dict, tuple]:
             break
     info = {"model": type(model).__name__, "parameters": sum(p.numel() for p in model.parameters()),
             "steps": step, "stopped_by": "clock" if seconds >= budget else "max_steps", "checkpoint": checkpoint,
-            "recipe": {"config": os.path.relpath(args.config, ROOT), "set": args.set,
-                       "batch_size": cfg.train.batch_size, "lr": cfg.train.lr,
-                       "mlm_probability": cfg.data.mlm_probability, "max_steps": cfg.train.max_steps}}
+            "recipe": recipe_info(cfg, {"config": os.path.relpath(args.config, ROOT), "set": args.set})}
+    return points, info, shared
+
+
+def recipe_info(cfg, source: dict) -> dict:
+    return {**source, "batch_size": cfg.train.batch_size, "lr": cfg.train.lr,
+            "mlm_probability": cfg.data.mlm_probability, "max_steps": cfg.train.max_steps}
+
+
+def run_recipe(run: str):
+    """The recipe a finished `bertkit pretrain` run trained with (its pretrain_config.json)."""
+    with open(os.path.join(run, "pretrain_config.json"), encoding="utf-8") as f:
+        return parse_config(json.load(f))
+
+
+def finished_arm(args, cfg) -> tuple[list[dict], dict, tuple]:
+    """The bertkit arm from a finished run: its checkpoints within the budget, in step order."""
+    run = args.bertkit_run
+    shared = recipe_data(cfg, run)
+    tokenizer, _, batches = shared
+    torch.manual_seed(cfg.train.seed)
+    points = [{"step": 0, "train_seconds": 0.0, **heldout(make_model(cfg, tokenizer), batches)}]
+    checkpoints = sorted((os.path.join(run, name) for name in os.listdir(run) if name.startswith("checkpoint-")),
+                         key=lambda path: int(path.rsplit("-", 1)[1]))
+    scored = None
+    for checkpoint in checkpoints:
+        state = load_trainer_state(checkpoint)
+        step, seconds = int(state["step"]), float(state["train_seconds"])
+        if seconds > 60.0 * args.minutes + args.eval_every:
+            break  # past the budget (one evaluation interval of slack, as the chunks stop)
+        model = family_class(BertkitMaskedLM, checkpoint).from_pretrained(checkpoint)
+        points.append({"step": step, "train_seconds": seconds, **heldout(model, batches)})
+        print(f"bertkit       {seconds / 60:6.2f} min  step {step:6d}  {fmt(points[-1])}", flush=True)
+        scored = checkpoint, step
+    if scored is None:
+        raise SystemExit(f"{run} has no checkpoint-N directory within the budget to score")
+    checkpoint, step = scored
+    info = {"model": type(model).__name__, "parameters": sum(p.numel() for p in model.parameters()),
+            "steps": step, "stopped_by": "max_steps" if step >= cfg.train.max_steps else "clock",
+            "checkpoint": checkpoint, "recipe": recipe_info(cfg, {"run": os.path.basename(os.path.normpath(run))})}
     return points, info, shared
 
 
@@ -186,13 +228,13 @@ def hf_model(cfg, tokenizer):
     return transformers.BertForMaskedLM(config)
 
 
-def transformers_arm(args, cfg, tokenizer, examples, batches) -> tuple[list[dict], dict]:
+def transformers_arm(args, cfg, tokenizer, tokenizer_dir: str, examples, batches) -> tuple[list[dict], dict]:
     """run_mlm.py's default training on the recipe's sequences, evaluated every --eval-every s."""
     import transformers  # the reference library: a test-only dependency of bertkit
 
     torch.manual_seed(HF_SEED)  # run_mlm.py: set_seed(training_args.seed) before the model
     model = hf_model(cfg, tokenizer)
-    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(os.path.join(args.work, "bertkit", "tokenizer"))
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(tokenizer_dir)
     collator = transformers.DataCollatorForLanguageModeling(hf_tokenizer, mlm_probability=0.15)
     per_epoch = math.ceil(len(examples) / HF_BATCH)
     total = HF_EPOCHS * per_epoch
@@ -296,9 +338,15 @@ def main(argv=None) -> dict:
     if any(os.path.exists(os.path.join(args.work, arm)) for arm in ("bertkit", "transformers")):
         raise SystemExit(f"{args.work} holds an earlier run; remove it or pass another --work")
     started = time.time()
-    cfg = load_config(args.config, args.set)
-    bertkit_points, bertkit_info, (tokenizer, examples, batches) = bertkit_arm(args, cfg)
-    hf_points, hf_info = transformers_arm(args, cfg, tokenizer, examples, batches)
+    if args.bertkit_run:
+        cfg = run_recipe(args.bertkit_run)
+        bertkit_points, bertkit_info, (tokenizer, examples, batches) = finished_arm(args, cfg)
+        tokenizer_dir = os.path.join(args.bertkit_run, "tokenizer")
+    else:
+        cfg = load_config(args.config, args.set)
+        bertkit_points, bertkit_info, (tokenizer, examples, batches) = bertkit_arm(args, cfg)
+        tokenizer_dir = os.path.join(args.work, "bertkit", "tokenizer")
+    hf_points, hf_info = transformers_arm(args, cfg, tokenizer, tokenizer_dir, examples, batches)
     result = {
         "command": " ".join(["python benchmarks/bench_time_to_quality.py",
                              *(sys.argv[1:] if argv is None else argv)]),

@@ -88,3 +88,32 @@ def test_pretraining_in_budget_chunks_trains_as_one_run(tmp_path, monkeypatch):
                    for name in ("one", "chunks"))
     assert [s for s, _ in chunks] == [1, 2, 3, 4, 5, 6] == [s for s, _ in one]
     assert [loss for _, loss in chunks] == pytest.approx([loss for _, loss in one], rel=1e-6)
+
+
+def test_a_finished_run_scores_as_the_benchmark_arm(tmp_path, monkeypatch):
+    """bench_time_to_quality.py --bertkit-run: a finished run's checkpoints, each at the training
+    time its trainer state recorded, on the 15%-masked yardstick; those past the budget left out."""
+    import sys
+    from argparse import Namespace
+
+    from test_recipe import CONFIG, SMALL, sets
+
+    from bertkit.commands import pretrain
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
+    try:
+        import bench_time_to_quality as bench
+    finally:
+        sys.path.pop(0)
+    monkeypatch.setattr(trainer_module, "time", SteppingClock(5.0))  # 5 s per step
+    out = tmp_path / "run"
+    settings = [*SMALL, "train.max_steps=6", "train.eval_every=0", "train.save_every=2", "train.keep_last=10"]
+    assert pretrain.main(["--config", CONFIG, "--out", str(out), "--no-progress", *sets(settings)]) == 0
+    cfg = bench.run_recipe(str(out))
+    assert cfg.train.max_steps == 6 and cfg.data.max_length == 32  # the run's recipe, not the config file's
+    args = Namespace(bertkit_run=str(out), minutes=20 / 60, eval_every=4.0)  # 20 s (+4 s): steps 2 and 4
+    points, info, (tokenizer, examples, batches) = bench.finished_arm(args, cfg)
+    assert [(p["step"], p["train_seconds"]) for p in points] == [(0, 0.0), (2, 10.0), (4, 20.0)]
+    assert info["steps"] == 4 and info["stopped_by"] == "clock"
+    assert points[2]["mlm_loss"] < points[0]["mlm_loss"]  # trained weights, not the random start
+    assert examples and sum(len(b["input_ids"]) for b in batches) > 0

@@ -1,0 +1,62 @@
+"""Held-out MLM scores of a pre-training checkpoint at other masking rates than its run's own.
+
+    python scripts/pretrain_heldout.py runs/mini [--checkpoint runs/mini/checkpoint-4600] [--rates 0.15 0.3 0.4]
+
+A run is scored on its held-out documents masked at its own training rate, so runs trained at
+different rates are scored on different tasks (40% masking hides more context than 30%). This
+rebuilds the run's held-out batches (its pretrain_config.json, tokenizer and shards in RUN) at
+each rate, with the run's fixed evaluation seed, and scores the checkpoint (the newest by
+default) on BBC and, when the run mixed one in, on the general corpus: loss, accuracy, and
+accuracy where the input was replaced ([MASK] or a random token).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+
+import torch
+
+from bertkit.checkpoint import family_class
+from bertkit.heads import BertForMaskedLM
+from bertkit.recipes.pretrain import build_data, evaluation, get_tokenizer, parse_config
+from bertkit.train.distributed import init_distributed
+from bertkit.train.trainer import latest_checkpoint
+
+KEYS = ("mlm_loss", "mlm_accuracy", "mlm_replaced_accuracy")
+
+
+def scores(run: str, checkpoint: str, rate: float) -> dict:
+    with open(os.path.join(run, "pretrain_config.json"), encoding="utf-8") as f:
+        cfg = parse_config(json.load(f))
+    cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, mlm_probability=rate))
+    ctx = init_distributed("cpu")
+    tokenizer = get_tokenizer(cfg, None, run, True, ctx)  # the run's own: it exists, nothing is trained
+    data = build_data(cfg, cfg.objective, tokenizer, run, ctx)
+    model = family_class(BertForMaskedLM, checkpoint).from_pretrained(checkpoint).eval()
+    with torch.no_grad():
+        metrics = evaluation(cfg.objective, data, cfg.train.seed)(model)
+    return {k: v for k, v in metrics.items() if k.removeprefix("general_") in KEYS}
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("run", help="a `bertkit pretrain` output directory")
+    p.add_argument("--checkpoint", help="default: the run's newest checkpoint")
+    p.add_argument("--rates", type=float, nargs="+", default=[0.15, 0.3, 0.4])
+    args = p.parse_args(argv)
+    checkpoint = args.checkpoint or latest_checkpoint(args.run)
+    print(f"{checkpoint}\n| masking rate | BBC loss | accuracy | where replaced | general loss / accuracy / where replaced |")
+    print("|---|---|---|---|---|")
+    for rate in args.rates:
+        m = scores(args.run, checkpoint, rate)
+        general = (f"{m['general_mlm_loss']:.2f} / {m['general_mlm_accuracy']:.1%} / "
+                   f"{m['general_mlm_replaced_accuracy']:.1%}" if "general_mlm_loss" in m else "")
+        print(f"| {rate:.0%} | {m['mlm_loss']:.2f} | {m['mlm_accuracy']:.1%} | {m['mlm_replaced_accuracy']:.1%} | "
+              f"{general} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
