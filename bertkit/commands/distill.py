@@ -8,8 +8,8 @@ teacher with every other layer (`--layers N` or `--layer-map 1,3,5` to choose), 
 by the fine-tuning recipe (same data sources, `--config` / `--set` sections [data], [train],
 [model], dev evaluation and best-model keeping as `bertkit finetune`). OUT is a fine-tuned
 model like any other (evaluate/predict/transformers read it). `--test DATA` then compares
-teacher and student on DATA: the task metrics and the inference time (median of
-`--speed-repeats` alternating passes over the same texts; classification only). Token
+teacher and student on DATA (or a seeded subset of `--limit` examples): the task metrics and
+the inference time (median of `--speed-repeats` alternating passes over the same inputs). Token
 classification and QA (`--task token-classification|qa`) distil the teacher's per-token tag
 distributions and its start/end distributions (bertkit/distill/tasks.py). See
 bertkit/recipes/distill.py.
@@ -48,6 +48,8 @@ def add_arguments(parser) -> None:
     layers.add_argument("--layers", type=int, help="student layers, taken from every other teacher layer "
                                                    "(default: half the teacher's)")
     layers.add_argument("--layer-map", help="teacher layer of each student layer, e.g. 1,3,5")
+    parser.add_argument("--student", help="--stage task: start from this fine-tuned model (same task and labels, "
+                                          "e.g. a layer-distilled student) instead of the teacher's layers")
     parser.add_argument("--alpha", type=float, default=0.5, help="weight of the label loss (1 - alpha: the teacher's)")
     parser.add_argument("--temperature", type=float, help="softmax temperature of the KL term (default 2)")
     for name, key in PRETRAIN_WEIGHTS.items():
@@ -59,7 +61,11 @@ def add_arguments(parser) -> None:
     add_set(parser, "train.epochs=3 train.lr=1e-4 data.max_length=128")
     add_seed(parser)
     add_device(parser, "train.device, else auto")
-    parser.add_argument("--test", help="labelled data to compare teacher and student on, e.g. bbc:test")
+    parser.add_argument("--test", help="labelled data to compare teacher and student on, e.g. bbc:test or "
+                                       "wordnet-tagging:test")
+    parser.add_argument("--limit", type=int, default=0,
+                        help="--test on a seeded random subset of this many examples, as bertkit evaluate --limit "
+                             "(0 = all)")
     parser.add_argument("--speed-repeats", type=int, default=3,
                         help="timed passes per model for the --test speed comparison (median reported)")
     parser.add_argument("--compare-only", action="store_true",
@@ -89,9 +95,8 @@ def run(args) -> int:
                           "task distillation weighs its terms with --alpha")
     if args.temperature is None:
         args.temperature = 2.0
-    if args.test and args.task != "classification":
-        raise ConfigError("--test compares classifiers; score a token-classification or QA student with "
-                          "bertkit evaluate --model OUT --data DATA")
+    if args.limit < 0:
+        raise ConfigError(f"--limit must be >= 0, got {args.limit}")
     if args.compare_only:
         if not args.test:
             raise ConfigError("--compare-only needs --test DATA (e.g. bbc:test)")
@@ -103,7 +108,7 @@ def run(args) -> int:
     summary = distill_finetuned(args.task, args.teacher, args.train, args.dev, args.out, sections,
                                 num_layers=args.layers, layer_map=parse_layer_map(args.layer_map),
                                 alpha=args.alpha, temperature=args.temperature, overwrite=args.overwrite,
-                                progress=not args.no_progress)
+                                progress=not args.no_progress, student_dir=args.student)
     if not summary:  # a non-zero rank of a distributed run
         return 0
     info, metric = summary["distillation"], summary["select_metric"]
@@ -120,7 +125,8 @@ def run(args) -> int:
 def run_pretrain_stage(args) -> int:
     """--stage pretrain: the options become [distil] overrides for the pre-training recipe."""
     unused = [flag for flag, value in (("--train", args.train), ("--dev", args.dev), ("--test", args.test),
-                                       ("--compare-only", args.compare_only), ("--overwrite", args.overwrite))
+                                       ("--compare-only", args.compare_only), ("--overwrite", args.overwrite),
+                                       ("--student", args.student), ("--limit", args.limit))
               if value] + (["--task"] if args.task != "classification" else [])
     if unused:
         raise ConfigError(f"{', '.join(unused)} belong to --stage task; the pre-training stage reads its corpus "
@@ -146,7 +152,8 @@ def run_pretrain_stage(args) -> int:
 
 
 def report_test(args) -> None:
-    result = compare_on_test(args.teacher, args.out, args.test, args.speed_repeats)
+    result = compare_on_test(args.teacher, args.out, args.test, args.speed_repeats, limit=args.limit,
+                             seed=args.seed or 0)
     for name in ("teacher", "student"):
         print(f"{name:>8} on {args.test}: {json.dumps(result[name])}; "
               f"{result['median_seconds'][name]:.2f} s per pass (median of {args.speed_repeats})")
@@ -154,5 +161,6 @@ def report_test(args) -> None:
     pair = result["speedup_per_pair"]
     print(f"student/teacher: {retained}; speed-up {result['speedup']:.2f}x (ratio of medians; per "
           f"alternating pair: median {pair['median']:.2f}x, range {pair['min']:.2f}-{pair['max']:.2f}x) over "
-          f"{result['examples']} texts, batch {result['batch_size']}, max_length {result['max_length']}, "
+          f"{result['examples']} examples ({result['features']} inputs), batch {result['batch_size']}, "
+          f"max_length {result['max_length']}, "
           f"{result['threads']} thread(s)")

@@ -32,7 +32,7 @@ from bertkit.runlock import check_apart
 from bertkit.train.config_io import load_toml
 from bertkit.train.trainer import latest_checkpoint
 from bertkit.tasks import (SUMMARY_FILE, evaluate_examples, forward_features, get_task, load_examples, load_model,
-                           model_labels, read_spec)
+                           model_labels, read_spec, subsample)
 from bertkit.tokenizer import Tokenizer
 
 
@@ -43,7 +43,7 @@ DISTILLABLE = ("classification", "token-classification", "qa")
 def distill_finetuned(task: str, teacher_dir: str, train_source: str, dev_source: str | None, out_dir: str,
                       sections: dict | None = None, num_layers: int | None = None,
                       layer_map: list[int] | None = None, alpha: float = 0.5, temperature: float = 2.0,
-                      overwrite: bool = False, progress: bool = True) -> dict:
+                      overwrite: bool = False, progress: bool = True, student_dir: str | None = None) -> dict:
     """Task-specific distillation of a fine-tuned teacher into a student cut from it.
 
     The student is `student_from_teacher(teacher, num_layers, layer_map)` (every other layer by
@@ -52,8 +52,9 @@ def distill_finetuned(task: str, teacher_dir: str, train_source: str, dev_source
     dev evaluation, best-model keeping and output directory) on the distillation loss of a
     `TaskDistiller` (the class, per-token tag or answer start/end distributions: `DISTILLABLE`
     tasks). `sections` are finetune's ([data], [train], [model]); data.max_length defaults to the
-    teacher's. OUT ends as a plain fine-tuned model whose finetune_summary.json also has a
-    "distillation" entry.
+    teacher's. `student_dir` starts from that model instead (same task and labels, e.g. the
+    student of TinyBERT's layer-distillation stage); its layer count must match the map. OUT ends
+    as a plain fine-tuned model whose finetune_summary.json also has a "distillation" entry.
     """
     if task not in DISTILLABLE:
         raise ConfigError(f"distillation supports --task classification (single-label), token-classification "
@@ -84,7 +85,8 @@ def distill_finetuned(task: str, teacher_dir: str, train_source: str, dev_source
         if labels is not None and labels != teacher_labels:  # QA has no labels
             raise ConfigError(f"the teacher's labels {teacher_labels} differ from the training data's "
                               f"{labels}; distil on the data the teacher was fine-tuned for")
-        student = student_from_teacher(teacher, layer_map=chosen)
+        student = (student_from_teacher(teacher, layer_map=chosen) if student_dir is None
+                   else load_student(student_dir, task, len(chosen), teacher_labels))
         if model_overrides:  # dropout settings from [model]
             changed = type(student)(student.config.replace(**model_overrides))
             changed.load_state_dict(student.state_dict())
@@ -98,15 +100,30 @@ def distill_finetuned(task: str, teacher_dir: str, train_source: str, dev_source
     summary = finetune(task, teacher_dir, train_source, dev_source, out_dir, sections, overwrite=overwrite,
                        progress=progress, model_fn=build_student, train_wrapper=wrap)
     if summary:  # empty on a non-zero rank of a distributed run
-        record_distillation(summary, out_dir, teacher_dir, teacher, built["student"], chosen, alpha, temperature)
+        record_distillation(summary, out_dir, teacher_dir, teacher, built["student"], chosen, alpha, temperature,
+                            student_dir)
     return summary
 
 
+def load_student(student_dir: str, task: str, num_layers: int, teacher_labels: list[str]) -> nn.Module:
+    """A fine-tuned `task` model to continue distilling: the layer map's depth, the teacher's labels."""
+    student = load_model(student_dir, task)
+    if model_labels(student) != teacher_labels:
+        raise ConfigError(f"{student_dir} predicts other labels than the teacher; start from a student of this "
+                          "teacher (or leave out --student)")
+    if student.config.num_hidden_layers != num_layers:
+        raise ConfigError(f"{student_dir} has {student.config.num_hidden_layers} layers, the layer map "
+                          f"{num_layers}: give --layers {student.config.num_hidden_layers}")
+    return student
+
+
 def record_distillation(summary: dict, out_dir: str, teacher_dir: str, teacher: nn.Module, student: nn.Module,
-                        layer_map: list[int], alpha: float, temperature: float) -> None:
+                        layer_map: list[int], alpha: float, temperature: float,
+                        student_dir: str | None = None) -> None:
     """Add the "distillation" entry to the fine-tuning summary, in `summary` and on disk."""
     summary["distillation"] = {
         "teacher": teacher_dir, "teacher_layers": teacher.config.num_hidden_layers, "layer_map": layer_map,
+        "initial_student": student_dir,
         "alpha": alpha, "temperature": temperature,
         "teacher_parameters": sum(p.numel() for p in teacher.parameters()),
         "student_parameters": sum(p.numel() for p in student.parameters()),
@@ -133,14 +150,15 @@ def compare_speed(models: dict[str, nn.Module], features: list[dict], pad_token_
 
 
 def compare_on_test(teacher_dir: str, student_dir: str, test_source: str, repeats: int = 3,
-                    batch_size: int | None = None) -> dict:
-    """Teacher vs student on labelled `test_source`: the task metrics of each, and the seconds
-    of a full inference pass over its texts (`compare_speed`: same features, batch size and
-    max_length for both; median of `repeats` alternating runs). Recorded in the student's
-    finetune_summary.json under distillation.test."""
+                    batch_size: int | None = None, limit: int = 0, seed: int = 0) -> dict:
+    """Teacher vs student on labelled `test_source` (or a seeded subset of `limit` examples, the
+    one `bertkit evaluate --limit` scores): the task metrics of each, and the seconds of a full
+    inference pass over its encoded inputs (`compare_speed`: same features, batch size and
+    max_length for both; median of `repeats` alternating runs). Any task (classification, tags,
+    QA's windows). Recorded in the student's finetune_summary.json under distillation.test."""
     spec = read_spec(student_dir)
     tokenizer = Tokenizer.from_pretrained(student_dir)
-    examples = load_examples(spec.task, test_source, "test", spec.data)
+    examples = subsample(load_examples(spec.task, test_source, "test", spec.data), limit, seed)
     models = {"teacher": load_model(teacher_dir, spec.task), "student": load_model(student_dir, spec.task)}
     metrics = {name: evaluate_examples(m, tokenizer, spec, examples, name="test") for name, m in models.items()}
     features = get_task(spec.task).encode(tokenizer, examples, spec.data, None, False, "test")
@@ -149,7 +167,7 @@ def compare_on_test(teacher_dir: str, student_dir: str, test_source: str, repeat
     median = {name: statistics.median(t) for name, t in times.items()}
     # each teacher run against the student run right after it: robust to slow drifts in load
     pairs = sorted(t / s for t, s in zip(times["teacher"], times["student"]))
-    result = {"test_data": test_source, "examples": len(examples), "batch_size": batch_size,
+    result = {"test_data": test_source, "examples": len(examples), "features": len(features), "batch_size": batch_size,
               "max_length": spec.data.max_length, "threads": torch.get_num_threads(),
               "teacher": metrics["teacher"], "student": metrics["student"],
               "seconds": times, "median_seconds": median,

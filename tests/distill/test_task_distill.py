@@ -1,6 +1,10 @@
 """Token-classification and QA distillation: the losses against their definitions, and a student
 that learns the teacher's tags and spans on a tiny fixture."""
 
+import json
+import warnings
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -129,6 +133,80 @@ def test_recipe_and_command_route_tagging_and_qa_to_the_task_distiller(tmp_path,
     with pytest.raises(ConfigError, match="single-label.*token-classification or qa"):
         distill_finetuned("regression", str(tmp_path / "teacher"), "bbc", None, str(tmp_path / "out"))
     argv = ["distill", "--task", "qa", "--teacher", str(tmp_path / "teacher"), "--train", "wordnet-qa",
-            "--out", str(tmp_path / "out"), "--test", "wordnet-qa:test"]
+            "--out", str(tmp_path / "out"), "--test", "wordnet-qa:test", "--limit", "-1"]
     assert cli.main(argv) == 2
-    assert "--test compares classifiers" in capsys.readouterr().err
+    assert "--limit must be >= 0" in capsys.readouterr().err
+
+
+SMALL_TAGGING = ["data.max_length=32", "data.max_train_examples=48", "data.max_eval_examples=16", "train.epochs=1",
+                 "train.batch_size=16", "train.lr=5e-4"]
+
+
+@pytest.fixture(scope="module")
+def tagger(tmp_path_factory, minilm2_dir):
+    """A 2-layer MiniLM tagger fine-tuned for a few steps on WordNet tagging."""
+    from bertkit import cli
+
+    out = tmp_path_factory.mktemp("distill") / "teacher"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert cli.main(["finetune", "--task", "token-classification", "--model", minilm2_dir, "--train",
+                         "wordnet-tagging", "--out", str(out), "--no-progress", "--set", *SMALL_TAGGING]) == 0
+    return out
+
+
+def test_test_comparison_of_a_tagger_scores_the_evaluate_subset_and_times_both(tmp_path, tagger, capsys):
+    """--test works for token classification: both models scored on the --limit subset that
+    bertkit evaluate --limit scores (same numbers), and both timed."""
+    from bertkit import cli
+
+    student = tmp_path / "student"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert cli.main(["distill", "--task", "token-classification", "--teacher", str(tagger), "--train",
+                         "wordnet-tagging", "--out", str(student), "--layers", "1", "--no-progress",
+                         "--set", *SMALL_TAGGING, "--test", "wordnet-tagging:test", "--limit", "30",
+                         "--speed-repeats", "2"]) == 0
+    result = json.load(open(student / "finetune_summary.json"))["distillation"]["test"]
+    assert result["examples"] == 30 == result["features"] and len(result["seconds"]["teacher"]) == 2
+    assert set(result["student"]) == {"f1", "precision", "recall", "tag_accuracy"}
+    capsys.readouterr()
+    assert cli.main(["evaluate", "--model", str(student), "--data", "wordnet-tagging:test", "--limit", "30"]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == pytest.approx(result["student"])
+
+
+def test_tinybert_stage_one_lowers_the_layer_loss_and_distill_continues_from_it(tmp_path, tagger):
+    """scripts/tinybert_task.py trains the cut student on the teacher's layers (the layer loss
+    falls); `bertkit distill --student` then starts from that student, not from a new cut."""
+    import importlib.util
+
+    from bertkit import cli
+    from bertkit.tasks import load_model
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "tinybert_task.py"
+    spec = importlib.util.spec_from_file_location("tinybert_task", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    stage1, stage2 = tmp_path / "stage1", tmp_path / "stage2"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        script.main(["--task", "token-classification", "--teacher", str(tagger), "--train", "wordnet-tagging",
+                     "--out", str(stage1), "--layers", "1", "--measure-limit", "40",
+                     "--set", *SMALL_TAGGING, "train.epochs=3", "train.lr=2e-3"])
+    losses = json.load(open(stage1 / "layer_losses.json"))
+    print(losses)
+    assert losses["uniform_teacher_layers"] == [2] and losses["examples"] == 40
+    assert losses["stage1"]["hidden_loss"] < 0.8 * losses["cut"]["hidden_loss"]
+    student = load_model(str(stage1), "token-classification")
+    assert student.config.num_hidden_layers == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        argv = ["distill", "--task", "token-classification", "--teacher", str(tagger), "--train", "wordnet-tagging",
+                "--out", str(stage2), "--student", str(stage1), "--no-progress", "--set", *SMALL_TAGGING,
+                "train.lr=1e-9"]  # a step this small leaves the starting student as it was
+        assert cli.main(argv) == 0
+    info = json.load(open(stage2 / "finetune_summary.json"))["distillation"]
+    assert info["initial_student"] == str(stage1) and info["layer_map"] == [0]
+    start, end = student.state_dict(), load_model(str(stage2), "token-classification").state_dict()
+    assert max((start[k] - end[k]).abs().max().item() for k in start) < 1e-4
+    assert cli.main(argv[:-1] + ["--layer-map", "0,1", "--overwrite"]) == 2  # its depth must be the map's
