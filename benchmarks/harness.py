@@ -215,10 +215,10 @@ def measure_memory_in_child(fn: Callable[[], object], warmup: int, steps: int) -
         "hwm_reset": reset}))
 
 
-def memory_in_subprocesses(argv: list[str]) -> dict[str, dict[str, float]]:
-    """Peak memory of each library, each in a fresh interpreter running this same script."""
+def memory_in_subprocesses(argv: list[str], libs: tuple[str, ...] = LIBS) -> dict[str, dict[str, float]]:
+    """Peak memory of each library (or variant), each in a fresh interpreter running this same script."""
     out = {}
-    for lib in LIBS:
+    for lib in libs:
         cmd = [sys.executable, *argv, "--memory-child", lib, "--no-memory"]
         proc = subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy())
         line = next((x for x in proc.stdout.splitlines() if x.startswith("MEMORY ")), None)

@@ -61,6 +61,7 @@ from bertkit.train.config_io import bertkit_names, check_keys, dataclass_from_di
 from bertkit.train.distributed import DistContext, init_distributed, leave
 from bertkit.train.early_stopping import BestKeeper
 from bertkit.train.resume_check import check_resume_options
+from bertkit.variants import linformer
 
 
 # ---------------------------------------------------------------------------- options
@@ -92,9 +93,11 @@ TRAIN_DEFAULTS = {"lr": 5e-5, "batch_size": 16, "warmup_ratio": 0.1, "log_every"
 # [model]: dropout overrides of the config, classifier_pooling ("pooler" | "cls" | "mean": what a
 # sequence-classification or multiple-choice head reads, bertkit/heads.py), and freeze_encoder
 # (as in continued pre-training): true trains the head only, the encoder's weights stay as loaded;
-# decoder_layers (seq2seq): the decoder warm-starts from the checkpoint's first N layers.
+# decoder_layers (seq2seq): the decoder warm-starts from the checkpoint's first N layers;
+# attention_low_rank (+ _sharing) turns a dense encoder into a Linformer one: the new E, F start as
+# segment means over data.max_length positions (variants/linformer.py, init_segment_means).
 MODEL_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout", "classifier_pooling",
-              "freeze_encoder", "decoder_layers")
+              "freeze_encoder", "decoder_layers", "attention_low_rank", "attention_low_rank_sharing")
 
 
 def section_keys() -> dict[str, list[str]]:
@@ -179,7 +182,9 @@ def build_task_model(model_dir: str, task: Task, labels: list[str] | None,
         state = {k: v for k, v in state.items() if not k.startswith(head_prefixes)}
     report = load_into(model, state, cls.base_model_prefix)
     encoder = cls.base_model_prefix + "."
-    encoder_missing = [k for k in report.missing_keys if k.startswith(encoder) and "pooler" not in k]
+    new_by_design = ("pooler", "low_rank")  # a pooler-less checkpoint; Linformer projections added by the config
+    encoder_missing = [k for k in report.missing_keys
+                       if k.startswith(encoder) and not any(part in k for part in new_by_design)]
     if encoder_missing:
         raise BertkitError(f"{model_dir} lacks {len(encoder_missing)} encoder weights ({encoder_missing[0]}, ...); "
                            "pass a pre-trained encoder's model directory")
@@ -385,6 +390,9 @@ def build_model(model_dir: str, data: TaskData, recipe: Recipe, model_fn=None, p
         raise ConfigError(f"model.decoder_layers is for --task seq2seq (an encoder-decoder), not {data.task.name}")
     torch.manual_seed(recipe.train.seed)  # the new head's initialisation
     model = (model_fn or data.task.build_model or build_task_model)(model_dir, data.task, data.labels, recipe.model)
+    if recipe.model.get("attention_low_rank") is not None and getattr(config, "attention_low_rank", None) is None:
+        # new projections on a dense checkpoint: start from its attention, not random token mixtures
+        linformer.init_segment_means(model, recipe.data.max_length)
     if recipe.freeze_encoder:
         getattr(model, model.base_model_prefix).requires_grad_(False)
     if recipe.peft:  # frozen base + adapter; OUT then holds the adapter directory (bertkit.peft)

@@ -16,7 +16,10 @@ only in the bias term, E 1 b rather than b, and keeps padded tokens out.)
 `attention_low_rank_sharing` picks the paper's parameter sharing (section 4):
 "none" (E_i, F_i per head and layer), "headwise" (one E, F per layer for all heads), "key_value"
 (one E = F per layer) and "layerwise" (one E = F for every layer). The projections are
-initialised as fairseq's (Xavier-uniform, gain 1/sqrt(2)), so E K keeps about K's scale.
+initialised as fairseq's (Xavier-uniform, gain 1/sqrt(2)), so E K keeps about K's scale. Added to
+a pre-trained dense encoder, random E, F would replace every pre-trained attention pattern by one
+over random mixtures of tokens; `init_segment_means` starts them as averages of consecutive
+positions instead, so attention begins as a coarse (segment-level) copy of the dense one.
 Position scores that need the (M, T) score matrix (relative_key, T5's bias, DeBERTa, block-sparse
 patterns) cannot be projected and are refused by the config. The kernel is
 `attention.low_rank_attention`: project, then the explicit formula over the k rows.
@@ -61,6 +64,35 @@ class LowRankProjection(nn.Module):
         e = self.key_projection[..., :seq_len].to(k.dtype)
         f = e if self.value_projection is None else self.value_projection[..., :seq_len].to(v.dtype)
         return e @ k, f @ v
+
+
+def segment_means(rank: int, length: int, columns: int) -> torch.Tensor:
+    """(rank, columns): row r averages positions [r L / k, (r + 1) L / k) of the first L = `length`
+    (the other columns zero). Each projected key is then the mean key of a segment, so
+    q . (E K)_r is the mean score over that segment, and (F V)_r its mean value."""
+    if not 0 < rank <= length <= columns:
+        raise BertkitError(f"segment means need 0 < attention_low_rank ({rank}) <= length ({length}) <= "
+                           f"max_position_embeddings ({columns}); use a length of at least the rank")
+    bounds = [r * length // rank for r in range(rank + 1)]
+    weights = torch.zeros(rank, columns)
+    for r in range(rank):
+        weights[r, bounds[r]:bounds[r + 1]] = 1.0 / (bounds[r + 1] - bounds[r])
+    return weights
+
+
+def init_segment_means(model: nn.Module, length: int) -> int:
+    """Set every E, F of `model` to `segment_means` over the first `length` positions (the length
+    the model will be trained at: rows past the input length would project nothing). Returns how
+    many projections were set."""
+    projections = {id(m): m for m in model.modules() if isinstance(m, LowRankProjection)}.values()
+    with torch.no_grad():
+        for projection in projections:
+            heads, rank, columns = projection.key_projection.shape
+            weights = segment_means(rank, length, columns)
+            for weight in (projection.key_projection, projection.value_projection):
+                if weight is not None:
+                    weight.copy_(weights.expand(heads, rank, columns))
+    return len(projections)
 
 
 def add_low_rank(attention: nn.Module, config) -> None:

@@ -2,10 +2,12 @@
 out on the same tensors (with padding, every sharing mode), the model's attention against it,
 training, saving and loading, and the config checks."""
 
+import json
 import math
 import os
 import re
 import sys
+import warnings
 
 import pytest
 import torch
@@ -13,9 +15,11 @@ import torch
 from bertkit.attention import KERNELS, AttentionCall, choose_kernel
 from bertkit.config import BertConfig
 from bertkit.errors import BertkitError, ConfigError
-from bertkit.heads import BertForMaskedLM
+from bertkit.heads import BertForMaskedLM, BertForSequenceClassification
 from bertkit.model import BertModel, attention_bias
-from bertkit.variants.linformer import LowRankProjection
+from bertkit.recipes.finetune import finetune
+from bertkit.variants.linformer import LowRankProjection, init_segment_means, segment_means
+from tests.tasks.helpers import make_tiny_model
 
 from .training import fit_one_masked_batch
 
@@ -143,6 +147,54 @@ def test_config_checks():
             config(**bad)
     assert config(position_embedding_type="sinusoidal").attention_low_rank == 6
     assert "attention_low_rank" not in BertConfig().to_dict()  # dense configs stay plain
+
+
+def test_segment_means_tile_the_first_length_positions():
+    weights = segment_means(5, 12, 16)  # 12 positions in 5 segments of 2 or 3
+    assert weights.shape == (5, 16) and torch.allclose(weights.sum(1), torch.ones(5))
+    assert (weights[:, 12:] == 0).all()  # past the length: nothing
+    assert ((weights[:, :12] > 0).sum(0) == 1).all()  # every position in exactly one segment
+    assert sorted((weights > 0).sum(1).tolist()) == [2, 2, 2, 3, 3]
+    with pytest.raises(BertkitError, match="length of at least the rank"):
+        segment_means(8, 6, 16)
+
+
+def test_segment_means_give_dense_attention_when_each_segment_repeats_one_key():
+    # Keys and values constant over each segment of 3 tokens: dense attention weighs every segment
+    # by 3 exp(score), the same factor for all, so it equals attention over the segment means.
+    torch.manual_seed(0)
+    q = torch.randn(2, 4, 12, 8)
+    k, v = (torch.randn(2, 4, 4, 8).repeat_interleave(3, dim=2) for _ in range(2))
+    call = AttentionCall(1 / math.sqrt(8))
+    dense, _ = KERNELS["sdpa"](q, k, v, None, call)
+    projection = LowRankProjection(16, 4)
+    random_init, _ = KERNELS["low_rank"](q, k, v, None, AttentionCall(1 / math.sqrt(8), low_rank=projection))
+    assert not torch.allclose(random_init, dense, atol=1e-3)  # Xavier's random mixtures: another function
+    assert init_segment_means(projection, 12) == 1
+    means, _ = KERNELS["low_rank"](q, k, v, None, AttentionCall(1 / math.sqrt(8), low_rank=projection))
+    assert torch.allclose(means, dense, atol=1e-5)
+
+
+def test_finetune_adds_low_rank_attention_to_a_dense_checkpoint(tmp_path):
+    # model.attention_low_rank on a dense checkpoint: the projections are new (not an error) and
+    # start as segment means over data.max_length; the fine-tuned model saves and loads with them.
+    words = "market film vote match chip bank actor party goal phone".split()
+    rows = [{"text": " ".join(words[(i + j) % 10] for j in range(12)), "label": "ab"[i % 2]} for i in range(16)]
+    with open(tmp_path / "train.jsonl", "w", encoding="utf-8") as f:
+        f.write("".join(json.dumps(row) + "\n" for row in rows))
+    dense = make_tiny_model(tmp_path / "tiny", [r["text"] for r in rows])
+    sections = {"data": {"max_length": 16}, "train": {"max_steps": 1, "batch_size": 8, "lr": 1e-9},
+                "model": {"attention_low_rank": 4}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        finetune("classification", dense, str(tmp_path / "train.jsonl"), str(tmp_path / "train.jsonl"),
+                 str(tmp_path / "out"), sections, progress=False)
+    model = BertForSequenceClassification.from_pretrained(tmp_path / "out")
+    assert model.config.attention_low_rank == 4
+    projection = model.bert.encoder.layer[0].attention.self.low_rank
+    expected = segment_means(4, 16, 64).expand(1, 4, 64)
+    assert torch.allclose(projection.key_projection, expected, atol=1e-6)  # lr 1e-9: still the start
+    assert torch.allclose(projection.value_projection, expected, atol=1e-6)
 
 
 def test_benchmark_script_smoke(capsys):
