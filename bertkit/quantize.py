@@ -51,11 +51,6 @@ from .model import BertIntermediate, BertLayer, BertOutput, BertSelfAttention, B
 
 QUANTIZE_MODES = ("int8",)  # the values of `quantize=` / what --int8 selects
 _LEVELS = 127.0  # symmetric int8: -127..127
-# Activations go to oneDNN as uint8 q + 128 (zero point 128): its fast int8 matmul on AVX-512 VNNI
-# reads an unsigned source (vpdpbusd multiplies u8 by s8); a signed one took its reference kernel,
-# thousands of times slower.
-ZERO_POINT = 128
-_ZERO_POINT_TENSOR = torch.tensor(float(ZERO_POINT))
 ALPHA = 0.5  # smoothing strength: how much of the activations' range moves into the weights
 OUTLIERS = 4  # intermediate channels per feed-forward block kept in fp32
 CALIBRATION_LENGTHS = (4, 8, 16, 32, 64, 128)  # random-id sequences, 8 of each length
@@ -67,8 +62,8 @@ def available() -> bool:
 
 
 def quantize_tensor(x: torch.Tensor, inverse_smooth: torch.Tensor | None = None) -> tuple[torch.Tensor, float]:
-    """x (..., K) float -> (uint8 q + ZERO_POINT, r) with x / c ~= q r, q in -127..127, one scale r
-    for the tensor; `inverse_smooth` is 1 / c (K,), or None for c = 1. Returned as (M, K)."""
+    """x (..., K) float -> (int8 of x / c, r) with x / c ~= q * r, one scale r for the tensor;
+    `inverse_smooth` is 1 / c (K,), or None for c = 1."""
     flat = x.reshape(-1, x.shape[-1])
     if inverse_smooth is None:
         peak = float(torch.linalg.vector_norm(flat, float("inf")))
@@ -77,8 +72,7 @@ def quantize_tensor(x: torch.Tensor, inverse_smooth: torch.Tensor | None = None)
         peak = float((torch.linalg.vector_norm(flat, float("inf"), dim=0) * inverse_smooth).max())
         multiplier = inverse_smooth * (_LEVELS / max(peak, 1e-12))
     # |x / (c r)| <= 127 up to one rounding error, which round() takes back to 127: no clamp.
-    shifted = torch.addcmul(_ZERO_POINT_TENSOR, flat, torch.as_tensor(multiplier))  # 128 + x / (c r)
-    return shifted.round_().to(torch.uint8), max(peak, 1e-12) / _LEVELS
+    return torch.mul(flat, multiplier).round_().to(torch.int8), max(peak, 1e-12) / _LEVELS
 
 
 class Int8Weight(nn.Module):
@@ -96,7 +90,7 @@ class Int8Weight(nn.Module):
         self.register_buffer("packed", torch.ops.onednn.qlinear_prepack((weight / scale[:, None]).round().to(torch.int8), None))
         self.register_buffer("bias", None if bias is None else bias.detach().float().clone())
 
-    def run(self, q: torch.Tensor, r: float, zero_point: int = ZERO_POINT, post_op: tuple = ("none", [], ""),
+    def run(self, q: torch.Tensor, r: float, zero_point: int = 0, post_op: tuple = ("none", [], ""),
             out_scale: float = 1.0, out_zero_point: int = 0, out_dtype: torch.dtype = torch.float32,
             other: torch.Tensor | None = None) -> torch.Tensor:
         if other is None:
@@ -201,7 +195,7 @@ class Int8ResidualLinear(nn.Module):
         if isinstance(x, QuantizedActivation):
             q, r, zero_point, residual = x.values, x.scale, x.zero_point, x.update.add_(residual)
         else:
-            (q, r), zero_point = quantize_tensor(x), ZERO_POINT
+            (q, r), zero_point = quantize_tensor(x), 0
         return self.LayerNorm(self.weight.run(q, r, zero_point, other=residual.contiguous()).view(shape))
 
 
