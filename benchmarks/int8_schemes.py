@@ -1,7 +1,7 @@
 """int8 schemes built on fused kernels (fbgemm's dynamic quantized linear): quality and speed.
 
-Not what `quantize="int8"` runs (bertkit/quantize.py, oneDNN's int8 GEMM with fused epilogues);
-the measurements behind docs/inference.md, "A second attempt", kept to compare against. Every scheme is an inference copy of MiniLM with transformer-layer maps
+Not what `quantize="int8"` runs (bertkit/quantize.py); the measurements behind docs/inference.md,
+"A second attempt". Every scheme is an inference copy of MiniLM with transformer-layer maps
 swapped; `fp32` ones are oneDNN-packed (fastpath.PackedLinear):
 
   qkv: "smooth" (one fused Q|K|V map, input times 1/c, SmoothQuant alpha 0.5), "plain", "fp32"
@@ -32,7 +32,7 @@ from torch import nn
 from bertkit.assets import minilm_dir
 from bertkit.encode import SentenceEncoder
 from bertkit.fastpath import PackedLinear, encoder_linears
-from bertkit.quantize import calibration_inputs, input_ranges, quantize_int8
+from bertkit.quantize import calibration_inputs, input_maxima, quantize_int8
 
 SCHEMES = {"qkv": {"qkv": "smooth", "o": "fp32", "ff": None}, "o": {"qkv": "fp32", "o": "plain", "ff": None},
            "ff r2": {"qkv": "fp32", "o": "fp32", "ff": 2},
@@ -114,7 +114,7 @@ def smoothing(weight: torch.Tensor, input_max: torch.Tensor, alpha: float = 0.5)
 
 def build(model: nn.Module, tokenizer, scheme: dict) -> nn.Module:
     m = copy.deepcopy(model).eval()
-    maxima = {name: r[0] for name, r in input_ranges(m, encoder_linears(m), calibration_inputs(m.config, tokenizer)).items()}
+    maxima = input_maxima(m, encoder_linears(m), calibration_inputs(m.config, tokenizer))
     for i, layer in enumerate(m.encoder.layer):
         att, name = layer.attention.self, f"encoder.layer.{i}."
         if scheme["qkv"] == "fp32":
