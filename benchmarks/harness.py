@@ -155,9 +155,11 @@ class Result:
         return "\n".join(lines)
 
 
-def alternate(calls: dict[str, Callable[[], object]], repeats: int, warmup: int, steps: int
-              ) -> dict[str, list[float]]:
-    """Seconds per call for each library, timed alternately with the order flipped every repeat."""
+def alternate(calls: dict[str, Callable[[], object]], repeats: int, warmup: int, steps: int,
+              cpu_times: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
+    """Seconds per call for each library, timed alternately with the order flipped every repeat.
+    `cpu_times`, if given, receives the process CPU seconds of the same calls: at one thread, the
+    time the work took with the waits for a loaded machine's cores left out."""
     for _ in range(warmup):
         for fn in calls.values():
             fn()
@@ -165,10 +167,12 @@ def alternate(calls: dict[str, Callable[[], object]], repeats: int, warmup: int,
     order = list(calls)
     for r in range(repeats):
         for lib in (order if r % 2 == 0 else order[::-1]):
-            t = time.perf_counter()
+            t, cpu = time.perf_counter(), time.process_time()
             for _ in range(steps):
                 calls[lib]()
             times[lib].append((time.perf_counter() - t) / steps)
+            if cpu_times is not None:
+                cpu_times.setdefault(lib, []).append((time.process_time() - cpu) / steps)
     return times
 
 

@@ -2,7 +2,7 @@
 
 Texts: BBC articles cut at random token counts (8-256, as bench_inference.py's "mixed" set,
 `--texts` of them) plus every article's title line among them (short texts are the hard case:
-a mean over few tokens averages few errors away). Variants of bertkit/quantize.py:
+a mean over few tokens averages few errors away), then "Thanks!", "Hi" and "ok". Variants of bertkit/quantize.py:
   plain     per-channel weights, per-token activations (alpha=0, no fp32 columns)
   smooth    + SmoothQuant smoothing (alpha 0.5)
   int8      + 8 fp32 outlier columns per linear map: what quantize="int8" runs
@@ -28,6 +28,7 @@ from bertkit.quantize import quantize_int8
 
 VARIANTS = {"plain": {"alpha": 0.0, "outliers": 0}, "smooth": {"alpha": 0.5, "outliers": 0},
             "int8": {}}
+SHORT_TEXTS = ("Thanks!", "Hi", "ok")  # appended to the titles: the hardest cases
 
 
 def text_sets(tokenizer, texts: int, titles: int, extra_titles: tuple[str, ...] = ()) -> dict[str, list[str]]:
@@ -58,7 +59,7 @@ def main(argv=None):
     torch.set_num_threads(args.threads)
     fp32 = SentenceEncoder.from_pretrained(minilm_dir())
     original = fp32.model  # the fp32 model itself (the encoder runs a packed copy of it)
-    sets = text_sets(fp32.tokenizer, args.texts, args.texts // 3)
+    sets = text_sets(fp32.tokenizer, args.texts, args.texts // 3, SHORT_TEXTS)
     reference = encode_sets(fp32, sets)
     result = {"texts": {k: len(v) for k, v in sets.items()}, "variants": {},
               "command": " ".join(["python", "benchmarks/int8_quality.py", *sys.argv[1:]])}
