@@ -56,23 +56,7 @@ def distill_finetuned(task: str, teacher_dir: str, train_source: str, dev_source
     student of TinyBERT's layer-distillation stage); its layer count must match the map. OUT ends
     as a plain fine-tuned model whose finetune_summary.json also has a "distillation" entry.
     """
-    if task not in DISTILLABLE:
-        raise ConfigError(f"distillation supports --task classification (single-label), token-classification "
-                          f"or qa (one softmax per example, token or answer boundary), not {task!r}")
-    spec = read_spec(teacher_dir, task)
-    if spec.task != task:
-        raise ConfigError(f"{teacher_dir} is a {spec.task} model; distillation's KL term needs a {task} "
-                          "teacher (single-label: one softmax over the labels)")
-    sections = {name: dict(values) for name, values in (sections or {}).items()}
-    train = sections.get("train", {})
-    if train.get("class_weights", "none") != "none" or sections.get("peft"):
-        raise ConfigError("distillation trains the whole student on its own loss: remove train.class_weights "
-                          "and the [peft] settings")
-    if not 0.0 <= alpha <= 1.0 or temperature <= 0:
-        raise ConfigError(f"--alpha must be in [0, 1] and --temperature > 0, got {alpha} and {temperature}")
-    data = sections.setdefault("data", {})
-    data.setdefault("max_length", spec.data.max_length)  # the length the teacher was tuned at
-
+    sections = distillation_sections(task, teacher_dir, sections, alpha, temperature)
     teacher = load_model(teacher_dir, task)
     teacher_labels = model_labels(teacher)
     if teacher.config.shares_layers:
@@ -103,6 +87,29 @@ def distill_finetuned(task: str, teacher_dir: str, train_source: str, dev_source
         record_distillation(summary, out_dir, teacher_dir, teacher, built["student"], chosen, alpha, temperature,
                             student_dir)
     return summary
+
+
+def distillation_sections(task: str, teacher_dir: str, sections: dict | None, alpha: float,
+                          temperature: float) -> dict:
+    """finetune's sections for a distillation run, checked before any work: a teacher of `task`,
+    no class weights or PEFT, alpha and temperature in range; data.max_length the teacher's."""
+    if task not in DISTILLABLE:
+        raise ConfigError(f"distillation supports --task classification (single-label), token-classification "
+                          f"or qa (one softmax per example, token or answer boundary), not {task!r}")
+    spec = read_spec(teacher_dir, task)
+    if spec.task != task:
+        raise ConfigError(f"{teacher_dir} is a {spec.task} model; distillation's KL term needs a {task} "
+                          "teacher (single-label: one softmax over the labels)")
+    sections = {name: dict(values) for name, values in (sections or {}).items()}
+    train = sections.get("train", {})
+    if train.get("class_weights", "none") != "none" or sections.get("peft"):
+        raise ConfigError("distillation trains the whole student on its own loss: remove train.class_weights "
+                          "and the [peft] settings")
+    if not 0.0 <= alpha <= 1.0 or temperature <= 0:
+        raise ConfigError(f"--alpha must be in [0, 1] and --temperature > 0, got {alpha} and {temperature}")
+    data = sections.setdefault("data", {})
+    data.setdefault("max_length", spec.data.max_length)  # the length the teacher was tuned at
+    return sections
 
 
 def load_student(student_dir: str, task: str, num_layers: int, teacher_labels: list[str]) -> nn.Module:
