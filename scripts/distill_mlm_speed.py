@@ -13,10 +13,9 @@ and the teacher/student ratio (of the medians, and per alternating pair).
 from __future__ import annotations
 
 import argparse
-import statistics
 
 from bertkit.heads import BertForMaskedLM
-from bertkit.recipes.distill import compare_speed
+from bertkit.recipes.distill import compare_speed, speed_ratios
 from bertkit.tasks import DataConfig, load_examples
 from bertkit.tasks.sequence import encode_texts
 from bertkit.tokenizer import Tokenizer
@@ -42,14 +41,13 @@ def main(argv=None) -> None:
     for name, model in models.items():
         print(f"{name}: {model.config.num_hidden_layers} layers, {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M "
               f"parameters ({sum(p.numel() for p in getattr(model, model.base_model_prefix).encoder.parameters()) / 1e6:.2f}M in the layers)")
-    times = compare_speed(models, features, tokenizer.pad_token_id, args.batch_size, args.repeats)
-    median = {name: statistics.median(t) for name, t in times.items()}
-    pairs = sorted(t / s for t, s in zip(times["teacher"], times["student"]))
+    ratios = speed_ratios(compare_speed(models, features, tokenizer.pad_token_id, args.batch_size, args.repeats))
+    median, pair = ratios["median_seconds"], ratios["speedup_per_pair"]
     tokens = sum(len(f["input_ids"]) for f in features)
     print(f"{len(features)} texts, {tokens} tokens, batch {args.batch_size}: teacher {median['teacher']:.3f} s, "
           f"student {median['student']:.3f} s per pass (median of {args.repeats}); speed-up "
-          f"{median['teacher'] / median['student']:.2f}x (per alternating pair: median {statistics.median(pairs):.2f}x, "
-          f"range {pairs[0]:.2f}-{pairs[-1]:.2f}x)")
+          f"{ratios['speedup']:.2f}x (per alternating pair: median {pair['median']:.2f}x, "
+          f"range {pair['min']:.2f}-{pair['max']:.2f}x)")
 
 
 if __name__ == "__main__":

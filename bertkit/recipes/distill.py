@@ -156,6 +156,16 @@ def compare_speed(models: dict[str, nn.Module], features: list[dict], pad_token_
     return times
 
 
+def speed_ratios(times: dict[str, list[float]]) -> dict:
+    """`compare_speed`'s seconds with their medians, the teacher/student ratio of the medians, and
+    that ratio per alternating pair (each teacher run against the student run right after it:
+    robust to slow drifts in load)."""
+    median = {name: statistics.median(t) for name, t in times.items()}
+    pairs = sorted(t / s for t, s in zip(times["teacher"], times["student"]))
+    return {"seconds": times, "median_seconds": median, "speedup": median["teacher"] / median["student"],
+            "speedup_per_pair": {"median": statistics.median(pairs), "min": pairs[0], "max": pairs[-1]}}
+
+
 def compare_on_test(teacher_dir: str, student_dir: str, test_source: str, repeats: int = 3,
                     batch_size: int | None = None, limit: int = 0, seed: int = 0) -> dict:
     """Teacher vs student on labelled `test_source` (or a seeded subset of `limit` examples, the
@@ -171,15 +181,9 @@ def compare_on_test(teacher_dir: str, student_dir: str, test_source: str, repeat
     features = get_task(spec.task).encode(tokenizer, examples, spec.data, None, False, "test")
     batch_size = batch_size or spec.data.eval_batch_size
     times = compare_speed(models, features, tokenizer.pad_token_id, batch_size, repeats)
-    median = {name: statistics.median(t) for name, t in times.items()}
-    # each teacher run against the student run right after it: robust to slow drifts in load
-    pairs = sorted(t / s for t, s in zip(times["teacher"], times["student"]))
     result = {"test_data": test_source, "examples": len(examples), "features": len(features), "batch_size": batch_size,
               "max_length": spec.data.max_length, "threads": torch.get_num_threads(),
-              "teacher": metrics["teacher"], "student": metrics["student"],
-              "seconds": times, "median_seconds": median,
-              "speedup": median["teacher"] / median["student"],
-              "speedup_per_pair": {"median": statistics.median(pairs), "min": pairs[0], "max": pairs[-1]}}
+              "teacher": metrics["teacher"], "student": metrics["student"], **speed_ratios(times)}
     result["retained"] = {k: metrics["student"][k] / v for k, v in metrics["teacher"].items() if v}
     path = os.path.join(student_dir, SUMMARY_FILE)
     with open(path, encoding="utf-8") as f:
