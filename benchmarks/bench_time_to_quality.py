@@ -15,7 +15,7 @@ The arms
                 chunks train as one run would. Or --bertkit-run RUN: a finished `bertkit pretrain`
                 run of the recipe (its pretrain_config.json fixes the recipe), each checkpoint it
                 saved scored at the training time its trainer state recorded (the same clock;
-                set `train.keep_last` high enough that the run keeps every checkpoint).
+                run it with `--set train.keep_last=0` so that it keeps every checkpoint).
   transformers  `BertForMaskedLM` from a `BertConfig` of the recipe's preset size (mini: 4 layers,
                 hidden 256, 4 heads, intermediate 1024) and the tokenizer's vocabulary, trained
                 with run_mlm.py's defaults (TrainingArguments 5.x): DataCollatorForLanguageModeling

@@ -319,6 +319,8 @@ SET_CASES = [
     ("both", "train.adam_beta2=2", ["train.adam_beta2 must be a number in [0, 1)", "got 2"]),
     ("both", "train.eval_every=true", ["train.eval_every must be an integer, got True"]),
     ("both", "train.save_every=true", ["train.save_every must be an integer, got True"]),
+    ("both", "train.keep_last=-1", ["train.keep_last must be an integer >= 0", "0 to keep every checkpoint",
+                                    "got -1"]),
     ("both", "train.grad_clip=nan", ["train.grad_clip must be a number >= 0", "got nan"]),
     ("both", "train.weight_decay=-1", ["train.weight_decay must be a number >= 0, got -1"]),
     ("both", "train.llrd=abc", ["train.llrd must be a number, got 'abc'"]),

@@ -108,7 +108,7 @@ class TrainConfig:
     head_lr: float | None = None  # lr of the task head (outside the encoder); None = lr
     eval_every: int = 0  # steps between evaluations; 0 = only at the end
     save_every: int = 0  # steps between checkpoints; 0 = only at the end; -1 = never (no resume)
-    keep_last: int = 2  # checkpoints kept on disk (older ones deleted)
+    keep_last: int = 2  # checkpoints kept on disk (older ones deleted); 0 = keep every one (a whole curve to score)
     log_every: int = 10  # steps averaged into one metrics row
     seed: int = 0
     device: str = "auto"  # "auto" = cuda when available, else cpu
@@ -118,10 +118,13 @@ class TrainConfig:
     strategy: str = "ddp"  # under torchrun: "ddp" = a full copy per process, "fsdp" = sharded (fsdp.py)
 
     def __post_init__(self) -> None:
-        for name in ("max_steps", "grad_accum", "batch_size", "keep_last", "log_every"):
+        for name in ("max_steps", "grad_accum", "batch_size", "log_every"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"train.{name} must be a positive integer, got {value!r}")
+        if not isinstance(self.keep_last, int) or isinstance(self.keep_last, bool) or self.keep_last < 0:
+            raise ConfigError(f"train.keep_last must be an integer >= 0: how many of the newest checkpoints to "
+                              f"keep, or 0 to keep every checkpoint; got {self.keep_last!r}")
         for name in ("eval_every", "save_every", "warmup_steps"):
             value = getattr(self, name)
             lowest = -1 if name == "save_every" else 0
@@ -640,7 +643,8 @@ class Trainer:
             self.collator.load_state_dict(state["collator"])
 
     def save_checkpoint(self) -> str | None:
-        """Write OUT/checkpoint-<step>/ atomically (rank 0) and prune to the last `keep_last`."""
+        """Write OUT/checkpoint-<step>/ atomically (rank 0) and prune to the last `keep_last`
+        (keep_last = 0: prune nothing)."""
         rank_states = self.ctx.gather(self._rank_state())  # collective: every rank takes part
         optimizer_state = None
         if self.sharded is not None:  # collective too: full weights and moments, as one process saves them
@@ -662,7 +666,9 @@ class Trainer:
                 unwrap(self.model).save_pretrained(tmp, tokenizer=self.tokenizer)
                 with atomic_open(os.path.join(tmp, STATE_FILE), "wb") as f:
                     torch.save(state, f)
-            for _, old_path in list_checkpoints(self.out_dir)[:-self.config.keep_last]:
+            # keep_last = 0 keeps all; said here, not left to [:-0] happening to be empty
+            doomed_paths = list_checkpoints(self.out_dir)[:-self.config.keep_last] if self.config.keep_last else []
+            for _, old_path in doomed_paths:
                 # renamed out of sight first: a kill in the middle of the delete leaves a .tmp-
                 # directory the next start removes, not a checkpoint-N without its state file
                 doomed = os.path.join(self.out_dir, f".tmp-checkpoint-pruned-{os.path.basename(old_path)}")

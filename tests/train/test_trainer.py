@@ -1,6 +1,7 @@
-"""The training loop: it learns, resumes exactly (also after SIGKILL), stops on a non-finite
-loss keeping the last good checkpoint, refuses a different model on resume, and writes
-checkpoints that `transformers` loads with the same logits."""
+"""The training loop: it learns, resumes exactly (also after SIGKILL), keeps the checkpoints
+train.keep_last asks for (0: all), stops on a non-finite loss keeping the last good checkpoint,
+refuses a different model on resume, and writes checkpoints that `transformers` loads with the
+same logits."""
 
 import json
 import os
@@ -13,7 +14,7 @@ import pytest
 import torch
 from helpers import SimpleMasker, tiny_config
 
-from bertkit.errors import BertkitError, CheckpointError
+from bertkit.errors import BertkitError, CheckpointError, ConfigError
 from bertkit.heads import BertForMaskedLM
 from bertkit.train import LengthBucketedBatches, Trainer, TrainConfig, list_checkpoints
 from bertkit.train.trainer import load_trainer_state
@@ -99,6 +100,21 @@ def test_exact_resume_after_interruption(tmp_path, bbc_tok_examples):
     assert [s for s, _ in got] == list(range(1, 13))
     for (s, a), (_, b) in zip(expected, got):
         assert a == pytest.approx(b, abs=1e-6), s
+
+
+@pytest.mark.filterwarnings("ignore:the lr schedule differs")  # max_steps 6 -> 8 on resume
+def test_keep_last_zero_keeps_every_checkpoint_and_a_positive_one_prunes(tmp_path, bbc_tok_examples):
+    tok, _, examples = bbc_tok_examples
+    make_trainer(tmp_path, examples, tok.vocab_size, max_steps=6, save_every=2, keep_last=0).train()
+    assert [s for s, _ in list_checkpoints(str(tmp_path))] == [2, 4, 6]
+    # keep_last may change on --resume: back to a number, the next save prunes to it
+    make_trainer(tmp_path, examples, tok.vocab_size, max_steps=8, save_every=2, keep_last=2).train(resume=True)
+    assert [s for s, _ in list_checkpoints(str(tmp_path))] == [6, 8]
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".tmp")]
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ConfigError, match=f"train.keep_last must be an integer >= 0: .* or 0 to keep every "
+                                              f"checkpoint; got {bad!r}"):
+            TrainConfig(keep_last=bad)
 
 
 def test_resume_with_other_model_config_is_refused(tmp_path, bbc_tok_examples):
