@@ -72,7 +72,8 @@ def main(argv=None):
 
     decoded = {k: get_task("classification").decode(model, tokenizer, examples, spec[k])
                for k in ("on", "off")}
-    diff = max(float(np.abs(a[1] - b[1]).max()) for a, b in zip(decoded["on"], decoded["off"]))
+    diff = max(float(np.abs(np.subtract(list(a[1].values()), list(b[1].values()))).max())
+               for a, b in zip(decoded["on"], decoded["off"]))
     labels_differ = sum(a[0] != b[0] for a, b in zip(decoded["on"], decoded["off"]))
     cpu = {"on": [], "off": []}  # this process's CPU seconds per call: less disturbed by other jobs
 

@@ -184,7 +184,9 @@ def compare_on_test(teacher_dir: str, student_dir: str, test_source: str, repeat
     result = {"test_data": test_source, "examples": len(examples), "features": len(features), "batch_size": batch_size,
               "max_length": spec.data.max_length, "threads": torch.get_num_threads(),
               "teacher": metrics["teacher"], "student": metrics["student"], **speed_ratios(times)}
-    result["retained"] = {k: metrics["student"][k] / v for k, v in metrics["teacher"].items() if v}
+    # the share of each score the student keeps; a ratio of losses (lower wins) is no share
+    lower = get_task(spec.task).lower_is_better
+    result["retained"] = {k: metrics["student"][k] / v for k, v in metrics["teacher"].items() if v and k not in lower}
     path = os.path.join(student_dir, SUMMARY_FILE)
     with open(path, encoding="utf-8") as f:
         summary = json.load(f)

@@ -12,8 +12,11 @@
    dynamic padding; optional class weights (`train.class_weights="balanced"`:
    w_c = N / (C * n_c), the loss is the weighted mean of the cross-entropies);
 4. evaluate on dev `evals_per_epoch` times per epoch; the best dev score (`select_metric`;
-   higher is better, except mse) is saved, and training stops after `patience` evaluations
-   without improvement (0 = never);
+   higher is better, except mse and loss) is saved, and training stops after `patience`
+   evaluations without improvement (0 = never). When the task reports a dev `loss`
+   (classification) and selects on another metric, an evaluation that ties the best score
+   exactly and has a lower dev loss is the new best (`tie_metric`): on a small dev set scores tie
+   often, and the first of equal scores may be a barely trained model;
 5. OUT ends with the best model + tokenizer (config with the labels), `finetune_summary.json`
    (written last: its presence marks a finished run), `metrics.jsonl`, `curves.png` and
    `finetune_config.json` (the options, which a `resume` must repeat).
@@ -71,7 +74,7 @@ class FinetuneOptions:
 
     epochs: float = 3.0  # sets max_steps unless train.max_steps is given
     patience: int = 0  # evaluations without a better dev score before stopping; 0 = never stop
-    select_metric: str = ""  # dev metric of the best checkpoint; "" = the task's default (mse: lowest wins)
+    select_metric: str = ""  # dev metric of the best checkpoint; "" = the task's default (mse, loss: lowest wins)
     evals_per_epoch: int = 1  # dev evaluations per epoch (unless train.eval_every is given)
     class_weights: str = "none"  # "none" | "balanced" (single-label and token classification)
 
@@ -370,6 +373,17 @@ def load_task_data(task_name: str, train_source: str, dev_source: str | None, re
     return TaskData(task, train, dev, labels, TaskSpec(task.name, recipe.data, allow_no_answer), dev_source)
 
 
+TIE_METRIC = "loss"  # settles exact ties of the selected dev score (early_stopping.py says why)
+
+
+def tie_metric(task: Task, metric: str) -> str | None:
+    """The dev metric that decides between evaluations with equal `metric`: the task's dev loss
+    when it reports one (minimised) and `metric` is another; None otherwise (the first of equal
+    scores stays)."""
+    reports_loss = TIE_METRIC in task.metric_names and TIE_METRIC in task.lower_is_better
+    return TIE_METRIC if reports_loss and metric != TIE_METRIC else None
+
+
 def select_metric(task: Task, options: FinetuneOptions) -> str:
     metric = options.select_metric or task.default_metric
     if metric not in task.metric_names:
@@ -488,7 +502,8 @@ def train_task_model(work: str, recipe: Recipe, data: TaskData, tokenizer, model
                                     lengths=[batching_length(f) for f in features], seed=recipe.train.seed,
                                     rank=ctx.rank, world_size=ctx.world_size)  # this rank's share
     train_config, steps_per_epoch = run_length(recipe, batches)
-    keeper = BestKeeper(work, metric, recipe.options.patience, tokenizer, metric in data.task.lower_is_better)
+    keeper = BestKeeper(work, metric, recipe.options.patience, tokenizer, metric in data.task.lower_is_better,
+                        tie_metric=tie_metric(data.task, metric))
 
     def evaluate_dev(_model) -> dict:
         metrics = evaluate_examples(model, tokenizer, data.spec, data.dev, name="dev")
@@ -524,6 +539,7 @@ def run_summary(data: TaskData, recipe: Recipe, train_config: TrainConfig, model
         "epochs_run": steps / steps_per_epoch,
         "stopped_early": steps < train_config.max_steps,
         "select_metric": metric,
+        "tie_metric": keeper.tie_metric,
         "best_step": keeper.best_step,
         "best_dev": clean_metrics(keeper.best_metrics),
         "dev_baseline": clean_metrics(baseline_metrics(data.spec, data.train, data.dev)),

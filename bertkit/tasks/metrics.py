@@ -1,7 +1,7 @@
 """Evaluation metrics for fine-tuning tasks, in numpy and plain Python.
 
 * classification: accuracy, per-class precision/recall/F1, macro and micro F1 (single-label
-  and multi-label);
+  and multi-label); the log loss (mean cross-entropy of the gold class) of class probabilities;
 * regression: Pearson and Spearman correlation;
 * token tagging: entity spans and entity-level P/R/F1 as defined by conlleval (the default,
   non-strict mode of seqeval);
@@ -26,6 +26,7 @@ __all__ = [
     "per_class_prf",
     "macro_f1",
     "micro_f1",
+    "log_loss",
     "pearson",
     "spearman",
     "entity_spans",
@@ -119,6 +120,21 @@ def micro_f1(y_true: Sequence, y_pred: Sequence, labels: Iterable | None = None)
     fp = sum(counts.get(label, [0, 0, 0])[1] for label in chosen)
     fn = sum(counts.get(label, [0, 0, 0])[2] for label in chosen)
     return _prf(tp, fp, fn)[2]
+
+
+def log_loss(y_true: Sequence, probabilities: Sequence[Mapping[Hashable, float]]) -> float:
+    """Mean cross-entropy of the gold class, -1/N sum_i ln p_i(y_i) (natural log), from each
+    example's class probabilities {label: p} (sklearn's log_loss of a single-label problem).
+
+    No clipping: a gold class with probability 0 (or missing from the mapping) makes the loss
+    inf, as the cross-entropy is; a softmax in float64 reaches 0 only past a logit gap of ~745.
+    Empty input gives nan (a mean of nothing)."""
+    _check_lengths(y_true, probabilities)
+    if not y_true:
+        return float("nan")
+    gold = np.array([p.get(y, 0.0) for y, p in zip(y_true, probabilities)], dtype=np.float64)
+    with np.errstate(divide="ignore"):  # ln 0 = -inf is the answer, not a numerical accident
+        return float(-np.mean(np.log(gold)))
 
 
 # ----------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Sequence tasks: one prediction per text or text pair, from the pooled [CLS] vector.
 
-- classification: one class name per text; softmax over the classes, cross-entropy loss.
+- classification: one class name per text; softmax over the classes, cross-entropy loss (also
+  reported on dev as the metric `loss`, which settles ties of the selected score when fine-tuning).
 - multi-label classification: a set of class names per text; sigmoid per class, p >= 0.5 is in
   the set; binary cross-entropy loss. Classification data whose labels are lists is multi-label.
 - regression: one number per text; mean squared error.
@@ -24,7 +25,7 @@ from bertkit.io import iter_text_lines
 from bertkit.tasks.common import (DataConfig, PredictionInput, TaskSpec, check_texts, forward_features,
                                   json_float, model_labels, sigmoid, softmax, truncation_warning)
 from bertkit.tasks.formats import TextExample, infer_task_kind, read_text_dataset
-from bertkit.tasks.metrics import accuracy, macro_f1, micro_f1, pearson, spearman
+from bertkit.tasks.metrics import accuracy, log_loss, macro_f1, micro_f1, pearson, spearman
 from bertkit.tasks.spec import Task, label_head_config
 
 ARCHITECTURES = ("BertForSequenceClassification", "RobertaForSequenceClassification",
@@ -120,18 +121,24 @@ def _logits(model, tokenizer, examples, spec: TaskSpec, name: str) -> np.ndarray
                                      spec.data.eval_batching)).astype(np.float64)
 
 
-def decode_classes(model, tokenizer, examples, spec: TaskSpec, name: str = "data") -> list[tuple[str, np.ndarray]]:
-    """(label, class probabilities) per example: the argmax of the softmax."""
+def _by_label(labels: list[str], probs: np.ndarray) -> dict[str, float]:
+    """One example's probabilities keyed by class name, in the model's label order: the metrics
+    look up the gold class by name, the rows print them as they are."""
+    return dict(zip(labels, probs.tolist()))
+
+
+def decode_classes(model, tokenizer, examples, spec: TaskSpec, name: str = "data") -> list[tuple[str, dict]]:
+    """(label, {class: probability}) per example: the argmax of the softmax."""
     probs = softmax(_logits(model, tokenizer, examples, spec, name))
     labels = model_labels(model)
-    return [(labels[j], p) for j, p in zip(probs.argmax(axis=1), probs)]
+    return [(labels[j], _by_label(labels, p)) for j, p in zip(probs.argmax(axis=1), probs)]
 
 
-def decode_label_sets(model, tokenizer, examples, spec: TaskSpec, name: str = "data") -> list[tuple[list, np.ndarray]]:
-    """(labels with sigmoid >= 0.5, per-class probabilities) per example."""
+def decode_label_sets(model, tokenizer, examples, spec: TaskSpec, name: str = "data") -> list[tuple[list, dict]]:
+    """(labels with sigmoid >= 0.5, {class: probability}) per example."""
     probs = sigmoid(_logits(model, tokenizer, examples, spec, name))
     labels = model_labels(model)
-    return [([labels[j] for j in np.flatnonzero(p >= 0.5)], p) for p in probs]
+    return [([labels[j] for j in np.flatnonzero(p >= 0.5)], _by_label(labels, p)) for p in probs]
 
 
 def decode_values(model, tokenizer, examples, spec: TaskSpec, name: str = "data") -> list[float]:
@@ -140,8 +147,18 @@ def decode_values(model, tokenizer, examples, spec: TaskSpec, name: str = "data"
 
 # ---------------------------------------------------------------------------- metrics
 def classification_metrics(examples, predictions) -> dict:
+    """accuracy, macro F1 and `loss`: the mean cross-entropy of the gold class, -1/N sum ln p(gold)
+    (natural log; `log_loss`), when every prediction carries its class probabilities (a bare
+    label, probabilities None, has no loss: a reference that predicts labels only).
+
+    The loss is a finer measure of the same model than accuracy: on a dev set of a few hundred
+    examples two checkpoints often get the same count right, while their losses still differ in
+    how sure they are of the right classes (fine-tuning settles such ties by it)."""
     gold, predicted = [e.label for e in examples], [p for p, _ in predictions]
-    return {"accuracy": accuracy(gold, predicted), "macro_f1": macro_f1(gold, predicted)}
+    metrics = {"accuracy": accuracy(gold, predicted), "macro_f1": macro_f1(gold, predicted)}
+    if all(probs is not None for _, probs in predictions):
+        metrics["loss"] = log_loss(gold, [probs for _, probs in predictions])
+    return metrics
 
 
 def label_set_metrics(examples, predictions) -> dict:
@@ -158,9 +175,16 @@ def regression_metrics(examples, predictions) -> dict:
 
 
 def majority_baseline(train, examples) -> dict:
-    """The most frequent training class for every example."""
-    majority = Counter(e.label for e in train).most_common(1)[0][0]
-    return classification_metrics(examples, [(majority, None)] * len(examples))
+    """The most frequent training class for every example, with the training class frequencies
+    as its probabilities: the predictor that knows only the label counts. Its loss is the
+    cross-entropy of the labels under those frequencies (ln C for C balanced classes), the level a
+    model's dev loss must get below. A one-hot majority prediction would have an infinite loss
+    (ln 0 for every other class), which says nothing; a dev class the training data lacks makes
+    this one infinite too (`finetune` refuses such dev sets)."""
+    counts = Counter(e.label for e in train)
+    majority = counts.most_common(1)[0][0]
+    prior = {label: n / len(train) for label, n in counts.items()}
+    return classification_metrics(examples, [(majority, prior)] * len(examples))
 
 
 def empty_set_baseline(train, examples) -> dict:
@@ -176,16 +200,16 @@ def mean_baseline(train, examples) -> dict:
 
 
 # ---------------------------------------------------------------------------- rows
-def _probabilities(model, probs) -> dict:
-    return {label: round(float(p), 6) for label, p in zip(model_labels(model), probs)}
+def _rounded(probs: dict) -> dict:
+    return {label: round(p, 6) for label, p in probs.items()}
 
 
 def class_rows(model, predictions, inputs) -> list[dict]:
-    return [{"label": label, "probabilities": _probabilities(model, probs)} for label, probs in predictions]
+    return [{"label": label, "probabilities": _rounded(probs)} for label, probs in predictions]
 
 
 def label_set_rows(model, predictions, inputs) -> list[dict]:
-    return [{"labels": labels, "probabilities": _probabilities(model, probs)} for labels, probs in predictions]
+    return [{"labels": labels, "probabilities": _rounded(probs)} for labels, probs in predictions]
 
 
 def value_rows(model, predictions, inputs) -> list[dict]:
@@ -204,10 +228,10 @@ CLASSIFICATION = Task(
     model_class=BertForSequenceClassification,
     read=_reader("category"), read_inputs=read_inputs, encode=_encoder("classification"),
     decode=decode_classes, metrics=classification_metrics, baseline=majority_baseline, rows=class_rows,
-    metric_names=("accuracy", "macro_f1"),
+    metric_names=("accuracy", "macro_f1", "loss"),
     labels_of=lambda examples: [e.label for e in examples],
     head_config=label_head_config("single_label_classification"),
-    architectures=ARCHITECTURES, refine=_multi_label_if_lists,
+    architectures=ARCHITECTURES, lower_is_better=frozenset({"loss"}), refine=_multi_label_if_lists,
 )
 
 MULTI_LABEL = Task(

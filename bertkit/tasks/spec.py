@@ -35,7 +35,7 @@ class Task:
     labels_of       examples -> every label they show (None: the task has no label set)
     head_config     labels -> config changes of the head (num_labels, id2label, problem_type)
     architectures   config.json `architectures` entries that mean a model of this task
-    lower_is_better metrics where lower wins (mse)
+    lower_is_better metrics where lower wins (mse, loss)
     refine          training examples -> the task they really need (classification data with
                     lists of labels is multi-label); None: the task itself
     build_model     (model_dir, task, labels, model overrides) -> the model to fine-tune; None: the

@@ -3,13 +3,27 @@
 After every evaluation `BestKeeper.update` compares the metric with the best value so far. With
 sign = -1 when lower is better (a loss) and +1 otherwise, an evaluation improves when
 
-    sign * value > sign * best + min_delta
+    sign * value > sign * best + min_delta                                   (a better score)
+    or, given a tie metric t (a loss: lower wins),
+    sign * value == sign * best  and  t < t_best                             (a tie, settled by t)
 
 and then the model is saved to the best directory (a complete model directory, swapped in
 atomically). After `patience` evaluations in a row without improvement it answers "stop"
-(patience 0: never). A NaN metric never improves. The `Trainer` calls it after each
+(patience 0: never). A NaN metric never improves, nor wins a tie; a tie metric that is missing or
+NaN never wins a tie and loses one to any measured value. The `Trainer` calls it after each
 evaluation when given one (`Trainer(..., keeper=...)`) and replays the logged evaluations of a
-resumed run, so patience and the best value survive an interruption.
+resumed run (metrics.jsonl holds each float exactly), so patience, the best value and every tie
+decision survive an interruption.
+
+Why a tie metric: a score counted over a small dev set ties often (accuracy over 223 BBC dev
+articles moves in steps of 1/223; a fine-tune in docs/results.md kept its first-epoch checkpoint
+because the later checkpoints only tied its score), and the first of equal scores is then a
+barely trained model. The dev loss measures the same model more finely (how sure it is of the
+right answers), so fine-tuning settles ties of its selected score by it (recipes/finetune.py).
+A tie is exact equality, not "within min_delta": scores counted over the same examples tie
+exactly, and a tolerance band would let a lower score win on the loss (a run of such wins could
+walk the kept score down by a band each time). So with min_delta > 0 a gain smaller than
+min_delta is neither an improvement nor a tie.
 
 Pre-training sets it in an `[early_stopping]` section (`EarlyStoppingSection`): patience,
 min_delta and the held-out metric (default `mlm_loss`); the best model lands in OUT/best.
@@ -31,10 +45,14 @@ class BestKeeper:
     """Early stopping on `metric` and the best model kept in `best_dir` (default OUT/.best).
 
     `setting` names the config key that chose the metric, for the error when it is not measured.
+    `tie_metric` (None: the first of equal values stays) is a lower-is-better metric that decides
+    between evaluations whose `metric` is exactly equal; a tie won counts as an improvement (the
+    model is saved, patience starts again).
     """
 
     def __init__(self, out_dir: str, metric: str, patience: int, tokenizer, lower_is_better: bool = False,
-                 min_delta: float = 0.0, best_dir: str | None = None, setting: str = "train.select_metric"):
+                 min_delta: float = 0.0, best_dir: str | None = None, setting: str = "train.select_metric",
+                 tie_metric: str | None = None):
         self.out_dir = out_dir
         self.metric = metric
         self.sign = -1.0 if lower_is_better else 1.0  # compare sign * value, higher wins
@@ -43,7 +61,9 @@ class BestKeeper:
         self.tokenizer = tokenizer
         self.best_dir = best_dir or os.path.join(out_dir, ".best")
         self.setting = setting
+        self.tie_metric = tie_metric
         self.best_value = -math.inf
+        self.best_tie = math.inf  # the tie metric of the best evaluation
         self.best_step: int | None = None
         self.best_metrics: dict = {}
         self.bad_evals = 0
@@ -74,9 +94,13 @@ class BestKeeper:
                               f"measured: {measured}")
         self.history.append({"step": step, **metrics})
         value = metrics[self.metric]
-        value = -math.inf if value is None or math.isnan(value) else self.sign * value
-        if self.best_step is None or value > self.best_value + self.min_delta:
-            self.best_value, self.best_step, self.best_metrics = value, step, dict(metrics)
+        value = -math.inf if _unmeasured(value) else self.sign * value
+        tie = metrics.get(self.tie_metric) if self.tie_metric else None
+        tie = math.inf if _unmeasured(tie) else tie
+        better = value > self.best_value + self.min_delta
+        won_tie = value == self.best_value and value > -math.inf and tie < self.best_tie
+        if self.best_step is None or better or won_tie:
+            self.best_value, self.best_tie, self.best_step, self.best_metrics = value, tie, step, dict(metrics)
             self.bad_evals = 0
             return True
         self.bad_evals += 1
@@ -85,6 +109,10 @@ class BestKeeper:
     def _save(self, model: nn.Module) -> None:
         with atomic_directory(self.best_dir, prefix=".tmp-best-") as tmp:
             model.save_pretrained(tmp, tokenizer=self.tokenizer)
+
+
+def _unmeasured(value) -> bool:
+    return value is None or math.isnan(value)
 
 
 @dataclass

@@ -104,7 +104,8 @@ def test_sequence_outputs_equal_fixed_batches_and_single_inputs(tokenizer, task,
     else:
         for (label, probs), (label_fixed, probs_fixed) in zip(decoded, decoded_fixed):
             assert label == label_fixed
-            np.testing.assert_allclose(probs, probs_fixed, atol=1e-5, rtol=0)
+            assert list(probs) == list(probs_fixed) == list(head["id2label"].values())  # model label order
+            np.testing.assert_allclose(list(probs.values()), list(probs_fixed.values()), atol=1e-5, rtol=0)
 
 
 def test_predict_rows_keep_input_order_with_blank_and_duplicate_inputs(tokenizer):

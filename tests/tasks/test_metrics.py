@@ -9,6 +9,7 @@ from bertkit.tasks.metrics import (
     accuracy,
     entity_prf,
     entity_spans,
+    log_loss,
     macro_f1,
     micro_f1,
     normalize_answer,
@@ -63,6 +64,24 @@ def test_against_sklearn():
     pred = [g if rng.random() < 0.6 else rng.choice("abcde") for g in gold]
     assert macro_f1(gold, pred) == pytest.approx(metrics.f1_score(gold, pred, average="macro", zero_division=0))
     assert micro_f1(gold, pred) == pytest.approx(metrics.f1_score(gold, pred, average="micro"))
+
+
+
+def test_log_loss_by_hand_and_against_sklearn():
+    probs = [{"a": 0.5, "b": 0.25, "c": 0.25}, {"a": 0.1, "b": 0.8, "c": 0.1}]
+    assert log_loss(["a", "c"], probs) == pytest.approx(-(math.log(0.5) + math.log(0.1)) / 2)
+    assert log_loss(["a"], [{"a": 1.0, "b": 0.0}]) == 0.0
+    assert log_loss(["b"], [{"a": 1.0}]) == math.inf  # the gold class got nothing: no clipping
+    assert math.isnan(log_loss([], []))
+    with pytest.raises(DataError, match="2 gold labels but 1 predictions"):
+        log_loss(["a", "b"], probs[:1])
+    metrics = pytest.importorskip("sklearn.metrics")
+    rng = np.random.default_rng(0)
+    labels = ["a", "b", "c", "d"]
+    gold = [labels[i] for i in rng.integers(0, 4, 200)]
+    rows = rng.dirichlet(np.ones(4), 200)
+    ours = log_loss(gold, [dict(zip(labels, row)) for row in rows])
+    assert ours == pytest.approx(metrics.log_loss(gold, rows, labels=labels), rel=1e-12)
 
 
 # ---------------------------------------------------------------- correlations

@@ -92,6 +92,76 @@ def test_best_keeper_min_delta_and_direction():
             1, {"mlm_loss": 1.0, "mlm_accuracy": 0.5})
 
 
+
+def tie_keeper(patience=0, **kwargs):
+    return BestKeeper("unused", "accuracy", patience, tokenizer=None, tie_metric="loss", **kwargs)
+
+
+def test_a_tie_goes_to_the_lower_loss_and_counts_as_an_improvement():
+    keeper = tie_keeper(patience=2)
+    assert keeper._record(1, {"accuracy": 0.955, "loss": 0.40})
+    assert not keeper._record(2, {"accuracy": 0.928, "loss": 0.30})  # lower loss, lower score: no
+    assert keeper.bad_evals == 1
+    assert keeper._record(3, {"accuracy": 0.955, "loss": 0.20})  # tie, lower loss: the new best
+    assert keeper.best_step == 3 and keeper.bad_evals == 0 and not keeper.should_stop
+    assert not keeper._record(4, {"accuracy": 0.955, "loss": 0.25})  # tie, higher loss: kept 3
+    assert not keeper._record(5, {"accuracy": 0.955, "loss": 0.20})  # tie, equal loss: the first stays
+    assert keeper.best_step == 3 and keeper.should_stop
+    assert keeper.best_metrics == {"accuracy": 0.955, "loss": 0.20}
+
+
+def test_a_better_score_wins_whatever_its_loss():
+    keeper = tie_keeper()
+    keeper._record(1, {"accuracy": 0.90, "loss": 0.10})
+    assert keeper._record(2, {"accuracy": 0.91, "loss": 5.0})
+    assert not keeper._record(3, {"accuracy": 0.90, "loss": 0.01})  # a lower score never wins on the loss
+    assert keeper.best_step == 2
+
+
+def test_tie_rules_at_the_edges():
+    keeper = tie_keeper()  # an unmeasured loss never wins a tie and loses one to any measured loss
+    keeper._record(1, {"accuracy": 0.5, "loss": float("nan")})
+    assert not keeper._record(2, {"accuracy": 0.5})
+    assert keeper._record(3, {"accuracy": 0.5, "loss": float("inf")}) is False
+    assert keeper._record(4, {"accuracy": 0.5, "loss": 9.0}) and keeper.best_step == 4
+    nan = tie_keeper()  # NaN scores are no tie, whatever the loss
+    nan._record(1, {"accuracy": float("nan"), "loss": 1.0})
+    assert not nan._record(2, {"accuracy": float("nan"), "loss": 0.5}) and nan.best_step == 1
+    # a tie is exact equality: a gain under min_delta is neither an improvement nor a tie
+    banded = tie_keeper(min_delta=0.01)
+    banded._record(1, {"accuracy": 0.5, "loss": 1.0})
+    assert not banded._record(2, {"accuracy": 0.505, "loss": 0.5})
+    assert not banded._record(3, {"accuracy": 0.495, "loss": 0.5})
+    assert banded._record(4, {"accuracy": 0.5, "loss": 0.5}) and banded.best_step == 4
+    plain = BestKeeper("unused", "accuracy", 0, tokenizer=None)  # no tie metric: the first of equal scores
+    plain._record(1, {"accuracy": 0.5, "loss": 1.0})
+    assert not plain._record(2, {"accuracy": 0.5, "loss": 0.5}) and plain.best_step == 1
+    lower = BestKeeper("unused", "mse", 0, tokenizer=None, lower_is_better=True, tie_metric="loss")
+    lower._record(1, {"mse": 2.0, "loss": 1.0})
+    assert lower._record(2, {"mse": 2.0, "loss": 0.5}) and not lower._record(3, {"mse": 2.5, "loss": 0.1})
+
+
+def test_replayed_evaluations_give_the_live_decisions():
+    evaluations = [{"accuracy": a, "loss": loss} for a, loss in
+                   [(0.955, 0.41), (0.928, 0.30), (0.946, 0.35), (0.955, 0.2345678901234567), (0.955, 0.25),
+                    (0.955, float("nan")), (0.96, 0.5), (0.96, 0.49)]]
+    live, decisions = tie_keeper(patience=3), []
+    for step, metrics in enumerate(evaluations, start=1):
+        decisions.append(live._record(step, metrics))
+    assert decisions == [True, False, False, True, False, False, True, True]
+    # what a resumed run reads back: the eval rows of metrics.jsonl (JSON, between train rows)
+    rows = [json.loads(json.dumps({"step": step, "split": "eval", **metrics, "train_seconds": 1.0}))
+            for step, metrics in enumerate(evaluations, start=1)]
+    rows[2:2] = [{"step": 3, "split": "train", "loss": 0.1}]
+    resumed = tie_keeper(patience=3)
+    resumed.replay(rows)
+    assert (resumed.best_step, resumed.best_value, resumed.best_tie, resumed.bad_evals) == \
+        (live.best_step, live.best_value, live.best_tie, live.bad_evals) == (8, 0.96, 0.49, 0)
+    for step, metrics in ((9, {"accuracy": 0.96, "loss": 0.48}), (10, {"accuracy": 0.96, "loss": 0.6})):
+        assert resumed._record(step, metrics) == live._record(step, metrics)
+    assert resumed.best_step == live.best_step == 9
+
+
 def test_pretraining_stops_when_the_held_out_loss_stops_improving(tmp_path):
     # lr 1e-7: the weights move, the held-out loss barely does, so no evaluation after the first
     # improves it by min_delta = 0.01 and the run stops two evaluations later.
