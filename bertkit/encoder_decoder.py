@@ -185,6 +185,26 @@ class EncoderDecoderModel(Generates, PretrainedMixin, nn.Module):
                                                   **{**overrides, **(decoder_overrides or {})})
         return cls(EncoderDecoderConfig(encoder.config, decoder.config, **ids), encoder, decoder)
 
+    def is_head_parameter(self, name: str) -> bool:
+        """What a BERT2BERT warm start adds to the two BERTs, the head that `train.head_lr` trains:
+        the cross-attention layers, the decoder's LM head (transform and bias; its output matrix is
+        tied to the decoder's word embeddings and stays with them) and `enc_to_dec_proj`."""
+        return (".crossattention." in name or name.startswith("decoder.cls.")
+                or name.startswith("enc_to_dec_proj."))
+
+    @torch.no_grad()
+    def init_cross_attention_from_self_attention(self) -> None:
+        """Start each decoder layer's cross-attention as a copy of that layer's self-attention
+        (query, key, value, output projection and LayerNorm). Random cross-attention (Rothe et al.
+        2020) first has to learn where to look; a copy starts with pre-trained query/key geometry
+        over states of the same model family, so the decoder reads the source from the first step."""
+        if self.enc_to_dec_proj is not None:
+            raise ConfigError("cross-attention starts from self-attention only when the encoder and the decoder "
+                              f"have the same width (here {self.config.encoder.hidden_size} and "
+                              f"{self.config.decoder.hidden_size})")
+        for layer in self.decoder.bert.encoder.layer:
+            layer.crossattention.load_state_dict(layer.attention.state_dict())
+
     @property
     def decoder_config(self) -> BertConfig:
         return self.config.decoder

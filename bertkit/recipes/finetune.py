@@ -97,10 +97,12 @@ TRAIN_DEFAULTS = {"lr": 5e-5, "batch_size": 16, "warmup_ratio": 0.1, "log_every"
 # sequence-classification or multiple-choice head reads, bertkit/heads.py), and freeze_encoder
 # (as in continued pre-training): true trains the head only, the encoder's weights stay as loaded;
 # decoder_layers (seq2seq): the decoder warm-starts from the checkpoint's first N layers;
+# cross_attention_init (seq2seq): "random" or "self_attention" (each new cross-attention layer a
+# copy of its layer's self-attention, bertkit/tasks/seq2seq.py);
 # attention_low_rank (+ _sharing) turns a dense encoder into a Linformer one: the new E, F start as
 # segment means over data.max_length positions (variants/linformer.py, init_segment_means).
 MODEL_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout", "classifier_pooling",
-              "freeze_encoder", "decoder_layers", "attention_low_rank", "attention_low_rank_sharing")
+              "freeze_encoder", "decoder_layers", "cross_attention_init", "attention_low_rank", "attention_low_rank_sharing")
 
 
 def section_keys() -> dict[str, list[str]]:
@@ -400,8 +402,9 @@ def build_model(model_dir: str, data: TaskData, recipe: Recipe, model_fn=None, p
         raise ConfigError(f"data.max_length={recipe.data.max_length} exceeds the model's "
                           f"{config.max_sequence_length} positions; use data.max_length="
                           f"{config.max_sequence_length} or less")
-    if "decoder_layers" in recipe.model and data.task.name != "seq2seq":
-        raise ConfigError(f"model.decoder_layers is for --task seq2seq (an encoder-decoder), not {data.task.name}")
+    for key in ("decoder_layers", "cross_attention_init"):
+        if key in recipe.model and data.task.name != "seq2seq":
+            raise ConfigError(f"model.{key} is for --task seq2seq (an encoder-decoder), not {data.task.name}")
     torch.manual_seed(recipe.train.seed)  # the new head's initialisation
     model = (model_fn or data.task.build_model or build_task_model)(model_dir, data.task, data.labels, recipe.model)
     if recipe.model.get("attention_low_rank") is not None and getattr(config, "attention_low_rank", None) is None:

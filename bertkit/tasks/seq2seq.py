@@ -70,15 +70,27 @@ def read_inputs(path: str, data: DataConfig) -> PredictionInput:
 
 
 # ---------------------------------------------------------------------------- model and features
+CROSS_ATTENTION_INITS = ("random", "self_attention")
+
+
 def build_model(model_dir: str, task: Task, labels, overrides: dict) -> EncoderDecoderModel:
     """BERT2BERT warm-started from the BERT checkpoint `model_dir`, or the saved encoder-decoder
     there; `overrides` (dropout) change the encoder's and the decoder's configs, and
     `decoder_layers` = N (model.decoder_layers) warm-starts the decoder from the first N layers
-    only: a shallower decoder trains faster (the encoder keeps all its layers)."""
+    only: a shallower decoder trains faster (the encoder keeps all its layers);
+    `cross_attention_init` (model.cross_attention_init) = "random" (Rothe et al.) or
+    "self_attention": each new cross-attention layer starts as a copy of its layer's self-attention."""
     overrides = dict(overrides)
     layers = overrides.pop("decoder_layers", None)
+    cross_init = overrides.pop("cross_attention_init", "random")
+    if cross_init not in CROSS_ATTENTION_INITS:
+        raise ConfigError(f"model.cross_attention_init must be one of {', '.join(CROSS_ATTENTION_INITS)}, "
+                          f"got {cross_init!r}")
     config = read_config(model_dir)
     if isinstance(config, EncoderDecoderConfig):
+        if cross_init != "random":
+            raise ConfigError(f"model.cross_attention_init={cross_init!r} sets up new cross-attention, but {model_dir} "
+                              "is an encoder-decoder that has trained its own; drop the option to fine-tune it further")
         if layers is not None and layers != config.decoder.num_hidden_layers:
             raise ConfigError(f"model.decoder_layers={layers}, but {model_dir} is an encoder-decoder whose decoder "
                               f"has {config.decoder.num_hidden_layers} layers; drop the option to fine-tune it further")
@@ -90,10 +102,13 @@ def build_model(model_dir: str, task: Task, labels, overrides: dict) -> EncoderD
     tokenizer = Tokenizer.from_pretrained(model_dir)
     with warnings.catch_warnings():  # new cross-attention layers, no pooler in the decoder: warm starting
         warnings.filterwarnings("ignore", message=".*(newly initialised|not used by this model)")
-        return EncoderDecoderModel.from_encoder_decoder_pretrained(
+        model = EncoderDecoderModel.from_encoder_decoder_pretrained(
             model_dir, model_dir, overrides, {} if layers is None else {"num_hidden_layers": layers},
             decoder_start_token_id=tokenizer.cls_token_id, pad_token_id=tokenizer.pad_token_id,
             eos_token_id=tokenizer.sep_token_id)
+    if cross_init == "self_attention":
+        model.init_cross_attention_from_self_attention()
+    return model
 
 
 def encode(tokenizer, examples: Sequence[TextExample], data: DataConfig, label2id, training: bool,

@@ -16,7 +16,9 @@ The MLM decoder is tied to the word embeddings, so it is one parameter at the em
 
 A separate head learning rate (`head_lr`) gives every parameter outside the encoder backbone
 (the task head: names not under the model's `base_model_prefix`) its own lr: a freshly
-initialised head on a small pre-trained encoder often wants a larger step than the encoder.
+initialised head on a small pre-trained encoder often wants a larger step than the encoder. A
+model whose head is not one subtree names it itself with `is_head_parameter(name)` (BERT2BERT:
+the cross-attention layers and the LM head that the warm start adds to the two BERTs).
 """
 
 from __future__ import annotations
@@ -65,6 +67,16 @@ def head_prefix(model: nn.Module) -> str:
     return prefix + "."
 
 
+def head_test(model: nn.Module):
+    """name -> whether the parameter belongs to the task head: the model's own `is_head_parameter`
+    when it has one, else every name outside the `base_model_prefix` subtree."""
+    own = getattr(model, "is_head_parameter", None)
+    if callable(own):
+        return own
+    backbone = head_prefix(model)
+    return lambda name: not name.startswith(backbone)
+
+
 def param_groups(model: nn.Module, lr: float, weight_decay: float = 0.01,
                  llrd: float | None = None, num_layers: int | None = None,
                  head_lr: float | None = None) -> list[dict]:
@@ -75,7 +87,7 @@ def param_groups(model: nn.Module, lr: float, weight_decay: float = 0.01,
     """
     if llrd is not None and not 0.0 < llrd <= 1.0:
         raise ConfigError(f"llrd must be in (0, 1] (e.g. 0.8) or unset, got {llrd}")
-    backbone = head_prefix(model) if head_lr is not None else ""
+    in_head_test = head_test(model) if head_lr is not None else None
     if num_layers is None:
         config = getattr(model, "config", None)
         num_layers = getattr(config, "num_hidden_layers", 0)
@@ -87,7 +99,7 @@ def param_groups(model: nn.Module, lr: float, weight_decay: float = 0.01,
             continue
         depth = layer_index(name, num_layers) if llrd is not None else num_layers
         decays = name not in no_decay
-        in_head = bool(backbone) and not name.startswith(backbone)
+        in_head = in_head_test is not None and bool(in_head_test(name))
         key = (depth, decays, in_head)
         if key not in groups:
             scale = llrd ** (num_layers - depth) if llrd is not None else 1.0

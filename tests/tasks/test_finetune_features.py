@@ -222,3 +222,22 @@ def test_head_lr_and_frozen_encoder():
     assert recipe.freeze_encoder and recipe.model == {} and recipe.train.head_lr == 1e-3
     with pytest.raises(ConfigError, match="freeze_encoder"):
         build_recipe({"model": {"freeze_encoder": "yes"}})
+
+
+def test_head_lr_on_an_encoder_decoder_trains_what_the_warm_start_adds():
+    from bertkit.encoder_decoder import EncoderDecoderConfig, EncoderDecoderModel
+    from bertkit.train.optim import param_groups
+
+    bert = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32)
+    model = EncoderDecoderModel(EncoderDecoderConfig(bert, bert.replace(is_decoder=True, add_cross_attention=True),
+                                                     decoder_start_token_id=1, pad_token_id=0, eos_token_id=2))
+    groups = param_groups(model, lr=1e-4, head_lr=1e-2)
+    fast = {n for g in groups if g["lr"] == 1e-2 for n in g["names"]}
+    slow = {n for g in groups if g["lr"] == 1e-4 for n in g["names"]}
+    assert fast | slow == {n for n, _ in model.named_parameters()} and not fast & slow
+    # every cross-attention weight, the LM transform and bias; not the decoder's tied word embeddings
+    assert fast == {n for n, _ in model.named_parameters() if ".crossattention." in n or n.startswith("decoder.cls.")}
+    assert len([n for n in fast if ".crossattention." in n]) == 2 * 10  # q, k, v, output: weight, bias; LayerNorm
+    assert {"decoder.cls.predictions.transform.dense.weight", "decoder.cls.predictions.bias"} <= fast
+    assert "decoder.bert.embeddings.word_embeddings.weight" in slow
+    assert "decoder.bert.encoder.layer.0.attention.self.query.weight" in slow

@@ -1,6 +1,7 @@
 """wordnet-definitions (word -> the definition of its most common sense) on a hand-made WordNet
 directory with exact expectations, on the real adverbs, its word-level split, and
-`model.decoder_layers` (a BERT2BERT decoder warm-started from the checkpoint's first N layers)."""
+`model.decoder_layers` (a BERT2BERT decoder warm-started from the checkpoint's first N layers) and
+`model.cross_attention_init` (new cross-attention as a copy of the layer's self-attention)."""
 
 from __future__ import annotations
 
@@ -129,3 +130,26 @@ def test_decoder_layers_is_refused_outside_seq2seq_and_when_not_positive(two_lay
         assert "model.decoder_layers is for --task seq2seq" in capsys.readouterr().err
         assert main(base[:1] + ["--task", "seq2seq"] + base[1:] + ["model.decoder_layers=0"]) == 2
         assert "model.decoder_layers must be a positive integer, got 0" in capsys.readouterr().err
+        assert main(base[:1] + ["--task", "classification"] + base[1:] + ["model.cross_attention_init=random"]) == 2
+        assert "model.cross_attention_init is for --task seq2seq" in capsys.readouterr().err
+
+
+def test_cross_attention_starts_as_a_copy_of_self_attention(two_layers, tmp_path):
+    seq2seq = get_task("seq2seq")
+    torch.manual_seed(0)
+    random = seq2seq.build_model(two_layers, None, None, {})
+    copied = seq2seq.build_model(two_layers, None, None, {"cross_attention_init": "self_attention"})
+    for layer, other in zip(copied.decoder.bert.encoder.layer, random.decoder.bert.encoder.layer):
+        own = layer.attention.state_dict()
+        assert set(own) == set(layer.crossattention.state_dict())
+        assert all(torch.equal(own[k], v) for k, v in layer.crossattention.state_dict().items())
+        # the default leaves the new layers random (query weights of std initializer_range, not the copy)
+        assert not torch.equal(other.crossattention.self.query.weight, other.attention.self.query.weight)
+    # the copy is a separate parameter that trains on its own
+    layer = copied.decoder.bert.encoder.layer[0]
+    assert layer.crossattention.self.query.weight.data_ptr() != layer.attention.self.query.weight.data_ptr()
+    with pytest.raises(ConfigError, match="must be one of random, self_attention, got 'copy'"):
+        seq2seq.build_model(two_layers, None, None, {"cross_attention_init": "copy"})
+    copied.save_pretrained(tmp_path / "b2b")
+    with pytest.raises(ConfigError, match="has trained its own; drop the option"):
+        seq2seq.build_model(str(tmp_path / "b2b"), None, None, {"cross_attention_init": "self_attention"})
