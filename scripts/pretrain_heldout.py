@@ -28,13 +28,9 @@ from bertkit.train.trainer import latest_checkpoint
 KEYS = ("mlm_loss", "mlm_accuracy", "mlm_replaced_accuracy")
 
 
-def scores(run: str, model, rate: float) -> dict:
-    """`model` on the run's held-out batches rebuilt at masking `rate`."""
-    with open(os.path.join(run, "pretrain_config.json"), encoding="utf-8") as f:
-        cfg = parse_config(json.load(f))
+def scores(run: str, cfg, tokenizer, ctx, model, rate: float) -> dict:
+    """`model` on the run's held-out batches (config `cfg`) rebuilt at masking `rate`."""
     cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, mlm_probability=rate))
-    ctx = init_distributed("cpu")
-    tokenizer = get_tokenizer(cfg, None, run, True, ctx)  # the run's own: it exists, nothing is trained
     data = build_data(cfg, cfg.objective, tokenizer, run, ctx)
     with torch.no_grad():
         metrics = evaluation(cfg.objective, data, cfg.train.seed)(model)
@@ -51,8 +47,12 @@ def main(argv=None) -> None:
     print(f"{checkpoint}\n| masking rate | BBC loss | accuracy | where replaced | general loss / accuracy / where replaced |")
     print("|---|---|---|---|---|")
     model = family_class(BertForMaskedLM, checkpoint).from_pretrained(checkpoint).eval()
+    with open(os.path.join(args.run, "pretrain_config.json"), encoding="utf-8") as f:
+        cfg = parse_config(json.load(f))
+    ctx = init_distributed("cpu")
+    tokenizer = get_tokenizer(cfg, None, args.run, True, ctx)  # the run's own: it exists, nothing is trained
     for rate in args.rates:
-        m = scores(args.run, model, rate)
+        m = scores(args.run, cfg, tokenizer, ctx, model, rate)
         general = (f"{m['general_mlm_loss']:.2f} / {m['general_mlm_accuracy']:.1%} / "
                    f"{m['general_mlm_replaced_accuracy']:.1%}" if "general_mlm_loss" in m else "")
         print(f"| {rate:.0%} | {m['mlm_loss']:.2f} | {m['mlm_accuracy']:.1%} | {m['mlm_replaced_accuracy']:.1%} | "
