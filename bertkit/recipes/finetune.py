@@ -101,8 +101,13 @@ TRAIN_DEFAULTS = {"lr": 5e-5, "batch_size": 16, "warmup_ratio": 0.1, "log_every"
 # copy of its layer's self-attention, bertkit/tasks/seq2seq.py);
 # attention_low_rank (+ _sharing) turns a dense encoder into a Linformer one: the new E, F start as
 # segment means over data.max_length positions (variants/linformer.py, init_segment_means).
-MODEL_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout", "classifier_pooling",
-              "freeze_encoder", "decoder_layers", "cross_attention_init", "attention_low_rank", "attention_low_rank_sharing")
+# The dropout names are each family's own: BERT's hidden_dropout_prob / attention_probs_dropout_prob,
+# the modern encoder's embedding_dropout / mlp_dropout / attention_dropout; a key the checkpoint's
+# config does not have is refused (model_override_errors), never ignored.
+MODEL_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "embedding_dropout", "mlp_dropout",
+              "attention_dropout", "classifier_dropout", "classifier_pooling", "freeze_encoder", "decoder_layers",
+              "cross_attention_init", "attention_low_rank", "attention_low_rank_sharing")
+RECIPE_MODEL_KEYS = ("decoder_layers", "cross_attention_init")  # read by the seq2seq builder, not config fields
 
 
 def section_keys() -> dict[str, list[str]]:
@@ -394,6 +399,17 @@ def select_metric(task: Task, options: FinetuneOptions) -> str:
     return metric
 
 
+def check_model_overrides(config, overrides: dict) -> None:
+    """Refuse a [model] key the checkpoint's family lacks (BERT's hidden_dropout_prob on a modern
+    encoder, mlp_dropout on a BERT): it would fail deep inside, or be kept and silently ignored."""
+    own = {f.name for f in dataclasses.fields(config)}
+    foreign = sorted(k for k in overrides if k not in own and k not in RECIPE_MODEL_KEYS)
+    if foreign:
+        usable = [k for k in MODEL_KEYS if k in own] + ["freeze_encoder"]
+        raise ConfigError(f"model.{foreign[0]} is not a setting of this {config.model_type} checkpoint; "
+                          f"its [model] settings are {', '.join(usable)}")
+
+
 # ---------------------------------------------------------------------------- the recipe
 def build_model(model_dir: str, data: TaskData, recipe: Recipe, model_fn=None, progress: bool = True) -> nn.Module:
     """The task model (or a PEFT wrapper of it), its head initialised from train.seed."""
@@ -402,9 +418,10 @@ def build_model(model_dir: str, data: TaskData, recipe: Recipe, model_fn=None, p
         raise ConfigError(f"data.max_length={recipe.data.max_length} exceeds the model's "
                           f"{config.max_sequence_length} positions; use data.max_length="
                           f"{config.max_sequence_length} or less")
-    for key in ("decoder_layers", "cross_attention_init"):
+    for key in RECIPE_MODEL_KEYS:
         if key in recipe.model and data.task.name != "seq2seq":
             raise ConfigError(f"model.{key} is for --task seq2seq (an encoder-decoder), not {data.task.name}")
+    check_model_overrides(config, recipe.model)
     torch.manual_seed(recipe.train.seed)  # the new head's initialisation
     model = (model_fn or data.task.build_model or build_task_model)(model_dir, data.task, data.labels, recipe.model)
     if recipe.model.get("attention_low_rank") is not None and getattr(config, "attention_low_rank", None) is None:

@@ -105,3 +105,35 @@ def test_a_classifier_fine_tuned_from_it_loads_in_transformers(pretrained, tmp_p
     with torch.no_grad():
         torch.testing.assert_close(ours(ids, attention_mask=mask).logits, theirs(ids, attention_mask=mask).logits,
                                    rtol=0, atol=1e-5)
+
+
+def _finetune_args(pretrained, train, out, *settings):
+    return ["finetune", "--task", "classification", "--model", pretrained, "--train", str(train), "--dev", str(train),
+            "--out", out, "--no-progress", "--set", "train.max_steps=2", "data.max_length=32", *settings]
+
+
+def test_fine_tuning_dropout_uses_the_modern_names_and_refuses_berts(pretrained, tmp_path, capsys):
+    train = tmp_path / "train.csv"
+    train.write_text("text,label\n" + "".join(f"the match ended {i} nil,sport\nshares fell {i} percent,business\n"
+                                              for i in range(4)), encoding="utf-8")
+    out = str(tmp_path / "clf")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(_finetune_args(pretrained, train, out, "model.hidden_dropout_prob=0.1")) == 2
+        err = capsys.readouterr().err
+        assert "model.hidden_dropout_prob is not a setting of this modernbert checkpoint" in err
+        assert "mlp_dropout" in err and not os.path.exists(os.path.join(out, "config.json"))
+        assert main(_finetune_args(pretrained, train, out, "model.mlp_dropout=0.1", "model.attention_dropout=0.05")) == 0
+    with open(os.path.join(out, "config.json")) as f:
+        config = json.load(f)
+    assert (config["mlp_dropout"], config["attention_dropout"]) == (0.1, 0.05)
+
+
+def test_a_bert_checkpoint_refuses_the_modern_dropout_names():
+    from bertkit.config import BertConfig
+    from bertkit.errors import ConfigError
+    from bertkit.recipes.finetune import check_model_overrides
+
+    check_model_overrides(BertConfig(), {"hidden_dropout_prob": 0.2, "decoder_layers": 2})
+    with pytest.raises(ConfigError, match=r"model.mlp_dropout is not a setting of this bert checkpoint; .*hidden_dropout_prob"):
+        check_model_overrides(BertConfig(), {"mlp_dropout": 0.2})
