@@ -137,3 +137,32 @@ def test_a_bert_checkpoint_refuses_the_modern_dropout_names():
     check_model_overrides(BertConfig(), {"hidden_dropout_prob": 0.2, "decoder_layers": 2})
     with pytest.raises(ConfigError, match=r"model.mlp_dropout is not a setting of this bert checkpoint; .*hidden_dropout_prob"):
         check_model_overrides(BertConfig(), {"mlp_dropout": 0.2})
+
+
+CONFIG_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "configs")
+
+
+def test_every_finetune_config_parses():
+    from bertkit.recipes.finetune import build_recipe
+    from bertkit.train.config_io import load_toml
+
+    names = sorted(n for n in os.listdir(CONFIG_DIR) if n.startswith("finetune-") and n.endswith(".toml"))
+    assert "finetune-bbc-scratch.toml" in names
+    for name in names:
+        build_recipe(load_toml(os.path.join(CONFIG_DIR, name)))
+
+
+def test_the_from_scratch_finetune_config_sets_the_modern_dropouts(pretrained, tmp_path):
+    train = tmp_path / "train.csv"
+    train.write_text("text,label\n" + "".join(f"the match ended {i} nil,sport\nshares fell {i} percent,business\n"
+                                              for i in range(4)), encoding="utf-8")
+    out = str(tmp_path / "clf")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["finetune", "--task", "classification", "--model", pretrained, "--train", str(train),
+                     "--dev", str(train), "--out", out, "--no-progress", "--config",
+                     os.path.join(CONFIG_DIR, "finetune-bbc-scratch.toml"),
+                     "--set", "train.max_steps=2", "data.max_length=32"]) == 0
+    with open(os.path.join(out, "config.json")) as f:
+        config = json.load(f)
+    assert (config["embedding_dropout"], config["mlp_dropout"], config["attention_dropout"]) == (0.1, 0.1, 0.1)
