@@ -1,6 +1,6 @@
 """Held-out MLM scores of a pre-training checkpoint at other masking rates than its run's own.
 
-    python scripts/pretrain_heldout.py runs/mini [--checkpoint runs/mini/checkpoint-4600] [--rates 0.15 0.3 0.4]
+    python scripts/pretrain_heldout.py runs/mini [--checkpoint runs/mini/checkpoint-9400] [--rates 0.15 0.3 0.4]
 
 A run is scored on its held-out documents masked at its own training rate, so runs trained at
 different rates are scored on different tasks (40% masking hides more context than 30%). This
