@@ -25,9 +25,9 @@ Two ablation switches (config.py, ABLATION_SWITCHES) change one part of that eac
 measure what the part is worth; neither is a second architecture, and transformers runs neither.
 - position_embedding_type: "rope" (above); "absolute" / "sinusoidal" add a learned / fixed table
   to the token embeddings before their norm, x = norm(E[id] + P[t]), as BERT, and rotate
-  nothing; "none" gives no position signal at all. Without positions (and with every layer
-  global), permuting the input tokens permutes the output states the same way: the model reads
-  a bag of words. A sliding window still tells a token which tokens are near.
+  nothing; "none" encodes no positions. Then, with every layer global, permuting the input
+  tokens permutes the output states the same way: the model reads a bag of words. Only a
+  sliding window narrower than the row still tells a token which tokens are near.
 - norm_placement: "pre" (above) or "post", BERT's x = norm(x + f(x)) after each sublayer:
       x = attn_norm(x + Wo · attention(q, k, v)),   q, k, v = Wqkv · x
       x = mlp_norm(x + Wo' · (act(a) * g)),         a, g = split(Wi · x)
