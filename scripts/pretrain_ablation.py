@@ -26,6 +26,12 @@ The rows (each against "base"):
     bert          BERT: post-LN, learned absolute positions, biases, GELU feed-forward, no dropout
     bert-relative BERT with relative_key positions (what transformers 5 cannot run)
     bert-sinusoidal  BERT with the original Transformer's fixed sinusoidal positions
+    post-ln       the modern block post-LN, norm(x + f(x)) per sublayer as BERT, no final norm
+    learned-positions     the modern block with learned absolute positions added to the token
+                          embeddings instead of RoPE
+    sinusoidal-positions  the modern block with the fixed sinusoidal table there instead of RoPE
+    no-positions  the modern block without any position signal (the sliding-window layers' reach
+                  is all that is left)
     dedup         the training documents deduplicated (data.dedup: whole documents, as token ids)
     dedup-filter  deduplicated, and sentences of fewer than 3 words or with less than 80% of words
                   holding a letter dropped (data.min_words, data.min_alpha_fraction: C4's and
@@ -66,7 +72,8 @@ RECIPE = os.path.join(HERE, "..", "configs", "pretrain-mini.toml")
 BERT_MODEL = {"preset": "mini", "model_type": "bert", "hidden_dropout_prob": 0.0,
               "attention_probs_dropout_prob": 0.0, "max_position_embeddings": 128}
 
-# row -> changes ({section: {key: value}}; a "model" entry replaces the whole [model] table)
+# row -> changes ({section: {key: value}}; a "model" entry replaces the whole [model] table, a
+# "modern" entry changes keys of the recipe's modern encoder, bertkit/modern/config.py's switches)
 ROWS = {
     "base": {},
     "mask-15": {"data": {"mlm_probability": 0.15}},
@@ -82,6 +89,10 @@ ROWS = {
     "bert": {"model": BERT_MODEL},
     "bert-relative": {"model": {**BERT_MODEL, "position_embedding_type": "relative_key"}},
     "bert-sinusoidal": {"model": {**BERT_MODEL, "position_embedding_type": "sinusoidal"}},
+    "post-ln": {"modern": {"norm_placement": "post"}},
+    "learned-positions": {"modern": {"position_embedding_type": "absolute"}},
+    "sinusoidal-positions": {"modern": {"position_embedding_type": "sinusoidal"}},
+    "no-positions": {"modern": {"position_embedding_type": "none"}},
     "dedup": {"data": {"dedup": True}},
     "dedup-filter": {"data": {"dedup": True, "min_words": 3, "min_alpha_fraction": 0.8}},
     "wordnet": {"data": {"general_corpus": "wordnet"}},
@@ -105,6 +116,9 @@ def row_config(base: dict, changes: dict, steps: int, args) -> dict:
     for section, values in changes.items():
         if section == "model":
             cfg["model"] = dict(values)
+            continue
+        if section == "modern":
+            cfg["model"].update(values)
             continue
         values = dict(values)
         factor = values.pop("steps_factor", 1.0)

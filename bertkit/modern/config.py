@@ -7,6 +7,11 @@ transformers 5 stores the attention pattern as `layer_types` ("full_attention" /
 `global_attn_every_n_layers`, `global_rope_theta` and `local_rope_theta`. Both forms are read;
 the 5.x form is written (with `global_attn_every_n_layers`, which transformers keeps too).
 Fields this class does not know are kept in `extra` and written back out unchanged.
+
+Two fields are bertkit's own, ablation switches that transformers' ModernBert does not have:
+`position_embedding_type` and `norm_placement` (see ABLATION_SWITCHES). At their defaults they
+are not written, so such a config.json is byte for byte transformers'; any other value makes a
+checkpoint transformers loads with wrong outputs, and saving one warns (variants/keymaps.py).
 """
 
 from __future__ import annotations
@@ -22,6 +27,22 @@ FULL, SLIDING = "full_attention", "sliding_attention"
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish", "tanh")
 POOLINGS = ("cls", "mean")
 PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
+# The ablation switches: field -> {value: what transformers' ModernBert does with such a checkpoint}.
+# The first value of each is the default, ModernBERT's own architecture.
+ABLATION_SWITCHES = {
+    "position_embedding_type": {
+        "rope": "",
+        "absolute": "it ignores embeddings.position_embeddings and rotates q and k (RoPE) instead",
+        "sinusoidal": "it has no sinusoidal table (bertkit rebuilds it from the config; it is not in "
+                      "the file) and rotates q and k (RoPE) instead",
+        "none": "it rotates q and k (RoPE), positions the model never saw",
+    },
+    "norm_placement": {
+        "pre": "",
+        "post": "it runs every layer pre-LN with a final norm: layer 0's attn_norm is left unused "
+                "and final_norm newly initialised",
+    },
+}
 
 # (layers, hidden, heads): the depth and width of bertkit's BertConfig presets, so a recipe can
 # swap one encoder for the other at the same shape. intermediate = 1.5 x hidden as ModernBERT-base
@@ -83,6 +104,13 @@ class ModernBertConfig:
     id2label: dict[int, str] | None = None
     label2id: dict[str, int] | None = None
     problem_type: str | None = None
+    # Ablation switches, bertkit only (transformers' ModernBert runs the defaults whatever the file
+    # says). Positions: "rope" rotates q and k; "absolute" (a learned table) and "sinusoidal"
+    # (variants/sinusoidal.py's fixed table) are added to the token embeddings before their norm,
+    # as in BERT; "none" gives attention no position signal (only the sliding window's reach).
+    position_embedding_type: str = "rope"
+    # "pre": x + f(norm(x)) and a final norm; "post": norm(x + f(x)) per sublayer, as BERT.
+    norm_placement: str = "pre"
     model_type: str = "modernbert"
     architectures: list[str] | None = None
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -117,7 +145,11 @@ class ModernBertConfig:
         if self.hidden_size % self.num_attention_heads:
             raise ConfigError(f"hidden_size ({self.hidden_size}) must be divisible by num_attention_heads "
                               f"({self.num_attention_heads})")
-        if self.head_dim % 2:
+        for name, values in ABLATION_SWITCHES.items():
+            if getattr(self, name) not in values:
+                raise ConfigError(f"{name} {getattr(self, name)!r} is not known; use one of {tuple(values)} "
+                                  f"(default {next(iter(values))!r}, the only one transformers' ModernBert runs)")
+        if self.head_dim % 2 and self.position_embedding_type == "rope":
             raise ConfigError(f"the head size hidden_size / num_attention_heads = {self.head_dim} must be "
                               "even: rotary positions rotate pairs of dimensions")
         if self.local_attention % 2:
@@ -146,6 +178,11 @@ class ModernBertConfig:
                                   "take the ids from the tokenizer the model is trained with")
         if self.problem_type is not None and self.problem_type not in PROBLEM_TYPES:
             raise ConfigError(f"problem_type {self.problem_type!r} is not known; use one of {PROBLEM_TYPES}")
+
+    def transformers_cannot_run(self) -> dict[str, str]:
+        """The non-default ablation switches, "field='value'" -> what transformers does instead."""
+        return {f"{name}={getattr(self, name)!r}": values[getattr(self, name)]
+                for name, values in ABLATION_SWITCHES.items() if getattr(self, name) != next(iter(values))}
 
     @property
     def head_dim(self) -> int:
@@ -196,6 +233,9 @@ class ModernBertConfig:
             SLIDING: {"rope_theta": data.pop("local_rope_theta"), "rope_type": "default"},
         }
         data = {k: v for k, v in data.items() if v is not None}
+        for name, values in ABLATION_SWITCHES.items():  # defaults unwritten: transformers' own file
+            if data[name] == next(iter(values)):
+                del data[name]
         merged = dict(self.extra)
         merged.update(data)
         return dict(sorted(merged.items()))

@@ -21,6 +21,20 @@ RoPE rotates each pair (x_j, x_{j+d/2}) of q and k at position t by the angle t 
 theta = global_rope_theta in global layers and local_rope_theta in sliding-window layers; a
 sliding-window layer lets token i attend to token j only when |i - j| <= local_attention // 2.
 
+Two ablation switches (config.py, ABLATION_SWITCHES) change one part of that each, so a run can
+measure what the part is worth; neither is a second architecture, and transformers runs neither.
+- position_embedding_type: "rope" (above); "absolute" / "sinusoidal" add a learned / fixed table
+  to the token embeddings before their norm, x = norm(E[id] + P[t]), as BERT, and rotate
+  nothing; "none" encodes no positions. Then, with every layer global, permuting the input
+  tokens permutes the output states the same way: the model reads a bag of words. Only a
+  sliding window narrower than the row still tells a token which tokens are near.
+- norm_placement: "pre" (above) or "post", BERT's x = norm(x + f(x)) after each sublayer:
+      x = attn_norm(x + Wo · attention(q, k, v)),   q, k, v = Wqkv · x
+      x = mlp_norm(x + Wo' · (act(a) * g)),         a, g = split(Wi · x)
+  Layer 0 then has an attn_norm too (its sum is not normed otherwise), and final_norm is the
+  identity (the last sublayer ends in a norm; BERT has no final norm). The embedding norm stays:
+  post-LN's first attention reads the embeddings unnormed otherwise, and BERT norms them too.
+
 Unpadded execution: with padding in the batch, the embeddings, every linear map, the norms,
 RoPE and the MLP run on the N real tokens only, as an (N, H) matrix. Attention runs per bucket
 of up to 8 rows of similar length, each bucket padded only to its own longest row, one SDPA call
@@ -44,6 +58,7 @@ from ..checkpoint import PretrainedMixin
 from ..dropout import Dropout, drop_mask
 from ..errors import BertkitError
 from ..model import EncoderOutput, activation
+from ..variants.sinusoidal import sinusoidal_table
 from .config import SLIDING, ModernBertConfig
 
 
@@ -159,6 +174,16 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     return (x * cos + torch.cat((-second, first), dim=-1) * sin).to(x.dtype)
 
 
+def rotate(q: torch.Tensor, k: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor] | None
+           ) -> tuple[torch.Tensor, torch.Tensor]:
+    """RoPE on q and k, (B, h, T, d) with cos, sin (B or 1, T, d), or (N, h, d) with (N, d);
+    rotary None (position_embedding_type other than "rope"): q and k as they are."""
+    if rotary is None:
+        return q, k
+    cos, sin = rotary[0][:, None], rotary[1][:, None]  # broadcast over the heads
+    return apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+
+
 def attention_masks(config: ModernBertConfig, length: int, key_mask: torch.Tensor | None,
                     device: torch.device) -> dict[str, torch.Tensor | None]:
     """Boolean masks (True = may attend) per layer type, broadcastable to (B, h, T, T).
@@ -187,16 +212,28 @@ def layer_norm(config: ModernBertConfig) -> nn.LayerNorm:
 
 
 class ModernBertEmbeddings(nn.Module):
-    """x = dropout(norm(E[id])): no position or segment embeddings (positions are rotary)."""
+    """x = dropout(norm(E[id])): no position or segment embeddings (positions are rotary).
+    position_embedding_type "absolute" / "sinusoidal": x = dropout(norm(E[id] + P[t]))."""
 
     def __init__(self, config: ModernBertConfig):
         super().__init__()
         self.tok_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        if config.position_embedding_type == "absolute":
+            self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        elif config.position_embedding_type == "sinusoidal":  # fixed: rebuilt from the config, not saved
+            self.register_buffer("sinusoidal_positions", sinusoidal_table(config.max_position_embeddings,
+                                                                          config.hidden_size), persistent=False)
         self.norm = layer_norm(config)
         self.drop = Dropout(config.embedding_dropout)
 
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        return self.drop(self.norm(self.tok_embeddings(input_ids)))
+    def forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
+        """input_ids (B, T) with position_ids (B or 1, T), or the real tokens (N,) with theirs (N,)."""
+        x = self.tok_embeddings(input_ids)
+        if hasattr(self, "position_embeddings"):
+            x = x + self.position_embeddings(position_ids)
+        elif hasattr(self, "sinusoidal_positions"):
+            x = x + self.sinusoidal_positions[position_ids]
+        return self.drop(self.norm(x))
 
 
 class ModernBertAttention(nn.Module):
@@ -225,19 +262,15 @@ class ModernBertAttention(nn.Module):
         `unpadding` and cos, sin (N, d). `keep` (K,): the token rows (of x flattened to rows)
         whose output is wanted; Wo then runs on those K rows only and the result is (K, H)."""
         qkv = self.Wqkv(x)
-        cos, sin = rotary
         probs = None
         if unpadding is None:
             batch, length, _ = qkv.shape
             q, k, v = qkv.view(batch, length, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-            cos, sin = cos[:, None], sin[:, None]
-            context, probs = self.attend(apply_rotary(q, cos, sin), apply_rotary(k, cos, sin), v, mask,
-                                         output_attentions)
+            context, probs = self.attend(*rotate(q, k, rotary), v, mask, output_attentions)
             context = context.transpose(1, 2).reshape(batch, length, -1)
         else:
             q, k, v = qkv.view(-1, 3, self.num_heads, self.head_dim).unbind(1)
-            cos, sin = cos[:, None], sin[:, None]
-            context = unpadding.attend(self, apply_rotary(q, cos, sin), apply_rotary(k, cos, sin), v)
+            context = unpadding.attend(self, *rotate(q, k, rotary), v)
         if keep is not None:
             context = context.flatten(0, -2)[keep]
         return self.out_drop(self.Wo(context)), probs
@@ -278,12 +311,15 @@ class ModernBertMLP(nn.Module):
 
 
 class ModernBertEncoderLayer(nn.Module):
-    """Pre-LN block: x + attn(attn_norm(x)), then x + mlp(mlp_norm(x))."""
+    """Pre-LN block: x + attn(attn_norm(x)), then x + mlp(mlp_norm(x)).
+    norm_placement "post" (BERT's): attn_norm(x + attn(x)), then mlp_norm(x + mlp(x))."""
 
     def __init__(self, config: ModernBertConfig, index: int):
         super().__init__()
-        # Layer 0 reads the embeddings, which end in a norm already (as transformers).
-        self.attn_norm = nn.Identity() if index == 0 else layer_norm(config)
+        self.post_norm = config.norm_placement == "post"
+        # Pre-LN layer 0 reads the embeddings, which end in a norm already (as transformers);
+        # post-LN norms each sublayer's sum, layer 0's included.
+        self.attn_norm = nn.Identity() if index == 0 and not self.post_norm else layer_norm(config)
         self.attn = ModernBertAttention(config, index)
         self.mlp_norm = layer_norm(config)
         self.mlp = ModernBertMLP(config)
@@ -291,8 +327,12 @@ class ModernBertEncoderLayer(nn.Module):
     def forward(self, x, rotary, mask, unpadding=None, output_attentions=False, keep=None):
         """`keep` (K,): rows of x (flattened to token rows) to compute the output for: keys and
         values still come from every token, the rest of the layer runs on K rows -> (K, H)."""
-        attended, probs = self.attn(self.attn_norm(x), rotary, mask, unpadding, output_attentions, keep)
+        attn_input = x if self.post_norm else self.attn_norm(x)
+        attended, probs = self.attn(attn_input, rotary, mask, unpadding, output_attentions, keep)
         x = (x if keep is None else x.flatten(0, -2)[keep]) + attended
+        if self.post_norm:
+            x = self.attn_norm(x)
+            return self.mlp_norm(x + self.mlp(x)), probs
         return x + self.mlp(self.mlp_norm(x)), probs
 
 
@@ -309,7 +349,8 @@ class ModernBertModel(PretrainedMixin, nn.Module):
         self.config = config
         self.embeddings = ModernBertEmbeddings(config)
         self.layers = nn.ModuleList(ModernBertEncoderLayer(config, i) for i in range(config.num_hidden_layers))
-        self.final_norm = layer_norm(config)
+        # Post-LN's last sublayer ends in a norm already: a second one would only re-scale it.
+        self.final_norm = nn.Identity() if config.norm_placement == "post" else layer_norm(config)
         self.gradient_checkpointing = False  # recompute each layer in backward to save memory
         self.init_weights()
 
@@ -343,19 +384,20 @@ class ModernBertModel(PretrainedMixin, nn.Module):
         if unpadding is not None:  # one position per real token
             position_ids = unpadding.unpad(position_ids.expand(input_ids.shape[0], -1))
         rotary = {kind: rotary_tables(position_ids, config.head_dim, theta) for kind, theta in
-                  (("full_attention", config.global_rope_theta), (SLIDING, config.local_rope_theta))}
+                  (("full_attention", config.global_rope_theta), (SLIDING, config.local_rope_theta))
+                  } if config.position_embedding_type == "rope" else {}
         masks = ({} if unpadding is not None else
                  attention_masks(config, length, attention_mask if padded else None, input_ids.device))
 
         ids = input_ids if unpadding is None else unpadding.unpad(input_ids)
         keep = None if output_mask is None else self.kept_rows(output_mask, attention_mask, unpadding, length)
-        hidden = self.embeddings(ids)
+        hidden = self.embeddings(ids, position_ids)
         all_hidden = [hidden] if output_hidden_states else None
         all_attn = [] if output_attentions else None
         for i, layer in enumerate(self.layers):
             kind = layer.attn.layer_type
             last = i == len(self.layers) - 1
-            args = (hidden, rotary[kind], masks.get(kind), unpadding, output_attentions, keep if last else None)
+            args = (hidden, rotary.get(kind), masks.get(kind), unpadding, output_attentions, keep if last else None)
             if self.gradient_checkpointing and self.training:
                 hidden, probs = checkpoint(layer, *args, use_reentrant=False)
             else:
@@ -437,6 +479,8 @@ def init_modern(config: ModernBertConfig, module: nn.Module) -> None:
     std_out = config.initializer_range / math.sqrt(2.0 * config.num_hidden_layers)
     if isinstance(module, ModernBertEmbeddings):
         truncated_normal_(module.tok_embeddings.weight, std_in, config)
+        if hasattr(module, "position_embeddings"):  # as the token table (BERT inits both alike)
+            truncated_normal_(module.position_embeddings.weight, std_in, config)
     elif isinstance(module, (ModernBertAttention, ModernBertMLP)):
         first = module.Wqkv if isinstance(module, ModernBertAttention) else module.Wi
         for linear, std in ((first, std_in), (module.Wo, std_out)):

@@ -200,7 +200,14 @@ TRANSFORMERS_CANNOT_RUN = {
 
 def warn_if_transformers_cannot_run(config: BertConfig) -> None:
     """Warn when a checkpoint of this config would load in transformers 5 but give wrong outputs."""
-    # Families without the field (the modern encoder: rotary positions) are runnable as they are.
+    if config.model_type == "modernbert":  # its ablation switches (bertkit/modern/config.py)
+        reasons = config.transformers_cannot_run()
+        if reasons:
+            warnings.warn(f"modern encoder checkpoints with {', '.join(reasons)} load in transformers 5's "
+                          f"ModernBert with wrong outputs: {'; '.join(reasons.values())}. Run them with "
+                          "bertkit, or train with the default switches (position_embedding_type='rope', "
+                          "norm_placement='pre') to use transformers", UserWarning, stacklevel=3)
+        return
     reason = TRANSFORMERS_CANNOT_RUN.get(getattr(config, "position_embedding_type", "absolute"))
     if reason is not None:
         # No directory in the message: Python then shows it once per process, not per checkpoint.

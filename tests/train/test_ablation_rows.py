@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from bertkit.recipes.pretrain import parse_config
+from bertkit.recipes.pretrain import model_config, parse_config
 from bertkit.train.schedule import WarmupDecay
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "pretrain_ablation.py"
@@ -60,3 +60,17 @@ def test_length_phases_follow_base_schedule_with_the_same_tokens(ablation, base)
     assert two["model"]["init"].endswith("phase-128/checkpoint-270")
     assert one["model"]["max_position_embeddings"] == 512  # room for phase 2's positions
     parse_config(one), parse_config({**two, "model": {"model_type": "modernbert"}})
+
+
+def test_modern_block_rows_change_one_switch_of_the_recipe(ablation, base):
+    """post-ln and the position rows keep the recipe's modern encoder and change one switch."""
+    recipe = model_config(parse_config(ablation.row_config(base, {}, 300, ARGS)), 8000, 0).to_dict()
+    expected = {"post-ln": {"norm_placement": "post"},
+                "learned-positions": {"position_embedding_type": "absolute"},
+                "sinusoidal-positions": {"position_embedding_type": "sinusoidal"},
+                "no-positions": {"position_embedding_type": "none"}}
+    for name, change in expected.items():
+        config = model_config(parse_config(ablation.row_config(base, ablation.ROWS[name], 300, ARGS)), 8000, 0)
+        row = config.to_dict()
+        assert {k: v for k, v in row.items() if recipe.get(k) != v} == change, name
+        assert config.max_position_embeddings == 128  # a learned table of the trained length only
