@@ -2,7 +2,6 @@
 base's tokens and lr schedule across its two runs."""
 
 import importlib.util
-import tomllib
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -24,8 +23,7 @@ def ablation():
 
 @pytest.fixture(scope="module")
 def base(ablation):
-    with open(ablation.RECIPE, "rb") as f:
-        return tomllib.load(f)
+    return ablation.load_base()
 
 
 ARGS = SimpleNamespace(tokenizer="tok", shards="shards", general_shards="general-shards", out="out")
