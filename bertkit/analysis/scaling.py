@@ -249,11 +249,16 @@ def chinchilla_compute_exponent() -> float:
 
 def draw_references(ax, x: np.ndarray, fit: PowerLawFit, references: dict[str, float]) -> None:
     """Published exponents as dotted shape references through the fit at the middle of `x`:
-    (L - L_inf) ~ x^-alpha_ref, so only the slopes compare (the papers' losses are on other data)."""
+    (L - L_inf) ~ x^-alpha_ref with the fit's L_inf (0 without an offset, or when the fit's is
+    negative), so only the slopes compare (the papers' losses are on other data). The y range
+    stays the data's: a steep reference must not squash the measured points."""
     mid = float(np.exp(np.log(x).mean()))
-    excess = float(fit.predict(mid)) - fit.l_inf
+    floor = max(fit.l_inf, 0.0) if fit.fit_offset else 0.0
+    excess = float(fit.predict(mid)) - floor
+    low, high = ax.get_ylim()
     for k, (label, alpha) in enumerate(references.items()):
-        ax.plot(x, fit.l_inf + excess * (x / mid) ** -alpha, ":", color=f"C{k + 2}", label=f"{label} = {alpha:.3g}")
+        ax.plot(x, floor + excess * (x / mid) ** -alpha, ":", color=f"C{k + 2}", label=f"{label} = {alpha:.3g}")
+    ax.set_ylim(low, high)
 
 
 def plot_scaling(points, fit: PowerLawFit | None, path: str | os.PathLike, extrapolate: float = 10.0) -> None:
