@@ -231,8 +231,17 @@ def _too_small(plan: SweepPlan, k: int, total: float) -> ConfigError:
         f"machine; raise --time-budget to about {math.ceil(need * 1.2)} or lower --tokens")
 
 
-def time_sizes(plan: SweepPlan, log: Log = print) -> dict[str, float]:
-    """Seconds per step of each size that may fit the budget; raises if the MIN_SIZES smallest cannot."""
+def finished_sizes(out: str) -> set[str]:
+    """Names of the sizes OUT/sweep.jsonl already holds as finished: a rerun does not train them."""
+    path = os.path.join(out, "sweep.jsonl")
+    if not os.path.isfile(path):
+        return set()
+    return {size_name(r["size"]) for r in load_sweep(path) if r.get("status") == "ok"}
+
+
+def time_sizes(plan: SweepPlan, log: Log = print, finished: set[str] = frozenset()) -> dict[str, float]:
+    """Seconds per step of each size that may fit the budget (0 for the `finished` ones, which
+    cost nothing); raises if the MIN_SIZES smallest cannot."""
     B, T = plan.cfg.train.batch_size, plan.cfg.data.max_length
     log(f"sweep: {len(plan.sizes)} sizes x {plan.tokens:,} tokens ({plan.steps} steps of {B} x {T}), "
         f"budget {plan.time_budget:g} s; timing 3 steps per size:")
@@ -240,6 +249,10 @@ def time_sizes(plan: SweepPlan, log: Log = print) -> dict[str, float]:
     total = 0.0
     for k, spec in enumerate(plan.sizes):
         name = size_name(spec)
+        if name in finished:  # a resumed sweep: its budget is for what is left
+            per_step[name] = 0.0
+            log(f"  {name:>10}  already in the sweep's results: not trained again")
+            continue
         if total > plan.time_budget and k >= MIN_SIZES:
             log(f"  {name:>10}  not timed: the sizes before it already fill the budget")
             continue
@@ -356,7 +369,7 @@ def scaling_sweep(sizes: str, tokens: float, time_budget: float, out: str, *, co
     """Time, train and fit a sweep of sizes ('1x64,2x64,2x128,4x128'); the fit (None without `fit`)."""
     with torch_threads(threads):
         plan = plan_sweep(sizes, tokens, time_budget, config, overrides, eval_every)
-        per_step = time_sizes(plan, log)
+        per_step = time_sizes(plan, log, finished_sizes(out))
         os.makedirs(out, exist_ok=True)
         ok = train_sizes(plan, per_step, out, log)
     if not fit:

@@ -91,3 +91,17 @@ def test_layer_stack_refuses_a_model_without_layers():
     with pytest.raises(ConfigError, match="cannot find the encoder layers"):
         layer_stack(torch.nn.Linear(2, 2))
 
+
+
+def test_a_resumed_sweep_times_and_budgets_only_what_is_left(tmp_path, minilm_dir, monkeypatch):
+    import bertkit.recipes.scaling_sweep as sweep
+
+    timed = []
+    monkeypatch.setattr(sweep, "calibrate", lambda cfg, spec, vocab: timed.append(spec["hidden"]) or 1.0)
+    plan = plan_sweep("1x16,1x32,2x32,2x64", 32 * 64 * 100, 600, overrides=[f"tokenizer.path='{minilm_dir}'"])
+    # the 1x16 already in OUT/sweep.jsonl is not timed and costs nothing in the budget
+    (tmp_path / "sweep.jsonl").write_text(json.dumps({"size": SIZES[0], "status": "ok", "loss": 5.0}) + "\n")
+    assert sweep.finished_sizes(str(tmp_path)) == {"1x16x1"}
+    per_step = sweep.time_sizes(plan, lambda line: None, sweep.finished_sizes(str(tmp_path)))
+    assert per_step == {"1x16x1": 0.0, "1x32x1": 1.0, "2x32x1": 1.0, "2x64x1": 1.0} and timed == [32, 32, 64]
+    assert sweep.finished_sizes(str(tmp_path / "new")) == set()
