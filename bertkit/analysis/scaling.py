@@ -281,7 +281,7 @@ def plot_scaling(points, fit: PowerLawFit | None, path: str | os.PathLike, extra
             ax.axhline(fit.l_inf, color="C1", linestyle=":", label=f"L_inf = {fit.l_inf:.3f}")
         draw_references(ax, inside, fit, {"Kaplan α_N": KAPLAN["alpha_n"], "Chinchilla α": CHINCHILLA["alpha"]})
         ax.set_title(
-            f"L = (N_c/N)^α + L_inf:  α = {fit.alpha:.3f} ± {fit.alpha_se:.3f}, "
+            f"L = (N_c/N)^α{' + L_inf' if fit.fit_offset else ''}:  α = {fit.alpha:.3f} ± {fit.alpha_se:.3f}, "
             f"N_c = {fit.n_c:.3g}",
             fontsize=9,
         )
