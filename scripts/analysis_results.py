@@ -99,7 +99,7 @@ def main() -> None:
     p.add_argument("--model", default=None, help="default: the MiniLM asset")
     p.add_argument("--probe-sentences", type=int, default=5000)
     p.add_argument("--probe-token-sentences", type=int, default=5000)
-    p.add_argument("--sizes", default="1x64,2x64,2x96,2x128,3x160,4x192,4x256")
+    p.add_argument("--sizes", default="1x64,2x64,2x96,2x128,3x160,4x192,4x256")  # two heads at least: the rerun in docs
     p.add_argument("--tokens", default="2048000")
     p.add_argument("--time-budget", default="4500")
     args = p.parse_args()

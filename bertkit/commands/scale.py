@@ -47,7 +47,7 @@ def add_arguments(parser) -> None:
     p = sub.add_parser("sweep", help="pre-train a sweep of small models within a time budget and fit L(N)")
     p.add_argument("--sizes", required=True,
                    help="comma-separated LAYERSxHIDDEN[xHEADS], e.g. 1x64,2x64,2x128,4x128 "
-                        "(heads default to hidden/64, at least 1; intermediate = 4 x hidden)")
+                        "(heads default to hidden/64, at least 2; feed-forward width the family's)")
     p.add_argument("--tokens", required=True, type=float, help="training tokens per size, e.g. 1e6")
     p.add_argument("--time-budget", required=True, type=float, metavar="SECONDS",
                    help="wall-clock budget for all runs; sizes that would overrun it are skipped")

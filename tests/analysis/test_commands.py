@@ -219,7 +219,7 @@ def test_scale_sweep_end_to_end_on_a_small_corpus(tmp_path, capsys, bbc_dir, mon
     printed = capsys.readouterr().out
     assert code == 0, printed
     records = [json.loads(line) for line in (out / "sweep.jsonl").read_text().splitlines()]
-    assert [r["name"] for r in records] == ["1x8x1", "1x16x1", "1x32x1", "2x32x1"]
+    assert [r["name"] for r in records] == ["1x8x2", "1x16x2", "1x32x2", "2x32x2"]  # at least 2 heads
     assert all(r["status"] == "ok" and r["steps"] == 12 for r in records)
     # N = the modern encoder's layer parameters, one layer of width 8 (GeGLU width 12, no biases):
     # Wqkv, Wo, Wi (8 -> 2 x 12), Wo (12 -> 8), the MLP norm (layer 0 has no attention norm)

@@ -87,6 +87,11 @@ def test_learning_curve_reads_the_held_out_rows(tmp_path):
     assert curve[1]["compute"] == 6 * 1000 * 1280
 
 
+def test_default_heads_are_at_least_two_where_the_width_splits():
+    assert [s["heads"] for s in parse_sizes("1x64,2x96,2x128,3x192,4x256,1x9,1x8")] == [2, 2, 2, 3, 4, 1, 2]
+    assert parse_sizes("2x96x1")[0]["heads"] == 1  # an explicit count wins
+
+
 def test_layer_stack_refuses_a_model_without_layers():
     with pytest.raises(ConfigError, match="cannot find the encoder layers"):
         layer_stack(torch.nn.Linear(2, 2))
@@ -101,7 +106,7 @@ def test_a_resumed_sweep_times_and_budgets_only_what_is_left(tmp_path, minilm_di
     plan = plan_sweep("1x16,1x32,2x32,2x64", 32 * 64 * 100, 600, overrides=[f"tokenizer.path='{minilm_dir}'"])
     # the 1x16 already in OUT/sweep.jsonl is not timed and costs nothing in the budget
     (tmp_path / "sweep.jsonl").write_text(json.dumps({"size": SIZES[0], "status": "ok", "loss": 5.0}) + "\n")
-    assert sweep.finished_sizes(str(tmp_path)) == {"1x16x1"}
+    assert sweep.finished_sizes(str(tmp_path)) == {"1x16x2"}
     per_step = sweep.time_sizes(plan, lambda line: None, sweep.finished_sizes(str(tmp_path)))
-    assert per_step == {"1x16x1": 0.0, "1x32x1": 1.0, "2x32x1": 1.0, "2x64x1": 1.0} and timed == [32, 32, 64]
+    assert per_step == {"1x16x2": 0.0, "1x32x2": 1.0, "2x32x2": 1.0, "2x64x2": 1.0} and timed == [32, 32, 64]
     assert sweep.finished_sizes(str(tmp_path / "new")) == set()
