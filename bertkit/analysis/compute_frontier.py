@@ -13,7 +13,7 @@ the least squares of `fit_power_law`:
 
     L(C) = (C_c / C)^alpha_C + L_inf        (L_inf = 0 for Kaplan's form, eq. 1.3)
 
-Kaplan et al. 2020 measured alpha_C^min = 0.050 (C_c^min = 3.1e8 PF-days) on the frontier of
+Kaplan et al. 2020 measured alpha_C^min = 0.050 (C_c^min = 3.1e8 PF-days; scaling.KAPLAN) on the frontier of
 decoder language models, and found the compute-optimal size growing as N_opt ~ C^0.73;
 Hoffmann et al. 2022's approach-3 law gives N_opt ~ C^(beta / (alpha + beta)) = C^0.45
 (`optimal_size_exponent` reads this slope off the frontier).
@@ -33,9 +33,6 @@ import numpy as np
 
 from bertkit.analysis.scaling import PowerLawFit, fit_power_law
 from bertkit.errors import DataError
-
-PF_DAY = 1e15 * 86400  # FLOPs in a petaflop/s-day, Kaplan's unit of compute
-KAPLAN_COMPUTE = {"alpha_c_min": 0.050, "c_c_min": 3.1e8 * PF_DAY, "n_opt_exponent": 0.73}
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from bertkit.analysis.compute_frontier import (KAPLAN_COMPUTE, curve_points, fit_frontier, lower_envelope,
+from bertkit.analysis.compute_frontier import (curve_points, fit_frontier, lower_envelope,
                                                optimal_size_exponent, optimal_sizes)
-from bertkit.analysis.scaling import (CHINCHILLA, PowerLawFit, chinchilla_compute_exponent, draw_references,
+from bertkit.analysis.scaling import (CHINCHILLA, KAPLAN, PowerLawFit, chinchilla_compute_exponent, draw_references,
                                       load_sweep)
 from bertkit.errors import DataError
 from bertkit.plotting import pyplot, save_png
@@ -35,9 +35,9 @@ def frontier_result(records: Sequence[dict], fit_offset: bool = True, min_comput
             "fit": {**fit.to_dict(), "c_c": fit.n_c, "note": "a fit of L against C: the n_c fields are C_c"},
             "optimal_sizes": [vars(r) for r in optimal_sizes(front)],
             "optimal_size_exponent": None if size_slope is None else {"value": size_slope[0], "se": size_slope[1]},
-            "published": {"kaplan_alpha_c_min": KAPLAN_COMPUTE["alpha_c_min"],
+            "published": {"kaplan_alpha_c_min": KAPLAN["alpha_c_min"],
                           "chinchilla_compute_exponent": chinchilla_compute_exponent(),
-                          "kaplan_n_opt_exponent": KAPLAN_COMPUTE["n_opt_exponent"],
+                          "kaplan_n_opt_exponent": KAPLAN["n_opt_exponent"],
                           "chinchilla_n_opt_exponent": CHINCHILLA["beta"] / (CHINCHILLA["alpha"] + CHINCHILLA["beta"])}}
 
 
@@ -81,7 +81,7 @@ def plot_frontier(result: dict, fit: PowerLawFit, path: str | os.PathLike) -> No
     used = front[front[:, 0] >= result["min_compute"], 0]
     xs = np.geomspace(used.min(), used.max(), 100)
     ax.plot(xs, fit.predict(xs), "-", color="C3", lw=2, label="fit")
-    draw_references(ax, xs, fit, {"Kaplan α_C(min)": KAPLAN_COMPUTE["alpha_c_min"],
+    draw_references(ax, xs, fit, {"Kaplan α_C(min)": KAPLAN["alpha_c_min"],
                                   "Chinchilla αβ/(α+β)": chinchilla_compute_exponent()})
     ax.set_title(f"L = (C_c/C)^α_C{' + L_inf' if fit.fit_offset else ''}:  α_C = {fit.alpha:.3f} ± "
                  f"{fit.alpha_se:.3f}" + (f", L_inf = {fit.l_inf:.2f}" if fit.fit_offset else ""), fontsize=9)

@@ -7,6 +7,9 @@ Kaplan et al. 2020, "Scaling Laws for Neural Language Models" (eqs. 1.1, 1.2, 1.
     L(N)    = (N_c / N)^a_N                      a_N = 0.076, N_c = 8.8e13
     L(D)    = (D_c / D)^a_D                      a_D = 0.095, D_c = 5.4e13
     L(N, D) = [(N_c / N)^(a_N / a_D) + D_c / D]^a_D
+    L(C_min) = (C_c / C_min)^a_C                 a_C = 0.050, C_c = 3.1e8 PF-days (eq. 1.3; the
+                                                 compute frontier, compute_frontier.py), with
+                                                 N_opt ~ C^0.73 along it
 
 Hoffmann et al. 2022, "Training Compute-Optimal Large Language Models" (approach 3):
     L(N, D) = E + A / N^alpha + B / D^beta       E = 1.69, A = 406.4, B = 410.7,
@@ -40,7 +43,9 @@ from bertkit.errors import ConfigError, DataError
 from bertkit.plotting import pyplot, save_png
 
 # ----------------------------------------------------------------------------- published laws
-KAPLAN = {"alpha_n": 0.076, "n_c": 8.8e13, "alpha_d": 0.095, "d_c": 5.4e13}
+PF_DAY = 1e15 * 86400  # FLOPs in a petaflop/s-day, Kaplan's unit of compute
+KAPLAN = {"alpha_n": 0.076, "n_c": 8.8e13, "alpha_d": 0.095, "d_c": 5.4e13,
+          "alpha_c_min": 0.050, "c_c_min": 3.1e8 * PF_DAY, "n_opt_exponent": 0.73}
 CHINCHILLA = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}
 CHINCHILLA_BUDGET = 5.76e23  # FLOPs of Gopher and of Chinchilla (70B params, 1.4T tokens)
 _clock = time.monotonic  # the sweep's wall clock; a module attribute so tests can fake it
