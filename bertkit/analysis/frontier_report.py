@@ -44,7 +44,8 @@ def frontier_result(records: Sequence[dict], fit_offset: bool = True, min_comput
 def frontier_lines(result: dict, fit: PowerLawFit) -> list[str]:
     """The compute-optimal sizes, the law with its standard errors, and the published exponents."""
     lines = [f"frontier: {len(result['frontier'])} of {len(result['points'])} learning-curve points "
-             f"({result['compute_definition']})", f"{'compute-optimal size':>22}  {'N':>10}  {'from C':>9}  {'to C':>9}"]
+             f"({result['compute_definition']})",
+             f"{'compute-optimal size':>22}  {'N':>10}  {'from C':>9}  {'to C':>9}"]
     for r in result["optimal_sizes"]:
         lines.append(f"{r['name']:>22}  {round(r['n_params']):>10,}  {r['start']:9.3g}  {r['end']:9.3g}")
     law = "(C_c/C)^alpha_C + L_inf" if fit.fit_offset else "(C_c/C)^alpha_C"
@@ -54,7 +55,8 @@ def frontier_lines(result: dict, fit: PowerLawFit) -> list[str]:
                  + (f", L_inf = {fit.l_inf:.3f} +/- {fit.l_inf_se:.3f}" if fit.fit_offset else ""))
     pub = result["published"]
     lines.append(f"published: Kaplan et al. 2020 alpha_C(min) = {pub['kaplan_alpha_c_min']:.3f} (no offset); "
-                 f"Chinchilla's law (approach 3) puts its reducible loss at C^-{pub['chinchilla_compute_exponent']:.3f} "
+                 "Chinchilla's law (approach 3) puts its reducible loss at "
+                 f"C^-{pub['chinchilla_compute_exponent']:.3f} "
                  "along its compute-optimal path (offset form)")
     if result["optimal_size_exponent"]:
         b = result["optimal_size_exponent"]

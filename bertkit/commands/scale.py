@@ -6,9 +6,9 @@
     bertkit scale frontier OUT/sweep.jsonl --plot frontier.png  # L(C) on the compute frontier
     bertkit scale sweep --sizes 1x64,1x96,2x96,2x128,3x128 --tokens 1000000 --time-budget 900 --out OUT
 
-formula and fit are bertkit/analysis/scaling_report.py, frontier frontier_report.py; the sweep (one small BERT pre-trained
-per size on the same tokens, within a time budget, then the fit) is the recipe
-bertkit/recipes/scaling_sweep.py, whose docstring explains the budget.
+formula and fit are bertkit/analysis/scaling_report.py, frontier frontier_report.py; the
+sweep (one small encoder pre-trained per size on the same tokens, within a time budget, then
+both fits) is the recipe bertkit/recipes/scaling_sweep.py, whose docstring explains the budget.
 """
 
 from __future__ import annotations
