@@ -15,6 +15,14 @@ from bertkit.analysis.attention import (
     stack_attentions,
     statistics_records,
 )
+from bertkit.analysis.compute_frontier import (
+    curve_points,
+    fit_frontier,
+    lower_envelope,
+    optimal_size_exponent,
+    optimal_sizes,
+    training_compute,
+)
 from bertkit.analysis.probing import (
     LinearProbe,
     collect_features,
@@ -46,6 +54,8 @@ __all__ = [
     "chinchilla_optimal",
     "collect_features",
     "control_task_labels",
+    "curve_points",
+    "fit_frontier",
     "fit_power_law",
     "fit_sweep",
     "head_statistics",
@@ -53,7 +63,10 @@ __all__ = [
     "kaplan_loss_d",
     "kaplan_loss_n",
     "load_sweep",
+    "lower_envelope",
     "max_flow",
+    "optimal_size_exponent",
+    "optimal_sizes",
     "plot_grid",
     "plot_head",
     "plot_probe",
@@ -63,5 +76,6 @@ __all__ = [
     "run_sweep",
     "stack_attentions",
     "statistics_records",
+    "training_compute",
     "write_attention_html",
 ]

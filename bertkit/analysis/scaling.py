@@ -7,6 +7,9 @@ Kaplan et al. 2020, "Scaling Laws for Neural Language Models" (eqs. 1.1, 1.2, 1.
     L(N)    = (N_c / N)^a_N                      a_N = 0.076, N_c = 8.8e13
     L(D)    = (D_c / D)^a_D                      a_D = 0.095, D_c = 5.4e13
     L(N, D) = [(N_c / N)^(a_N / a_D) + D_c / D]^a_D
+    L(C_min) = (C_c / C_min)^a_C                 a_C = 0.050, C_c = 3.1e8 PF-days (eq. 1.3; the
+                                                 compute frontier, compute_frontier.py), with
+                                                 N_opt ~ C^0.73 along it
 
 Hoffmann et al. 2022, "Training Compute-Optimal Large Language Models" (approach 3):
     L(N, D) = E + A / N^alpha + B / D^beta       E = 1.69, A = 406.4, B = 410.7,
@@ -40,7 +43,9 @@ from bertkit.errors import ConfigError, DataError
 from bertkit.plotting import pyplot, save_png
 
 # ----------------------------------------------------------------------------- published laws
-KAPLAN = {"alpha_n": 0.076, "n_c": 8.8e13, "alpha_d": 0.095, "d_c": 5.4e13}
+PF_DAY = 1e15 * 86400  # FLOPs in a petaflop/s-day, Kaplan's unit of compute
+KAPLAN = {"alpha_n": 0.076, "n_c": 8.8e13, "alpha_d": 0.095, "d_c": 5.4e13,
+          "alpha_c_min": 0.050, "c_c_min": 3.1e8 * PF_DAY, "n_opt_exponent": 0.73}
 CHINCHILLA = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}
 CHINCHILLA_BUDGET = 5.76e23  # FLOPs of Gopher and of Chinchilla (70B params, 1.4T tokens)
 _clock = time.monotonic  # the sweep's wall clock; a module attribute so tests can fake it
@@ -112,7 +117,8 @@ class PowerLawFit:
 
     @property
     def n_c(self) -> float:
-        return math.exp(self.log_n_c)
+        # alpha near 0 (an undetermined fit) puts ln N_c in the thousands: infinite, not an error
+        return math.exp(self.log_n_c) if self.log_n_c < 709 else math.inf
 
     def predict(self, n_params) -> np.ndarray:
         x = np.log(_positive("n_params", n_params)) - self.x_mean
@@ -135,8 +141,10 @@ def _model(p: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return e + p[2], np.stack([e, -x * e, np.ones_like(x)], axis=1)
 
 
-def fit_power_law(n_params: Sequence[float], losses: Sequence[float], fit_offset: bool = True) -> PowerLawFit:
-    """Least-squares fit of L(N) = (N_c/N)^alpha + l_inf (l_inf = 0 if not fit_offset).
+def fit_power_law(n_params: Sequence[float], losses: Sequence[float], fit_offset: bool = True,
+                  what: str = "model sizes") -> PowerLawFit:
+    """Least-squares fit of L(N) = (N_c/N)^alpha + l_inf (l_inf = 0 if not fit_offset); N may be
+    any positive abscissa, e.g. compute for L(C) (`what` names it in errors).
 
     1. Start: for each l_inf on a grid below min(L), ln(L - l_inf) = a - alpha x is a straight
        line in x = ln N, fitted by linear least squares; keep the grid point whose curve has
@@ -151,14 +159,14 @@ def fit_power_law(n_params: Sequence[float], losses: Sequence[float], fit_offset
     n = np.asarray(n_params, dtype=np.float64).reshape(-1)
     y = np.asarray(losses, dtype=np.float64).reshape(-1)
     if n.shape != y.shape:
-        raise DataError(f"got {n.size} model sizes but {y.size} losses; give one loss per size")
+        raise DataError(f"got {n.size} {what} but {y.size} losses; give one loss per point")
     if not (np.all(np.isfinite(n)) and np.all(n > 0) and np.all(np.isfinite(y)) and np.all(y > 0)):
         raise DataError("sizes and losses must be positive finite numbers (drop diverged runs)")
     n_par = 3 if fit_offset else 2
     distinct = np.unique(n).size
     if distinct < n_par + 1:
         raise DataError(
-            f"a sweep budget too small to fit anything: {distinct} distinct model sizes, need at "
+            f"a sweep budget too small to fit anything: {distinct} distinct {what}, need at "
             f"least {n_par + 1} to fit {n_par} parameters and estimate their errors; add sizes"
         )
     x_mean = float(np.log(n).mean())
@@ -237,8 +245,30 @@ def _points_arrays(points) -> tuple[np.ndarray, np.ndarray]:
     return arr[:, 0], arr[:, 1]
 
 
+def chinchilla_compute_exponent() -> float:
+    """The exponent of Chinchilla's reducible loss along its compute-optimal path:
+    A/N_opt^alpha and B/D_opt^beta both fall as C^-(alpha beta / (alpha + beta)) = C^-0.154."""
+    a, b = CHINCHILLA["alpha"], CHINCHILLA["beta"]
+    return a * b / (a + b)
+
+
+def draw_references(ax, x: np.ndarray, fit: PowerLawFit, references: dict[str, float]) -> None:
+    """Published exponents as dotted shape references through the fit at the middle of `x`:
+    (L - L_inf) ~ x^-alpha_ref with the fit's L_inf (0 without an offset, or when the fit's is
+    negative), so only the slopes compare (the papers' losses are on other data). The y range
+    stays the data's: a steep reference must not squash the measured points."""
+    mid = float(np.exp(np.log(x).mean()))
+    floor = max(fit.l_inf, 0.0) if fit.fit_offset else 0.0
+    excess = float(fit.predict(mid)) - floor
+    low, high = ax.get_ylim()
+    for k, (label, alpha) in enumerate(references.items()):
+        ax.plot(x, floor + excess * (x / mid) ** -alpha, ":", color=f"C{k + 2}", label=f"{label} = {alpha:.3g}")
+    ax.set_ylim(low, high)
+
+
 def plot_scaling(points, fit: PowerLawFit | None, path: str | os.PathLike, extrapolate: float = 10.0) -> None:
-    """Loss against model size (log x) with the fitted law, a 2-SE band, and an extrapolation.
+    """Loss against model size (log x) with the fitted law, a 2-SE band, and an extrapolation,
+    beside Kaplan's and Chinchilla's size exponents drawn through the fit (shapes only).
 
     The curve is solid over the measured sizes and dashed up to `extrapolate` x the largest.
     """
@@ -254,8 +284,9 @@ def plot_scaling(points, fit: PowerLawFit | None, path: str | os.PathLike, extra
             ax.fill_between(xs, f - 2 * se, f + 2 * se, color="C0", alpha=0.15, linewidth=0)
         if fit.fit_offset:
             ax.axhline(fit.l_inf, color="C1", linestyle=":", label=f"L_inf = {fit.l_inf:.3f}")
+        draw_references(ax, inside, fit, {"Kaplan α_N": KAPLAN["alpha_n"], "Chinchilla α": CHINCHILLA["alpha"]})
         ax.set_title(
-            f"L = (N_c/N)^α + L_inf:  α = {fit.alpha:.3f} ± {fit.alpha_se:.3f}, "
+            f"L = (N_c/N)^α{' + L_inf' if fit.fit_offset else ''}:  α = {fit.alpha:.3f} ± {fit.alpha_se:.3f}, "
             f"N_c = {fit.n_c:.3g}",
             fontsize=9,
         )

@@ -1,10 +1,14 @@
-"""A scaling sweep: pre-train one small BERT per size on the same number of tokens, within a
-wall-clock budget, and fit L(N) = (N_c/N)^alpha + L_inf (what `bertkit scale sweep` runs).
+"""A scaling sweep: pre-train one small encoder per size on the same number of tokens, within a
+wall-clock budget, and fit L(N) = (N_c/N)^alpha + L_inf and L(C) on the compute frontier (what
+`bertkit scale sweep` runs).
 
-Each size is trained by the pre-training recipe (default corpus BBC News, MLM); its held-out
-MLM loss and non-embedding parameter count N (the encoder layers: Kaplan et al.'s definition
-leaves out the embedding matrices) go to OUT/sweep.jsonl, then the fit to OUT/fit.json and
-OUT/scaling.png.
+Each size is trained by the pre-training recipe (default: the modern encoder's MLM recipe on
+the BBC training articles, SWEEP_DEFAULTS; --config gives another, BERT's included); its
+held-out MLM loss, its learning curve (the held-out loss every --eval-every steps with the
+compute C = 6 N D spent so far) and its non-embedding parameter count N (the encoder layers,
+counted on the model: Kaplan et al.'s definition leaves out the embedding matrices) go to
+OUT/sweep.jsonl; then the L(N) fit to OUT/fit.json and OUT/scaling.png, the L(C) frontier and
+its fit (analysis/compute_frontier.py) to OUT/frontier.json and OUT/frontier.png.
 
 Budget: before any data preparation it times 3 optimizer steps of each size (smallest first,
 by training FLOPs per token: 3 x forward = 3 x [2 x 12 L H^2 for the layers, 4 L T H for the
@@ -33,6 +37,7 @@ from typing import Callable, Sequence
 
 import torch
 
+from bertkit.analysis.frontier_report import frontier_report
 from bertkit.analysis.scaling import PowerLawFit, load_sweep, run_sweep
 from bertkit.analysis.scaling_report import check_positive, fit_and_report
 from bertkit.data.corpus import open_corpus
@@ -45,15 +50,21 @@ from bertkit.recipes.pretrain import build_model, get_documents, get_tokenizer, 
 MIN_SIZES = 4  # L(N) = (N_c/N)^alpha + L_inf has 3 parameters; one more size estimates their errors
 OVERHEAD = 1.25  # a run's time over steps x timed step: data loading, masking, logging, final evaluation
 
-# The sweep's recipe when no config is given: the tiny pre-training recipe on BBC News.
+# The sweep's recipe when no config is given: the fastest-learning pre-training recipe, the
+# modern encoder of configs/pretrain-mini.toml (40% masking, peak lr 2e-3, linear decay) on the
+# BBC training articles. BERT's old tiny recipe left the sizes near the unigram plateau, where
+# the losses barely differ (alpha = 0.017 +- 0.212). Warmup is a ratio, not the config's 200
+# steps, because --tokens sets the step count.
 SWEEP_DEFAULTS = {
-    "model": {"preset": "tiny"},
-    "tokenizer": {"vocab_size": 4000, "min_frequency": 2},
-    "data": {"corpus": "bbc", "objective": "mlm", "builder": "full_sentences", "max_length": 64,
-             "eval_fraction": 0.05, "max_eval_examples": 512},
-    "train": {"batch_size": 32, "lr": 1e-3, "warmup_ratio": 0.1, "schedule": "linear",
+    "model": {"preset": "tiny", "model_type": "modernbert", "global_attn_every_n_layers": 2,
+              "local_attention": 64},
+    "tokenizer": {"vocab_size": 8000, "min_frequency": 2},
+    "data": {"corpus": "bbc:train", "objective": "mlm", "builder": "full_sentences", "max_length": 64,
+             "mlm_probability": 0.4, "eval_fraction": 0.05, "max_eval_examples": 512},
+    "train": {"batch_size": 32, "lr": 2e-3, "warmup_ratio": 0.05, "schedule": "linear",
               "weight_decay": 0.01, "grad_clip": 1.0, "log_every": 10, "seed": 0},
 }
+EVALS_PER_RUN = 10  # held-out evaluations per size when --eval-every is not given: its L(C) curve
 
 Log = Callable[[str], None]
 
@@ -62,15 +73,21 @@ Log = Callable[[str], None]
 _SIZE = re.compile(r"^(\d+)x(\d+)(?:x(\d+))?$")
 
 
+def default_heads(hidden: int) -> int:
+    """hidden / 64 heads, but at least 2 when the width splits evenly: one head kept the small
+    modern sizes on the unigram plateau (2x96 with one head 6.243, with two 5.735; docs/analysis.md)."""
+    return max(2, hidden // 64) if hidden % 2 == 0 and hidden % max(2, hidden // 64) == 0 else max(1, hidden // 64)
+
+
 def parse_sizes(text: str) -> list[dict]:
-    """'1x64,2x128x4' -> [{"layers": 1, "hidden": 64, "heads": 1}, {"layers": 2, "hidden": 128, "heads": 4}]."""
+    """'1x64,2x128x4' -> [{"layers": 1, "hidden": 64, "heads": 2}, {"layers": 2, "hidden": 128, "heads": 4}]."""
     sizes = []
     for part in (p.strip() for p in text.split(",")):
         m = _SIZE.match(part)
         if not m:
             raise ConfigError(f"--sizes entry {part!r} is not LAYERSxHIDDEN[xHEADS] (e.g. 2x128 or 2x128x4)")
         layers, hidden = int(m[1]), int(m[2])
-        heads = int(m[3]) if m[3] else max(1, hidden // 64)
+        heads = int(m[3]) if m[3] else default_heads(hidden)
         if layers < 1 or hidden < 8 or heads < 1 or hidden % heads:
             raise ConfigError(f"--sizes entry {part!r}: need layers >= 1, hidden >= 8 and heads dividing hidden")
         sizes.append({"layers": layers, "hidden": hidden, "heads": heads})
@@ -90,11 +107,46 @@ def flops_per_token(layers: int, hidden: int, seq_len: int, vocab: int, mask_sha
     return 3.0 * forward
 
 
-def non_embedding_params(layers: int, hidden: int, intermediate: int) -> int:
-    """Parameters of the encoder layers (Kaplan's N): Q, K, V, O, two FFN matrices, biases, 2 LayerNorms."""
+def non_embedding_params(layers: int, hidden: int, intermediate: int, modern: bool = False) -> int:
+    """Parameters of the encoder layers (Kaplan's N: no embeddings, no MLM head).
+
+    BERT's layer: Q, K, V, O and two FFN matrices with biases, two LayerNorms (weight + bias).
+    The modern layer (bertkit/modern, default config): Wqkv and Wo without biases, the GeGLU
+    Wi (H -> 2 I) and Wo (I -> H) without biases, LayerNorms without biases; the first layer has
+    no attention norm (the embedding norm precedes it).
+    """
+    if modern:
+        per_layer = 4 * hidden * hidden + 2 * hidden * intermediate + intermediate * hidden + 2 * hidden
+        return layers * per_layer - hidden  # layer 0's attention norm is an identity
     attention = 4 * (hidden * hidden + hidden)
     ffn = hidden * intermediate + intermediate + intermediate * hidden + hidden
     return layers * (attention + ffn + 4 * hidden)
+
+
+def is_modern(cfg) -> bool:
+    """The sweep's recipe trains the modern encoder (else BERT's, or a BERT-shaped family)."""
+    return cfg.model.get("model_type") == "modernbert"
+
+
+def intermediate_size(cfg, hidden: int) -> int:
+    """The feed-forward width of each family's presets: 4 H for BERT, 1.5 H for the modern GeGLU."""
+    return hidden * 3 // 2 if is_modern(cfg) else 4 * hidden
+
+
+def spec_params(cfg, spec: dict) -> int:
+    """`non_embedding_params` of one size under the sweep's recipe."""
+    return non_embedding_params(spec["layers"], spec["hidden"], intermediate_size(cfg, spec["hidden"]), is_modern(cfg))
+
+
+def layer_stack(model):
+    """The module holding the encoder's layers, whose parameters are N: BERT's `bert.encoder`,
+    the modern encoder's `model.layers`."""
+    for owner, name in (("bert", "encoder"), ("model", "layers")):
+        inner = getattr(model, owner, None)
+        if inner is not None and hasattr(inner, name):
+            return getattr(inner, name)
+    raise ConfigError(f"the sweep cannot find the encoder layers of {type(model).__name__}: it counts N for "
+                      "BERT-shaped and modern (model_type = \"modernbert\") MLM models")
 
 
 # ----------------------------------------------------------------------------- configs
@@ -105,15 +157,17 @@ def base_config(config: str | None, overrides: Sequence[str] = ()):
     return parse_config(json.loads(json.dumps(SWEEP_DEFAULTS)), list(overrides))
 
 
-def run_config(cfg, spec: dict, steps: int, tokenizer_path: str = "", shards: str = ""):
-    """`cfg` for one size: its shape (intermediate = 4 x hidden), `steps` steps, shared data."""
+def run_config(cfg, spec: dict, steps: int, tokenizer_path: str = "", shards: str = "", eval_every: int = 0):
+    """`cfg` for one size: its shape (`intermediate_size`; both families name the fields as
+    transformers does), `steps` steps, held-out evaluations every `eval_every` steps (0: at the
+    end only), shared data."""
     model = {**cfg.model, "num_hidden_layers": spec["layers"], "hidden_size": spec["hidden"],
-             "num_attention_heads": spec["heads"], "intermediate_size": 4 * spec["hidden"]}
+             "num_attention_heads": spec["heads"], "intermediate_size": intermediate_size(cfg, spec["hidden"])}
     return dataclasses.replace(
         cfg, model=model,
         tokenizer=dataclasses.replace(cfg.tokenizer, path=tokenizer_path or cfg.tokenizer.path),
         data=dataclasses.replace(cfg.data, corpus=shards or cfg.data.corpus),
-        train=dataclasses.replace(cfg.train, max_steps=steps, eval_every=0, save_every=0))
+        train=dataclasses.replace(cfg.train, max_steps=steps, eval_every=eval_every, save_every=0))
 
 
 @dataclasses.dataclass
@@ -126,10 +180,11 @@ class SweepPlan:
     tokens: int
     vocab: int
     time_budget: float
+    eval_every: int  # steps between held-out evaluations: the points of each size's L(C) curve
 
 
 def plan_sweep(sizes: str, tokens: float, time_budget: float, config: str | None = None,
-               overrides: Sequence[str] = ()) -> SweepPlan:
+               overrides: Sequence[str] = (), eval_every: int | None = None) -> SweepPlan:
     specs = parse_sizes(sizes)
     if len(specs) < MIN_SIZES:
         raise ConfigError(f"--sizes gives {len(specs)} sizes; fitting L(N) = (N_c/N)^alpha + L_inf needs at least "
@@ -139,10 +194,13 @@ def plan_sweep(sizes: str, tokens: float, time_budget: float, config: str | None
     cfg = base_config(config, overrides)
     B, T = cfg.train.batch_size, cfg.data.max_length
     steps = max(1, math.ceil(tokens / (B * T)))
+    if eval_every is not None and eval_every < 1:
+        raise ConfigError(f"--eval-every must be at least 1 step, got {eval_every}")
+    every = eval_every or max(1, steps // EVALS_PER_RUN)
     vocab = Tokenizer.from_pretrained(cfg.tokenizer.path).vocab_size if cfg.tokenizer.path else cfg.tokenizer.vocab_size
     # smallest first: the driver assumes later sizes cost more
     specs.sort(key=lambda s: flops_per_token(s["layers"], s["hidden"], T, vocab, cfg.data.mlm_probability))
-    return SweepPlan(cfg, specs, steps, steps * B * T, vocab, time_budget)
+    return SweepPlan(cfg, specs, steps, steps * B * T, vocab, time_budget, every)
 
 
 # ----------------------------------------------------------------------------- timing
@@ -179,8 +237,17 @@ def _too_small(plan: SweepPlan, k: int, total: float) -> ConfigError:
         f"machine; raise --time-budget to about {math.ceil(need * 1.2)} or lower --tokens")
 
 
-def time_sizes(plan: SweepPlan, log: Log = print) -> dict[str, float]:
-    """Seconds per step of each size that may fit the budget; raises if the MIN_SIZES smallest cannot."""
+def finished_sizes(out: str) -> set[str]:
+    """Names of the sizes OUT/sweep.jsonl already holds as finished: a rerun does not train them."""
+    path = os.path.join(out, "sweep.jsonl")
+    if not os.path.isfile(path):
+        return set()
+    return {size_name(r["size"]) for r in load_sweep(path) if r.get("status") == "ok"}
+
+
+def time_sizes(plan: SweepPlan, log: Log = print, finished: set[str] = frozenset()) -> dict[str, float]:
+    """Seconds per step of each size that may fit the budget (0 for the `finished` ones, which
+    cost nothing); raises if the MIN_SIZES smallest cannot."""
     B, T = plan.cfg.train.batch_size, plan.cfg.data.max_length
     log(f"sweep: {len(plan.sizes)} sizes x {plan.tokens:,} tokens ({plan.steps} steps of {B} x {T}), "
         f"budget {plan.time_budget:g} s; timing 3 steps per size:")
@@ -188,13 +255,17 @@ def time_sizes(plan: SweepPlan, log: Log = print) -> dict[str, float]:
     total = 0.0
     for k, spec in enumerate(plan.sizes):
         name = size_name(spec)
+        if name in finished:  # a resumed sweep: its budget is for what is left
+            per_step[name] = 0.0
+            log(f"  {name:>10}  already in the sweep's results: not trained again")
+            continue
         if total > plan.time_budget and k >= MIN_SIZES:
             log(f"  {name:>10}  not timed: the sizes before it already fill the budget")
             continue
         per_step[name] = calibrate(plan.cfg, spec, plan.vocab)
         estimate = OVERHEAD * plan.steps * per_step[name]
         total += estimate
-        n = non_embedding_params(spec["layers"], spec["hidden"], 4 * spec["hidden"])
+        n = spec_params(plan.cfg, spec)
         log(f"  {name:>10}  N = {n:>10,}  {per_step[name]:.3f} s/step, estimated {estimate:6.0f} s")
         if k < MIN_SIZES and total > plan.time_budget:  # the sizes timed so far alone overrun it
             raise _too_small(plan, k, total)
@@ -222,11 +293,24 @@ def vocab_size(tokenizer_path: str) -> int:
     return max(Tokenizer.from_pretrained(tokenizer_path).get_vocab().values()) + 1
 
 
+def learning_curve(run_dir: str, n_params: int, tokens_per_step: int) -> list[dict]:
+    """The held-out evaluations of a run (OUT/metrics.jsonl rows with split "eval"), each with the
+    tokens seen D = step x batch x length and the training compute C = 6 N D at that point."""
+    rows = [r for r in load_sweep(os.path.join(run_dir, "metrics.jsonl")) if r.get("split") == "eval"]
+    curve = {}
+    for r in rows:  # the last row of a step wins (the final evaluation can repeat the last periodic one)
+        d = r["step"] * tokens_per_step
+        curve[r["step"]] = {"step": r["step"], "tokens": d, "compute": 6.0 * n_params * d, "loss": r["mlm_loss"],
+                            "accuracy": r.get("mlm_accuracy"), "seconds": r.get("train_seconds")}
+    return [curve[k] for k in sorted(curve)]
+
+
 def train_size(cfg, spec: dict, steps: int, vocab: int, run_dir: str, log: Log = print) -> dict:
-    """Pre-train one size (`run_config` of it, on the shared tokenizer and shards); its sweep record."""
+    """Pre-train one size (`run_config` of it, on the shared tokenizer and shards); its sweep
+    record: the final held-out loss, N (counted on the model), its learning curve."""
     shutil.rmtree(run_dir, ignore_errors=True)  # a run interrupted before it was recorded
     model = build_model(cfg, vocab)
-    n_params = sum(p.numel() for p in model.bert.encoder.parameters())
+    n_params = sum(p.numel() for p in layer_stack(model).parameters())
     t0 = time.perf_counter()
     metrics = run_pretraining(cfg, run_dir, progress=False)
     if "mlm_loss" not in metrics:
@@ -234,9 +318,12 @@ def train_size(cfg, spec: dict, steps: int, vocab: int, run_dir: str, log: Log =
                         "for data.eval_fraction to hold some out")
     log(f"  {size_name(spec):>10}  N = {n_params:>10,}  held-out MLM loss {metrics['mlm_loss']:.4f}  "
         f"({time.perf_counter() - t0:.0f} s)")
+    tokens_per_step = cfg.train.batch_size * cfg.train.grad_accum * cfg.data.max_length
     return {"loss": metrics["mlm_loss"], "n_params": n_params,
             "params_total": sum(p.numel() for p in model.parameters()),
-            "mlm_accuracy": metrics.get("mlm_accuracy"), "steps": steps, "name": size_name(spec)}
+            "mlm_accuracy": metrics.get("mlm_accuracy"), "steps": steps, "name": size_name(spec),
+            "compute": 6.0 * n_params * steps * tokens_per_step,
+            "curve": learning_curve(run_dir, n_params, tokens_per_step)}
 
 
 def train_sizes(plan: SweepPlan, per_step: dict[str, float], out: str, log: Log = print) -> list[dict]:
@@ -246,7 +333,7 @@ def train_sizes(plan: SweepPlan, per_step: dict[str, float], out: str, log: Log 
     vocab = vocab_size(tokenizer_path)
 
     def train_fn(spec, max_tokens):
-        run_cfg = run_config(plan.cfg, spec, plan.steps, tokenizer_path, shards)
+        run_cfg = run_config(plan.cfg, spec, plan.steps, tokenizer_path, shards, plan.eval_every)
         return train_size(run_cfg, spec, plan.steps, vocab, os.path.join(out, "runs", size_name(spec)), log)
 
     sweep_path = os.path.join(out, "sweep.jsonl")
@@ -284,15 +371,21 @@ def torch_threads(threads: int | None):
 
 def scaling_sweep(sizes: str, tokens: float, time_budget: float, out: str, *, config: str | None = None,
                   overrides: Sequence[str] = (), threads: int | None = None, fit: bool = True,
-                  log: Log = print) -> PowerLawFit | None:
+                  eval_every: int | None = None, log: Log = print) -> PowerLawFit | None:
     """Time, train and fit a sweep of sizes ('1x64,2x64,2x128,4x128'); the fit (None without `fit`)."""
     with torch_threads(threads):
-        plan = plan_sweep(sizes, tokens, time_budget, config, overrides)
-        per_step = time_sizes(plan, log)
+        plan = plan_sweep(sizes, tokens, time_budget, config, overrides, eval_every)
+        per_step = time_sizes(plan, log, finished_sizes(out))
         os.makedirs(out, exist_ok=True)
         ok = train_sizes(plan, per_step, out, log)
     if not fit:
         return None
     result = fit_and_report(ok, True, os.path.join(out, "scaling.png"), log=log)
     atomic_write_json(os.path.join(out, "fit.json"), result.to_dict())
+    try:
+        frontier = frontier_report(ok, True, plot=os.path.join(out, "frontier.png"), log=log)
+    except DataError as e:  # the L(N) fit is written; a frontier too short to fit must not hide it
+        log(f"note: no L(C) fit: {e}")
+        return result
+    atomic_write_json(os.path.join(out, "frontier.json"), frontier)
     return result

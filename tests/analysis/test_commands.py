@@ -219,10 +219,18 @@ def test_scale_sweep_end_to_end_on_a_small_corpus(tmp_path, capsys, bbc_dir, mon
     printed = capsys.readouterr().out
     assert code == 0, printed
     records = [json.loads(line) for line in (out / "sweep.jsonl").read_text().splitlines()]
-    assert [r["name"] for r in records] == ["1x8x1", "1x16x1", "1x32x1", "2x32x1"]
+    assert [r["name"] for r in records] == ["1x8x2", "1x16x2", "1x32x2", "2x32x2"]  # at least 2 heads
     assert all(r["status"] == "ok" and r["steps"] == 12 for r in records)
-    # N = encoder parameters, checked against the formula for one layer of width 8
-    assert records[0]["n_params"] == 4 * (8 * 8 + 8) + (8 * 32 + 32 + 32 * 8 + 8) + 4 * 8
+    # N = the modern encoder's layer parameters, one layer of width 8 (GeGLU width 12, no biases):
+    # Wqkv, Wo, Wi (8 -> 2 x 12), Wo (12 -> 8), the MLP norm (layer 0 has no attention norm)
+    assert records[0]["n_params"] == 3 * 8 * 8 + 8 * 8 + 8 * 24 + 12 * 8 + 8
+    # a learning curve per size: an evaluation every step (12 steps < 10 per run), C = 6 N D
+    curve = records[0]["curve"]
+    assert [p["step"] for p in curve] == list(range(1, 13))
+    assert curve[-1]["compute"] == 6 * records[0]["n_params"] * 12 * 8 * 32 == records[0]["compute"]
     fit = json.loads((out / "fit.json").read_text())
     assert fit["n_points"] == 4 and np.isfinite(fit["alpha"])
     assert (out / "scaling.png").read_bytes()[:8] == PNG_MAGIC and "alpha =" in printed
+    frontier = json.loads((out / "frontier.json").read_text())
+    assert len(frontier["frontier"]) >= 4 and "alpha_C =" in printed
+    assert (out / "frontier.png").read_bytes()[:8] == PNG_MAGIC
