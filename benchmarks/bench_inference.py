@@ -97,14 +97,16 @@ def hf_encoder(directory: str, max_length: int, sort: bool):
     return encode
 
 
-def ort_encoder(path: str, tokenizer: Tokenizer, max_length: int, threads: int):
+def ort_encoder(path: str, tokenizer: Tokenizer, max_length: int, threads: int, columns: int = 384):
+    """The graph's first output (`columns` floats per text: 384 for the embedding, the label count
+    for a classifier's logits) in input order, run as sorted batches of 32."""
     session = onnx_session(path, threads=threads)
     wanted = [i.name for i in session.get_inputs()]
 
     def encode(texts: list[str]) -> np.ndarray:
         enc = tokenizer(texts, padding=False, truncation=True, max_length=max_length, return_tensors=None)
         ids, types = enc["input_ids"], enc["token_type_ids"]
-        out = np.empty((len(texts), 384), dtype=np.float32)
+        out = np.empty((len(texts), columns), dtype=np.float32)
         for rows in fixed_batches([len(x) for x in ids], BATCH):  # sorted batches of 32, as the anchors batch
             width = max(len(ids[i]) for i in rows)
             feed = {name: np.zeros((len(rows), width), dtype=np.int64) for name in wanted}
@@ -187,32 +189,46 @@ def run_set(name: str, args, workdir: str) -> dict:
             if proc.returncode or line is None:
                 raise RuntimeError(f"memory child {rt} failed:\n{proc.stderr[-2000:]}")
             memory[rt] = json.loads(line[len("MEMORY "):])["steady_peak_mb"]
-    rows = {}
-    for rt in args.runtimes:
-        speed = harness.speedups(times, "bertkit fp32", rt)  # per repeat: >1 = faster than bertkit fp32
-        cpu_speed = harness.speedups(cpu_times, "bertkit fp32", rt)
-        rows[rt] = {"median_s": float(np.median(times[rt])), "speed_vs_bertkit_fp32": float(np.median(speed)),
-                    "speed_min": min(speed), "speed_max": max(speed), "median_cpu_s": float(np.median(cpu_times[rt])),
-                    "cpu_speed_vs_bertkit_fp32": float(np.median(cpu_speed)), "cpu_speed_min": min(cpu_speed),
-                    "cpu_speed_max": max(cpu_speed), **checks[rt], "peak_mb": memory.get(rt)}
+    rows = timing_rows(args.runtimes, times, cpu_times, checks, memory)
     return {"set": name, "texts": n, "tokens": sum(lengths), "min_tokens": min(lengths),
             "max_tokens": max(lengths), "median_tokens": float(np.median(lengths)), "threads": args.threads,
             "repeats": args.repeats, "load_before": load_before, "load_after": load_after, "rows": rows,
             "command": " ".join(["python", "benchmarks/bench_inference.py", *sys.argv[1:]])}
 
 
-def table(result: dict) -> str:
+def timing_rows(runtimes, times: dict, cpu_times: dict, checks: dict, memory: dict) -> dict:
+    """One table row per runtime: seconds per call and speed against "bertkit fp32" (per repeat,
+    wall and CPU time), with the runtime's output check and peak memory (None: not measured)."""
+    rows = {}
+    for rt in runtimes:
+        speed = harness.speedups(times, "bertkit fp32", rt)  # per repeat: >1 = faster than bertkit fp32
+        cpu_speed = harness.speedups(cpu_times, "bertkit fp32", rt)
+        rows[rt] = {"median_s": float(np.median(times[rt])), "speed_vs_bertkit_fp32": float(np.median(speed)),
+                    "speed_min": min(speed), "speed_max": max(speed), "median_cpu_s": float(np.median(cpu_times[rt])),
+                    "cpu_speed_vs_bertkit_fp32": float(np.median(cpu_speed)), "cpu_speed_min": min(cpu_speed),
+                    "cpu_speed_max": max(cpu_speed), **checks[rt], "peak_mb": memory.get(rt)}
+    return rows
+
+
+def check_text(row: dict) -> str:
+    """A row's output check: min cosine (int8 vectors) or max |difference|, and the predicted
+    labels that differ when the outputs are class probabilities."""
+    text = (f"min cosine {row['min_cosine']:.4f}" if "min_cosine" in row
+            else f"max diff {row['max_abs_diff']:.1e}")
+    return text + (f", {row['labels_differ']} labels differ" if "labels_differ" in row else "")
+
+
+def table(result: dict, checked: str = "vectors") -> str:
     lines = [f"**{result['set']}**: {result['texts']} texts, {result['tokens']:,} tokens "
              f"({result['min_tokens']}-{result['max_tokens']}, median {result['median_tokens']:.0f}); "
              f"{result['threads']} threads, {result['repeats']} alternating repeats; load average "
              f"{result['load_before']} before, {result['load_after']} after",
              "",
              "| runtime | s per call (median) | speed vs bertkit fp32 (median, min-max) | CPU s per call | "
-             "CPU-time speed vs bertkit fp32 | vectors vs bertkit fp32 | peak RSS MB |",
+             f"CPU-time speed vs bertkit fp32 | {checked} vs bertkit fp32 | peak RSS MB |",
              "|---|---|---|---|---|---|---|"]
     for rt, row in result["rows"].items():
-        check = (f"min cosine {row['min_cosine']:.4f}" if "min_cosine" in row
-                 else f"max diff {row['max_abs_diff']:.1e}")
+        check = check_text(row)
         peak = "-" if row["peak_mb"] is None else f"{row['peak_mb']:.0f}"
         lines.append(f"| {rt} | {row['median_s']:.2f} | **{row['speed_vs_bertkit_fp32']:.2f}x** "
                      f"({row['speed_min']:.2f}-{row['speed_max']:.2f}) | {row['median_cpu_s']:.2f} | "

@@ -44,13 +44,22 @@ from bertkit.tokenizer import Tokenizer
 TOPICS = ("business", "entertainment", "politics", "sport", "tech")
 
 
-def classifier(tokenizer: Tokenizer) -> torch.nn.Module:
-    """MiniLM's encoder with a fresh seeded head, as `predict` runs it on the CPU."""
+def seeded_classifier() -> BertForSequenceClassification:
+    """MiniLM's encoder with a fresh seeded 5-class head (fp32, as loaded)."""
     torch.manual_seed(0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the head is new: its weights are missing from the checkpoint
-        model = BertForSequenceClassification.from_pretrained(minilm_dir(), id2label=dict(enumerate(TOPICS)))
-    return inference_copy(model, tokenizer)
+        return BertForSequenceClassification.from_pretrained(minilm_dir(), id2label=dict(enumerate(TOPICS)))
+
+
+def classifier(tokenizer: Tokenizer) -> torch.nn.Module:
+    """The seeded classifier as `predict` runs it on the CPU."""
+    return inference_copy(seeded_classifier(), tokenizer)
+
+
+def predict_spec(max_length: int, batching: str = "length") -> TaskSpec:
+    """predict's settings for the classifier: batch 32, batches cut by padding cost ("length") or fixed."""
+    return TaskSpec("classification", DataConfig(max_length=max_length, eval_batch_size=BATCH, eval_batching=batching))
 
 
 def main(argv=None):
@@ -66,8 +75,7 @@ def main(argv=None):
     model = classifier(tokenizer)
     examples = [TextExample(t) for t in cut_texts(tokenizer, lo, hi, 8 if args.smoke else args.texts, seed=0)]
     # the lever on and off: batches cut by padding cost, or fixed batches of sorted inputs
-    spec = {key: TaskSpec("classification", DataConfig(max_length=hi, eval_batch_size=BATCH, eval_batching=batching))
-            for key, batching in (("on", "length"), ("off", "fixed"))}
+    spec = {key: predict_spec(hi, batching) for key, batching in (("on", "length"), ("off", "fixed"))}
     inputs = PredictionInput(examples)
 
     decoded = {k: get_task("classification").decode(model, tokenizer, examples, spec[k])

@@ -28,6 +28,21 @@ def test_every_script_smoke():
         assert re.search(RATIO_LINE, out, re.M), f"{script}: {out}"
 
 
+def test_predict_anchors_smoke():
+    # One call of each runtime on 8 short texts: the anchors load the saved classifier, the
+    # ONNX export runs, and every probability check holds (fp32 runtimes agree with bertkit).
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_predict_anchors.py"), "--smoke",
+                           "--threads", "1", "--lengths", "8", "32"], capture_output=True, text=True, cwd=ROOT,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for anchor in ("transformers sorted", "pipeline", "onnxruntime fp32"):
+        assert re.search(rf"^ANCHOR predict-8-32: bertkit fp32 / {anchor} = [0-9.]+x", proc.stdout, re.M), proc.stdout
+    for runtime in ("transformers", "transformers sorted", "pipeline", "onnxruntime fp32"):
+        row = next(line for line in proc.stdout.splitlines() if line.startswith(f"| {runtime} |"))
+        diff = float(re.search(r"max diff ([0-9.e+-]+), 0 labels differ", row).group(1))
+        assert diff < 1e-4, row
+
+
 def test_run_all_table_only(tmp_path, monkeypatch):
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     try:
