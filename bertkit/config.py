@@ -154,7 +154,9 @@ class BertConfig:
             self.id2label, self.label2id = default_labels(self.num_labels), None
         if self.id2label is not None:
             self.num_labels = len(self.id2label)
-            if self.label2id is None:
+            if self.label2id is None or set(self.label2id) != set(self.id2label.values()):
+                # derived from id2label, also when it names other labels (a head given new
+                # labels keeps no stale label2id of the checkpoint's)
                 self.label2id = {v: k for k, v in self.id2label.items()}
         self.validate()
 

@@ -196,3 +196,18 @@ def test_saved_files_are_readable_like_any_other(saved_mlm):
     os.umask(umask)
     for name in ("config.json", "model.safetensors"):
         assert os.stat(path / name).st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_new_label_names_replace_a_stale_label2id():
+    """A 2-label config given 5 named labels (a new head on a checkpoint) derives label2id from
+    them instead of keeping the checkpoint's LABEL_0/LABEL_1 map; a consistent one is kept."""
+    from bertkit.config import BertConfig
+    from bertkit.modern.config import ModernBertConfig
+
+    topics = dict(enumerate(["business", "entertainment", "politics", "sport", "tech"]))
+    stored = {"id2label": {0: "LABEL_0", 1: "LABEL_1"}, "label2id": {"LABEL_0": 0, "LABEL_1": 1}}
+    for config in (BertConfig(**stored), ModernBertConfig(**stored)):
+        renamed = config.replace(id2label=topics)
+        assert renamed.label2id == {name: i for i, name in topics.items()} and renamed.num_labels == 5
+    own = {"pos": 1, "neg": 0}
+    assert BertConfig(id2label={0: "neg", 1: "pos"}, label2id=own).label2id == own

@@ -122,7 +122,9 @@ class ModernBertConfig:
         if self.id2label is not None:
             self.id2label = {int(k): str(v) for k, v in self.id2label.items()}
             self.num_labels = len(self.id2label)
-            if self.label2id is None:
+            if self.label2id is None or set(self.label2id) != set(self.id2label.values()):
+                # derived from id2label, also when it names other labels (a head given new
+                # labels keeps no stale label2id of the checkpoint's)
                 self.label2id = {v: k for k, v in self.id2label.items()}
         self.validate()
 
