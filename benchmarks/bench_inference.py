@@ -73,22 +73,27 @@ def cut_texts(tokenizer: Tokenizer, lo: int, hi: int, n: int, seed: int = 0) -> 
     return texts
 
 
+def hf_batches(tok, texts: list[str], max_length: int, sort: bool):
+    """(rows, tokenized batch) of BATCH texts the way a transformers user batches them: in the
+    given order, or longest first when `sort` (as sentence-transformers does)."""
+    order = list(range(len(texts)))
+    if sort:
+        lengths = [len(x) for x in tok(texts, truncation=True, max_length=max_length)["input_ids"]]
+        order.sort(key=lambda i: -lengths[i])
+    for i in range(0, len(order), BATCH):
+        rows = order[i:i + BATCH]
+        yield rows, tok([texts[j] for j in rows], padding=True, truncation=True, max_length=max_length,
+                        return_tensors="pt")
+
+
 def hf_encoder(directory: str, max_length: int, sort: bool):
     tok = transformers.BertTokenizerFast.from_pretrained(directory)
     model = transformers.BertModel.from_pretrained(directory, attn_implementation="sdpa").eval()
 
     def encode(texts: list[str]) -> np.ndarray:
-        if sort:
-            lengths = [len(x) for x in tok(texts, truncation=True, max_length=max_length)["input_ids"]]
-            order = sorted(range(len(texts)), key=lambda i: -lengths[i])
-        else:
-            order = list(range(len(texts)))
         out = np.empty((len(texts), model.config.hidden_size), dtype=np.float32)
         with torch.inference_mode():
-            for i in range(0, len(order), BATCH):
-                rows = order[i:i + BATCH]
-                batch = tok([texts[j] for j in rows], padding=True, truncation=True, max_length=max_length,
-                            return_tensors="pt")
+            for rows, batch in hf_batches(tok, texts, max_length, sort):
                 hidden = model(**batch).last_hidden_state
                 mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
                 out[rows] = F.normalize((hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9), dim=-1).numpy()

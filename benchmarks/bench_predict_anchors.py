@@ -38,7 +38,7 @@ import numpy as np
 import torch
 import transformers
 
-from bench_inference import BATCH, cut_texts, load, ort_encoder, table, timing_rows
+from bench_inference import BATCH, cut_texts, hf_batches, load, ort_encoder, table, timing_rows
 from bench_predict import TOPICS, predict_spec, seeded_classifier
 from bertkit.assets import minilm_dir
 from bertkit.export.onnx import export_onnx
@@ -72,17 +72,9 @@ def hf_classifier(directory: str, max_length: int, sort: bool):
     names = model.config.id2label
 
     def predict(texts: list[str]) -> tuple[np.ndarray, list[str]]:
-        if sort:
-            lengths = [len(x) for x in tok(texts, truncation=True, max_length=max_length)["input_ids"]]
-            order = sorted(range(len(texts)), key=lambda i: -lengths[i])
-        else:
-            order = list(range(len(texts)))
         probs = np.empty((len(texts), model.config.num_labels), dtype=np.float32)
         with torch.inference_mode():
-            for i in range(0, len(order), BATCH):
-                rows = order[i:i + BATCH]
-                batch = tok([texts[j] for j in rows], padding=True, truncation=True, max_length=max_length,
-                            return_tensors="pt")
+            for rows, batch in hf_batches(tok, texts, max_length, sort):
                 probs[rows] = model(**batch).logits.softmax(-1).numpy()
         return probs, [names[int(k)] for k in probs.argmax(-1)]
 
@@ -116,8 +108,8 @@ def make_call(runtime: str, directory: str, texts: list[str], max_length: int, t
 
         return (lambda: prediction_rows(model, tokenizer, spec, inputs)), probabilities
     if runtime.startswith("transformers"):
-        predict = hf_classifier(directory, max_length, sort="sorted" in runtime)
-        return (lambda: predict(texts)), (lambda: predict(texts))
+        classify = hf_classifier(directory, max_length, sort="sorted" in runtime)
+        return (lambda: classify(texts)), (lambda: classify(texts))
     if runtime == "pipeline":
         pipe = transformers.pipeline("text-classification", model=directory, top_k=None, device=-1)
 
