@@ -45,6 +45,14 @@ TEXTS = [f"the match ended {i} nil after a late goal by the striker." for i in r
         [f"shares in the bank fell {i} percent on monday after the warning." for i in range(30)]
 
 
+def labelled_csv(tmp_path, pairs: int):
+    """A tiny two-topic training file: `pairs` sport and `pairs` business lines."""
+    train = tmp_path / "train.csv"
+    train.write_text("text,label\n" + "".join(f"the match ended {i} nil,sport\nshares fell {i} percent,business\n"
+                                              for i in range(pairs)), encoding="utf-8")
+    return train
+
+
 @pytest.fixture(scope="module")
 def pretrained(tmp_path_factory):
     root = tmp_path_factory.mktemp("modern-pretrain")
@@ -82,9 +90,7 @@ def test_pretraining_writes_a_modernbert_checkpoint_transformers_runs_alike(pret
 def test_a_classifier_fine_tuned_from_it_loads_in_transformers(pretrained, tmp_path, capsys):
     import transformers
 
-    train = tmp_path / "train.csv"
-    train.write_text("text,label\n" + "".join(f"the match ended {i} nil,sport\nshares fell {i} percent,business\n"
-                                              for i in range(8)), encoding="utf-8")
+    train = labelled_csv(tmp_path, 8)
     out = str(tmp_path / "clf")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -113,9 +119,7 @@ def _finetune_args(pretrained, train, out, *settings):
 
 
 def test_fine_tuning_dropout_uses_the_modern_names_and_refuses_berts(pretrained, tmp_path, capsys):
-    train = tmp_path / "train.csv"
-    train.write_text("text,label\n" + "".join(f"the match ended {i} nil,sport\nshares fell {i} percent,business\n"
-                                              for i in range(4)), encoding="utf-8")
+    train = labelled_csv(tmp_path, 4)
     out = str(tmp_path / "clf")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -153,9 +157,7 @@ def test_every_finetune_config_parses():
 
 
 def test_the_from_scratch_finetune_config_sets_the_modern_dropouts(pretrained, tmp_path):
-    train = tmp_path / "train.csv"
-    train.write_text("text,label\n" + "".join(f"the match ended {i} nil,sport\nshares fell {i} percent,business\n"
-                                              for i in range(4)), encoding="utf-8")
+    train = labelled_csv(tmp_path, 4)
     out = str(tmp_path / "clf")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
