@@ -154,10 +154,7 @@ class BertConfig:
             self.id2label, self.label2id = default_labels(self.num_labels), None
         if self.id2label is not None:
             self.num_labels = len(self.id2label)
-            if self.label2id is None or set(self.label2id) != set(self.id2label.values()):
-                # derived from id2label, also when it names other labels (a head given new
-                # labels keeps no stale label2id of the checkpoint's)
-                self.label2id = {v: k for k, v in self.id2label.items()}
+            self.label2id = label2id_for(self.id2label, self.label2id)
         self.validate()
 
     # ------------------------------------------------------------------ validation
@@ -388,6 +385,14 @@ class BertConfig:
 
 def default_labels(n: int) -> dict[int, str]:
     return {i: f"LABEL_{i}" for i in range(n)}
+
+
+def label2id_for(id2label: dict[int, str], label2id: dict[str, int] | None) -> dict[str, int]:
+    """`label2id` when it maps id2label's names, else the inverse of id2label: a head given new
+    labels keeps no stale map of the checkpoint's (both config families use this)."""
+    if label2id is not None and set(label2id) == set(id2label.values()):
+        return label2id
+    return {v: k for k, v in id2label.items()}
 
 
 # transformers' config dicts hold keys bertkit has no field for (transformers_version, dtype /

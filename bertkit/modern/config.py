@@ -20,7 +20,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import BertConfig, known_and_extra
+from ..config import BertConfig, known_and_extra, label2id_for
 from ..errors import ConfigError
 
 FULL, SLIDING = "full_attention", "sliding_attention"
@@ -122,10 +122,7 @@ class ModernBertConfig:
         if self.id2label is not None:
             self.id2label = {int(k): str(v) for k, v in self.id2label.items()}
             self.num_labels = len(self.id2label)
-            if self.label2id is None or set(self.label2id) != set(self.id2label.values()):
-                # derived from id2label, also when it names other labels (a head given new
-                # labels keeps no stale label2id of the checkpoint's)
-                self.label2id = {v: k for k, v in self.id2label.items()}
+            self.label2id = label2id_for(self.id2label, self.label2id)
         self.validate()
 
     def default_layer_types(self) -> list[str]:

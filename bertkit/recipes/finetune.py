@@ -103,7 +103,7 @@ TRAIN_DEFAULTS = {"lr": 5e-5, "batch_size": 16, "warmup_ratio": 0.1, "log_every"
 # segment means over data.max_length positions (variants/linformer.py, init_segment_means).
 # The dropout names are each family's own: BERT's hidden_dropout_prob / attention_probs_dropout_prob,
 # the modern encoder's embedding_dropout / mlp_dropout / attention_dropout; a key the checkpoint's
-# config does not have is refused (model_override_errors), never ignored.
+# config does not have is refused (check_model_overrides), never ignored.
 MODEL_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "embedding_dropout", "mlp_dropout",
               "attention_dropout", "classifier_dropout", "classifier_pooling", "freeze_encoder", "decoder_layers",
               "cross_attention_init", "attention_low_rank", "attention_low_rank_sharing")
