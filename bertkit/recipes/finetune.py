@@ -402,7 +402,8 @@ def select_metric(task: Task, options: FinetuneOptions) -> str:
 def check_model_overrides(config, overrides: dict) -> None:
     """Refuse a [model] key the checkpoint's family lacks (BERT's hidden_dropout_prob on a modern
     encoder, mlp_dropout on a BERT): it would fail deep inside, or be kept and silently ignored."""
-    own = {f.name for f in dataclasses.fields(config)}
+    settings = getattr(config, "encoder", config)  # an encoder-decoder's go to both of its BertConfigs
+    own = {f.name for f in dataclasses.fields(settings)}
     foreign = sorted(k for k in overrides if k not in own and k not in RECIPE_MODEL_KEYS)
     if foreign:
         usable = [k for k in MODEL_KEYS if k in own] + ["freeze_encoder"]

@@ -133,7 +133,7 @@ def test_fine_tuning_dropout_uses_the_modern_names_and_refuses_berts(pretrained,
     assert (config["mlp_dropout"], config["attention_dropout"]) == (0.1, 0.05)
 
 
-def test_a_bert_checkpoint_refuses_the_modern_dropout_names():
+def test_bert_and_encoder_decoder_checkpoints_refuse_the_modern_dropout_names():
     from bertkit.config import BertConfig
     from bertkit.errors import ConfigError
     from bertkit.recipes.finetune import check_model_overrides
@@ -141,6 +141,12 @@ def test_a_bert_checkpoint_refuses_the_modern_dropout_names():
     check_model_overrides(BertConfig(), {"hidden_dropout_prob": 0.2, "decoder_layers": 2})
     with pytest.raises(ConfigError, match=r"model.mlp_dropout is not a setting of this bert checkpoint; .*hidden_dropout_prob"):
         check_model_overrides(BertConfig(), {"mlp_dropout": 0.2})
+    from bertkit.encoder_decoder import EncoderDecoderConfig
+
+    pair = EncoderDecoderConfig(encoder=BertConfig(), decoder=BertConfig(is_decoder=True, add_cross_attention=True))
+    check_model_overrides(pair, {"hidden_dropout_prob": 0.2, "decoder_layers": 2})  # seq2seq: both halves
+    with pytest.raises(ConfigError, match=r"model.mlp_dropout is not a setting of this encoder-decoder checkpoint"):
+        check_model_overrides(pair, {"mlp_dropout": 0.2})
 
 
 CONFIG_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "configs")
