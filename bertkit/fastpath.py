@@ -35,7 +35,8 @@ from .model import BertOutput, BertSelfAttention, BertSelfOutput
 # prefix encoders, MoE routers) may read `.weight` themselves and are left alone.
 ENCODER_LINEAR = re.compile(r"(^|\.)encoder\.layer\.\d+\.(attention\.self\.(query|key|value)|"
                             r"attention\.output\.dense|intermediate\.dense|output\.dense)$")
-# activation module type -> oneDNN post-op name and algorithm ("none": exact erf GELU)
+# activation module type -> oneDNN post-op name and algorithm ("none": exact erf GELU); the
+# activations an inference copy fuses into the map before them (quantize.py has the same set)
 _FUSABLE = {nn.GELU: lambda m: ("gelu", [], m.approximate), nn.ReLU: lambda m: ("relu", [], "")}
 
 
@@ -93,9 +94,13 @@ class PackedQKV(nn.Module):
         self.linear = PackedLinear(fused)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        batch, seq_len, _ = x.shape
-        # (B, T, 3, h, d) -> 3 x (B, h, T, d): strided views, which SDPA reads as they are
-        return self.linear(x).view(batch, seq_len, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+        return split_heads_qkv(self.linear(x), self.num_heads, self.head_dim)
+
+
+def split_heads_qkv(qkv: torch.Tensor, num_heads: int, head_dim: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(B, T, 3H) [Q | K | V] -> q, k, v (B, h, T, d): strided views, which SDPA reads as they are."""
+    batch, seq_len, _ = qkv.shape
+    return qkv.view(batch, seq_len, 3, num_heads, head_dim).permute(2, 0, 3, 1, 4).unbind(0)
 
 
 def encoder_linears(model: nn.Module) -> dict[str, nn.Linear]:
@@ -135,35 +140,50 @@ def pack_for_cpu(model: nn.Module, fuse_qkv: bool = True, fuse_residual: bool = 
     copied.packed_from = weights_key(model)
     if not available():
         return copied
-    if fuse_qkv:
-        fuse_qkv_projections(copied)
-    if fuse_residual:
-        for name, block in list(copied.named_modules()):
-            if type(block) in (BertSelfOutput, BertOutput) and type(block.dense) is nn.Linear \
-                    and ENCODER_LINEAR.search(name + ".dense"):
-                parent_name, _, child = name.rpartition(".")
-                setattr(copied.get_submodule(parent_name), child, PackedResidualLinear(block))
-    linears = encoder_linears(copied)
-    for name, linear in linears.items():
-        parent_name, _, child = name.rpartition(".")
-        parent = copied.get_submodule(parent_name)
-        act = getattr(parent, "intermediate_act_fn", None)
-        if child == "dense" and type(act) in _FUSABLE:  # BertIntermediate: act(dense(x)), fused
-            parent.dense, parent.intermediate_act_fn = PackedLinear(linear, act), nn.Identity()
-        else:
-            setattr(parent, child, PackedLinear(linear))
+    swap_layer_maps(copied,
+                    make_qkv=(lambda attention, name: PackedQKV(attention)) if fuse_qkv else None,
+                    make_residual=(lambda block, name: PackedResidualLinear(block)) if fuse_residual else None,
+                    make_linear=lambda linear, activation, name: PackedLinear(linear, activation))
     for p in copied.parameters():
         p.requires_grad_(False)
     return copied
 
 
-def fuse_qkv_projections(model: nn.Module) -> None:
+def swap_layer_maps(model: nn.Module, make_qkv, make_residual, make_linear) -> None:
+    """Replace the transformer layers' linear maps of `model` (an inference copy), in place:
+    each fusable self-attention's Q, K, V by `make_qkv(attention, name)` (set as its `qkv`; see
+    `fuse_qkv_projections`), each BertSelfOutput / BertOutput by `make_residual(block, name)`
+    (LayerNorm(x W^T + b + residual)), and every other map by `make_linear(linear, activation,
+    name)`, with `activation` the feed-forward's GELU/ReLU module when it can ride on the map (the
+    layer's own activation then becomes Identity), else None. None for make_qkv or make_residual
+    leaves those maps to make_linear. `name` is the module's name in `model` (the original map's
+    name: query's for Q, K, V, the block's dense for a residual block)."""
+    if make_qkv is not None:
+        fuse_qkv_projections(model, make_qkv)
+    if make_residual is not None:
+        for name, block in list(model.named_modules()):
+            if type(block) in (BertSelfOutput, BertOutput) and type(block.dense) is nn.Linear \
+                    and ENCODER_LINEAR.search(name + ".dense"):
+                parent_name, _, child = name.rpartition(".")
+                setattr(model.get_submodule(parent_name), child, make_residual(block, name + ".dense"))
+    for name, linear in encoder_linears(model).items():
+        parent_name, _, child = name.rpartition(".")
+        parent = model.get_submodule(parent_name)
+        act = getattr(parent, "intermediate_act_fn", None)
+        if child == "dense" and type(act) in _FUSABLE:  # BertIntermediate: act(dense(x)), fused
+            parent.dense, parent.intermediate_act_fn = make_linear(linear, act, name), nn.Identity()
+        else:
+            setattr(parent, child, make_linear(linear, None, name))
+
+
+def fuse_qkv_projections(model: nn.Module, make_qkv=lambda attention, name: PackedQKV(attention)) -> None:
     """Give every encoder self-attention whose three projections are plain nn.Linear (not LoRA
-    wrappers) a `PackedQKV` and drop the three: the copy holds the weights once. Not for DeBERTa's
-    disentangled attention, which projects relative positions with the query and key maps."""
+    wrappers) a fused projection `make_qkv(attention, name of its query)` and drop the three: the
+    copy holds the weights once. Not for DeBERTa's disentangled attention, which projects relative
+    positions with the query and key maps."""
     for name, attention in list(model.named_modules()):
         if type(attention) is BertSelfAttention and not attention.causal and attention.disentangled is None \
                 and ENCODER_LINEAR.search(name + ".query") \
                 and all(type(getattr(attention, p)) is nn.Linear for p in ("query", "key", "value")):
-            attention.qkv = PackedQKV(attention)
+            attention.qkv = make_qkv(attention, name + ".query")
             attention.query = attention.key = attention.value = None

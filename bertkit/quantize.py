@@ -10,7 +10,7 @@ For y = x W^T + b with x (M, K) and W (N, K), three measures keep the error smal
    x W^T = (x / c)(W c)^T exactly, and both factors have flatter ranges (alpha = 0.5).
 2. Outlier columns in fp32 (as LLM.int8 does at run time, here chosen once): the
    `outliers` input channels with the largest a_k w_k are left out of the int8 product and
-   added back as a small fp32 product x[:, O] W[:, O]^T.
+   added back as a small fp32 product x[:, O] W[:, O]^T (OUTLIERS: how many, per map).
 3. Fine scales: per output channel for the weights, s_n = max_k |W'_nk| / 127, once; per
    token for the activations, r_m = max_k |x'_mk| / 127, at every call. A scale per token
    (not one per tensor, as `torch.ao` dynamic quantization and ONNX Runtime's
@@ -19,7 +19,10 @@ For y = x W^T + b with x (M, K) and W (N, K), three measures keep the error smal
     y_mn ~= r_m s_n sum_k q(x')_mk q(W')_nk  +  sum_{k in O} x_mk W_nk  +  b_n
 
 with x' = x / c and W' = W c outside O (zero on O). The int32 sums are exact; they run in
-`torch._int_mm` (oneDNN's VNNI kernels on CPUs that have them).
+`torch._int_mm` (oneDNN's VNNI kernels on CPUs that have them). The passes before and after
+(quantizing x, and turning the sums into act(y) or LayerNorm(y + residual)) are one fused
+kernel each (int8_kernels.py), and Q, K, V are one product sharing one quantization of their
+input, as in fastpath.py's fp32 copy.
 
 Calibration needs no data: a_k is measured on random token ids (seeded, 4 to 128 tokens,
 between the tokenizer's [CLS] and [SEP]). On MiniLM that gave the same quality as BBC text
@@ -37,67 +40,122 @@ import copy
 import torch
 from torch import nn
 
+from . import int8_kernels as kernels
 from .errors import ConfigError
-from .fastpath import check_original, encoder_linears, pack_for_cpu
+from .fastpath import check_original, encoder_linears, pack_for_cpu, split_heads_qkv, swap_layer_maps
+from .model import BertOutput, BertSelfAttention, BertSelfOutput
 
 QUANTIZE_MODES = ("int8",)  # the values of `quantize=` / what --int8 selects
-_LEVELS = 127.0  # symmetric int8: -127..127 (-128 unused, so negation never overflows)
 ALPHA = 0.5  # smoothing strength: how much of the activations' range moves into the weights
-OUTLIERS = 8  # input channels per linear map kept in fp32
+# Input channels kept in fp32, by the map's role. Measured on MiniLM (docs/inference.md, "The
+# int8 scheme"): two on Q|K|V raise the worst short-text cosine from 0.991 to 0.993; the second
+# feed-forward map reads GELU's output, one channel per layer at 6-24 where the median peaks at
+# 1.3-1.6. The attention output map shares its kernel (int8_kernels.dequantize_add_layer_norm)
+# and so its count: one compiled variant for both.
+OUTLIERS = {"output.dense": 4, "intermediate.dense": 0,
+            "attention.self.query": 2, "attention.self.key": 2, "attention.self.value": 2}
 CALIBRATION_LENGTHS = (4, 8, 16, 32, 64, 128)  # random-id sequences, 8 of each length
+_ACTIVATION = {("GELU", "none"): "gelu", ("GELU", "tanh"): "gelu_tanh", ("ReLU", None): "relu"}
 
 
-def quantize_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(M, K) float -> (M, K) int8 and (M, 1) float scales with x ~= q * scale, per row."""
-    return quantize_rows_(x.clone())
+def outliers_for(name: str) -> int:
+    """OUTLIERS for the map called `name` (a transformer layer's linear map)."""
+    return next(count for role, count in OUTLIERS.items() if name.endswith(role))
 
 
-def quantize_rows_(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """`quantize_rows` that uses `x` as scratch space (it is overwritten)."""
-    scale = x.abs().amax(dim=-1, keepdim=True).clamp_(min=1e-12).div_(_LEVELS)
-    # |x / scale| <= 127 up to one rounding error, which round() takes back to 127: no clamp.
-    return x.mul_(1 / scale).round_().to(torch.int8), scale
+def activation_name(activation: nn.Module | None) -> str:
+    """The int8_kernels name of a fusable activation module (fastpath._FUSABLE's types)."""
+    if activation is None:
+        return "none"
+    return _ACTIVATION[(type(activation).__name__, getattr(activation, "approximate", None))]
 
 
-class Int8Linear(nn.Module):
-    """`nn.Linear` for inference in int8, given the calibrated max |x_k| of its inputs
-    (`input_max`, (K,)); the math is in the module docstring."""
+class Int8Map(nn.Module):
+    """y = x W^T + b in int8 for inference, given the calibrated max |x_k| of its inputs
+    (`input_max`, (K,)); the math is in the module docstring. Subclasses say what follows the
+    product (`Int8Linear`: an activation; `Int8ResidualLinear`: residual add and LayerNorm;
+    `Int8QKV`: the split into heads)."""
 
-    def __init__(self, linear: nn.Linear, input_max: torch.Tensor, alpha: float = ALPHA,
-                 outliers: int = OUTLIERS):
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, input_max: torch.Tensor,
+                 alpha: float = ALPHA, outliers: int = 0):
         super().__init__()
-        self.in_features, self.out_features = linear.in_features, linear.out_features
-        weight = linear.weight.detach().float()
+        weight = weight.detach().float()
+        self.out_features, self.in_features = weight.shape
         column_max = weight.abs().amax(0).clamp(min=1e-5)
         input_max = input_max.float().clamp(min=1e-5)
         smooth = input_max ** alpha / column_max ** (1 - alpha)  # c_k
         outlier_index = (input_max * column_max).topk(min(outliers, self.in_features)).indices
         smoothed = weight * smooth
         smoothed[:, outlier_index] = 0
-        weight_int8, weight_scale = quantize_rows(smoothed)
+        weight_scale = smoothed.abs().amax(1, keepdim=True).clamp(min=1e-12) / kernels.LEVELS
         input_scale = 1 / smooth
         input_scale[outlier_index] = 0  # x' = x / c, zero on O: one multiply does both
         self.register_buffer("input_scale", input_scale)
-        self.register_buffer("weight_int8", weight_int8)  # (N, K); its .t() view feeds _int_mm as (K, N)
+        # (N, K); its .t() view feeds _int_mm as (K, N)
+        self.register_buffer("weight_int8", torch.round(smoothed / weight_scale).to(torch.int8))
         self.register_buffer("weight_scale", weight_scale.view(-1))  # (N,)
         self.register_buffer("outlier_index", outlier_index)  # O
         self.register_buffer("outlier_weight", weight[:, outlier_index].t().contiguous())  # (|O|, N)
-        self.register_buffer("bias", None if linear.bias is None else linear.bias.detach().float().clone())
+        self.register_buffer("bias", torch.zeros(self.out_features) if bias is None else bias.detach().float().clone())
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        shape = x.shape
-        rows = x.reshape(-1, self.in_features).float()
-        kept = rows.index_select(1, self.outlier_index)  # the fp32 part
-        q, row_scale = quantize_rows_(rows * self.input_scale)  # the product is scratch space
-        y = torch._int_mm(q, self.weight_int8.t()).float()
-        y = y.mul_(row_scale).mul_(self.weight_scale).addmm_(kept, self.outlier_weight)
-        if self.bias is not None:
-            y = y.add_(self.bias)
-        return y.to(x.dtype).view(*shape[:-1], self.out_features)
+    def product(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """x (..., K) -> the int32 sums (M, N) and the rest of `kernels.dequantize`'s arguments."""
+        q, row_scale, kept = kernels.quantize_rows(x.reshape(-1, self.in_features).float(), self.input_scale,
+                                                   self.outlier_index)
+        sums = torch._int_mm(q, self.weight_int8.t())
+        return sums, row_scale, self.weight_scale, self.bias, kept, self.outlier_weight
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, int8, "
                 f"{self.outlier_index.numel()} fp32 columns")
+
+
+class Int8Linear(Int8Map):
+    """act(x W^T + b) for an `nn.Linear` and an optional fused activation (GELU, ReLU)."""
+
+    def __init__(self, linear: nn.Linear, input_max: torch.Tensor, alpha: float = ALPHA, outliers: int = 0,
+                 activation: nn.Module | None = None):
+        super().__init__(linear.weight, linear.bias, input_max, alpha, outliers)
+        self.activation = activation_name(activation)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = kernels.DEQUANTIZE[self.activation](*self.product(x))
+        return y.to(x.dtype).view(*x.shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, activation {self.activation}"
+
+
+class Int8ResidualLinear(Int8Map):
+    """Replaces BertSelfOutput / BertOutput: LayerNorm(x W^T + b + residual), one pass after the
+    int8 product (dropout is off in inference)."""
+
+    def __init__(self, block: BertSelfOutput | BertOutput, input_max: torch.Tensor, alpha: float = ALPHA,
+                 outliers: int = 0):
+        super().__init__(block.dense.weight, block.dense.bias, input_max, alpha, outliers)
+        self.LayerNorm = block.LayerNorm
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        norm = self.LayerNorm
+        y = kernels.dequantize_add_layer_norm(*self.product(x), residual.reshape(-1, self.out_features).float(),
+                                              norm.weight, norm.bias, norm.eps)
+        return y.to(x.dtype).view(residual.shape)
+
+
+class Int8QKV(Int8Map):
+    """x (B, T, H) -> q, k, v (B, h, T, d) from one int8 product with [Wq; Wk; Wv]: the three maps
+    share one quantization of their common input (fastpath.PackedQKV's int8 form)."""
+
+    def __init__(self, attention: BertSelfAttention, input_max: torch.Tensor, alpha: float = ALPHA,
+                 outliers: int = 0):
+        maps = (attention.query, attention.key, attention.value)
+        super().__init__(torch.cat([m.weight for m in maps]), torch.cat([m.bias for m in maps]), input_max,
+                         alpha, outliers)
+        self.num_heads, self.head_dim = attention.num_heads, attention.head_dim
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        y = kernels.dequantize(*self.product(x)).to(x.dtype)
+        return split_heads_qkv(y.view(*x.shape[:-1], self.out_features), self.num_heads, self.head_dim)
 
 
 def calibration_inputs(config, tokenizer=None, seed: int = 0) -> list[torch.Tensor]:
@@ -138,11 +196,13 @@ def input_maxima(model: nn.Module, linears: dict[str, nn.Linear], batches) -> di
     return found
 
 
-def quantize_int8(model: nn.Module, tokenizer=None, alpha: float = ALPHA, outliers: int = OUTLIERS) -> nn.Module:
+def quantize_int8(model: nn.Module, tokenizer=None, alpha: float = ALPHA, outliers: int | None = None) -> nn.Module:
     """An inference copy of `model` (a BertModel or a model with heads) whose transformer
-    layers' `nn.Linear` maps are `Int8Linear`, calibrated on random ids (pass the model's
-    tokenizer so they sit between [CLS] and [SEP]); `model` itself is unchanged. Returned in
-    eval mode. `alpha=0, outliers=0` is plain per-channel / per-token int8 (for comparison)."""
+    layers' linear maps run in int8 (Q, K, V as one `Int8QKV`, the output maps as
+    `Int8ResidualLinear`, the first feed-forward map with its GELU fused), calibrated on random
+    ids (pass the model's tokenizer so they sit between [CLS] and [SEP]); `model` itself is
+    unchanged. Returned in eval mode. `outliers` None: OUTLIERS per map; a number: that many fp32
+    columns in every map (`alpha=0, outliers=0` is plain per-channel / per-token int8)."""
     check_original(model)
     on = next(model.parameters()).device
     if on.type != "cpu":
@@ -154,9 +214,15 @@ def quantize_int8(model: nn.Module, tokenizer=None, alpha: float = ALPHA, outlie
         raise ConfigError(f"quantize_int8: {type(model).__name__} has no encoder layers "
                           "(expected a bertkit BertModel or a model with a `bert` encoder)")
     maxima = input_maxima(copied, linears, calibration_inputs(copied.config, tokenizer))
-    for name, linear in linears.items():
-        parent_name, _, child = name.rpartition(".")
-        setattr(copied.get_submodule(parent_name), child, Int8Linear(linear, maxima[name], alpha, outliers))
+
+    def options(name):
+        return {"alpha": alpha, "outliers": outliers_for(name) if outliers is None else outliers}
+
+    swap_layer_maps(copied,
+                    make_qkv=lambda attention, name: Int8QKV(attention, maxima[name], **options(name)),
+                    make_residual=lambda block, name: Int8ResidualLinear(block, maxima[name], **options(name)),
+                    make_linear=lambda linear, activation, name: Int8Linear(linear, maxima[name], **options(name),
+                                                                            activation=activation))
     for p in copied.parameters():
         p.requires_grad_(False)
     copied.inference_copy = "int8"

@@ -17,7 +17,8 @@ from bertkit import BertConfig, BertForSequenceClassification, BertModel, Tokeni
 from bertkit.cli import main
 from bertkit.encode import SentenceEncoder
 from bertkit.errors import ConfigError
-from bertkit.quantize import Int8Linear, quantize_int8, quantize_rows
+from bertkit.int8_kernels import quantize_rows
+from bertkit.quantize import Int8Linear, Int8Map, Int8QKV, Int8ResidualLinear, quantize_int8
 
 
 def test_int8_linear_is_the_stated_math_and_close_to_fp32():
@@ -31,7 +32,8 @@ def test_int8_linear_is_the_stated_math_and_close_to_fp32():
     assert set(layer.outlier_index.tolist()) == {5, 9}
     got = layer(x)
     rows = x.reshape(-1, 48)
-    qx, r = quantize_rows(rows * layer.input_scale)  # zero on the fp32 columns
+    qx, r, kept = quantize_rows(rows, layer.input_scale, layer.outlier_index)  # qx: zero on the fp32 columns
+    assert torch.equal(kept, rows[:, layer.outlier_index])
     assert qx.abs().max() <= 127 and layer.weight_int8.abs().max() <= 127
     exact = ((qx.double() @ layer.weight_int8.double().T) * r.double() * layer.weight_scale.double()
              + rows[:, [5, 9]].double() @ linear.weight.detach()[:, [5, 9]].double().T
@@ -50,8 +52,10 @@ def test_quantized_copy_leaves_the_model_alone():
     q = quantize_int8(model)
     assert all(type(m) is nn.Linear for m in model.bert.encoder.layer.modules() if isinstance(m, nn.Linear))
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
-    int8 = [m for m in q.bert.encoder.layer.modules() if isinstance(m, Int8Linear)]
-    assert len(int8) == 6 * model.config.num_hidden_layers  # Q, K, V, attention out, FF in, FF out
+    layers = q.bert.encoder.layer
+    assert [type(m) for m in layers[0].modules() if isinstance(m, Int8Map)] == \
+        [Int8QKV, Int8ResidualLinear, Int8Linear, Int8ResidualLinear]  # Q|K|V, attention out, FF in, FF out
+    assert not any(type(m) is nn.Linear for m in layers.modules())
     assert type(q.classifier) is nn.Linear and type(q.bert.pooler.dense) is nn.Linear  # heads stay fp32
     assert not q.training
     ids = torch.randint(1, 500, (2, 12))
