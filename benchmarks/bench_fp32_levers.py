@@ -1,4 +1,4 @@
-"""The fp32 inference levers of `SentenceEncoder.encode`, each on vs off alone, in one process.
+"""The inference levers of `SentenceEncoder.encode`, each on vs off alone, in one process.
 
 Each lever is one switch; everything else is the shipped fp32 path (oneDNN-packed weights,
 fastpath.py). Two encoders that differ only in that switch encode the same BBC texts
@@ -11,8 +11,10 @@ min-max. Before timing, the two encoders' vectors are compared (max |difference|
   residual  residual add fused into the output GEMMs  off: pack_for_cpu(fuse_residual=False)
   batches   sorted texts cut where padding costs more than a call (inference_batches.length_batches)
             off: fixed batches of 32 sorted texts; the padding share of both is printed
+  int8-fused  (both arms int8, quantize="int8") the passes around the int8 products as one
+            compiled kernel each (int8_kernels.py)    off: int8_kernels.FUSE = False
 
-    python benchmarks/bench_fp32_levers.py [--levers packed qkv residual batches] [--sets mixed short]
+    python benchmarks/bench_fp32_levers.py [--levers packed qkv residual batches int8-fused] [--sets mixed short]
         [--repeats 5] [--threads 1]
 
 `--forward B T`: instead of encode, one model forward on a fixed (B, T) batch of random ids
@@ -30,19 +32,37 @@ import numpy as np
 import torch
 
 from bench_inference import BATCH, SETS, cut_texts
+from bertkit import int8_kernels
 from bertkit.assets import minilm_dir
 from bertkit.encode import SentenceEncoder
 from bertkit.fastpath import pack_for_cpu
 from bertkit.inference_batches import fixed_batches, length_batches
 from bertkit.tokenizer import Tokenizer
 
-LEVERS = ("packed", "qkv", "residual", "batches")
+LEVERS = ("packed", "qkv", "residual", "batches", "int8-fused")
+COPY_LEVERS = ("packed", "qkv", "residual")  # what --forward measures
+
+
+class Unfused:
+    """An int8 encoder whose encode() runs int8_kernels' passes unfused (plain torch)."""
+
+    def __init__(self, encoder: SentenceEncoder):
+        self.encoder = encoder
+
+    def encode(self, *args, **kwargs):
+        int8_kernels.FUSE = False
+        try:
+            return self.encoder.encode(*args, **kwargs)
+        finally:
+            int8_kernels.FUSE = True
 
 
 def encoders(lever: str) -> tuple[SentenceEncoder, SentenceEncoder]:
     """(on, off): the shipped encoder and one with only `lever` switched off."""
-    on = SentenceEncoder.from_pretrained(minilm_dir())
-    if lever == "packed":
+    on = SentenceEncoder.from_pretrained(minilm_dir(), quantize="int8" if lever == "int8-fused" else None)
+    if lever == "int8-fused":
+        off = Unfused(on)
+    elif lever == "packed":
         off = type("Unpacked", (SentenceEncoder,), {"pack_weights": False})(on.model, on.tokenizer, on.layout)
     elif lever == "batches":
         off = type("FixedBatches", (SentenceEncoder,), {"cut_batches": False})(on.model, on.tokenizer, on.layout)
@@ -106,7 +126,7 @@ def main(argv=None):
     torch.set_num_threads(args.threads)
     results = []
     if args.forward:
-        for lever in [x for x in args.levers if x != "batches"]:
+        for lever in [x for x in args.levers if x in COPY_LEVERS]:
             r = measure_forward(lever, *args.forward, args)
             results.append(r)
             print(f"LEVER {lever} on one forward {tuple(args.forward)} ({args.threads} thread(s)): on / off speed = "
