@@ -129,3 +129,28 @@ def test_encoder_given_an_int8_copy_runs_it_as_it_is(minilm_dir):
         quantize_int8(int8)
     reference = SentenceEncoder(model, tokenizer).encode(["a short text", "another one, a bit longer"])
     assert (encoder.encode(["a short text", "another one, a bit longer"]) * reference).sum(1).min() > 0.99
+
+
+@pytest.mark.parametrize("act, fused", [("gelu", "gelu"), ("gelu_new", "gelu_tanh"), ("relu", "relu")])
+def test_int8_copy_fuses_each_activation_and_stays_close(act, fused):
+    model = BertForSequenceClassification(BertConfig.preset("tiny", vocab_size=500, num_labels=3, hidden_act=act))
+    q = quantize_int8(model)
+    assert q.bert.encoder.layer[0].intermediate.dense.activation == fused
+    ids = torch.randint(1, 500, (3, 11))
+    mask = torch.ones_like(ids)
+    mask[1, 7:] = 0  # a padded row
+    with torch.inference_mode():
+        assert torch.allclose(q(ids, mask).logits, model.eval()(ids, mask).logits, atol=0.05)
+
+
+def test_int8_copy_keeps_attention_that_needs_its_own_projections():
+    deberta = BertModel(BertConfig.preset("tiny", vocab_size=500, relative_attention=True,
+                                          pos_att_type=["c2p", "p2c"])).eval()
+    q = quantize_int8(deberta)  # DeBERTa projects relative positions with the query and key maps
+    attention = q.encoder.layer[0].attention.self
+    assert attention.qkv is None and all(type(getattr(attention, p)) is Int8Linear for p in ("query", "key", "value"))
+    ids = torch.randint(1, 500, (2, 9))
+    with torch.no_grad():
+        reference = deberta(ids).last_hidden_state
+        relative = (q(ids).last_hidden_state - reference).norm(dim=-1) / reference.norm(dim=-1)
+    assert relative.max() < 0.05
