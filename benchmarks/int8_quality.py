@@ -7,7 +7,7 @@ a mean over few tokens averages few errors away), then "Thanks!", "Hi" and "ok".
   smooth    + SmoothQuant smoothing (alpha 0.5)
   int8      + 8 fp32 outlier columns per linear map: what quantize="int8" runs
 
-    python benchmarks/int8_quality.py [--texts 384] [--threads 1] [--variants plain smooth int8]
+    python benchmarks/int8_quality.py [--texts 384] [--threads 1] [--variants plain smooth int8] [--label L]
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ def main(argv=None):
     p.add_argument("--texts", type=int, default=384)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
+    p.add_argument("--label", help="written to benchmarks/results/int8-quality-LABEL.json (default: no label)")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     fp32 = SentenceEncoder.from_pretrained(minilm_dir())
@@ -72,7 +73,7 @@ def main(argv=None):
                          "mean": float(cosine.mean()), "below_0.99": int((cosine < 0.99).sum())}
         result["variants"][variant] = row
         print(variant, json.dumps(row), flush=True)
-    harness.write_result("int8-quality", None, result)
+    harness.write_result("int8-quality", args.label, result)
 
 
 if __name__ == "__main__":
