@@ -10,7 +10,7 @@ For y = x W^T + b with x (M, K) and W (N, K), three measures keep the error smal
    x W^T = (x / c)(W c)^T exactly, and both factors have flatter ranges (alpha = 0.5).
 2. Outlier columns in fp32 (as LLM.int8 does at run time, here chosen once): the
    `outliers` input channels with the largest a_k w_k are left out of the int8 product and
-   added back as a small fp32 product x[:, O] W[:, O]^T (OUTLIERS: how many, per map).
+   added back as a small fp32 product x[:, O] W[:, O]^T (OUTLIERS of them).
 3. Fine scales: per output channel for the weights, s_n = max_k |W'_nk| / 127, once; per
    token for the activations, r_m = max_k |x'_mk| / 127, at every call. A scale per token
    (not one per tensor, as `torch.ao` dynamic quantization and ONNX Runtime's
@@ -47,20 +47,13 @@ from .model import BertOutput, BertSelfAttention, BertSelfOutput
 
 QUANTIZE_MODES = ("int8",)  # the values of `quantize=` / what --int8 selects
 ALPHA = 0.5  # smoothing strength: how much of the activations' range moves into the weights
-# Input channels kept in fp32, by the map's role. Measured on MiniLM (docs/inference.md, "The
-# int8 scheme"): two on Q|K|V raise the worst short-text cosine from 0.991 to 0.993; the second
-# feed-forward map reads GELU's output, one channel per layer at 6-24 where the median peaks at
-# 1.3-1.6. The attention output map shares its kernel (int8_kernels.dequantize_add_layer_norm)
-# and so its count: one compiled variant for both.
-OUTLIERS = {"output.dense": 4, "intermediate.dense": 0,
-            "attention.self.query": 2, "attention.self.key": 2, "attention.self.value": 2}
+# Input channels kept in fp32 per linear map. Measured on MiniLM (docs/inference.md, "A fourth
+# attempt"): 4 keeps the worst short-text cosine at 0.993 and a fine-tuned BBC classifier's
+# largest probability change at 0.06 (none: 0.11); each one is one more multiply-add per output
+# in the dequantizing pass.
+OUTLIERS = 4
 CALIBRATION_LENGTHS = (4, 8, 16, 32, 64, 128)  # random-id sequences, 8 of each length
 _ACTIVATION = {("GELU", "none"): "gelu", ("GELU", "tanh"): "gelu_tanh", ("ReLU", None): "relu"}
-
-
-def outliers_for(name: str) -> int:
-    """OUTLIERS for the map called `name` (a transformer layer's linear map)."""
-    return next(count for role, count in OUTLIERS.items() if name.endswith(role))
 
 
 def activation_name(activation: nn.Module | None) -> str:
@@ -77,7 +70,7 @@ class Int8Map(nn.Module):
     `Int8QKV`: the split into heads)."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, input_max: torch.Tensor,
-                 alpha: float = ALPHA, outliers: int = 0):
+                 alpha: float = ALPHA, outliers: int = OUTLIERS):
         super().__init__()
         weight = weight.detach().float()
         self.out_features, self.in_features = weight.shape
@@ -113,7 +106,7 @@ class Int8Map(nn.Module):
 class Int8Linear(Int8Map):
     """act(x W^T + b) for an `nn.Linear` and an optional fused activation (GELU, ReLU)."""
 
-    def __init__(self, linear: nn.Linear, input_max: torch.Tensor, alpha: float = ALPHA, outliers: int = 0,
+    def __init__(self, linear: nn.Linear, input_max: torch.Tensor, alpha: float = ALPHA, outliers: int = OUTLIERS,
                  activation: nn.Module | None = None):
         super().__init__(linear.weight, linear.bias, input_max, alpha, outliers)
         self.activation = activation_name(activation)
@@ -131,7 +124,7 @@ class Int8ResidualLinear(Int8Map):
     int8 product (dropout is off in inference)."""
 
     def __init__(self, block: BertSelfOutput | BertOutput, input_max: torch.Tensor, alpha: float = ALPHA,
-                 outliers: int = 0):
+                 outliers: int = OUTLIERS):
         super().__init__(block.dense.weight, block.dense.bias, input_max, alpha, outliers)
         self.LayerNorm = block.LayerNorm
 
@@ -147,7 +140,7 @@ class Int8QKV(Int8Map):
     share one quantization of their common input (fastpath.PackedQKV's int8 form)."""
 
     def __init__(self, attention: BertSelfAttention, input_max: torch.Tensor, alpha: float = ALPHA,
-                 outliers: int = 0):
+                 outliers: int = OUTLIERS):
         maps = (attention.query, attention.key, attention.value)
         super().__init__(torch.cat([m.weight for m in maps]), torch.cat([m.bias for m in maps]), input_max,
                          alpha, outliers)
@@ -196,13 +189,13 @@ def input_maxima(model: nn.Module, linears: dict[str, nn.Linear], batches) -> di
     return found
 
 
-def quantize_int8(model: nn.Module, tokenizer=None, alpha: float = ALPHA, outliers: int | None = None) -> nn.Module:
+def quantize_int8(model: nn.Module, tokenizer=None, alpha: float = ALPHA, outliers: int = OUTLIERS) -> nn.Module:
     """An inference copy of `model` (a BertModel or a model with heads) whose transformer
     layers' linear maps run in int8 (Q, K, V as one `Int8QKV`, the output maps as
     `Int8ResidualLinear`, the first feed-forward map with its GELU fused), calibrated on random
     ids (pass the model's tokenizer so they sit between [CLS] and [SEP]); `model` itself is
-    unchanged. Returned in eval mode. `outliers` None: OUTLIERS per map; a number: that many fp32
-    columns in every map (`alpha=0, outliers=0` is plain per-channel / per-token int8)."""
+    unchanged. Returned in eval mode. `alpha=0, outliers=0` is plain per-channel / per-token int8
+    (for comparison)."""
     check_original(model)
     on = next(model.parameters()).device
     if on.type != "cpu":
@@ -214,15 +207,11 @@ def quantize_int8(model: nn.Module, tokenizer=None, alpha: float = ALPHA, outlie
         raise ConfigError(f"quantize_int8: {type(model).__name__} has no encoder layers "
                           "(expected a bertkit BertModel or a model with a `bert` encoder)")
     maxima = input_maxima(copied, linears, calibration_inputs(copied.config, tokenizer))
-
-    def options(name):
-        return {"alpha": alpha, "outliers": outliers_for(name) if outliers is None else outliers}
-
     swap_layer_maps(copied,
-                    make_qkv=lambda attention, name: Int8QKV(attention, maxima[name], **options(name)),
-                    make_residual=lambda block, name: Int8ResidualLinear(block, maxima[name], **options(name)),
-                    make_linear=lambda linear, activation, name: Int8Linear(linear, maxima[name], **options(name),
-                                                                            activation=activation))
+                    make_qkv=lambda attention, name: Int8QKV(attention, maxima[name], alpha, outliers),
+                    make_residual=lambda block, name: Int8ResidualLinear(block, maxima[name], alpha, outliers),
+                    make_linear=lambda linear, activation, name: Int8Linear(linear, maxima[name], alpha, outliers,
+                                                                            activation))
     for p in copied.parameters():
         p.requires_grad_(False)
     copied.inference_copy = "int8"
