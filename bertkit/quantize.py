@@ -53,14 +53,15 @@ ALPHA = 0.5  # smoothing strength: how much of the activations' range moves into
 # in the dequantizing pass.
 OUTLIERS = 4
 CALIBRATION_LENGTHS = (4, 8, 16, 32, 64, 128)  # random-id sequences, 8 of each length
-_ACTIVATION = {("GELU", "none"): "gelu", ("GELU", "tanh"): "gelu_tanh", ("ReLU", None): "relu"}
+# (activation type, its GELU approximation) -> the int8_kernels.DEQUANTIZE pass that applies it
+_ACTIVATION = {(nn.GELU, "none"): "gelu", (nn.GELU, "tanh"): "gelu_tanh", (nn.ReLU, None): "relu"}
 
 
 def activation_name(activation: nn.Module | None) -> str:
     """The int8_kernels name of a fusable activation module (fastpath._FUSABLE's types)."""
     if activation is None:
         return "none"
-    return _ACTIVATION[(type(activation).__name__, getattr(activation, "approximate", None))]
+    return _ACTIVATION[(type(activation), getattr(activation, "approximate", None))]
 
 
 class Int8Map(nn.Module):
