@@ -13,7 +13,8 @@ which also applies the feed-forward's GELU in the same pass over the output:
 
 The numbers are the same up to fp32 summation order (checked against the unpacked model and
 transformers within 1e-5 in tests/test_fastpath.py). The copy has its modules swapped; the one
-hook in model.py is `BertSelfAttention.qkv`, set only here. The fused and packed weights live in
+hook in model.py is `BertSelfAttention.qkv`, set only by inference copies (here and in quantize.py,
+whose int8 copy swaps the same maps through `swap_layer_maps`). The fused and packed weights live in
 the copy alone: the original model (what trains, what is saved) keeps its own three projections,
 and a copy made after the weights changed packs the new ones (`weights_key` tells a holder of a
 copy when to make a new one). Inference only (no gradients); falls back to the model as it is when
@@ -97,7 +98,8 @@ class PackedQKV(nn.Module):
         return split_heads_qkv(self.linear(x), self.num_heads, self.head_dim)
 
 
-def split_heads_qkv(qkv: torch.Tensor, num_heads: int, head_dim: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def split_heads_qkv(qkv: torch.Tensor, num_heads: int, head_dim: int
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(B, T, 3H) [Q | K | V] -> q, k, v (B, h, T, d): strided views, which SDPA reads as they are."""
     batch, seq_len, _ = qkv.shape
     return qkv.view(batch, seq_len, 3, num_heads, head_dim).permute(2, 0, 3, 1, 4).unbind(0)

@@ -124,7 +124,7 @@ class BertSelfAttention(nn.Module):
         self.query = nn.Linear(hidden, hidden)
         self.key = nn.Linear(hidden, hidden)
         self.value = nn.Linear(hidden, hidden)
-        # An fp32 inference copy's fused projection (fastpath.PackedQKV): x -> (q, k, v) in one GEMM.
+        # An inference copy's fused projection (fastpath.PackedQKV, quantize.Int8QKV): x -> (q, k, v) in one product.
         self.qkv: nn.Module | None = None
         self.dropout_prob = config.attention_probs_dropout_prob
         self.position_embedding_type = config.position_embedding_type
