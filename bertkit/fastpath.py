@@ -34,8 +34,13 @@ from .model import BertOutput, BertSelfAttention, BertSelfOutput
 
 # The transformer layers' own linear maps, by name; other modules inside a layer (PEFT adapters,
 # prefix encoders, MoE routers) may read `.weight` themselves and are left alone.
-ENCODER_LINEAR = re.compile(r"(^|\.)encoder\.layer\.\d+\.(attention\.self\.(query|key|value)|"
-                            r"attention\.output\.dense|intermediate\.dense|output\.dense)$")
+# BERT's: encoder.layer.N.{attention.self.{query,key,value}, attention.output.dense,
+# intermediate.dense, output.dense}; the modern encoder's (bertkit/modern): layers.N.attn.{Wqkv,
+# Wo} and layers.N.mlp.{Wi, Wo} (its Q, K, V are one map already, and its GeGLU gate and pre-LN
+# residual add are not a map's post-op: each map is packed as it is).
+ENCODER_LINEAR = re.compile(r"(^|\.)(encoder\.layer\.\d+\.(attention\.self\.(query|key|value)|"
+                            r"attention\.output\.dense|intermediate\.dense|output\.dense)|"
+                            r"layers\.\d+\.(attn\.(Wqkv|Wo)|mlp\.(Wi|Wo)))$")
 # activation module type -> oneDNN post-op name and algorithm ("none": exact erf GELU); the
 # activations an inference copy fuses into the map before them (quantize.py has the same set)
 _FUSABLE = {nn.GELU: lambda m: ("gelu", [], m.approximate), nn.ReLU: lambda m: ("relu", [], "")}
@@ -130,8 +135,8 @@ def weights_key(model: nn.Module) -> tuple:
 
 
 def pack_for_cpu(model: nn.Module, fuse_qkv: bool = True, fuse_residual: bool = True) -> nn.Module:
-    """An fp32 inference copy of `model` (BertModel or a model with heads) with its transformer
-    layers' linear maps as `PackedLinear`, the feed-forward activation fused where oneDNN has
+    """An fp32 inference copy of `model` (a BERT or modern encoder, or a model with heads) with its
+    transformer layers' linear maps as `PackedLinear`, the feed-forward activation fused where oneDNN has
     it, the residual add fused into the output projections (`fuse_residual`) and Q, K, V as one
     GEMM (`fuse_qkv`; encoders only, not decoders with a KV cache); `model` is unchanged. The
     switches exist to measure each fusion alone (benchmarks/bench_fp32_levers.py). Returned in

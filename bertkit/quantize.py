@@ -29,7 +29,7 @@ between the tokenizer's [CLS] and [SEP]). On MiniLM that gave the same quality a
 (min cosine 0.9939 vs 0.9946 on 124 short held-out texts; docs/inference.md).
 
 Only the transformer layers' linear maps are quantized (Q, K, V, attention output, the two
-feed-forward maps: nearly all of an encoder's FLOPs). Embeddings, LayerNorms, attention
+feed-forward maps; the modern encoder's Wqkv, Wo, Wi, Wo: nearly all of an encoder's FLOPs). Embeddings, LayerNorms, attention
 itself (softmax(QK^T)V in fp32), the pooler and task heads stay fp32. Inference only.
 """
 
@@ -191,9 +191,10 @@ def input_maxima(model: nn.Module, linears: dict[str, nn.Linear], batches) -> di
 
 
 def quantize_int8(model: nn.Module, tokenizer=None, alpha: float = ALPHA, outliers: int = OUTLIERS) -> nn.Module:
-    """An inference copy of `model` (a BertModel or a model with heads) whose transformer
-    layers' linear maps run in int8 (Q, K, V as one `Int8QKV`, the output maps as
-    `Int8ResidualLinear`, the first feed-forward map with its GELU fused), calibrated on random
+    """An inference copy of `model` (a BERT or modern encoder, or a model with heads) whose
+    transformer layers' linear maps run in int8 (BERT's Q, K, V as one `Int8QKV`, its output maps
+    as `Int8ResidualLinear`, its first feed-forward map with the GELU fused; the modern encoder's
+    four maps as `Int8Linear`), calibrated on random
     ids (pass the model's tokenizer so they sit between [CLS] and [SEP]); `model` itself is
     unchanged. Returned in eval mode. `alpha=0, outliers=0` is plain per-channel / per-token int8
     (for comparison)."""
@@ -206,7 +207,7 @@ def quantize_int8(model: nn.Module, tokenizer=None, alpha: float = ALPHA, outlie
     linears = encoder_linears(copied)
     if not linears:
         raise ConfigError(f"quantize_int8: {type(model).__name__} has no encoder layers "
-                          "(expected a bertkit BertModel or a model with a `bert` encoder)")
+                          "(expected a bertkit BertModel or ModernBertModel, or a model with heads on one)")
     maxima = input_maxima(copied, linears, calibration_inputs(copied.config, tokenizer))
     swap_layer_maps(copied,
                     make_qkv=lambda attention, name: Int8QKV(attention, maxima[name], alpha, outliers),

@@ -122,3 +122,24 @@ def test_attention_that_needs_its_own_projections_is_not_fused():
     assert packed.encoder.layer[0].attention.self.qkv is None
     assert isinstance(packed.encoder.layer[1].attention.self.qkv, PackedQKV)
     _assert_close(_outputs(model, ids, torch.ones_like(ids)), _outputs(packed, ids, torch.ones_like(ids)))
+
+
+@pytest.mark.parametrize("cls_name", ["ModernBertModel", "ModernBertForSequenceClassification",
+                                      "ModernBertForTokenClassification", "ModernBertForMaskedLM"])
+def test_modern_encoder_maps_are_packed_and_int8_too(cls_name):
+    from bertkit import modern
+    from bertkit.quantize import Int8Linear, quantize_int8
+
+    cls = getattr(modern, cls_name)
+    model = cls(modern.ModernBertConfig.preset("tiny", num_labels=3)).eval()
+    ids = torch.randint(5, 30000, (3, 40))
+    mask = torch.ones_like(ids)
+    mask[1, 25:] = 0  # a padded row: the unpadded attention path
+    packed, int8 = pack_for_cpu(model), quantize_int8(model)
+    maps = 4 * model.config.num_hidden_layers  # Wqkv, attention Wo, mlp Wi and Wo per layer
+    assert sum(isinstance(m, PackedLinear) for m in packed.modules()) == maps
+    assert sum(isinstance(m, Int8Linear) for m in int8.modules()) == maps
+    expected = _outputs(model, ids, mask)
+    _assert_close(_outputs(packed, ids, mask), expected)
+    for got, want in zip(_outputs(int8, ids, mask), expected, strict=True):
+        assert (got - want).norm() / want.norm() < 0.02  # whole tensors: padded rows are zero in both
