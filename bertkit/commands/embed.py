@@ -19,7 +19,7 @@ import numpy as np
 from ..encode import SentenceEncoder
 from ..errors import DataError
 from ..io import atomic_open, iter_text_lines
-from .options import add_device, device_of, resolve_models
+from .options import add_device, add_int8, device_of, resolve_models
 
 HELP = "embed each line of a text file (the model's pooling; default mean + L2) into a .npy matrix"
 
@@ -32,8 +32,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-length", type=int, default=None,
                         help="truncation length (default: the model's max_seq_length, else 256)")
     parser.add_argument("--no-normalize", action="store_true", help="keep the raw pooled vectors")
-    parser.add_argument("--int8", action="store_true",
-                        help="int8 linear layers (faster on CPU; cosine >= 0.99 to fp32, docs/inference.md)")
+    add_int8(parser)
     add_device(parser)
 
 

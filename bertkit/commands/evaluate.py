@@ -17,7 +17,7 @@ from bertkit.tasks import (TASKS, check_model_labels, clean_metrics, evaluate_ex
                            load_examples, load_for_inference, subsample)
 from bertkit.train.distributed import init_distributed, leave
 
-from .options import add_device, add_seed, add_set, resolve_models
+from .options import add_device, add_int8, add_seed, add_set, resolve_models
 
 HELP = "evaluate a fine-tuned model on labelled data; the last stdout line is the metrics as JSON"
 
@@ -29,8 +29,7 @@ def add_arguments(parser) -> None:
                                                        "(default split: test), e.g. bbc")
     parser.add_argument("--task", choices=TASKS, help="default: the task the model was fine-tuned for")
     add_set(parser, "data.eval_batch_size=16")
-    parser.add_argument("--int8", action="store_true",
-                        help="int8 linear layers (faster on CPU; accuracy change measured in docs/inference.md)")
+    add_int8(parser)
     add_device(parser)
     parser.add_argument("--limit", type=int, default=0,
                         help="evaluate on a seeded random subset of this many examples (0 = all)")

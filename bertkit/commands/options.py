@@ -27,6 +27,13 @@ def add_progress(parser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+def add_int8(parser) -> None:
+    parser.add_argument("--int8", action="store_true",
+                        help="int8 linear layers on the CPU: 1.3-1.6x faster on large inputs, after 5-15 s to "
+                             "build or load its kernels per process; vectors at cosine >= 0.99 to fp32, "
+                             "accuracy changes measured in docs/inference.md")
+
+
 def add_device(parser, default: str = "auto") -> None:
     parser.add_argument("--device", default=None,
                         help=f"where the model runs: {DEVICES}; default {default} (auto: cuda when "

@@ -22,7 +22,7 @@ from bertkit.io import atomic_write_text
 from bertkit.quantize import inference_copy
 from bertkit.tasks import TASKS, load_for_inference, prediction_rows, read_prediction_input
 
-from .options import add_device, add_set, device_of, resolve_models
+from .options import add_device, add_int8, add_set, device_of, resolve_models
 
 HELP = "predict with a fine-tuned model: one JSON line per input (labels, entities, answers or choices)"
 
@@ -35,8 +35,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--output", required=True, help="where to write the predictions (.jsonl)")
     parser.add_argument("--task", choices=TASKS, help="default: the task the model was fine-tuned for")
     add_set(parser, "data.text_column=body")
-    parser.add_argument("--int8", action="store_true",
-                        help="int8 linear layers (faster on CPU; accuracy change measured in docs/inference.md)")
+    add_int8(parser)
     add_device(parser)
 
 
