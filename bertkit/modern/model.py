@@ -71,13 +71,21 @@ class Bucket:
     """Up to BUCKET_ROWS rows of similar length, laid out (b, L) for one attention call.
 
     `rows` (b, L): the token row (of the N real tokens) at each slot; padding slots repeat a
-    real row and are masked as keys (their query outputs are dropped). `masks`: per layer type,
-    a bool (b, 1, L, L) mask, or None where every slot may see every other.
+    real row and are masked as keys (their query outputs are dropped). `real` (b, L): which slots
+    are real. `masks`: per layer type, a bool (b, 1, L, L) mask, or None where every slot may see
+    every other.
     """
 
     rows: torch.Tensor
     real: torch.Tensor
     masks: dict[str, torch.Tensor | None]
+    real_slots: torch.Tensor  # (n,) flat positions of the real slots in the (b * L) grid, row by row
+
+
+def gather_rows(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """x[index] for a LongTensor index into dim 0, by index_select: 6x faster than advanced indexing
+    on CPU for the bucket gathers (a (32, 180) index into (6000, 4, 64) rows: 90 us vs 569 us)."""
+    return x.index_select(0, index.flatten()).view(*index.shape, *x.shape[1:])
 
 
 @dataclass
@@ -116,13 +124,14 @@ class Unpadding:
             slot = torch.arange(width, device=real.device)
             in_row = slot[None] < counts[rows, None]
             token = torch.where(in_row, starts[rows, None] + slot[None], starts[rows, None])
-            buckets.append(Bucket(token, in_row, _bucket_masks(config, in_row, column[token])))
-        order = torch.cat([b.rows[b.real] for b in buckets])
+            buckets.append(Bucket(token, in_row, _bucket_masks(config, in_row, column[token]),
+                                  in_row.flatten().nonzero().squeeze(1)))
+        order = torch.cat([b.rows.flatten()[b.real_slots] for b in buckets])
         return cls(indices, real.shape[0], length, buckets, order)
 
     def unpad(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T'' >= T', ...) -> (N, ...)"""
-        return x[:, :self.length].flatten(0, 1)[self.indices]
+        return x[:, :self.length].flatten(0, 1).index_select(0, self.indices)
 
     def pad(self, x: torch.Tensor, length: int | None = None) -> torch.Tensor:
         """(N, ...) -> (B, length or T', ...) with zeros at padding."""
@@ -138,9 +147,10 @@ class Unpadding:
         """q, k, v (N, h, d) of the real tokens -> context (N, h * d), bucket by bucket."""
         pieces = []
         for bucket in self.buckets:
-            qb, kb, vb = (x[bucket.rows].transpose(1, 2) for x in (q, k, v))  # (b, h, L, d)
+            qb, kb, vb = (gather_rows(x, bucket.rows).transpose(1, 2) for x in (q, k, v))  # (b, h, L, d)
             context, _ = attention.attend(qb, kb, vb, bucket.masks[attention.layer_type], False)
-            pieces.append(context.transpose(1, 2)[bucket.real].flatten(1))
+            slots = context.transpose(1, 2).flatten(0, 1)  # (b * L, h, d)
+            pieces.append(slots.index_select(0, bucket.real_slots).flatten(1))
         packed = torch.cat(pieces)  # token rows in bucket order -> back to the N-row order
         return packed.new_empty(packed.shape).index_copy(0, self.order, packed)
 
