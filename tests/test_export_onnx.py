@@ -111,3 +111,33 @@ def test_verification_catches_a_graph_that_differs(tmp_path):
     other = MODEL_CLASSES["encoder"](config)  # other random weights
     with pytest.raises(CheckpointError, match="differs from bertkit"):
         verify_onnx(str(tmp_path / "m.onnx"), ExportGraph(other, "encoder"))
+
+
+MODERN_CLASSES = {"encoder": "ModernBertModel", "embedding": "ModernBertModel",
+                  "classification": "ModernBertForSequenceClassification",
+                  "token-classification": "ModernBertForTokenClassification",
+                  "qa": "ModernBertForQuestionAnswering", "masked-lm": "ModernBertForMaskedLM"}
+
+
+@pytest.mark.parametrize("task", sorted(MODERN_CLASSES))
+def test_modern_encoder_heads_export_and_match_bertkit(task, tmp_path):
+    from bertkit import modern
+
+    config = modern.ModernBertConfig.preset("tiny", vocab_size=1000, num_labels=3, local_attention=16)
+    model = getattr(modern, MODERN_CLASSES[task])(config).eval()
+    result = export_model(model, str(tmp_path / "model.onnx"), task)  # verified at three shapes
+    assert result.max_difference < 1e-4
+    assert "unpad" not in vars(model.model if hasattr(model, "model") else model)  # the switch restored
+    session = onnx_session(result.path, threads=1)
+    assert [i.name for i in session.get_inputs()] == ["input_ids", "attention_mask"]
+    graph = ExportGraph(model, task)
+    for seed, (batch, length) in enumerate(((2, 9), (3, 40))):  # 40: past the 8-token sliding window
+        inputs = example_inputs(config, batch, length, seed=seed + 10)
+        with torch.no_grad():  # bertkit's own (unpadded) path against the traced padded one
+            expected = graph(*(inputs[name] for name in graph.input_names))
+        real = inputs["attention_mask"].bool().numpy()
+        for e, g in zip(expected, run_onnx(session, inputs)):
+            e = e.numpy()
+            if e.ndim >= 2 and e.shape[1] == length:  # per-token outputs: real tokens only
+                e, g = e[real], g[real]
+            assert np.abs(g - e).max() < 1e-4

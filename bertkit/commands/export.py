@@ -1,7 +1,7 @@
 """`bertkit export --model DIR --out DIR --format onnx [--task TASK]`: a model for another runtime.
 
 Writes DIR/model.onnx (dynamic batch and sequence axes), the tokenizer files and config.json,
-then checks ONNX Runtime against bertkit on two batch shapes (bertkit/export/onnx.py).
+then checks ONNX Runtime against bertkit on three batch shapes (bertkit/export/onnx.py).
 Needs the optional extra: pip install bertkit[onnx].
 """
 
@@ -30,5 +30,5 @@ def run(args) -> int:
     result = export_onnx(args.model, args.out, task=args.task, verify=not args.no_verify)
     print(f"wrote {result.task} graph to {result.path}")
     if result.max_difference is not None:
-        print(f"ONNX Runtime vs bertkit on two batch shapes: max |difference| {result.max_difference:.1e}")
+        print(f"ONNX Runtime vs bertkit on three batch shapes: max |difference| {result.max_difference:.1e}")
     return 0

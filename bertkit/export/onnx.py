@@ -20,7 +20,7 @@ the torch.export-based one needs onnxscript and cannot trace the encoder's input
 (`int(input_ids.max())`) or its "no padding, no bias" shortcut (`bool(mask.all())`), which are
 data-dependent branches. Tracing records one side of each branch, so the example batch has a
 padded row: the traced graph always adds the padding bias, which is exact for unpadded batches
-too (a bias of zeros). After export the graph is run by ONNX Runtime on two batches of other
+too (a bias of zeros). After export the graph is run by ONNX Runtime on three batches of other
 shapes and compared with bertkit (`verify_onnx`): a variant the tracer gets wrong fails there.
 
 ONNX and ONNX Runtime are an optional extra (`pip install bertkit[onnx]`), imported only here.
@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..config import BertConfig
+from ..checkpoint import read_config
 from ..encode import mean_pool
 from ..errors import CheckpointError, ConfigError
 from ..heads import (BertForMaskedLM, BertForQuestionAnswering, BertForSequenceClassification,
@@ -90,7 +90,7 @@ class ExportGraph(nn.Module):
             raise ConfigError(f"unknown export task {task!r}; use one of {', '.join(TASKS)}")
         self.model = model
         self.task = task
-        self.with_types = bool(model.config.type_vocab_size)
+        self.with_types = bool(getattr(model.config, "type_vocab_size", 0))  # the modern encoder has none
         # Eval as a whole: the exporter puts the wrapper back in the mode it found it in, and
         # a wrapper left in training mode would switch the model's dropout on.
         self.eval()
@@ -102,14 +102,15 @@ class ExportGraph(nn.Module):
     @property
     def output_names(self) -> list[str]:
         names = list(OUTPUTS[self.task])
-        if self.task == "encoder" and self.model.pooler is not None:
+        if self.task == "encoder" and getattr(self.model, "pooler", None) is not None:
             names.append("pooler_output")
         return names
 
     def forward(self, input_ids, attention_mask, token_type_ids=None) -> tuple[torch.Tensor, ...]:
         out = self.model(input_ids, attention_mask, token_type_ids)
         if self.task == "encoder":
-            return (out.last_hidden_state,) + ((out.pooler_output,) if self.model.pooler is not None else ())
+            pooled = getattr(self.model, "pooler", None) is not None
+            return (out.last_hidden_state,) + ((out.pooler_output,) if pooled else ())
         if self.task == "embedding":
             return (torch.nn.functional.normalize(mean_pool(out.last_hidden_state, attention_mask), dim=-1),)
         if self.task == "qa":
@@ -127,7 +128,7 @@ class ExportResult:
 def task_of_directory(model_dir: str) -> str:
     """The task a model directory was saved for: its config's architecture (a bare encoder:
     "embedding", the sentence encoder `bertkit embed` runs)."""
-    config = BertConfig.from_pretrained(model_dir)
+    config = read_config(model_dir)  # either family
     for architecture in config.architectures or []:
         for suffix, task in ARCHITECTURE_TASKS.items():
             if architecture.endswith(suffix):
@@ -146,14 +147,16 @@ def load_for_export(model_dir: str, task: str) -> nn.Module:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # unused keys (heads a bare encoder does not need) are fine
         model, report = MODEL_CLASSES[task].from_pretrained(model_dir, output_loading_info=True)
-    head = [k for k in report.missing_keys if not k.startswith(("bert.", "embeddings.", "encoder.", "pooler."))]
+    encoder_keys = ("bert.", "embeddings.", "encoder.", "pooler.", model.base_model_prefix + ".", "layers.",
+                    "final_norm.")  # BERT's and the modern encoder's, under a head or bare
+    head = [k for k in report.missing_keys if not k.startswith(encoder_keys)]
     if head:
         raise CheckpointError(f"{model_dir} has no trained {task} head (missing {', '.join(head[:3])}); "
                               "export a fine-tuned model, or pass --task embedding / encoder")
     return model
 
 
-def example_inputs(config: BertConfig, batch: int, length: int, seed: int = 0) -> dict[str, torch.Tensor]:
+def example_inputs(config, batch: int, length: int, seed: int = 0) -> dict[str, torch.Tensor]:
     """Random ids in a (batch, length) batch whose last row is padded to about half the length
     (row 0 stays full): both the padded and the unpadded case are exercised."""
     generator = torch.Generator().manual_seed(seed)
@@ -164,9 +167,10 @@ def example_inputs(config: BertConfig, batch: int, length: int, seed: int = 0) -
         mask[-1, max(1, length // 2):] = 0
         ids[-1][mask[-1] == 0] = config.pad_token_id
     inputs = {"input_ids": ids, "attention_mask": mask}
-    if config.type_vocab_size:
+    type_vocab_size = getattr(config, "type_vocab_size", 0)
+    if type_vocab_size:
         types = torch.zeros(batch, length, dtype=torch.long)
-        if config.type_vocab_size > 1:
+        if type_vocab_size > 1:
             types[:, length // 2:] = 1  # a second segment, as in a text pair
         inputs["token_type_ids"] = types * mask
     return inputs
@@ -174,20 +178,28 @@ def example_inputs(config: BertConfig, batch: int, length: int, seed: int = 0) -
 
 def export_model(model: nn.Module, path: str, task: str, verify: bool = True) -> ExportResult:
     """Trace `model` (a bertkit model for `task`, run in eval mode) into the ONNX file `path`;
-    then, unless verify=False, compare ONNX Runtime with bertkit on two other shapes."""
+    then, unless verify=False, compare ONNX Runtime with bertkit on three other shapes (one
+    longer than the modern encoder's sliding window)."""
     require("onnx")  # torch.onnx.export writes the file with the onnx package
     was_training = model.training
+    unpadding = [m for m in model.modules() if hasattr(type(m), "unpad")]  # the modern encoder's switch
     try:
+        for m in unpadding:
+            m.unpad = False  # traced as padded batches: unpadding's buckets depend on the lengths
         return _export(ExportGraph(model, task), path, task, verify)
     finally:
         model.train(was_training)
+        for m in unpadding:
+            del m.unpad  # back to the class's default
 
 
 def _export(graph: ExportGraph, path: str, task: str, verify: bool) -> ExportResult:
     model = graph.model
     config = model.config
     # A padded row in the example: the traced graph keeps the padding bias (module docstring).
-    example = example_inputs(config, batch=2, length=min(16, config.max_sequence_length))
+    # Longer than a sliding window (the modern encoder's local layers), so its band is traced too.
+    length = max(16, 2 * getattr(config, "sliding_window", 0) + 3)
+    example = example_inputs(config, batch=2, length=min(length, config.max_sequence_length))
     axes = {name: {0: "batch", 1: "sequence"} for name in graph.input_names}
     for name in graph.output_names:
         axes[name] = {0: "batch"} if name in ("sentence_embedding", "pooler_output") or \
@@ -221,7 +233,7 @@ def run_onnx(session, inputs: dict[str, torch.Tensor | np.ndarray]) -> list[np.n
     return session.run(None, feed)
 
 
-def verify_onnx(path: str, graph: ExportGraph, shapes=((3, 11), (1, 23))) -> float:
+def verify_onnx(path: str, graph: ExportGraph, shapes=((3, 11), (1, 23), (2, 97))) -> float:
     """Largest |ONNX Runtime - bertkit| over every output on batches of `shapes` (none of them the
     traced shape); raises CheckpointError above TOLERANCE."""
     session = onnx_session(path, threads=1)

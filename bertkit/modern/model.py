@@ -204,11 +204,11 @@ def attention_masks(config: ModernBertConfig, length: int, key_mask: torch.Tenso
     """
     masks: dict[str, torch.Tensor | None] = {"full_attention": None, SLIDING: None}
     keys = None if key_mask is None else key_mask.bool()[:, None, None, :length]
-    diagonal = torch.eye(length, dtype=torch.bool, device=device)
+    position = torch.arange(length, device=device)
+    diagonal = position[:, None] == position[None, :]  # not torch.eye: its bool form has no ONNX Runtime kernel
     if keys is not None:
         masks["full_attention"] = keys | diagonal
     if SLIDING in config.layer_types and length > config.sliding_window + 1:
-        position = torch.arange(length, device=device)
         band = (position[:, None] - position[None, :]).abs() <= config.sliding_window
         masks[SLIDING] = band if keys is None else (band & keys) | diagonal
     elif keys is not None:
