@@ -182,15 +182,19 @@ def export_model(model: nn.Module, path: str, task: str, verify: bool = True) ->
     longer than the modern encoder's sliding window)."""
     require("onnx")  # torch.onnx.export writes the file with the onnx package
     was_training = model.training
-    unpadding = [m for m in model.modules() if hasattr(type(m), "unpad")]  # the modern encoder's switch
+    # the modern encoder's switch, as the caller left it on each instance (None: the class's default)
+    unpadding = {m: vars(m).get("unpad") for m in model.modules() if hasattr(type(m), "unpad")}
     try:
         for m in unpadding:
             m.unpad = False  # traced as padded batches: unpadding's buckets depend on the lengths
         return _export(ExportGraph(model, task), path, task, verify)
     finally:
         model.train(was_training)
-        for m in unpadding:
-            del m.unpad  # back to the class's default
+        for m, own in unpadding.items():
+            if own is None:
+                del m.unpad
+            else:
+                m.unpad = own
 
 
 def _export(graph: ExportGraph, path: str, task: str, verify: bool) -> ExportResult:
