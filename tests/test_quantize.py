@@ -154,3 +154,23 @@ def test_int8_copy_keeps_attention_that_needs_its_own_projections():
         reference = deberta(ids).last_hidden_state
         relative = (q(ids).last_hidden_state - reference).norm(dim=-1) / reference.norm(dim=-1)
     assert relative.max() < 0.05
+
+
+def test_predict_with_int8_on_a_modern_encoder_checkpoint(minilm_dir, tmp_path):
+    from bertkit.modern import ModernBertConfig, ModernBertForSequenceClassification
+
+    (tmp_path / "in.txt").write_text("Shares fell sharply.\nThe striker scored twice in the final.\n",
+                                     encoding="utf-8")
+    torch.manual_seed(0)
+    model = ModernBertForSequenceClassification(ModernBertConfig.preset(
+        "tiny", num_labels=3, id2label={0: "a", 1: "b", 2: "c"}))
+    model.save_pretrained(tmp_path / "clf", tokenizer=Tokenizer.from_pretrained(minilm_dir))
+    rows = {}
+    for flag in ([], ["--int8"]):
+        out = tmp_path / f"p{len(flag)}.jsonl"
+        assert main(["predict", "--model", str(tmp_path / "clf"), "--input", str(tmp_path / "in.txt"),
+                     "--output", str(out), "--task", "classification"] + flag) == 0
+        rows[len(flag)] = [json.loads(line)["probabilities"] for line in out.read_text().splitlines()]
+    assert len(rows[1]) == 2
+    diffs = [abs(p[k] - q[k]) for p, q in zip(rows[0], rows[1]) for k in p]
+    assert 0 < max(diffs) < 0.02  # the int8 path ran (it was refused for this family before)
