@@ -41,9 +41,9 @@ from .model import BertOutput, BertSelfAttention, BertSelfOutput
 ENCODER_LINEAR = re.compile(r"(^|\.)(encoder\.layer\.\d+\.(attention\.self\.(query|key|value)|"
                             r"attention\.output\.dense|intermediate\.dense|output\.dense)|"
                             r"layers\.\d+\.(attn\.(Wqkv|Wo)|mlp\.(Wi|Wo)))$")
-# activation module type -> oneDNN post-op name and algorithm ("none": exact erf GELU); the
-# activations an inference copy fuses into the map before them (quantize.py has the same set)
-_FUSABLE = {nn.GELU: lambda m: ("gelu", [], m.approximate), nn.ReLU: lambda m: ("relu", [], "")}
+# activation module type -> oneDNN post-op name and algorithm ("none": exact erf GELU): the
+# activations an inference copy fuses into the map before them (quantize.py's int8 copy too)
+FUSABLE = {nn.GELU: lambda m: ("gelu", [], m.approximate), nn.ReLU: lambda m: ("relu", [], "")}
 
 
 def available() -> bool:
@@ -60,7 +60,7 @@ class PackedLinear(nn.Module):
         self.register_buffer("weight", torch.ops.mkldnn._reorder_linear_weight(weight, None))
         self.register_buffer("bias", None if linear.bias is None else linear.bias.detach().float().clone())
         self.post_op, self.scalars, self.algorithm = ("none", [], "") if activation is None \
-            else _FUSABLE[type(activation)](activation)
+            else FUSABLE[type(activation)](activation)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self.weight, self.bias, self.post_op,
@@ -177,7 +177,7 @@ def swap_layer_maps(model: nn.Module, make_qkv, make_residual, make_linear) -> N
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name)
         act = getattr(parent, "intermediate_act_fn", None)
-        if child == "dense" and type(act) in _FUSABLE:  # BertIntermediate: act(dense(x)), fused
+        if child == "dense" and type(act) in FUSABLE:  # BertIntermediate: act(dense(x)), fused
             parent.dense, parent.intermediate_act_fn = make_linear(linear, act, name), nn.Identity()
         else:
             setattr(parent, child, make_linear(linear, None, name))

@@ -42,7 +42,7 @@ from torch import nn
 
 from . import int8_kernels as kernels
 from .errors import ConfigError
-from .fastpath import check_original, encoder_linears, pack_for_cpu, split_heads_qkv, swap_layer_maps
+from .fastpath import FUSABLE, check_original, encoder_linears, pack_for_cpu, split_heads_qkv, swap_layer_maps
 from .model import BertOutput, BertSelfAttention, BertSelfOutput
 
 QUANTIZE_MODES = ("int8",)  # the values of `quantize=` / what --int8 selects
@@ -53,15 +53,15 @@ ALPHA = 0.5  # smoothing strength: how much of the activations' range moves into
 # in the dequantizing pass.
 OUTLIERS = 4
 CALIBRATION_LENGTHS = (4, 8, 16, 32, 64, 128)  # random-id sequences, 8 of each length
-# (activation type, its GELU approximation) -> the int8_kernels.DEQUANTIZE pass that applies it
-_ACTIVATION = {(nn.GELU, "none"): "gelu", (nn.GELU, "tanh"): "gelu_tanh", (nn.ReLU, None): "relu"}
 
 
 def activation_name(activation: nn.Module | None) -> str:
-    """The int8_kernels name of a fusable activation module (fastpath._FUSABLE's types)."""
+    """The int8_kernels.DEQUANTIZE pass of a fusable activation module (fastpath.FUSABLE's):
+    its oneDNN post-op name, "gelu_tanh" for the tanh GELU."""
     if activation is None:
         return "none"
-    return _ACTIVATION[(type(activation), getattr(activation, "approximate", None))]
+    post_op, _, algorithm = FUSABLE[type(activation)](activation)
+    return "gelu_tanh" if algorithm == "tanh" else post_op
 
 
 class Int8Map(nn.Module):
