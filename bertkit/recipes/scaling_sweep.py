@@ -76,7 +76,8 @@ _SIZE = re.compile(r"^(\d+)x(\d+)(?:x(\d+))?$")
 def default_heads(hidden: int) -> int:
     """hidden / 64 heads, but at least 2 when the width splits evenly: one head kept the small
     modern sizes on the unigram plateau (2x96 with one head 6.243, with two 5.735; docs/analysis.md)."""
-    return max(2, hidden // 64) if hidden % 2 == 0 and hidden % max(2, hidden // 64) == 0 else max(1, hidden // 64)
+    heads = max(2, hidden // 64)
+    return heads if hidden % heads == 0 else max(1, hidden // 64)
 
 
 def parse_sizes(text: str) -> list[dict]:
