@@ -22,9 +22,9 @@ import torch
 import torch.nn.functional as F
 import transformers
 
-from bertkit.assets import minilm_dir
-from bertkit.config import BertConfig
-from bertkit.encode import SentenceEncoder
+from bertkit.data.assets import minilm_dir
+from bertkit.models.config import BertConfig
+from bertkit.inference.encode import SentenceEncoder
 
 BATCH, MAX_LEN = 32, 256
 

@@ -19,7 +19,7 @@ import torch
 import transformers
 
 import bertkit
-from bertkit.assets import minilm_dir
+from bertkit.data.assets import minilm_dir
 
 BATCH, N_BATCHES, NUM_LABELS = 16, 4, 5
 

@@ -32,11 +32,11 @@ import numpy as np
 import torch
 
 from bench_inference import BATCH, SETS, cut_texts
-from bertkit import int8_kernels
-from bertkit.assets import minilm_dir
-from bertkit.encode import SentenceEncoder
-from bertkit.fastpath import pack_for_cpu
-from bertkit.inference_batches import fixed_batches, length_batches
+from bertkit.inference import int8_kernels
+from bertkit.data.assets import minilm_dir
+from bertkit.inference.encode import SentenceEncoder
+from bertkit.inference.fastpath import pack_for_cpu
+from bertkit.inference.batches import fixed_batches, length_batches
 from bertkit.tokenizer import Tokenizer
 
 LEVERS = ("packed", "qkv", "residual", "batches", "int8-fused")

@@ -5,7 +5,7 @@ repeat), at `--threads` intra-op threads for every runtime (torch and ONNX Runti
 
   bertkit fp32        SentenceEncoder.encode (sorts by length itself; oneDNN-packed weights)
   bertkit fp32 unpacked  the same with SentenceEncoder.pack_weights = False (the lever off)
-  bertkit int8        SentenceEncoder(quantize="int8") (bertkit/quantize.py)
+  bertkit int8        SentenceEncoder(quantize="int8") (bertkit/inference/quantize.py)
   transformers        BertTokenizerFast + BertModel (sdpa) in the given order, mean pool + L2
   transformers sorted the same, texts sorted by token count first
   sentence-transformers SentenceTransformer(dir).encode (sorts by length itself)
@@ -41,10 +41,10 @@ import torch
 import torch.nn.functional as F
 import transformers
 
-from bertkit.assets import minilm_dir
-from bertkit.encode import SentenceEncoder
-from bertkit.export.onnx import export_model, onnx_session
-from bertkit.inference_batches import fixed_batches
+from bertkit.data.assets import minilm_dir
+from bertkit.inference.encode import SentenceEncoder
+from bertkit.inference.onnx import export_model, onnx_session
+from bertkit.inference.batches import fixed_batches
 from bertkit.tokenizer import Tokenizer
 
 BATCH = 32
@@ -133,7 +133,7 @@ def onnx_files(directory: str, workdir: str) -> tuple[str, str]:
 
     fp32, int8 = os.path.join(workdir, "minilm.onnx"), os.path.join(workdir, "minilm-int8.onnx")
     if not os.path.exists(int8):
-        from bertkit.model import BertModel
+        from bertkit.models.encoder import BertModel
 
         export_model(BertModel.from_pretrained(directory), fp32, "embedding")
         quantize_dynamic(fp32, int8, weight_type=QuantType.QInt8)

@@ -9,7 +9,7 @@ Levers (each a switch on the same bertkit model, so nothing else differs):
            reported, not timed
   adamw    fused AdamW (off: the per-parameter loop); applies to any model alike
   sort     SentenceEncoder batches texts by length (off: the given order)
-  dropout  bertkit's dropout mask on CPU (bertkit/dropout.py; off: nn.Dropout and SDPA's dropout)
+  dropout  bertkit's dropout mask on CPU (bertkit/models/dropout.py; off: nn.Dropout and SDPA's dropout)
 Workloads: mlm_mini, mlm_small, finetune, encode (as in the bench_*.py scripts).
 Printed: "LEVER <lever> on <workload>: on / off speed = R x (min, max)".
 """
@@ -25,8 +25,8 @@ import harness
 import torch
 
 import bertkit
-from bertkit import attention
-from bertkit.assets import minilm_dir
+from bertkit.models import attention
+from bertkit.data.assets import minilm_dir
 
 LEVERS = ("head", "prune", "compile", "adamw", "sort", "dropout")
 WORKLOADS = ("mlm_mini", "mlm_small", "finetune", "encode")
@@ -38,7 +38,7 @@ def build(workload: str, lever: str, on: bool, smoke: bool):
     if workload == "encode":
         import bench_encode
 
-        from bertkit.encode import SentenceEncoder
+        from bertkit.inference.encode import SentenceEncoder
 
         texts = harness.bbc_paragraphs(8 if smoke else 400, seed=0)
         encoder = SentenceEncoder.from_pretrained(minilm_dir())
@@ -88,7 +88,7 @@ def build(workload: str, lever: str, on: bool, smoke: bool):
 
 def use_torch_dropout(model: torch.nn.Module) -> None:
     """Put torch's nn.Dropout modules back (SDPA's dropout inside attention: the step's switch)."""
-    from bertkit.dropout import Dropout
+    from bertkit.models.dropout import Dropout
 
     for module in list(model.modules()):
         for name, child in module.named_children():

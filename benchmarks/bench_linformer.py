@@ -30,8 +30,8 @@ import harness
 
 import torch
 
-from bertkit.config import BertConfig
-from bertkit.model import BertModel
+from bertkit.models.config import BertConfig
+from bertkit.models.encoder import BertModel
 
 VARIANTS = ("sdpa", "low_rank")
 

@@ -38,8 +38,8 @@ import torch
 import transformers
 
 import bertkit
-from bertkit.assets import minilm_dir
-from bertkit.modern import ModernBertConfig, ModernBertForMaskedLM, ModernBertForSequenceClassification, ModernBertModel
+from bertkit.data.assets import minilm_dir
+from bertkit.models.modern import ModernBertConfig, ModernBertForMaskedLM, ModernBertForSequenceClassification, ModernBertModel
 
 LAYERS, HIDDEN, HEADS, VOCAB, SEQ_LEN, BATCH = 4, 256, 4, 30522, 128, 32
 SMOKE = dict(layers=2, hidden=64, heads=2, batch=4, seq_len=32, texts=8)

@@ -36,9 +36,9 @@ import torch
 
 from bench_fp32_levers import padding_share
 from bench_inference import BATCH, cut_texts
-from bertkit.assets import minilm_dir
-from bertkit.heads import BertForSequenceClassification
-from bertkit.quantize import inference_copy
+from bertkit.data.assets import minilm_dir
+from bertkit.models.heads import BertForSequenceClassification
+from bertkit.inference.quantize import inference_copy
 from bertkit.tasks import eval_order, feature_length, get_task, prediction_rows
 from bertkit.tasks.inference import load_for_inference
 from bertkit.tasks.common import DataConfig, PredictionInput, TaskSpec

@@ -40,10 +40,10 @@ import transformers
 
 from bench_inference import BATCH, cut_texts, hf_batches, load, ort_encoder, table, timing_rows
 from bench_predict import TOPICS, predict_spec, seeded_classifier
-from bertkit.assets import minilm_dir
-from bertkit.export.onnx import export_onnx
-from bertkit.heads import BertForSequenceClassification
-from bertkit.quantize import inference_copy
+from bertkit.data.assets import minilm_dir
+from bertkit.inference.onnx import export_onnx
+from bertkit.models.heads import BertForSequenceClassification
+from bertkit.inference.quantize import inference_copy
 from bertkit.tasks import get_task, prediction_rows
 from bertkit.tasks.common import PredictionInput
 from bertkit.tasks.formats import TextExample

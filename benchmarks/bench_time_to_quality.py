@@ -66,14 +66,14 @@ import bertkit  # noqa: F401  (first: sets OMP_WAIT_POLICY=PASSIVE before torch 
 import torch
 from torch import nn
 
-from bertkit.checkpoint import family_class
-from bertkit.config import SIZE_PRESETS
-from bertkit.constants import IGNORE_INDEX
-from bertkit.heads import BertForMaskedLM as BertkitMaskedLM
-from bertkit.plotting import pyplot, save_png
+from bertkit.models.checkpoint import family_class
+from bertkit.models.config import SIZE_PRESETS
+from bertkit.data.masking import IGNORE_INDEX
+from bertkit.models.heads import BertForMaskedLM as BertkitMaskedLM
+from bertkit.runtime.plotting import pyplot, save_png
 from bertkit.recipes.pretrain import build_data, get_tokenizer, load_config, make_model, parse_config, vocab_size_of
 from bertkit.train.distributed import init_distributed
-from bertkit.train.evaluate import evaluate_pretraining
+from bertkit.objectives.metrics import evaluate_pretraining
 from bertkit.train.trainer import latest_checkpoint, load_trainer_state
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -138,7 +138,7 @@ class LabelledLogits(nn.Module):
 # ---------------------------------------------------------------------------- bertkit arm
 def run_bertkit(*arguments: str) -> str:
     """`bertkit ARGUMENTS` in a fresh interpreter (as a user runs it); its stdout."""
-    command = [sys.executable, "-m", "bertkit.cli", *arguments]
+    command = [sys.executable, "-m", "bertkit", *arguments]
     proc = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     if proc.returncode:
         raise RuntimeError(f"{' '.join(command)} failed:\n{proc.stderr[-3000:]}")

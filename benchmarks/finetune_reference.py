@@ -40,7 +40,7 @@ def main() -> None:
 
     import transformers
 
-    from bertkit.assets import minilm_dir
+    from bertkit.data.assets import minilm_dir
     from bertkit.tasks import builtin_labels, builtin_splits, subsample
     from bertkit.tasks.sequence import classification_metrics
     from bertkit.tasks.tagging import metrics as tagging_metrics

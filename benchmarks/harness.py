@@ -280,7 +280,7 @@ def write_result(name: str, label: str | None, payload: dict) -> str:
 def bbc_files() -> list[str]:
     import glob
 
-    from bertkit.assets import bbc_dir
+    from bertkit.data.assets import bbc_dir
 
     return sorted(glob.glob(os.path.join(bbc_dir(), "*", "*.txt")))
 

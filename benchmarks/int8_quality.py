@@ -2,7 +2,7 @@
 
 Texts: BBC articles cut at random token counts (8-256, as bench_inference.py's "mixed" set,
 `--texts` of them) plus every article's title line among them (short texts are the hard case:
-a mean over few tokens averages few errors away), then "Thanks!", "Hi" and "ok". Variants of bertkit/quantize.py:
+a mean over few tokens averages few errors away), then "Thanks!", "Hi" and "ok". Variants of bertkit/inference/quantize.py:
   plain     per-channel weights, per-token activations (alpha=0, no fp32 columns)
   smooth    + SmoothQuant smoothing (alpha 0.5)
   int8      + 8 fp32 outlier columns per linear map: what quantize="int8" runs
@@ -22,9 +22,9 @@ from bench_inference import cut_texts
 import numpy as np
 import torch
 
-from bertkit.assets import minilm_dir
-from bertkit.encode import SentenceEncoder
-from bertkit.quantize import quantize_int8
+from bertkit.data.assets import minilm_dir
+from bertkit.inference.encode import SentenceEncoder
+from bertkit.inference.quantize import quantize_int8
 
 VARIANTS = {"plain": {"alpha": 0.0, "outliers": 0}, "smooth": {"alpha": 0.5, "outliers": 0},
             "int8": {}}

@@ -1,6 +1,6 @@
 """int8 schemes built on fused kernels (fbgemm's dynamic quantized linear): quality and speed.
 
-Not what `quantize="int8"` runs (bertkit/quantize.py); the measurements behind docs/inference.md,
+Not what `quantize="int8"` runs (bertkit/inference/quantize.py); the measurements behind docs/inference.md,
 "A second attempt". Every scheme is an inference copy of MiniLM with transformer-layer maps
 swapped; `fp32` ones are oneDNN-packed (fastpath.PackedLinear):
 
@@ -29,10 +29,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from bertkit.assets import minilm_dir
-from bertkit.encode import SentenceEncoder
-from bertkit.fastpath import PackedLinear, encoder_linears
-from bertkit.quantize import calibration_inputs, input_maxima, quantize_int8
+from bertkit.data.assets import minilm_dir
+from bertkit.inference.encode import SentenceEncoder
+from bertkit.inference.fastpath import PackedLinear, encoder_linears
+from bertkit.inference.quantize import calibration_inputs, input_maxima, quantize_int8
 
 SCHEMES = {"qkv": {"qkv": "smooth", "o": "fp32", "ff": None}, "o": {"qkv": "fp32", "o": "plain", "ff": None},
            "ff r2": {"qkv": "fp32", "o": "fp32", "ff": 2},

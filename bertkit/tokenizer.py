@@ -33,7 +33,7 @@ from tokenizers import Tokenizer as _RustTokenizer
 from tokenizers import trainers
 
 from bertkit.errors import CheckpointError, ConfigError, DataError
-from bertkit.hub_cache import resolve_model_dir
+from bertkit.models.hub_cache import resolve_model_dir
 from bertkit.io import atomic_write_text
 
 __all__ = ["Tokenizer", "BatchEncoding"]

@@ -33,7 +33,7 @@ PAIR = "They praised the food and the service"
 def bertkit(args: list[str], log: list) -> str:
     """Run `bertkit ARGS` niced with one thread; record the command and wall time; return stdout."""
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONWARNINGS="ignore")
-    cmd = ["nice", "-n", "10", sys.executable, "-m", "bertkit.cli", *args]
+    cmd = ["nice", "-n", "10", sys.executable, "-m", "bertkit", *args]
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - start
@@ -105,7 +105,7 @@ def main() -> None:
     args = p.parse_args()
     if args.model is None:
         sys.path.insert(0, ROOT)
-        from bertkit.assets import minilm_dir
+        from bertkit.data.assets import minilm_dir
 
         args.model = minilm_dir()
     log: list = []

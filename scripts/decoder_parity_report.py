@@ -16,7 +16,7 @@ import torch
 import transformers
 
 from bertkit import BertLMHeadModel, EncoderDecoderModel
-from bertkit.assets import minilm_dir
+from bertkit.data.assets import minilm_dir
 
 SENTENCES = ["A man is eating food.", "A man is eating a piece of bread.",
              "The new movie is awesome, said the critic who had seen it twice on Sunday.",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 
-from bertkit.heads import BertForMaskedLM
+from bertkit.models.heads import BertForMaskedLM
 from bertkit.recipes.distill import compare_speed, speed_ratios
 from bertkit.tasks import DataConfig, load_examples
 from bertkit.tasks.sequence import encode_texts

@@ -24,8 +24,8 @@ from collections import Counter
 
 import numpy as np
 
-from bertkit import assets
-from bertkit.encode import SentenceEncoder
+from bertkit.data import assets
+from bertkit.inference.encode import SentenceEncoder
 from bertkit.tasks import builtin_splits, get_task, subsample
 from bertkit.tasks.metrics import squad_evaluate
 

@@ -14,7 +14,7 @@ SEEDS=${SEEDS:-0 1}
 TASKS=${TASKS:-supersense tagging qa usage-qa}
 mkdir -p "$ROOT"
 export OMP_NUM_THREADS=1
-M=$(python -c "import bertkit.assets as a; print(a.minilm_dir())")
+M=$(python -c "import bertkit.data.assets as a; print(a.minilm_dir())")
 LIMIT=2000
 
 bertkit_run() {  # bertkit_run NAME TASK DATA CONFIG SEED

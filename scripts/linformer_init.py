@@ -16,11 +16,11 @@ import argparse
 import torch
 import torch.nn.functional as F
 
-from bertkit.assets import minilm_dir
-from bertkit.model import BertModel
+from bertkit.data.assets import minilm_dir
+from bertkit.models.encoder import BertModel
 from bertkit.tasks.realdata import bbc_topics
 from bertkit.tokenizer import Tokenizer
-from bertkit.variants.linformer import init_segment_means
+from bertkit.models.variants.linformer import init_segment_means
 
 
 def pooled(model: BertModel, batch) -> torch.Tensor:

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 import bertkit
-from bertkit.assets import minilm_dir
+from bertkit.data.assets import minilm_dir
 from bertkit.reference import numpy_bert
 
 SENTENCES = ["A man is eating food.", "A man is eating a piece of bread.",

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.." && . .venv/bin/activate
 ROOT=${1:-/tmp/peft_bbc}
 mkdir -p "$ROOT"
 export OMP_NUM_THREADS=1
-M=$(python -c "import bertkit.assets as a; print(a.minilm_dir())")
+M=$(python -c "import bertkit.data.assets as a; print(a.minilm_dir())")
 COMMON="--task classification --model $M --train bbc --no-progress --seed 0 --set train.epochs=2 data.max_length=128 train.batch_size=16"
 for method in lora adapter prefix full; do
   OUT=$ROOT/$method

@@ -3,7 +3,7 @@ prefix tuning on MiniLM, batch 16 x 128 tokens, measured interleaved in one proc
 import time, torch, warnings
 warnings.simplefilter("ignore")
 import bertkit
-from bertkit.assets import minilm_dir
+from bertkit.data.assets import minilm_dir
 from bertkit.peft import AdapterConfig, LoraConfig, PrefixConfig, get_peft_model
 
 torch.manual_seed(0)

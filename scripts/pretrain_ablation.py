@@ -78,7 +78,7 @@ BERT_MODEL = {"preset": "mini", "model_type": "bert", "hidden_dropout_prob": 0.0
               "attention_probs_dropout_prob": 0.0, "max_position_embeddings": 128}
 
 # row -> changes ({section: {key: value}}; a "model" entry replaces the whole [model] table, a
-# "modern" entry changes keys of the recipe's modern encoder, bertkit/modern/config.py's switches)
+# "modern" entry changes keys of the recipe's modern encoder, bertkit/models/modern/config.py's switches)
 ROWS = {
     "base": {},
     "mask-15": {"data": {"mlm_probability": 0.15}},
@@ -174,7 +174,7 @@ def run_row(name: str, cfg: dict, out: str, threads: int) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     start = time.time()
     with open(os.path.join(out, f"{name}.log"), "w", encoding="utf-8") as log:
-        subprocess.run([sys.executable, "-m", "bertkit.cli", "pretrain", "--config", config_path, "--out", run_dir,
+        subprocess.run([sys.executable, "-m", "bertkit", "pretrain", "--config", config_path, "--out", run_dir,
                         "--no-progress", "--threads", str(threads)] + (["--resume"] if os.path.isdir(run_dir) else []),
                        env=env, stdout=log, stderr=subprocess.STDOUT, check=True)
     result = final_eval(run_dir)

@@ -16,7 +16,7 @@ RANDOM_INIT=$ROOT/random-init
 [ -f "$RANDOM_INIT/config.json" ] || python - "$PRETRAINED" "$RANDOM_INIT" <<'PY'
 import sys, torch
 from bertkit import BertForMaskedLM, Tokenizer
-from bertkit.checkpoint import family_class, read_config
+from bertkit.models.checkpoint import family_class, read_config
 pretrained, out = sys.argv[1:]
 torch.manual_seed(0)
 cls = family_class(BertForMaskedLM, pretrained)  # the modern encoder's class for a ModernBERT checkpoint

@@ -19,8 +19,8 @@ import os
 
 import torch
 
-from bertkit.checkpoint import family_class
-from bertkit.heads import BertForMaskedLM
+from bertkit.models.checkpoint import family_class
+from bertkit.models.heads import BertForMaskedLM
 from bertkit.recipes.pretrain import build_data, evaluation, get_tokenizer, parse_config
 from bertkit.train.distributed import init_distributed
 from bertkit.train.trainer import latest_checkpoint

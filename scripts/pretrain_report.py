@@ -36,7 +36,7 @@ def main() -> None:
     if args.fill_mask:
         from bertkit.train.trainer import latest_checkpoint
 
-        from bertkit.cli import main as bertkit
+        from bertkit.commands.cli import main as bertkit
 
         for text in args.fill_mask:
             bertkit(["fill-mask", "--model", latest_checkpoint(args.run), text, "--top-k", "5"])

@@ -29,7 +29,7 @@ from bertkit.distill import LayerDistiller, every_other_layer, student_from_teac
 from bertkit.recipes.finetune import finetune, section_keys
 from bertkit.tasks import Collator, eval_order, get_task, load_examples, load_model, read_spec, subsample
 from bertkit.tokenizer import Tokenizer
-from bertkit.train.config_io import apply_overrides, load_toml
+from bertkit.settings.config_io import apply_overrides, load_toml
 
 
 @torch.no_grad()

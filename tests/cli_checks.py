@@ -7,7 +7,7 @@ import hashlib
 import os
 import warnings
 
-from bertkit.cli import main
+from bertkit.commands.cli import main
 
 
 def snapshot(root) -> dict[str, str]:
@@ -37,3 +37,8 @@ def assert_refused(argv, capsys, workdir, *fragments):
     for fragment in fragments:
         assert fragment in err, (fragment, err)
     assert snapshot(workdir) == before
+
+
+def run_command(command: str, argv: list[str]) -> int:
+    """`bertkit COMMAND ARGV...` in this process; returns its exit code."""
+    return main([command, *argv])

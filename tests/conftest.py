@@ -4,7 +4,7 @@ import warnings
 import pytest
 import torch
 
-from bertkit.model import BertModel
+from bertkit.models.encoder import BertModel
 from bertkit.tokenizer import Tokenizer
 
 # scripts/test.sh runs one pytest worker per core (pytest-xdist), so each worker takes one
@@ -14,14 +14,14 @@ torch.set_num_threads(1)
 
 @pytest.fixture(scope="session")
 def minilm_dir():
-    from bertkit.assets import minilm_dir
+    from bertkit.data.assets import minilm_dir
 
     return minilm_dir()
 
 
 @pytest.fixture(scope="session")
 def bbc_dir():
-    from bertkit.assets import bbc_dir
+    from bertkit.data.assets import bbc_dir
 
     return bbc_dir()
 

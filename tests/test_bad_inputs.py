@@ -1,4 +1,4 @@
-"""Bad input, as a careful user tries it (issue 17): every case through `bertkit.cli.main`
+"""Bad input, as a careful user tries it (issue 17): every case through `bertkit.commands.cli.main`
 must exit 2 with exactly one stderr line naming the problem, and leave no file behind.
 Cases that must be *accepted* (a UTF-8 byte-order mark, a CSV field over csv's default
 131,072-character limit) are checked for the right result instead."""
@@ -11,9 +11,9 @@ import warnings
 
 import pytest
 
-from bertkit.cli import main
-from bertkit.config import BertConfig
-from bertkit.heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
+from bertkit.commands.cli import main
+from bertkit.models.config import BertConfig
+from bertkit.models.heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
 from bertkit.tokenizer import Tokenizer
 
 from tests.cli_checks import assert_refused
@@ -330,7 +330,7 @@ def test_config_json_behind_a_fifo_is_refused(models, tmp_path, capsys):
     (dict(max_length=64.0), "max_length must be an integer"),
 ])
 def test_encode_refuses_bad_batch_size_and_max_length(options, fragment, models):
-    from bertkit.encode import SentenceEncoder
+    from bertkit.inference.encode import SentenceEncoder
     from bertkit.errors import DataError
 
     encoder = SentenceEncoder.from_pretrained(models["clf"])
@@ -339,7 +339,7 @@ def test_encode_refuses_bad_batch_size_and_max_length(options, fragment, models)
 
 
 def test_encode_max_length_is_honoured_and_capped_at_the_models_positions(models):
-    from bertkit.encode import SentenceEncoder
+    from bertkit.inference.encode import SentenceEncoder
 
     encoder = SentenceEncoder.from_pretrained(models["clf"])
     text = ["the striker scored a late goal " * 40]

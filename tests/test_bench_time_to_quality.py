@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from bertkit.config import BertConfig
+from bertkit.models.config import BertConfig
 from bertkit.data.collate import MLMCollator
 from bertkit.data.masking import VocabInfo
-from bertkit.heads import BertForMaskedLM
+from bertkit.models.heads import BertForMaskedLM
 
 transformers = pytest.importorskip("transformers")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))

@@ -12,10 +12,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from bertkit.config import BertConfig
+from bertkit.models.config import BertConfig
 from bertkit.errors import ConfigError
-from bertkit.heads import BertForMultipleChoice, BertForSequenceClassification
-from bertkit.modern import ModernBertConfig
+from bertkit.models.heads import BertForMultipleChoice, BertForSequenceClassification
+from bertkit.models.modern import ModernBertConfig
 
 TOL = dict(atol=1e-6, rtol=1e-5)
 
@@ -124,7 +124,7 @@ def test_bad_poolings_are_refused_by_name():
 def test_finetune_with_mean_pooling_end_to_end(tmp_path):
     """`bertkit finetune --set model.classifier_pooling=mean` on a tiny model: the run trains,
     the saved classifier keeps mean pooling (no pooler weights) and reloads."""
-    from bertkit.cli import main
+    from bertkit.commands.cli import main
     from tests.tasks.helpers import make_tiny_model
 
     words = "market film vote match chip bank actor party goal phone".split()

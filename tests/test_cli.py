@@ -1,11 +1,11 @@
-"""The foundation's CLI commands, run in-process through bertkit.cli.main."""
+"""The foundation's CLI commands, run in-process through bertkit.commands.cli.main."""
 
 import json
 
 import numpy as np
 import pytest
 
-from bertkit.cli import main
+from bertkit.commands.cli import main
 
 
 def test_info_counts_parameters(minilm_dir, capsys):
@@ -58,7 +58,7 @@ def test_missing_model_dir(capsys, tmp_path):
 
 
 def test_warnings_from_a_command_are_one_line():
-    from bertkit.cli import _one_line_warning
+    from bertkit.commands.cli import _one_line_warning
 
     text = _one_line_warning(UserWarning("train: 3 of 10 texts were cut"), UserWarning, "/x/features.py", 86)
     assert text == "bertkit: UserWarning: train: 3 of 10 texts were cut\n"
@@ -87,7 +87,7 @@ def test_argument_errors_print_the_subcommands_usage(capsys, argv, usage, messag
 
 def test_set_takes_several_values_per_flag_and_seed_everywhere():
     # scale sweep and probe share the command-line conventions of commands/options.py
-    from bertkit.cli import build_parser
+    from bertkit.commands.cli import build_parser
 
     args = build_parser().parse_args(["scale", "sweep", "--sizes", "1x8", "--tokens", "1", "--time-budget", "1",
                                       "--out", "o", "--set", "a.b=1", "c.d=2", "--set", "e.f=3", "--seed", "4"])

@@ -201,8 +201,8 @@ def test_saved_files_are_readable_like_any_other(saved_mlm):
 def test_new_label_names_replace_a_stale_label2id():
     """A 2-label config given 5 named labels (a new head on a checkpoint) derives label2id from
     them instead of keeping the checkpoint's LABEL_0/LABEL_1 map; a consistent one is kept."""
-    from bertkit.config import BertConfig
-    from bertkit.modern.config import ModernBertConfig
+    from bertkit.models.config import BertConfig
+    from bertkit.models.modern.config import ModernBertConfig
 
     topics = dict(enumerate(["business", "entertainment", "politics", "sport", "tech"]))
     stored = {"id2label": {0: "LABEL_0", 1: "LABEL_1"}, "label2id": {"LABEL_0": 0, "LABEL_1": 1}}

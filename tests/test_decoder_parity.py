@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from bertkit import BertConfig, BertModel
-from bertkit.encoder_decoder import EncoderDecoderConfig, EncoderDecoderModel, shift_tokens_right
+from bertkit.models.encoder_decoder import EncoderDecoderConfig, EncoderDecoderModel, shift_tokens_right
 from bertkit.errors import BertkitError, ConfigError
-from bertkit.kv_cache import KVCache
-from bertkit.lm_head import BertLMHeadModel
+from bertkit.models.kv_cache import KVCache
+from bertkit.models.lm_head import BertLMHeadModel
 
 transformers = pytest.importorskip("transformers")
 
@@ -242,7 +242,7 @@ def test_decoder_mistakes_are_clear_errors():
 
 @pytest.mark.parametrize("queries,keys,padded", [(7, 7, False), (7, 7, True), (3, 7, True), (1, 7, False)])
 def test_causal_kernels_agree_with_the_definition(queries, keys, padded):
-    from bertkit.attention import KERNELS, AttentionCall
+    from bertkit.models.attention import KERNELS, AttentionCall
 
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(2, 3, n, 8, generator=g) for n in (queries, keys, keys))

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from bertkit import cli
-from bertkit.devices import resolve_device
+from bertkit.commands import cli
+from bertkit.runtime.devices import resolve_device
 from bertkit.errors import ConfigError
 
 NO_MPS = not torch.backends.mps.is_available()

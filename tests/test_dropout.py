@@ -1,4 +1,4 @@
-"""bertkit's CPU dropout (bertkit/dropout.py) is dropout: rate p, unbiased, repeatable by seed,
+"""bertkit's CPU dropout (bertkit/models/dropout.py) is dropout: rate p, unbiased, repeatable by seed,
 and the attention path drops the probabilities themselves."""
 
 import math
@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 
 import bertkit
-from bertkit.dropout import Dropout, drop_mask, dropout
-from bertkit.model import BertSelfAttention
+from bertkit.models.dropout import Dropout, drop_mask, dropout
+from bertkit.models.encoder import BertSelfAttention
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9])

@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from bertkit import BertConfig, BertModel
-from bertkit.encode import SentenceEncoder, mean_pool
+from bertkit.inference.encode import SentenceEncoder
+from bertkit.models.heads import mean_pool
 from bertkit.errors import CheckpointError, DataError
-from bertkit.inference_batches import length_batches
+from bertkit.inference.batches import length_batches
 from bertkit.tokenizer import Tokenizer
 
 

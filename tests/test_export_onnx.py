@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from bertkit import BertConfig, Tokenizer
-from bertkit.cli import main
+from bertkit.commands.cli import main
 from bertkit.errors import CheckpointError, ConfigError
-from bertkit.export.onnx import (MODEL_CLASSES, ExportGraph, example_inputs, export_model, export_onnx,
+from bertkit.inference.onnx import (MODEL_CLASSES, ExportGraph, example_inputs, export_model, export_onnx,
                                  onnx_session, run_onnx)
 
 pytest.importorskip("onnx")
@@ -58,7 +58,7 @@ def test_without_segments_there_is_no_token_type_input(tmp_path):
 
 
 def test_minilm_sentence_encoder_and_command(minilm_dir, tmp_path, capsys):
-    from bertkit.encode import SentenceEncoder
+    from bertkit.inference.encode import SentenceEncoder
 
     out = tmp_path / "minilm-onnx"
     assert main(["export", "--model", minilm_dir, "--out", str(out), "--format", "onnx"]) == 0
@@ -103,7 +103,7 @@ def test_missing_onnx_says_how_to_install(minilm_dir, tmp_path, monkeypatch, cap
 
 
 def test_verification_catches_a_graph_that_differs(tmp_path):
-    from bertkit.export.onnx import verify_onnx
+    from bertkit.inference.onnx import verify_onnx
 
     config = tiny_config()
     exported = MODEL_CLASSES["encoder"](config)
@@ -121,8 +121,7 @@ MODERN_CLASSES = {"encoder": "ModernBertModel", "embedding": "ModernBertModel",
 
 @pytest.mark.parametrize("task", sorted(MODERN_CLASSES))
 def test_modern_encoder_heads_export_and_match_bertkit(task, tmp_path):
-    from bertkit import modern
-
+    from bertkit.models import modern
     config = modern.ModernBertConfig.preset("tiny", vocab_size=1000, num_labels=3, local_attention=16)
     model = getattr(modern, MODERN_CLASSES[task])(config).eval()
     result = export_model(model, str(tmp_path / "model.onnx"), task)  # verified at three shapes

@@ -1,4 +1,4 @@
-"""The fp32 inference copy with oneDNN-packed weights (bertkit/fastpath.py): the same outputs as
+"""The fp32 inference copy with oneDNN-packed weights (bertkit/inference/fastpath.py): the same outputs as
 the model it copies, for every head and both GELU forms; the model itself is unchanged. (The
 MiniLM parity with transformers within 1e-5 runs through it: tests/test_encode.py.)"""
 
@@ -8,7 +8,7 @@ from torch import nn
 
 from bertkit import (BertConfig, BertForMaskedLM, BertForQuestionAnswering, BertForSequenceClassification,
                      BertForTokenClassification, BertModel)
-from bertkit.fastpath import PackedLinear, PackedQKV, PackedResidualLinear, available, pack_for_cpu, weights_key
+from bertkit.inference.fastpath import PackedLinear, PackedQKV, PackedResidualLinear, available, pack_for_cpu, weights_key
 
 pytestmark = pytest.mark.skipif(not available(), reason="torch without oneDNN")
 
@@ -127,8 +127,8 @@ def test_attention_that_needs_its_own_projections_is_not_fused():
 @pytest.mark.parametrize("cls_name", ["ModernBertModel", "ModernBertForSequenceClassification",
                                       "ModernBertForTokenClassification", "ModernBertForMaskedLM"])
 def test_modern_encoder_maps_are_packed_and_int8_too(cls_name):
-    from bertkit import modern
-    from bertkit.quantize import Int8Linear, quantize_int8
+    from bertkit.models import modern
+    from bertkit.inference.quantize import Int8Linear, quantize_int8
 
     cls = getattr(modern, cls_name)
     model = cls(modern.ModernBertConfig.preset("tiny", num_labels=3)).eval()

@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from bertkit import BertConfig
-from bertkit.encoder_decoder import EncoderDecoderModel
+from bertkit.models.encoder_decoder import EncoderDecoderModel
 from bertkit.errors import ConfigError
-from bertkit.generation import GenerationOptions
-from bertkit.lm_head import BertLMHeadModel
+from bertkit.models.generation import GenerationOptions
+from bertkit.models.lm_head import BertLMHeadModel
 
 transformers = pytest.importorskip("transformers")
 

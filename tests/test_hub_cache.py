@@ -10,11 +10,11 @@ import shutil
 import numpy as np
 import pytest
 
-from bertkit import cli
-from bertkit.encode import SentenceEncoder
+from bertkit.commands import cli
+from bertkit.inference.encode import SentenceEncoder
 from bertkit.errors import CheckpointError
-from bertkit.hub_cache import hub_cache_dir, resolve_model_dir
-from bertkit.model import BertModel
+from bertkit.models.hub_cache import hub_cache_dir, resolve_model_dir
+from bertkit.models.encoder import BertModel
 from bertkit.tokenizer import Tokenizer
 
 NAME = "sentence-transformers/all-MiniLM-L6-v2"

@@ -1,4 +1,4 @@
-"""The fused passes around int8 products (bertkit/int8_kernels.py): each compiled kernel gives
+"""The fused passes around int8 products (bertkit/inference/int8_kernels.py): each compiled kernel gives
 what its plain torch form gives, and a kernel that cannot be built runs unfused with a warning."""
 
 import warnings
@@ -7,9 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bertkit import int8_kernels as kernels
-
-
+from bertkit.inference import int8_kernels as kernels
 @pytest.fixture
 def unfused():
     """Run `fn` with the kernels unfused (plain torch): the reference for the fused form."""

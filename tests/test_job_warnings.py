@@ -5,8 +5,8 @@ rank printed its own copy."""
 import json
 import warnings
 
-from bertkit import job_warnings
-from bertkit.cli import main
+from bertkit.runtime import job_warnings
+from bertkit.commands.cli import main
 from tests.tasks.helpers import make_tiny_model
 
 

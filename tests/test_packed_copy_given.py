@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from bertkit.config import BertConfig
-from bertkit.encode import SentenceEncoder
-from bertkit.fastpath import pack_for_cpu, weights_key
-from bertkit.model import BertModel
+from bertkit.models.config import BertConfig
+from bertkit.inference.encode import SentenceEncoder
+from bertkit.inference.fastpath import pack_for_cpu, weights_key
+from bertkit.models.encoder import BertModel
 from bertkit.tokenizer import Tokenizer
 
 

@@ -1,4 +1,4 @@
-"""int8 inference (bertkit/quantize.py): the int8 product is the stated math, close to fp32;
+"""int8 inference (bertkit/inference/quantize.py): the int8 product is the stated math, close to fp32;
 the copy leaves the fp32 model alone; MiniLM sentence vectors keep cosine >= 0.99 to fp32 on
 real text; `embed --int8` and `predict --int8` run it."""
 
@@ -14,11 +14,11 @@ import torch
 from torch import nn
 
 from bertkit import BertConfig, BertForSequenceClassification, BertModel, Tokenizer
-from bertkit.cli import main
-from bertkit.encode import SentenceEncoder
+from bertkit.commands.cli import main
+from bertkit.inference.encode import SentenceEncoder
 from bertkit.errors import ConfigError
-from bertkit.int8_kernels import quantize_rows
-from bertkit.quantize import Int8Linear, Int8Map, Int8QKV, Int8ResidualLinear, quantize_int8
+from bertkit.inference.int8_kernels import quantize_rows
+from bertkit.inference.quantize import Int8Linear, Int8Map, Int8QKV, Int8ResidualLinear, quantize_int8
 
 
 def test_int8_linear_is_the_stated_math_and_close_to_fp32():
@@ -162,7 +162,7 @@ def test_int8_copy_keeps_attention_that_needs_its_own_projections():
 
 
 def test_predict_with_int8_on_a_modern_encoder_checkpoint(minilm_dir, tmp_path):
-    from bertkit.modern import ModernBertConfig, ModernBertForSequenceClassification
+    from bertkit.models.modern import ModernBertConfig, ModernBertForSequenceClassification
 
     (tmp_path / "in.txt").write_text("Shares fell sharply.\nThe striker scored twice in the final.\n",
                                      encoding="utf-8")

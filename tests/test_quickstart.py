@@ -3,9 +3,7 @@
 import json
 import os
 
-from bertkit import cli
-
-
+from bertkit.commands import cli
 def test_quickstart_runs_every_stage(tmp_path, capsys):
     out = str(tmp_path / "qs")
     code = cli.main(["quickstart", "--out", out, "--pretrain-steps", "3", "--finetune-epochs", "0.05",

@@ -18,8 +18,8 @@ def test_readme_python_example_runs(minilm_dir, tmp_path, monkeypatch):
 
     blocks = python_blocks()
     assert blocks and all('"path/to/model"' in block for block in blocks)
-    assert "bertkit.assets.minilm_dir()" in blocks[0]  # the example says where the built-in model is
-    assert bertkit.assets.minilm_dir() == minilm_dir
+    assert "bertkit.data.assets.minilm_dir()" in blocks[0]  # the example says where the built-in model is
+    assert bertkit.data.assets.minilm_dir() == minilm_dir
     monkeypatch.chdir(tmp_path)  # the example writes out/...
     for block in blocks:
         namespace: dict = {}
@@ -36,6 +36,6 @@ def test_readme_python_example_runs(minilm_dir, tmp_path, monkeypatch):
 
 def test_sentence_encoder_is_exported():
     import bertkit
-    from bertkit.encode import SentenceEncoder
+    from bertkit.inference.encode import SentenceEncoder
 
     assert bertkit.SentenceEncoder is SentenceEncoder

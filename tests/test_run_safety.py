@@ -16,10 +16,10 @@ import textwrap
 import pytest
 import torch
 
-from bertkit.cli import main
-from bertkit.config import BertConfig
-from bertkit.model import BertModel
-from bertkit.runlock import LOCK_FILE, RunLock
+from bertkit.commands.cli import main
+from bertkit.models.config import BertConfig
+from bertkit.models.encoder import BertModel
+from bertkit.runtime.runlock import LOCK_FILE, RunLock
 from bertkit.tokenizer import Tokenizer
 from bertkit.train import trainer as trainer_module
 
@@ -87,7 +87,7 @@ def pretrain_argv(out, *extra):
 # ---------------------------------------------------------------------------- the lock
 HOLD_LOCK = textwrap.dedent("""
     import sys, time
-    from bertkit.runlock import RunLock
+    from bertkit.runtime.runlock import RunLock
     lock = RunLock(sys.argv[1], "test holder")
     lock.acquire()
     print("locked", flush=True)
@@ -275,7 +275,7 @@ def test_pretrain_sigint_saves_a_checkpoint_and_resume_is_bit_identical(tmp_path
 @pytest.mark.filterwarnings("ignore:the lr schedule differs")  # max_steps 2 -> 3
 def test_trainer_refuses_a_changed_train_config_on_resume(tmp_path):
     from bertkit.errors import ConfigError
-    from bertkit.heads import BertForMaskedLM
+    from bertkit.models.heads import BertForMaskedLM
     from bertkit.train import Trainer, TrainConfig
 
     config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,

@@ -14,9 +14,9 @@ import pytest
 import torch
 
 import bertkit
-from bertkit.encode import SentenceEncoder
+from bertkit.inference.encode import SentenceEncoder
 from bertkit.errors import CheckpointError, DataError
-from bertkit.sentence_layout import SentenceLayout, read_layout
+from bertkit.models.sentence_layout import SentenceLayout, read_layout
 
 st = pytest.importorskip("sentence_transformers")
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import bertkit
-from bertkit.heads import labelled_positions
+from bertkit.models.heads import labelled_positions
 
 CFG = dict(vocab_size=300, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
            intermediate_size=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)

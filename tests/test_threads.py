@@ -10,8 +10,8 @@ import sys
 import pytest
 import torch
 
-from bertkit.cli import THREADED, main
-from bertkit.threads import available_cores, default_threads, passive_wait_policy
+from bertkit.commands.cli import THREADED, main
+from bertkit.runtime.threads import available_cores, default_threads, passive_wait_policy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -61,18 +61,16 @@ def test_threads_option_applies_during_the_command_and_is_restored(monkeypatch):
     assert torch.get_num_threads() == before  # in-process callers (tests) keep their setting
 
 
-def test_a_command_run_inside_another_keeps_the_outer_threads(monkeypatch):
-    import bertkit.commands.embed as embed
-    import bertkit.commands.predict as predict
+def test_quickstart_stages_keep_the_outer_threads(monkeypatch):
+    """quickstart runs its stages through the stage's own parser, not through main(): the thread
+    count main() set for quickstart (--threads 3) holds inside every stage."""
+    import bertkit.commands.quickstart as quickstart
 
     seen = []
-    monkeypatch.setattr(predict, "run", lambda args: seen.append(torch.get_num_threads()) or 0)
-    inner = ["predict", "--model", "m", "--input", "i", "--output", "o"]
-    monkeypatch.setattr(embed, "run", lambda args: main(inner))  # as quickstart runs its stages
-    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    outer = ["embed", "--model", "m", "--input", "i", "--output", "o"]
-    assert main(outer + ["--threads", "3"]) == 0 and main(outer) == 0
-    assert seen == [3, available_cores()]  # the inner command without --threads follows the outer one
+    monkeypatch.setattr(quickstart.evaluate, "run", lambda args: seen.append(torch.get_num_threads()) or 0)
+    monkeypatch.setattr(quickstart, "run", lambda args: quickstart.bertkit("evaluate", "--model", "m", "--data", "d"))
+    assert main(["quickstart", "--threads", "3"]) == 0
+    assert seen == [3]
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "1.5", "many"])

@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from bertkit.errors import ConfigError, DataError
-from bertkit.plotting import pyplot, save_png
+from bertkit.runtime.plotting import pyplot, save_png
 
 CLS_TOKENS = ("[CLS]", "<s>")
 SEP_TOKENS = ("[SEP]", "</s>")

@@ -22,7 +22,7 @@ from bertkit.analysis.attention import (attention_rollout, head_statistics, plot
                                         stack_attentions, statistics_records)
 from bertkit.analysis.loading import load_encoder, model_name
 from bertkit.analysis.viewer import write_attention_html
-from bertkit.config import BertConfig
+from bertkit.models.config import BertConfig
 from bertkit.errors import ConfigError
 from bertkit.io import atomic_open
 

@@ -17,7 +17,7 @@ from bertkit.analysis.compute_frontier import (curve_points, fit_frontier, lower
 from bertkit.analysis.scaling import (CHINCHILLA, KAPLAN, PowerLawFit, chinchilla_compute_exponent, draw_references,
                                       load_sweep)
 from bertkit.errors import DataError
-from bertkit.plotting import pyplot, save_png
+from bertkit.runtime.plotting import pyplot, save_png
 
 
 def frontier_result(records: Sequence[dict], fit_offset: bool = True, min_compute: float = 0.0) -> dict:

@@ -6,7 +6,7 @@ import os
 import sys
 import warnings
 
-from bertkit.model import BertModel
+from bertkit.models.encoder import BertModel
 from bertkit.tokenizer import Tokenizer
 
 

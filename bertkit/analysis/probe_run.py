@@ -27,7 +27,7 @@ from bertkit.analysis.probe_data import (ProbeData, features, load_items, resolv
 from bertkit.analysis.probing import control_task_labels, plot_probe, probe_layers
 from bertkit.errors import ConfigError, DataError
 from bertkit.io import atomic_open, atomic_write_json
-from bertkit.model import BertModel
+from bertkit.models.encoder import BertModel
 
 POOLINGS = {"sentence": ("mean", "cls"), "token": ("first", "mean")}  # the first is the default
 
@@ -44,7 +44,7 @@ class ProbeSettings:
     max_length: int = 128  # tokens per input (longer ones are cut)
     batch_size: int = 64
     seed: int = 0  # data shuffle, split, control labels, random init
-    device: str = "cpu"  # where the encoders run (bertkit/devices.py names)
+    device: str = "cpu"  # where the encoders run (bertkit/runtime/devices.py names)
 
 
 @dataclass

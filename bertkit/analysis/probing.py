@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from bertkit.errors import ConfigError, DataError
-from bertkit.plotting import pyplot, save_png
+from bertkit.runtime.plotting import pyplot, save_png
 
 
 # ----------------------------------------------------------------------------- the probe

@@ -40,7 +40,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from bertkit.errors import ConfigError, DataError
-from bertkit.plotting import pyplot, save_png
+from bertkit.runtime.plotting import pyplot, save_png
 
 # ----------------------------------------------------------------------------- published laws
 PF_DAY = 1e15 * 86400  # FLOPs in a petaflop/s-day, Kaplan's unit of compute

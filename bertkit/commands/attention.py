@@ -11,8 +11,8 @@ The analysis is bertkit/analysis/attention_report.py.
 
 from __future__ import annotations
 
-from ..analysis.attention_report import TOP_HEADS, attention_report
-from .options import add_device, device_of, resolve_models
+from bertkit.analysis.attention_report import TOP_HEADS, attention_report
+from bertkit.commands.options import add_device, device_of, resolve_models
 
 HELP = "show a model's attention on a text: HTML viewer, PNG heatmaps, per-head statistics"
 

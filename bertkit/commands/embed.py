@@ -16,10 +16,10 @@ import warnings
 
 import numpy as np
 
-from ..encode import SentenceEncoder
-from ..errors import DataError
-from ..io import atomic_open, iter_text_lines
-from .options import add_device, add_int8, device_of, resolve_models
+from bertkit.inference.encode import SentenceEncoder
+from bertkit.errors import DataError
+from bertkit.io import atomic_open, iter_text_lines
+from bertkit.commands.options import add_device, add_int8, device_of, resolve_models
 
 HELP = "embed each line of a text file (the model's pooling; default mean + L2) into a .npy matrix"
 

@@ -3,7 +3,7 @@
 The task and the input settings (max_length, columns, QA windows) are read from the model's
 finetune_summary.json, else from its config.json; `--task` and `--set data.key=value` override
 them. The last line of stdout is one JSON object of metrics, e.g. {"accuracy": 0.97, ...}.
-Under torchrun (`torchrun --nproc_per_node N -m bertkit.cli evaluate ...`) each process scores
+Under torchrun (`torchrun --nproc_per_node N -m bertkit evaluate ...`) each process scores
 1/N of the examples and rank 0 prints the metrics of all of them.
 """
 
@@ -12,12 +12,12 @@ from __future__ import annotations
 import json
 
 from bertkit.errors import ConfigError, DataError
-from bertkit.quantize import inference_copy
+from bertkit.inference.quantize import inference_copy
 from bertkit.tasks import (TASKS, check_model_labels, clean_metrics, evaluate_examples,
                            load_examples, load_for_inference, subsample)
 from bertkit.train.distributed import init_distributed, leave
 
-from .options import add_device, add_int8, add_seed, add_set, resolve_models
+from bertkit.commands.options import add_device, add_int8, add_seed, add_set, resolve_models
 
 HELP = "evaluate a fine-tuned model on labelled data; the last stdout line is the metrics as JSON"
 

@@ -1,15 +1,15 @@
 """`bertkit export --model DIR --out DIR --format onnx [--task TASK]`: a model for another runtime.
 
 Writes DIR/model.onnx (dynamic batch and sequence axes), the tokenizer files and config.json,
-then checks ONNX Runtime against bertkit on three batch shapes (bertkit/export/onnx.py).
+then checks ONNX Runtime against bertkit on three batch shapes (bertkit/inference/onnx.py).
 Needs the optional extra: pip install bertkit[onnx].
 """
 
 from __future__ import annotations
 
-from bertkit.export.onnx import TASKS, export_onnx
+from bertkit.inference.onnx import TASKS, export_onnx
 
-from .options import resolve_models
+from bertkit.commands.options import resolve_models
 
 HELP = "export a model (any task head, or the sentence encoder) to ONNX, with its tokenizer"
 

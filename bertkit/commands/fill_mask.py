@@ -1,15 +1,12 @@
 """`bertkit fill-mask --model DIR "text with [MASK]" [--top-k 5]`: the model's best fillers.
 
-The inference is bertkit/fill_mask.py.
+The inference is bertkit/inference/fill_mask.py.
 """
 
 from __future__ import annotations
 
-import sys
-
-from .. import cli
-from ..fill_mask import TOP_K, fill_mask
-from .options import add_device, device_of, resolve_models
+from bertkit.inference.fill_mask import TOP_K, fill_mask
+from bertkit.commands.options import add_device, device_of, resolve_models
 
 HELP = "print the top-k tokens (with probabilities) a masked-LM model predicts for each [MASK]"
 
@@ -28,12 +25,3 @@ def run(args) -> int:
         for token, prob in fillers:
             print(f"  {token:<20} {prob:.4f}")
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run this command alone: `python -m bertkit.commands.fill_mask ...`."""
-    return cli.main(["fill-mask", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -17,9 +17,9 @@ import json
 
 from bertkit.recipes.finetune import finetune, section_keys
 from bertkit.tasks import BUILTIN_DATA, TASKS
-from bertkit.train.config_io import apply_overrides, load_toml
+from bertkit.settings.config_io import apply_overrides, load_toml
 
-from .options import add_device, add_progress, add_seed, add_set, device_assignment, resolve_models, seed_assignment
+from bertkit.commands.options import add_device, add_progress, add_seed, add_set, device_assignment, resolve_models, seed_assignment
 
 HELP = "fine-tune an encoder on a task: " + ", ".join(TASKS)
 

@@ -6,9 +6,9 @@ import json
 import os
 from collections import Counter
 
-from ..checkpoint import read_state_dict
-from ..config import BertConfig
-from .options import resolve_models
+from bertkit.models.checkpoint import read_state_dict
+from bertkit.models.config import BertConfig
+from bertkit.commands.options import resolve_models
 
 HELP = "show a model directory's config and parameter counts by part"
 

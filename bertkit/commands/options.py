@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from ..devices import DEVICES, resolve_device
-from ..hub_cache import resolve_model_dir
+from bertkit.runtime.devices import DEVICES, resolve_device
+from bertkit.models.hub_cache import resolve_model_dir
 
 
 def add_set(parser, example: str = "train.epochs=3 train.lr=5e-5 data.max_length=128") -> None:
@@ -59,7 +59,7 @@ MODEL_OPTIONS = ("model", "teacher", "base", "tokenizer")
 
 def resolve_models(args) -> None:
     """Each model option of `args` as a directory: a Hugging Face name (ORG/NAME) becomes its
-    snapshot in the local Hugging Face cache, offline (bertkit/hub_cache.py); a name not cached is a
+    snapshot in the local Hugging Face cache, offline (bertkit/models/hub_cache.py); a name not cached is a
     one-line error. Every command's run() calls it first."""
     for name in MODEL_OPTIONS:
         value = getattr(args, name, None)

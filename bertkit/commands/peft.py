@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 import os
 
-from ..errors import CheckpointError
-from ..peft import load_peft_model, read_adapter_config
-from ..tokenizer import Tokenizer
-from .options import resolve_models
+from bertkit.errors import CheckpointError
+from bertkit.peft import load_peft_model, read_adapter_config
+from bertkit.tokenizer import Tokenizer
+from bertkit.commands.options import resolve_models
 
 HELP = "parameter-efficient adapters: merge a LoRA adapter into a plain checkpoint, show one"
 

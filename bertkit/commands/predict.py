@@ -19,10 +19,10 @@ from __future__ import annotations
 import json
 
 from bertkit.io import atomic_write_text
-from bertkit.quantize import inference_copy
+from bertkit.inference.quantize import inference_copy
 from bertkit.tasks import TASKS, load_for_inference, prediction_rows, read_prediction_input
 
-from .options import add_device, add_int8, add_set, device_of, resolve_models
+from bertkit.commands.options import add_device, add_int8, add_set, device_of, resolve_models
 
 HELP = "predict with a fine-tuned model: one JSON line per input (labels, entities, answers or choices)"
 

@@ -7,8 +7,8 @@ The recipe is bertkit/recipes/prepare.py.
 
 from __future__ import annotations
 
-from ..recipes.prepare import prepare
-from .options import add_progress, resolve_models
+from bertkit.recipes.prepare import prepare
+from bertkit.commands.options import add_progress, resolve_models
 
 HELP = "tokenize a corpus into memory-mapped token shards for pre-training"
 

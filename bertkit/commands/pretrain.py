@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import sys
-
-from .. import cli
-from ..recipes.pretrain import pretrain
-from .options import add_device, add_progress, add_seed, add_set, device_assignment, seed_assignment
+from bertkit.recipes.pretrain import pretrain
+from bertkit.commands.options import add_device, add_progress, add_seed, add_set, device_assignment, seed_assignment
 
 HELP = "pre-train an encoder from a TOML recipe: MLM (+ NSP/SOP), ELECTRA or a registered objective"
 
@@ -29,12 +26,3 @@ def run(args) -> int:
         print("final: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                                     for k, v in metrics.items()))
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run this command alone (`python -m bertkit.commands.pretrain ...`, or under torchrun)."""
-    return cli.main(["pretrain", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -19,8 +19,8 @@ probe_data.py).
 
 from __future__ import annotations
 
-from ..analysis.probe_run import ProbeSettings, run_probe
-from .options import add_device, add_seed, device_of, resolve_models, say
+from bertkit.analysis.probe_run import ProbeSettings, run_probe
+from bertkit.commands.options import add_device, add_seed, device_of, resolve_models, say
 
 HELP = "train linear probes on every layer of a frozen encoder (with control task and random baseline)"
 

@@ -11,18 +11,19 @@ Each stage runs the same `bertkit` command a user would type, and prints it firs
 
 from __future__ import annotations
 
+import argparse
 import os
 import shlex
 import time
 
 import numpy as np
 
-from .. import cli
-from ..assets import minilm_dir
-from ..encode import SentenceEncoder
-from ..errors import ConfigError
-from ..train.trainer import latest_checkpoint
-from .options import add_device, device_of
+from bertkit.commands import evaluate, fill_mask, finetune, pretrain
+from bertkit.data.assets import minilm_dir
+from bertkit.inference.encode import SentenceEncoder
+from bertkit.errors import ConfigError
+from bertkit.train.trainer import latest_checkpoint
+from bertkit.commands.options import add_device, device_of
 
 HELP = "run the main job on the built-in defaults: embed, pre-train, fill-mask, fine-tune"
 
@@ -54,10 +55,17 @@ def add_arguments(parser) -> None:
     add_device(parser)
 
 
-def bertkit(*argv: str) -> None:
-    """Run one bertkit command in this process, printing it as a user would type it."""
-    print(f"\n$ bertkit {shlex.join(argv)}", flush=True)
-    code = cli.main(list(argv))
+STAGE_COMMANDS = {"pretrain": pretrain, "fill-mask": fill_mask, "finetune": finetune, "evaluate": evaluate}
+
+
+def bertkit(name: str, *argv: str) -> None:
+    """Run one bertkit command in this process, printing it as a user would type it. Its options
+    are parsed by the command's own parser; an error propagates to quickstart's one-line report."""
+    print(f"\n$ bertkit {shlex.join((name, *argv))}", flush=True)
+    module = STAGE_COMMANDS[name]
+    parser = argparse.ArgumentParser(prog=f"bertkit {name}")
+    module.add_arguments(parser)
+    code = module.run(parser.parse_args(argv))
     if code:
         raise SystemExit(code)
 

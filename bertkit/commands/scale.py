@@ -13,10 +13,10 @@ both fits) is the recipe bertkit/recipes/scaling_sweep.py, whose docstring expla
 
 from __future__ import annotations
 
-from ..analysis.frontier_report import frontier_file
-from ..analysis.scaling_report import fit_sweep_file, report_formula
-from ..recipes.scaling_sweep import EVALS_PER_RUN, scaling_sweep
-from .options import add_device, add_seed, add_set, device_assignment, say, seed_assignment
+from bertkit.analysis.frontier_report import frontier_file
+from bertkit.analysis.scaling_report import fit_sweep_file, report_formula
+from bertkit.recipes.scaling_sweep import EVALS_PER_RUN, scaling_sweep
+from bertkit.commands.options import add_device, add_seed, add_set, device_assignment, say, seed_assignment
 
 HELP = "scaling laws: published formulas, power-law fits of sweeps, and a budgeted size sweep"
 

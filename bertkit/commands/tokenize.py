@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import sys
 
-from ..tokenizer import Tokenizer
-from .options import resolve_models
+from bertkit.tokenizer import Tokenizer
+from bertkit.commands.options import resolve_models
 
 HELP = "show how a tokenizer splits a text (tokens, ids, segment ids, word ids, offsets)"
 

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import sys
-
-from .. import cli
-from ..progress import on_terminal
-from ..tokenizer import Tokenizer
+from bertkit.runtime.progress import on_terminal
+from bertkit.tokenizer import Tokenizer
 
 HELP = "train a WordPiece (BERT) or byte-level BPE (RoBERTa) tokenizer on text files"
 
@@ -33,12 +30,3 @@ def run(args) -> int:
     tok.save_pretrained(args.out)
     print(f"saved a {args.kind} tokenizer with {tok.vocab_size} tokens to {args.out}")
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run this command alone: `python -m bertkit.commands.tokenizer ...`."""
-    return cli.main(["tokenizer", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    sys.exit(main())

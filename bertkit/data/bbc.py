@@ -8,7 +8,7 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertkit import assets
+from bertkit.data import assets
 from bertkit.data.splits import stratified_split
 from bertkit.errors import DataError
 

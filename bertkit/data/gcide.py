@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from ..errors import DataError
+from bertkit.errors import DataError
 
 GCIDE_DIR = Path("/usr/share/dictd")
 GCIDE_HINT = "install it with: apt-get install dict-gcide"

@@ -36,8 +36,9 @@ from typing import Iterable
 import numpy as np
 import torch
 
-from bertkit.constants import IGNORE_INDEX
 from bertkit.errors import ConfigError
+
+IGNORE_INDEX = -100  # the label that carries no loss: torch's cross-entropy skips it by default
 
 __all__ = [
     "VocabInfo", "continuation_table", "lookup", "masking_budget", "word_ids", "token_mask",

@@ -36,7 +36,7 @@ import numpy as np
 
 from bertkit.errors import DataError
 from bertkit.io import atomic_write_json
-from bertkit.progress import progress
+from bertkit.runtime.progress import progress
 
 __all__ = ["prepare_shards", "ShardedCorpus", "vocab_fingerprint", "token_dtype"]
 

@@ -29,9 +29,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..constants import IGNORE_INDEX
-from ..errors import ConfigError
-from ..model import ModelOutput
+from bertkit.data.masking import IGNORE_INDEX
+from bertkit.errors import ConfigError
+from bertkit.models.encoder import ModelOutput
 
 
 @dataclass

@@ -23,9 +23,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..errors import ConfigError
-from ..model import ModelOutput
-from .kd import Distiller
+from bertkit.errors import ConfigError
+from bertkit.models.encoder import ModelOutput
+from bertkit.distill.kd import Distiller
 
 
 @dataclass

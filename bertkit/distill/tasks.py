@@ -26,9 +26,9 @@ from typing import Any
 
 import torch
 
-from ..constants import IGNORE_INDEX
-from ..errors import ConfigError
-from .kd import DistillationOutput, Distiller, distillation_loss
+from bertkit.data.masking import IGNORE_INDEX
+from bertkit.errors import ConfigError
+from bertkit.distill.kd import DistillationOutput, Distiller, distillation_loss
 
 
 def token_distillation_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor,

@@ -34,9 +34,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import ConfigError
-from ..model import ModelOutput
-from .kd import distillation_loss
+from bertkit.errors import ConfigError
+from bertkit.models.encoder import ModelOutput
+from bertkit.distill.kd import distillation_loss
 
 
 @dataclass

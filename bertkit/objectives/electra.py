@@ -35,12 +35,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..checkpoint import PretrainedMixin
-from ..config import BertConfig
-from ..constants import IGNORE_INDEX
-from ..errors import ConfigError
-from ..heads import BertForMaskedLM, ClassifierOutput, with_aux
-from ..model import BertModel, ModelOutput, activation
+from bertkit.models.checkpoint import PretrainedMixin
+from bertkit.models.config import BertConfig
+from bertkit.data.masking import IGNORE_INDEX
+from bertkit.errors import ConfigError
+from bertkit.models.heads import BertForMaskedLM, ClassifierOutput, with_aux
+from bertkit.models.encoder import BertModel, ModelOutput, activation
 
 
 @dataclass

@@ -4,27 +4,27 @@
 
 Batches come from `MLMCollator` (the `[data]` masking settings): `labels` hold the original id
 at the masked positions and -100 elsewhere, plus `next_sentence_label` for pair examples. The
-losses are the heads' (`bertkit/heads.py`):
+losses are the heads' (`bertkit/models/heads.py`):
 
     mlm        loss = mean_{t in M} -log p(x_t | x_masked)                     (BertForMaskedLM)
     mlm+nsp    loss = mlm_loss + mean_pairs -log p(is_next | pair)             (BertForPreTraining)
     mlm+sop    loss = mlm_loss + mean_pairs -log p(in_order | pair)            (BertForPreTraining;
                with model_type "albert" its second head is ALBERT's sentence-order head)
 
-Held-out metrics are `bertkit.train.evaluate.evaluate_pretraining`'s.
+Held-out metrics are `bertkit.objectives.metrics.evaluate_pretraining`'s.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
-from ..config import BertConfig
-from ..data.collate import MLMCollator
-from ..data.keywords import read_keywords
-from ..errors import ConfigError
-from ..heads import BertForMaskedLM, BertForPreTraining
-from ..modern import ModernBertConfig, ModernBertForMaskedLM
-from ..train.evaluate import evaluate_pretraining
+from bertkit.models.config import BertConfig
+from bertkit.data.collate import MLMCollator
+from bertkit.data.keywords import read_keywords
+from bertkit.errors import ConfigError
+from bertkit.models.heads import BertForMaskedLM, BertForPreTraining
+from bertkit.models.modern import ModernBertConfig, ModernBertForMaskedLM
+from bertkit.objectives.metrics import evaluate_pretraining
 
 MLM_BUILDERS = ("full_sentences", "doc_sentences")  # single packed sequences; the first is the default
 

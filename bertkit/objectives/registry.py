@@ -10,7 +10,7 @@ examples, batches, the Trainer, checkpoints, evaluations):
     evaluate(module, batches, seed) -> dict    held-out metrics, logged at every evaluation
 
 Built-in: "mlm", "mlm+nsp", "mlm+sop" (`mlm.py`), "electra" (`electra.py`) and "distil"
-(`distil.py`: DistilBERT's pre-training distillation from a teacher). Your own:
+(`distill.py`: DistilBERT's pre-training distillation from a teacher). Your own:
 
     from bertkit.objectives import Objective, register_objective
     register_objective("first-letter", Objective(build_model=..., evaluate=..., collator=...))
@@ -29,9 +29,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from ..data.examples import BUILDERS
-from ..errors import ConfigError
-from . import distil, electra, mlm
+from bertkit.data.examples import BUILDERS
+from bertkit.errors import ConfigError
+from bertkit.objectives import distill, electra, mlm
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class Objective:
 
     build_model     (BertConfig, settings or None) -> nn.Module whose forward(**batch) returns an
                     output with `.loss`; it is saved with `save_pretrained` (subclass
-                    `bertkit.checkpoint.PretrainedMixin`) and resumed by its state dict
+                    `bertkit.models.checkpoint.PretrainedMixin`) and resumed by its state dict
     evaluate        (module, held-out batches, seed) -> {metric: float}; batches are collated
                     once with a fixed seed, so evaluations of one run compare
     collator        (tokenizer, [data] section, seed) -> callable turning a list of examples
@@ -83,8 +83,8 @@ OBJECTIVES: dict[str, Objective] = {
     "electra": Objective(electra.build_pretrainer, electra.evaluate_electra, settings=electra.ElectraSettings,
                          logged={"generator_loss": "generator_loss", "discriminator_loss": "discriminator_loss"},
                          model_type="electra", unigram_baseline=True),
-    # DistilBERT's pre-training distillation (objectives/distil.py; bertkit distill --stage pretrain)
-    "distil": Objective(distil.build_distiller, distil.distil_metrics, settings=distil.DistilSettings,
+    # DistilBERT's pre-training distillation (objectives/distill.py; bertkit distill --stage pretrain)
+    "distil": Objective(distill.build_distiller, distill.distil_metrics, settings=distill.DistilSettings,
                         logged={"kd_loss": "kd_loss", "mlm_loss": "mlm_loss", "cosine_loss": "cosine_loss"},
                         unigram_baseline=True),
 }

@@ -13,15 +13,15 @@ adapter directory format (PEFT's for LoRA), and `bertkit peft merge` for the com
 
 import dataclasses
 
-from ..errors import ConfigError
-from .adapters import AdapterConfig, Bottleneck
-from .base import CONFIG_CLASSES, base_fingerprint
-from .io import (adapter_task_config, is_adapter_dir, read_adapter, read_adapter_config, save_adapter,
+from bertkit.errors import ConfigError
+from bertkit.peft.adapters import AdapterConfig, Bottleneck
+from bertkit.peft.base import CONFIG_CLASSES, base_fingerprint
+from bertkit.peft.io import (adapter_task_config, is_adapter_dir, read_adapter, read_adapter_config, save_adapter,
                  tokenizer_dir)
-from .lora import LoraConfig, LoraUpdate
-from .model import (HeadCopies, ParameterCount, PeftLinear, PeftModel, get_peft_model, load_model,
+from bertkit.peft.lora import LoraConfig, LoraUpdate
+from bertkit.peft.model import (HeadCopies, ParameterCount, PeftLinear, PeftModel, get_peft_model, load_model,
                     load_peft_model)
-from .prefix import PrefixConfig, PrefixEncoder
+from bertkit.peft.prefix import PrefixConfig, PrefixEncoder
 
 METHODS = tuple(CONFIG_CLASSES)  # ("lora", "adapter", "prefix"): the values of --peft
 # Keys of a recipe's [peft] section: the method and every method's settings.

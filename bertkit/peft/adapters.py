@@ -26,8 +26,8 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from ..activations import activation
-from ..errors import BertkitError, ConfigError
+from bertkit.models.activations import activation
+from bertkit.errors import BertkitError, ConfigError
 
 ADAPTER_KINDS = ("houlsby", "pfeiffer")
 # The sub-layer projections each kind adapts, relative to one encoder layer (BertLayer).

@@ -13,11 +13,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..errors import ConfigError
-from ..model import BertModel
-from .adapters import AdapterConfig
-from .lora import LoraConfig
-from .prefix import PrefixConfig
+from bertkit.errors import ConfigError
+from bertkit.models.encoder import BertModel
+from bertkit.peft.adapters import AdapterConfig
+from bertkit.peft.lora import LoraConfig
+from bertkit.peft.prefix import PrefixConfig
 
 PeftConfig = LoraConfig | AdapterConfig | PrefixConfig
 CONFIG_CLASSES: dict[str, type] = {"lora": LoraConfig, "adapter": AdapterConfig, "prefix": PrefixConfig}

@@ -39,15 +39,15 @@ from safetensors import safe_open
 from safetensors.torch import save
 from torch import nn
 
-from .. import heads
-from ..checkpoint import load_into, read_state_dict
-from ..config import BertConfig
-from ..errors import CheckpointError, ConfigError
-from ..io import atomic_open, atomic_write_json
-from ..model import BertModel
-from .base import CONFIG_CLASSES, PeftConfig, base_shape, encoder_of
-from .lora import LoraConfig
-from .prefix import PrefixConfig
+from bertkit.models import heads
+from bertkit.models.checkpoint import load_into, read_state_dict
+from bertkit.models.config import BertConfig
+from bertkit.errors import CheckpointError, ConfigError
+from bertkit.io import atomic_open, atomic_write_json
+from bertkit.models.encoder import BertModel
+from bertkit.peft.base import CONFIG_CLASSES, PeftConfig, base_shape, encoder_of
+from bertkit.peft.lora import LoraConfig
+from bertkit.peft.prefix import PrefixConfig
 
 ADAPTER_CONFIG = "adapter_config.json"  # PEFT's names: LoRA
 ADAPTER_WEIGHTS = "adapter_model.safetensors"

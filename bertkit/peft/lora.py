@@ -21,8 +21,8 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from ..dropout import Dropout
-from ..errors import ConfigError
+from bertkit.models.dropout import Dropout
+from bertkit.errors import ConfigError
 
 LORA_INITS = ("kaiming", "normal")
 

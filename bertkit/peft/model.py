@@ -39,15 +39,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import BertkitError, CheckpointError, ConfigError
-from ..hf_compat import count_parameters
-from ..model import BertSelfAttention
-from . import io
-from .adapters import ADAPTER_PLACES, AdapterConfig, Bottleneck
-from .base import (CONFIG_CLASSES, SHAPE_FIELDS, PeftConfig, base_fingerprint, base_shape,  # noqa: F401
+from bertkit.errors import BertkitError, CheckpointError, ConfigError
+from bertkit.models.hf_compat import count_parameters
+from bertkit.models.encoder import BertSelfAttention
+from bertkit.peft import io
+from bertkit.peft.adapters import ADAPTER_PLACES, AdapterConfig, Bottleneck
+from bertkit.peft.base import (CONFIG_CLASSES, SHAPE_FIELDS, PeftConfig, base_fingerprint, base_shape,  # noqa: F401
                    encoder_of)
-from .lora import LoraConfig, LoraUpdate
-from .prefix import PrefixConfig, PrefixEncoder, PrefixHook, PrefixTuning, vocab_init_ids
+from bertkit.peft.lora import LoraConfig, LoraUpdate
+from bertkit.peft.prefix import PrefixConfig, PrefixEncoder, PrefixHook, PrefixTuning, vocab_init_ids
 
 # ---------------------------------------------------------------------------- modules
 class PeftLinear(nn.Module):

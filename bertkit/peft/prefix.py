@@ -7,7 +7,7 @@ keys and values projected from the sequence:
 
 The padding bias is widened with zeros in front, so every query always attends to the prefix and
 padded keys stay masked. Nothing else changes: the fused SDPA kernel and the explicit path both
-take the longer K/V and bias (see `BertSelfAttention.prefix` in bertkit/model.py), and no decoder
+take the longer K/V and bias (see `BertSelfAttention.prefix` in bertkit/models/encoder.py), and no decoder
 cache is involved. The base model stays frozen; only the prefixes (L * 2 * P * H numbers) train.
 
 Reparameterisation (the paper's trick for stable training): instead of the prefixes themselves,
@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import ConfigError
+from bertkit.errors import ConfigError
 
 PREFIX_INITS = ("vocab", "normal")
 

@@ -15,7 +15,7 @@ In the pre-training recipe this is switched on by the `[model] init` key:
          general_corpus, general_fraction    a share of general text mixed into training
          general_max_documents               read at most this many general documents
          masking = "keyword", keywords = [...] or "file.txt", keyword_probability
-         streaming = true                    see bertkit/train/streaming.py
+         streaming = true                    see bertkit/data/streaming.py
 
 What `init` changes:
 
@@ -69,12 +69,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..checkpoint import load_into, read_config, read_state_dict
-from ..data.documents import shard_documents, split_documents
-from ..errors import CheckpointError, ConfigError, DataError
-from ..io import atomic_open
-from ..model import BertPooler
-from ..tasks.realdata import bbc_topics
+from bertkit.models.checkpoint import load_into, read_config, read_state_dict
+from bertkit.data.documents import shard_documents, split_documents
+from bertkit.errors import CheckpointError, ConfigError, DataError
+from bertkit.io import atomic_open
+from bertkit.models.encoder import BertPooler
+from bertkit.tasks.realdata import bbc_topics
 
 INIT_KEYS = ("init", "head_init", "freeze_encoder")
 HEAD_INITS = ("identity", "normal")

@@ -8,7 +8,7 @@ metrics and inference time.
 
 Pre-training stage (`distill_pretraining`): DistilBERT's triple loss (soft MLM targets at
 temperature T, the MLM loss, the hidden-state cosine) on unlabelled text, run by the pre-training
-recipe with the "distil" objective (bertkit/objectives/distil.py), so corpus, shards, masking,
+recipe with the "distil" objective (bertkit/objectives/distill.py), so corpus, shards, masking,
 checkpoints, resume and held-out evaluation are `bertkit pretrain`'s.
 """
 
@@ -22,14 +22,14 @@ import time
 import torch
 from torch import nn
 
-from bertkit.config import BertConfig
+from bertkit.models.config import BertConfig
 from bertkit.distill import TaskDistiller, every_other_layer, student_from_teacher
 from bertkit.errors import ConfigError
 from bertkit.io import atomic_write_json
 from bertkit.recipes.finetune import finetune
 from bertkit.recipes.pretrain import PretrainConfig, parse_config, run_and_leave
-from bertkit.runlock import check_apart
-from bertkit.train.config_io import load_toml
+from bertkit.runtime.runlock import check_apart
+from bertkit.settings.config_io import load_toml
 from bertkit.train.trainer import latest_checkpoint
 from bertkit.tasks import (SUMMARY_FILE, evaluate_examples, forward_features, get_task, load_examples, load_model,
                            model_labels, read_spec, subsample)

@@ -21,7 +21,7 @@
    (written last: its presence marks a finished run), `metrics.jsonl`, `curves.png` and
    `finetune_config.json` (the options, which a `resume` must repeat).
 
-The run owns OUT (`bertkit.runlock`: a second run on it is refused); `--model` and `--out` must
+The run owns OUT (`bertkit.runtime.runlock`: a second run on it is refused); `--model` and `--out` must
 not contain each other; `overwrite` trains into a new sibling directory that replaces OUT only
 once the run has succeeded; `resume` continues from OUT's newest checkpoint (one is written at
 the end, every `train.save_every` steps, and when SIGINT/SIGTERM stop the run).
@@ -45,14 +45,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertkit.checkpoint import family_class, load_into, read_config, read_state_dict
-from bertkit.constants import IGNORE_INDEX
+from bertkit.models.checkpoint import family_class, load_into, read_config, read_state_dict
+from bertkit.data.masking import IGNORE_INDEX
 from bertkit.errors import BertkitError, ConfigError, DataError, RunInterrupted
-from bertkit.heads import BertForMultipleChoice, BertForSequenceClassification
+from bertkit.models.heads import BertForMultipleChoice, BertForSequenceClassification
 from bertkit.io import atomic_directory, atomic_write_json, loads_json, read_text
 from bertkit.peft import DEFAULT_LR as PEFT_DEFAULT_LR
 from bertkit.peft import PEFT_KEYS, get_peft_model, make_config
-from bertkit.runlock import check_apart, is_main_process, run_lock
+from bertkit.runtime.runlock import check_apart, is_main_process, run_lock
 from bertkit.tasks import (SUMMARY_FILE, Collator, DataConfig, Task, TaskSpec, baseline_metrics, batching_length,
                            builtin_labels, clean_metrics, evaluate_examples, get_task,
                            load_examples, parse_source, subsample)
@@ -60,11 +60,11 @@ from bertkit.tasks.builtin import default_dev
 from bertkit.tasks.formats import build_label_map, check_labels_known
 from bertkit.tokenizer import Tokenizer
 from bertkit.train import LengthBucketedBatches, TrainConfig, Trainer, list_checkpoints
-from bertkit.train.config_io import bertkit_names, check_keys, dataclass_from_dict
+from bertkit.settings.config_io import bertkit_names, check_keys, dataclass_from_dict
 from bertkit.train.distributed import DistContext, init_distributed, leave
 from bertkit.train.early_stopping import BestKeeper
 from bertkit.train.resume_check import check_resume_options
-from bertkit.variants import linformer
+from bertkit.models.variants import linformer
 
 
 # ---------------------------------------------------------------------------- options
@@ -94,7 +94,7 @@ class FinetuneOptions:
 # lr 2e-5..5e-5, batch 16/32, warmup 10%).
 TRAIN_DEFAULTS = {"lr": 5e-5, "batch_size": 16, "warmup_ratio": 0.1, "log_every": 10, "keep_last": 1}
 # [model]: dropout overrides of the config, classifier_pooling ("pooler" | "cls" | "mean": what a
-# sequence-classification or multiple-choice head reads, bertkit/heads.py), and freeze_encoder
+# sequence-classification or multiple-choice head reads, bertkit/models/heads.py), and freeze_encoder
 # (as in continued pre-training): true trains the head only, the encoder's weights stay as loaded;
 # decoder_layers (seq2seq): the decoder warm-starts from the checkpoint's first N layers;
 # cross_attention_init (seq2seq): "random" or "self_attention" (each new cross-attention layer a

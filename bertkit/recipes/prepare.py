@@ -8,9 +8,9 @@ boundaries (format: `bertkit/data/shards.py`); `resume` continues an interrupted
 
 from __future__ import annotations
 
-from ..data.corpus import open_corpus
-from ..data.shards import prepare_shards
-from ..tokenizer import Tokenizer
+from bertkit.data.corpus import open_corpus
+from bertkit.data.shards import prepare_shards
+from bertkit.tokenizer import Tokenizer
 
 
 def prepare(corpus: str, tokenizer: str, out_dir: str, mode: str = "file", text_field: str = "text",

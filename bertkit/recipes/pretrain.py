@@ -39,7 +39,7 @@ with a fixed seed so evaluations compare.
 Continued pre-training (DAPT/TAPT, `continued.py`): [model] init = a trained model directory
 (its encoder and tokenizer; a missing MLM head is created: head_init, freeze_encoder);
 [data] general_corpus / general_fraction mix in and evaluate general text, masking =
-"keyword" with keywords / keyword_probability. Streaming (`bertkit/train/streaming.py`): [data] streaming =
+"keyword" with keywords / keyword_probability. Streaming (`bertkit/data/streaming.py`): [data] streaming =
 true builds examples lazily per block of block_docs documents (corpora larger than memory),
 with the data position saved in every checkpoint. See docs/dapt.md.
 """
@@ -53,27 +53,27 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..config import SIZE_PRESETS, BertConfig
-from ..data.cleaning import CleaningRules, clean_documents
-from ..data.collate import STRATEGIES
-from ..data.corpus import open_corpus
-from ..data.documents import first, shard_documents, split_documents
-from ..data.examples import BUILDERS, SpecialTokens, build_examples, make_builder
-from ..errors import BertkitError, ConfigError
-from ..io import atomic_open, atomic_write_json, loads_json, read_text
-from ..modern import ModernBertConfig
-from ..objectives import OBJECTIVES, Objective, get_objective, import_objective_module
-from ..runlock import check_apart, run_lock
-from ..tokenizer import Tokenizer
-from ..train.batching import LengthBucketedBatches
-from ..train.config_io import apply_overrides, check_keys, dataclass_from_dict, load_toml, parse_value, suggest
-from ..train.distributed import DistContext, init_distributed, shutdown
-from ..train.early_stopping import EarlyStoppingSection
-from ..train.evaluate import unigram_baseline
-from ..train.streaming import streaming_batches, take_examples
-from ..train.resume_check import check_resume_options
-from ..train.trainer import TrainConfig, Trainer, latest_checkpoint, seed_everything
-from .continued import (INIT_KEYS, GeneralCorpus, check_data_section, check_model_section, load_init_model,
+from bertkit.models.config import SIZE_PRESETS, BertConfig
+from bertkit.data.cleaning import CleaningRules, clean_documents
+from bertkit.data.collate import STRATEGIES
+from bertkit.data.corpus import open_corpus
+from bertkit.data.documents import first, shard_documents, split_documents
+from bertkit.data.examples import BUILDERS, SpecialTokens, build_examples, make_builder
+from bertkit.errors import BertkitError, ConfigError
+from bertkit.io import atomic_open, atomic_write_json, loads_json, read_text
+from bertkit.models.modern import ModernBertConfig
+from bertkit.objectives import OBJECTIVES, Objective, get_objective, import_objective_module
+from bertkit.runtime.runlock import check_apart, run_lock
+from bertkit.tokenizer import Tokenizer
+from bertkit.train.batching import LengthBucketedBatches
+from bertkit.settings.config_io import apply_overrides, check_keys, dataclass_from_dict, load_toml, parse_value, suggest
+from bertkit.train.distributed import DistContext, init_distributed, shutdown
+from bertkit.train.early_stopping import EarlyStoppingSection
+from bertkit.objectives.metrics import unigram_baseline
+from bertkit.data.streaming import streaming_batches, take_examples
+from bertkit.train.resume_check import check_resume_options
+from bertkit.train.trainer import TrainConfig, Trainer, latest_checkpoint, seed_everything
+from bertkit.recipes.continued import (INIT_KEYS, GeneralCorpus, check_data_section, check_model_section, load_init_model,
                         mix_examples, open_general)
 
 TOKENIZER_KINDS = ("wordpiece", "bpe")
@@ -590,7 +590,7 @@ def pretrain(config_path: str, out_dir: str, overrides: list[str] = (), resume: 
 
 def run_and_leave(cfg: PretrainConfig, out_dir: str, resume: bool = False, progress: bool = True,
                   what: str = "pretrain") -> dict:
-    """`run_pretraining` holding the lock of `out_dir` (bertkit.runlock; `what` names the run to
+    """`run_pretraining` holding the lock of `out_dir` (bertkit.runtime.runlock; `what` names the run to
     another one refused), after `check_run_dir`; then leave the process group (under torchrun),
     also on errors."""
     try:

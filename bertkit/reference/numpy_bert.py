@@ -5,7 +5,7 @@ no autograd, no framework. It reads the same Hugging Face checkpoint directory a
 `bertkit.BertModel` (config.json + model.safetensors) and gives the same outputs within 1e-5
 (tests/test_numpy_reference.py checks that on the pretrained MiniLM). It is the plain BERT of
 Devlin et al. (2019): learned absolute positions, post-LN, exact GELU; the variants in
-bertkit/variants/ are not covered.
+bertkit/models/variants/ are not covered.
 
 Notation: B = batch, T = tokens per row, H = hidden size, h = heads, d = H / h per head,
 I = intermediate (feed-forward) size. A linear map is y = x W^T + b with W stored as
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 from safetensors.numpy import load_file
 
-from ..errors import CheckpointError, ConfigError
+from bertkit.errors import CheckpointError, ConfigError
 
 Weights = dict[str, np.ndarray]
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from bertkit.errors import DataError
 
-from bertkit.constants import IGNORE_INDEX
+from bertkit.data.masking import IGNORE_INDEX
 
 __all__ = ["IGNORE_INDEX", "align_labels_to_tokens", "word_predictions_from_tokens"]
 

@@ -22,9 +22,9 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from bertkit.constants import IGNORE_INDEX
+from bertkit.data.masking import IGNORE_INDEX
 from bertkit.errors import ConfigError, DataError
-from bertkit.inference_batches import fixed_batches, length_batches
+from bertkit.inference.batches import fixed_batches, length_batches
 
 SUMMARY_FILE = "finetune_summary.json"  # written last by `bertkit finetune`: marks a finished run
 # Model forward arguments; anything else in a feature is bookkeeping for evaluation.

@@ -28,7 +28,7 @@ import os
 import re
 
 from bertkit.errors import DataError
-from bertkit.hub_cache import is_repo_id
+from bertkit.models.hub_cache import is_repo_id
 
 # The split each role reads when the name gives none, in order of preference.
 DEFAULT_SPLITS = {"train": ("train",), "dev": ("validation", "dev", "valid"), "test": ("test",)}

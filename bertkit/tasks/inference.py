@@ -20,7 +20,7 @@ from typing import Sequence
 
 import torch
 
-from bertkit.checkpoint import read_config
+from bertkit.models.checkpoint import read_config
 from bertkit.errors import CheckpointError, ConfigError, DataError
 from bertkit.peft import adapter_task_config, is_adapter_dir, load_peft_model, tokenizer_dir
 from bertkit.tasks.builtin import BUILTIN_DATA, load_examples, parse_source, resolve_source
@@ -28,7 +28,7 @@ from bertkit.tasks.common import SUMMARY_FILE, DataConfig, PredictionInput, Task
 from bertkit.tasks.formats import QAExample, TextExample, TokenExample
 from bertkit.tasks.registry import TASKS, get_task, task_of_config
 from bertkit.tokenizer import Tokenizer
-from bertkit.train.config_io import apply_overrides, dataclass_from_dict
+from bertkit.settings.config_io import apply_overrides, dataclass_from_dict
 
 
 # ---------------------------------------------------------------------------- loading

@@ -18,7 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
-from bertkit.heads import BertForMultipleChoice
+from bertkit.models.heads import BertForMultipleChoice
 from bertkit.tasks.common import (DataConfig, PredictionInput, TaskSpec, check_texts, forward_features,
                                   softmax, truncation_warning)
 from bertkit.tasks.formats import ChoiceExample, read_choices

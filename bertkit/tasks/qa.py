@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from bertkit.errors import ConfigError, DataError
-from bertkit.heads import BertForQuestionAnswering
+from bertkit.models.heads import BertForQuestionAnswering
 from bertkit.io import iter_jsonl
 from bertkit.tasks.common import DataConfig, PredictionInput, TaskSpec, check_texts, forward_features, json_float
 from bertkit.tasks.formats import QAExample, read_squad

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from bertkit import assets
+from bertkit.data import assets
 from bertkit.data.bbc import bbc_split, bbc_texts
 from bertkit.data.splits import stratified_split
 from bertkit.errors import DataError

@@ -1,12 +1,12 @@
 """Sequence-to-sequence: generate a target text from a source text with a BERT2BERT
-encoder-decoder (bertkit/encoder_decoder.py).
+encoder-decoder (bertkit/models/encoder_decoder.py).
 
 Fine-tuning starts from a BERT checkpoint: it becomes both the encoder and the decoder (causal
 self-attention, new cross-attention layers; Rothe et al. 2020), with [CLS] as the decoder's first
 token, [SEP] as its end and [PAD] as padding. The target is trained as the next-token
 cross-entropy of "t_1 .. t_n [SEP]" read behind "[CLS] t_1 .. t_n". A saved encoder-decoder
 fine-tunes further as it is. Decoding generates up to `data.max_target_length` tokens, greedily
-or with `data.num_beams` beams (bertkit/generation.py).
+or with `data.num_beams` beams (bertkit/models/generation.py).
 
 Files: JSON lines {"source": str, "target": str} (field names: data.source_column,
 data.target_column); `predict` takes the same lines without "target", or .txt with one source
@@ -25,8 +25,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from bertkit.checkpoint import read_config
-from bertkit.encoder_decoder import EncoderDecoderConfig, EncoderDecoderModel
+from bertkit.models.checkpoint import read_config
+from bertkit.models.encoder_decoder import EncoderDecoderConfig, EncoderDecoderModel
 from bertkit.errors import ConfigError, DataError
 from bertkit.io import iter_jsonl
 from bertkit.tasks.common import (Collator, DataConfig, PredictionInput, TaskSpec, check_texts, eval_order,

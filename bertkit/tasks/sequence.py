@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from bertkit.errors import DataError
-from bertkit.heads import BertForSequenceClassification
+from bertkit.models.heads import BertForSequenceClassification
 from bertkit.io import iter_text_lines
 from bertkit.tasks.common import (DataConfig, PredictionInput, TaskSpec, check_texts, forward_features,
                                   json_float, model_labels, sigmoid, softmax, truncation_warning)

@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from bertkit.errors import DataError
-from bertkit.heads import BertForTokenClassification
+from bertkit.models.heads import BertForTokenClassification
 from bertkit.io import iter_jsonl
 from bertkit.tasks.alignment import IGNORE_INDEX, align_labels_to_tokens, word_predictions_from_tokens
 from bertkit.tasks.common import (DataConfig, PredictionInput, TaskSpec, forward_features, model_labels,

@@ -21,7 +21,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..errors import ConfigError, DataError
+from bertkit.errors import ConfigError, DataError
 
 
 class LengthBucketedBatches:

@@ -27,7 +27,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from ..devices import resolve_device
+from bertkit.runtime.devices import resolve_device
 
 
 @dataclass
@@ -77,7 +77,7 @@ class DistContext:
 
 def pick_device(name: str = "auto", local_rank: int = 0) -> torch.device:
     """"auto" -> cuda:<local_rank> when CUDA is available, else cpu; or an explicit device, checked
-    against this build and machine (bertkit/devices.py)."""
+    against this build and machine (bertkit/runtime/devices.py)."""
     return resolve_device(name, local_rank)
 
 

@@ -37,8 +37,8 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from ..errors import ConfigError
-from ..io import atomic_directory
+from bertkit.errors import ConfigError
+from bertkit.io import atomic_directory
 
 
 class BestKeeper:

@@ -52,8 +52,8 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import FSDPModule, fully_shard
 from torch.distributed.tensor import DTensor, distribute_tensor
 
-from ..config import BertConfig
-from ..errors import ConfigError
+from bertkit.models.config import BertConfig
+from bertkit.errors import ConfigError
 
 STRATEGIES = ("ddp", "fsdp")
 _LAYER = re.compile(r"(?:^|\.)(?:encoder\.layer|layers)\.\d+$")  # BERT's encoder.layer.N, ModernBERT's layers.N
@@ -69,7 +69,7 @@ def check_strategy(strategy: str, precision: str, world_size: int) -> None:
     if world_size < 2:
         raise ConfigError('train.strategy = "fsdp" shards the model across processes, but this run is one '
                           "process: launch it with torchrun --nproc_per_node N (N >= 2), e.g. torchrun "
-                          '--nproc_per_node 2 -m bertkit.cli ..., or leave train.strategy = "ddp" (the default)')
+                          '--nproc_per_node 2 -m bertkit ..., or leave train.strategy = "ddp" (the default)')
     if precision == "fp16":
         raise ConfigError('train.strategy = "fsdp" does not support train.precision = "fp16": its gradient '
                           "scaler looks for inf in this rank's shard only, so the ranks could disagree on "

@@ -28,7 +28,7 @@ import re
 import torch
 from torch import nn
 
-from ..errors import ConfigError
+from bertkit.errors import ConfigError
 
 _LAYER = re.compile(r"(?:^|\.)encoder\.layer\.(\d+)\.")
 

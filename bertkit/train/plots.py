@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import IO
 
-from bertkit.plotting import pyplot
+from bertkit.runtime.plotting import pyplot
 
 
 def plot_curves(rows: list[dict], out: IO[bytes], baseline: dict | None = None) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import ConfigError
+from bertkit.errors import ConfigError
 
 REPORT_TO = ("none", "tensorboard")
 TENSORBOARD_DIR = "tensorboard"

@@ -24,7 +24,7 @@ import json
 import math
 from typing import Any
 
-from ..errors import ConfigError
+from bertkit.errors import ConfigError
 
 MAY_CHANGE = frozenset({
     "train.max_steps", "train.epochs", "train.max_minutes",  # extend (or shorten) the run

@@ -36,7 +36,7 @@ import math
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
 
-from ..errors import ConfigError
+from bertkit.errors import ConfigError
 
 SCHEDULES = ("linear", "cosine", "constant", "polynomial", "noam", "wsd")
 

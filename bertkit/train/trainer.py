@@ -64,21 +64,21 @@ from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
 from tqdm import tqdm
 
-from ..checkpoint import load_into, read_state_dict
-from ..config import BertConfig
-from ..errors import BertkitError, CheckpointError, ConfigError, DataError, RunInterrupted
-from ..io import atomic_directory, atomic_open, atomic_write_text
-from ..devices import DEVICE_NAME, DEVICES
-from ..progress import progress
-from .config_io import dataclass_from_dict
-from .distributed import DistContext, init_distributed, unwrap, wrap_model
-from .early_stopping import BestKeeper
-from .fsdp import ShardedTraining, check_model, check_strategy, local_gradients
-from .optim import build_optimizer
-from .plots import plot_curves
-from .reporting import check_report_to, open_reporter
-from .resume_check import check_resume_options
-from .schedule import SCHEDULES, WarmupDecay
+from bertkit.models.checkpoint import load_into, read_state_dict
+from bertkit.models.config import BertConfig
+from bertkit.errors import BertkitError, CheckpointError, ConfigError, DataError, RunInterrupted
+from bertkit.io import atomic_directory, atomic_open, atomic_write_text
+from bertkit.runtime.devices import DEVICE_NAME, DEVICES
+from bertkit.runtime.progress import progress
+from bertkit.settings.config_io import dataclass_from_dict
+from bertkit.train.distributed import DistContext, init_distributed, unwrap, wrap_model
+from bertkit.train.early_stopping import BestKeeper
+from bertkit.train.fsdp import ShardedTraining, check_model, check_strategy, local_gradients
+from bertkit.train.optim import build_optimizer
+from bertkit.train.plots import plot_curves
+from bertkit.train.reporting import check_report_to, open_reporter
+from bertkit.train.resume_check import check_resume_options
+from bertkit.train.schedule import SCHEDULES, WarmupDecay
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 STATE_FILE = "trainer_state.pt"
@@ -626,7 +626,7 @@ class Trainer:
                 plot_curves(self.history, f, baseline)
 
     def _progress_bar(self):
-        # a bar on a terminal, a line a minute in a log file (bertkit/progress.py)
+        # a bar on a terminal, a line a minute in a log file (bertkit/runtime/progress.py)
         return progress(total=self.config.max_steps, initial=self.step, desc="train", unit="step",
                         enabled=self.progress)
 

@@ -173,8 +173,8 @@ def test_plots_write_pngs_and_check_ranges(tmp_path):
 
 def test_contract_with_the_real_model():
     """The model's out.attentions feeds these functions: padding is cut, rows are distributions."""
-    from bertkit.config import BertConfig
-    from bertkit.model import BertModel
+    from bertkit.models.config import BertConfig
+    from bertkit.models.encoder import BertModel
 
     torch.manual_seed(0)
     model = BertModel(BertConfig.preset("tiny", vocab_size=50)).eval()

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from bertkit.analysis.viewer import attention_from_page_data
-from bertkit.cli import main
+from bertkit.commands.cli import main
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

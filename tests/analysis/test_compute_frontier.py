@@ -11,7 +11,7 @@ from bertkit.analysis.compute_frontier import (CurvePoint, curve_points, fit_fro
                                                optimal_size_exponent, optimal_sizes, training_compute)
 from bertkit.analysis.frontier_report import frontier_file, frontier_report
 from bertkit.analysis.scaling import CHINCHILLA, chinchilla_compute_exponent
-from bertkit.cli import main
+from bertkit.commands.cli import main
 from bertkit.errors import DataError
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -170,8 +170,8 @@ def test_collect_features_needs_hidden_states():
 
 def test_contract_with_the_real_model():
     """Sentence features of a padded batch equal those of each sentence run alone."""
-    from bertkit.config import BertConfig
-    from bertkit.model import BertModel
+    from bertkit.models.config import BertConfig
+    from bertkit.models.encoder import BertModel
 
     torch.manual_seed(0)
     model = BertModel(BertConfig.preset("tiny", vocab_size=50))

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from bertkit.errors import ConfigError
-from bertkit.modern.heads import ModernBertForMaskedLM
+from bertkit.models.modern.heads import ModernBertForMaskedLM
 from bertkit.recipes.scaling_sweep import (SWEEP_DEFAULTS, base_config, calibrate, layer_stack, learning_curve,
                                            non_embedding_params, parse_sizes, plan_sweep, run_config, spec_params)
 

@@ -13,7 +13,7 @@ import pytest
 
 from bertkit.analysis.viewer import (MAX_LINKS, attention_from_page_data, render_attention_html,
                                      show_controls)
-from bertkit.cli import main
+from bertkit.commands.cli import main
 
 from .test_viewer import _chromium_args, _state, needs_browser
 
@@ -51,8 +51,8 @@ def test_512_token_page_is_small_and_keeps_each_tokens_strongest_links(long_atte
 
 
 def test_attention_command_on_long_text_writes_a_small_page(tmp_path, capsys):
-    from bertkit.config import BertConfig
-    from bertkit.model import BertModel
+    from bertkit.models.config import BertConfig
+    from bertkit.models.encoder import BertModel
     from bertkit.tokenizer import Tokenizer
 
     words = [f"word{i % 300}" for i in range(2000)]

@@ -11,14 +11,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bertkit import cli
+from bertkit.commands import cli
 from bertkit.commands import distill
-from bertkit.config import BertConfig
+from bertkit.models.config import BertConfig
 from bertkit.distill import PretrainDistiller, student_from_teacher
 from bertkit.errors import CheckpointError, ConfigError
-from bertkit.heads import BertForMaskedLM
-from bertkit.model import BertModel
-from bertkit.objectives.distil import DistilSettings, build_distiller, load_teacher
+from bertkit.models.heads import BertForMaskedLM
+from bertkit.models.encoder import BertModel
+from bertkit.objectives.distill import DistilSettings, build_distiller, load_teacher
 from bertkit.recipes.distill import pretrain_distillation_config
 from bertkit.recipes.pretrain import parse_config
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from bertkit.config import BertConfig
+from bertkit.models.config import BertConfig
 from bertkit.distill import Distiller, TaskDistiller, qa_distillation_loss, token_distillation_loss
 from bertkit.errors import ConfigError
-from bertkit.heads import (BertForMaskedLM, BertForQuestionAnswering, BertForSequenceClassification,
+from bertkit.models.heads import (BertForMaskedLM, BertForQuestionAnswering, BertForSequenceClassification,
                            BertForTokenClassification)
 from bertkit.distill import distillation_loss
 
@@ -126,7 +126,7 @@ def test_sequence_classifiers_get_distillers_loss():
 
 
 def test_recipe_and_command_route_tagging_and_qa_to_the_task_distiller(tmp_path, capsys):
-    from bertkit import cli
+    from bertkit.commands import cli
     from bertkit.recipes.distill import DISTILLABLE, distill_finetuned
 
     assert DISTILLABLE == ("classification", "token-classification", "qa")
@@ -145,8 +145,7 @@ SMALL_TAGGING = ["data.max_length=32", "data.max_train_examples=48", "data.max_e
 @pytest.fixture(scope="module")
 def tagger(tmp_path_factory, minilm2_dir):
     """A 2-layer MiniLM tagger fine-tuned for a few steps on WordNet tagging."""
-    from bertkit import cli
-
+    from bertkit.commands import cli
     out = tmp_path_factory.mktemp("distill") / "teacher"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -158,8 +157,7 @@ def tagger(tmp_path_factory, minilm2_dir):
 def test_test_comparison_of_a_tagger_scores_the_evaluate_subset_and_times_both(tmp_path, tagger, capsys):
     """--test works for token classification: both models scored on the --limit subset that
     bertkit evaluate --limit scores (same numbers), and both timed."""
-    from bertkit import cli
-
+    from bertkit.commands import cli
     student = tmp_path / "student"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -180,7 +178,7 @@ def test_tinybert_stage_one_lowers_the_layer_loss_and_distill_continues_from_it(
     falls); `bertkit distill --student` then starts from that student, not from a new cut."""
     import importlib.util
 
-    from bertkit import cli
+    from bertkit.commands import cli
     from bertkit.tasks import load_model
 
     path = Path(__file__).resolve().parents[2] / "scripts" / "tinybert_task.py"

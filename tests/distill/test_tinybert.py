@@ -6,11 +6,11 @@ import torch
 import torch.nn.functional as F
 
 import bertkit
-from bertkit.config import BertConfig
+from bertkit.models.config import BertConfig
 from bertkit.distill import LayerDistiller, uniform_layer_map
 from bertkit.errors import ConfigError
-from bertkit.heads import BertForSequenceClassification
-from bertkit.model import BertModel
+from bertkit.models.heads import BertForSequenceClassification
+from bertkit.models.encoder import BertModel
 from bertkit.distill import student_from_teacher
 
 SMALL = dict(vocab_size=40, hidden_size=32, num_hidden_layers=4, num_attention_heads=4, intermediate_size=64,

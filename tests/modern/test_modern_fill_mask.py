@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from bertkit.commands.fill_mask import fill_mask
-from bertkit.modern import ModernBertConfig, ModernBertForMaskedLM
+from bertkit.models.modern import ModernBertConfig, ModernBertForMaskedLM
 from bertkit.tokenizer import Tokenizer
 
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")

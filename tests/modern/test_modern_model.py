@@ -5,10 +5,10 @@ import pytest
 import torch
 
 from bertkit import BertConfig, BertkitError, ConfigError
-from bertkit.dropout import Dropout
-from bertkit.modern import (ModernBertConfig, ModernBertForMaskedLM, ModernBertForSequenceClassification,
+from bertkit.models.dropout import Dropout
+from bertkit.models.modern import (ModernBertConfig, ModernBertForMaskedLM, ModernBertForSequenceClassification,
                             ModernBertModel)
-from bertkit.modern.model import Unpadding
+from bertkit.models.modern.model import Unpadding
 
 CONFIG = dict(vocab_size=89, hidden_size=32, intermediate_size=48, num_hidden_layers=4, num_attention_heads=2,
               local_attention=6, global_attn_every_n_layers=2, pad_token_id=0, cls_token_id=1,

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import bertkit
-from bertkit.modern import (ModernBertConfig, ModernBertForMaskedLM, ModernBertForMultipleChoice,
+from bertkit.models.modern import (ModernBertConfig, ModernBertForMaskedLM, ModernBertForMultipleChoice,
                             ModernBertForQuestionAnswering, ModernBertForSequenceClassification,
                             ModernBertForTokenClassification, ModernBertModel)
 

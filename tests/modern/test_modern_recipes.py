@@ -11,7 +11,7 @@ import warnings
 import pytest
 import torch
 
-from bertkit.cli import main
+from bertkit.commands.cli import main
 
 CONFIG = """
 [model]
@@ -72,7 +72,7 @@ def pretrained(tmp_path_factory):
 def test_pretraining_writes_a_modernbert_checkpoint_transformers_runs_alike(pretrained):
     import transformers
 
-    from bertkit.fill_mask import fill_mask
+    from bertkit.inference.fill_mask import fill_mask
 
     with open(os.path.join(pretrained, "config.json")) as f:
         assert json.load(f)["model_type"] == "modernbert"
@@ -100,7 +100,7 @@ def test_a_classifier_fine_tuned_from_it_loads_in_transformers(pretrained, tmp_p
         capsys.readouterr()
         assert main(["evaluate", "--model", out, "--data", str(train)]) == 0
         assert "accuracy" in json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-        from bertkit.heads import BertForSequenceClassification
+        from bertkit.models.heads import BertForSequenceClassification
         ours = BertForSequenceClassification.from_pretrained(out).eval()  # dispatches to the modern class
         theirs = transformers.AutoModelForSequenceClassification.from_pretrained(
             out, attn_implementation="eager").eval()
@@ -134,14 +134,14 @@ def test_fine_tuning_dropout_uses_the_modern_names_and_refuses_berts(pretrained,
 
 
 def test_bert_and_encoder_decoder_checkpoints_refuse_the_modern_dropout_names():
-    from bertkit.config import BertConfig
+    from bertkit.models.config import BertConfig
     from bertkit.errors import ConfigError
     from bertkit.recipes.finetune import check_model_overrides
 
     check_model_overrides(BertConfig(), {"hidden_dropout_prob": 0.2, "decoder_layers": 2})
     with pytest.raises(ConfigError, match=r"model.mlp_dropout is not a setting of this bert checkpoint; .*hidden_dropout_prob"):
         check_model_overrides(BertConfig(), {"mlp_dropout": 0.2})
-    from bertkit.encoder_decoder import EncoderDecoderConfig
+    from bertkit.models.encoder_decoder import EncoderDecoderConfig
 
     pair = EncoderDecoderConfig(encoder=BertConfig(), decoder=BertConfig(is_decoder=True, add_cross_attention=True))
     check_model_overrides(pair, {"hidden_dropout_prob": 0.2, "decoder_layers": 2})  # seq2seq: both halves
@@ -154,7 +154,7 @@ CONFIG_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "configs")
 
 def test_every_finetune_config_parses():
     from bertkit.recipes.finetune import build_recipe
-    from bertkit.train.config_io import load_toml
+    from bertkit.settings.config_io import load_toml
 
     names = sorted(n for n in os.listdir(CONFIG_DIR) if n.startswith("finetune-") and n.endswith(".toml"))
     assert "finetune-bbc-scratch.toml" in names

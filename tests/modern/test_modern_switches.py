@@ -12,8 +12,8 @@ import torch
 import torch.nn.functional as F
 
 from bertkit import ConfigError
-from bertkit.modern import ModernBertConfig, ModernBertForMaskedLM, ModernBertModel
-from bertkit.variants.sinusoidal import sinusoidal_table
+from bertkit.models.modern import ModernBertConfig, ModernBertForMaskedLM, ModernBertModel
+from bertkit.models.variants.sinusoidal import sinusoidal_table
 
 # 2 layers (global, sliding) with a window wider than the sequence: the sliding layer differs
 # from the global one only by its RoPE base. Norm biases on, so they are checked too.

@@ -9,8 +9,7 @@ import shutil
 
 import pytest
 
-from bertkit import cli
-
+from bertkit.commands import cli
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 DOC = os.path.join(ROOT, "docs", "objectives.md")
 CONFIG = os.path.join(ROOT, "configs", "pretrain-tiny-bert.toml")  # the example builds a BERT

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import pytest
 
 from bertkit.errors import ConfigError
-from bertkit.heads import BertForMaskedLM, BertForPreTraining
+from bertkit.models.heads import BertForMaskedLM, BertForPreTraining
 from bertkit.objectives import OBJECTIVES, Objective, get_objective, register_objective
 from bertkit.objectives.electra import ElectraPretrainer
 from bertkit.objectives.mlm import masked_lm, mlm_metrics

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import bertkit
-from bertkit.cli import main
+from bertkit.commands.cli import main
 from bertkit.peft import AdapterConfig, LoraConfig, PeftLinear, get_peft_model
 from bertkit.tokenizer import Tokenizer
 

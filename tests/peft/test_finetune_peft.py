@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from bertkit.cli import main
+from bertkit.commands.cli import main
 from bertkit.errors import ConfigError
 from bertkit.peft import PeftModel, is_adapter_dir
 

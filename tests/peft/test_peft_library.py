@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import bertkit
-from bertkit.cli import main
+from bertkit.commands.cli import main
 from bertkit.errors import CheckpointError
 from bertkit.peft import AdapterConfig, LoraConfig, PeftModel, get_peft_model, read_adapter
 

@@ -7,7 +7,7 @@ import torch
 
 import bertkit
 from bertkit.errors import BertkitError, ConfigError
-from bertkit.model import BertSelfAttention, attention_bias
+from bertkit.models.encoder import BertSelfAttention, attention_bias
 from bertkit.peft import PeftModel, PrefixConfig, get_peft_model
 from bertkit.peft.prefix import PrefixEncoder, PrefixHook, PrefixTuning
 

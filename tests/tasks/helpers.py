@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from bertkit.config import BertConfig
-from bertkit.model import BertModel
+from bertkit.models.config import BertConfig
+from bertkit.models.encoder import BertModel
 from bertkit.tokenizer import Tokenizer
 
 

@@ -1,4 +1,4 @@
-"""The finetune / evaluate / predict commands through `bertkit.cli.main`: token
+"""The finetune / evaluate / predict commands through `bertkit.commands.cli.main`: token
 classification end to end on WordNet tagging, JSON output contracts, and the errors users cause."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import warnings
 import pytest
 import torch
 
-from bertkit.cli import main
-from bertkit.heads import BertForSequenceClassification, BertForTokenClassification
+from bertkit.commands.cli import main
+from bertkit.models.heads import BertForSequenceClassification, BertForTokenClassification
 from bertkit.tasks import Collator, builtin_splits
 from bertkit.tasks.tagging import encode_words
 from bertkit.tasks.formats import write_conll

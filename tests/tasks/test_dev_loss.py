@@ -11,8 +11,8 @@ import warnings
 import pytest
 import torch
 
-from bertkit.config import BertConfig
-from bertkit.heads import BertForSequenceClassification
+from bertkit.models.config import BertConfig
+from bertkit.models.heads import BertForSequenceClassification
 from bertkit.recipes.finetune import finetune
 from bertkit.tasks import (Collator, DataConfig, TaskSpec, evaluate_examples, get_task, load_examples,
                            load_for_inference)

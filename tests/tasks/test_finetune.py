@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertkit.heads import BertForQuestionAnswering, BertForSequenceClassification
+from bertkit.models.heads import BertForQuestionAnswering, BertForSequenceClassification
 from bertkit.recipes.finetune import finetune
 from bertkit.tasks import SUMMARY_FILE, Collator, builtin_splits, evaluate_examples, load_model, read_spec
 from bertkit.tasks.qa import encode_qa
@@ -105,7 +105,7 @@ def test_qa_learns_on_wordnet_glosses(tmp_path, minilm2_dir):
     # beats answering the first sentence of the context
     assert summary["best_dev"]["f1"] > summary["dev_baseline"]["f1"]
 
-    from bertkit.cli import main
+    from bertkit.commands.cli import main
 
     questions = builtin_splits("wordnet-qa")["test"][:3]
     write_jsonl(tmp_path / "q.jsonl", [{"id": q.id, "question": q.question, "context": q.context} for q in questions])

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from bertkit.config import BertConfig
+from bertkit.models.config import BertConfig
 from bertkit.errors import ConfigError, DataError
-from bertkit.heads import BertForTokenClassification
+from bertkit.models.heads import BertForTokenClassification
 from bertkit.tasks.alignment import IGNORE_INDEX
 from bertkit.recipes.finetune import BestKeeper, WeightedLoss, balanced_weights, build_recipe, prepare_labels
 from bertkit.tasks import Collator, eval_order, get_task, subsample
@@ -204,7 +204,7 @@ def test_lower_is_better_for_mse_and_unknown_metrics_fail_before_training(tmp_pa
 
 
 def test_head_lr_and_frozen_encoder():
-    from bertkit.heads import BertForSequenceClassification
+    from bertkit.models.heads import BertForSequenceClassification
     from bertkit.train.optim import param_groups
 
     config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
@@ -225,7 +225,7 @@ def test_head_lr_and_frozen_encoder():
 
 
 def test_head_lr_on_an_encoder_decoder_trains_what_the_warm_start_adds():
-    from bertkit.encoder_decoder import EncoderDecoderConfig, EncoderDecoderModel
+    from bertkit.models.encoder_decoder import EncoderDecoderConfig, EncoderDecoderModel
     from bertkit.train.optim import param_groups
 
     bert = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32)

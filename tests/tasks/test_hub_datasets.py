@@ -12,7 +12,7 @@ import warnings
 
 import pytest
 
-from bertkit.cli import main
+from bertkit.commands.cli import main
 from bertkit.errors import DataError
 from bertkit.tasks import DataConfig, load_examples, read_prediction_input
 from bertkit.tasks.formats import read_choices, read_text_dataset

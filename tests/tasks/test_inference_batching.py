@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from bertkit.cli import main
-from bertkit.config import BertConfig
-from bertkit.fastpath import pack_for_cpu
-from bertkit.heads import BertForSequenceClassification, BertForTokenClassification
+from bertkit.commands.cli import main
+from bertkit.models.config import BertConfig
+from bertkit.inference.fastpath import pack_for_cpu
+from bertkit.models.heads import BertForSequenceClassification, BertForTokenClassification
 from bertkit.tasks import common, evaluate_examples, get_task, prediction_rows
 from bertkit.tasks.common import DataConfig, PredictionInput, TaskSpec, eval_order, forward_features
 from bertkit.tasks.formats import TextExample, TokenExample

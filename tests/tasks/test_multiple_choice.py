@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from bertkit.cli import main
+from bertkit.commands.cli import main
 from bertkit.errors import DataError
-from bertkit.heads import BertForMultipleChoice
+from bertkit.models.heads import BertForMultipleChoice
 from bertkit.tasks import Collator, DataConfig, TaskSpec, evaluate_examples, get_task
 from bertkit.tasks.formats import ChoiceExample, read_choices
 from bertkit.tasks.realdata import wordnet_gloss_choice
@@ -126,7 +126,7 @@ def test_a_tiny_model_learns_its_training_examples(tiny, tmp_path):
 
 
 def test_a_frozen_encoder_stays_as_loaded_while_the_head_trains(tiny, tmp_path):
-    from bertkit.model import BertModel
+    from bertkit.models.encoder import BertModel
     from bertkit.recipes.finetune import finetune
 
     train = write_jsonl(tmp_path / "train.jsonl", colour_examples(8))

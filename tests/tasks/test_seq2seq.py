@@ -10,8 +10,8 @@ import warnings
 import pytest
 import torch
 
-from bertkit.cli import main
-from bertkit.encoder_decoder import EncoderDecoderModel
+from bertkit.commands.cli import main
+from bertkit.models.encoder_decoder import EncoderDecoderModel
 from bertkit.errors import DataError
 from bertkit.tasks import Collator, DataConfig, TaskSpec, evaluate_examples, get_task
 from bertkit.tasks.builtin import builtin_splits

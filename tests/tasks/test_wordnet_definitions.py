@@ -10,11 +10,11 @@ import warnings
 import pytest
 import torch
 
-from bertkit import assets
-from bertkit.cli import main
-from bertkit.config import BertConfig
+from bertkit.data import assets
+from bertkit.commands.cli import main
+from bertkit.models.config import BertConfig
 from bertkit.errors import ConfigError, DataError
-from bertkit.model import BertModel
+from bertkit.models.encoder import BertModel
 from bertkit.tasks import builtin_splits, get_task
 from bertkit.tasks.realdata import definition_word, wordnet_definitions
 

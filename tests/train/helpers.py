@@ -16,8 +16,8 @@ import sys
 import numpy as np
 import torch
 
-from bertkit.config import BertConfig
-from bertkit.heads import IGNORE_INDEX
+from bertkit.models.config import BertConfig
+from bertkit.models.heads import IGNORE_INDEX
 
 PAD, UNK, CLS, SEP, MASK = 0, 1, 2, 3, 4
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertkit.checkpoint import read_state_dict
+from bertkit.models.checkpoint import read_state_dict
 from bertkit.errors import CheckpointError, ConfigError
 from bertkit.data.keywords import read_keywords
 from bertkit.objectives.mlm import masking_options
@@ -144,7 +144,7 @@ def test_dapt_from_minilm_lowers_held_out_domain_loss(minilm_dir, bbc_dir, tmp_p
 
 def _tiny_modern_checkpoint(directory, with_head: bool) -> str:
     """A saved modern encoder (2 layers, hidden 32): the MLM model, or its encoder only."""
-    from bertkit.modern import ModernBertConfig, ModernBertForMaskedLM
+    from bertkit.models.modern import ModernBertConfig, ModernBertForMaskedLM
 
     config = ModernBertConfig(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
                               num_attention_heads=2, pad_token_id=0, cls_token_id=2, sep_token_id=3,

@@ -9,8 +9,8 @@ import pytest
 import torch
 from helpers import SimpleMasker, tiny_config, torchrun
 
-from bertkit.checkpoint import read_state_dict
-from bertkit.heads import BertForMaskedLM
+from bertkit.models.checkpoint import read_state_dict
+from bertkit.models.heads import BertForMaskedLM
 from bertkit.train import LengthBucketedBatches, Trainer, TrainConfig
 
 STEPS = 4

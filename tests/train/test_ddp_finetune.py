@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-from bertkit.cli import main
+from bertkit.commands.cli import main
 from tests.tasks.helpers import make_tiny_model
 from tests.train.helpers import torchrun as run_torchrun
 
@@ -24,7 +24,7 @@ def write_csv(path, n):
 SCRIPT = """
 import warnings
 warnings.simplefilter("ignore")
-from bertkit.cli import main
+from bertkit.commands.cli import main
 from bertkit.train.distributed import init_distributed, shutdown
 # one launch for both commands: the group joined here stays joined through them (they leave only
 # a group they joined themselves), which saves a second start of the processes
@@ -99,7 +99,7 @@ def test_split_predictions_are_gathered_back_in_order(setup, monkeypatch):
 
     import numpy as np
 
-    from bertkit.heads import BertForSequenceClassification
+    from bertkit.models.heads import BertForSequenceClassification
     from bertkit.tasks import DataConfig, TaskSpec, get_task, inference
     from bertkit.tasks.formats import read_text_dataset
     from bertkit.tokenizer import Tokenizer

@@ -8,9 +8,9 @@ import pytest
 import torch
 from helpers import tiny_config
 
-from bertkit.commands import pretrain
+from tests.cli_checks import run_command
 from bertkit.errors import ConfigError
-from bertkit.heads import BertForMaskedLM
+from bertkit.models.heads import BertForMaskedLM
 from bertkit.train import Trainer, TrainConfig, list_checkpoints
 from bertkit.train.early_stopping import BestKeeper, EarlyStoppingSection
 from bertkit.recipes.pretrain import parse_config
@@ -169,7 +169,7 @@ def test_pretraining_stops_when_the_held_out_loss_stops_improving(tmp_path):
     args = ["--config", CONFIG, "--out", out, "--no-progress", *[x for item in SMALL for x in ("--set", item)],
             "--set", "train.max_steps=40", "--set", "train.lr=1e-7",
             "--set", "early_stopping.patience=2", "--set", "early_stopping.min_delta=0.01"]
-    assert pretrain.main(args) == 0
+    assert run_command("pretrain", args) == 0
     rows = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
     evals = [r for r in rows if r["split"] == "eval"]
     assert [r["step"] for r in evals] == [2, 4, 6]

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import torch
 
-from bertkit.train.evaluate import unigram_baseline
+from bertkit.objectives.metrics import unigram_baseline
 
 
 def test_unigram_baseline_counts_training_text_without_specials():
@@ -29,7 +29,7 @@ def test_unigram_baseline_without_labels_is_empty():
 
 
 def test_replaced_accuracy_leaves_out_positions_that_show_their_answer():
-    from bertkit.train.evaluate import evaluate_pretraining
+    from bertkit.objectives.metrics import evaluate_pretraining
 
     class CopyInput(torch.nn.Module):  # predicts the input token: right only where it was kept
         def __init__(self):

@@ -11,9 +11,9 @@ import pytest
 import torch
 from helpers import SimpleMasker, tiny_config, torchrun
 
-from bertkit.checkpoint import read_state_dict
+from bertkit.models.checkpoint import read_state_dict
 from bertkit.errors import ConfigError
-from bertkit.heads import BertForMaskedLM
+from bertkit.models.heads import BertForMaskedLM
 from bertkit.train import LengthBucketedBatches, Trainer, TrainConfig
 from bertkit.train.fsdp import check_model
 
@@ -125,7 +125,7 @@ def test_models_fsdp_cannot_train_are_named():
     base = dict(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
                 max_position_embeddings=16)
     check_model(BertForMaskedLM(tiny_config(50)))  # the plain encoder is fine
-    from bertkit.config import BertConfig
+    from bertkit.models.config import BertConfig
 
     with pytest.raises(ConfigError, match="model.num_experts"):
         check_model(BertForMaskedLM(BertConfig(**base, num_experts=2)))
@@ -140,7 +140,7 @@ def test_models_fsdp_cannot_train_are_named():
     with pytest.raises(ConfigError, match="model.num_experts"):
         check_model(Wrapper(BertForMaskedLM(BertConfig(**base, num_experts=2))))
 
-    from bertkit.heads import BertForSequenceClassification
+    from bertkit.models.heads import BertForSequenceClassification
     from bertkit.peft import LoraConfig, get_peft_model
 
     lora = get_peft_model(BertForSequenceClassification(BertConfig(**base, num_labels=2)), LoraConfig(r=2))

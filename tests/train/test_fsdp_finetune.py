@@ -9,7 +9,7 @@ import os
 import pytest
 import torch
 
-from bertkit.checkpoint import read_state_dict
+from bertkit.models.checkpoint import read_state_dict
 from tests.tasks.helpers import make_tiny_model
 from tests.test_bad_inputs import assert_refused
 from tests.train.test_ddp_finetune import TEXTS, torchrun, write_csv
@@ -34,7 +34,7 @@ def test_two_fsdp_processes_train_the_one_process_classifier(setup):
     root, model, train, dev = setup
     single, fsdp = str(root / "single"), str(root / "fsdp")
     torchrun(root, finetune_args(model, train, dev, fsdp, "train.strategy=fsdp"))
-    from bertkit.cli import main
+    from bertkit.commands.cli import main
 
     assert main(finetune_args(model, train, dev, single, "train.grad_accum=2")) == 0
 

@@ -7,13 +7,13 @@ import os
 
 import pytest
 
-from bertkit import cli
+from bertkit.commands import cli
 from bertkit.errors import ConfigError
 from bertkit.recipes.finetune import build_recipe, section_keys
 from bertkit.recipes.pretrain import load_config
 from bertkit.train import TrainConfig
-from bertkit.train.config_io import apply_overrides
-from bertkit.train.hf_names import ALIASES, REFUSED
+from bertkit.settings.config_io import apply_overrides
+from bertkit.settings.hf_names import ALIASES, REFUSED
 
 CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "pretrain-tiny.toml")
 

@@ -1,10 +1,10 @@
 import pytest
 import torch
 
-from bertkit.config import BertConfig
+from bertkit.models.config import BertConfig
 from bertkit.errors import ConfigError
-from bertkit.heads import BertForMaskedLM, BertForSequenceClassification
-from bertkit.train.config_io import apply_overrides, parse_value
+from bertkit.models.heads import BertForMaskedLM, BertForSequenceClassification
+from bertkit.settings.config_io import apply_overrides, parse_value
 from bertkit.train.optim import build_optimizer, layer_index, param_groups
 from bertkit.recipes.pretrain import parse_config
 from bertkit.train.schedule import WarmupDecay, build_scheduler

@@ -1,5 +1,5 @@
 """Progress bars only on a terminal: a log file (stderr not a terminal) gets whole lines now and
-then, never a bar's carriage-return redraws. One helper (bertkit/progress.py) decides."""
+then, never a bar's carriage-return redraws. One helper (bertkit/runtime/progress.py) decides."""
 
 import io
 import sys
@@ -9,9 +9,9 @@ import pytest
 import torch
 from helpers import tiny_config
 
-from bertkit import progress as progress_module
-from bertkit.encode import SentenceEncoder
-from bertkit.heads import BertForMaskedLM
+from bertkit.runtime import progress as progress_module
+from bertkit.inference.encode import SentenceEncoder
+from bertkit.models.heads import BertForMaskedLM
 from bertkit.train import Trainer, TrainConfig
 
 STEPS = 6

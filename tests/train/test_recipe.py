@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from bertkit.commands import fill_mask, pretrain, tokenizer
+from tests.cli_checks import run_command
 from bertkit.train import list_checkpoints
 
 CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "pretrain-tiny.toml")
@@ -23,9 +23,9 @@ def sets(items):
 def test_pretrain_resume_and_fill_mask(tmp_path, capsys):
     out = str(tmp_path / "run")
     args = ["--config", CONFIG, "--out", out, "--no-progress", *sets(SMALL)]
-    assert pretrain.main(args + sets(["train.max_steps=4"])) == 0
+    assert run_command("pretrain", args + sets(["train.max_steps=4"])) == 0
     # Continue the same run to 8 steps: resume picks up checkpoint-4.
-    assert pretrain.main(args + sets(["train.max_steps=8"]) + ["--resume"]) == 0
+    assert run_command("pretrain", args + sets(["train.max_steps=8"]) + ["--resume"]) == 0
     rows = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
     assert [r["step"] for r in rows if r["split"] == "train"] == [2, 4, 6, 8]
     # the extended run follows the new 8-step schedule (not the finished 4-step one)
@@ -37,23 +37,23 @@ def test_pretrain_resume_and_fill_mask(tmp_path, capsys):
     capsys.readouterr()
 
     model_dir = os.path.join(out, "checkpoint-8")
-    assert fill_mask.main(["--model", model_dir, "the [MASK] said on monday", "--top-k", "3"]) == 0
+    assert run_command("fill-mask", ["--model", model_dir, "the [MASK] said on monday", "--top-k", "3"]) == 0
     printed = capsys.readouterr().out.splitlines()
     assert printed[0] == "mask 1:" and len(printed) == 4
     probs = [float(line.split()[-1]) for line in printed[1:]]
     assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1
-    assert fill_mask.main(["--model", model_dir, "no mask here"]) == 2
+    assert run_command("fill-mask", ["--model", model_dir, "no mask here"]) == 2
     assert "no [MASK]" in capsys.readouterr().err
 
 
 def test_pretrain_rejects_typos_and_nsp_runs(tmp_path, capsys):
     out = str(tmp_path / "nsp")
-    assert pretrain.main(["--config", BERT_CONFIG, "--out", out, "--set", "train.max_step=3"]) == 2
+    assert run_command("pretrain", ["--config", BERT_CONFIG, "--out", out, "--set", "train.max_step=3"]) == 2
     assert "did you mean train.max_steps?" in capsys.readouterr().err
     # one --set takes many values, and may repeat; --seed N is --set train.seed=N
     args = ["--config", BERT_CONFIG, "--out", out, "--no-progress", "--seed", "5", "--set", *SMALL,
             "data.objective=mlm+sop", "--set", "train.max_steps=2", "train.eval_every=2"]
-    assert pretrain.main(args) == 0
+    assert run_command("pretrain", args) == 0
     rows = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
     assert "sop_accuracy" in rows[-1]
     saved = json.load(open(os.path.join(out, "pretrain_config.json")))
@@ -65,6 +65,6 @@ def test_tokenizer_train_command(tmp_path, bbc_dir, capsys):
     from helpers import bbc_files
 
     out = str(tmp_path / "tok")
-    assert tokenizer.main(["train", "--files", *bbc_files(bbc_dir, 10), "--vocab-size", "300", "--out", out]) == 0
+    assert run_command("tokenizer", ["train", "--files", *bbc_files(bbc_dir, 10), "--vocab-size", "300", "--out", out]) == 0
     assert os.path.exists(os.path.join(out, "tokenizer.json"))
     assert "300 tokens" in capsys.readouterr().out

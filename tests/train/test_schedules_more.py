@@ -5,7 +5,7 @@ import torch
 from helpers import tiny_config
 
 from bertkit.errors import ConfigError
-from bertkit.heads import BertForSequenceClassification
+from bertkit.models.heads import BertForSequenceClassification
 from bertkit.train.schedule import WarmupDecay, build_scheduler
 from bertkit.train.trainer import TrainConfig, Trainer
 

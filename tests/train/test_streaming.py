@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from bertkit.commands import pretrain
+from tests.cli_checks import run_command
 from bertkit.data.examples import PretrainingDataset, SpecialTokens, make_builder
 from bertkit.data.shards import ShardedCorpus, prepare_shards
-from bertkit.train.streaming import DocumentSubset, MixedExamples, StreamingBatches, streaming_batches
+from bertkit.data.streaming import DocumentSubset, MixedExamples, StreamingBatches, streaming_batches
 
 CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "pretrain-tiny.toml")
 
@@ -38,7 +38,7 @@ def test_streamed_run_resumes_exactly(tmp_path, bbc_tok_examples, monkeypatch):
     _, tok_dir, _ = bbc_tok_examples
     full = str(tmp_path / "full")
     args = ["--config", CONFIG, "--no-progress", *sets(small_run(tok_dir) + ["train.max_steps=6", "train.save_every=3"])]
-    assert pretrain.main(["--out", full, *args]) == 0
+    assert run_command("pretrain", ["--out", full, *args]) == 0
     expected = train_losses(full)
 
     # The data position is in the checkpoint: mid-block, past general examples too.
@@ -51,7 +51,7 @@ def test_streamed_run_resumes_exactly(tmp_path, bbc_tok_examples, monkeypatch):
     cut = str(tmp_path / "cut")
     shutil.copytree(full, cut)
     shutil.rmtree(os.path.join(cut, "checkpoint-6"))
-    assert pretrain.main(["--out", cut, *args, "--resume"]) == 0
+    assert run_command("pretrain", ["--out", cut, *args, "--resume"]) == 0
     resumed = train_losses(cut)
     assert [resumed[s] for s in (4, 5, 6)] == [expected[s] for s in (4, 5, 6)]
 
@@ -66,7 +66,7 @@ def test_streamed_run_resumes_exactly(tmp_path, bbc_tok_examples, monkeypatch):
         state["ranks"][0]["collator"]["data"][part].update(epoch=0, block=0, offset=0)
     state["ranks"][0]["collator"]["data"]["count"] = 0
     torch.save(state, path)
-    assert pretrain.main(["--out", reset, *args, "--resume"]) == 0
+    assert run_command("pretrain", ["--out", reset, *args, "--resume"]) == 0
     assert [train_losses(reset)[s] for s in (4, 5, 6)] != [expected[s] for s in (4, 5, 6)]
 
 

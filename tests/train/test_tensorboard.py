@@ -10,10 +10,10 @@ import torch
 from helpers import tiny_config
 
 from bertkit.errors import ConfigError
-from bertkit.heads import BertForMaskedLM
+from bertkit.models.heads import BertForMaskedLM
 from bertkit.recipes.finetune import build_recipe, section_keys
 from bertkit.train import Trainer, TrainConfig
-from bertkit.train.config_io import apply_overrides
+from bertkit.settings.config_io import apply_overrides
 
 pytest.importorskip("tensorboard")
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402

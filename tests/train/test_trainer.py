@@ -15,7 +15,7 @@ import torch
 from helpers import SimpleMasker, tiny_config
 
 from bertkit.errors import BertkitError, CheckpointError, ConfigError
-from bertkit.heads import BertForMaskedLM
+from bertkit.models.heads import BertForMaskedLM
 from bertkit.train import LengthBucketedBatches, Trainer, TrainConfig, list_checkpoints
 from bertkit.train.trainer import load_trainer_state
 
@@ -141,7 +141,7 @@ def test_non_finite_loss_stops_and_keeps_last_checkpoint(tmp_path, bbc_tok_examp
         trainer.train()
     assert [s for s, _ in list_checkpoints(str(tmp_path))] == [2, 4]
     assert torch.isfinite(weight).all()  # the bad gradients were never applied
-    from bertkit.checkpoint import read_state_dict
+    from bertkit.models.checkpoint import read_state_dict
     saved = read_state_dict(str(tmp_path / "checkpoint-4"))
     assert torch.isfinite(saved["bert.embeddings.LayerNorm.weight"]).all()
     assert not [n for n in os.listdir(tmp_path) if n.startswith(".tmp")]

@@ -72,14 +72,14 @@ def test_pretraining_in_budget_chunks_trains_as_one_run(tmp_path, monkeypatch):
     budget and resumed with a larger one takes the same steps as one run with the larger budget."""
     from test_recipe import CONFIG, SMALL, sets
 
-    from bertkit.commands import pretrain
+    from tests.cli_checks import run_command
 
     settings = [*SMALL, "train.max_steps=100", "train.log_every=1", "train.eval_every=0", "train.save_every=0"]
 
     def run(out, minutes, resume=False):
         monkeypatch.setattr(trainer_module, "time", SteppingClock(5.0))
         args = ["--config", CONFIG, "--out", str(out), "--no-progress", *sets([*settings, f"train.max_minutes={minutes}"])]
-        assert pretrain.main(args + (["--resume"] if resume else [])) == 0
+        assert run_command("pretrain", args + (["--resume"] if resume else [])) == 0
 
     run(tmp_path / "one", 0.5)
     run(tmp_path / "chunks", 0.25)
@@ -98,7 +98,7 @@ def test_a_finished_run_scores_as_the_benchmark_arm(tmp_path, monkeypatch):
 
     from test_recipe import CONFIG, SMALL, sets
 
-    from bertkit.commands import pretrain
+    from tests.cli_checks import run_command
 
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
     try:
@@ -108,7 +108,7 @@ def test_a_finished_run_scores_as_the_benchmark_arm(tmp_path, monkeypatch):
     monkeypatch.setattr(trainer_module, "time", SteppingClock(5.0))  # 5 s per step
     out = tmp_path / "run"
     settings = [*SMALL, "train.max_steps=6", "train.eval_every=0", "train.save_every=2", "train.keep_last=10"]
-    assert pretrain.main(["--config", CONFIG, "--out", str(out), "--no-progress", *sets(settings)]) == 0
+    assert run_command("pretrain", ["--config", CONFIG, "--out", str(out), "--no-progress", *sets(settings)]) == 0
     cfg = bench.run_recipe(str(out))
     assert cfg.train.max_steps == 6 and cfg.data.max_length == 32  # the run's recipe, not the config file's
     args = Namespace(bertkit_run=str(out), minutes=20 / 60, eval_every=4.0)  # 20 s (+4 s): steps 2 and 4

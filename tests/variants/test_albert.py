@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from bertkit.config import BertConfig
+from bertkit.models.config import BertConfig
 from bertkit.errors import ConfigError
-from bertkit.heads import BertForMaskedLM, BertForPreTraining, BertForSequenceClassification
-from bertkit.model import BertModel
+from bertkit.models.heads import BertForMaskedLM, BertForPreTraining, BertForSequenceClassification
+from bertkit.models.encoder import BertModel
 
 from .helpers import diff, perturb
 

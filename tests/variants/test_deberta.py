@@ -3,11 +3,11 @@
 import pytest
 import torch
 
-from bertkit.config import BertConfig
+from bertkit.models.config import BertConfig
 from bertkit.errors import ConfigError
-from bertkit.heads import BertForMaskedLM
-from bertkit.model import BertModel
-from bertkit.variants.deberta import log_buckets
+from bertkit.models.heads import BertForMaskedLM
+from bertkit.models.encoder import BertModel
+from bertkit.models.variants.deberta import log_buckets
 
 from .helpers import diff, perturb
 

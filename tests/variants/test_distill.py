@@ -5,9 +5,9 @@ import math
 import pytest
 import torch
 
-from bertkit.config import BertConfig
+from bertkit.models.config import BertConfig
 from bertkit.errors import ConfigError
-from bertkit.heads import BertForMaskedLM, BertForSequenceClassification
+from bertkit.models.heads import BertForMaskedLM, BertForSequenceClassification
 from bertkit.distill import Distiller, distillation_loss, student_from_teacher
 
 BASE = dict(vocab_size=40, hidden_size=32, num_attention_heads=4, intermediate_size=64,

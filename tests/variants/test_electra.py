@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from bertkit.config import BertConfig
+from bertkit.models.config import BertConfig
 from bertkit.errors import ConfigError
-from bertkit.heads import BertForMaskedLM, BertForSequenceClassification
+from bertkit.models.heads import BertForMaskedLM, BertForSequenceClassification
 from bertkit.objectives.electra import (ElectraForPreTraining, ElectraPretrainer, generator_config,
                                       gumbel_sample)
 
@@ -115,7 +115,7 @@ def test_discriminator_and_generator_load_in_transformers_and_back(tmp_path):
 
 
 def test_pair_checkpoint_keeps_generator_settings_and_resumes_like_any_model(tmp_path):
-    from bertkit.checkpoint import load_into, read_state_dict
+    from bertkit.models.checkpoint import load_into, read_state_dict
 
     gen = generator_config(disc_config(), hidden_fraction=0.5, num_hidden_layers=1)
     model = ElectraPretrainer(disc_config(), gen, disc_weight=20.0)

@@ -12,13 +12,13 @@ import warnings
 import pytest
 import torch
 
-from bertkit.attention import KERNELS, AttentionCall, choose_kernel
-from bertkit.config import BertConfig
+from bertkit.models.attention import KERNELS, AttentionCall, choose_kernel
+from bertkit.models.config import BertConfig
 from bertkit.errors import BertkitError, ConfigError
-from bertkit.heads import BertForMaskedLM, BertForSequenceClassification
-from bertkit.model import BertModel, attention_bias
+from bertkit.models.heads import BertForMaskedLM, BertForSequenceClassification
+from bertkit.models.encoder import BertModel, attention_bias
 from bertkit.recipes.finetune import finetune
-from bertkit.variants.linformer import LowRankProjection, init_segment_means, segment_means
+from bertkit.models.variants.linformer import LowRankProjection, init_segment_means, segment_means
 from tests.tasks.helpers import make_tiny_model
 
 from .training import fit_one_masked_batch

@@ -3,11 +3,11 @@
 import pytest
 import torch
 
-from bertkit.config import BertConfig
+from bertkit.models.config import BertConfig
 from bertkit.errors import ConfigError
-from bertkit.heads import BertForMaskedLM
-from bertkit.model import BertModel
-from bertkit.variants.moe import MoEFeedForward, load_balancing_loss
+from bertkit.models.heads import BertForMaskedLM
+from bertkit.models.encoder import BertModel
+from bertkit.models.variants.moe import MoEFeedForward, load_balancing_loss
 
 BASE = dict(vocab_size=50, hidden_size=32, num_attention_heads=4, intermediate_size=64,
             num_hidden_layers=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)

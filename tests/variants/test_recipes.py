@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertkit import cli
+from bertkit.commands import cli
 from bertkit.errors import ConfigError
 from bertkit.recipes.pretrain import build_model, check_segments, load_config, logged_outputs, parse_config
 
@@ -108,7 +108,7 @@ def test_variant_configs_parse_and_build_the_right_models():
 
 # ---------------------------------------------------------------------------- RoBERTa, ALBERT
 def test_roberta_config_trains_bpe_and_loads_in_transformers(tmp_path):
-    from bertkit.heads import BertForMaskedLM
+    from bertkit.models.heads import BertForMaskedLM
 
     rows = pretrain("roberta", tmp_path / "run", "train.save_every=4")
     assert {"mlm_loss", "mlm_accuracy"} <= set(rows[-1])
@@ -126,7 +126,7 @@ def test_roberta_config_trains_bpe_and_loads_in_transformers(tmp_path):
 
 
 def test_albert_config_trains_sop_and_loads_in_transformers(tmp_path):
-    from bertkit.heads import BertForPreTraining
+    from bertkit.models.heads import BertForPreTraining
 
     rows = pretrain("albert", tmp_path / "run", "train.save_every=4")
     train = [r for r in rows if r["split"] == "train"]
@@ -218,7 +218,7 @@ def kl_to_teacher(student, teacher, features, pad_id):
 
 
 def test_distill_command_student_learns_the_teacher_and_loads_in_transformers(electra_classifier, tmp_path):
-    from bertkit.heads import BertForSequenceClassification
+    from bertkit.models.heads import BertForSequenceClassification
     from bertkit.tasks import builtin_splits, load_model, subsample
     from bertkit.tasks.sequence import encode_texts
     from bertkit.tokenizer import Tokenizer
@@ -282,8 +282,8 @@ def test_moe_pretraining_logs_the_aux_loss(tmp_path):
 DDP_SCRIPT = textwrap.dedent("""
     import sys, torch
     torch.set_num_threads(1)
-    from bertkit.config import BertConfig
-    from bertkit.heads import BertForMaskedLM
+    from bertkit.models.config import BertConfig
+    from bertkit.models.heads import BertForMaskedLM
     from bertkit.train import Trainer, TrainConfig
     from bertkit.train.distributed import init_distributed, shutdown
     ctx = init_distributed("cpu")
@@ -312,8 +312,8 @@ DDP_SCRIPT = textwrap.dedent("""
 
 
 def test_variant_switches_train_under_two_process_ddp(tmp_path):
-    from bertkit.config import BertConfig
-    from bertkit.heads import BertForMaskedLM
+    from bertkit.models.config import BertConfig
+    from bertkit.models.heads import BertForMaskedLM
     from bertkit.train.trainer import may_skip_parameters
 
     assert not may_skip_parameters(BertForMaskedLM(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1,

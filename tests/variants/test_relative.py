@@ -11,9 +11,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from bertkit.config import BertConfig
-from bertkit.model import BertModel
-from bertkit.variants.relative import relative_position_scores
+from bertkit.models.config import BertConfig
+from bertkit.models.encoder import BertModel
+from bertkit.models.variants.relative import relative_position_scores
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 KINDS = ["relative_key", "relative_key_query"]

@@ -4,10 +4,10 @@ names; same logits as transformers' RobertaForMaskedLM / RobertaForSequenceClass
 import pytest
 import torch
 
-from bertkit.config import BertConfig
+from bertkit.models.config import BertConfig
 from bertkit.errors import BertkitError, ConfigError
-from bertkit.heads import BertForMaskedLM, BertForSequenceClassification
-from bertkit.model import BertModel, roberta_position_ids
+from bertkit.models.heads import BertForMaskedLM, BertForSequenceClassification
+from bertkit.models.encoder import BertModel, roberta_position_ids
 
 from .helpers import diff, perturb
 

@@ -8,12 +8,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from bertkit.config import BertConfig
+from bertkit.models.config import BertConfig
 from bertkit.errors import ConfigError
-from bertkit.heads import BertForMaskedLM
-from bertkit.model import BertModel
-from bertkit.variants.keymaps import TRANSFORMERS_CANNOT_RUN
-from bertkit.variants.sinusoidal import sinusoidal_table
+from bertkit.models.heads import BertForMaskedLM
+from bertkit.models.encoder import BertModel
+from bertkit.models.variants.keymaps import TRANSFORMERS_CANNOT_RUN
+from bertkit.models.variants.sinusoidal import sinusoidal_table
 
 from .training import fit_one_masked_batch
 

@@ -4,10 +4,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bertkit.config import BertConfig
+from bertkit.models.config import BertConfig
 from bertkit.errors import ConfigError
-from bertkit.model import BertModel
-from bertkit.variants.sparse import block_sparse_attention, pattern_mask, restrict_bias
+from bertkit.models.encoder import BertModel
+from bertkit.models.variants.sparse import block_sparse_attention, pattern_mask, restrict_bias
 
 NEG = torch.finfo(torch.float32).min
 BASE = dict(vocab_size=60, hidden_size=32, num_attention_heads=4, intermediate_size=64,

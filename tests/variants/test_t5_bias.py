@@ -8,11 +8,11 @@ import warnings
 import pytest
 import torch
 
-from bertkit.config import BertConfig
+from bertkit.models.config import BertConfig
 from bertkit.errors import ConfigError
-from bertkit.heads import BertForMaskedLM
-from bertkit.model import BertModel
-from bertkit.variants.t5_bias import RelativePositionBias, relative_position_bucket
+from bertkit.models.heads import BertForMaskedLM
+from bertkit.models.encoder import BertModel
+from bertkit.models.variants.t5_bias import RelativePositionBias, relative_position_bucket
 
 from .training import fit_one_masked_batch
 

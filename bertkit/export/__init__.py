@@ -1,1 +1,0 @@
-"""Export bertkit models to other runtimes (ONNX: `bertkit.export.onnx`)."""

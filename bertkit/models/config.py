@@ -1,0 +1,576 @@
+"""`BertConfig`: the one configuration for every encoder in bertkit.
+
+Field names are Hugging Face's, so a `config.json` written by `transformers` reads here and the
+one written here reads there. Fields this class does not know are kept in `extra` and written
+back out, so a round trip loses nothing. Variants (RoBERTa, ALBERT, ...) are switches on this
+one dataclass rather than separate classes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from bertkit.errors import ConfigError, DataError
+from bertkit.io import atomic_write_text, loads_json, read_text
+
+ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish", "tanh")
+POSITION_EMBEDDING_TYPES = ("absolute", "relative_key", "relative_key_query", "sinusoidal", "t5_bias")
+# Checkpoint families this one encoder reads and writes; `model_type` picks the switches and the
+# Hugging Face key names (see bertkit/models/variants/keymaps.py).
+MODEL_TYPES = ("bert", "roberta", "albert", "electra", "deberta-v2")
+# What the sequence-classification and multiple-choice heads read (bertkit/models/heads.py); the modern
+# encoder's config shares the field name and its "cls" / "mean".
+CLASSIFIER_POOLINGS = ("pooler", "cls", "mean")
+# What a family changes from BERT's defaults when a config is built by `preset(model_type=...)`.
+VARIANT_DEFAULTS: dict[str, dict[str, Any]] = {
+    "bert": {},
+    # RoBERTa: byte-level BPE vocabulary with <s>=0 <pad>=1 </s>=2; positions count from pad+1,
+    # hence 512 + 2 rows; one segment; LayerNorm eps 1e-5.
+    "roberta": dict(vocab_size=50265, max_position_embeddings=514, pad_token_id=1,
+                    layer_norm_eps=1e-5, type_vocab_size=1),
+    # ALBERT: 128-wide factorised embeddings, one set of layer weights shared by all layers,
+    # no dropout (as the ALBERT v2 checkpoints), tanh-approximated GELU, a 30k SentencePiece vocab.
+    "albert": dict(vocab_size=30000, embedding_size=128, num_hidden_groups=1, inner_group_num=1,
+                   hidden_act="gelu_new", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0),
+    # ELECTRA: 128-wide embeddings (projected when narrower than the layers), no pooler.
+    "electra": dict(embedding_size=128),
+    # DeBERTa v3: disentangled attention over 256 log-bucketed distances, no absolute positions
+    # in the input, no segments, LayerNorm eps 1e-7.
+    "deberta-v2": dict(vocab_size=128100, relative_attention=True, pos_att_type=["p2c", "c2p"],
+                       position_buckets=256, share_att_key=True, norm_rel_ebd="layer_norm",
+                       position_biased_input=False, type_vocab_size=0, layer_norm_eps=1e-7),
+}
+
+# (layers, hidden, heads); intermediate is 4 x hidden, as in BERT and the Turc et al. mini-BERTs.
+SIZE_PRESETS = {
+    "tiny": (2, 128, 2),
+    "mini": (4, 256, 4),
+    "small": (4, 512, 8),
+    "medium": (8, 512, 8),
+    "base": (12, 768, 12),
+    "large": (24, 1024, 16),
+}
+
+
+@dataclass
+class BertConfig:
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"  # exact erf GELU, as the original BERT checkpoints were trained
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    layer_norm_eps: float = 1e-12  # BERT's value; RoBERTa checkpoints use 1e-5 and say so
+    pad_token_id: int = 0
+    initializer_range: float = 0.02  # std of the normal init of every weight matrix
+    position_embedding_type: str = "absolute"
+    classifier_dropout: float | None = None  # None: fall back to hidden_dropout_prob
+    num_labels: int = 2
+    id2label: dict[int, str] | None = None
+    label2id: dict[str, int] | None = None
+    problem_type: str | None = None  # "single_label_classification", "multi_label_...", "regression"
+    model_type: str = "bert"
+    architectures: list[str] | None = None
+    # ---- variant switches (bertkit/models/variants/); None keeps plain BERT
+    # Factorised embeddings (ALBERT, ELECTRA): tokens are embedded in E < H dimensions and
+    # projected up to H by `encoder.embedding_hidden_mapping_in`. None: E = H, no projection.
+    embedding_size: int | None = None
+    # Cross-layer sharing (ALBERT): the layers are split into num_hidden_groups consecutive groups
+    # that share one set of weights each (1 = all layers share); every group holds inner_group_num
+    # distinct layers applied in turn. None: every layer has its own weights (BERT).
+    num_hidden_groups: int | None = None
+    inner_group_num: int = 1
+    # Mixture-of-experts feed-forward (variants/moe.py): num_experts FFNs per MoE layer, each
+    # token sent to its moe_top_k best (gates renormalised); at most capacity_factor x the fair
+    # share of tokens per expert (None: no limit; overflow tokens skip the FFN); the Switch
+    # load-balancing loss times moe_aux_loss_coef is added to the loss; MoE in every
+    # moe_every-th layer. None: the dense BERT feed-forward.
+    num_experts: int | None = None
+    moe_top_k: int = 1
+    moe_capacity_factor: float | None = None
+    moe_aux_loss_coef: float = 0.01
+    moe_every: int = 1
+    # Block-sparse local attention (variants/sparse.py): blocks of attention_block_size tokens
+    # attend to attention_window_blocks neighbouring blocks on each side; with
+    # attention_global_cls token 0 attends to and is attended by all. None: dense attention.
+    attention_block_size: int | None = None
+    attention_window_blocks: int = 1
+    attention_global_cls: bool = True
+    # Linformer's low-rank attention (variants/linformer.py): keys and values are projected along the
+    # sequence from max_position_embeddings rows to attention_low_rank rows by learned E and F;
+    # attention_low_rank_sharing: "none" (per head), "headwise" (per layer), "key_value" (E = F per
+    # layer) or "layerwise" (one E = F for all layers). None: dense attention over all T keys.
+    attention_low_rank: int | None = None
+    attention_low_rank_sharing: str = "headwise"
+    # DeBERTa's disentangled attention (variants/deberta.py), transformers' DebertaV2Config names:
+    # relative_attention adds content-to-position ("c2p") and position-to-content ("p2c") scores
+    # from one table of relative-position vectors shared by all layers; position_buckets > 0
+    # buckets distances logarithmically; share_att_key projects the table with the layer's own
+    # key/query maps; norm_rel_ebd="layer_norm" normalises the table; position_biased_input=False
+    # drops the absolute position embedding from the input.
+    relative_attention: bool = False
+    pos_att_type: list[str] | None = None
+    position_buckets: int = -1
+    max_relative_positions: int = -1
+    share_att_key: bool = False
+    norm_rel_ebd: str = "none"
+    position_biased_input: bool = True
+    # T5's scalar relative bias (position_embedding_type="t5_bias", variants/t5_bias.py), T5Config's
+    # names: distances fall into this many buckets (half per direction), log-spaced up to max_distance.
+    relative_attention_num_buckets: int = 32
+    relative_attention_max_distance: int = 128
+    # Classification pooling (heads.py): "pooler" is BERT's dense + tanh on [CLS], the only one
+    # transformers' classes have (saving another warns); "cls" the [CLS] final state without a
+    # pooler; "mean" the mean of the final states over real tokens.
+    classifier_pooling: str = "pooler"
+    # The decoder side (transformers' names): is_decoder makes self-attention causal (position t
+    # sees positions <= t) and lets the model keep a KV cache for generation; add_cross_attention
+    # puts a cross-attention sub-layer (`crossattention`) over an encoder's output between the
+    # self-attention and the feed-forward of every layer (BertLMHeadModel, EncoderDecoderModel).
+    is_decoder: bool = False
+    add_cross_attention: bool = False
+    # Anything else found in config.json: kept so that saving writes it back unchanged.
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.pos_att_type, str):  # transformers also writes "p2c|c2p"
+            self.pos_att_type = [x.strip() for x in self.pos_att_type.lower().split("|") if x.strip()]
+        if self.model_type == "albert" and self.num_hidden_groups is None:
+            self.num_hidden_groups = 1  # transformers' AlbertConfig default: all layers share
+        if self.id2label is not None:
+            self.id2label = {int(k): str(v) for k, v in self.id2label.items()}
+        if self.id2label is None and isinstance(self.num_labels, int) and self.num_labels > 0:
+            # As transformers: unnamed labels are LABEL_0 .. LABEL_{N-1}.
+            self.id2label, self.label2id = default_labels(self.num_labels), None
+        if self.id2label is not None:
+            self.num_labels = len(self.id2label)
+            self.label2id = label2id_for(self.id2label, self.label2id)
+        self.validate()
+
+    # ------------------------------------------------------------------ validation
+    def validate(self) -> None:
+        """Raise `ConfigError` with what to change when the values cannot make a model."""
+        _check_types(self)
+        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                     "intermediate_size", "max_position_embeddings"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if self.type_vocab_size < 0:
+            raise ConfigError(f"type_vocab_size must be >= 0, got {self.type_vocab_size}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ConfigError(
+                f"hidden_size ({self.hidden_size}) must be divisible by num_attention_heads "
+                f"({self.num_attention_heads}); change one of them, e.g. num_attention_heads="
+                f"{_nearest_divisor(self.hidden_size, self.num_attention_heads)}")
+        if self.hidden_act not in ACTIVATIONS:
+            raise ConfigError(f"hidden_act {self.hidden_act!r} is not known; use one of {ACTIVATIONS}")
+        if self.position_embedding_type not in POSITION_EMBEDDING_TYPES:
+            raise ConfigError(f"position_embedding_type {self.position_embedding_type!r} is not known; "
+                              f"use one of {POSITION_EMBEDDING_TYPES}")
+        if self.classifier_pooling not in CLASSIFIER_POOLINGS:
+            raise ConfigError(f"classifier_pooling {self.classifier_pooling!r} is not known; use one of "
+                              f"{CLASSIFIER_POOLINGS}")
+        if self.position_embedding_type == "sinusoidal" and not self.position_biased_input:
+            raise ConfigError("sinusoidal positions are added to the input, which position_biased_input="
+                              "False turns off; set position_biased_input=True or use absolute positions")
+        if self.position_embedding_type == "t5_bias":
+            _check_t5_bias(self)
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            p = getattr(self, name)
+            if not 0.0 <= p < 1.0:
+                raise ConfigError(f"{name} must be in [0, 1), got {p}")
+        if self.num_labels <= 0:
+            raise ConfigError(f"num_labels must be positive, got {self.num_labels}")
+        if not 0 <= self.pad_token_id < self.vocab_size:
+            raise ConfigError(f"pad_token_id ({self.pad_token_id}) must be a valid id below "
+                              f"vocab_size ({self.vocab_size})")
+        if self.model_type not in MODEL_TYPES:
+            raise ConfigError(f"model_type {self.model_type!r} is not supported; use one of {MODEL_TYPES} "
+                              "(it selects the variant switches and the checkpoint key names)")
+        if self.model_type == "roberta" and self.max_position_embeddings <= self.pad_token_id + 1:
+            raise ConfigError(
+                f"RoBERTa numbers positions from pad_token_id + 1 = {self.pad_token_id + 1}, so "
+                f"max_position_embeddings ({self.max_position_embeddings}) must be larger; use "
+                f"max_length + {self.pad_token_id + 1} (514 for 512 tokens)")
+        # E > H only makes sense for an ELECTRA generator, which reads the discriminator's wider
+        # shared embeddings and projects them down.
+        wider_allowed = self.model_type == "electra"
+        if self.embedding_size is not None and (
+                self.embedding_size <= 0 or (self.embedding_size > self.hidden_size and not wider_allowed)):
+            raise ConfigError(
+                f"embedding_size ({self.embedding_size}) must be between 1 and hidden_size "
+                f"({self.hidden_size}): factorised embeddings save parameters only when E < H; "
+                f"set embedding_size <= {self.hidden_size} or leave it unset")
+        groups = self.num_hidden_groups
+        if groups is not None and not 1 <= groups <= self.num_hidden_layers:
+            raise ConfigError(f"num_hidden_groups ({groups}) must be between 1 (all layers share "
+                              f"weights) and num_hidden_layers ({self.num_hidden_layers})")
+        if not isinstance(self.inner_group_num, int) or self.inner_group_num < 1:
+            raise ConfigError(f"inner_group_num must be a positive integer, got {self.inner_group_num!r}")
+        if self.inner_group_num > 1 and groups is None:
+            raise ConfigError("inner_group_num > 1 describes layers inside shared groups: also set "
+                              "num_hidden_groups (1 = one group shared by all layers)")
+        if self.relative_attention:
+            unknown = set(self.pos_att_type or []) - {"c2p", "p2c"}
+            if unknown:
+                raise ConfigError(f"pos_att_type may hold 'c2p' and 'p2c', got {sorted(unknown)}")
+            if self.position_embedding_type != "absolute" or self.attention_block_size is not None:
+                raise ConfigError("relative_attention (DeBERTa) brings its own relative positions: use "
+                                  "position_embedding_type='absolute' and dense attention with it")
+            if self.embedding_dim != self.hidden_size:
+                raise ConfigError("relative_attention with factorised embeddings is not supported "
+                                  "(DeBERTa projects before its LayerNorm); unset embedding_size")
+            longest = self.max_relative_positions if self.max_relative_positions > 0 else self.max_position_embeddings
+            if self.position_buckets > 0 and longest <= self.position_buckets // 2 + 1:
+                raise ConfigError(f"position_buckets ({self.position_buckets}) needs max_position_embeddings "
+                                  f"(or max_relative_positions) above {self.position_buckets // 2 + 1}")
+        if self.attention_block_size is not None:
+            if not isinstance(self.attention_block_size, int) or self.attention_block_size < 1:
+                raise ConfigError(f"attention_block_size must be a positive integer (or unset for dense "
+                                  f"attention), got {self.attention_block_size!r}")
+            if not isinstance(self.attention_window_blocks, int) or self.attention_window_blocks < 0:
+                raise ConfigError(f"attention_window_blocks must be >= 0 (0 = each block alone), got "
+                                  f"{self.attention_window_blocks!r}")
+            if self.position_embedding_type in ("relative_key", "relative_key_query", "t5_bias"):
+                raise ConfigError(
+                    f"block-sparse attention cannot use position_embedding_type="
+                    f"{self.position_embedding_type!r}: relative scores are a dense T x T term; use "
+                    "absolute or sinusoidal positions, or unset attention_block_size")
+        if self.attention_low_rank is not None:
+            _check_low_rank(self)
+        if self.num_experts is not None:
+            if not isinstance(self.num_experts, int) or self.num_experts < 1:
+                raise ConfigError(f"num_experts must be a positive integer (or unset for a dense "
+                                  f"feed-forward), got {self.num_experts!r}")
+            if not 1 <= self.moe_top_k <= self.num_experts:
+                raise ConfigError(f"moe_top_k ({self.moe_top_k}) must be between 1 and num_experts "
+                                  f"({self.num_experts}): a token cannot go to more experts than exist")
+            if self.moe_capacity_factor is not None and self.moe_capacity_factor <= 0:
+                raise ConfigError(f"moe_capacity_factor must be > 0 (1.0-1.25 is usual) or unset for "
+                                  f"no limit, got {self.moe_capacity_factor}")
+            if self.moe_aux_loss_coef < 0:
+                raise ConfigError(f"moe_aux_loss_coef must be >= 0, got {self.moe_aux_loss_coef}")
+            if not 1 <= self.moe_every <= self.num_hidden_layers:
+                raise ConfigError(f"moe_every ({self.moe_every}) must be between 1 (every layer) and "
+                                  f"num_hidden_layers ({self.num_hidden_layers})")
+            if self.moe_every > 1 and self.shares_layers:
+                raise ConfigError(
+                    "shared layers must all have the same shape, but moe_every > 1 mixes MoE and dense "
+                    "layers; use moe_every = 1 with num_hidden_groups, or drop the sharing")
+        _check_decoder(self)
+        _check_size(self)
+
+    def parameter_estimate(self) -> dict[str, int]:
+        """Parameters by part, from the config alone (nothing is allocated).
+
+        embeddings (V + P + S) E (+ E H when factorised); per distinct layer 4 H^2 + 4 H
+        (attention) + 2 H I + I + H (feed-forward, times num_experts plus the H x experts router
+        in MoE layers) + 4 H (two LayerNorms); pooler H^2 + H. Heads and relative-position tables
+        are small beside these and left out: the estimate is a floor, good to within a few percent.
+        """
+        H, I, E = self.hidden_size, self.intermediate_size, self.embedding_dim
+        embeddings = (self.vocab_size + self.max_position_embeddings + self.type_vocab_size) * E + 2 * E
+        if E != H:
+            embeddings += E * H + H
+        distinct = (self.num_hidden_groups * self.inner_group_num if self.num_hidden_groups is not None
+                    else self.num_hidden_layers)
+        ffn = 2 * H * I + I + H
+        moe_layers = 0 if self.num_experts is None else len(range(0, distinct, self.moe_every))
+        layers = distinct * (4 * H * H + 8 * H) + (distinct - moe_layers) * ffn
+        if moe_layers:
+            layers += moe_layers * (self.num_experts * ffn + H * self.num_experts)
+        return {"embeddings": embeddings, "layers": layers, "pooler": H * H + H}
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    @property
+    def max_sequence_length(self) -> int:
+        """The longest input: RoBERTa spends pad_token_id + 1 position rows before the first token."""
+        if self.model_type == "roberta":
+            return self.max_position_embeddings - self.pad_token_id - 1
+        return self.max_position_embeddings
+
+    @property
+    def embedding_dim(self) -> int:
+        """E: the width of the token/position/segment embeddings (hidden_size unless factorised)."""
+        return self.embedding_size if self.embedding_size is not None else self.hidden_size
+
+    @property
+    def shares_layers(self) -> bool:
+        return self.num_hidden_groups is not None and (
+            self.num_hidden_groups < self.num_hidden_layers or self.inner_group_num > 1)
+
+    # ------------------------------------------------------------------ presets
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> "BertConfig":
+        """A standard size by name (tiny, mini, small, medium, base, large), with overrides.
+
+        `model_type="roberta"` (or another family) also applies that family's defaults
+        (`VARIANT_DEFAULTS`), e.g. `BertConfig.preset("base", model_type="roberta", vocab_size=8000)`.
+        """
+        if name not in SIZE_PRESETS:
+            raise ConfigError(f"unknown size preset {name!r}; choose one of {sorted(SIZE_PRESETS)}")
+        model_type = overrides.get("model_type", "bert")
+        if model_type not in VARIANT_DEFAULTS:
+            raise ConfigError(f"model_type {model_type!r} is not supported; use one of {MODEL_TYPES}")
+        layers, hidden, heads = SIZE_PRESETS[name]
+        values = dict(VARIANT_DEFAULTS[model_type], num_hidden_layers=layers, hidden_size=hidden,
+                      num_attention_heads=heads, intermediate_size=4 * hidden)
+        values.update(overrides)
+        # (a hidden_size of the wrong type is left for __post_init__ to report in one line)
+        if ("embedding_size" not in overrides and isinstance(values["hidden_size"], int)
+                and (values.get("embedding_size") or 0) > values["hidden_size"]):
+            values["embedding_size"] = values["hidden_size"]  # ALBERT's 128 on a narrower model
+        return cls(**values)
+
+    # ------------------------------------------------------------------ HF config.json
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "BertConfig":
+        return cls(**known_and_extra(cls, data))
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
+        if data["id2label"] is not None:  # JSON object keys are strings
+            data["id2label"] = {str(k): v for k, v in data["id2label"].items()}
+        data = {k: v for k, v in data.items() if v is not None}
+        # Variant switches left at their defaults are not written: plain configs stay plain.
+        data = {k: v for k, v in data.items() if k not in _SWITCH_DEFAULTS or v != _SWITCH_DEFAULTS[k]}
+        merged = dict(self.extra)
+        merged.update(data)
+        return dict(sorted(merged.items()))
+
+    @classmethod
+    def from_json_file(cls, path: str | os.PathLike) -> "BertConfig":
+        path = os.fspath(path)
+        if not os.path.exists(path):
+            raise ConfigError(f"no config file at {path}; a model directory needs config.json")
+        try:  # (a FIFO or device is refused before reading; a key given twice is refused)
+            data = loads_json(read_text(path), path)
+        except DataError as e:
+            raise ConfigError(f"{str(e).replace('not valid JSON', 'is not valid JSON')}; restore it from "
+                              "the original checkpoint") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path} must hold a JSON object of config fields")
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_pretrained(cls, directory: str | os.PathLike) -> "BertConfig":
+        path = os.path.join(directory, "config.json") if os.path.isdir(directory) else directory
+        return cls.from_json_file(path)
+
+    def to_json_string(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
+
+    def save_pretrained(self, directory: str | os.PathLike) -> None:
+        os.makedirs(directory, exist_ok=True)
+        atomic_write_text(os.path.join(directory, "config.json"), self.to_json_string())
+
+    def replace(self, **changes: Any) -> "BertConfig":
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, extra=dict(self.extra), **changes)
+
+
+def default_labels(n: int) -> dict[int, str]:
+    return {i: f"LABEL_{i}" for i in range(n)}
+
+
+def label2id_for(id2label: dict[int, str], label2id: dict[str, int] | None) -> dict[str, int]:
+    """`label2id` when it maps id2label's names, else the inverse of id2label: a head given new
+    labels keeps no stale map of the checkpoint's (both config families use this)."""
+    if label2id is not None and set(label2id) == set(id2label.values()):
+        return label2id
+    return {v: k for k, v in id2label.items()}
+
+
+# transformers' config dicts hold keys bertkit has no field for (transformers_version, dtype /
+# torch_dtype, use_cache, ...): `BertConfig(**hf_config.to_dict())` keeps them in `extra`, as
+# `from_dict` does, instead of failing on the first one.
+_dataclass_init = BertConfig.__init__
+
+
+@functools.wraps(_dataclass_init)  # keeps the dataclass's signature for help() and inspect
+def _init_keeping_unknown_keys(self, *args: Any, **kwargs: Any) -> None:
+    known = {f.name for f in dataclasses.fields(BertConfig)}
+    unknown = {k: kwargs.pop(k) for k in list(kwargs) if k not in known}
+    if unknown:
+        kwargs["extra"] = {**kwargs.get("extra", {}), **unknown}
+    names, count = kwargs.get("id2label"), kwargs.get("num_labels")
+    if names is not None and count is not None and len(names) != count and \
+            {int(k): str(v) for k, v in names.items()} == default_labels(len(names)):
+        # Generated names follow num_labels (replace(num_labels=5) on a 2-label config);
+        # real names win over a number, as before.
+        kwargs["id2label"] = kwargs["label2id"] = None
+    _dataclass_init(self, *args, **kwargs)
+
+
+BertConfig.__init__ = _init_keeping_unknown_keys  # type: ignore[method-assign]
+
+# The variant switches (fields after `architectures`) and their defaults.
+_FIELDS = [f.name for f in dataclasses.fields(BertConfig)]
+_SWITCH_DEFAULTS = {f.name: f.default for f in dataclasses.fields(BertConfig)
+                    if _FIELDS.index(f.name) > _FIELDS.index("architectures") and f.name != "extra"}
+
+
+# Field kinds checked before any value is used: config.json is user input, and a string where
+# a number belongs failed deep inside torch (or, for layer_norm_eps = -1, gave NaN silently).
+_INT_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+               "max_position_embeddings", "type_vocab_size", "pad_token_id", "num_labels", "inner_group_num",
+               "moe_top_k", "moe_every", "attention_window_blocks", "position_buckets", "max_relative_positions",
+               "relative_attention_num_buckets", "relative_attention_max_distance")
+_OPTIONAL_INT_FIELDS = ("embedding_size", "num_hidden_groups", "num_experts", "attention_block_size",
+                        "attention_low_rank")
+_STR_FIELDS = ("hidden_act", "position_embedding_type", "model_type", "norm_rel_ebd", "attention_low_rank_sharing",
+               "classifier_pooling")
+_BOOL_FIELDS = ("relative_attention", "share_att_key", "position_biased_input", "attention_global_cls",
+                "is_decoder", "add_cross_attention")
+PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_types(config: BertConfig) -> None:
+    """Every field of the kind it must be: one ConfigError naming the field and its value."""
+    for name in _INT_FIELDS + _OPTIONAL_INT_FIELDS:
+        value = getattr(config, name)
+        if not (_is_int(value) or (value is None and name in _OPTIONAL_INT_FIELDS)):
+            raise ConfigError(f"{name} must be an integer, got {value!r}; fix it in config.json")
+    for name in _STR_FIELDS:
+        if not isinstance(getattr(config, name), str):
+            raise ConfigError(f"{name} must be a string, got {getattr(config, name)!r}; fix it in config.json")
+    for name in _BOOL_FIELDS:
+        if not isinstance(getattr(config, name), bool):
+            raise ConfigError(f"{name} must be true or false, got {getattr(config, name)!r}; fix it in config.json")
+    for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "layer_norm_eps", "initializer_range",
+                 "moe_aux_loss_coef", "classifier_dropout", "moe_capacity_factor"):
+        value = getattr(config, name)
+        if not (_is_number(value) or (value is None and name in ("classifier_dropout", "moe_capacity_factor"))):
+            raise ConfigError(f"{name} must be a finite number, got {value!r}; fix it in config.json")
+    if not config.layer_norm_eps > 0:
+        raise ConfigError(f"layer_norm_eps must be > 0 (it keeps LayerNorm from dividing by zero; BERT "
+                          f"uses 1e-12), got {config.layer_norm_eps!r}")
+    if config.initializer_range < 0:
+        raise ConfigError(f"initializer_range is the std of the initial weights and must be >= 0 "
+                          f"(BERT uses 0.02), got {config.initializer_range!r}")
+    if config.classifier_dropout is not None and not 0.0 <= config.classifier_dropout < 1.0:
+        raise ConfigError(f"classifier_dropout must be in [0, 1) or unset, got {config.classifier_dropout!r}")
+    if config.problem_type is not None and config.problem_type not in PROBLEM_TYPES:
+        raise ConfigError(f"problem_type {config.problem_type!r} is not known; use one of {PROBLEM_TYPES}")
+    if config.architectures is not None and not (
+            isinstance(config.architectures, list) and all(isinstance(a, str) for a in config.architectures)):
+        raise ConfigError(f"architectures must be a list of class names, got {config.architectures!r}")
+    if config.pos_att_type is not None and not (
+            isinstance(config.pos_att_type, list) and all(isinstance(a, str) for a in config.pos_att_type)):
+        raise ConfigError(f"pos_att_type must be a list such as ['p2c', 'c2p'], got {config.pos_att_type!r}")
+
+
+def _check_t5_bias(config: BertConfig) -> None:
+    """T5's buckets: two halves (one per direction), each half exact for its first half of
+    distances, so the log-spaced rest needs num_buckets >= 4 and max_distance beyond the exact ones."""
+    buckets, distance = config.relative_attention_num_buckets, config.relative_attention_max_distance
+    if buckets < 4 or buckets % 2:
+        raise ConfigError(f"relative_attention_num_buckets must be an even number >= 4 (half per direction; "
+                          f"T5 uses 32), got {buckets}")
+    if distance <= buckets // 4:
+        raise ConfigError(f"relative_attention_max_distance ({distance}) must exceed the {buckets // 4} "
+                          f"distances that get exact buckets; T5 uses 128 with 32 buckets")
+
+
+LOW_RANK_SHARING = ("none", "headwise", "key_value", "layerwise")  # Linformer's options (section 4)
+
+
+def _check_low_rank(config: BertConfig) -> None:
+    """Linformer projects keys along the sequence: only key padding survives the projection, so
+    scores that depend on the (query, key) pair cannot be combined with it."""
+    rank = config.attention_low_rank
+    if rank < 1:
+        raise ConfigError(f"attention_low_rank must be a positive integer (Linformer uses 128-256) or unset "
+                          f"for dense attention, got {rank}")
+    if config.attention_low_rank_sharing not in LOW_RANK_SHARING:
+        raise ConfigError(f"attention_low_rank_sharing {config.attention_low_rank_sharing!r} is not known; use one "
+                          f"of {LOW_RANK_SHARING}")
+    if config.position_embedding_type not in ("absolute", "sinusoidal") or config.relative_attention \
+            or config.attention_block_size is not None:
+        raise ConfigError("low-rank attention (attention_low_rank) projects the keys, so per-pair scores cannot "
+                          "be added: use absolute or sinusoidal positions, no relative_attention and no "
+                          "attention_block_size with it")
+
+
+def _check_decoder(config: BertConfig) -> None:
+    """A decoder is plain BERT with absolute (or sinusoidal) positions: the switches that need every
+    query position at once, or positions counted from the pad row, have no cached, causal form here."""
+    if config.add_cross_attention and not config.is_decoder:
+        raise ConfigError("add_cross_attention=True needs is_decoder=True: cross-attention layers belong to a "
+                          "decoder (as in transformers); set is_decoder=True or drop add_cross_attention")
+    if not config.is_decoder:
+        return
+    blocked = [name for name, on in (
+        (f"model_type={config.model_type!r}", config.model_type != "bert"),
+        (f"position_embedding_type={config.position_embedding_type!r}",
+         config.position_embedding_type not in ("absolute", "sinusoidal")),
+        ("relative_attention", config.relative_attention), ("attention_block_size", config.attention_block_size),
+        ("attention_low_rank", config.attention_low_rank), ("num_experts", config.num_experts),
+        ("num_hidden_groups", config.num_hidden_groups)) if on]
+    if blocked:
+        raise ConfigError(f"is_decoder=True runs BERT layers with absolute or sinusoidal positions; drop "
+                          f"{', '.join(blocked)} for a decoder (or set is_decoder=False for an encoder)")
+
+
+def memory_limit_bytes() -> int:
+    """The memory this process can use: physical RAM, or the cgroup (container) limit if lower."""
+    limit = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path, encoding="ascii") as f:
+                value = f.read().strip()
+        except OSError:
+            continue
+        if value.isdigit():
+            limit = min(limit, int(value))
+    return limit
+
+
+def _check_size(config: BertConfig) -> None:
+    """Refuse a config whose float32 weights alone exceed this machine's memory, before any
+    allocation tries (vocab_size 1e12 asked for 256 TB; a million layers grew to bad_alloc)."""
+    parts = config.parameter_estimate()
+    total = sum(parts.values())
+    need, have = 4 * total, memory_limit_bytes()
+    if need > have:
+        largest = max(parts, key=parts.get)
+        raise ConfigError(
+            f"this config describes about {total:,} parameters ({need / 2**30:,.1f} GiB of float32 weights, "
+            f"mostly {largest}), more than this machine's {have / 2**30:,.1f} GiB of memory; check vocab_size "
+            f"({config.vocab_size:,}), hidden_size ({config.hidden_size:,}), num_hidden_layers "
+            f"({config.num_hidden_layers:,}) and intermediate_size ({config.intermediate_size:,})")
+
+
+def _nearest_divisor(n: int, target: int) -> int:
+    divisors = [d for d in range(1, n + 1) if n % d == 0]
+    return min(divisors, key=lambda d: abs(d - target))
+
+
+def known_and_extra(cls, data: dict[str, Any]) -> dict[str, Any]:
+    """A config dataclass's keyword arguments from a config.json dict: its own fields, and every
+    other key (transformers_version, architectures of other tools, ...) kept in `extra`."""
+    known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+    return {**{k: v for k, v in data.items() if k in known},
+            "extra": {k: v for k, v in data.items() if k not in known}}

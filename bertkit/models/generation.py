@@ -1,0 +1,317 @@
+"""Generation: greedy search and beam search, token for token as transformers 5's `generate`.
+
+    ids = model.generate(input_ids, attention_mask, max_new_tokens=20, num_beams=4)
+
+A decoder-only model (`BertLMHeadModel`) continues its prompt: the output is prompt + new tokens
+(batch prompts are left-padded). An encoder-decoder (`EncoderDecoderModel`) encodes the input
+once and decodes from `decoder_start_token_id`: the output is the start token + new tokens.
+
+Greedy: y_t = argmax_v log p(v | y_<t, x). A row that produced an end-of-sequence token
+(`eos_token_id`, one id or a list) is finished; its later tokens are `pad_token_id`, and
+generation stops when every row is finished or `max_new_tokens` were produced.
+
+Beam search keeps the `num_beams` best partial sequences by summed log-probability
+s(y) = sum_t log p(y_t | y_<t, x). Each step scores every one-token continuation of every beam,
+keeps the best K = max(2, 1 + #eos) * num_beams, and sets aside those that end (an eos token, or
+the length limit) among the best num_beams as finished hypotheses, scored
+s(y) / len(y)^length_penalty with len the number of generated tokens (length_penalty > 0
+favours longer outputs). The others continue. A row stops when its finished list cannot improve:
+with `early_stopping=True` as soon as num_beams hypotheses are finished; with False when the best
+running beam, scored at its current length, cannot beat the worst finished one; with "never" at
+the best length it could still reach (max length if length_penalty > 0). This is transformers 5's
+vectorised beam search, rewritten to read top to bottom; the quirks are kept so the outputs agree:
+rows finishing early are filled with pad_token_id, except that a pad id of 0 counts as unset there
+and the eos id is used (BERT's [PAD] is 0: beam outputs pad with [SEP]).
+
+Without a cache each step re-runs the model on the whole sequence; with one (`use_cache=True`,
+the default) only on the new token (bertkit/models/kv_cache.py): the same numbers, less work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import torch
+import torch.nn.functional as F
+
+from bertkit.errors import ConfigError
+
+NEG = -1.0e9  # transformers' "never choose this" score
+
+
+@dataclass
+class GenerationOptions:
+    """What `generate` takes beyond the inputs; token ids default to the model config's."""
+
+    max_new_tokens: int = 20
+    num_beams: int = 1
+    length_penalty: float = 1.0  # beam scores are divided by (generated length) ** length_penalty
+    early_stopping: bool | str = False  # True, False or "never" (see the module docstring)
+    num_return_sequences: int = 1  # beams returned per input, best first (<= num_beams)
+    eos_token_id: int | list[int] | None = None
+    pad_token_id: int | None = None
+    decoder_start_token_id: int | None = None  # encoder-decoders: the first decoder token
+    use_cache: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("max_new_tokens", "num_beams", "num_return_sequences"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if self.early_stopping not in (True, False, "never"):
+            raise ConfigError(f"early_stopping must be True, False or \"never\", got {self.early_stopping!r}")
+        if self.num_return_sequences > self.num_beams:
+            raise ConfigError(f"num_return_sequences ({self.num_return_sequences}) cannot exceed num_beams "
+                              f"({self.num_beams}): each returned sequence is one beam")
+
+
+class Generates:
+    """`generate` for a model class (mixed into BertLMHeadModel and EncoderDecoderModel)."""
+
+    is_encoder_decoder = False
+
+    @property
+    def decoder_config(self):
+        """The config of the part that generates (an encoder-decoder's decoder)."""
+        return self.config
+
+    @torch.no_grad()
+    def generate(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                 **options) -> torch.Tensor:
+        """Token ids (B * num_return_sequences, length); see the module docstring."""
+        return generate(self, input_ids, attention_mask, GenerationOptions(**options))
+
+
+# ---------------------------------------------------------------------------- model steps
+class DecoderOnlySteps:
+    """Next-token logits of a decoder-only model. Positions count real tokens only (a left-padded
+    prompt's first real token is position 0), as transformers' generate numbers them."""
+
+    def __init__(self, model, input_ids, attention_mask, use_cache: bool):
+        self.model, self.use_cache, self.cache = model, use_cache, None
+        self.mask = attention_mask
+        self.positions = (attention_mask.cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)
+
+    def expand(self, n: int) -> None:
+        self.mask, self.positions = self.mask.repeat_interleave(n, 0), self.positions.repeat_interleave(n, 0)
+
+    def logits(self, sequences: torch.Tensor) -> torch.Tensor:
+        grow = sequences.shape[1] - self.mask.shape[1]
+        if grow:  # the tokens generated since the last call: real, at the next positions
+            self.mask = torch.cat([self.mask, self.mask.new_ones(self.mask.shape[0], grow)], 1)
+            steps = torch.arange(1, grow + 1, device=self.positions.device)
+            self.positions = torch.cat([self.positions, self.positions[:, -1:] + steps], 1)
+        new = sequences.shape[1] - (self.cache.get_seq_length() if self.cache is not None else 0)
+        out = self.model(sequences[:, -new:], attention_mask=self.mask, position_ids=self.positions[:, -new:],
+                         past_key_values=self.cache, use_cache=self.use_cache, logits_to_keep=1)
+        self.cache = out.past_key_values
+        return out.logits[:, -1].float()
+
+    def reorder(self, rows: torch.Tensor) -> None:
+        if self.cache is not None:
+            self.cache.reorder_cache(rows)
+
+
+class EncoderDecoderSteps:
+    """Next-token logits of an encoder-decoder: the encoder runs once, the decoder every step."""
+
+    def __init__(self, model, input_ids, attention_mask, use_cache: bool):
+        self.model, self.use_cache, self.cache = model, use_cache, None
+        self.states = model.encoder_states(input_ids, attention_mask)
+        self.mask = attention_mask
+
+    def expand(self, n: int) -> None:
+        self.states = self.states.repeat_interleave(n, 0)
+        self.mask = None if self.mask is None else self.mask.repeat_interleave(n, 0)
+
+    def logits(self, sequences: torch.Tensor) -> torch.Tensor:
+        new = sequences.shape[1] - (self.cache.get_seq_length() if self.cache is not None else 0)
+        out = self.model.decoder(sequences[:, -new:], encoder_hidden_states=self.states,
+                                 encoder_attention_mask=self.mask, past_key_values=self.cache,
+                                 use_cache=self.use_cache, logits_to_keep=1)
+        self.cache = out.past_key_values
+        return out.logits[:, -1].float()
+
+    def reorder(self, rows: torch.Tensor) -> None:
+        if self.cache is not None:
+            self.cache.reorder_cache(rows)
+
+
+# ---------------------------------------------------------------------------- generate
+def special_ids(model, options: GenerationOptions) -> tuple[torch.Tensor | None, int | None, int | None]:
+    """(eos ids as a 1-D tensor or None, pad id, decoder start id): the options', else the model
+    config's; a missing pad id falls back to the first eos id (as transformers)."""
+    def from_config(config, name):  # a field, or a transformers key kept in `extra`
+        value = getattr(config, name, None)
+        return config.extra.get(name) if value is None else value
+
+    def pick(name):  # as transformers: generate's argument, the model config's, its decoder config's
+        value = getattr(options, name, None)
+        value = from_config(model.config, name) if value is None else value
+        return from_config(model.decoder_config, name) if value is None else value
+
+    eos, pad, start = pick("eos_token_id"), pick("pad_token_id"), pick("decoder_start_token_id")
+    eos = None if eos is None else torch.tensor([eos] if isinstance(eos, int) else list(eos), dtype=torch.long)
+    if pad is None and eos is not None:
+        pad = int(eos[0])
+    if model.is_encoder_decoder and start is None:
+        start = pick("bos_token_id")
+        if start is None:
+            raise ConfigError("an encoder-decoder needs decoder_start_token_id (the first decoder token, "
+                              "[CLS] for BERT2BERT): set it in the config or pass it to generate")
+    return eos, pad, start
+
+
+def default_mask(input_ids: torch.Tensor, eos: torch.Tensor | None, pad: int | None) -> torch.Tensor:
+    """A decoder-only prompt's mask when none is given: 0 at pad tokens if the prompt holds any and
+    pad is not an eos id (else all ones), as transformers infers it."""
+    ones = torch.ones_like(input_ids)
+    if pad is None or not bool((input_ids == pad).any()) or (eos is not None and bool((eos == pad).any())):
+        return ones
+    return (input_ids != pad).long()
+
+
+def generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
+             options: GenerationOptions) -> torch.Tensor:
+    """Greedy (num_beams=1) or beam search from `model` (see the module docstring)."""
+    if input_ids.dim() != 2:
+        raise ConfigError(f"input_ids must have shape (batch, sequence), got {tuple(input_ids.shape)}")
+    eos, pad, start = special_ids(model, options)
+    was_training = model.training
+    model.eval()
+    try:
+        if model.is_encoder_decoder:
+            steps = EncoderDecoderSteps(model, input_ids, attention_mask, options.use_cache)
+            prompt = torch.full((input_ids.shape[0], 1), start, dtype=torch.long, device=input_ids.device)
+        else:
+            mask = attention_mask if attention_mask is not None else default_mask(input_ids, eos, pad)
+            steps, prompt = DecoderOnlySteps(model, input_ids, mask, options.use_cache), input_ids
+        max_length = prompt.shape[1] + options.max_new_tokens
+        positions = model.decoder_config.max_sequence_length
+        if max_length > positions:
+            raise ConfigError(f"{prompt.shape[1]} prompt tokens + max_new_tokens={options.max_new_tokens} exceed "
+                              f"the decoder's {positions} positions; lower max_new_tokens or shorten the input")
+        if options.num_beams == 1:
+            return greedy_search(steps, prompt, max_length, eos, pad)
+        return beam_search(steps, prompt, max_length, eos, pad, options)
+    finally:
+        model.train(was_training)
+
+
+def greedy_search(steps, sequences: torch.Tensor, max_length: int, eos: torch.Tensor | None,
+                  pad: int | None) -> torch.Tensor:
+    unfinished = torch.ones(sequences.shape[0], dtype=torch.bool, device=sequences.device)
+    while True:
+        tokens = steps.logits(sequences).argmax(-1)
+        if eos is not None:  # finished rows only pad
+            tokens = torch.where(unfinished, tokens, torch.full_like(tokens, pad))
+        sequences = torch.cat([sequences, tokens[:, None]], dim=-1)
+        if eos is not None:
+            unfinished &= ~torch.isin(tokens, eos.to(tokens.device))
+        if sequences.shape[1] >= max_length or not bool(unfinished.any()):
+            return sequences
+
+
+# ---------------------------------------------------------------------------- beam search
+@dataclass
+class Beams:
+    """Per input, `num_beams` sequences in a (B, num_beams, max_length) buffer, their scores and the
+    beam (row of the flat batch) each generated token came from: the running beams, or the
+    finished hypotheses (`done` marks real ones)."""
+
+    sequences: torch.Tensor
+    scores: torch.Tensor
+    origins: torch.Tensor  # (B, num_beams, max_length - prompt length), -1 where nothing was generated
+    done: torch.Tensor | None = None
+
+    def take(self, index: torch.Tensor) -> "Beams":
+        """The beams at `index` (B, n) along the beam dimension."""
+        return Beams(*(None if getattr(self, f.name) is None else gather_beams(getattr(self, f.name), index)
+                       for f in fields(self)))
+
+
+def gather_beams(tensor: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    while index.dim() < tensor.dim():
+        index = index.unsqueeze(-1)
+    return torch.take_along_dim(tensor, index, dim=1)
+
+
+def beam_search(steps, prompt: torch.Tensor, max_length: int, eos: torch.Tensor | None, pad: int | None,
+                options: GenerationOptions) -> torch.Tensor:
+    batch, prompt_len = prompt.shape
+    k, device = options.num_beams, prompt.device
+    keep = max(2, 1 + (0 if eos is None else len(eos))) * k  # enough that k beams survive eos choices
+    in_top_k = torch.arange(keep, device=device) < k
+    fill = (pad or int(eos[0])) if eos is not None else -1  # transformers' fill value (pad id 0 = unset)
+    sequences = torch.full((batch, k, max_length), fill, dtype=torch.long, device=device)
+    sequences[:, :, :prompt_len] = prompt[:, None]
+    origins = torch.full((batch, k, max_length - prompt_len), -1, dtype=torch.long, device=device)
+    running = Beams(sequences, torch.full((batch, k), NEG, device=device), origins)
+    running.scores[:, 0] = 0  # only the first beam is live at the start: no duplicate continuations
+    finished = Beams(sequences.clone(), torch.full((batch, k), NEG, device=device), origins.clone(),
+                     torch.zeros(batch, k, dtype=torch.bool, device=device))
+    improvable = torch.ones(batch, 1, dtype=torch.bool, device=device)
+    steps.expand(k)
+    length = prompt_len
+    while True:
+        log_probs = F.log_softmax(steps.logits(running.sequences[:, :, :length].flatten(0, 1)), dim=-1)
+        candidates, ends = top_continuations(running, log_probs, length, prompt_len, keep, eos, max_length)
+        live = candidates.scores + ends.float() * NEG  # ended candidates do not run on
+        running = Beams(candidates.sequences, live, candidates.origins).take(live.topk(k).indices)
+        finished = add_finished(finished, candidates, ends & in_top_k, improvable, length + 1 - prompt_len, options)
+        steps.reorder(running.origins[:, :, length - prompt_len].flatten())
+        length += 1
+        improvable = can_improve(improvable, running.scores, finished, length - prompt_len,
+                                 max_length - prompt_len, options)
+        all_done = bool(finished.done.all()) and options.early_stopping is True
+        if not bool(improvable.any()) or all_done or bool(ends.all()):
+            break
+    return best_hypotheses(finished, prompt_len, options.num_return_sequences)
+
+
+def top_continuations(running: Beams, log_probs: torch.Tensor, length: int, prompt_len: int, keep: int,
+                      eos: torch.Tensor | None, max_length: int) -> tuple[Beams, torch.Tensor]:
+    """The `keep` best one-token continuations of all beams of each input by summed log-probability,
+    and which of them end (an eos token, or the length limit reached)."""
+    batch, k = running.scores.shape
+    vocab = log_probs.shape[-1]
+    totals = (log_probs.view(batch, k, vocab) + running.scores[:, :, None]).view(batch, k * vocab)
+    scores, index = totals.topk(keep)
+    beam, token = index // vocab, index % vocab
+    candidates = Beams(gather_beams(running.sequences, beam), scores, gather_beams(running.origins, beam))
+    candidates.sequences[:, :, length] = token
+    candidates.origins[:, :, length - prompt_len] = beam + torch.arange(batch, device=beam.device)[:, None] * k
+    ends = torch.full_like(token, length + 1 >= max_length, dtype=torch.bool)
+    if eos is not None:
+        ends |= torch.isin(token, eos.to(token.device))
+    return candidates, ends
+
+
+def add_finished(finished: Beams, candidates: Beams, ended: torch.Tensor, improvable: torch.Tensor,
+                 generated: int, options: GenerationOptions) -> Beams:
+    """Merge the candidates that just ended into the finished hypotheses, scored
+    sum log p / generated ** length_penalty, keeping the best num_beams of old and new."""
+    k = finished.scores.shape[1]
+    scores = candidates.scores / (generated ** options.length_penalty)
+    full = finished.done.all(-1, keepdim=True) & (options.early_stopping is True)
+    scores = scores + full.float() * NEG + (~improvable).float() * NEG + (~ended).float() * NEG
+    merged = Beams(torch.cat([finished.sequences, candidates.sequences], 1), torch.cat([finished.scores, scores], 1),
+                   torch.cat([finished.origins, candidates.origins], 1), torch.cat([finished.done, ended], 1))
+    return merged.take(merged.scores.topk(k).indices)
+
+
+def can_improve(improvable: torch.Tensor, running_scores: torch.Tensor, finished: Beams, generated: int,
+                most: int, options: GenerationOptions) -> torch.Tensor:
+    """Per input: could the best running beam still beat the worst finished hypothesis?"""
+    penalty = options.length_penalty
+    best_length = most if options.early_stopping == "never" and penalty > 0 else generated
+    best_running = running_scores[:, :1] / (best_length ** penalty)
+    worst = torch.where(finished.done, finished.scores.min(1, keepdim=True).values, NEG)
+    return improvable & (best_running > worst).any(-1, keepdim=True)
+
+
+def best_hypotheses(finished: Beams, prompt_len: int, n: int) -> torch.Tensor:
+    """The n best finished sequences of each input, cut to the longest one's length."""
+    sequences = finished.sequences[:, :n].flatten(0, 1)
+    generated = (finished.origins[:, :n].flatten(0, 1) >= 0).sum(1).max()
+    return sequences[:, :prompt_len + int(generated)]
