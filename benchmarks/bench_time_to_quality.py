@@ -74,7 +74,8 @@ from bertkit.runtime.plotting import pyplot, save_png
 from bertkit.recipes.pretrain import build_data, get_tokenizer, load_config, make_model, parse_config, vocab_size_of
 from bertkit.train.distributed import init_distributed
 from bertkit.objectives.metrics import evaluate_pretraining
-from bertkit.train.trainer import latest_checkpoint, load_trainer_state
+from bertkit.runtime.run_dir import latest_checkpoint
+from bertkit.train.trainer import load_trainer_state
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS_DIR = os.path.join(ROOT, "benchmarks", "results")

@@ -59,11 +59,11 @@ from bertkit.data.collate import STRATEGIES
 from bertkit.data.corpus import open_corpus
 from bertkit.data.documents import first, shard_documents, split_documents
 from bertkit.data.examples import BUILDERS, SpecialTokens, build_examples, make_builder
-from bertkit.errors import BertkitError, ConfigError
+from bertkit.errors import ConfigError
 from bertkit.io import atomic_open, atomic_write_json, loads_json, read_text
 from bertkit.models.modern import ModernBertConfig
 from bertkit.objectives import OBJECTIVES, Objective, get_objective, import_objective_module
-from bertkit.runtime.runlock import check_apart, run_lock
+from bertkit.runtime.run_dir import check_apart, check_saved_options, latest_checkpoint, refuse_unresumed, run_lock
 from bertkit.tokenizer import Tokenizer
 from bertkit.train.batching import LengthBucketedBatches
 from bertkit.settings.config_io import apply_overrides, check_keys, dataclass_from_dict, load_toml, parse_value, suggest
@@ -71,12 +71,12 @@ from bertkit.train.distributed import DistContext, init_distributed, shutdown
 from bertkit.train.early_stopping import EarlyStoppingSection
 from bertkit.objectives.metrics import unigram_baseline
 from bertkit.data.streaming import streaming_batches, take_examples
-from bertkit.train.resume_check import check_resume_options
-from bertkit.train.trainer import TrainConfig, Trainer, latest_checkpoint, seed_everything
+from bertkit.train.trainer import TrainConfig, Trainer, seed_everything
 from bertkit.recipes.continued import (INIT_KEYS, GeneralCorpus, check_data_section, check_model_section, load_init_model,
                         mix_examples, open_general)
 
 TOKENIZER_KINDS = ("wordpiece", "bpe")
+RUN_FILE = "pretrain_config.json"  # the options of the run, checked when it is resumed
 
 
 @dataclass
@@ -553,7 +553,7 @@ def run_pretraining(cfg: PretrainConfig, out_dir: str, resume: bool = False, pro
     data = build_data(cfg, objective, tokenizer, out_dir, ctx)
     model = make_model(cfg, tokenizer)
     if ctx.is_main:
-        atomic_write_json(os.path.join(out_dir, "pretrain_config.json"), cfg.to_dict())
+        atomic_write_json(os.path.join(out_dir, RUN_FILE), cfg.to_dict())
         if progress:
             report_start(cfg, model, data)
         if objective.unigram_baseline and data.eval_batches:
@@ -567,17 +567,13 @@ def run_pretraining(cfg: PretrainConfig, out_dir: str, resume: bool = False, pro
 
 def check_run_dir(cfg: PretrainConfig, out_dir: str, resume: bool) -> None:
     """Before any work: a run in `out_dir` is continued only with --resume, and only with the
-    options it was started with (OUT/pretrain_config.json; see train/resume_check.py)."""
+    options it was started with (OUT/pretrain_config.json; see runtime/resume_check.py)."""
     if cfg.model.get("init"):
         check_apart(cfg.model["init"], out_dir, "model.init")
     existing = latest_checkpoint(out_dir)
-    if existing and not resume:
-        raise BertkitError(f"{out_dir} already holds {os.path.basename(existing)}; pass --resume to continue it, "
-                           "or choose a new --out directory")
-    saved = os.path.join(out_dir, "pretrain_config.json")
-    if existing and os.path.isfile(saved):
-        check_resume_options(loads_json(read_text(saved), saved), cfg.to_dict(), out_dir,
-                             defaults=parse_config({}).to_dict())
+    refuse_unresumed(out_dir, existing, resume)
+    if existing:
+        check_saved_options(out_dir, RUN_FILE, cfg.to_dict(), defaults=parse_config({}).to_dict())
 
 
 def pretrain(config_path: str, out_dir: str, overrides: list[str] = (), resume: bool = False,
@@ -590,7 +586,7 @@ def pretrain(config_path: str, out_dir: str, overrides: list[str] = (), resume: 
 
 def run_and_leave(cfg: PretrainConfig, out_dir: str, resume: bool = False, progress: bool = True,
                   what: str = "pretrain") -> dict:
-    """`run_pretraining` holding the lock of `out_dir` (bertkit.runtime.runlock; `what` names the run to
+    """`run_pretraining` holding the lock of `out_dir` (bertkit.runtime.run_dir; `what` names the run to
     another one refused), after `check_run_dir`; then leave the process group (under torchrun),
     also on errors."""
     try:

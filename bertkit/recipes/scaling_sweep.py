@@ -43,6 +43,7 @@ from bertkit.analysis.scaling_report import check_positive, fit_and_report
 from bertkit.data.corpus import open_corpus
 from bertkit.errors import ConfigError, DataError
 from bertkit.io import atomic_write_json
+from bertkit.runtime.run_dir import run_lock
 from bertkit.tokenizer import Tokenizer
 from bertkit.train.distributed import init_distributed
 from bertkit.recipes.pretrain import build_model, get_documents, get_tokenizer, load_config, parse_config, run_pretraining
@@ -373,14 +374,20 @@ def torch_threads(threads: int | None):
 def scaling_sweep(sizes: str, tokens: float, time_budget: float, out: str, *, config: str | None = None,
                   overrides: Sequence[str] = (), threads: int | None = None, fit: bool = True,
                   eval_every: int | None = None, log: Log = print) -> PowerLawFit | None:
-    """Time, train and fit a sweep of sizes ('1x64,2x64,2x128,4x128'); the fit (None without `fit`)."""
-    with torch_threads(threads):
+    """Time, train and fit a sweep of sizes ('1x64,2x64,2x128,4x128'); the fit (None without `fit`).
+    The sweep owns `out` while it runs (runtime/run_dir.py: a second sweep on it is refused)."""
+    with torch_threads(threads), run_lock(out, f"scale sweep --sizes {sizes}"):
         plan = plan_sweep(sizes, tokens, time_budget, config, overrides, eval_every)
         per_step = time_sizes(plan, log, finished_sizes(out))
-        os.makedirs(out, exist_ok=True)
         ok = train_sizes(plan, per_step, out, log)
-    if not fit:
-        return None
+        if fit:
+            return fit_sweep(ok, out, log)
+    return None
+
+
+def fit_sweep(ok: list[dict], out: str, log: Log = print) -> PowerLawFit:
+    """L(N) of the finished sizes (OUT/fit.json, scaling.png) and, when the frontier is long
+    enough, L(C) (OUT/frontier.json, frontier.png); returns the L(N) fit."""
     result = fit_and_report(ok, True, os.path.join(out, "scaling.png"), log=log)
     atomic_write_json(os.path.join(out, "fit.json"), result.to_dict())
     try:

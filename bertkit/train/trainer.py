@@ -50,7 +50,6 @@ import json
 import math
 import os
 import random
-import re
 import shutil
 import signal
 import time
@@ -70,6 +69,8 @@ from bertkit.errors import BertkitError, CheckpointError, ConfigError, DataError
 from bertkit.io import atomic_directory, atomic_open, atomic_write_text
 from bertkit.runtime.devices import DEVICE_NAME, DEVICES
 from bertkit.runtime.progress import progress
+from bertkit.runtime.resume_check import check_resume_options
+from bertkit.runtime.run_dir import STATE_FILE, latest_checkpoint, list_checkpoints, refuse_unresumed, remove_leftovers
 from bertkit.settings.config_io import dataclass_from_dict
 from bertkit.train.distributed import DistContext, init_distributed, unwrap, wrap_model
 from bertkit.train.early_stopping import BestKeeper
@@ -77,12 +78,9 @@ from bertkit.train.fsdp import ShardedTraining, check_model, check_strategy, loc
 from bertkit.train.optim import build_optimizer
 from bertkit.train.plots import plot_curves
 from bertkit.train.reporting import check_report_to, open_reporter
-from bertkit.train.resume_check import check_resume_options
 from bertkit.train.schedule import SCHEDULES, WarmupDecay
 
 PRECISIONS = ("fp32", "bf16", "fp16")
-STATE_FILE = "trainer_state.pt"
-CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
 
 
 # ---------------------------------------------------------------------------- config
@@ -235,26 +233,6 @@ def set_rng_state(state: dict) -> None:
 
 
 # ---------------------------------------------------------------------------- checkpoints on disk
-def list_checkpoints(out_dir: str) -> list[tuple[int, str]]:
-    """(step, path) of the complete checkpoints in `out_dir`, oldest first."""
-    if not os.path.isdir(out_dir):
-        return []
-    found = []
-    for name in os.listdir(out_dir):
-        match = CHECKPOINT_RE.match(name)
-        path = os.path.join(out_dir, name)
-        # The state file is written last and the directory renamed into place after it, so a
-        # directory with it is complete; the check also skips stray user-made directories.
-        if match and os.path.isfile(os.path.join(path, STATE_FILE)):
-            found.append((int(match.group(1)), path))
-    return sorted(found)
-
-
-def latest_checkpoint(out_dir: str) -> str | None:
-    found = list_checkpoints(out_dir)
-    return found[-1][1] if found else None
-
-
 def load_trainer_state(checkpoint_dir: str) -> dict:
     path = os.path.join(checkpoint_dir, STATE_FILE)
     try:
@@ -341,12 +319,10 @@ class Trainer:
         cfg = self.config
         existing = latest_checkpoint(self.out_dir) if self.ctx.is_main else None
         existing = self.ctx.broadcast(existing)
-        if existing and not resume:
-            raise BertkitError(f"{self.out_dir} already holds {os.path.basename(existing)}; pass "
-                               "--resume to continue it, or choose a new --out directory")
+        refuse_unresumed(self.out_dir, existing, resume)  # on every rank: they stop together
         if self.ctx.is_main:
             os.makedirs(self.out_dir, exist_ok=True)
-            self._remove_partial_checkpoints()
+            remove_leftovers(self.out_dir)
         if existing:
             self._restore(existing)
         else:
@@ -678,16 +654,6 @@ class Trainer:
             self.plot()
         self.ctx.barrier()
         return path
-
-    def _remove_partial_checkpoints(self) -> None:
-        """What a killed run left: checkpoints half written or half deleted, and the temporary
-        files of atomic writes (`.tmp-*-curves.png`, ...)."""
-        for name in os.listdir(self.out_dir):
-            path = os.path.join(self.out_dir, name)
-            if name.startswith(".tmp-checkpoint-"):
-                shutil.rmtree(path, ignore_errors=True)
-            elif name.startswith(".tmp-") and os.path.isfile(path):
-                os.remove(path)
 
     def _restore(self, checkpoint_dir: str) -> None:
         """Load model, optimizer, scheduler, scaler, position and RNG from a checkpoint."""

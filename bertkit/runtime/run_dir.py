@@ -1,6 +1,18 @@
-"""A run owns its output directory: `with run_lock(out_dir): ...` refuses a second run on it.
+"""A run's output directory, for every command that writes one: who owns it, what it holds,
+what may be continued, and how a finished run is put in place.
 
-Two runs on one `--out` would interleave metrics.jsonl, overwrite each other's checkpoints and
+- **The lock**: `with run_lock(out_dir): ...` refuses a second run on it (below).
+- **Checkpoints**: `list_checkpoints` / `latest_checkpoint` find the complete `checkpoint-<step>`
+  directories (the Trainer writes each one whole and renames it into place, its state file last).
+- **Before any work**: `check_apart` refuses an --out that is, or holds, a model the run reads;
+  `refuse_unresumed` refuses to start afresh on a checkpoint without --resume; `check_saved_options`
+  refuses a --resume whose options differ from the run's saved ones (runtime/resume_check.py).
+- **While it runs**: `remove_leftovers` clears what a killed run left (half-written temporaries;
+  with a fresh start, its checkpoints and best model too); `replacing` gives an --overwrite run a
+  new sibling directory that takes OUT's place only once the run succeeded.
+- **At the end**: `publish_best` moves the best model's files into OUT and drops the checkpoints.
+
+The lock. Two runs on one `--out` would interleave metrics.jsonl, overwrite each other's checkpoints and
 leave one run's weights beside the other's summary. The lock is `OUT/.bertkit-run.lock`, held
 with `flock` for the whole run and holding the owner's pid, host, start time and command:
 
@@ -20,18 +32,26 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import glob
 import json
 import os
+import re
+import shutil
 import socket
 import time
 import warnings
 from typing import Iterator
 
-from bertkit.errors import BertkitError
+from bertkit.errors import BertkitError, RunInterrupted
+from bertkit.io import atomic_directory, loads_json, read_text
+from bertkit.runtime.resume_check import check_resume_options
 
 LOCK_FILE = ".bertkit-run.lock"
+STATE_FILE = "trainer_state.pt"  # in a checkpoint: written last, so its presence marks it complete
+CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
 
 
+# ---------------------------------------------------------------------------- the lock
 def _holder(fd: int) -> dict:
     """The owner record in the lock file (empty if it was never written or is unreadable)."""
     os.lseek(fd, 0, os.SEEK_SET)
@@ -150,6 +170,28 @@ def run_lock(out_dir: str | os.PathLike, what: str = "") -> Iterator[RunLock | N
         lock.release()
 
 
+# ---------------------------------------------------------------------------- checkpoints
+def list_checkpoints(out_dir: str) -> list[tuple[int, str]]:
+    """(step, path) of the complete checkpoints in `out_dir`, oldest first."""
+    if not os.path.isdir(out_dir):
+        return []
+    found = []
+    for name in os.listdir(out_dir):
+        match = CHECKPOINT_RE.match(name)
+        path = os.path.join(out_dir, name)
+        # The state file is written last and the directory renamed into place after it, so a
+        # directory with it is complete; the check also skips stray user-made directories.
+        if match and os.path.isfile(os.path.join(path, STATE_FILE)):
+            found.append((int(match.group(1)), path))
+    return sorted(found)
+
+
+def latest_checkpoint(out_dir: str) -> str | None:
+    found = list_checkpoints(out_dir)
+    return found[-1][1] if found else None
+
+
+# ---------------------------------------------------------------------------- before any work
 def check_apart(source: str | os.PathLike, out_dir: str | os.PathLike, option: str = "--model") -> None:
     """Refuse an --out that is `source` (a model the run reads), lies inside it, or contains it:
     replacing or filling --out would then change or delete the model being read."""
@@ -158,3 +200,73 @@ def check_apart(source: str | os.PathLike, out_dir: str | os.PathLike, option: s
         relation = "is" if src == out else "lies inside" if out.startswith(src + os.sep) else "contains"
         raise BertkitError(f"--out {out_dir} {relation} {option} {source}: the run would write into (or replace) "
                            f"the model it reads; choose an --out outside {source}")
+
+
+def refuse_unresumed(out_dir: str, existing: str | None, resume: bool) -> None:
+    """Refuse a new run on `out_dir`'s newest checkpoint `existing` (`latest_checkpoint`) without
+    `resume`: it would mix its checkpoints and metrics into the old run's."""
+    if existing and not resume:
+        raise BertkitError(f"{out_dir} already holds {os.path.basename(existing)}; pass --resume to continue it, "
+                           "or choose a new --out directory")
+
+
+def check_saved_options(out_dir: str, record_file: str, current: dict, defaults: dict | None = None,
+                        required: bool = False) -> None:
+    """Refuse a resume whose options (`current`) differ from those the run saved in
+    OUT/`record_file` (see resume_check.py). A run without that file passes, unless `required`
+    (the command has always written it: its absence means another version started the run)."""
+    path = os.path.join(out_dir, record_file)
+    if not os.path.isfile(path):
+        if required:
+            raise BertkitError(f"{out_dir} has checkpoints but no {record_file} to check the options against; "
+                               "resume it with the bertkit version that started it, or use a new --out")
+        return
+    check_resume_options(loads_json(read_text(path), path), current, out_dir, defaults=defaults)
+
+
+# ---------------------------------------------------------------------------- while it runs
+def remove_leftovers(out_dir: str, keep_run: bool = True) -> None:
+    """What a killed run left in `out_dir`: checkpoints and best models half written or half
+    deleted (`.tmp-checkpoint-*`, `.tmp-best-*`), the temporary files of atomic writes
+    (`.tmp-*-curves.png`, ...); unless `keep_run`, also its checkpoints and best model (.best)."""
+    kept = () if keep_run else (".best", "checkpoint-")
+    for name in os.listdir(out_dir):
+        path = os.path.join(out_dir, name)
+        if name.startswith((".tmp-checkpoint-", ".tmp-best-", *kept)):
+            shutil.rmtree(path, ignore_errors=True)
+        elif name.startswith(".tmp-") and os.path.isfile(path):
+            os.remove(path)
+
+
+@contextlib.contextmanager
+def replacing(out_dir: str, replace: bool) -> Iterator[str]:
+    """The directory the run writes: OUT itself, or when replacing a model a new sibling that
+    takes OUT's place (`atomic_directory`) only once the run succeeded, so a failed or
+    interrupted run leaves the old model as it was. Sibling leftovers of a killed run go first
+    (the caller holds OUT's lock: no other run is using them)."""
+    if not replace or not is_main_process():  # the other ranks of a distributed run write nothing
+        yield out_dir
+        return
+    prefix = f".{os.path.basename(os.path.abspath(out_dir))}.new-"
+    parent = os.path.dirname(os.path.abspath(out_dir))
+    for leftover in glob.glob(os.path.join(glob.escape(parent), glob.escape(prefix) + "*")):
+        shutil.rmtree(leftover, ignore_errors=True)
+    try:
+        with atomic_directory(out_dir, prefix=prefix) as tmp:
+            yield tmp
+    except RunInterrupted as e:
+        raise RunInterrupted(f"interrupted; {out_dir} is unchanged: --overwrite replaces it only when the new run "
+                             "completes, so the new run was discarded (run it again to replace the model)",
+                             e.exit_code - 128) from None
+
+
+# ---------------------------------------------------------------------------- at the end
+def publish_best(out_dir: str, best_dir: str) -> None:
+    """Drop the trainer's checkpoints (with optimizer state) and move the best model's files
+    from `best_dir` into OUT (each rename is atomic)."""
+    for name in os.listdir(out_dir):
+        if name.startswith("checkpoint-"):
+            shutil.rmtree(os.path.join(out_dir, name), ignore_errors=True)
+    for name in os.listdir(best_dir):
+        os.replace(os.path.join(best_dir, name), os.path.join(out_dir, name))
+    shutil.rmtree(best_dir, ignore_errors=True)
