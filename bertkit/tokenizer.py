@@ -130,23 +130,26 @@ class Tokenizer:
     @classmethod
     def train_wordpiece(
         cls,
-        files,
+        files=None,
         vocab_size: int = 30522,
         min_frequency: int = 2,
         lowercase: bool = True,
         strip_accents: bool | None = None,
         limit_alphabet: int = 1000,
         *,
+        texts: Iterable[str] | None = None,
         show_progress: bool = True,
     ) -> "Tokenizer":
-        """Train a BERT WordPiece tokenizer on text files (one or more paths).
+        """Train a BERT WordPiece tokenizer on text files (one or more paths), or on `texts`
+        (lines already in memory, read as the lines of a file are; an iterable that can be
+        walked twice, e.g. a list: the alphabet is counted first).
 
         Specials get ids 0-4 in the order [PAD] [UNK] [CLS] [SEP] [MASK], so [PAD] is 0 as
         BERT's embedding padding_idx assumes. `strip_accents=None` follows `lowercase`
         (BERT's rule). `limit_alphabet` caps the initial characters kept, so rare scripts in
         a large corpus do not eat the vocabulary.
         """
-        paths = _check_training_files(files)
+        source = _training_source(files, texts)
         _check_positive("vocab_size", vocab_size)
         specials = _SPECIALS["wordpiece"]
         backend = _RustTokenizer(models.WordPiece(unk_token=specials["unk"], max_input_chars_per_word=100))
@@ -155,7 +158,7 @@ class Tokenizer:
         )
         backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         backend.decoder = decoders.WordPiece(prefix="##")
-        alphabet, continuations = _wordpiece_alphabet(backend, paths, limit_alphabet)
+        alphabet, continuations = _wordpiece_alphabet(backend, _text_blocks(source), limit_alphabet)
         special_tokens = [specials[r] for r in _ROLES]
         trainer = trainers.WordPieceTrainer(
             vocab_size=vocab_size,
@@ -167,7 +170,7 @@ class Tokenizer:
             continuing_subword_prefix="##",
             show_progress=show_progress,
         )
-        _train(backend, paths, trainer)
+        _train(backend, source, trainer)
         backend = _keep_added_tokens(backend, special_tokens)
         backend.post_processor = _bert_post_processor(backend, specials)
         return cls(backend, "wordpiece", specials, _DEFAULT_MAX_LENGTH)
@@ -175,19 +178,21 @@ class Tokenizer:
     @classmethod
     def train_bpe(
         cls,
-        files,
+        files=None,
         vocab_size: int = 50265,
         min_frequency: int = 2,
         add_prefix_space: bool = False,
         *,
+        texts: Iterable[str] | None = None,
         show_progress: bool = True,
     ) -> "Tokenizer":
-        """Train a RoBERTa-style byte-level BPE tokenizer on text files.
+        """Train a RoBERTa-style byte-level BPE tokenizer on text files, or on `texts` (lines in
+        memory, read as the lines of a file are).
 
         Specials: <s>=0 <pad>=1 </s>=2 <unk>=3 <mask>=4. The initial alphabet is all 256
         byte symbols, so any text is encodable even if a byte never occurs in training.
         """
-        paths = _check_training_files(files)
+        source = _training_source(files, texts)
         _check_positive("vocab_size", vocab_size)
         specials = _SPECIALS["bpe"]
         backend = _RustTokenizer(models.BPE())
@@ -200,7 +205,7 @@ class Tokenizer:
             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
             show_progress=show_progress,
         )
-        _train(backend, paths, trainer)
+        _train(backend, source, trainer)
         _add_bpe_specials(backend, specials)
         backend.post_processor = _roberta_post_processor(backend, specials, add_prefix_space)
         return cls(backend, "bpe", specials, _DEFAULT_MAX_LENGTH)
@@ -656,8 +661,46 @@ def _has_text(path: Path, chunk: int = 1 << 16) -> bool:
     return False
 
 
-def _train(backend: _RustTokenizer, paths: list[str], trainer) -> None:
+class _Texts:
+    """Training text held in memory: lines, as the trainer reads a file's lines (without their newline)."""
+
+    def __init__(self, texts: Iterable[str]):
+        self.texts = texts
+
+
+def _training_source(files, texts) -> list[str] | _Texts:
+    """The checked paths of `files`, or `texts` (exactly one of them), before the slow training."""
+    if (files is None) == (texts is None):
+        raise ConfigError("give the training text as files or as texts (one of them)")
+    if files is not None:
+        return _check_training_files(files)
+    if iter(texts) is texts:
+        raise ConfigError("texts must be a list (or another iterable that can be walked twice), not an iterator")
+    if not any(text.strip() for text in texts):
+        raise DataError("the training texts are empty or whitespace-only; give some text to train on")
+    return _Texts(texts)
+
+
+def _text_blocks(source: list[str] | _Texts) -> Iterable[str]:
+    """The training text in blocks (a block of lines of a file, or one text)."""
+    if isinstance(source, _Texts):
+        yield from source.texts
+        return
+    for path in source:
+        try:
+            with open(path, encoding="utf-8") as f:
+                while lines := f.readlines(1 << 20):
+                    yield "".join(lines)
+        except UnicodeDecodeError as err:
+            raise _not_utf8(path) from err
+
+
+def _train(backend: _RustTokenizer, source: list[str] | _Texts, trainer) -> None:
     """Run the Rust trainer, translating its file errors into DataError naming the file."""
+    if isinstance(source, _Texts):
+        backend.train_from_iterator(source.texts, trainer)
+        return
+    paths = source
     try:
         backend.train(paths, trainer)
     except Exception as err:
@@ -670,7 +713,7 @@ def _train(backend: _RustTokenizer, paths: list[str], trainer) -> None:
 _ASCII_SPACE = re.compile(r"[ \t\n\r]+")  # what every normaliser keeps as a word boundary
 
 
-def _wordpiece_alphabet(backend: _RustTokenizer, paths: list[str], limit_alphabet: int
+def _wordpiece_alphabet(backend: _RustTokenizer, blocks: Iterable[str], limit_alphabet: int
                         ) -> tuple[list[str], list[str]]:
     """The characters WordPiece training keeps, and their '##' continuation tokens that occur.
 
@@ -684,13 +727,8 @@ def _wordpiece_alphabet(backend: _RustTokenizer, paths: list[str], limit_alphabe
     (both work within such strings; calling them per line was 1.5 s per MB).
     """
     chunks: Counter[str] = Counter()
-    for path in paths:
-        try:
-            with open(path, encoding="utf-8") as f:
-                while lines := f.readlines(1 << 20):
-                    chunks.update(_ASCII_SPACE.split("".join(lines)))
-        except UnicodeDecodeError as err:
-            raise _not_utf8(path) from err
+    for block in blocks:
+        chunks.update(_ASCII_SPACE.split(block))
     char_counts: Counter[str] = Counter()
     inside_words: set[str] = set()
     for chunk, count in chunks.items():

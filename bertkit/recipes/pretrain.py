@@ -56,11 +56,10 @@ import torch
 from bertkit.models.config import SIZE_PRESETS, BertConfig
 from bertkit.data.cleaning import CleaningRules, clean_documents
 from bertkit.data.collate import STRATEGIES
-from bertkit.data.corpus import open_corpus
-from bertkit.data.documents import first, shard_documents, split_documents
+from bertkit.data.documents import CorpusDocuments, shard_documents, split_documents
 from bertkit.data.examples import BUILDERS, SpecialTokens, build_examples, make_builder
 from bertkit.errors import ConfigError
-from bertkit.io import atomic_open, atomic_write_json, loads_json, read_text
+from bertkit.io import atomic_write_json, loads_json, read_text
 from bertkit.models.modern import ModernBertConfig
 from bertkit.objectives import OBJECTIVES, Objective, get_objective, import_objective_module
 from bertkit.runtime.run_dir import check_apart, check_saved_options, latest_checkpoint, refuse_unresumed, run_lock
@@ -238,21 +237,7 @@ def parse_config(raw: dict, overrides: list[str] = ()) -> PretrainConfig:
         objective_settings=settings,
         early_stopping=dataclass_from_dict(EarlyStoppingSection, raw.get("early_stopping", {}), "early_stopping"),
     )
-    check_model_values(cfg)
     return cfg
-
-
-def check_model_values(cfg: PretrainConfig) -> None:
-    """The [model] values, checked now by building the config (no weights) with the vocabulary
-    size asked for: the tokenizer that fixes it is trained later, and a wrong type or range
-    must not wait for it."""
-    if cfg.model.get("init"):
-        return  # the checkpoint's config; the continued keys were checked (check_model_section)
-    vocab_size = cfg.model.get("vocab_size", cfg.tokenizer.vocab_size)
-    try:
-        model_config(cfg, vocab_size if isinstance(vocab_size, int) else 8000)
-    except ConfigError as e:
-        raise ConfigError(f"[model] {e}".replace("; fix it in config.json", "")) from None
 
 
 def load_config(path: str, overrides: list[str] = ()) -> PretrainConfig:
@@ -260,50 +245,51 @@ def load_config(path: str, overrides: list[str] = ()) -> PretrainConfig:
 
 
 # ---------------------------------------------------------------------------- building blocks
-def get_tokenizer(cfg: PretrainConfig, corpus, out_dir: str, is_main: bool, ctx):
-    """The configured tokenizer, or one trained on the corpus files (saved to OUT/tokenizer)."""
+def tokenizer_and_config(cfg: PretrainConfig, corpus: CorpusDocuments, out_dir: str, ctx):
+    """(tokenizer, model config): the configured tokenizer, the checkpoint's (model.init), or one
+    trained on the corpus and saved to OUT/tokenizer; and the model config built once for its
+    vocabulary (None with model.init: the checkpoint's). A tokenizer trained here is saved only
+    once the config is built, so a bad [model] value stops the run before anything is written."""
+    def configure(tokenizer):
+        if cfg.model.get("init"):
+            return None
+        try:
+            return model_config(cfg, vocab_size_of(tokenizer), tokenizer.pad_token_id)
+        except ConfigError as e:
+            raise ConfigError(f"[model] {e}".replace("; fix it in config.json", "")) from None
+
     # Continued pre-training keeps the checkpoint's vocabulary: its embeddings are indexed by it.
-    path = cfg.tokenizer.path or cfg.model.get("init", "")
-    if path:
-        return Tokenizer.from_pretrained(path)
+    given = cfg.tokenizer.path or cfg.model.get("init", "")
+    if given:
+        tokenizer = Tokenizer.from_pretrained(given)
+        return tokenizer, configure(tokenizer)
     directory = os.path.join(out_dir, "tokenizer")
+    config = None
     # A resumed run must see exactly the vocabulary it started with: reuse the saved one.
     if not os.path.exists(os.path.join(directory, "tokenizer.json")):
-        if is_main:
-            train_tokenizer(cfg, corpus, out_dir).save_pretrained(directory)
+        if ctx.is_main:
+            trained = train_tokenizer(cfg.tokenizer, corpus)
+            config = configure(trained)
+            trained.save_pretrained(directory)
         ctx.barrier()
-    tok = Tokenizer.from_pretrained(directory)
-    if tok.kind != cfg.tokenizer.kind:
-        raise ConfigError(f"{directory} holds a {tok.kind} tokenizer but tokenizer.kind = "
+    tokenizer = Tokenizer.from_pretrained(directory)
+    if tokenizer.kind != cfg.tokenizer.kind:
+        raise ConfigError(f"{directory} holds a {tokenizer.kind} tokenizer but tokenizer.kind = "
                           f"{cfg.tokenizer.kind!r}; keep the kind the run started with, or use a new --out")
-    return tok
+    return tokenizer, config if config is not None else configure(tokenizer)
 
 
-def train_tokenizer(cfg: PretrainConfig, corpus, out_dir: str) -> Tokenizer:
-    """A tokenizer of [tokenizer] kind trained on the corpus as read by `Corpus` (which skips
-    binary/non-UTF-8 files with a warning), not on its raw files: one sentence per line in a
-    scratch file."""
-    scratch = os.path.join(out_dir, ".tokenizer-corpus.txt")
-    with atomic_open(scratch, "w", encoding="utf-8") as f:
-        for doc in first(corpus, cfg.data.max_documents):
-            f.write("\n".join(doc) + "\n")
-    t = cfg.tokenizer
-    try:
-        if t.kind == "bpe":
-            # Sentences are tokenized one at a time and then packed, so every sentence
-            # starts with a space token, as a word inside running text does.
-            return Tokenizer.train_bpe([scratch], vocab_size=t.vocab_size, min_frequency=t.min_frequency,
-                                       add_prefix_space=True, show_progress=False)
-        return Tokenizer.train_wordpiece([scratch], vocab_size=t.vocab_size, min_frequency=t.min_frequency,
-                                         lowercase=t.lowercase is not False, show_progress=False)
-    finally:
-        os.unlink(scratch)
-
-
-def get_documents(cfg: PretrainConfig, tokenizer, out_dir: str, is_main: bool, ctx):
-    """Tokenized documents (lists of sentence id arrays) via memory-mapped shards in OUT/shards."""
-    return shard_documents(cfg.data.corpus, tokenizer, os.path.join(out_dir, "shards"), mode=cfg.data.mode,
-                           max_documents=cfg.data.max_documents, is_main=is_main, barrier=ctx.barrier)
+def train_tokenizer(section: TokenizerSection, corpus: CorpusDocuments) -> Tokenizer:
+    """A tokenizer of `section`'s kind trained on the corpus as read by `Corpus` (which skips
+    binary/non-UTF-8 files with a warning), not on its raw files: one sentence per line."""
+    if section.kind == "bpe":
+        # Sentences are tokenized one at a time and then packed, so every sentence
+        # starts with a space token, as a word inside running text does.
+        return Tokenizer.train_bpe(texts=corpus.lines(), vocab_size=section.vocab_size,
+                                   min_frequency=section.min_frequency, add_prefix_space=True, show_progress=False)
+    return Tokenizer.train_wordpiece(texts=corpus.lines(), vocab_size=section.vocab_size,
+                                     min_frequency=section.min_frequency, lowercase=section.lowercase is not False,
+                                     show_progress=False)
 
 
 def model_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int | None = None):
@@ -350,21 +336,22 @@ def modern_config(cfg: PretrainConfig, overrides: dict, vocab_size: int, pad_tok
     return ModernBertConfig.preset(cfg.model["preset"], **overrides)
 
 
-def check_segments(cfg: PretrainConfig, config, tokenizer_kind: str) -> None:
+def check_segments(data: DataSection, config, tokenizer_kind: str) -> None:
     """BERT's pair template gives the second segment token_type_id 1: the model needs 2 rows."""
     if not isinstance(config, BertConfig):
-        if BUILDERS[cfg.data.builder].needs_pairs:
-            raise ConfigError(f"data.objective {cfg.data.objective} needs segment embeddings, which the "
+        if BUILDERS[data.builder].needs_pairs:
+            raise ConfigError(f"data.objective {data.objective} needs segment embeddings, which the "
                               f"{config.model_type} encoder does not have; use data.objective = \"mlm\"")
         return
-    if BUILDERS[cfg.data.builder].needs_pairs and tokenizer_kind == "wordpiece" and config.type_vocab_size == 1:
-        raise ConfigError(f"data.objective {cfg.data.objective} marks the second segment with token type 1, "
+    if BUILDERS[data.builder].needs_pairs and tokenizer_kind == "wordpiece" and config.type_vocab_size == 1:
+        raise ConfigError(f"data.objective {data.objective} marks the second segment with token type 1, "
                           f"but the model has type_vocab_size=1 ({config.model_type}); use tokenizer.kind = "
                           "\"bpe\" (RoBERTa's pair template: all type ids 0) or model.type_vocab_size = 2")
 
 
-def build_model(cfg: PretrainConfig, vocab_size: int, pad_token_id: int | None = None):
-    """The module the objective trains, new or (model.init) on a trained encoder."""
+def build_model(cfg: PretrainConfig, vocab_size: int, pad_token_id: int | None = None, config=None):
+    """The module the objective trains, new or (model.init) on a trained encoder; `config`: the
+    model config the run built for this vocabulary (`tokenizer_and_config`), else built here."""
     objective = cfg.objective
     if cfg.model.get("init"):  # continued pre-training from a checkpoint (continued.py)
         if not objective.init_from_checkpoint:
@@ -374,13 +361,15 @@ def build_model(cfg: PretrainConfig, vocab_size: int, pad_token_id: int | None =
             cfg.model, lambda config: objective.build_model(config, cfg.objective_settings), vocab_size,
             cfg.data.max_length, pad_token_id)
         return model
-    return objective.build_model(model_config(cfg, vocab_size, pad_token_id), cfg.objective_settings)
+    if config is None:
+        config = model_config(cfg, vocab_size, pad_token_id)
+    return objective.build_model(config, cfg.objective_settings)
 
 
-def logged_outputs(cfg: PretrainConfig, model) -> dict[str, str]:
+def logged_outputs(objective: Objective, model) -> dict[str, str]:
     """The parts of the objective the Trainer averages into the train rows besides the loss:
     {row key: field of the model's output}."""
-    names = dict(cfg.objective.logged)
+    names = dict(objective.logged)
     if getattr(model.config, "num_experts", 0):
         names["aux_loss"] = "aux_loss"  # the MoE load-balancing term (already inside the loss)
     return names
@@ -402,22 +391,24 @@ class PretrainData:
     num_eval_examples: int
 
 
-def build_data(cfg: PretrainConfig, objective: Objective, tokenizer, out_dir: str, ctx: DistContext) -> PretrainData:
-    """Shards -> train/held-out documents -> examples -> batches collated by the objective."""
-    t, d = cfg.train, cfg.data
-    docs = get_documents(cfg, tokenizer, out_dir, ctx.is_main, ctx)
+def build_data(d: DataSection, t: TrainConfig, objective: Objective, tokenizer, corpus: CorpusDocuments,
+               out_dir: str, ctx: DistContext) -> PretrainData:
+    """Shards of `corpus` -> train/held-out documents -> examples -> batches collated by the objective."""
+    docs = shard_documents(corpus, tokenizer, os.path.join(out_dir, "shards"), is_main=ctx.is_main,
+                           barrier=ctx.barrier)
     train_docs, eval_docs = split_documents(len(docs), d.eval_fraction, t.seed)
-    docs, train_docs = clean_training(cfg, "corpus", docs, train_docs, eval_docs, tokenizer, out_dir, ctx.is_main)
+    rules = cleaning_rules(d)
+    docs, train_docs = clean_training(rules, "corpus", docs, train_docs, eval_docs, tokenizer, out_dir, ctx.is_main)
     builder = make_builder(d.builder, d.max_length, SpecialTokens.from_tokenizer(tokenizer))
-    general = open_general(cfg, tokenizer, out_dir, ctx)  # None without data.general_corpus
+    general = open_general(d, t.seed, tokenizer, out_dir, ctx)  # None without data.general_corpus
     if general is not None:
-        general.docs, general.train_docs = clean_training(cfg, "general_corpus", general.docs, general.train_docs,
+        general.docs, general.train_docs = clean_training(rules, "general_corpus", general.docs, general.train_docs,
                                                           general.eval_docs, tokenizer, out_dir, ctx.is_main)
     if d.streaming:  # examples are built lazily, a block of documents at a time
         train_examples = None
         eval_examples = take_examples(builder, docs, eval_docs, random.Random(t.seed + 1), d.max_eval_examples)
     else:
-        train_examples, eval_examples = _examples_in_memory(cfg, builder, docs, train_docs, eval_docs, general)
+        train_examples, eval_examples = _examples_in_memory(d, t.seed, builder, docs, train_docs, eval_docs, general)
 
     def collator(seed: int):
         return objective.collator(tokenizer, d, seed)
@@ -447,11 +438,10 @@ def cleaning_rules(data: DataSection) -> CleaningRules:
     return CleaningRules(data.dedup, data.min_words, data.min_alpha_fraction)
 
 
-def clean_training(cfg: PretrainConfig, which: str, docs, train_docs, eval_docs, tokenizer, out_dir: str,
+def clean_training(rules: CleaningRules, which: str, docs, train_docs, eval_docs, tokenizer, out_dir: str,
                    is_main: bool):
     """(docs, train_docs) after data.dedup / min_words / min_alpha_fraction (data/cleaning.py; the
     held-out documents are untouched); what was dropped is printed and saved in OUT/cleaning.json."""
-    rules = cleaning_rules(cfg.data)
     if not rules.active:
         return docs, train_docs
     cleaned = clean_documents(docs, train_docs, eval_docs, rules, tokenizer.batch_decode)
@@ -468,17 +458,16 @@ def clean_training(cfg: PretrainConfig, which: str, docs, train_docs, eval_docs,
     return cleaned.docs, cleaned.train_docs
 
 
-def _examples_in_memory(cfg: PretrainConfig, builder, docs, train_docs, eval_docs,
+def _examples_in_memory(data: DataSection, seed: int, builder, docs, train_docs, eval_docs,
                         general: GeneralCorpus | None) -> tuple[list, list]:
     """(train, held-out) examples, fixed for the run like BERT's static data (the masks are
     not); general text is mixed into training as data.general_fraction says."""
-    seed = cfg.train.seed
     train_examples = build_examples(builder, docs, train_docs, random.Random(seed))
     eval_examples = build_examples(builder, docs, eval_docs, random.Random(seed + 1))
-    eval_examples = eval_examples[: cfg.data.max_eval_examples]
-    if general is not None and cfg.data.general_fraction:
+    eval_examples = eval_examples[: data.max_eval_examples]
+    if general is not None and data.general_fraction:
         general_examples = build_examples(builder, general.docs, general.train_docs, random.Random(seed + 2))
-        train_examples = mix_examples(train_examples, general_examples, cfg.data.general_fraction, seed)
+        train_examples = mix_examples(train_examples, general_examples, data.general_fraction, seed)
     return train_examples, eval_examples
 
 
@@ -493,25 +482,26 @@ def vocab_size_of(tokenizer) -> int:
     return max(tokenizer.get_vocab().values()) + 1
 
 
-def make_model(cfg: PretrainConfig, tokenizer):
-    """The model, initialised from train.seed: the same weights on every rank and every run."""
+def make_model(cfg: PretrainConfig, tokenizer, config=None):
+    """The model (of `config`, the run's model config, if given), initialised from train.seed: the
+    same weights on every rank and every run."""
     seed_everything(cfg.train.seed)
-    model = build_model(cfg, vocab_size_of(tokenizer), tokenizer.pad_token_id)
-    check_segments(cfg, model.config, tokenizer.kind)
+    model = build_model(cfg, vocab_size_of(tokenizer), tokenizer.pad_token_id, config)
+    check_segments(cfg.data, model.config, tokenizer.kind)
     return model
 
 
-def report_start(cfg: PretrainConfig, model, data: PretrainData) -> None:
+def report_start(model_section: dict, data_section: DataSection, model, data: PretrainData) -> None:
     """One line on the model and the data, and one on a newly created MLM head."""
-    source = cfg.model.get("init") or cfg.model["preset"]
-    described = (f"streamed examples (blocks of {cfg.data.block_docs} documents)" if cfg.data.streaming else
+    source = model_section.get("init") or model_section["preset"]
+    described = (f"streamed examples (blocks of {data_section.block_docs} documents)" if data_section.streaming else
                  f"{data.num_train_examples} train examples, {len(data.batches)} batches per epoch per "
                  f"rank, padding {data.batches.padding_fraction():.1%}")
     print(f"pretrain: {type(model).__name__} {source} ({model.num_parameters() / 1e6:.2f}M params), "
           f"{len(data.docs)} documents, {described}, {data.num_eval_examples} held-out examples", flush=True)
     if getattr(model, "init_info", None) and model.init_info["new_head_weights"]:
-        print(f"pretrain: new MLM head ({cfg.model.get('head_init', 'identity')} init) on "
-              f"the encoder of {cfg.model['init']}", flush=True)
+        print(f"pretrain: new MLM head ({model_section.get('head_init', 'identity')} init) on "
+              f"the encoder of {model_section['init']}", flush=True)
 
 
 def write_baseline(data: PretrainData, tokenizer, out_dir: str, progress: bool) -> None:
@@ -547,20 +537,20 @@ def run_pretraining(cfg: PretrainConfig, out_dir: str, resume: bool = False, pro
     ctx = init_distributed(cfg.train.device)
     os.makedirs(out_dir, exist_ok=True)
     objective = cfg.objective
-    # the corpus is read here only to train a tokenizer (the shards read it again, streamed)
-    corpus = None if (cfg.tokenizer.path or cfg.model.get("init")) else open_corpus(cfg.data.corpus, cfg.data.mode)
-    tokenizer = get_tokenizer(cfg, corpus, out_dir, ctx.is_main, ctx)
-    data = build_data(cfg, objective, tokenizer, out_dir, ctx)
-    model = make_model(cfg, tokenizer)
+    # Read once for the tokenizer and the shards (kept in memory), unless streamed: then at each.
+    corpus = CorpusDocuments(cfg.data.corpus, cfg.data.mode, cfg.data.max_documents, keep=not cfg.data.streaming)
+    tokenizer, config = tokenizer_and_config(cfg, corpus, out_dir, ctx)
+    data = build_data(cfg.data, cfg.train, objective, tokenizer, corpus, out_dir, ctx)
+    model = make_model(cfg, tokenizer, config)
     if ctx.is_main:
         atomic_write_json(os.path.join(out_dir, RUN_FILE), cfg.to_dict())
         if progress:
-            report_start(cfg, model, data)
+            report_start(cfg.model, cfg.data, model, data)
         if objective.unigram_baseline and data.eval_batches:
             write_baseline(data, tokenizer, out_dir, progress)
     trainer = Trainer(model, data.batches, cfg.train, out_dir, eval_fn=evaluation(objective, data, cfg.train.seed),
                       collator=data.data_state, tokenizer=tokenizer, ctx=ctx, progress=progress,
-                      log_outputs=logged_outputs(cfg, model), keeper=cfg.early_stopping.keeper(out_dir, tokenizer))
+                      log_outputs=logged_outputs(objective, model), keeper=cfg.early_stopping.keeper(out_dir, tokenizer))
     torch.set_float32_matmul_precision("high")  # TF32 on GPUs that have it; no effect on CPU
     return trainer.train(resume=resume)
 

@@ -40,13 +40,13 @@ import torch
 from bertkit.analysis.frontier_report import frontier_report
 from bertkit.analysis.scaling import PowerLawFit, load_sweep, run_sweep
 from bertkit.analysis.scaling_report import check_positive, fit_and_report
-from bertkit.data.corpus import open_corpus
+from bertkit.data.documents import CorpusDocuments, shard_documents
 from bertkit.errors import ConfigError, DataError
 from bertkit.io import atomic_write_json
 from bertkit.runtime.run_dir import run_lock
 from bertkit.tokenizer import Tokenizer
 from bertkit.train.distributed import init_distributed
-from bertkit.recipes.pretrain import build_model, get_documents, get_tokenizer, load_config, parse_config, run_pretraining
+from bertkit.recipes.pretrain import build_model, load_config, parse_config, run_pretraining, tokenizer_and_config
 
 MIN_SIZES = 4  # L(N) = (N_c/N)^alpha + L_inf has 3 parameters; one more size estimates their errors
 OVERHEAD = 1.25  # a run's time over steps x timed step: data loading, masking, logging, final evaluation
@@ -282,9 +282,9 @@ def prepare_data(cfg, directory: str) -> tuple[str, str]:
     """Train (or load) the tokenizer and write the token shards once: (tokenizer dir, shard dir)."""
     ctx = init_distributed(cfg.train.device)
     os.makedirs(directory, exist_ok=True)
-    corpus = None if cfg.tokenizer.path else open_corpus(cfg.data.corpus, cfg.data.mode)
-    tokenizer = get_tokenizer(cfg, corpus, directory, ctx.is_main, ctx)
-    get_documents(cfg, tokenizer, directory, ctx.is_main, ctx)
+    corpus = CorpusDocuments(cfg.data.corpus, cfg.data.mode, cfg.data.max_documents)  # read once for both
+    tokenizer, _ = tokenizer_and_config(cfg, corpus, directory, ctx)
+    shard_documents(corpus, tokenizer, os.path.join(directory, "shards"), is_main=ctx.is_main, barrier=ctx.barrier)
     tokenizer_path = cfg.tokenizer.path or os.path.join(directory, "tokenizer")
     shards = cfg.data.corpus if os.path.isfile(os.path.join(cfg.data.corpus, "meta.json")) \
         else os.path.join(directory, "shards")
