@@ -283,21 +283,12 @@ class Tokenizer:
         `return_offsets_mapping=True`, which returns the offsets under transformers' key
         `offset_mapping`. (The defaults differ from transformers': padding and truncation on.)
         """
-        if text_pair is not None:
-            if pairs is not None:
-                raise ConfigError("pass the second texts as pairs or text_pair, not both")
-            pairs = text_pair
+        pairs = _second_texts(pairs, text_pair)
         truncation, strategy = _truncation_strategy(truncation)
         batch, pair_batch = _check_texts(texts, pairs)
-        if return_tensors not in ("pt", "np", None):
-            raise ConfigError(f"return_tensors={return_tensors!r} is not supported; use 'pt', 'np' or None")
-        if padding not in (True, False, "longest", "max_length", "do_not_pad"):
-            raise ConfigError(f"padding={padding!r} is not supported; use True, False or 'max_length'")
         if max_length is None:
             max_length = self.model_max_length or _DEFAULT_MAX_LENGTH
-        _check_positive("max_length", max_length)
-        if stride < 0:
-            raise ConfigError(f"stride must be >= 0, got {stride}")
+        _check_call_options(return_tensors, padding, max_length, stride)
 
         inputs = batch if pair_batch is None else list(zip(batch, pair_batch))
         # Pairs are windowed over the second text only when overflowing (QA); otherwise
@@ -308,24 +299,14 @@ class Tokenizer:
             encodings = self._backend.encode_batch(inputs, add_special_tokens=True)
 
         if return_overflowing_tokens:
-            rows, sample_map = [], []
-            for i, enc in enumerate(encodings):
-                pieces = [enc, *enc.overflowing]
-                rows.extend(pieces)
-                sample_map.extend([i] * len(pieces))
+            rows, sample_map = _with_overflow(encodings)
         else:
             rows, sample_map = encodings, None
             self._warn_if_truncated(encodings, truncation, max_length)
 
-        return self._to_batch(
-            rows,
-            sample_map,
-            return_word_ids=return_word_ids,
-            return_offsets=return_offsets,
-            return_offsets_mapping=return_offsets_mapping,
-            return_special_tokens_mask=return_special_tokens_mask,
-            return_tensors=return_tensors,
-        )
+        return self._to_batch(rows, sample_map, return_word_ids=return_word_ids, return_offsets=return_offsets,
+                              return_offsets_mapping=return_offsets_mapping,
+                              return_special_tokens_mask=return_special_tokens_mask, return_tensors=return_tensors)
 
     def tokenize(self, text: str, pair: str | None = None, add_special_tokens: bool = False) -> list[str]:
         """Token strings of one text (or pair), as transformers' `tokenize` (no specials by default)."""
@@ -590,6 +571,35 @@ class Tokenizer:
 
 
 TRUNCATION_STRATEGIES = ("longest_first", "only_first", "only_second")
+
+
+def _second_texts(pairs, text_pair):
+    """The second texts, under our name (`pairs`) or transformers' (`text_pair`)."""
+    if text_pair is None:
+        return pairs
+    if pairs is not None:
+        raise ConfigError("pass the second texts as pairs or text_pair, not both")
+    return text_pair
+
+
+def _check_call_options(return_tensors, padding, max_length: int, stride: int) -> None:
+    if return_tensors not in ("pt", "np", None):
+        raise ConfigError(f"return_tensors={return_tensors!r} is not supported; use 'pt', 'np' or None")
+    if padding not in (True, False, "longest", "max_length", "do_not_pad"):
+        raise ConfigError(f"padding={padding!r} is not supported; use True, False or 'max_length'")
+    _check_positive("max_length", max_length)
+    if stride < 0:
+        raise ConfigError(f"stride must be >= 0, got {stride}")
+
+
+def _with_overflow(encodings) -> tuple[list, list[int]]:
+    """(every encoding followed by its overflowing windows, the input index of each row)."""
+    rows, sample_map = [], []
+    for i, enc in enumerate(encodings):
+        pieces = [enc, *enc.overflowing]
+        rows.extend(pieces)
+        sample_map.extend([i] * len(pieces))
+    return rows, sample_map
 
 
 def _truncation_strategy(truncation) -> tuple[bool, str | None]:

@@ -317,6 +317,41 @@ class Trainer:
     def train(self, resume: bool = False) -> dict:
         """Run to `max_steps`; returns the last eval metrics (or the last train row)."""
         cfg = self.config
+        batches = self._begin(resume)
+        bar = self._progress_bar()
+        last_metrics: dict = {}
+        handlers = self._catch_stop_signals()
+        finished = False
+        try:
+            while self.step < cfg.max_steps:
+                loss, tokens, seconds, parts = self._train_step(batches)
+                self._count_step(loss, tokens, seconds, parts)
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(loss=f"{loss:.4f}", lr=f"{self._lr():.2e}")
+                done = self.step == cfg.max_steps or self._out_of_time()
+                if self.step % cfg.log_every == 0 or done:
+                    last_metrics = self._log_window()
+                if (cfg.eval_every and self.step % cfg.eval_every == 0) or done:
+                    last_metrics = self._evaluate() or last_metrics
+                    self.stop_requested = bool(self.ctx.broadcast(self.stop_requested))
+                saving = cfg.save_every >= 0 and ((cfg.save_every and self.step % cfg.save_every == 0)
+                                                  or done or self.stop_requested)
+                if saving:
+                    self.save_checkpoint()
+                if self.stop_requested or done:  # done early: the time budget is spent
+                    break
+                if self._agreed_signal is not None and not done:
+                    self._stop_for_signal(saved=saving)
+            finished = True
+        finally:
+            self._end(handlers, bar, finished)
+        return last_metrics
+
+    def _begin(self, resume: bool):
+        """Restore the newest checkpoint (resume) or start afresh, open the reporter and wrap the
+        model for DDP/FSDP; returns this rank's batches."""
+        cfg = self.config
         existing = latest_checkpoint(self.out_dir) if self.ctx.is_main else None
         existing = self.ctx.broadcast(existing)
         refuse_unresumed(self.out_dir, existing, resume)  # on every rank: they stop together
@@ -342,52 +377,33 @@ class Trainer:
         else:
             self.ddp_model = wrap_model(self.model, self.ctx,
                                         find_unused_parameters=may_skip_parameters(unwrap(self.model)))
-        bar = self._progress_bar()
-        last_metrics: dict = {}
-        handlers = self._catch_stop_signals()
-        finished = False
-        try:
-            while self.step < cfg.max_steps:
-                loss, tokens, seconds, parts = self._train_step(batches)
-                self.step += 1
-                self.train_seconds += seconds
-                for name, value in parts.items():
-                    self.window[name] = self.window.get(name, 0.0) + value
-                self.window["loss"] += loss
-                self.window["steps"] += 1
-                self.window["tokens"] += tokens
-                self.window["time"] += seconds
-                if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix(loss=f"{loss:.4f}", lr=f"{self._lr():.2e}")
-                done = self.step == cfg.max_steps or self._out_of_time()
-                if self.step % cfg.log_every == 0 or done:
-                    last_metrics = self._log_window()
-                if (cfg.eval_every and self.step % cfg.eval_every == 0) or done:
-                    last_metrics = self._evaluate() or last_metrics
-                    self.stop_requested = bool(self.ctx.broadcast(self.stop_requested))
-                saving = cfg.save_every >= 0 and ((cfg.save_every and self.step % cfg.save_every == 0)
-                                                  or done or self.stop_requested)
-                if saving:
-                    self.save_checkpoint()
-                if self.stop_requested or done:  # done early: the time budget is spent
-                    break
-                if self._agreed_signal is not None and not done:
-                    self._stop_for_signal(saved=saving)
-            finished = True
-        finally:
-            for signum, handler in handlers.items():
-                signal.signal(signum, handler)
-            if bar is not None:
-                bar.close()
-            if self.reporter is not None:
-                self.reporter.close()
-                self.reporter = None
-            if self.sharded is not None:  # the trained weights back into the plain model
-                self.sharded.close(ok=finished)
-                self.sharded = None
-            self.ddp_model = None
-        return last_metrics
+        return batches
+
+    def _count_step(self, loss: float, tokens: int, seconds: float, parts: dict) -> None:
+        """One more step done: its loss, tokens, time and loss parts into the log window."""
+        self.step += 1
+        self.train_seconds += seconds
+        for name, value in parts.items():
+            self.window[name] = self.window.get(name, 0.0) + value
+        self.window["loss"] += loss
+        self.window["steps"] += 1
+        self.window["tokens"] += tokens
+        self.window["time"] += seconds
+
+    def _end(self, handlers: dict, bar, finished: bool) -> None:
+        """Put the signal handlers back, close the bar and reporter, and drop the DDP/FSDP wrapper
+        (an FSDP run's trained weights go back into the plain model when it `finished`)."""
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+        if bar is not None:
+            bar.close()
+        if self.reporter is not None:
+            self.reporter.close()
+            self.reporter = None
+        if self.sharded is not None:  # the trained weights back into the plain model
+            self.sharded.close(ok=finished)
+            self.sharded = None
+        self.ddp_model = None
 
     # ------------------------------------------------------------------ signals
     def _catch_stop_signals(self) -> dict:
