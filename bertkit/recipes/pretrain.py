@@ -537,10 +537,14 @@ def run_pretraining(cfg: PretrainConfig, out_dir: str, resume: bool = False, pro
     ctx = init_distributed(cfg.train.device)
     os.makedirs(out_dir, exist_ok=True)
     objective = cfg.objective
-    # Read once for the tokenizer and the shards (kept in memory), unless streamed: then at each.
-    corpus = CorpusDocuments(cfg.data.corpus, cfg.data.mode, cfg.data.max_documents, keep=not cfg.data.streaming)
+    # A tokenizer trained here and the shards read the documents once (kept in memory between
+    # the two), unless streamed (data.streaming: read at each use, never held whole).
+    trained = not (cfg.tokenizer.path or cfg.model.get("init"))
+    corpus = CorpusDocuments(cfg.data.corpus, cfg.data.mode, cfg.data.max_documents,
+                             keep=trained and not cfg.data.streaming)
     tokenizer, config = tokenizer_and_config(cfg, corpus, out_dir, ctx)
     data = build_data(cfg.data, cfg.train, objective, tokenizer, corpus, out_dir, ctx)
+    del corpus  # the shards hold the documents now: their text is not kept while training
     model = make_model(cfg, tokenizer, config)
     if ctx.is_main:
         atomic_write_json(os.path.join(out_dir, RUN_FILE), cfg.to_dict())
