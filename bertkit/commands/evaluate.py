@@ -13,6 +13,7 @@ import json
 
 from bertkit.errors import ConfigError, DataError
 from bertkit.inference.quantize import inference_copy
+from bertkit.tasks.baseline import describe, has_tfidf_baseline, score_like_finetune
 from bertkit.tasks import (TASKS, check_model_labels, clean_metrics, evaluate_examples,
                            load_examples, load_for_inference, subsample)
 from bertkit.train.distributed import init_distributed, leave
@@ -34,6 +35,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--limit", type=int, default=0,
                         help="evaluate on a seeded random subset of this many examples (0 = all)")
     add_seed(parser, "of the --limit subset; default 0")
+    parser.add_argument("--no-baseline", action="store_true",
+                        help="skip the baselines (classification, regression: the trivial one and TF-IDF + a "
+                             "linear model, fitted again on the fine-tune's training data)")
 
 
 def run(args) -> int:
@@ -50,7 +54,14 @@ def run(args) -> int:
     leave(ctx)
     if ctx.is_main:
         print(f"{spec.task} on {args.data}: {len(examples)} examples")
-        print(json.dumps(clean_metrics({k: float(v) for k, v in metrics.items()})))
+        line = clean_metrics({k: float(v) for k, v in metrics.items()})
+        if not args.no_baseline and has_tfidf_baseline(spec.task):
+            baselines, note = score_like_finetune(args.model, spec.task, spec.data, examples)
+            for text in ([note] if note else [f"trivial baseline: {json.dumps(baselines['trivial'])}",
+                                              describe(baselines["tfidf"])]):
+                print(text)
+            line = {**line, "baselines": baselines} if baselines else line
+        print(json.dumps(line))
     return 0
 
 

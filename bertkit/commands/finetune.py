@@ -17,6 +17,7 @@ import json
 
 from bertkit.recipes.finetune import finetune, section_keys
 from bertkit.tasks import BUILTIN_DATA, TASKS
+from bertkit.tasks.baseline import describe, recorded_result
 from bertkit.settings.config_io import apply_overrides, load_toml
 
 from bertkit.commands.options import add_device, add_progress, add_seed, add_set, device_assignment, resolve_models, seed_assignment
@@ -48,6 +49,9 @@ def add_arguments(parser) -> None:
                         help="replace a model already in --out (the old one stays until the new run succeeds)")
     parser.add_argument("--resume", action="store_true",
                         help="continue the run in --out from its newest checkpoint, with the same options")
+    parser.add_argument("--no-baseline", action="store_true",
+                        help="skip the TF-IDF + linear model baseline on the same split (same as --set "
+                             "train.baseline=false; it is fitted for classification and regression)")
     add_progress(parser)
 
 
@@ -55,7 +59,8 @@ def run(args) -> int:
     resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
     sections = load_toml(args.config) if args.config else {}
     assignments = (list(args.set) + seed_assignment(args) + device_assignment(args)
-                   + ([f"peft.method={args.peft}"] if args.peft else []))
+                   + ([f"peft.method={args.peft}"] if args.peft else [])
+                   + (["train.baseline=false"] if args.no_baseline else []))
     sections = apply_overrides(sections, assignments, section_keys())
     summary = finetune(args.task, args.model, args.train, args.dev, args.out, sections,
                        overwrite=args.overwrite, progress=not args.no_progress, resume=args.resume)
@@ -65,6 +70,11 @@ def run(args) -> int:
     print(f"best dev {summary['select_metric']} = {best.get(summary['select_metric'])} at step "
           f"{summary['best_step']} of {summary['steps']} ({summary['epochs_run']:.2f} epochs, "
           f"{summary['wall_time_s']} s); trivial baseline: {summary['dev_baseline']}")
+    tfidf = summary.get("tfidf_baseline")
+    if tfidf is not None:
+        print(tfidf.get("note") or describe(recorded_result(tfidf)))
     print(f"model saved in {args.out}")
+    if recorded_result(tfidf) is not None:  # the baselines beside the model's dev scores
+        best = {**best, "baselines": {"trivial": summary["dev_baseline"], "tfidf": recorded_result(tfidf)}}
     print(json.dumps(best))
     return 0

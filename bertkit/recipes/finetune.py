@@ -56,6 +56,7 @@ from bertkit.runtime.runlock import check_apart, is_main_process, run_lock
 from bertkit.tasks import (SUMMARY_FILE, Collator, DataConfig, Task, TaskSpec, baseline_metrics, batching_length,
                            builtin_labels, clean_metrics, evaluate_examples, get_task,
                            load_examples, parse_source, subsample)
+from bertkit.tasks.baseline import summary_entry as tfidf_summary
 from bertkit.tasks.builtin import default_dev
 from bertkit.tasks.formats import build_label_map, check_labels_known
 from bertkit.tokenizer import Tokenizer
@@ -77,6 +78,7 @@ class FinetuneOptions:
     select_metric: str = ""  # dev metric of the best checkpoint; "" = the task's default (mse, loss: lowest wins)
     evals_per_epoch: int = 1  # dev evaluations per epoch (unless train.eval_every is given)
     class_weights: str = "none"  # "none" | "balanced" (single-label and token classification)
+    baseline: bool = True  # also fit the TF-IDF baseline on the same split (bertkit/tasks/baseline.py)
 
     def __post_init__(self) -> None:
         if not (isinstance(self.epochs, (int, float)) and self.epochs > 0):
@@ -86,6 +88,8 @@ class FinetuneOptions:
             if not isinstance(value, int) or isinstance(value, bool) or value < (0 if name == "patience" else 1):
                 raise ConfigError(f"train.{name} must be an integer >= {0 if name == 'patience' else 1}, "
                                   f"got {value!r}")
+        if not isinstance(self.baseline, bool):
+            raise ConfigError(f"train.baseline must be true or false, got {self.baseline!r}")
         if self.class_weights not in ("none", "balanced"):
             raise ConfigError(f"train.class_weights must be \"none\" or \"balanced\", got {self.class_weights!r}")
 
@@ -564,6 +568,8 @@ def run_summary(data: TaskData, recipe: Recipe, train_config: TrainConfig, model
         "best_step": keeper.best_step,
         "best_dev": clean_metrics(keeper.best_metrics),
         "dev_baseline": clean_metrics(baseline_metrics(data.spec, data.train, data.dev)),
+        "tfidf_baseline": tfidf_summary(recipe.options.baseline, data.task.name, train_source, data.train, data.dev,
+                                        recipe.data, recipe.train.seed, metric, keeper.tie_metric),
         "dev_history": [clean_metrics(row) for row in keeper.history],
         "wall_time_s": round(time.time() - started, 1),
     }
