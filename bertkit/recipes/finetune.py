@@ -59,6 +59,7 @@ from bertkit.tasks import (SUMMARY_FILE, Collator, DataConfig, Task, TaskSpec, b
 from bertkit.tasks.baseline import summary_entry as tfidf_summary
 from bertkit.tasks.builtin import default_dev
 from bertkit.tasks.formats import build_label_map, check_labels_known
+from bertkit.tasks.long_text import check_long_text_task
 from bertkit.tokenizer import Tokenizer
 from bertkit.train import LengthBucketedBatches, TrainConfig, Trainer, list_checkpoints
 from bertkit.settings.config_io import bertkit_names, check_keys, dataclass_from_dict
@@ -379,6 +380,7 @@ def load_task_data(task_name: str, train_source: str, dev_source: str | None, re
     if recipe.options.class_weights == "balanced" and task.name not in ("classification", "token-classification"):
         raise ConfigError(f"train.class_weights=\"balanced\" is for single-label or token classification, "
                           f"not {task.name}")
+    check_long_text_task(task.name, recipe.data.long_text)
     labels = prepare_labels(task, train_source, train, dev)
     allow_no_answer = task.name != "qa" or any(e.is_impossible for e in train)
     return TaskData(task, train, dev, labels, TaskSpec(task.name, recipe.data, allow_no_answer), dev_source)
