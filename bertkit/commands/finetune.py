@@ -14,13 +14,17 @@ The recipe is bertkit/recipes/finetune.py; the tasks are bertkit/tasks/registry.
 from __future__ import annotations
 
 import json
+import os
 
+from bertkit.errors import ConfigError
 from bertkit.recipes.finetune import finetune, section_keys
+from bertkit.recipes.search import SEARCH_KEYS, search
 from bertkit.tasks import BUILTIN_DATA, TASKS
 from bertkit.tasks.baseline import describe, recorded_result
 from bertkit.settings.config_io import apply_overrides, load_toml
 
-from bertkit.commands.options import add_device, add_progress, add_seed, add_set, device_assignment, resolve_models, seed_assignment
+from bertkit.commands.options import (add_device, add_progress, add_seed, add_set, device_assignment, resolve_models,
+                                      say, seed_assignment)
 
 HELP = "fine-tune an encoder on a task: " + ", ".join(TASKS)
 
@@ -49,6 +53,11 @@ def add_arguments(parser) -> None:
                         help="replace a model already in --out (the old one stays until the new run succeeds)")
     parser.add_argument("--resume", action="store_true",
                         help="continue the run in --out from its newest checkpoint, with the same options")
+    parser.add_argument("--search", action="store_true",
+                        help="choose lr, dropout and pooling on the dev split: one fine-tune per grid point "
+                             "(early stopping picks the epochs), the best kept in --out, the trials in "
+                             "OUT/search/trials.csv; settings and budget: --set search.max_trials=6 "
+                             "search.max_minutes=30 'search.lr=[1e-4,3e-4]' (bertkit/recipes/search.py)")
     parser.add_argument("--no-baseline", action="store_true",
                         help="skip the TF-IDF + linear model baseline on the same split (same as --set "
                              "train.baseline=false; it is fitted for classification and regression)")
@@ -61,11 +70,24 @@ def run(args) -> int:
     assignments = (list(args.set) + seed_assignment(args) + device_assignment(args)
                    + ([f"peft.method={args.peft}"] if args.peft else [])
                    + (["train.baseline=false"] if args.no_baseline else []))
-    sections = apply_overrides(sections, assignments, section_keys())
-    summary = finetune(args.task, args.model, args.train, args.dev, args.out, sections,
-                       overwrite=args.overwrite, progress=not args.no_progress, resume=args.resume)
+    sections = apply_overrides(sections, assignments, {**section_keys(), "search": SEARCH_KEYS})
+    if args.search:
+        if args.peft or args.overwrite:
+            raise ConfigError(f"--search with --{'peft' if args.peft else 'overwrite'}: the search tunes full "
+                              "fine-tuning into a new --out (or --resume); drop one of them")
+        summary = search(args.task, args.model, args.train, args.dev, args.out, sections, resume=args.resume,
+                         progress=not args.no_progress, log=say)
+    elif "search" in sections:
+        raise ConfigError("[search] settings are for --search; add --search or drop them")
+    else:
+        summary = finetune(args.task, args.model, args.train, args.dev, args.out, sections,
+                           overwrite=args.overwrite, progress=not args.no_progress, resume=args.resume)
     if not summary:  # a non-zero rank of a distributed run
         return 0
+    if "search" in summary:
+        print(f"search: trial {summary['search']['best_trial']} of {len(summary['search']['trials'])} is the best "
+              f"on dev ({json.dumps(summary['search']['settings'])}); the table: "
+              f"{os.path.join(args.out, summary['search']['table'])}")
     best = summary["best_dev"]
     print(f"best dev {summary['select_metric']} = {best.get(summary['select_metric'])} at step "
           f"{summary['best_step']} of {summary['steps']} ({summary['epochs_run']:.2f} epochs, "
