@@ -44,6 +44,7 @@ from typing import Callable
 from bertkit.errors import ConfigError
 from bertkit.io import atomic_write_json, atomic_write_text, loads_json, read_text
 from bertkit.models.checkpoint import read_config
+from bertkit.models.heads import BertForMultipleChoice, BertForSequenceClassification
 from bertkit.recipes.finetune import finetune
 from bertkit.runtime.runlock import LOCK_FILE, check_apart, run_lock
 from bertkit.settings.config_io import dataclass_from_dict
@@ -54,7 +55,7 @@ SEARCH_DIR = "search"
 SEARCH_FILE = "search_config.json"  # what a --resume must repeat
 RECORD_FILES = (SUMMARY_FILE, "metrics.jsonl", "curves.png", "finetune_config.json")  # a trial's record
 BUDGET_KEYS = ("max_trials", "max_minutes")  # may change on --resume
-POOLED_TASKS = ("classification", "multi-label-classification", "regression", "multiple-choice")
+POOLED_HEADS = (BertForSequenceClassification, BertForMultipleChoice)  # heads that read classifier_pooling
 SMALL_LRS, BASE_LRS = (5e-5, 1e-4, 3e-4), (2e-5, 3e-5, 5e-5)
 DROPOUT_KEYS = ("hidden_dropout_prob", "mlp_dropout")  # each family's main dropout (recipes/finetune.py)
 
@@ -101,9 +102,9 @@ SEARCH_KEYS = [f.name for f in dataclasses.fields(SearchSpace)]
 def trial_grid(space: SearchSpace, model_dir: str, task_name: str) -> list[dict]:
     """Every trial's settings, lr varying fastest: [{"lr", "dropout", "pooling"}, ...]."""
     config = read_config(model_dir)
-    lrs = space.lr or list(BASE_LRS if config.hidden_size >= 768 else SMALL_LRS)
+    lrs = space.lr or list(BASE_LRS if getattr(config, "encoder", config).hidden_size >= 768 else SMALL_LRS)
     poolings = [None]
-    if get_task(task_name).name in POOLED_TASKS:
+    if get_task(task_name).model_class in POOLED_HEADS:
         own = getattr(config, "classifier_pooling", "cls")
         poolings = space.pooling or list(dict.fromkeys([own, "mean"]))
     return [{"lr": lr, "dropout": dropout, "pooling": pooling}
@@ -173,7 +174,8 @@ def check_search_dir(out_dir: str, resume: bool, record: dict) -> None:
 def run_trials(task: str, model_dir: str, sources: tuple, out_dir: str, sections: dict, space: SearchSpace,
                grid: list[dict], progress: bool, log) -> list[dict]:
     """Each trial in turn within the budget; after each, OUT holds the best so far. The table rows.
-    A trial finished by an earlier run is read back, its model (in OUT if it was the best) untouched."""
+    A trial finished by an earlier run is read back; its model, moved to OUT when it was the best,
+    stays there until a better trial replaces it."""
     rows, best = [], None
     for index, settings in enumerate(grid):
         spent = sum(r.get("wall_time_s") or 0 for r in rows)
@@ -182,15 +184,15 @@ def run_trials(task: str, model_dir: str, sources: tuple, out_dir: str, sections
             rows.append({"trial": index, **settings, "status": "not run (budget)"})
             continue
         trial_dir = os.path.join(out_dir, SEARCH_DIR, f"trial-{index:03d}")
-        summary, fresh = run_trial(task, model_dir, sources, trial_dir, sections, space, settings, left, progress)
+        summary = run_trial(task, model_dir, sources, trial_dir, sections, space, settings, left, progress)
         rows.append(table_row(index, settings, summary))
         log(" ".join(f"{k}={v}" for k, v in rows[-1].items()))
         wins = best is None or better(summary, best[1])
         if wins:
             best = (index, summary)
-        if fresh and wins:
+        if wins and os.path.isfile(os.path.join(trial_dir, "config.json")):  # its model is still in the trial
             publish(trial_dir, out_dir)
-        elif fresh:
+        elif not wins:
             drop_weights(trial_dir)
         write_out_summary(out_dir, best, rows)
     write_out_summary(out_dir, best, rows)
@@ -198,21 +200,20 @@ def run_trials(task: str, model_dir: str, sources: tuple, out_dir: str, sections
 
 
 def run_trial(task: str, model_dir: str, sources: tuple, trial_dir: str, sections: dict, space: SearchSpace,
-              settings: dict, seconds_left: float | None, progress: bool) -> tuple[dict, bool]:
-    """(summary, True) of one trial's fine-tune in trial_dir; (its summary, False) when an earlier
-    run finished it. An interrupted trial continues from its checkpoint."""
+              settings: dict, seconds_left: float | None, progress: bool) -> dict:
+    """The summary of one trial's fine-tune in trial_dir (read back when an earlier run finished
+    it); an interrupted trial continues from its checkpoint."""
     done = os.path.join(trial_dir, SUMMARY_FILE)
     if os.path.isfile(done):
-        return loads_json(read_text(done), done), False
+        return loads_json(read_text(done), done)
     first = trial_dir.endswith("trial-000")
     extra = {} if first else {"baseline": False}  # the TF-IDF baseline once: trial 0 fits it
     if seconds_left is not None:
         own = sections.get("train", {}).get("max_minutes")
         extra["max_minutes"] = min(seconds_left / 60, own) if own else seconds_left / 60
     resume = os.path.isdir(trial_dir) and bool(list_checkpoints(trial_dir))
-    summary = finetune(task, model_dir, sources[0], sources[1], trial_dir,
-                       trial_sections(sections, settings, space, model_dir, extra), progress=progress, resume=resume)
-    return summary, True
+    return finetune(task, model_dir, sources[0], sources[1], trial_dir,
+                    trial_sections(sections, settings, space, model_dir, extra), progress=progress, resume=resume)
 
 
 def better(summary: dict, best: dict) -> bool:
