@@ -2,7 +2,10 @@
 
 The task and the input settings (max_length, columns, QA windows) are read from the model's
 finetune_summary.json, else from its config.json; `--task` and `--set data.key=value` override
-them. The last line of stdout is one JSON object of metrics, e.g. {"accuracy": 0.97, ...}.
+them. The last line of stdout is one JSON object of metrics, e.g. {"accuracy": 0.97, ...}; for
+classification and regression it also holds "baselines": the trivial one and the TF-IDF one,
+fitted again on the fine-tune's training data with the C chosen on its dev split
+(bertkit/tasks/baseline.py; `--no-baseline` skips them).
 Under torchrun (`torchrun --nproc_per_node N -m bertkit evaluate ...`) each process scores
 1/N of the examples and rank 0 prints the metrics of all of them.
 """

@@ -9,6 +9,9 @@ optionally NAME:train|dev|test), or a data set in the local Hugging Face dataset
 [train], [model], [peft]) and `--set section.key=value`, e.g.
 `--set train.epochs=3 train.lr=5e-5 train.patience=2 data.max_length=256`.
 The recipe is bertkit/recipes/finetune.py; the tasks are bertkit/tasks/registry.py.
+Classification and regression also report the TF-IDF baseline on the same split
+(bertkit/tasks/baseline.py; `--no-baseline` skips it). `--search` chooses lr, dropout and
+pooling on the dev split (bertkit/recipes/search.py, the [search] section). docs/finetune.md.
 """
 
 from __future__ import annotations
@@ -71,23 +74,32 @@ def run(args) -> int:
                    + ([f"peft.method={args.peft}"] if args.peft else [])
                    + (["train.baseline=false"] if args.no_baseline else []))
     sections = apply_overrides(sections, assignments, {**section_keys(), "search": SEARCH_KEYS})
+    summary = train_or_search(args, sections)
+    if summary:  # (empty on a non-zero rank of a distributed run)
+        report(summary, args.out)
+    return 0
+
+
+def train_or_search(args, sections: dict) -> dict:
+    """One fine-tune, or with --search the best of the search's trials."""
     if args.search:
         if args.peft or args.overwrite:
             raise ConfigError(f"--search with --{'peft' if args.peft else 'overwrite'}: the search tunes full "
                               "fine-tuning into a new --out (or --resume); drop one of them")
-        summary = search(args.task, args.model, args.train, args.dev, args.out, sections, resume=args.resume,
-                         progress=not args.no_progress, log=say)
-    elif "search" in sections:
+        return search(args.task, args.model, args.train, args.dev, args.out, sections, resume=args.resume,
+                      progress=not args.no_progress, log=say)
+    if "search" in sections:
         raise ConfigError("[search] settings are for --search; add --search or drop them")
-    else:
-        summary = finetune(args.task, args.model, args.train, args.dev, args.out, sections,
-                           overwrite=args.overwrite, progress=not args.no_progress, resume=args.resume)
-    if not summary:  # a non-zero rank of a distributed run
-        return 0
+    return finetune(args.task, args.model, args.train, args.dev, args.out, sections,
+                    overwrite=args.overwrite, progress=not args.no_progress, resume=args.resume)
+
+
+def report(summary: dict, out: str) -> None:
+    """The best dev scores beside the baselines; the last line is them as one JSON object."""
     if "search" in summary:
-        print(f"search: trial {summary['search']['best_trial']} of {len(summary['search']['trials'])} is the best "
-              f"on dev ({json.dumps(summary['search']['settings'])}); the table: "
-              f"{os.path.join(args.out, summary['search']['table'])}")
+        done = sum(row["status"] == "done" for row in summary["search"]["trials"])
+        print(f"search: trial {summary['search']['best_trial']} of the {done} run is the best on dev "
+              f"({json.dumps(summary['search']['settings'])}); the table: {os.path.join(out, summary['search']['table'])}")
     best = summary["best_dev"]
     print(f"best dev {summary['select_metric']} = {best.get(summary['select_metric'])} at step "
           f"{summary['best_step']} of {summary['steps']} ({summary['epochs_run']:.2f} epochs, "
@@ -95,8 +107,7 @@ def run(args) -> int:
     tfidf = summary.get("tfidf_baseline")
     if tfidf is not None:
         print(tfidf.get("note") or describe(recorded_result(tfidf)))
-    print(f"model saved in {args.out}")
+    print(f"model saved in {out}")
     if recorded_result(tfidf) is not None:  # the baselines beside the model's dev scores
         best = {**best, "baselines": {"trivial": summary["dev_baseline"], "tfidf": recorded_result(tfidf)}}
     print(json.dumps(best))
-    return 0

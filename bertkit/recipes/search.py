@@ -132,6 +132,9 @@ def search(task: str, model_dir: str, train_source: str, dev_source: str | None,
            log: Callable[[str], None] = print) -> dict:
     """Run the trials of `sections["search"]` into OUT/search and keep the best in OUT; returns
     OUT's summary (a fine-tune summary with a `search` entry: the trials, the best one)."""
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # trials share OUT's bookkeeping: one process runs them
+        raise ConfigError("finetune --search runs in one process, not under torchrun; run the search without "
+                          "torchrun, then fine-tune with its settings under torchrun if you need to")
     sections = dict(sections or {})
     space = dataclass_from_dict(SearchSpace, dict(sections.pop("search", {})), "search")
     check_dev_source(dev_source)

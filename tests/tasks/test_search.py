@@ -81,7 +81,7 @@ def test_search_keeps_the_best_dev_trial_writes_the_table_and_resumes(files, tmp
     for name in trials[1:4]:
         assert not os.path.exists(os.path.join(out, "search", name, "model.safetensors"))
     assert os.path.isfile(os.path.join(out, "model.safetensors"))
-    assert "is the best on dev" in capsys.readouterr().out
+    assert f"search: trial {best} of the 3 run is the best on dev" in capsys.readouterr().out
 
     # a bigger budget with --resume runs only the trial not run yet
     calls.clear()
