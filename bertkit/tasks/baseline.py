@@ -1,10 +1,12 @@
 """The strong simple baseline beside every score: TF-IDF + a linear model on the same split.
 
 A fine-tuned encoder earns its cost only if it beats a bag of words on the user's own data, so
-`bertkit finetune` and `bertkit evaluate` on a classification or regression task also fit
+`bertkit finetune` and `bertkit evaluate` on a classification (single- or multi-label) or
+regression task also fit
 
     TF-IDF of word 1-2 grams with sublinear tf (1 + ln tf), L2-normalised rows
-    + logistic regression (classification; inverse regularisation strength C)
+    + logistic regression (classification; inverse regularisation strength C; multi-label: one
+      per class, a class is in the set at p >= 0.5 as the model's sigmoid)
     + ridge regression (regression; penalty alpha)
 
 on the training split, choose C (alpha) from a small grid by the fine-tune's own dev metric,
@@ -32,16 +34,18 @@ from bertkit.errors import DataError
 from bertkit.tasks.builtin import load_examples
 from bertkit.tasks.common import SUMMARY_FILE, DataConfig, clean_metrics, subsample
 from bertkit.tasks.registry import get_task
+from bertkit.tasks.sequence import label_list
 
 C_GRID = (0.1, 1.0, 10.0, 100.0)  # logistic regression: larger C = weaker L2 penalty
 ALPHA_GRID = (0.1, 1.0, 10.0, 100.0)  # ridge: larger alpha = stronger L2 penalty
 LINEAR_MODELS = {"classification": ("logistic_regression", "C", C_GRID),
+                 "multi-label-classification": ("one_vs_rest_logistic_regression", "C", C_GRID),
                  "regression": ("ridge", "alpha", ALPHA_GRID)}
 INSTALL_HINT = "TF-IDF baseline: not computed, scikit-learn is missing; pip install 'bertkit[baseline]' to see it"
 
 
 def has_tfidf_baseline(task_name: str) -> bool:
-    """Tasks the TF-IDF baseline serves: one class or one number per text (or pair)."""
+    """Tasks the TF-IDF baseline serves: a class, a set of classes or a number per text (or pair)."""
     return task_name in LINEAR_MODELS
 
 
@@ -70,14 +74,16 @@ class FittedBaseline:
     task: str
     vectorizer: object
     linear: object
+    classes: list  # class names in the order of predict_proba's columns ([] for regression)
 
     def predict(self, examples: Sequence) -> list:
         """Predictions in the task's form: (label, {class: probability}) or a number."""
         features = self.vectorizer.transform([baseline_text(e) for e in examples])
         if self.task == "regression":
             return [float(v) for v in self.linear.predict(features)]
-        probs = self.linear.predict_proba(features)
-        classes = [str(c) for c in self.linear.classes_]
+        probs, classes = self.linear.predict_proba(features), self.classes
+        if self.task == "multi-label-classification":
+            return [([c for c, p in zip(classes, row) if p >= 0.5], dict(zip(classes, row.tolist()))) for row in probs]
         return [(classes[row.argmax()], dict(zip(classes, row.tolist()))) for row in probs]
 
     def metrics(self, examples: Sequence) -> dict:
@@ -88,14 +94,20 @@ def fit_tfidf(task_name: str, train: Sequence, strength: float) -> FittedBaselin
     """TF-IDF (word 1-2 grams, sublinear tf) + logistic regression (C) or ridge (alpha) on `train`."""
     from sklearn.feature_extraction.text import TfidfVectorizer  # optional: bertkit[baseline]
     from sklearn.linear_model import LogisticRegression, Ridge  # optional: bertkit[baseline]
+    from sklearn.multiclass import OneVsRestClassifier  # optional: bertkit[baseline]
+    from sklearn.preprocessing import MultiLabelBinarizer  # optional: bertkit[baseline]
 
     vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)
     features = vectorizer.fit_transform([baseline_text(e) for e in train])
     if task_name == "regression":
-        linear = Ridge(alpha=strength).fit(features, [float(e.label) for e in train])
-    else:
-        linear = LogisticRegression(C=strength, max_iter=2000).fit(features, [str(e.label) for e in train])
-    return FittedBaseline(task_name, vectorizer, linear)
+        return FittedBaseline(task_name, vectorizer, Ridge(alpha=strength).fit(features, [float(e.label) for e in train]), [])
+    if task_name == "multi-label-classification":
+        binarizer = MultiLabelBinarizer()
+        targets = binarizer.fit_transform([label_list(e.label) for e in train])
+        linear = OneVsRestClassifier(LogisticRegression(C=strength, max_iter=2000)).fit(features, targets)
+        return FittedBaseline(task_name, vectorizer, linear, [str(c) for c in binarizer.classes_])
+    linear = LogisticRegression(C=strength, max_iter=2000).fit(features, [str(e.label) for e in train])
+    return FittedBaseline(task_name, vectorizer, linear, [str(c) for c in linear.classes_])
 
 
 def _better(task, metric: str, tie: str | None, new: dict, old: dict | None) -> bool:

@@ -143,3 +143,32 @@ def test_no_baseline_and_no_scikit_learn_say_so(bbc_files, capsys, monkeypatch):
                        "--dev", files["dev"], "--out", out, *FAST], capsys)
     assert baseline.INSTALL_HINT in printed and "bertkit[baseline]" in baseline.INSTALL_HINT
     assert "baselines" not in json.loads(printed[-1])
+
+
+def test_multi_label_fits_one_logistic_regression_per_class(bbc_files, capsys):
+    from sklearn.multiclass import OneVsRestClassifier
+    from sklearn.preprocessing import MultiLabelBinarizer
+
+    root, tiny, data, _ = bbc_files
+    tags = lambda e: sorted({e.label, "long" if len(e.text.split()) > 350 else "short"})  # noqa: E731
+    files = {}
+    for name, rows in data.items():
+        path = root / f"multi-{name}.jsonl"
+        path.write_text("".join(json.dumps({"text": e.text, "label": tags(e)}) + "\n" for e in rows), encoding="utf-8")
+        files[name] = str(path)
+    out = str(root / "multi")
+    run_cli(["finetune", "--task", "classification", "--model", tiny, "--train", files["train"],
+             "--dev", files["dev"], "--out", out, *FAST], capsys)
+    record = json.load(open(f"{out}/finetune_summary.json"))["tfidf_baseline"]
+    binarizer = MultiLabelBinarizer().fit([tags(e) for e in data["train"]])
+    vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)
+    features = vectorizer.fit_transform([e.text for e in data["train"]])
+    micro = {}
+    for c in baseline.C_GRID:
+        model = OneVsRestClassifier(LogisticRegression(C=c, max_iter=2000)).fit(
+            features, binarizer.transform([tags(e) for e in data["train"]]))
+        predicted = model.predict_proba(vectorizer.transform([e.text for e in data["dev"]])) >= 0.5
+        micro[c] = f1_score(binarizer.transform([tags(e) for e in data["dev"]]), predicted, average="micro")
+    chosen = max(baseline.C_GRID, key=lambda c: micro[c])  # the first of equal scores
+    assert (record["model"], record["value"]) == ("one_vs_rest_logistic_regression", chosen)
+    assert record["dev"]["micro_f1"] == pytest.approx(micro[chosen])
