@@ -132,3 +132,29 @@ def test_bad_search_settings_are_refused(files, tmp_path, capsys):
                  "--dev", str(root / "dev.jsonl"), "--out", str(tmp_path / "p"), "--set", "search.max_trials=2"]) == 2
     assert "[search] settings are for --search" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "o") and not os.path.exists(tmp_path / "p")
+
+
+def test_the_grid_follows_the_model_family_and_size(files, tmp_path):
+    """BERT: hidden_dropout_prob and its pooler; the modern encoder: mlp_dropout and its cls pooling;
+    learning rates by hidden size; no pooling axis for a head that reads no pooled vector."""
+    from bertkit.models.modern import ModernBertConfig, ModernBertModel
+
+    _, tiny = files  # a BERT, hidden 32
+    space = search_recipe.SearchSpace()
+    grid = search_recipe.trial_grid(space, tiny, "classification")
+    assert len(grid) == 12 and [g["lr"] for g in grid[:3]] == list(search_recipe.SMALL_LRS)
+    assert {g["pooling"] for g in grid} == {"pooler", "mean"} and grid[3]["dropout"] == 0.0
+    assert {g["pooling"] for g in search_recipe.trial_grid(space, tiny, "token-classification")} == {None}
+    sections = search_recipe.trial_sections({"train": {"seed": 3}}, grid[3], space, tiny, {"baseline": False})
+    assert sections["model"] == {"hidden_dropout_prob": 0.0, "classifier_dropout": 0.0, "classifier_pooling": "pooler"}
+    assert sections["train"] == {"seed": 3, "lr": grid[3]["lr"], "epochs": 6.0, "patience": 2, "baseline": False}
+
+    modern = tmp_path / "modern"
+    ModernBertModel(ModernBertConfig(vocab_size=64, hidden_size=768, num_hidden_layers=1, num_attention_heads=12,
+                                     intermediate_size=64, pad_token_id=0, cls_token_id=1, sep_token_id=2,
+                                     bos_token_id=1, eos_token_id=2)).save_pretrained(modern)
+    grid = search_recipe.trial_grid(space, str(modern), "classification")
+    assert [g["lr"] for g in grid[:3]] == list(search_recipe.BASE_LRS)
+    assert {g["pooling"] for g in grid} == {"cls", "mean"}
+    model = search_recipe.trial_sections({}, grid[0], space, str(modern), {})["model"]
+    assert model == {"mlp_dropout": 0.1, "classifier_dropout": 0.1, "classifier_pooling": "cls"}
