@@ -3,7 +3,8 @@
 Defaults chosen on one data set do not carry to the next (issue 31: MiniLM's 3 epochs at 5e-5
 scored below TF-IDF on a real two-class task; the one-hour from-scratch model gained 13 points
 from other settings). So the search trains one fine-tune per grid point and keeps the best
-dev score (the task's select metric; ties: the first trial):
+dev score (`train.select_metric`; an exact tie goes to the lower dev loss, then to the earlier
+trial, as a fine-tune picks its checkpoint):
 
     lr        learning rates; default by model size: hidden >= 768 Devlin et al.'s 2e-5, 3e-5, 5e-5;
               smaller encoders (MiniLM, the from-scratch models) 5e-5, 1e-4, 3e-4
@@ -143,6 +144,7 @@ def search(task: str, model_dir: str, train_source: str, dev_source: str | None,
     record = {"task": task, "model": os.path.abspath(model_dir), "train": train_source, "dev": dev_source,
               "sections": sections, "space": {k: v for k, v in dataclasses.asdict(space).items()
                                               if k not in BUDGET_KEYS}}
+    record = json.loads(json.dumps(record))  # as it reads back from search_config.json (tuples are lists)
     with run_lock(out_dir, f"finetune --search --task {task}"):
         check_search_dir(out_dir, resume, record)
         run_trials(task, model_dir, (train_source, dev_source), out_dir, sections, space, grid, progress, log)

@@ -126,7 +126,7 @@ def _better(task, metric: str, tie: str | None, new: dict, old: dict | None) -> 
 
 def choose_on_dev(task_name: str, train: Sequence, dev: Sequence, metric: str, tie: str | None = None) -> dict:
     """Fit every grid point on `train`, score each on `dev`, keep the best by `metric` (then
-    `tie`). Returns {"model", "param", "value", "grid": [{value: dev metrics}], "dev": metrics}."""
+    `tie`). Returns {"model", "param", "value", "grid": [{param: value, **dev metrics}], "dev": metrics}."""
     task = get_task(task_name)
     name, param, grid = LINEAR_MODELS[task_name]
     best_value, best, tried = None, None, []
