@@ -47,10 +47,9 @@ from bertkit.io import atomic_write_json, atomic_write_text, loads_json, read_te
 from bertkit.models.checkpoint import read_config
 from bertkit.models.heads import BertForMultipleChoice, BertForSequenceClassification
 from bertkit.recipes.finetune import finetune
-from bertkit.runtime.runlock import LOCK_FILE, check_apart, run_lock
+from bertkit.runtime.run_dir import LOCK_FILE, check_apart, list_checkpoints, run_lock
 from bertkit.settings.config_io import dataclass_from_dict
 from bertkit.tasks import SUMMARY_FILE, get_task, parse_source
-from bertkit.train import list_checkpoints
 
 SEARCH_DIR = "search"
 SEARCH_FILE = "search_config.json"  # what a --resume must repeat
