@@ -12,8 +12,8 @@ what may be continued, and how a finished run is put in place.
   new sibling directory that takes OUT's place only once the run succeeded.
 - **At the end**: `publish_best` moves the best model's files into OUT and drops the checkpoints.
 
-The lock. Two runs on one `--out` would interleave metrics.jsonl, overwrite each other's checkpoints and
-leave one run's weights beside the other's summary. The lock is `OUT/.bertkit-run.lock`, held
+The lock. Two runs on one `--out` would interleave metrics.jsonl, overwrite each other's
+checkpoints and leave one run's weights beside the other's summary. The lock is `OUT/.bertkit-run.lock`, held
 with `flock` for the whole run and holding the owner's pid, host, start time and command:
 
 - a second run finds the lock held and stops at once with a `BertkitError` naming the pid;
