@@ -49,7 +49,7 @@ def run(args) -> int:
         raise
     leave(ctx)
     if ctx.is_main:
-        print(f"{spec.task} on {args.data}: {len(examples)} examples")
+        print(f"{spec.task.name} on {args.data}: {len(examples)} examples")
         print(json.dumps(clean_metrics({k: float(v) for k, v in metrics.items()})))
     return 0
 
