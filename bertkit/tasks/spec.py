@@ -75,7 +75,7 @@ class Task:
     head_config: Callable[[list | None], dict] = field(default=lambda labels: {})
     architectures: tuple[str, ...] = ()
     lower_is_better: frozenset = frozenset()
-    refine: Callable[[Sequence], str] | None = None
+    refine: Callable[[Sequence], "Task"] | None = None
     build_model: Callable[..., Any] | None = None
     head_classes: Mapping[str, type] = field(default_factory=dict)
     variants: tuple["Task", ...] = ()
