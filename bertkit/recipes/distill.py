@@ -95,9 +95,9 @@ def distillation_sections(task: Task, teacher_dir: str, sections: dict | None, a
     """finetune's sections for a distillation run, checked before any work: a teacher of `task`,
     no class weights or PEFT, alpha and temperature in range; data.max_length the teacher's."""
     if task.distiller is None:
-        usable = ", ".join(name for name, entry in TASKS.items() if entry.distiller is not None)
-        raise ConfigError(f"distillation supports --task {usable} (one softmax per example, token or answer "
-                          f"boundary), not {task.name!r}")
+        *others, last = [name for name, entry in TASKS.items() if entry.distiller is not None]
+        raise ConfigError(f"distillation needs one softmax per example, token or answer boundary (single-label): "
+                          f"--task {', '.join(others)} or {last}, not {task.name!r}")
     spec = read_spec(teacher_dir, task)
     if spec.task is not task:
         raise ConfigError(f"{teacher_dir} is a {spec.task.name} model; distillation's KL term needs a {task.name} "
