@@ -1,8 +1,9 @@
 """`Task`: everything bertkit knows about one fine-tuning task, in one declarative entry.
 
-`bertkit finetune`, `evaluate`, `predict` and `distill` read a task only through its entry, so
-a new task is one module that builds a `Task` plus one line in `bertkit/tasks/registry.py`
-(or `register_task(...)` from your own code). The life of an example:
+`bertkit finetune`, `evaluate`, `predict`, `distill` and `export` read a task only through its
+entry (none of them tests a task's name), so a new task is one module that builds a `Task` plus
+one line in `bertkit/tasks/registry.py` (or `register_task(...)` from your own code). The entry,
+not its name, is what travels through the recipes. The life of an example:
 
     file --read--> examples --encode--> features --model--> outputs --decode--> predictions
     predictions --metrics--> {name: value}        predictions --rows--> JSON rows (predict)
