@@ -23,7 +23,7 @@ from bertkit.models.checkpoint import family_class
 from bertkit.models.heads import BertForMaskedLM
 from bertkit.recipes.pretrain import build_data, evaluation, get_tokenizer, parse_config
 from bertkit.train.distributed import init_distributed
-from bertkit.train.trainer import latest_checkpoint
+from bertkit.runtime.run_dir import latest_checkpoint
 
 KEYS = ("mlm_loss", "mlm_accuracy", "mlm_replaced_accuracy")
 
