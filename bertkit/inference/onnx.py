@@ -43,7 +43,7 @@ from bertkit.errors import CheckpointError, ConfigError
 from bertkit.models.heads import (BertForMaskedLM, BertForQuestionAnswering, BertForSequenceClassification,
                      BertForTokenClassification)
 from bertkit.models.encoder import BertModel
-from bertkit.peft import is_adapter_dir
+from bertkit.peft import refuse_adapter_dir
 from bertkit.tokenizer import Tokenizer
 
 OPSET = 17  # the first opset with a LayerNormalization op; ONNX Runtime >= 1.14 runs it
@@ -141,9 +141,6 @@ def task_of_directory(model_dir: str) -> str:
 def load_for_export(model_dir: str, task: str) -> nn.Module:
     """The model of `task` from `model_dir`, refusing a head that the checkpoint does not hold."""
 
-    if is_adapter_dir(model_dir):
-        raise CheckpointError(f"{model_dir} is a PEFT adapter; fold it into a plain checkpoint first "
-                              "(`bertkit peft merge --model DIR --out DIR`) and export that")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # unused keys (heads a bare encoder does not need) are fine
         model, report = MODEL_CLASSES[task].from_pretrained(model_dir, output_loading_info=True)
@@ -264,6 +261,7 @@ def export_onnx(model_dir: str, out_dir: str, task: str | None = None, verify: b
     `out_dir/model.onnx`, with the tokenizer files and config.json beside it."""
 
     require("onnx")  # fail before loading anything
+    refuse_adapter_dir(model_dir, "export")
     task = task or task_of_directory(model_dir)
     if task not in OUTPUTS:
         raise ConfigError(f"unknown export task {task!r}; use one of {', '.join(TASKS)}")

