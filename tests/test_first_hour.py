@@ -94,3 +94,14 @@ def test_an_adapter_folder_is_explained_alike_by_every_command(command, adapter_
             "attention": ["attention", "--model", adapter_dir, "the film"],
             "export": ["export", "--model", adapter_dir, "--out", tmp_path / "onnx"]}[command]
     assert_refused(argv, capsys, tmp_path, f"{adapter_dir} is a PEFT adapter", "bertkit peft merge --model")
+
+
+# ---------------------------------------------------------------------------- predict on an encoder
+@pytest.mark.parametrize("model", ["encoder", "modern"])
+def test_predict_on_an_encoder_names_finetune_and_embed_up_front(model, encoder_dir, modern_dir, tmp_path, capsys):
+    """Before: `pass --task classification|...`, and doing so: `no trained head`, a dead end."""
+    directory = encoder_dir if model == "encoder" else modern_dir
+    (tmp_path / "in.txt").write_text("the film won\n", encoding="utf-8")
+    argv = ["predict", "--model", directory, "--input", tmp_path / "in.txt", "--output", tmp_path / "out.jsonl"]
+    assert_refused(argv, capsys, tmp_path, "an encoder without a fine-tuned task head",
+                   f"bertkit finetune --task classification --model {directory}", "bertkit embed")
