@@ -20,6 +20,7 @@ from bertkit.peft import LoraConfig, get_peft_model, save_adapter
 from bertkit.tokenizer import Tokenizer
 
 from tests.cli_checks import assert_refused
+from tests.test_run_safety import PRETRAIN_CONFIG, PRETRAIN_SMALL
 
 TEXTS = ["the film won an award for best actress at the festival on monday.",
          "shares in the company fell sharply on monday after the announcement.",
@@ -105,3 +106,28 @@ def test_predict_on_an_encoder_names_finetune_and_embed_up_front(model, encoder_
     argv = ["predict", "--model", directory, "--input", tmp_path / "in.txt", "--output", tmp_path / "out.jsonl"]
     assert_refused(argv, capsys, tmp_path, "an encoder without a fine-tuned task head",
                    f"bertkit finetune --task classification --model {directory}", "bertkit embed")
+
+
+# ---------------------------------------------------------------------------- warm-up as long as the run
+def _sets(items):
+    return [x for item in items for x in ("--set", item)]
+
+
+@pytest.mark.parametrize("command", ["finetune", "pretrain"])
+def test_warmup_at_least_the_run_warns_once_with_both_numbers(command, encoder_dir, tmp_path, capsys):
+    """max_steps=3 with warmup_steps=100 ended at the peak learning rate without a word."""
+    if command == "finetune":
+        data = tmp_path / "train.csv"
+        data.write_text("text,label\n" + "".join(f"{t},{i % 2}\n" for i, t in enumerate(TEXTS * 2)), encoding="utf-8")
+        argv = ["finetune", "--task", "classification", "--model", encoder_dir, "--train", data, "--dev", data,
+                "--out", tmp_path / "run", "--no-progress",
+                *_sets(["train.max_steps=3", "train.batch_size=4", "train.warmup_steps=100", "train.warmup_ratio=0", "data.max_length=32"])]
+    else:
+        argv = ["pretrain", "--config", PRETRAIN_CONFIG, "--out", tmp_path / "run", "--no-progress",
+                *_sets([*PRETRAIN_SMALL, "train.max_steps=3", "train.warmup_steps=100"])]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # the job's own rule must keep it to one
+        assert main([str(a) for a in argv]) == 0
+    about_warmup = [str(w.message) for w in caught if "warm-up" in str(w.message)]
+    assert len(about_warmup) == 1, about_warmup
+    assert "train.warmup_steps=100 is at least the run's train.max_steps=3" in about_warmup[0]

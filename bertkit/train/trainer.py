@@ -201,6 +201,19 @@ class TrainConfig:
 
 
 # ---------------------------------------------------------------------------- RNG state
+def warn_if_warmup_fills_the_run(config: TrainConfig) -> None:
+    """A short run that kept a long recipe's warm-up (max_steps=20, warmup_steps=100) only ever
+    raises the lr and ends at its peak: say so, naming both numbers and the fix."""
+    asked = config.warmup_steps or round(config.warmup_ratio * config.max_steps)
+    if asked < config.max_steps:
+        return
+    setting = (f"train.warmup_steps={config.warmup_steps}" if config.warmup_steps
+               else f"train.warmup_ratio={config.warmup_ratio} ({asked} steps)")
+    warnings.warn(f"{setting} is at least the run's train.max_steps={config.max_steps}: the learning rate only "
+                  f"rises and the run ends at its peak; lower the warm-up (e.g. --set train.warmup_steps="
+                  f"{config.max_steps // 10}, a tenth of the run) or raise train.max_steps", stacklevel=3)
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
@@ -292,6 +305,7 @@ class Trainer:
             raise ConfigError("early stopping counts evaluations, but train.eval_every = 0 evaluates only at "
                               "the end: set train.eval_every (e.g. 250)")
         self.keeper = keeper
+        warn_if_warmup_fills_the_run(config)
         if not isinstance(log_outputs, dict):
             log_outputs = {name: name for name in log_outputs}
         self.log_outputs = dict(log_outputs)  # row key -> output field
