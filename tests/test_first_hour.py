@@ -12,6 +12,8 @@ import pytest
 import torch
 
 from bertkit.commands.cli import main
+from bertkit.errors import DataError
+from bertkit.inference.fill_mask import mask_window
 from bertkit.models.config import BertConfig
 from bertkit.models.encoder import BertModel
 from bertkit.models.heads import BertForSequenceClassification
@@ -131,3 +133,48 @@ def test_warmup_at_least_the_run_warns_once_with_both_numbers(command, encoder_d
     about_warmup = [str(w.message) for w in caught if "warm-up" in str(w.message)]
     assert len(about_warmup) == 1, about_warmup
     assert "train.warmup_steps=100 is at least the run's train.max_steps=3" in about_warmup[0]
+
+
+# ---------------------------------------------------------------------------- fill-mask past the model's length
+LONG = " ".join(TEXTS)  # 40-odd tokens: more than the tiny model's 32 positions
+
+
+def test_fill_mask_keeps_a_window_around_a_mask_past_the_models_length(modern_dir, tokenizer, capsys):
+    """Truncation cut the [MASK] at the end off, then said `no [MASK] in the text`."""
+    text = LONG + " the [MASK] won."
+    assert len(tokenizer.encode(text)) > 32
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["fill-mask", "--model", modern_dir, text, "--top-k", "3"]) == 0
+    assert capsys.readouterr().out.count("mask 1:") == 1
+    notes = [str(w.message) for w in caught]
+    assert any("more than the model's 32; it read the 30 around the [MASK]" in note for note in notes), notes
+    assert not any("return_overflowing_tokens" in note for note in notes), notes
+
+
+def test_the_window_is_the_models_length_and_holds_every_mask(tokenizer):
+    enc = tokenizer("[MASK] " + LONG + " the [MASK] won", truncation=False)
+    with pytest.raises(DataError, match=r"\[MASK\]s lie \d+ tokens apart, more than the 32"):
+        mask_window(enc, tokenizer.mask_token_id, "[MASK]", 32)
+    for text in ("[MASK] " + LONG, LONG + " [MASK]", TEXTS[0] + " [MASK] [MASK] " + LONG):
+        enc = tokenizer(text, truncation=False)
+        masks = int((enc["input_ids"] == tokenizer.mask_token_id).sum())
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            window = mask_window(enc, tokenizer.mask_token_id, "[MASK]", 32)["input_ids"][0]
+        assert len(window) == 32 and int((window == tokenizer.mask_token_id).sum()) == masks
+        assert window[0] == tokenizer.cls_token_id and window[-1] == tokenizer.sep_token_id
+
+
+def test_masks_further_apart_than_the_model_are_one_line(modern_dir, tmp_path, capsys):
+    assert_refused(["fill-mask", "--model", modern_dir, "[MASK] " + LONG + " the [MASK] won"], capsys, tmp_path,
+                   "tokens apart, more than the 32 the model reads at once", "separate calls")
+
+
+def test_tokenize_tells_a_command_line_user_what_to_do_about_truncation(modern_dir, capsys):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["tokenize", "--model", modern_dir, "--max-length", "5", TEXTS[0]]) == 0
+    notes = [str(w.message) for w in caught]
+    assert len(notes) == 1 and "shown are the first 5 (--max-length 5)" in notes[0], notes
+    assert "return_overflowing_tokens" not in notes[0]
