@@ -6,12 +6,15 @@ Each test failed before its fix."""
 from __future__ import annotations
 
 import json
+import os
 import warnings
 
 import pytest
 import torch
 
 from bertkit.commands.cli import main
+from bertkit.data.documents import shard_documents
+from bertkit.data.shards import ShardedCorpus, prepare_shards
 from bertkit.errors import DataError
 from bertkit.inference.fill_mask import mask_window
 from bertkit.models.config import BertConfig
@@ -178,3 +181,61 @@ def test_tokenize_tells_a_command_line_user_what_to_do_about_truncation(modern_d
     notes = [str(w.message) for w in caught]
     assert len(notes) == 1 and "shown are the first 5 (--max-length 5)" in notes[0], notes
     assert "return_overflowing_tokens" not in notes[0]
+
+
+# ---------------------------------------------------------------------------- stale shards
+def _corpus(directory, words: str, n: int = 12):
+    """`n` one-document files of sentences made of `words`."""
+    directory.mkdir()
+    for i in range(n):
+        (directory / f"doc{i:02d}.txt").write_text(f"{words} number {i}.\nthe {words} again.\n", encoding="utf-8")
+    return str(directory)
+
+
+def _first_tokens(docs) -> list[int]:
+    return [int(t) for t in docs[0][0]]
+
+
+def test_shards_are_rebuilt_when_the_corpus_or_settings_change(tokenizer, tmp_path):
+    old = _corpus(tmp_path / "old", "the film won an award")
+    new = _corpus(tmp_path / "new", "shares in the bank fell")
+    shards = str(tmp_path / "shards")
+    shard_documents(old, tokenizer, shards)
+    with pytest.warns(UserWarning, match=r"holds shards of other data \(data.corpus .*old.* -> .*new.*\); rebuilding"):
+        docs = shard_documents(new, tokenizer, shards)
+    assert _first_tokens(docs) == tokenizer.encode("shares in the bank fell number 0.", add_special_tokens=False)
+    stamp = os.stat(os.path.join(shards, "meta.json")).st_mtime_ns
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the same corpus and settings: reused, without a word
+        assert len(shard_documents(new, tokenizer, shards)) == 12
+    assert os.stat(os.path.join(shards, "meta.json")).st_mtime_ns == stamp
+    with pytest.warns(UserWarning, match=r"data.max_documents 0 -> 5"):
+        assert len(shard_documents(new, tokenizer, shards, max_documents=5)) == 5
+    (tmp_path / "new" / "doc00.txt").write_text("a new first document.\n", encoding="utf-8")
+    with pytest.warns(UserWarning, match=r"the corpus files changed since"):
+        docs = shard_documents(new, tokenizer, shards, max_documents=5)
+    assert _first_tokens(docs) == tokenizer.encode("a new first document.", add_special_tokens=False)
+
+
+def test_resuming_shards_of_another_corpus_is_refused(tokenizer, tmp_path):
+    shards = tmp_path / "shards"
+    prepare_shards([["the film won"]], tokenizer, shards, progress=False, built_from={"corpus": "old"})
+    with pytest.raises(DataError, match="holds shards built from another corpus or settings"):
+        prepare_shards([["the bank fell"]], tokenizer, shards, progress=False, resume=True, built_from={"corpus": "new"})
+
+
+def test_pretrain_into_an_out_with_a_failed_runs_shards_reads_the_new_corpus(modern_dir, tokenizer, tmp_path):
+    """A failed run left OUT/shards; after data.corpus changed the next run read the old shards."""
+    old = _corpus(tmp_path / "old", "the film won an award")
+    new = _corpus(tmp_path / "new", "shares in the bank fell")
+    out = tmp_path / "run"
+    shard_documents(old, tokenizer, str(out / "shards"))  # what the failed run left
+    argv = ["pretrain", "--config", PRETRAIN_CONFIG, "--out", out, "--no-progress",
+            *_sets([*PRETRAIN_SMALL, f'tokenizer.path="{modern_dir}"', f'data.corpus="{new}"'])]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main([str(a) for a in argv]) == 0
+    meta = json.loads((out / "shards" / "meta.json").read_text(encoding="utf-8"))
+    assert meta["built_from"]["corpus"] == new
+    assert _first_tokens(ShardedCorpus(out / "shards")) == tokenizer.encode("shares in the bank fell number 0.",
+                                                                            add_special_tokens=False)

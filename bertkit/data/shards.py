@@ -184,6 +184,7 @@ def prepare_shards(
     progress: bool = True,
     resume: bool = False,
     batch_docs: int = 64,
+    built_from: dict | None = None,
 ) -> dict:
     """Tokenize documents (lists of sentences) into memory-mapped shards under ``out_dir``.
 
@@ -194,6 +195,9 @@ def prepare_shards(
     News, 1.08M tokens: 3.6 s vs 4.8-5.3 s with 2 processes), hence the default. ``resume=True``
     continues an interrupted run: the documents held by complete shards are skipped in
     ``docs`` (which must yield the same documents in the same order, as `Corpus` does).
+    ``built_from`` (JSON values: the corpus, its fingerprint, the settings) is recorded in
+    meta.json so a later run can tell whether these shards are still its data; resuming
+    shards built from something else is refused.
     Returns the final meta dict (also written to ``out_dir/meta.json``).
     """
     if shard_tokens < 1:
@@ -207,6 +211,7 @@ def prepare_shards(
         "format": FORMAT, "version": VERSION, "dtype": dtype.name, "vocab_size": vocab_size,
         "vocab_fingerprint": fingerprint, "tokenizer_kind": getattr(tokenizer, "kind", None),
         "shard_tokens": int(shard_tokens), "complete": False, "documents_read": 0, "shards": [],
+        "built_from": built_from,
     }
     if resume and (out / META).is_file():
         old = _read_meta(out)
@@ -215,6 +220,10 @@ def prepare_shards(
                 f"{out} holds shards built with a different vocabulary; resume with the same "
                 f"tokenizer, or prepare into an empty directory"
             )
+        # compared as meta.json holds it; shards from before the record cannot tell, and resume
+        if "built_from" in old and old["built_from"] != json.loads(json.dumps(built_from)):
+            raise DataError(f"{out} holds shards built from another corpus or settings ({old.get('built_from')}); "
+                            "resume with the same ones, or prepare into an empty directory")
         if old["complete"]:
             return old
         meta.update(shards=old["shards"], documents_read=old["documents_read"])
