@@ -35,7 +35,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from bertkit.errors import DataError
-from bertkit.io import atomic_write_json
+from bertkit.io import atomic_write_json, read_json_object
 from bertkit.runtime.progress import progress
 
 __all__ = ["prepare_shards", "ShardedCorpus", "vocab_fingerprint", "token_dtype"]
@@ -74,10 +74,7 @@ def _read_meta(directory: Path) -> dict:
     path = directory / META
     if not path.is_file():
         raise DataError(f"{directory} has no {META}; it is not a shard directory: run bertkit prepare first")
-    try:
-        meta = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise DataError(f"{path} is corrupt ({e}); delete the directory and re-run bertkit prepare") from None
+    meta = read_json_object(path, "delete the directory and prepare it again (bertkit prepare, or re-run pretrain)")
     if meta.get("format") != FORMAT or meta.get("version") != VERSION:
         raise DataError(f"{path} is not a bertkit shard index (version {VERSION}); re-run bertkit prepare")
     return meta

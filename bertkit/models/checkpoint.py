@@ -27,7 +27,7 @@ from bertkit.models.config import BertConfig
 from bertkit.errors import CheckpointError, DataError
 from bertkit.models.hf_compat import TransformersHabits, check_attn_implementation, resolve_dtype
 from bertkit.models.hub_cache import resolve_model_dir
-from bertkit.io import atomic_open, check_regular_file, loads_json, read_text
+from bertkit.io import atomic_open, check_regular_file, read_json_object
 from bertkit.models.variants.keymaps import from_hf, hf_architecture, to_hf, warn_if_transformers_cannot_run
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
@@ -115,10 +115,7 @@ def _read_safetensors(path: str) -> dict[str, torch.Tensor]:
 
 
 def _read_json(path: str) -> dict[str, Any]:
-    try:
-        return loads_json(read_text(path), path)
-    except (OSError, DataError) as e:
-        raise CheckpointError(f"cannot read {path}: {e}") from None
+    return read_json_object(path, "restore it from the original checkpoint", CheckpointError)
 
 
 # ---------------------------------------------------------------------------- key mapping

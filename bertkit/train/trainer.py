@@ -82,6 +82,8 @@ from bertkit.train.schedule import SCHEDULES, WarmupDecay
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 STATE_FILE = "trainer_state.pt"
+# What every trainer state holds (checked on resume; older files have them too).
+STATE_KEYS = ("step", "optimizer", "scheduler", "train_config")
 CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
 
 
@@ -270,11 +272,15 @@ def latest_checkpoint(out_dir: str) -> str | None:
 
 def load_trainer_state(checkpoint_dir: str) -> dict:
     path = os.path.join(checkpoint_dir, STATE_FILE)
+    fix = "delete this checkpoint directory to resume from the one before"
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:
-        raise CheckpointError(f"cannot read {path} ({type(e).__name__}: {str(e)[:200]}); delete "
-                              "this checkpoint directory to resume from the one before") from None
+        raise CheckpointError(f"cannot read {path} ({type(e).__name__}: {str(e)[:200]}); {fix}") from None
+    missing = [key for key in STATE_KEYS if not isinstance(state, dict) or key not in state]
+    if missing:  # a readable file of something else (a tensor, another tool's state)
+        raise CheckpointError(f"{path} is not a bertkit trainer state (no {', '.join(missing[:3])}); {fix}")
+    return state
 
 
 # ---------------------------------------------------------------------------- the trainer
