@@ -168,6 +168,14 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         f.write(data)
 
 
+def append_text(path: str | os.PathLike, text: str) -> None:
+    """Append `text` to a log (metrics rows): not atomic, as rewriting a log per row would cost
+    O(rows^2); a crash cuts at most the last line. A failed write raises WriteError."""
+    path = os.fspath(path)
+    with _writing(path, os.path.dirname(path) or "."), open(path, "a", encoding="utf-8") as f:
+        f.write(text)
+
+
 def check_regular_file(path: str | os.PathLike) -> str:
     """`path` as a str if it names a regular file (after following symlinks), else DataError.
 

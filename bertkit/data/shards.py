@@ -74,7 +74,8 @@ def _read_meta(directory: Path) -> dict:
     path = directory / META
     if not path.is_file():
         raise DataError(f"{directory} has no {META}; it is not a shard directory: run bertkit prepare first")
-    meta = read_json_object(path, "delete the directory and prepare it again (bertkit prepare, or re-run pretrain)")
+    meta = read_json_object(path, "the shard index is corrupt: delete the directory and prepare it again "
+                                  "(bertkit prepare, or re-run pretrain)")
     if meta.get("format") != FORMAT or meta.get("version") != VERSION:
         raise DataError(f"{path} is not a bertkit shard index (version {VERSION}); re-run bertkit prepare")
     return meta

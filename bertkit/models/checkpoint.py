@@ -86,7 +86,7 @@ def _shard_names(index: Any, directory: str) -> list[str]:
     """The shard file names of a safetensors index, each a string."""
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
-        raise CheckpointError(f"{directory}/model.safetensors.index.json needs a \"weight_map\" of "
+        raise CheckpointError(f"{os.path.join(directory, 'model.safetensors.index.json')} needs a \"weight_map\" of "
                               "tensor name -> shard file name")
     return list(weight_map.values())
 
@@ -97,7 +97,7 @@ def _inside(directory: str, name: str) -> str:
     root = os.path.realpath(directory)
     path = os.path.realpath(os.path.join(directory, name))
     if os.path.commonpath([root, path]) != root:
-        raise CheckpointError(f"the shard {name!r} in {directory}/model.safetensors.index.json lies outside "
+        raise CheckpointError(f"the shard {name!r} in {os.path.join(directory, 'model.safetensors.index.json')} lies outside "
                               "the model directory; shards must be files inside it")
     return path
 

@@ -67,7 +67,7 @@ from tqdm import tqdm
 from bertkit.models.checkpoint import load_into, read_state_dict
 from bertkit.models.config import BertConfig
 from bertkit.errors import BertkitError, CheckpointError, ConfigError, DataError, RunInterrupted
-from bertkit.io import atomic_directory, atomic_open, atomic_write_text
+from bertkit.io import append_text, atomic_directory, atomic_open, atomic_write_text
 from bertkit.runtime.devices import DEVICE_NAME, DEVICES
 from bertkit.runtime.progress import progress
 from bertkit.settings.config_io import dataclass_from_dict
@@ -585,8 +585,7 @@ class Trainer:
             return
         # An append-only log: rewriting the whole file per row would cost O(rows^2). A crash can
         # at worst cut the last line, and resume rewrites the file atomically (_restore).
-        with open(self._metrics_path(), "a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
+        append_text(self._metrics_path(), json.dumps(row) + "\n")
         if self.reporter is not None:
             self.reporter.write(row)
 
