@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import shutil
 import warnings
 
@@ -68,7 +69,8 @@ MALFORMED = {
     "config-a-string": ("config.json", '"bert"', ["config.json must hold a JSON object", "not a string"]),
     "config-a-number": ("config.json", "3", ["config.json must hold a JSON object", "not a number"]),
     "config-not-json": ("config.json", "{oops", ["config.json: not valid JSON", "restore it"]),
-    "tokenizer-a-list": ("tokenizer.json", "[]", ["tokenizer.json must hold a JSON object", "save the tokenizer again"]),
+    "tokenizer-a-list": ("tokenizer.json", "[]", ["tokenizer.json must hold a JSON object",
+                                                  "save the tokenizer again"]),
     "tokenizer-model-a-list": ("tokenizer.json", '{"model": []}', ['"model" must be a JSON object']),
     "tokenizer-not-json": ("tokenizer.json", "{oops", ["tokenizer.json: not valid JSON"]),
     "tokenizer-config-a-list": ("tokenizer_config.json", "[]", ["tokenizer_config.json must hold a JSON object"]),
@@ -185,7 +187,7 @@ def test_a_model_save_that_fails_keeps_the_saved_model(code, encoder, tmp_path, 
     model = _copy(encoder, tmp_path)
     before = snapshot(tmp_path)
     _fail(monkeypatch, "fsync", code)
-    with pytest.raises(WriteError, match=f"cannot write {model}: {FAILURES[code]}".replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(WriteError, match=re.escape(f"cannot write {model}: {FAILURES[code]}")):
         with atomic_directory(model) as tmp:
             BertModel.from_pretrained(encoder["model"]).save_pretrained(tmp)
     monkeypatch.undo()

@@ -126,7 +126,8 @@ def test_warmup_at_least_the_run_warns_once_with_both_numbers(command, encoder_d
         data.write_text("text,label\n" + "".join(f"{t},{i % 2}\n" for i, t in enumerate(TEXTS * 2)), encoding="utf-8")
         argv = ["finetune", "--task", "classification", "--model", encoder_dir, "--train", data, "--dev", data,
                 "--out", tmp_path / "run", "--no-progress",
-                *_sets(["train.max_steps=3", "train.batch_size=4", "train.warmup_steps=100", "train.warmup_ratio=0", "data.max_length=32"])]
+                *_sets(["train.max_steps=3", "train.batch_size=4", "train.warmup_steps=100", "train.warmup_ratio=0",
+                        "data.max_length=32"])]
     else:
         argv = ["pretrain", "--config", PRETRAIN_CONFIG, "--out", tmp_path / "run", "--no-progress",
                 *_sets([*PRETRAIN_SMALL, "train.max_steps=3", "train.warmup_steps=100"])]
@@ -221,7 +222,8 @@ def test_resuming_shards_of_another_corpus_is_refused(tokenizer, tmp_path):
     shards = tmp_path / "shards"
     prepare_shards([["the film won"]], tokenizer, shards, progress=False, built_from={"corpus": "old"})
     with pytest.raises(DataError, match="holds shards built from another corpus or settings"):
-        prepare_shards([["the bank fell"]], tokenizer, shards, progress=False, resume=True, built_from={"corpus": "new"})
+        prepare_shards([["the bank fell"]], tokenizer, shards, progress=False, resume=True,
+                       built_from={"corpus": "new"})
 
 
 def test_pretrain_into_an_out_with_a_failed_runs_shards_reads_the_new_corpus(modern_dir, tokenizer, tmp_path):

@@ -97,7 +97,8 @@ def _inside(directory: str, name: str) -> str:
     root = os.path.realpath(directory)
     path = os.path.realpath(os.path.join(directory, name))
     if os.path.commonpath([root, path]) != root:
-        raise CheckpointError(f"the shard {name!r} in {os.path.join(directory, 'model.safetensors.index.json')} lies outside "
+        index = os.path.join(directory, "model.safetensors.index.json")
+        raise CheckpointError(f"the shard {name!r} in {index} lies outside "
                               "the model directory; shards must be files inside it")
     return path
 
