@@ -22,6 +22,7 @@ from bertkit.models.encoder import BertModel
 from bertkit.models.heads import BertForSequenceClassification
 from bertkit.models.modern import ModernBertConfig, ModernBertForMaskedLM
 from bertkit.peft import LoraConfig, get_peft_model, save_adapter
+from bertkit.recipes import pretrain as pretrain_recipe
 from bertkit.tokenizer import Tokenizer
 
 from tests.cli_checks import assert_refused
@@ -241,3 +242,25 @@ def test_pretrain_into_an_out_with_a_failed_runs_shards_reads_the_new_corpus(mod
     assert meta["built_from"]["corpus"] == new
     assert _first_tokens(ShardedCorpus(out / "shards")) == tokenizer.encode("shares in the bank fell number 0.",
                                                                             add_special_tokens=False)
+
+
+def test_a_failed_runs_tokenizer_is_trained_again_on_the_new_corpus(tmp_path, capsys, monkeypatch):
+    """The same leftover one step earlier: OUT/tokenizer trained on the old corpus was reused."""
+    old = _corpus(tmp_path / "old", "the film won an award")
+    new = _corpus(tmp_path / "new", "shares in the bank fell")
+    out = tmp_path / "run"
+
+    def fail(*args, **kwargs):  # the first run dies after training its tokenizer
+        raise DataError("stopped here")
+    monkeypatch.setattr(pretrain_recipe, "build_data", fail)
+    argv = ["pretrain", "--config", PRETRAIN_CONFIG, "--out", out, "--no-progress", *_sets(PRETRAIN_SMALL)]
+    assert main([str(a) for a in argv + ["--set", f'data.corpus="{old}"']]) == 2
+    assert "award" in Tokenizer.from_pretrained(out / "tokenizer").get_vocab()
+    monkeypatch.undo()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main([str(a) for a in argv + ["--set", f'data.corpus="{new}"']]) == 0
+    notes = [str(w.message) for w in caught if "trained on other data" in str(w.message)]
+    assert len(notes) == 1 and f"data.corpus '{old}' -> '{new}'" in notes[0], notes
+    vocab = Tokenizer.from_pretrained(out / "tokenizer").get_vocab()
+    assert "bank" in vocab and "award" not in vocab

@@ -25,7 +25,7 @@ from bertkit.data.corpus import Corpus, open_corpus
 from bertkit.data.shards import META, ShardedCorpus, prepare_shards
 from bertkit.errors import ConfigError
 
-__all__ = ["first", "complete_shards", "shard_documents", "shard_origin", "split_documents"]
+__all__ = ["first", "complete_shards", "origin_changes", "shard_documents", "shard_origin", "split_documents"]
 
 
 def first(docs: Iterable, n: int) -> Iterator:
@@ -34,6 +34,9 @@ def first(docs: Iterable, n: int) -> Iterator:
         if n and i >= n:
             return
         yield doc
+
+
+ORIGIN_DATA_KEYS = ("corpus", "mode", "max_documents")  # the [data] settings in a shard_origin
 
 
 def shard_origin(source, corpus: Corpus, max_documents: int = 0) -> dict:
@@ -66,21 +69,27 @@ def _drop_stale(directory: str, origin: dict) -> bool:
     meta = _meta(directory)
     if meta is None:
         return os.path.isdir(directory)
-    if meta.get("built_from") == origin:
+    changes = origin_changes(meta.get("built_from"), origin)
+    if changes is None:
         return True
-    warnings.warn(f"{directory} holds shards of other data ({_difference(meta.get('built_from'), origin)}); "
-                  "rebuilding them")
+    warnings.warn(f"{directory} holds shards of other data ({changes}); rebuilding them")
     shutil.rmtree(directory)
     return False
 
 
-def _difference(old, new: dict) -> str:
-    """What differs between two `shard_origin` records, in the settings' names."""
+def origin_changes(old, new: dict) -> str | None:
+    """None when a recorded origin (`shard_origin`, plus any settings sections) equals `new`,
+    else what differs, in the settings' names."""
+    if old == new:
+        return None
     if not isinstance(old, dict):
-        return "they do not record what they were built from (an older bertkit)"
-    changed = [f"data.{key} {old.get(key)!r} -> {new[key]!r}" for key in ("corpus", "mode", "max_documents")
-               if old.get(key) != new[key]]
-    return "; ".join(changed) or "the corpus files changed since"
+        return "no record of what it was built from (an older bertkit)"
+    changed = [f"data.{key} {old.get(key)!r} -> {new[key]!r}" for key in ORIGIN_DATA_KEYS if old.get(key) != new[key]]
+    if not changed and old.get("files") != new["files"]:
+        changed.append("the corpus files changed since")
+    changed += [f"the [{key}] settings" for key in new if key not in (*ORIGIN_DATA_KEYS, "files")
+                and old.get(key) != new[key]]
+    return "; ".join(changed)
 
 
 def shard_documents(source: str, tokenizer, directory: str, *, mode: str = "file", max_documents: int = 0,
