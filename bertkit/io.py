@@ -55,11 +55,13 @@ def write_error(path: str | os.PathLike, err: OSError) -> WriteError:
 
 
 def describe_os_error(err: OSError) -> str:
-    """Any OSError as one line naming its path: a failed write says what to do (write_error)."""
-    if err.errno in WRITE_FAILURES and err.filename is not None:
+    """Any OSError as one line naming its path. Only a write fails with no space or a read-only
+    file system: those say what to do (write_error); a denied permission may be a read too."""
+    if err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS) and err.filename is not None:
         return str(write_error(os.fsdecode(err.filename), err))
     where = f"{os.fsdecode(err.filename)}: " if err.filename is not None else ""
-    return f"{where}{err.strerror or err}"
+    fix = "; check its permissions, or choose another path" if err.errno in (errno.EACCES, errno.EPERM) else ""
+    return f"{where}{err.strerror or err}{fix}"
 
 
 def _concerns(err: OSError, place: str) -> bool:
