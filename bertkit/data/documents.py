@@ -6,9 +6,8 @@
 `shard_documents` tokenizes a corpus into memory-mapped shards (`shards.prepare_shards`) unless
 the directory already holds a complete set built from the same corpus files and settings (a
 changed data.corpus, a file edited since, another mode or document limit rebuilds them), and
-opens them; a source that already is a shard
-directory is opened as it is. Under several processes only the main one writes, the others
-wait at `barrier` and then open what it wrote.
+opens them; a source that already is a shard directory is opened as it is. Under several
+processes only the main one writes, the others wait at `barrier` and then open what it wrote.
 """
 
 from __future__ import annotations

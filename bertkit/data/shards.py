@@ -218,7 +218,7 @@ def prepare_shards(
                 f"{out} holds shards built with a different vocabulary; resume with the same "
                 f"tokenizer, or prepare into an empty directory"
             )
-        # compared as meta.json holds it; shards from before the record cannot tell, and resume
+        # shards from before the record (no key) resume as they did; compared as meta.json holds it
         if "built_from" in old and old["built_from"] != json.loads(json.dumps(built_from)):
             raise DataError(f"{out} holds shards built from another corpus or settings ({old.get('built_from')}); "
                             "resume with the same ones, or prepare into an empty directory")

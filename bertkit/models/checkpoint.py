@@ -86,8 +86,8 @@ def _shard_names(index: Any, directory: str) -> list[str]:
     """The shard file names of a safetensors index, each a string."""
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
-        raise CheckpointError(f"{os.path.join(directory, 'model.safetensors.index.json')} needs a \"weight_map\" of "
-                              "tensor name -> shard file name")
+        index_path = os.path.join(directory, "model.safetensors.index.json")
+        raise CheckpointError(f"{index_path} needs a \"weight_map\" of tensor name -> shard file name")
     return list(weight_map.values())
 
 
