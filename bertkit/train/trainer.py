@@ -67,7 +67,7 @@ from tqdm import tqdm
 from bertkit.models.checkpoint import load_into, read_state_dict
 from bertkit.models.config import BertConfig
 from bertkit.errors import BertkitError, CheckpointError, ConfigError, DataError, RunInterrupted
-from bertkit.io import atomic_directory, atomic_open, atomic_write_text
+from bertkit.io import append_text, atomic_directory, atomic_open, atomic_write_text
 from bertkit.runtime.devices import DEVICE_NAME, DEVICES
 from bertkit.runtime.progress import progress
 from bertkit.settings.config_io import dataclass_from_dict
@@ -82,6 +82,8 @@ from bertkit.train.schedule import SCHEDULES, WarmupDecay
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 STATE_FILE = "trainer_state.pt"
+# What every trainer state holds (checked on resume; older files have them too).
+STATE_KEYS = ("step", "optimizer", "scheduler", "train_config")
 CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
 
 
@@ -201,6 +203,19 @@ class TrainConfig:
 
 
 # ---------------------------------------------------------------------------- RNG state
+def warn_if_warmup_fills_the_run(config: TrainConfig) -> None:
+    """A short run that kept a long recipe's warm-up (max_steps=20, warmup_steps=100) only ever
+    raises the lr and ends at its peak: say so, naming both numbers and the fix."""
+    asked = config.warmup_steps or round(config.warmup_ratio * config.max_steps)
+    if asked < config.max_steps:
+        return
+    setting = (f"train.warmup_steps={config.warmup_steps}" if config.warmup_steps
+               else f"train.warmup_ratio={config.warmup_ratio} ({asked} steps)")
+    warnings.warn(f"{setting} is at least the run's train.max_steps={config.max_steps}: the learning rate only "
+                  f"rises and the run ends at its peak; lower the warm-up (e.g. --set train.warmup_steps="
+                  f"{config.max_steps // 10}, a tenth of the run) or raise train.max_steps", stacklevel=3)
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
@@ -257,11 +272,15 @@ def latest_checkpoint(out_dir: str) -> str | None:
 
 def load_trainer_state(checkpoint_dir: str) -> dict:
     path = os.path.join(checkpoint_dir, STATE_FILE)
+    fix = "delete this checkpoint directory to resume from the one before"
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:
-        raise CheckpointError(f"cannot read {path} ({type(e).__name__}: {str(e)[:200]}); delete "
-                              "this checkpoint directory to resume from the one before") from None
+        raise CheckpointError(f"cannot read {path} ({type(e).__name__}: {str(e)[:200]}); {fix}") from None
+    missing = [key for key in STATE_KEYS if not isinstance(state, dict) or key not in state]
+    if missing:  # a readable file of something else (a tensor, another tool's state)
+        raise CheckpointError(f"{path} is not a bertkit trainer state (no {', '.join(missing[:3])}); {fix}")
+    return state
 
 
 # ---------------------------------------------------------------------------- the trainer
@@ -292,6 +311,7 @@ class Trainer:
             raise ConfigError("early stopping counts evaluations, but train.eval_every = 0 evaluates only at "
                               "the end: set train.eval_every (e.g. 250)")
         self.keeper = keeper
+        warn_if_warmup_fills_the_run(config)
         if not isinstance(log_outputs, dict):
             log_outputs = {name: name for name in log_outputs}
         self.log_outputs = dict(log_outputs)  # row key -> output field
@@ -565,8 +585,7 @@ class Trainer:
             return
         # An append-only log: rewriting the whole file per row would cost O(rows^2). A crash can
         # at worst cut the last line, and resume rewrites the file atomically (_restore).
-        with open(self._metrics_path(), "a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
+        append_text(self._metrics_path(), json.dumps(row) + "\n")
         if self.reporter is not None:
             self.reporter.write(row)
 
