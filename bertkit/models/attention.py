@@ -161,6 +161,13 @@ def flash_varlen_runs(q: torch.Tensor, call: AttentionCall) -> bool:
             and call.dropout_p == 0 and call.head_mask is None and not call.causal)
 
 
+def flash_varlen(q, k, v, queries, keys, scale: float, window: int = -1) -> torch.Tensor:
+    """torch's varlen flash kernel on packed (N, h, d) tokens; `queries` and `keys` carry cu_seqlens and
+    max_len (a Packing, or the modern encoder's Unpadding). `window` >= 0: a token sees only keys at most that many positions away."""
+    return FLASH_VARLEN(q, k, v, queries.cu_seqlens, keys.cu_seqlens, queries.max_len, keys.max_len, scale=scale,
+                        window_size=(window, window))
+
+
 def packed_attention(q, k, v, bias, keys: Packing, call: AttentionCall):
     """q (Nq, h, d), k, v (N, h, d) of packed tokens (`keys` says where they sit) -> context (Nq, h, d).
 
@@ -170,8 +177,7 @@ def packed_attention(q, k, v, bias, keys: Packing, call: AttentionCall):
     """
     queries = keys if q.shape[0] == keys.tokens else Packing.full(keys.batch, q.shape[0] // keys.batch, q.device)
     if flash_varlen_runs(q, call):
-        return FLASH_VARLEN(q, k, v, queries.cu_seqlens, keys.cu_seqlens, queries.max_len, keys.max_len,
-                            scale=call.scale)
+        return flash_varlen(q, k, v, queries, keys, call.scale)
     q, k, v = (p.pad(x).transpose(1, 2) for p, x in ((queries, q), (keys, k), (keys, v)))  # (B, h, T, d)
     kernel = choose_kernel(call.head_mask is not None, call.dropout_p > 0 and q.device.type == "cpu", 0)
     context, _ = KERNELS[kernel](q, k, v, bias, call)

@@ -1,6 +1,6 @@
-"""Unpadded execution of the BERT encoder (models/packing.py, BertModel.packed_forward): the real
-tokens of a padded batch in one packed tensor with cumulative sequence lengths give the padded
-path's outputs and gradients. On the CPU the packed path runs attention through the padded dense
+"""Unpadded execution of the BERT encoder (models/packing.py, BertModel.packed_forward), and the
+modern encoder's flash route: the real tokens of a padded batch in one packed tensor with cumulative
+sequence lengths give the padded path's outputs and gradients. On the CPU the packed path runs attention through the padded dense
 kernel, or (monkeypatched in place of torch's flash kernel) a per-sequence reference of
 `varlen_attn`'s contract, which checks the cu_seqlens the model hands the kernel; tests/gpu runs
 the real kernel."""
@@ -42,14 +42,17 @@ def batch(left_padding: bool = False, pad_id: int = 0):
 
 def reference_varlen(calls):
     """torch's varlen_attn contract, one sequence at a time: q rows cu_q[b]:cu_q[b+1] attend to
-    k, v rows cu_k[b]:cu_k[b+1]."""
-    def kernel(q, k, v, cu_q, cu_k, max_q, max_k, *, scale=None):
+    k, v rows cu_k[b]:cu_k[b+1]; window_size (w, w), w >= 0: only to keys at most w positions away."""
+    def kernel(q, k, v, cu_q, cu_k, max_q, max_k, *, scale=None, window_size=(-1, -1)):
         calls.append((q.shape[0], k.shape[0], max_q, max_k))
         assert cu_q.dtype == torch.int32 and cu_q[-1] == q.shape[0] and cu_k[-1] == k.shape[0]
+        assert window_size[0] == window_size[1] and (window_size[0] == -1 or max_q == max_k)
         pieces = []
         for b in range(len(cu_q) - 1):
             qs, ks, vs = (x[c[b]:c[b + 1]].transpose(0, 1) for x, c in ((q, cu_q), (k, cu_k), (v, cu_k)))
-            pieces.append(F.scaled_dot_product_attention(qs, ks, vs, scale=scale).transpose(0, 1))
+            position = torch.arange(qs.shape[1])
+            band = None if window_size[0] < 0 else (position[:, None] - position[None, :]).abs() <= window_size[0]
+            pieces.append(F.scaled_dot_product_attention(qs, ks, vs, attn_mask=band, scale=scale).transpose(0, 1))
         return torch.cat(pieces)
     return kernel
 
@@ -66,7 +69,7 @@ def flash_reference(monkeypatch):
 def run_both(model, inputs, output=lambda out: out.last_hidden_state):
     """(padded result, packed result, padded grads, packed grads) of one forward + backward."""
     results = []
-    encoder = model.bert if hasattr(model, "bert") else model
+    encoder = getattr(model, "bert", getattr(model, "model", model))
     for unpad in (False, True):
         encoder.unpad = unpad
         model.zero_grad()
@@ -165,3 +168,19 @@ def test_the_flash_kernel_is_chosen_only_where_it_can_run():
     q = torch.zeros(3, 2, 8, dtype=torch.bfloat16)
     assert not attention.flash_varlen_runs(q, call)  # CPU
     assert attention.flash_varlen_available(torch.device("cuda")) == (attention.FLASH_VARLEN is not None)
+
+
+def test_modern_flash_path_equals_padded_with_sliding_windows(flash_reference):
+    """The modern encoder's unpadded attention through the varlen contract, global and
+    sliding-window layers (window 4 on rows up to 14 long), against its padded path."""
+    from bertkit.models.modern import ModernBertConfig, ModernBertForMaskedLM
+
+    torch.manual_seed(0)
+    model = ModernBertForMaskedLM(ModernBertConfig.preset("tiny", vocab_size=120, local_attention=8,
+                                                          max_position_embeddings=64))
+    ids, mask, labels = batch()
+    inputs = {"input_ids": ids, "attention_mask": mask, "labels": labels}
+    (loss_padded, grads_padded), (loss_packed, grads_packed) = run_both(model, inputs, lambda out: out.loss)
+    torch.testing.assert_close(loss_packed, loss_padded, atol=1e-6, rtol=1e-5)
+    assert_grads_equal(grads_packed, grads_padded)
+    assert (37, 37, 14, 14) in flash_reference
