@@ -1,9 +1,9 @@
 """Unpadded execution of the BERT encoder (models/packing.py, BertModel.packed_forward), and the
 modern encoder's flash route: the real tokens of a padded batch in one packed tensor with cumulative
-sequence lengths give the padded path's outputs and gradients. On the CPU the packed path runs attention through the padded dense
-kernel, or (monkeypatched in place of torch's flash kernel) a per-sequence reference of
-`varlen_attn`'s contract, which checks the cu_seqlens the model hands the kernel; tests/gpu runs
-the real kernel."""
+sequence lengths give the padded path's outputs and gradients. On the CPU the packed path runs
+attention through the padded dense kernel, or (monkeypatched in place of torch's flash kernel) a
+per-sequence reference of `varlen_attn`'s contract, which checks the cu_seqlens (and windows) the
+models hand the kernel; tests/gpu runs the real kernel."""
 
 from __future__ import annotations
 

@@ -31,10 +31,16 @@ def compare(model, encoder, batch, precision, atol):
     assert worst < atol, worst
 
 
-def test_bert_packed_equals_padded_in_fp32_and_bf16(monkeypatch):
+def spy_on_flash(monkeypatch) -> list:
+    """Record each call of torch's varlen kernel (it still runs)."""
     calls = []
     flash = attention.FLASH_VARLEN
-    monkeypatch.setattr(attention, "FLASH_VARLEN", lambda *a, **k: calls.append(1) or flash(*a, **k))
+    monkeypatch.setattr(attention, "FLASH_VARLEN", lambda *a, **k: calls.append(k.get("window_size")) or flash(*a, **k))
+    return calls
+
+
+def test_bert_packed_equals_padded_in_fp32_and_bf16(monkeypatch):
+    calls = spy_on_flash(monkeypatch)
     torch.manual_seed(0)
     config = BertConfig(vocab_size=1000, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
                         intermediate_size=1024, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
@@ -50,10 +56,13 @@ def test_bert_unpads_by_default_on_cuda():
     assert attention.flash_varlen_available(torch.device("cuda")) == (attention.FLASH_VARLEN is not None)
 
 
-def test_modern_packed_equals_padded():
+def test_modern_packed_equals_padded(monkeypatch):
+    calls = spy_on_flash(monkeypatch)
     torch.manual_seed(0)
-    config = ModernBertConfig.preset("mini", vocab_size=1000)
+    config = ModernBertConfig.preset("mini", vocab_size=1000, local_attention=64)
     model = ModernBertForMaskedLM(config).cuda()
     batch = mlm_batches(1000, 8, 256, 1)[0]
     compare(model, model.model, batch, "fp32", 1e-4)
+    assert not calls
     compare(model, model.model, batch, "bf16", 3e-2)
+    assert {(-1, -1), (32, 32)} <= set(calls)  # global and sliding-window layers through flash
