@@ -157,6 +157,7 @@ def test_unpadding_is_off_on_the_cpu_by_default_and_where_the_layout_is_needed(m
     model.unpad = True
     model(ids, mask, output_attentions=True)  # probabilities need the (B, h, T, T) layout
     model(ids)  # nothing padded
+    model(ids, mask * (torch.arange(4) != 2)[:, None])  # a row of padding only: the padded path copes
     BertModel(small_config(position_embedding_type="relative_key"))(ids, mask)
     assert ran == []
     model(ids, mask)

@@ -452,8 +452,9 @@ class BertModel(PretrainedMixin, nn.Module):
             return False
         plain = all(layer.attention.self.prefix is None and layer.attention.self.qkv is None
                     and layer.attention.self.low_rank is None for layer in self.encoder.layer)
+        # padding to drop, and a real token in every row (an all-padding row stays on the padded path)
         return (plain and self.last_layer_prunable(head_mask, output_attentions, output_hidden_states)
-                and not bool(attention_mask.all()))
+                and not bool(attention_mask.all()) and bool(attention_mask.any(1).all()))
 
     def packed_forward(self, input_ids, attention_mask, token_type_ids, position_ids, output_positions
                        ) -> EncoderOutput:
