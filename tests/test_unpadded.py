@@ -62,7 +62,7 @@ def flash_reference(monkeypatch):
     """The packed attention takes the 'flash' branch on the CPU, with the reference kernel."""
     calls = []
     monkeypatch.setattr(attention, "FLASH_VARLEN", reference_varlen(calls))
-    monkeypatch.setattr(attention, "flash_varlen_runs", lambda q, call: True)
+    monkeypatch.setattr(attention, "flash_varlen_runs", lambda q, call, window=-1: True)
     return calls
 
 
@@ -185,3 +185,21 @@ def test_modern_flash_path_equals_padded_with_sliding_windows(flash_reference):
     torch.testing.assert_close(loss_packed, loss_padded, atol=1e-6, rtol=1e-5)
     assert_grads_equal(grads_packed, grads_padded)
     assert (37, 37, 14, 14) in flash_reference
+
+
+def test_an_older_varlen_attn_without_scale_or_windows_is_called_within_its_keywords(monkeypatch):
+    """torch's first varlen_attn releases took neither `scale` nor `window_size`: then only calls
+    at the default 1/sqrt(d) without a window take the flash kernel, and they pass neither."""
+    seen = []
+    monkeypatch.setattr(attention, "flash_varlen_available", lambda device: True)
+    monkeypatch.setattr(attention, "VARLEN_KEYWORDS", frozenset())
+    monkeypatch.setattr(attention, "FLASH_VARLEN", lambda *args, **options: seen.append(options) or args[0])
+    q = torch.zeros(6, 2, 16, dtype=torch.bfloat16)
+    assert attention.flash_varlen_runs(q, attention.AttentionCall(0.25))
+    assert not attention.flash_varlen_runs(q, attention.AttentionCall(0.25), window=4)
+    assert not attention.flash_varlen_runs(q, attention.AttentionCall(0.2))  # DeBERTa-like scale
+    packing = Packing.from_mask(torch.ones(2, 3))
+    attention.flash_varlen(q, q, q, packing, packing, 0.25)
+    monkeypatch.setattr(attention, "VARLEN_KEYWORDS", frozenset({"scale", "window_size"}))
+    attention.flash_varlen(q, q, q, packing, packing, 0.25, window=4)
+    assert seen == [{}, {"scale": 0.25, "window_size": (4, 4)}]

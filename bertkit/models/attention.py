@@ -30,6 +30,7 @@ Shapes: q (B, h, M, d); k, v (B, h, T, d); bias broadcastable to (B, h, M, T).
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
 
@@ -45,6 +46,8 @@ try:  # torch >= 2.10 ships FlashAttention's variable-length kernel; older build
     from torch.nn.attention.varlen import varlen_attn as FLASH_VARLEN
 except ImportError:
     FLASH_VARLEN = None
+# Its keywords grew with torch: `scale` and `window_size` are missing from the first releases.
+VARLEN_KEYWORDS = frozenset(inspect.signature(FLASH_VARLEN).parameters) if FLASH_VARLEN is not None else frozenset()
 
 
 @dataclass
@@ -154,18 +157,24 @@ def flash_varlen_available(device: torch.device) -> bool:
     return FLASH_VARLEN is not None and device.type == "cuda"
 
 
-def flash_varlen_runs(q: torch.Tensor, call: AttentionCall) -> bool:
+def flash_varlen_runs(q: torch.Tensor, call: AttentionCall, window: int = -1) -> bool:
     """Whether this packed call can take the flash kernel: half precision (flash has no fp32 path),
-    no attention dropout (torch's varlen_attn has none), no head mask or causal mask."""
+    no attention dropout (torch's varlen_attn has none), no head mask or causal mask, and a scale
+    other than 1/sqrt(d) or a sliding window only where this torch's varlen_attn takes them."""
+    default_scale = math.isclose(call.scale * math.sqrt(q.shape[-1]), 1.0)
     return (flash_varlen_available(q.device) and q.dtype in (torch.float16, torch.bfloat16)
-            and call.dropout_p == 0 and call.head_mask is None and not call.causal)
+            and call.dropout_p == 0 and call.head_mask is None and not call.causal
+            and (default_scale or "scale" in VARLEN_KEYWORDS)
+            and (window < 0 or "window_size" in VARLEN_KEYWORDS))
 
 
 def flash_varlen(q, k, v, queries, keys, scale: float, window: int = -1) -> torch.Tensor:
     """torch's varlen flash kernel on packed (N, h, d) tokens; `queries` and `keys` carry cu_seqlens and
     max_len (a Packing, or the modern encoder's Unpadding). `window` >= 0: a token sees only keys at most that many positions away."""
-    return FLASH_VARLEN(q, k, v, queries.cu_seqlens, keys.cu_seqlens, queries.max_len, keys.max_len, scale=scale,
-                        window_size=(window, window))
+    options = {"scale": scale} if "scale" in VARLEN_KEYWORDS else {}  # else 1/sqrt(d): flash_varlen_runs
+    if window >= 0:
+        options["window_size"] = (window, window)
+    return FLASH_VARLEN(q, k, v, queries.cu_seqlens, keys.cu_seqlens, queries.max_len, keys.max_len, **options)
 
 
 def packed_attention(q, k, v, bias, keys: Packing, call: AttentionCall):

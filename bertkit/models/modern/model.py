@@ -156,7 +156,7 @@ class Unpadding:
         """q, k, v (N, h, d) of the real tokens -> context (N, h * d), in one flash call or bucket by bucket."""
         dropout_p = attention.dropout_prob if attention.training else 0.0
         call = kernels.AttentionCall(1.0 / math.sqrt(q.shape[-1]), dropout_p)
-        if self.cu_seqlens is not None and kernels.flash_varlen_runs(q, call):
+        if self.cu_seqlens is not None and kernels.flash_varlen_runs(q, call, attention.window):
             return kernels.flash_varlen(q, k, v, self, self, call.scale, attention.window).flatten(1)
         pieces = []
         for bucket in self.buckets:
