@@ -620,8 +620,8 @@ class Trainer:
 
     def _progress_bar(self):
         # a bar on a terminal, a line a minute in a log file (bertkit/runtime/progress.py)
-        return progress(total=self.config.max_steps, initial=self.step, desc=f"train ({self.precision})",
-                        unit="step", enabled=self.progress)
+        return progress(total=self.config.max_steps, initial=self.step, desc="train", unit="step",
+                        enabled=self.progress)
 
     # ------------------------------------------------------------------ save / restore
     def _rank_state(self) -> dict:
