@@ -463,7 +463,8 @@ class BertModel(PretrainedMixin, nn.Module):
         tokens; last_hidden_state is zero at padding (the padded path leaves meaningless values)."""
         packing = Packing.from_mask(attention_mask)
         if position_ids is None:  # the padded path's positions, taken at the real tokens
-            position_ids = (roberta_position_ids(input_ids, self.embeddings.pad_token_id) if self.embeddings.pad_positions
+            embeddings = self.embeddings
+            position_ids = (roberta_position_ids(input_ids, embeddings.pad_token_id) if embeddings.pad_positions
                             else torch.arange(input_ids.shape[1], device=input_ids.device))
 
         def packed(x: torch.Tensor | None) -> torch.Tensor | None:  # (B, T) -> one row of the N real tokens
