@@ -69,6 +69,7 @@ from bertkit.models.config import BertConfig
 from bertkit.errors import BertkitError, CheckpointError, ConfigError, DataError, RunInterrupted
 from bertkit.io import append_text, atomic_directory, atomic_open, atomic_write_text
 from bertkit.runtime.devices import DEVICE_NAME, DEVICES
+from bertkit.runtime.precision import autocast, check_precision, resolve_precision
 from bertkit.runtime.progress import progress
 from bertkit.settings.config_io import dataclass_from_dict
 from bertkit.train.distributed import DistContext, init_distributed, unwrap, wrap_model
@@ -80,7 +81,6 @@ from bertkit.train.reporting import check_report_to, open_reporter
 from bertkit.train.resume_check import check_resume_options
 from bertkit.train.schedule import SCHEDULES, WarmupDecay
 
-PRECISIONS = ("fp32", "bf16", "fp16")
 STATE_FILE = "trainer_state.pt"
 # What every trainer state holds (checked on resume; older files have them too).
 STATE_KEYS = ("step", "optimizer", "scheduler", "train_config")
@@ -105,7 +105,7 @@ class TrainConfig:
     grad_clip: float = 1.0  # max global L2 norm of the gradient; 0 turns clipping off
     grad_accum: int = 1  # micro-batches per optimizer step (per rank)
     batch_size: int = 32  # examples per micro-batch per rank
-    precision: str = "fp32"  # fp32 is fastest on CPUs without bf16 units; bf16/fp16 for GPUs
+    precision: str = "auto"  # bf16 on a bf16 GPU, fp16 + grad scaler on older GPUs, fp32 on CPU (runtime/precision.py)
     llrd: float | None = None  # layer-wise lr decay factor, e.g. 0.8 for fine-tuning
     head_lr: float | None = None  # lr of the task head (outside the encoder); None = lr
     eval_every: int = 0  # steps between evaluations; 0 = only at the end
@@ -149,8 +149,7 @@ class TrainConfig:
                 and 0 < self.decay_ratio <= 1):
             raise ConfigError(f"train.decay_ratio (the wsd schedule's share of steps spent decaying) must be "
                               f"in (0, 1], got {self.decay_ratio!r}")
-        if self.precision not in PRECISIONS:
-            raise ConfigError(f"train.precision {self.precision!r} is not known; use one of {PRECISIONS}")
+        check_precision(self.precision, "train.precision")
         if not 0.0 <= self.warmup_ratio < 1.0:
             raise ConfigError(f"train.warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
         if self.warmup_steps and self.warmup_ratio:
@@ -325,13 +324,10 @@ class Trainer:
         self.progress = progress and self.ctx.is_main
         self.device_type = self.ctx.device.type
 
-        if config.precision == "fp16" and self.device_type != "cuda":
-            raise ConfigError("precision fp16 needs a CUDA GPU (it relies on a gradient scaler); "
-                              "use precision=\"bf16\" or \"fp32\" on this device")
-        if config.precision == "bf16" and self.device_type == "cuda" and not torch.cuda.is_bf16_supported():
-            raise ConfigError("this GPU has no bf16 support; use precision=\"fp16\" or \"fp32\"")
+        # What runs: "auto" resolved for this device (FSDP has no gradient scaler: no fp16 there).
+        self.precision = resolve_precision(config.precision, self.ctx.device, scaler_ok=config.strategy != "fsdp")
         if config.strategy == "fsdp":
-            check_strategy(config.strategy, config.precision, self.ctx.world_size)
+            check_strategy(config.strategy, self.precision, self.ctx.world_size)
             check_model(unwrap(self.model))
 
         self.optimizer = build_optimizer(unwrap(self.model), config.lr, config.weight_decay,
@@ -339,7 +335,7 @@ class Trainer:
                                          head_lr=config.head_lr)
         # one multiplier for every param group's own base lr (keeps the LLRD ratios)
         self.scheduler = LambdaLR(self.optimizer, config.lr_schedule())
-        self.scaler = torch.amp.GradScaler("cuda", enabled=config.precision == "fp16")
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.precision == "fp16")
         self.ddp_model = None  # the DDP wrapper lives only inside train(): see there
         self.sharded: ShardedTraining | None = None  # train.strategy = "fsdp": likewise
 
@@ -480,10 +476,7 @@ class Trainer:
 
     # ------------------------------------------------------------------ one step
     def _autocast(self):
-        if self.config.precision == "fp32":
-            return contextlib.nullcontext()
-        dtype = torch.bfloat16 if self.config.precision == "bf16" else torch.float16
-        return torch.autocast(self.device_type, dtype=dtype)
+        return autocast(self.precision, self.ctx.device)
 
     def _train_step(self, batches) -> tuple[float, int, float, dict[str, float]]:
         cfg = self.config
@@ -600,7 +593,7 @@ class Trainer:
         row = {"step": self.step, "split": "train", "loss": w["loss"] / steps,
                **{name: w.get(name, 0.0) / steps for name in self.log_outputs},
                "lr": self._lr(), "tokens_per_s": w["tokens"] / max(w["time"], 1e-9),
-               "epoch": self.epoch, "train_seconds": round(self.train_seconds, 3)}
+               "epoch": self.epoch, "train_seconds": round(self.train_seconds, 3), "precision": self.precision}
         self.window = self._empty_window()
         self._write_row(row)
         return row
