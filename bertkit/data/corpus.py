@@ -25,7 +25,10 @@ raises `DataError`.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
+import os
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -140,6 +143,16 @@ class Corpus:
                 f"corpus {where} has no usable text (empty, whitespace-only or binary files); "
                 f"point it at UTF-8 text files"
             )
+
+    def fingerprint(self) -> str:
+        """sha256 over what the documents come from: the corpus name, mode and text field, and
+        each file's absolute path, size and modification time. A changed, added or removed file
+        changes it; hashing the bytes instead would cost about as much as tokenizing them again."""
+        h = hashlib.sha256(json.dumps([self.name, self.mode, self.text_field]).encode("utf-8"))
+        for path in self.paths:
+            st = os.stat(path)
+            h.update(f"{os.path.abspath(path)}\t{st.st_size}\t{st.st_mtime_ns}\n".encode("utf-8"))
+        return h.hexdigest()
 
     def _file_documents(self, stats: dict) -> Iterator[list[str]]:
         for path in self.paths:

@@ -9,6 +9,7 @@ boundaries (format: `bertkit/data/shards.py`); `resume` continues an interrupted
 from __future__ import annotations
 
 from bertkit.data.corpus import open_corpus
+from bertkit.data.documents import shard_origin
 from bertkit.data.shards import prepare_shards
 from bertkit.runtime.run_dir import run_lock
 from bertkit.tokenizer import Tokenizer
@@ -22,4 +23,4 @@ def prepare(corpus: str, tokenizer: str, out_dir: str, mode: str = "file", text_
     documents, tok = open_corpus(corpus, mode, text_field), Tokenizer.from_pretrained(tokenizer)
     with run_lock(out_dir, f"prepare --corpus {corpus}"):
         return prepare_shards(documents, tok, out_dir, shard_tokens=shard_tokens, num_workers=workers,
-                              progress=progress, resume=resume)
+                              progress=progress, resume=resume, built_from=shard_origin(corpus, documents))

@@ -342,8 +342,9 @@ class Tokenizer:
             )
             if cut:
                 warnings.warn(
-                    f"{cut} of {len(encodings)} texts were truncated to max_length={max_length} tokens; "
-                    f"pass return_overflowing_tokens=True to keep the rest as extra windows",
+                    f"{cut} of {len(encodings)} texts were truncated to max_length={max_length} tokens and their "
+                    "ends not read; raise the maximum length or split long texts (from Python, "
+                    "return_overflowing_tokens=True keeps the rest as extra windows)",
                     stacklevel=3,
                 )
         elif self.model_max_length is not None:
