@@ -202,7 +202,7 @@ def prepare_shards(
         raise DataError(f"shard_tokens must be positive, got {shard_tokens}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    meta = _starting_meta(out, tokenizer, shard_tokens, resume)
+    meta = _starting_meta(out, tokenizer, shard_tokens, resume, built_from)
     if meta["complete"]:
         return meta
     atomic_write_json(out / META, _with_totals(meta))
@@ -230,9 +230,9 @@ def prepare_shards(
     return meta
 
 
-def _starting_meta(out: Path, tokenizer, shard_tokens: int, resume: bool) -> dict:
+def _starting_meta(out: Path, tokenizer, shard_tokens: int, resume: bool, built_from: dict | None) -> dict:
     """The meta record to build on: new, or (resume) the shards an interrupted run completed,
-    or the finished meta as it is (its "complete" is true)."""
+    or the finished meta as it is (its "complete" is true); resuming other data is refused."""
     vocab_size = int(tokenizer.vocab_size)
     fingerprint = vocab_fingerprint(tokenizer)
     meta = {
