@@ -37,37 +37,35 @@ def test_a_corpus_is_sharded_once_and_a_shard_directory_opens_as_it_is(tmp_path)
     assert len(shard_documents(CorpusDocuments(directory), tok, elsewhere)) == 2 and not os.path.exists(elsewhere)
 
 
-def counting_opens(monkeypatch) -> list:
-    opened = []
+def counting_reads(monkeypatch) -> list:
+    """Every walk over a corpus's files appends to the list returned."""
+    reads = []
     real = documents_module.open_corpus
 
-    def open_corpus(source, mode="file"):
-        opened.append(source)
-        return real(source, mode)
+    class Counted:
+        def __init__(self, corpus):
+            self.corpus = corpus
 
-    monkeypatch.setattr(documents_module, "open_corpus", open_corpus)
-    return opened
+        def __iter__(self):
+            reads.append(1)
+            return iter(self.corpus)
+
+        def __getattr__(self, name):  # the rest (mode, fingerprint) is the corpus's
+            return getattr(self.corpus, name)
+
+    monkeypatch.setattr(documents_module, "open_corpus", lambda source, mode="file": Counted(real(source, mode)))
+    return reads
 
 
 def test_corpus_documents_are_read_once_when_kept_and_streamed_otherwise(tmp_path, monkeypatch):
     text = tmp_path / "corpus.txt"
     text.write_text("One. Two.\n\nThree.\n\nFour.\n", encoding="utf-8")
-    opened = counting_opens(monkeypatch)
+    reads = counting_reads(monkeypatch)
     kept = CorpusDocuments(str(text), mode="blank", max_documents=2)
-    assert opened == []  # nothing read before the documents are walked
+    assert reads == []  # nothing read before the documents are walked
     assert list(kept) == list(kept) == [["One.", "Two."], ["Three."]]
     assert list(kept.lines()) == list(kept.lines()) == ["One.", "Two.", "Three."]
-    assert len(opened) == 1
+    assert len(reads) == 1
     streamed = CorpusDocuments(str(text), mode="blank", keep=False)
     assert list(streamed) == list(streamed) == [["One.", "Two."], ["Three."], ["Four."]]
-    assert len(opened) == 3
-
-
-def test_split_is_seeded_disjoint_and_keeps_one_of_each():
-    train, held_out = split_documents(100, 0.1, seed=3)
-    assert len(held_out) == 10 and not set(train) & set(held_out) and len(train) + len(held_out) == 100
-    assert np.array_equal(held_out, split_documents(100, 0.1, seed=3)[1])
-    assert not np.array_equal(held_out, split_documents(100, 0.1, seed=4)[1])
-    assert [len(x) for x in split_documents(2, 0.9, seed=0)] == [1, 1]
-    with pytest.raises(ConfigError, match="at least 2"):
-        split_documents(1, 0.1, seed=0)
+    assert len(reads) == 3

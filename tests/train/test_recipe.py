@@ -7,7 +7,7 @@ import os
 import pytest
 
 from tests.cli_checks import run_command
-from bertkit.data import documents
+from tests.data.test_documents import counting_reads
 from bertkit.data.documents import CorpusDocuments
 from bertkit.errors import ConfigError
 from bertkit.recipes import pretrain
@@ -103,14 +103,13 @@ def test_the_tokenizer_trained_from_memory_has_the_vocabulary_the_scratch_file_g
 
 
 def test_a_run_reads_the_corpus_once_and_builds_the_model_config_once(tmp_path, monkeypatch):
-    opened, built = [], []
-    real_open, real_config = documents.open_corpus, pretrain.model_config
-    monkeypatch.setattr(documents, "open_corpus", lambda *a: opened.append(a) or real_open(*a))
+    built, real_config = [], pretrain.model_config
+    reads = counting_reads(monkeypatch)
     monkeypatch.setattr(pretrain, "model_config", lambda *a: built.append(a[1:]) or real_config(*a))
     cfg = pretrain.load_config(CONFIG, SMALL + ["train.max_steps=1", "train.eval_every=1"])
     pretrain.run_and_leave(cfg, str(tmp_path / "run"), progress=False)
     tokenizer = Tokenizer.from_pretrained(str(tmp_path / "run" / "tokenizer"))
-    assert len(opened) == 1  # the tokenizer and the shards read the same documents
+    assert len(reads) == 1  # the tokenizer and the shards read the same documents
     assert built == [(max(tokenizer.get_vocab().values()) + 1, tokenizer.pad_token_id)]  # its real vocabulary
 
 
