@@ -24,7 +24,7 @@ from bertkit.recipes.distill import DISTILLABLE, compare_on_test, distill_finetu
 from bertkit.recipes.finetune import section_keys
 from bertkit.settings.config_io import apply_overrides, load_toml
 
-from bertkit.commands.options import add_device, add_progress, add_seed, add_set, device_assignment, resolve_models, seed_assignment
+from bertkit.commands.options import add_device, add_progress, add_seed, add_set, resolve_models, typed_settings
 
 HELP = ("distil a fine-tuned classifier, tagger or QA model (or, --stage pretrain, an MLM model) into a student "
         "with fewer layers (DistilBERT-style)")
@@ -54,9 +54,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--temperature", type=float, help="softmax temperature of the KL term (default 2)")
     for name, key in PRETRAIN_WEIGHTS.items():
         parser.add_argument("--" + name.replace("_", "-"), type=float,
-                            help=f"--stage pretrain: the weight {name} ({key}; DistilBERT's 5, 2, 1)")
+                            help=f"--stage pretrain: the weight {name} (default: the recipe's {key}; DistilBERT's 5, 2, 1)")
     parser.add_argument("--config", help="TOML recipe with [data], [train], [model] sections (as bertkit finetune); "
-                                         "--stage pretrain: a pre-training recipe (as bertkit pretrain)")
+                                         "--stage pretrain: a pre-training recipe (as bertkit pretrain); default: the built-in settings")
     parser.add_argument("--resume", action="store_true", help="--stage pretrain: continue the run in --out")
     add_set(parser, "train.epochs=3 train.lr=1e-4 data.max_length=128")
     add_seed(parser)
@@ -103,7 +103,7 @@ def run(args) -> int:
         report_test(args)
         return 0
     sections = load_toml(args.config) if args.config else {}
-    assignments = list(args.set) + seed_assignment(args) + device_assignment(args)
+    assignments = list(args.set) + typed_settings(args)
     sections = apply_overrides(sections, assignments, section_keys())
     summary = distill_finetuned(args.task, args.teacher, args.train, args.dev, args.out, sections,
                                 num_layers=args.layers, layer_map=parse_layer_map(args.layer_map),
@@ -131,16 +131,16 @@ def run_pretrain_stage(args) -> int:
     if unused:
         raise ConfigError(f"{', '.join(unused)} belong to --stage task; the pre-training stage reads its corpus "
                           "from [data] (e.g. --set data.corpus=bbc) and continues a run with --resume")
-    assignments = list(args.set) + seed_assignment(args) + device_assignment(args)
+    assignments = list(args.set) + typed_settings(args)
     for name, key in PRETRAIN_WEIGHTS.items():
         if getattr(args, name) is not None:
-            assignments.append(f"{key}={getattr(args, name)}")
+            assignments.append((key, getattr(args, name)))
     if args.temperature is not None:
-        assignments.append(f"distil.temperature={args.temperature}")
+        assignments.append(("distil.temperature", args.temperature))
     if args.layers is not None:
-        assignments.append(f"distil.student_layers={args.layers}")
+        assignments.append(("distil.student_layers", args.layers))
     if args.layer_map is not None:
-        assignments.append(f"distil.layer_map={parse_layer_map(args.layer_map)}")
+        assignments.append(("distil.layer_map", parse_layer_map(args.layer_map)))
     result = distill_pretraining(args.teacher, args.out, args.config, assignments, resume=args.resume,
                                  progress=not args.no_progress)
     metrics = result["metrics"]

@@ -19,7 +19,7 @@ from bertkit.recipes.finetune import finetune, section_keys
 from bertkit.tasks import BUILTIN_DATA, TASKS
 from bertkit.settings.config_io import apply_overrides, load_toml
 
-from bertkit.commands.options import add_device, add_progress, add_seed, add_set, device_assignment, resolve_models, seed_assignment
+from bertkit.commands.options import add_device, add_progress, add_seed, add_set, resolve_models, typed_settings
 
 HELP = "fine-tune an encoder on a task: " + ", ".join(TASKS)
 
@@ -35,7 +35,7 @@ def add_arguments(parser) -> None:
                                       "data: its dev split, with a cached data set: its validation split")
     parser.add_argument("--out", required=True, help="output directory: the best model ends here")
     parser.add_argument("--config", help="TOML recipe with [data], [train], [model] sections "
-                                         "(e.g. configs/finetune-bbc.toml)")
+                                         "(e.g. configs/finetune-bbc.toml; default: the built-in settings)")
     add_set(parser, "train.epochs=3 data.max_length=128 train.llrd=0.9")
     add_seed(parser)
     add_device(parser, "train.device, else auto")
@@ -54,8 +54,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
     sections = load_toml(args.config) if args.config else {}
-    assignments = (list(args.set) + seed_assignment(args) + device_assignment(args)
-                   + ([f"peft.method={args.peft}"] if args.peft else []))
+    assignments = list(args.set) + typed_settings(args) + ([("peft.method", args.peft)] if args.peft else [])
     sections = apply_overrides(sections, assignments, section_keys())
     summary = finetune(args.task, args.model, args.train, args.dev, args.out, sections,
                        overwrite=args.overwrite, progress=not args.no_progress, resume=args.resume)

@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import json
 
-from bertkit.io import atomic_write_text
 from bertkit.inference.quantize import inference_copy
 from bertkit.tasks import TASKS, load_for_inference, prediction_rows, read_prediction_input
 
-from bertkit.commands.options import add_device, add_int8, add_set, device_of, resolve_models
+from bertkit.commands.options import STDOUT, add_device, add_int8, add_set, device_of, resolve_models, write_stream
 
 HELP = "predict with a fine-tuned model: one JSON line per input (labels, entities, answers or choices)"
 
@@ -32,7 +31,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--input", required=True,
                         help="texts (.txt one per line, .csv/.tsv/.jsonl), CoNLL, SQuAD .json / QA .jsonl, "
                              "multiple-choice .jsonl, or built-in NAME[:split]")
-    parser.add_argument("--output", required=True, help="where to write the predictions (.jsonl)")
+    parser.add_argument("--output", required=True, help="where to write the predictions (.jsonl); - for stdout")
     parser.add_argument("--task", choices=TASKS, help="default: the task the model was fine-tuned for")
     add_set(parser, "data.text_column=body")
     add_int8(parser)
@@ -46,6 +45,7 @@ def run(args) -> int:
     model = inference_copy(model, tokenizer, args.int8, device)
     inputs = read_prediction_input(spec.task, args.input, spec.data)
     rows = prediction_rows(model, tokenizer, spec, inputs, name=args.input)
-    atomic_write_text(args.output, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
-    print(f"wrote {len(rows)} predictions to {args.output}")
+    write_stream(args.output, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+    if args.output != STDOUT:  # on stdout the rows are the whole output
+        print(f"wrote {len(rows)} predictions to {args.output}")
     return 0
