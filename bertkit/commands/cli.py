@@ -7,6 +7,7 @@ Adding a command is one line in COMMANDS plus its module.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import sys
 import warnings
@@ -48,16 +49,53 @@ def _thread_count(text: str) -> int:
     return int(text)
 
 
+class _DefaultsFormatter(argparse.HelpFormatter):
+    """Every option's help ends with its default: "(default: X)", "(default: none)" when it is unset,
+    added where the text does not already name it (flags and required options have none)."""
+
+    def _get_help_string(self, action) -> str:
+        text = action.help or ""
+        if (action.required or not action.option_strings or action.nargs == 0
+                or action.default is argparse.SUPPRESS or "default" in text.lower() or "required" in text.lower()):
+            return text
+        shown = "none" if action.default in (None, []) else "%(default)s"
+        return f"{text} (default: {shown})".lstrip()
+
+
 class _Parser(argparse.ArgumentParser):
     """Rejects unknown arguments itself. argparse hands a subcommand's leftovers up to the top-level
     parser, whose error would show `bertkit [-h] COMMAND ...` instead of the subcommand's usage.
-    Sub-parsers inherit the class (add_subparsers defaults parser_class to the parent's)."""
+    Sub-parsers inherit the class (add_subparsers defaults parser_class to the parent's), so every
+    parser refuses abbreviations (`--thread` is not `--threads`: a later option could make it ambiguous)
+    and names the nearest option to a misspelt one."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        kwargs.setdefault("formatter_class", _DefaultsFormatter)
+        super().__init__(*args, **kwargs)
 
     def parse_known_args(self, args=None, namespace=None):
+        unknown = self._first_unknown_option(sys.argv[1:] if args is None else args)
+        if unknown:  # before argparse's check of required options, whose error would hide the typo
+            close = difflib.get_close_matches(unknown.split("=", 1)[0], self._option_string_actions, n=1)
+            self.error(f"unrecognized arguments: {unknown}" + (f"; did you mean {close[0]}?" if close else ""))
         namespace, extras = super().parse_known_args(args, namespace)
         if extras:
             self.error(f"unrecognized arguments: {' '.join(extras)}")
         return namespace, extras
+
+    def _first_unknown_option(self, args) -> str | None:
+        """The first argument that looks like an option this parser lacks, up to its subcommand's name
+        (what follows belongs to the subcommand's parser) or `--`."""
+        commands = {name for action in self._actions if isinstance(action, argparse._SubParsersAction)
+                    for name in action.choices}
+        for arg in args:
+            if arg == "--" or arg in commands:
+                return None
+            if (arg.startswith("-") and arg != "-" and not self._negative_number_matcher.match(arg)
+                    and arg.split("=", 1)[0] not in self._option_string_actions):
+                return arg
+        return None
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,4 +1,4 @@
-"""`bertkit info DIR`: what a model directory holds: its config and parameter counts by part."""
+"""`bertkit info --model DIR` (or `bertkit info DIR`): what a model directory holds: its config and parameter counts by part."""
 
 from __future__ import annotations
 
@@ -14,7 +14,10 @@ HELP = "show a model directory's config and parameter counts by part"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("model", help="model directory (config.json + weights)")
+    which = parser.add_mutually_exclusive_group(required=True)  # --model as everywhere; DIR as before
+    which.add_argument("--model", help="model directory (config.json + weights), or ORG/NAME in the local Hugging "
+                                        "Face cache (required, or DIR)")
+    which.add_argument("model_dir", nargs="?", metavar="DIR", help="the same as --model DIR")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 
@@ -36,6 +39,7 @@ def parameter_counts(state: dict) -> dict[str, int]:
 
 
 def run(args) -> int:
+    args.model = args.model or args.model_dir
     resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
     config = BertConfig.from_pretrained(args.model)
     counts = parameter_counts(read_state_dict(args.model))
