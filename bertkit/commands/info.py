@@ -8,16 +8,13 @@ from collections import Counter
 
 from bertkit.models.checkpoint import read_state_dict
 from bertkit.models.config import BertConfig
-from bertkit.commands.options import resolve_models
+from bertkit.commands.options import add_model_dir, resolve_models
 
 HELP = "show a model directory's config and parameter counts by part"
 
 
 def add_arguments(parser) -> None:
-    which = parser.add_mutually_exclusive_group(required=True)  # --model as everywhere; DIR as before
-    which.add_argument("--model", help="model directory (config.json + weights), or ORG/NAME in the local Hugging "
-                                        "Face cache (required, or DIR)")
-    which.add_argument("model_dir", nargs="?", metavar="DIR", help="the same as --model DIR")
+    add_model_dir(parser, "model directory (config.json + weights)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 
@@ -39,7 +36,6 @@ def parameter_counts(state: dict) -> dict[str, int]:
 
 
 def run(args) -> int:
-    args.model = args.model or args.model_dir
     resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
     config = BertConfig.from_pretrained(args.model)
     counts = parameter_counts(read_state_dict(args.model))

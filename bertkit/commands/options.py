@@ -64,6 +64,14 @@ def typed_settings(args) -> list[tuple[str, Any]]:
     return settings
 
 
+def add_model_dir(parser, what: str) -> None:
+    """`--model DIR` as in every command, for a command that took the directory as its positional
+    DIR before (still accepted; resolve_models reads it as --model)."""
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--model", help=f"{what}, or ORG/NAME in the local Hugging Face cache (required, or DIR)")
+    which.add_argument("model_dir", nargs="?", metavar="DIR", help="the same as --model DIR")
+
+
 # Options that name a model (or tokenizer) directory, in the commands that have them.
 MODEL_OPTIONS = ("model", "teacher", "base", "tokenizer")
 
@@ -73,11 +81,23 @@ def resolve_models(args) -> None:
     snapshot in the local Hugging Face cache, offline (bertkit/models/hub_cache.py); a name not cached is a
     one-line error, and so is a run folder (checkpoint-N/ inside), which names the model to pass
     (bertkit/train/run_folder.py). Every command's run() calls it first."""
+    if getattr(args, "model_dir", None):  # the positional DIR of add_model_dir
+        args.model = args.model_dir
     for name in MODEL_OPTIONS:
         value = getattr(args, name, None)
         if isinstance(value, str):
             setattr(args, name, resolve_model_dir(value))
             refuse_run_folder(getattr(args, name), name)
+
+
+def rounded(value) -> str:
+    """A number for a person to read: 4 significant digits (0.3333, 1.602, 4.155e+04); other values as they are."""
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def metrics_text(metrics: dict) -> str:
+    """`name=value, ...` with rounded numbers: an end-of-run summary line (JSON lines keep every digit)."""
+    return ", ".join(f"{name}={rounded(value)}" for name, value in metrics.items())
 
 
 STDOUT = "-"  # `--output -`: a command whose output is a stream writes it to stdout
