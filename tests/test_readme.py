@@ -84,7 +84,7 @@ def test_readme_file_formats_are_what_the_readers_take(tmp_path):
 
 
 # Tiny sizes for the section's commands (the README's sizes take minutes to hours).
-TINY = {"finetune": ["--set", "train.max_steps=2", "--no-progress"],
+TINY = {"finetune": ["--set", "train.max_steps=2", "data.max_length=8", "--no-progress"],  # 8: texts are cut
         "pretrain": ["--set", "train.max_steps=2", "train.batch_size=4", "--no-progress"]}
 
 
@@ -115,8 +115,14 @@ def test_readme_own_data_commands_run(minilm_dir, tmp_path, monkeypatch, capsys)
         argv = [a.replace("model.init=$MODEL", f"model.init={minilm_dir}") for a in argv]
         if argv[0] == "fill-mask":  # the README's step count is the recipe's; this run took 2
             argv = [saved if a.startswith("runs/mytext/checkpoint-") else a for a in argv]
-        assert main(argv + TINY.get(argv[0], [])) == 0, argv
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert main(argv + TINY.get(argv[0], [])) == 0, argv
         out = capsys.readouterr().out
+        if argv[0] == "evaluate":  # at the length the model was fine-tuned with, a cut text is no news
+            assert not [w for w in caught if "were cut" in str(w.message)]
+        if argv[0] == "finetune":  # a summary a person reads: 4 significant digits, not a raw dict
+            assert "trivial baseline: accuracy=0.5, macro_f1=0.3333, loss=0.6931" in out, out
         if argv[0] == "pretrain":
             saved = re.search(r"model saved in (\S+)", out).group(1)
             assert os.path.isfile(os.path.join(saved, "config.json")) and "/checkpoint-2" in saved
@@ -127,6 +133,15 @@ def test_readme_own_data_commands_run(minilm_dir, tmp_path, monkeypatch, capsys)
     assert main(["predict", "--model", "runs/mine", "--input", "new.txt", "--output", "-"]) == 0
     assert [json.loads(line) for line in capsys.readouterr().out.splitlines()] == rows
     assert not (tmp_path / "-").exists()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["evaluate", "--model", "runs/mine", "--data", "dev.csv", "--set", "data.max_length=9"]) == 0
+        assert main(["embed", "--model", "runs/mine", "--input", "new.txt", "--output", "vectors.npy"]) == 0
+    messages = [str(w.message) for w in caught]
+    assert any("were cut to data.max_length=9" in m for m in messages), messages  # a new length: news
+    assert not [m for m in messages if "not used" in m], messages  # embed reads the encoder of a classifier
+    config = json.loads((tmp_path / "runs" / "mine" / "config.json").read_text())
+    assert "_name_or_path" not in config and "transformers_version" not in config and config["bertkit_version"]
 
 
 def test_readme_keeps_its_two_commands():

@@ -24,7 +24,7 @@ from bertkit.recipes.distill import DISTILLABLE, compare_on_test, distill_finetu
 from bertkit.recipes.finetune import section_keys
 from bertkit.settings.config_io import apply_overrides, load_toml
 
-from bertkit.commands.options import add_device, add_progress, add_seed, add_set, resolve_models, typed_settings
+from bertkit.commands.options import add_device, add_progress, add_seed, add_set, metrics_text, resolve_models, rounded, typed_settings
 
 HELP = ("distil a fine-tuned classifier, tagger or QA model (or, --stage pretrain, an MLM model) into a student "
         "with fewer layers (DistilBERT-style)")
@@ -114,7 +114,7 @@ def run(args) -> int:
     info, metric = summary["distillation"], summary["select_metric"]
     print(f"student: teacher layers {info['layer_map']} of {info['teacher_layers']}, "
           f"{info['student_parameters'] / 1e6:.1f}M of the teacher's {info['teacher_parameters'] / 1e6:.1f}M "
-          f"parameters; best dev {metric} = {summary['best_dev'].get(metric)} at step {summary['best_step']} "
+          f"parameters; best dev {metric} = {rounded(summary['best_dev'].get(metric))} at step {summary['best_step']} "
           f"({summary['wall_time_s']} s)")
     print(f"model saved in {args.out}")
     if args.test:
@@ -145,8 +145,7 @@ def run_pretrain_stage(args) -> int:
                                  progress=not args.no_progress)
     metrics = result["metrics"]
     if metrics:
-        print("final: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                                    for k, v in metrics.items()))
+        print(f"final: {metrics_text(metrics)}")
     print(f"student saved in {result['student']}")
     return 0
 

@@ -10,11 +10,14 @@ Under torchrun (`torchrun --nproc_per_node N -m bertkit evaluate ...`) each proc
 from __future__ import annotations
 
 import json
+import warnings
 
 from bertkit.errors import ConfigError, DataError
 from bertkit.inference.quantize import inference_copy
 from bertkit.tasks import (TASKS, check_model_labels, clean_metrics, evaluate_examples,
                            load_examples, load_for_inference, subsample)
+from bertkit.settings.config_io import split_override
+from bertkit.tasks.common import TruncationWarning
 from bertkit.train.distributed import init_distributed, leave
 
 from bertkit.commands.options import add_device, add_int8, add_seed, add_set, resolve_models
@@ -63,4 +66,9 @@ def score(args, ctx):
         raise DataError(f"{args.data}: no examples to evaluate")
     examples = subsample(examples, args.limit, args.seed or 0)
     check_model_labels(model, spec, examples, args.data)
-    return evaluate_examples(model, tokenizer, spec, examples, name=args.data, ctx=ctx), spec, examples
+    with warnings.catch_warnings():
+        if not any(split_override(item)[0] == "data.max_length" for item in args.set):
+            # the length the model was fine-tuned at: texts are cut as they were in training
+            warnings.simplefilter("ignore", TruncationWarning)
+        metrics = evaluate_examples(model, tokenizer, spec, examples, name=args.data, ctx=ctx)
+    return metrics, spec, examples

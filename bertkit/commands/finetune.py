@@ -19,7 +19,7 @@ from bertkit.recipes.finetune import finetune, section_keys
 from bertkit.tasks import BUILTIN_DATA, TASKS
 from bertkit.settings.config_io import apply_overrides, load_toml
 
-from bertkit.commands.options import add_device, add_progress, add_seed, add_set, resolve_models, typed_settings
+from bertkit.commands.options import add_device, add_progress, add_seed, add_set, metrics_text, resolve_models, rounded, typed_settings
 
 HELP = "fine-tune an encoder on a task: " + ", ".join(TASKS)
 
@@ -61,9 +61,9 @@ def run(args) -> int:
     if not summary:  # a non-zero rank of a distributed run
         return 0
     best = summary["best_dev"]
-    print(f"best dev {summary['select_metric']} = {best.get(summary['select_metric'])} at step "
+    print(f"best dev {summary['select_metric']} = {rounded(best.get(summary['select_metric']))} at step "
           f"{summary['best_step']} of {summary['steps']} ({summary['epochs_run']:.2f} epochs, "
-          f"{summary['wall_time_s']} s); trivial baseline: {summary['dev_baseline']}")
+          f"{summary['wall_time_s']} s); trivial baseline: {metrics_text(summary['dev_baseline'])}")
     print(f"model saved in {args.out}")
     print(json.dumps(best))
     return 0
