@@ -127,3 +127,19 @@ def test_single_document_corpus_says_how_to_give_several():
 
     with pytest.raises(ConfigError, match=r"blank lines and --set data.mode=blank, or use JSONL"):
         split_documents(1, 0.1, 0)
+
+
+def test_a_misspelt_data_path_names_the_file_next_to_it(minilm_dir, tmp_path, capsys, monkeypatch):
+    from tests.cli_checks import assert_refused
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.csv").write_text("text,label\na,x\nb,y\n")
+    (tmp_path / "new.txt").write_text("a text\n")
+    assert_refused(["finetune", "--task", "classification", "--model", minilm_dir, "--train", "trian.csv",
+                    "--dev", "train.csv", "--out", "runs/x"], capsys, tmp_path,
+                   "trian.csv: no such file; did you mean train.csv?")
+    assert_refused(["embed", "--model", minilm_dir, "--input", "nwe.txt", "--output", "v.npy"], capsys, tmp_path,
+                   "nwe.txt: no such file; did you mean new.txt?")
+    assert_refused(["finetune", "--task", "classification", "--model", minilm_dir, "--train", "train.csv",
+                    "--dev", "other.csv", "--out", "runs/x"], capsys, tmp_path,
+                   "other.csv: no such file")  # nothing near: no guess, and no word of a datasets cache
