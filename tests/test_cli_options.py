@@ -143,3 +143,21 @@ def test_a_misspelt_data_path_names_the_file_next_to_it(minilm_dir, tmp_path, ca
     assert_refused(["finetune", "--task", "classification", "--model", minilm_dir, "--train", "train.csv",
                     "--dev", "other.csv", "--out", "runs/x"], capsys, tmp_path,
                    "other.csv: no such file")  # nothing near: no guess, and no word of a datasets cache
+
+
+def test_help_imports_only_the_command_it_shows():
+    """`bertkit --help` lists the commands without importing their modules (each pulls in its recipe);
+    `bertkit info --help` imports info's module, not the training loop (torch.distributed.fsdp)."""
+    import subprocess
+    import sys
+
+    probe = ("import sys\nfrom bertkit.commands.cli import main\n"
+             "for argv in (['--help'], ['info', '--help']):\n"
+             "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+             "    print(sorted(m for m in sys.modules if m.startswith(('bertkit.commands.', 'bertkit.recipes', "
+             "'bertkit.train.trainer'))))\n")
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}  # this checkout
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env).stdout
+    top, info = [line for line in out.splitlines() if line.startswith("[")]
+    assert top == "['bertkit.commands.cli']"
+    assert info == "['bertkit.commands.cli', 'bertkit.commands.info', 'bertkit.commands.options']"

@@ -1,7 +1,7 @@
 """`bertkit <command>`: one entry point; each command lives in `bertkit/commands/<name>.py`.
 
-A command module provides `HELP` (one line), `add_arguments(parser)` and `run(args) -> int`.
-Adding a command is one line in COMMANDS plus its module.
+A command module provides `add_arguments(parser)` and `run(args) -> int`; its one-line help is
+its entry in COMMANDS. Adding a command is one line in COMMANDS plus its module.
 """
 
 from __future__ import annotations
@@ -18,25 +18,32 @@ from bertkit.runtime import job_warnings
 from bertkit.errors import BertkitError
 from bertkit.runtime.threads import default_threads
 
-# command name -> module under bertkit.commands
+# command name -> (module under bertkit.commands, its one-line help). The help lives here, not in
+# the module, so that `bertkit --help` lists every command without importing one (each imports its
+# recipe, and so most of bertkit), and `bertkit COMMAND` imports only COMMAND's module.
 COMMANDS = {
-    "quickstart": "quickstart",
-    "info": "info",
-    "tokenize": "tokenize",
-    "embed": "embed",
-    "tokenizer": "tokenizer",
-    "prepare": "prepare",
-    "pretrain": "pretrain",
-    "fill-mask": "fill_mask",
-    "peft": "peft",
-    "finetune": "finetune",
-    "evaluate": "evaluate",
-    "predict": "predict",
-    "distill": "distill",
-    "attention": "attention",
-    "probe": "probe",
-    "scale": "scale",
-    "export": "export",
+    "quickstart": ("quickstart", "run the main job on the built-in defaults: embed, pre-train, fill-mask, fine-tune"),
+    "info": ("info", "show a model directory's config and parameter counts by part"),
+    "tokenize": ("tokenize", "show how a tokenizer splits a text (tokens, ids, segment ids, word ids, offsets)"),
+    "embed": ("embed", "embed each line of a text file (the model's pooling; default mean + L2) into a .npy matrix"),
+    "tokenizer": ("tokenizer", "train a WordPiece (BERT) or byte-level BPE (RoBERTa) tokenizer on text files"),
+    "prepare": ("prepare", "tokenize a corpus into memory-mapped token shards for pre-training"),
+    "pretrain": ("pretrain", "pre-train an encoder from a TOML recipe: MLM (+ NSP/SOP), ELECTRA or a registered "
+                             "objective"),
+    "fill-mask": ("fill_mask", "print the top-k tokens (with probabilities) a masked-LM model predicts for each [MASK]"),
+    "peft": ("peft", "parameter-efficient adapters: merge a LoRA adapter into a plain checkpoint, show one"),
+    "finetune": ("finetune", "fine-tune an encoder on a task (--task): classification, regression, "
+                             "token-classification, qa, multiple-choice, seq2seq, ..."),
+    "evaluate": ("evaluate", "evaluate a fine-tuned model on labelled data; the last stdout line is the metrics as JSON"),
+    "predict": ("predict", "predict with a fine-tuned model: one JSON line per input (labels, entities, answers or "
+                           "choices)"),
+    "distill": ("distill", "distil a fine-tuned classifier, tagger or QA model (or, --stage pretrain, an MLM model) "
+                           "into a student with fewer layers (DistilBERT-style)"),
+    "attention": ("attention", "show a model's attention on a text: HTML viewer, PNG heatmaps, per-head statistics"),
+    "probe": ("probe", "train linear probes on every layer of a frozen encoder (with control task and random "
+                       "baseline)"),
+    "scale": ("scale", "scaling laws: published formulas, power-law fits of sweeps, and a budgeted size sweep"),
+    "export": ("export", "export a model (any task head, or the sentence encoder) to ONNX, with its tokenizer"),
 }
 # Commands that run a model get --threads (`scale` has its own, defaulting to torch's choice).
 THREADED = ("quickstart", "embed", "pretrain", "fill-mask", "finetune", "evaluate", "predict", "distill",
@@ -98,19 +105,29 @@ class _Parser(argparse.ArgumentParser):
         return None
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command; with `only`, one command's options are read from its module and
+    the others are listed by name and help line alone (their modules are not imported)."""
     parser = _Parser(prog="bertkit", description="Toolkit for BERT-family encoders.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, module_name in COMMANDS.items():
-        module = importlib.import_module(f"bertkit.commands.{module_name}")
-        command = sub.add_parser(name, help=module.HELP, description=module.HELP)
-        module.add_arguments(command)
-        command.set_defaults(_run=module.run)
-        if name in THREADED:
-            command.add_argument("--threads", type=_thread_count, default=None,
-                                 help="torch intra-op threads (default: OMP_NUM_THREADS if set, else the "
-                                      "cores this process may use)")
+    for name, (module_name, about) in COMMANDS.items():
+        command = sub.add_parser(name, help=about, description=about)
+        if only is None or name == only:
+            module = importlib.import_module(f"bertkit.commands.{module_name}")
+            module.add_arguments(command)
+            command.set_defaults(_run=module.run)
+            if name in THREADED:
+                command.add_argument("--threads", type=_thread_count, default=None,
+                                     help="torch intra-op threads (default: OMP_NUM_THREADS if set, else the "
+                                          "cores this process may use)")
     return parser
+
+
+def chosen_command(argv: list[str]) -> str:
+    """The command `argv` names: its first word that is not an option (the top-level parser has
+    none that take a value); "" when there is none (`bertkit --help`, or a misspelt command)."""
+    first = next((arg for arg in argv if not arg.startswith("-")), "")
+    return first if first in COMMANDS else ""
 
 
 def _one_line_warning(message, category, filename, lineno, line=None) -> str:
@@ -121,7 +138,8 @@ def _one_line_warning(message, category, filename, lineno, line=None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; returns its exit code (2 for a user error, printed as one line)."""
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(only=chosen_command(argv)).parse_args(argv)
     warnings.formatwarning = _one_line_warning
     before = torch.get_num_threads()
     if args.command in THREADED:

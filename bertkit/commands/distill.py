@@ -26,8 +26,6 @@ from bertkit.settings.config_io import apply_overrides, load_toml
 
 from bertkit.commands.options import add_device, add_progress, add_seed, add_set, metrics_text, resolve_models, rounded, typed_settings
 
-HELP = ("distil a fine-tuned classifier, tagger or QA model (or, --stage pretrain, an MLM model) into a student "
-        "with fewer layers (DistilBERT-style)")
 # --stage pretrain options and the [distil] keys they set
 PRETRAIN_WEIGHTS = {"alpha_ce": "distil.alpha_ce", "alpha_mlm": "distil.alpha_mlm", "alpha_cos": "distil.alpha_cos"}
 

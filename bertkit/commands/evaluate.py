@@ -22,8 +22,6 @@ from bertkit.train.distributed import init_distributed, leave
 
 from bertkit.commands.options import add_device, add_int8, add_seed, add_set, resolve_models
 
-HELP = "evaluate a fine-tuned model on labelled data; the last stdout line is the metrics as JSON"
-
 
 def add_arguments(parser) -> None:
     parser.add_argument("--model", required=True, help="fine-tuned model directory")

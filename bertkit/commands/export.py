@@ -11,8 +11,6 @@ from bertkit.inference.onnx import TASKS, export_onnx
 
 from bertkit.commands.options import resolve_models
 
-HELP = "export a model (any task head, or the sentence encoder) to ONNX, with its tokenizer"
-
 
 def add_arguments(parser) -> None:
     parser.add_argument("--model", required=True, help="model directory (weights + tokenizer)")

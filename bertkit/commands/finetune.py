@@ -21,8 +21,6 @@ from bertkit.settings.config_io import apply_overrides, load_toml
 
 from bertkit.commands.options import add_device, add_progress, add_seed, add_set, metrics_text, resolve_models, rounded, typed_settings
 
-HELP = "fine-tune an encoder on a task: " + ", ".join(TASKS)
-
 
 def add_arguments(parser) -> None:
     parser.add_argument("--task", required=True, choices=TASKS)

@@ -10,8 +10,6 @@ from bertkit.models.checkpoint import read_state_dict
 from bertkit.models.config import BertConfig
 from bertkit.commands.options import add_model_dir, resolve_models
 
-HELP = "show a model directory's config and parameter counts by part"
-
 
 def add_arguments(parser) -> None:
     add_model_dir(parser, "model directory (config.json + weights)")

@@ -18,7 +18,6 @@ from bertkit.peft import load_peft_model, read_adapter_config
 from bertkit.tokenizer import Tokenizer
 from bertkit.commands.options import add_model_dir, resolve_models
 
-HELP = "parameter-efficient adapters: merge a LoRA adapter into a plain checkpoint, show one"
 
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json")
 

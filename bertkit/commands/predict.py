@@ -23,8 +23,6 @@ from bertkit.tasks import TASKS, load_for_inference, prediction_rows, read_predi
 
 from bertkit.commands.options import STDOUT, add_device, add_int8, add_set, device_of, resolve_models, write_stream
 
-HELP = "predict with a fine-tuned model: one JSON line per input (labels, entities, answers or choices)"
-
 
 def add_arguments(parser) -> None:
     parser.add_argument("--model", required=True, help="fine-tuned model directory")

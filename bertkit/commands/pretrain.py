@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 from bertkit.recipes.pretrain import pretrain
-from bertkit.train.run_folder import final_model
+from bertkit.runtime.run_folder import final_model
 from bertkit.commands.options import add_device, add_progress, add_seed, add_set, metrics_text, typed_settings
-
-HELP = "pre-train an encoder from a TOML recipe: MLM (+ NSP/SOP), ELECTRA or a registered objective"
 
 
 def add_arguments(parser) -> None:

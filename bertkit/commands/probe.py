@@ -22,8 +22,6 @@ from __future__ import annotations
 from bertkit.analysis.probe_run import ProbeSettings, run_probe
 from bertkit.commands.options import add_device, add_seed, device_of, resolve_models, say
 
-HELP = "train linear probes on every layer of a frozen encoder (with control task and random baseline)"
-
 
 def add_arguments(parser) -> None:
     defaults = ProbeSettings()

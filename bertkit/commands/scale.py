@@ -18,8 +18,6 @@ from bertkit.analysis.scaling_report import fit_sweep_file, report_formula
 from bertkit.recipes.scaling_sweep import EVALS_PER_RUN, scaling_sweep
 from bertkit.commands.options import add_device, add_seed, add_set, say, typed_settings
 
-HELP = "scaling laws: published formulas, power-law fits of sweeps, and a budgeted size sweep"
-
 
 def add_arguments(parser) -> None:
     sub = parser.add_subparsers(dest="scale_command", metavar="ACTION", required=True)

@@ -8,8 +8,6 @@ import sys
 from bertkit.tokenizer import Tokenizer
 from bertkit.commands.options import resolve_models
 
-HELP = "show how a tokenizer splits a text (tokens, ids, segment ids, word ids, offsets)"
-
 
 def add_arguments(parser) -> None:
     parser.add_argument("--model", required=True, help="model or tokenizer directory")

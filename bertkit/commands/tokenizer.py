@@ -5,8 +5,6 @@ from __future__ import annotations
 from bertkit.runtime.progress import on_terminal
 from bertkit.tokenizer import Tokenizer
 
-HELP = "train a WordPiece (BERT) or byte-level BPE (RoBERTa) tokenizer on text files"
-
 
 def add_arguments(parser) -> None:
     sub = parser.add_subparsers(dest="tokenizer_command", metavar="ACTION", required=True)

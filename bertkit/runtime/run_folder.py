@@ -10,11 +10,33 @@ run still going writes more), it names the one to pass.
 from __future__ import annotations
 
 import os
+import re
 
 from bertkit.errors import CheckpointError
-from bertkit.train.trainer import latest_checkpoint
 
 BEST = "best"  # early stopping's copy of the best model (train/early_stopping.py)
+STATE_FILE = "trainer_state.pt"  # written last into a checkpoint (train/trainer.py): it is complete
+CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
+
+
+def list_checkpoints(out_dir: str) -> list[tuple[int, str]]:
+    """(step, path) of the complete checkpoints in `out_dir`, oldest first."""
+    if not os.path.isdir(out_dir):
+        return []
+    found = []
+    for name in os.listdir(out_dir):
+        match = CHECKPOINT_RE.match(name)
+        path = os.path.join(out_dir, name)
+        # The state file is written last and the directory renamed into place after it, so a
+        # directory with it is complete; the check also skips stray user-made directories.
+        if match and os.path.isfile(os.path.join(path, STATE_FILE)):
+            found.append((int(match.group(1)), path))
+    return sorted(found)
+
+
+def latest_checkpoint(out_dir: str) -> str | None:
+    found = list_checkpoints(out_dir)
+    return found[-1][1] if found else None
 
 
 def final_model(run_dir: str) -> str | None:
