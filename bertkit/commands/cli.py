@@ -106,8 +106,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The parser of every command; with `only`, one command's options are read from its module and
-    the others are listed by name and help line alone (their modules are not imported)."""
+    """The parser of every command. With `only` (a command's name, or "" for none), only that
+    command's module is imported for its options; the others are listed by name and help line alone."""
     parser = _Parser(prog="bertkit", description="Toolkit for BERT-family encoders.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module_name, about) in COMMANDS.items():

@@ -1,9 +1,11 @@
 """The command-line conventions every command shares, each defined once.
 
 `--set SECTION.KEY=VALUE [...]` (repeatable, several values per flag), `--seed N` wherever
-randomness is involved, `--device` wherever a model runs, `--no-progress`; `resolve_models`
-reads every option that names a model. A command module adds the ones it takes. `say` is how a
-long run's report reaches the terminal.
+randomness is involved, `--device` wherever a model runs, `--no-progress`, `--model` (also where a
+positional DIR came first: `add_model_dir`); `typed_settings` passes the typed ones to a recipe as
+values; `resolve_models` reads every option that names a model. A command module adds the ones it
+takes. `say` is how a long run's report reaches the terminal, `metrics_text` how a summary reads,
+and `write_stream` how a stream output reaches a file or, for `--output -`, stdout.
 """
 
 from __future__ import annotations
