@@ -144,6 +144,12 @@ def test_readme_own_data_commands_run(minilm_dir, tmp_path, monkeypatch, capsys)
     assert "_name_or_path" not in config and "transformers_version" not in config and config["bertkit_version"]
 
 
+def test_readme_model_line_names_the_built_in_model(minilm_dir, capsys):
+    code = re.search(r'MODEL=\$\(python -c "(.*?)"\)', own_data_section()).group(1)
+    exec(code, {})
+    assert capsys.readouterr().out.strip() == minilm_dir
+
+
 def test_readme_keeps_its_two_commands():
     text = README.read_text(encoding="utf-8")
     assert "```bash\nbash scripts/setup.sh && .venv/bin/bertkit quickstart\n```" in text
