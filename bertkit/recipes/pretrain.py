@@ -52,6 +52,7 @@ import random
 import shutil
 import warnings
 from dataclasses import dataclass, field
+from typing import Sequence
 
 import torch
 
@@ -68,7 +69,7 @@ from bertkit.objectives import OBJECTIVES, Objective, get_objective, import_obje
 from bertkit.runtime.runlock import check_apart, run_lock
 from bertkit.tokenizer import Tokenizer
 from bertkit.train.batching import LengthBucketedBatches
-from bertkit.settings.config_io import apply_overrides, check_keys, dataclass_from_dict, load_toml, parse_value, suggest
+from bertkit.settings.config_io import apply_overrides, check_keys, dataclass_from_dict, load_toml, Override, split_override, suggest
 from bertkit.train.distributed import DistContext, init_distributed, shutdown
 from bertkit.train.early_stopping import EarlyStoppingSection
 from bertkit.objectives.metrics import unigram_baseline
@@ -197,9 +198,9 @@ def _objective_module(raw: dict, overrides) -> str:
     checked, since the module it names can add objectives and their sections."""
     module = raw.get("data", {}).get("objective_module", "")
     for item in overrides:
-        key, _, value = item.partition("=")
-        if key.strip() == "data.objective_module":
-            module = parse_value(value.strip())
+        key, value = split_override(item)
+        if key == "data.objective_module":
+            module = value
     return module
 
 
@@ -219,8 +220,8 @@ def _objective_settings(raw: dict, data: DataSection, model: dict):
     return dataclass_from_dict(objective.settings, raw.get(data.objective, {}), data.objective)
 
 
-def parse_config(raw: dict, overrides: list[str] = ()) -> PretrainConfig:
-    """Validate a raw TOML dict (plus `--set` strings) into a PretrainConfig."""
+def parse_config(raw: dict, overrides: Sequence[Override] = ()) -> PretrainConfig:
+    """Validate a raw TOML dict (plus `--set` strings and typed (key, value) overrides) into a PretrainConfig."""
     import_objective_module(_objective_module(raw, overrides))
     sections = _sections()
     for name in raw:
@@ -260,7 +261,7 @@ def check_model_values(cfg: PretrainConfig) -> None:
         raise ConfigError(f"[model] {e}".replace("; fix it in config.json", "")) from None
 
 
-def load_config(path: str, overrides: list[str] = ()) -> PretrainConfig:
+def load_config(path: str, overrides: Sequence[Override] = ()) -> PretrainConfig:
     return parse_config(load_toml(path), overrides)
 
 
@@ -609,7 +610,7 @@ def check_run_dir(cfg: PretrainConfig, out_dir: str, resume: bool) -> None:
                              defaults=parse_config({}).to_dict())
 
 
-def pretrain(config_path: str, out_dir: str, overrides: list[str] = (), resume: bool = False,
+def pretrain(config_path: str, out_dir: str, overrides: Sequence[Override] = (), resume: bool = False,
              progress: bool = True) -> dict:
     """What `bertkit pretrain` runs: the TOML recipe with `--set` overrides, pre-trained into
     `out_dir`; the process group (under torchrun) is left at the end, also on errors."""

@@ -50,7 +50,6 @@ import json
 import math
 import os
 import random
-import re
 import shutil
 import signal
 import time
@@ -71,6 +70,7 @@ from bertkit.io import append_text, atomic_directory, atomic_open, atomic_write_
 from bertkit.runtime.devices import DEVICE_NAME, DEVICES
 from bertkit.runtime.precision import autocast, check_precision, resolve_precision
 from bertkit.runtime.progress import progress
+from bertkit.runtime.run_folder import STATE_FILE, latest_checkpoint, list_checkpoints
 from bertkit.settings.config_io import dataclass_from_dict
 from bertkit.train.distributed import DistContext, init_distributed, unwrap, wrap_model
 from bertkit.train.early_stopping import BestKeeper
@@ -81,10 +81,8 @@ from bertkit.train.reporting import check_report_to, open_reporter
 from bertkit.train.resume_check import check_resume_options
 from bertkit.train.schedule import SCHEDULES, WarmupDecay
 
-STATE_FILE = "trainer_state.pt"
 # What every trainer state holds (checked on resume; older files have them too).
 STATE_KEYS = ("step", "optimizer", "scheduler", "train_config")
-CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
 
 
 # ---------------------------------------------------------------------------- config
@@ -249,26 +247,7 @@ def set_rng_state(state: dict) -> None:
 
 
 # ---------------------------------------------------------------------------- checkpoints on disk
-def list_checkpoints(out_dir: str) -> list[tuple[int, str]]:
-    """(step, path) of the complete checkpoints in `out_dir`, oldest first."""
-    if not os.path.isdir(out_dir):
-        return []
-    found = []
-    for name in os.listdir(out_dir):
-        match = CHECKPOINT_RE.match(name)
-        path = os.path.join(out_dir, name)
-        # The state file is written last and the directory renamed into place after it, so a
-        # directory with it is complete; the check also skips stray user-made directories.
-        if match and os.path.isfile(os.path.join(path, STATE_FILE)):
-            found.append((int(match.group(1)), path))
-    return sorted(found)
-
-
-def latest_checkpoint(out_dir: str) -> str | None:
-    found = list_checkpoints(out_dir)
-    return found[-1][1] if found else None
-
-
+# (which checkpoints a run folder holds: runtime/run_folder.py, light enough for every command)
 def load_trainer_state(checkpoint_dir: str) -> dict:
     path = os.path.join(checkpoint_dir, STATE_FILE)
     fix = "delete this checkpoint directory to resume from the one before"
