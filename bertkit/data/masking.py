@@ -113,8 +113,11 @@ def token_mask(candidates: torch.Tensor, k: torch.Tensor, generator: torch.Gener
     """
     scores = torch.rand(candidates.shape, generator=generator)
     scores.masked_fill_(~candidates, 2.0)
-    ranks = scores.argsort(dim=1).argsort(dim=1)
-    return (ranks < k[:, None]) & candidates
+    # rank(p) < k  <=>  p is among the first k of the row's order: one sort and a scatter (the
+    # rank of every position, a second argsort, was half the time of masking a 64 x 512 batch)
+    order = scores.argsort(dim=1)
+    first_k = torch.arange(candidates.shape[1]) < k[:, None]
+    return torch.zeros_like(candidates).scatter_(1, order, first_k) & candidates
 
 
 def word_ids(input_ids: torch.Tensor, candidates: torch.Tensor, vocab: VocabInfo) -> torch.Tensor:
