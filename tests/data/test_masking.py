@@ -221,8 +221,8 @@ def test_word_starts_for_wordpiece_and_byte_level_bpe():
 
 
 def test_token_mask_picks_the_k_lowest_scores_of_each_row():
-    """token_mask (one sort and a scatter) chooses what the rank definition does: the positions
-    whose score ranks below k in their row (ranks = a double argsort), draw for draw."""
+    """token_mask (a partial sort and a scatter) chooses what the rank definition does: the
+    positions whose score ranks below k in their row (ranks = a double argsort), draw for draw."""
     g = torch.Generator().manual_seed(3)
     candidates = torch.rand(16, 200, generator=g) < 0.9
     candidates[3] = False  # a row without candidates
