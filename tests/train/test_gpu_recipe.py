@@ -1,28 +1,22 @@
 """The ten-minute GPU recipe (configs/pretrain-gpu-10min.toml): it parses to what docs/gpu-recipe.md
-says, and the same file runs a few steps on the CPU with `--set` overrides that shrink it."""
+says, and scripts/gpu_recipe_check.sh runs the same file a few steps on the CPU with `--set`
+overrides that shrink it, fine-tunes and prints the table."""
 
 from __future__ import annotations
 
 import json
 import os
-import warnings
+import subprocess
+import sys
 
 import pytest
 
-from bertkit.commands.cli import main
 from bertkit.data.corpus import NAMED_CORPORA, open_corpus
 from bertkit.errors import DataError
 from bertkit.recipes.pretrain import load_config
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 RECIPE = os.path.join(ROOT, "configs", "pretrain-gpu-10min.toml")
-
-# The recipe at CPU-test size: the tiny modern encoder, 64-token rows, the first documents only.
-SHRINK = ["model.preset=\"tiny\"", "model.local_attention=16", "tokenizer.vocab_size=800",
-          "data.max_documents=60", "data.general_max_documents=120", "data.max_length=64",
-          "data.max_eval_examples=8", "train.max_steps=4", "train.warmup_steps=1", "train.batch_size=4",
-          "train.eval_every=4", "train.log_every=2", "train.precision=\"fp32\""]
-
 
 def test_the_recipe_is_what_the_docs_say():
     cfg = load_config(RECIPE)
@@ -44,18 +38,24 @@ def general_text_installed() -> bool:
         return False
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not general_text_installed(), reason="dict-gcide, python3-doc or linux-doc is not installed")
-def test_the_recipe_runs_a_few_steps_on_the_cpu(tmp_path):
-    out = tmp_path / "run"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        assert main(["pretrain", "--config", RECIPE, "--out", str(out), "--no-progress", "--device", "cpu",
-                     "--set", *SHRINK]) == 0
-    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+def test_the_check_script_runs_the_recipe_shrunk_on_the_cpu(tmp_path):
+    """`gpu_recipe_check.sh smoke`: the recipe with `--set` overrides that shrink it (the tiny
+    encoder, 64-token rows, the first documents), 4 steps on the CPU, one fine-tuning seed, the table."""
+    out = tmp_path / "out"
+    env = {**os.environ, "OUT": str(out), "SEEDS": "0", "PY": sys.executable, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(["bash", os.path.join(ROOT, "scripts", "gpu_recipe_check.sh"), "smoke"], env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    run = out / "pretrain"
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     final = [r for r in rows if r["split"] == "eval"][-1]
     assert final["step"] == 4 and "mlm_loss" in final and "general_mlm_loss" in final  # both held-out sets
-    assert (out / "checkpoint-4" / "config.json").is_file()
-    config = json.loads((out / "checkpoint-4" / "config.json").read_text())
-    assert config["model_type"] == "modernbert"
-    cleaning = json.loads((out / "cleaning.json").read_text())
+    assert json.loads((run / "checkpoint-4" / "config.json").read_text())["model_type"] == "modernbert"
+    cleaning = json.loads((run / "cleaning.json").read_text())
     assert set(cleaning) == {"corpus", "general_corpus"}  # dedup and the filters ran on both
+    result = json.loads((out / "gpu_recipe.json").read_text())
+    assert result["pretraining"]["steps"] == 4 and result["pretraining"]["passes_shards"] > 0
+    assert [s["seed"] for s in result["finetuning"]] == [0] and 0 <= result["finetuning"][0]["test"] <= 1
+    assert "| seed 0 |" in proc.stdout and "TF-IDF" in proc.stdout
