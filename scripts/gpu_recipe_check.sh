@@ -6,12 +6,15 @@
 #   bash scripts/gpu_recipe_check.sh prepare   # here, on the CPU machine: the offline data into
 #                                              # .gpu-recipe/ (ignored by git: send it along)
 #   bash scripts/gpu_recipe_check.sh run       # on the GPU machine, from the project's root
+#                                              # (or run-pretrain, then run-finetune: two calls
+#                                              # where one command may run 10 minutes at most)
 #   bash scripts/gpu_recipe_check.sh smoke     # here: the same steps at tiny sizes on the CPU
 #
 # The GPU machine has torch, tokenizers and safetensors but no package registry: `prepare`
-# bundles the BBC package, GCIDE and the two manuals' rst sources (about 30 MB compressed) and
-# `run` puts them where bertkit looks (/usr/share/..., which needs root there). Results: $OUT
-# (default /tmp/gpu-recipe-out): the logs, gpu_recipe.json and the table (table.md).
+# bundles the BBC package, GCIDE and the two manuals' rst sources (35 MB, compressed) and
+# `run` puts them where bertkit looks (/usr/share/..., which needs root there). Results: $RESULTS
+# (default /tmp/gpu-recipe-out; not the device tool's $OUT, which is new at every call): the logs,
+# gpu_recipe.json and the table (table.md).
 # SEEDS (default "0 1 2") chooses the fine-tuning seeds; PY the python (default .venv/bin/python,
 # else python3).
 set -euo pipefail
@@ -20,7 +23,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 export PYTHONPATH=$root${PYTHONPATH:+:$PYTHONPATH}  # this checkout's bertkit, whatever the venv has installed
 bundle=$root/.gpu-recipe
-OUT=${OUT:-/tmp/gpu-recipe-out}
+RESULTS=${RESULTS:-/tmp/gpu-recipe-out}
 SEEDS=${SEEDS:-0 1 2}
 if [ -z "${PY:-}" ]; then
     if [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python3; fi
@@ -48,45 +51,59 @@ install_bundle() {
     export PYTHONPATH=$PYTHONPATH:$bundle/site
 }
 
-# pretrain + fine-tune + evaluate + table; $1 the device, then --set overrides: "--" splits
-# the pre-training ones from the fine-tuning ones.
-check() {
-    local device=$1; shift
-    local pre_set=() ft_set=()
+# $1 the device, then --set overrides for pre-training, "--", those for fine-tuning.
+split_overrides() {
+    device=$1; shift
+    pre_set=(); ft_set=()
     while [ $# -gt 0 ] && [ "$1" != "--" ]; do pre_set+=("$1"); shift; done
     [ $# -gt 0 ] && shift
     [ $# -gt 0 ] && ft_set=(--set "$@")
     [ ${#pre_set[@]} -gt 0 ] && pre_set=(--set "${pre_set[@]}")
-    rm -rf "$OUT" && mkdir -p "$OUT"
-    local start wall ck
+    return 0
+}
+
+pretrain_step() {  # the recipe into $RESULTS/pretrain; its wall time (data preparation included) in $RESULTS/pretrain_wall_s
+    rm -rf "$RESULTS" && mkdir -p "$RESULTS"
+    [ "$device" = cuda ] && { nvidia-smi --query-gpu=name,memory.total --format=csv > "$RESULTS/gpu.txt" 2>&1 || true; }
+    local start
     start=$(date +%s)
-    "$PY" -m bertkit pretrain --config configs/pretrain-gpu-10min.toml --out "$OUT/pretrain" --device "$device" \
-        --no-progress "${pre_set[@]}" > "$OUT/pretrain.log" 2>&1 || { tail -20 "$OUT/pretrain.log"; exit 1; }
-    wall=$(( $(date +%s) - start ))
-    echo "pretrain: ${wall} s from start to the last checkpoint" | tee -a "$OUT/timeline.txt"
-    ck=$(ls -d "$OUT"/pretrain/checkpoint-* | sort -t- -k2 -n | tail -1)
+    "$PY" -m bertkit pretrain --config configs/pretrain-gpu-10min.toml --out "$RESULTS/pretrain" --device "$device" \
+        --no-progress "${pre_set[@]}" > "$RESULTS/pretrain.log" 2>&1 || { tail -20 "$RESULTS/pretrain.log"; exit 1; }
+    echo $(( $(date +%s) - start )) > "$RESULTS/pretrain_wall_s"
+    echo "pretrain: $(cat "$RESULTS/pretrain_wall_s") s from start to the last checkpoint" | tee -a "$RESULTS/timeline.txt"
+}
+
+finetune_step() {  # each seed fine-tuned from the last checkpoint and scored on bbc:test; the table
+    local ck start
+    ck=$(ls -d "$RESULTS"/pretrain/checkpoint-* | sort -t- -k2 -n | tail -1)
+    start=$(date +%s)
     for seed in $SEEDS; do
-        "$PY" -m bertkit finetune --task classification --model "$ck" --train bbc --out "$OUT/ft-s$seed" \
-            --config configs/finetune-bbc-gpu.toml --seed "$seed" --device "$device" --no-progress \
-            "${ft_set[@]}" > "$OUT/finetune-s$seed.log" 2>&1 || { tail -20 "$OUT/finetune-s$seed.log"; exit 1; }
-        "$PY" -m bertkit evaluate --model "$OUT/ft-s$seed" --data bbc:test --device "$device" \
-            > "$OUT/test-s$seed.json" 2> "$OUT/evaluate-s$seed.log"
-        echo "seed $seed: fine-tuned and scored ($(( $(date +%s) - start )) s)" | tee -a "$OUT/timeline.txt"
+        "$PY" -m bertkit finetune --task classification --model "$ck" --train bbc --out "$RESULTS/ft-s$seed" \
+            --config configs/finetune-bbc-gpu.toml --seed "$seed" --device "$device" --no-progress --overwrite \
+            "${ft_set[@]}" > "$RESULTS/finetune-s$seed.log" 2>&1 || { tail -20 "$RESULTS/finetune-s$seed.log"; exit 1; }
+        "$PY" -m bertkit evaluate --model "$RESULTS/ft-s$seed" --data bbc:test --device "$device" \
+            > "$RESULTS/test-s$seed.json" 2> "$RESULTS/evaluate-s$seed.log"
+        echo "seed $seed: fine-tuned and scored ($(( $(date +%s) - start )) s)" | tee -a "$RESULTS/timeline.txt"
     done
-    "$PY" scripts/gpu_recipe_table.py "$OUT" "$wall" | tee "$OUT/table.md"
+    "$PY" scripts/gpu_recipe_table.py "$RESULTS" "$(cat "$RESULTS/pretrain_wall_s")" | tee "$RESULTS/table.md"
+}
+
+on_gpu() {
+    install_bundle
+    export PYTHONUNBUFFERED=1 TRANSFORMERS_VERBOSITY=error HF_HUB_OFFLINE=1
+    split_overrides cuda
 }
 
 case "$mode" in
     prepare) prepare ;;
-    run)
-        install_bundle
-        export PYTHONUNBUFFERED=1 TRANSFORMERS_VERBOSITY=error HF_HUB_OFFLINE=1
-        nvidia-smi --query-gpu=name,memory.total --format=csv | tee "$OUT.gpu.txt" || true
-        check cuda ;;
-    smoke)  # the recipe shrunk as tests/train/test_gpu_recipe.py shrinks it; fp32 on the CPU
-        check cpu 'model.preset="tiny"' model.local_attention=16 tokenizer.vocab_size=800 data.max_documents=60 \
-            data.general_max_documents=120 data.max_length=64 data.max_eval_examples=8 train.max_steps=4 \
-            train.warmup_steps=1 train.batch_size=4 train.eval_every=4 train.log_every=2 'train.precision="fp32"' \
-            -- train.max_steps=2 data.max_length=64 'train.precision="fp32"' ;;
-    *) echo "usage: bash scripts/gpu_recipe_check.sh prepare|run|smoke" >&2; exit 2 ;;
+    run) on_gpu; pretrain_step; finetune_step ;;
+    run-pretrain) on_gpu; pretrain_step ;;  # the two halves of run, for a 10-minute limit per command
+    run-finetune) on_gpu; finetune_step ;;
+    smoke)  # the recipe shrunk by --set (tiny encoder, 64-token rows, the first documents); fp32 on the CPU
+        split_overrides cpu 'model.preset="tiny"' model.local_attention=16 tokenizer.vocab_size=800 \
+            data.max_documents=60 data.general_max_documents=120 data.max_length=64 data.max_eval_examples=8 \
+            train.max_steps=4 train.warmup_steps=1 train.batch_size=4 train.eval_every=4 train.log_every=2 \
+            'train.precision="fp32"' -- train.max_steps=2 data.max_length=64 'train.precision="fp32"'
+        pretrain_step; finetune_step ;;
+    *) echo "usage: bash scripts/gpu_recipe_check.sh prepare|run|run-pretrain|run-finetune|smoke" >&2; exit 2 ;;
 esac

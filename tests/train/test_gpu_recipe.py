@@ -44,7 +44,7 @@ def test_the_check_script_runs_the_recipe_shrunk_on_the_cpu(tmp_path):
     """`gpu_recipe_check.sh smoke`: the recipe with `--set` overrides that shrink it (the tiny
     encoder, 64-token rows, the first documents), 4 steps on the CPU, one fine-tuning seed, the table."""
     out = tmp_path / "out"
-    env = {**os.environ, "OUT": str(out), "SEEDS": "0", "PY": sys.executable, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "RESULTS": str(out), "SEEDS": "0", "PY": sys.executable, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(["bash", os.path.join(ROOT, "scripts", "gpu_recipe_check.sh"), "smoke"], env=env,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
