@@ -17,7 +17,7 @@ import dataclasses
 import math
 import warnings
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -25,6 +25,7 @@ import torch
 from bertkit.data.masking import IGNORE_INDEX
 from bertkit.errors import ConfigError, DataError
 from bertkit.inference.batches import fixed_batches, length_batches
+from bertkit.tasks.long_text import check_long_text
 
 SUMMARY_FILE = "finetune_summary.json"  # written last by `bertkit finetune`: marks a finished run
 # Model forward arguments; anything else in a feature is bookkeeping for evaluation.
@@ -36,7 +37,10 @@ EVAL_BATCHINGS = ("length", "fixed")
 class DataConfig:
     """The `[data]` section of a fine-tuning recipe: how examples become model inputs."""
 
-    max_length: int = 128  # tokens per row, specials included; longer texts are truncated
+    max_length: int = 128  # tokens per row, specials included; longer texts are truncated (see long_text)
+    # texts longer than max_length (classification, regression): "truncate" | "head_tail" | "chunks"
+    # (windows sharing doc_stride tokens, their logits averaged); bertkit/tasks/long_text.py
+    long_text: str = "truncate"
     text_column: str = "text"
     pair_column: str = ""  # "" = single texts; else the column holding the second text of a pair
     label_column: str = "label"
@@ -72,6 +76,7 @@ class DataConfig:
             raise ConfigError(f"data.eval_batching must be one of {', '.join(EVAL_BATCHINGS)}, got {self.eval_batching!r}")
         if self.max_length < 8:
             raise ConfigError(f"data.max_length={self.max_length} leaves no room for text; use 64 or more")
+        check_long_text(self.long_text, self.max_length, self.doc_stride)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -86,23 +91,24 @@ _LEGACY_KINDS = {"multilabel": "multi-label-classification", "regression": "regr
 class TaskSpec:
     """What a fine-tuned model does and how its inputs are built.
 
-    task  a registered task name (`bertkit.tasks.TASKS`); allow_no_answer  QA may answer ""
-    (SQuAD 2.0).
+    task  the `Task` entry (bertkit/tasks/spec.py); allow_no_answer  QA may answer "" (SQuAD 2.0).
+    finetune_summary.json records the task by its name.
     """
 
-    task: str
+    task: Any
     data: DataConfig = field(default_factory=DataConfig)
     allow_no_answer: bool = True
 
     def to_dict(self) -> dict:
-        return {"task": self.task, "data": self.data.to_dict(), "allow_no_answer": self.allow_no_answer}
+        return {"task": self.task.name, "data": self.data.to_dict(), "allow_no_answer": self.allow_no_answer}
 
     @classmethod
-    def from_dict(cls, values: dict) -> "TaskSpec":
+    def from_dict(cls, values: dict, find_task: Callable[[str], Any]) -> "TaskSpec":
+        """The spec `to_dict` wrote; `find_task` turns the recorded name into its entry (get_task)."""
         data = DataConfig(**{k: v for k, v in values.get("data", {}).items()
                              if k in DataConfig.__dataclass_fields__})
         task = _LEGACY_KINDS.get(values.get("kind"), values["task"])
-        return cls(task, data, bool(values.get("allow_no_answer", True)))
+        return cls(find_task(task), data, bool(values.get("allow_no_answer", True)))
 
 
 @dataclass

@@ -19,12 +19,14 @@ from typing import Sequence
 
 import numpy as np
 
+from bertkit.distill.tasks import TaskDistiller
 from bertkit.errors import DataError
 from bertkit.models.heads import BertForSequenceClassification
 from bertkit.io import iter_text_lines
 from bertkit.tasks.common import (DataConfig, PredictionInput, TaskSpec, check_texts, forward_features,
                                   json_float, model_labels, sigmoid, softmax, truncation_warning)
 from bertkit.tasks.formats import TextExample, infer_task_kind, read_text_dataset
+from bertkit.tasks.long_text import fit_to_window, mean_by_owner
 from bertkit.tasks.metrics import accuracy, log_loss, macro_f1, micro_f1, pearson, spearman
 from bertkit.tasks.spec import Task, label_head_config
 
@@ -63,38 +65,46 @@ def label_list(label) -> list:
 
 
 # ---------------------------------------------------------------------------- features
-def label_array(examples: Sequence[TextExample], task: str, label2id: dict | None) -> np.ndarray:
-    """Labels as the model takes them: class ids, multi-hot float rows, or floats."""
-    if task == "regression":
-        return np.array([float(e.label) for e in examples], dtype=np.float32)
-    if task == "multi-label-classification":
-        out = np.zeros((len(examples), len(label2id)), dtype=np.float32)
-        for row, e in enumerate(examples):
-            for name in label_list(e.label):
-                out[row, label2id[name]] = 1.0
-        return out
+# Labels as the model takes them, one function per task: (examples, label2id) -> an array.
+def class_ids(examples: Sequence[TextExample], label2id: dict) -> np.ndarray:
     return np.array([label2id[e.label] for e in examples], dtype=np.int64)
 
 
-def encode_texts(tokenizer, examples: Sequence[TextExample], max_length: int, task: str | None = None,
-                 label2id: dict | None = None, name: str = "data") -> list[dict]:
-    """Sequence features; labels are added when `task` is given."""
+def multi_hot(examples: Sequence[TextExample], label2id: dict) -> np.ndarray:
+    """One float row per example, 1.0 at each of its labels."""
+    out = np.zeros((len(examples), len(label2id)), dtype=np.float32)
+    for row, e in enumerate(examples):
+        for name in label_list(e.label):
+            out[row, label2id[name]] = 1.0
+    return out
+
+
+def numbers(examples: Sequence[TextExample], label2id: dict | None) -> np.ndarray:
+    return np.array([float(e.label) for e in examples], dtype=np.float32)
+
+
+def encode_texts(tokenizer, examples: Sequence[TextExample], max_length: int, labeller=None,
+                 label2id: dict | None = None, name: str = "data", long_text: str = "truncate",
+                 stride: int = 32) -> list[dict]:
+    """Sequence features; labels are added when `labeller` (class_ids, multi_hot, numbers) is given.
+    `long_text` "head_tail" or "chunks" (`bertkit/tasks/long_text.py`) fits single texts longer than
+    `max_length` another way; a chunk's feature records its text's index as "example"."""
     texts = [e.text for e in examples]
     check_texts(texts, "text", name)
-    with_pair = [e.text_pair is not None for e in examples]
-    pairs = None
-    if any(with_pair):
-        if not all(with_pair):
-            missing = with_pair.index(False) + 1
-            raise DataError(f"{name}: example {missing} has no second text while others have one; "
-                            "every example of a pair task needs both texts")
-        pairs = [e.text_pair for e in examples]
-        check_texts(pairs, "second text (text pair)", name)
+    pairs = _pairs(examples, name)
+    labels = labeller(examples, label2id) if labeller is not None else None
+    if long_text != "truncate" and pairs is None:
+        with warnings.catch_warnings():  # whole texts: the long ones are fitted below
+            warnings.simplefilter("ignore")
+            whole = tokenizer(texts, padding=False, truncation=False, return_tensors=None)["input_ids"]
+        rows, owners = fit_to_window(whole, long_text, max_length, stride)
+        return [{"input_ids": np.asarray(ids, dtype=np.int64), "token_type_ids": np.zeros(len(ids), dtype=np.int64),
+                 "example": owner, **({"labels": labels[owner]} if labels is not None else {})}
+                for ids, owner in zip(rows, owners)]
     with warnings.catch_warnings():  # one summary warning below instead of the tokenizer's
         warnings.simplefilter("ignore")
         enc = tokenizer(texts, pairs, padding=False, truncation=True, max_length=max_length,
                         return_tensors=None)
-    labels = label_array(examples, task, label2id) if task is not None else None
     features, cut = [], 0
     for row, ids in enumerate(enc["input_ids"]):
         cut += len(ids) >= max_length
@@ -107,18 +117,39 @@ def encode_texts(tokenizer, examples: Sequence[TextExample], max_length: int, ta
     return features
 
 
-def _encoder(task: str):
+def _pairs(examples: Sequence[TextExample], name: str) -> list[str] | None:
+    """The second texts of a pair task (every example has one), or None for single texts."""
+    with_pair = [e.text_pair is not None for e in examples]
+    if not any(with_pair):
+        return None
+    if not all(with_pair):
+        missing = with_pair.index(False) + 1
+        raise DataError(f"{name}: example {missing} has no second text while others have one; "
+                        "every example of a pair task needs both texts")
+    pairs = [e.text_pair for e in examples]
+    check_texts(pairs, "second text (text pair)", name)
+    return pairs
+
+
+def _encoder(labeller):
     def encode(tokenizer, examples, data: DataConfig, label2id: dict | None, training: bool, name: str):
-        return encode_texts(tokenizer, examples, data.max_length, task if training else None, label2id, name)
+        return encode_texts(tokenizer, examples, data.max_length, labeller if training else None, label2id, name,
+                            data.long_text, data.doc_stride)
 
     return encode
 
 
 # ---------------------------------------------------------------------------- decoding
-def _logits(model, tokenizer, examples, spec: TaskSpec, name: str) -> np.ndarray:
-    features = encode_texts(tokenizer, examples, spec.data.max_length, name=name)
-    return np.stack(forward_features(model, features, spec.data.eval_batch_size, tokenizer.pad_token_id,
-                                     spec.data.eval_batching)).astype(np.float64)
+def _logits(model, tokenizer, examples, spec: TaskSpec, name: str, features: list | None) -> np.ndarray:
+    """(N, C) logits, one row per example: the mean over its windows with data.long_text="chunks"."""
+    data = spec.data
+    if features is None:
+        features = encode_texts(tokenizer, examples, data.max_length, name=name, long_text=data.long_text,
+                                stride=data.doc_stride)
+    outputs = forward_features(model, features, data.eval_batch_size, tokenizer.pad_token_id, data.eval_batching)
+    if features and "example" in features[0]:
+        return mean_by_owner(outputs, [f["example"] for f in features], len(examples))
+    return np.stack(outputs).astype(np.float64)
 
 
 def _by_label(labels: list[str], probs: np.ndarray) -> dict[str, float]:
@@ -127,22 +158,25 @@ def _by_label(labels: list[str], probs: np.ndarray) -> dict[str, float]:
     return dict(zip(labels, probs.tolist()))
 
 
-def decode_classes(model, tokenizer, examples, spec: TaskSpec, name: str = "data") -> list[tuple[str, dict]]:
+def decode_classes(model, tokenizer, examples, spec: TaskSpec, name: str = "data",
+                   features: list | None = None) -> list[tuple[str, dict]]:
     """(label, {class: probability}) per example: the argmax of the softmax."""
-    probs = softmax(_logits(model, tokenizer, examples, spec, name))
+    probs = softmax(_logits(model, tokenizer, examples, spec, name, features))
     labels = model_labels(model)
     return [(labels[j], _by_label(labels, p)) for j, p in zip(probs.argmax(axis=1), probs)]
 
 
-def decode_label_sets(model, tokenizer, examples, spec: TaskSpec, name: str = "data") -> list[tuple[list, dict]]:
+def decode_label_sets(model, tokenizer, examples, spec: TaskSpec, name: str = "data",
+                      features: list | None = None) -> list[tuple[list, dict]]:
     """(labels with sigmoid >= 0.5, {class: probability}) per example."""
-    probs = sigmoid(_logits(model, tokenizer, examples, spec, name))
+    probs = sigmoid(_logits(model, tokenizer, examples, spec, name, features))
     labels = model_labels(model)
     return [([labels[j] for j in np.flatnonzero(p >= 0.5)], _by_label(labels, p)) for p in probs]
 
 
-def decode_values(model, tokenizer, examples, spec: TaskSpec, name: str = "data") -> list[float]:
-    return [float(v) for v in _logits(model, tokenizer, examples, spec, name)[:, 0]]
+def decode_values(model, tokenizer, examples, spec: TaskSpec, name: str = "data",
+                  features: list | None = None) -> list[float]:
+    return [float(v) for v in _logits(model, tokenizer, examples, spec, name, features)[:, 0]]
 
 
 # ---------------------------------------------------------------------------- metrics
@@ -217,41 +251,47 @@ def value_rows(model, predictions, inputs) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------- the entries
-def _multi_label_if_lists(examples) -> str:
-    return ("multi-label-classification" if infer_task_kind(examples) == "multilabel"
-            else "classification")
+LOGITS = {"logits": ("batch",)}  # ONNX: (B, C) scores, one row per text
+
+
+MULTI_LABEL = Task(
+    name="multi-label-classification",
+    description="a set of classes per text or text pair",
+    model_class=BertForSequenceClassification,
+    read=_reader("category"), read_inputs=read_inputs, encode=_encoder(multi_hot),
+    decode=decode_label_sets, metrics=label_set_metrics, baseline=empty_set_baseline, rows=label_set_rows,
+    metric_names=("micro_f1", "macro_f1", "exact_match"),
+    labels_of=lambda examples: [name for e in examples for name in label_list(e.label)],
+    head_config=label_head_config("multi_label_classification"),
+    blank_row=lambda example: {"labels": None, "probabilities": None}, export_outputs=LOGITS,
+)
+
+
+def _multi_label_if_lists(examples) -> Task:
+    return MULTI_LABEL if infer_task_kind(examples) == "multilabel" else CLASSIFICATION
 
 
 CLASSIFICATION = Task(
     name="classification",
     description="one class per text or text pair (multi-label when labels are lists)",
     model_class=BertForSequenceClassification,
-    read=_reader("category"), read_inputs=read_inputs, encode=_encoder("classification"),
+    read=_reader("category"), read_inputs=read_inputs, encode=_encoder(class_ids),
     decode=decode_classes, metrics=classification_metrics, baseline=majority_baseline, rows=class_rows,
     metric_names=("accuracy", "macro_f1", "loss"),
     labels_of=lambda examples: [e.label for e in examples],
     head_config=label_head_config("single_label_classification"),
     architectures=ARCHITECTURES, lower_is_better=frozenset({"loss"}), refine=_multi_label_if_lists,
-)
-
-MULTI_LABEL = Task(
-    name="multi-label-classification",
-    description="a set of classes per text or text pair",
-    model_class=BertForSequenceClassification,
-    read=_reader("category"), read_inputs=read_inputs, encode=_encoder("multi-label-classification"),
-    decode=decode_label_sets, metrics=label_set_metrics, baseline=empty_set_baseline, rows=label_set_rows,
-    metric_names=("micro_f1", "macro_f1", "exact_match"),
-    labels_of=lambda examples: [name for e in examples for name in label_list(e.label)],
-    head_config=label_head_config("multi_label_classification"),
+    variants=(MULTI_LABEL,), class_weights=True, blank_row=lambda example: {"label": None, "probabilities": None},
+    distiller=TaskDistiller, export_outputs=LOGITS,
 )
 
 REGRESSION = Task(
     name="regression",
     description="one number per text or text pair",
     model_class=BertForSequenceClassification,
-    read=_reader("number"), read_inputs=read_inputs, encode=_encoder("regression"),
+    read=_reader("number"), read_inputs=read_inputs, encode=_encoder(numbers),
     decode=decode_values, metrics=regression_metrics, baseline=mean_baseline, rows=value_rows,
     metric_names=("pearson", "spearman", "mse"),
     head_config=lambda labels: {"num_labels": 1, "id2label": None, "label2id": None, "problem_type": "regression"},
-    lower_is_better=frozenset({"mse"}),
+    lower_is_better=frozenset({"mse"}), blank_row=lambda example: {"value": None}, export_outputs=LOGITS,
 )

@@ -74,10 +74,12 @@ def test_two_processes_take_half_the_steps_and_evaluate_splits_the_examples(setu
     assert max(json.loads(line)["step"] for line in open(root / "ddp" / "metrics.jsonl")) == 4
 
     # evaluate: rank 0 alone prints, the metrics of all 12 dev examples as one process gives them
-    assert printed[-2] == f"classification on {dev}: 12 examples"
-    assert printed[-4] == f"model saved in {root / 'ddp'}"  # finetune's report, from rank 0 alone
+    # (then the trivial and TF-IDF baselines, a line each)
+    assert printed[-4] == f"classification on {dev}: 12 examples"
+    assert printed[-6] == f"model saved in {root / 'ddp'}"  # finetune's report, from rank 0 alone
     split = json.loads(printed[-1])
     assert split.keys() == alone.keys()
+    assert split.pop("baselines") == alone.pop("baselines")  # fitted on rank 0 from the same training data
     for name in alone:
         assert split[name] == pytest.approx(alone[name], abs=1e-6), name
 
@@ -94,7 +96,7 @@ class TwoRanks:
         return [share, self.rank_one()]
 
 
-def test_split_predictions_are_gathered_back_in_order(setup, monkeypatch):
+def test_split_predictions_are_gathered_back_in_order(setup):
     import dataclasses
 
     import numpy as np
@@ -110,10 +112,9 @@ def test_split_predictions_are_gathered_back_in_order(setup, monkeypatch):
         model = BertForSequenceClassification.from_pretrained(model_dir, num_labels=2,
                                                               id2label={0: "business", 1: "sport"}).eval()
     tokenizer, examples = Tokenizer.from_pretrained(model_dir), read_text_dataset(dev)
-    spec, task = TaskSpec("classification", DataConfig(max_length=16)), get_task("classification")
-    seen = []
-    monkeypatch.setattr(inference, "get_task", lambda name: dataclasses.replace(
-        task, metrics=lambda examples, predictions: seen.append(predictions) or {}))
+    task, seen = get_task("classification"), []
+    recording = dataclasses.replace(task, metrics=lambda examples, predictions: seen.append(predictions) or {})
+    spec = TaskSpec(recording, DataConfig(max_length=16))
     inference.evaluate_examples(model, tokenizer, spec, examples)
     inference.evaluate_examples(model, tokenizer, spec, examples, ctx=TwoRanks(
         lambda: task.decode(model, tokenizer, examples[1::2], spec, "dev")))
