@@ -55,9 +55,15 @@ def finetuning(out_dir: str) -> list[dict]:
         seed = int(re.search(r"ft-s(\d+)", path).group(1))
         test_path = os.path.join(out_dir, f"test-s{seed}.json")
         lines = open(test_path, encoding="utf-8").read().strip().splitlines() if os.path.isfile(test_path) else []
-        test = json.loads(lines[-1])["accuracy"] if lines else None
-        seeds.append({"seed": seed, "dev": read_json(path)["best_dev"]["accuracy"], "test": test})
+        scores = json.loads(lines[-1]) if lines else {}
+        tfidf = scores.get("baselines", {}).get("tfidf", {}).get("accuracy")  # C chosen on dev, same split and length
+        seeds.append({"seed": seed, "dev": read_json(path)["best_dev"]["accuracy"], "test": scores.get("accuracy"),
+                      "tfidf_test": tfidf})
     return seeds
+
+
+def number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
 
 
 def mean_sd(values: list[float]) -> str:
@@ -72,20 +78,21 @@ def main(argv=None) -> dict:
     pre = pretraining(os.path.join(out_dir, "pretrain"), float(wall))
     seeds = finetuning(out_dir)
     h = pre["heldout"]
-    passes = ", ".join(f"{k[7:]} {v:.1f}" for k, v in pre.items() if k.startswith("passes_"))
+    passes = ", ".join(f"{k[7:]} {v:.3g}" for k, v in pre.items() if k.startswith("passes_"))
     print(f"| pre-training | wall {pre['wall_s']:.0f} s (data preparation included) | {pre['steps']} of "
           f"{pre['max_steps']} steps in {pre['train_seconds']:.0f} s of training | {pre['tokens_per_s']:,.0f} "
           f"tokens/s | {pre['tokens'] / 1e6:.1f}M tokens; passes: {passes} |")
     print(f"| held-out MLM | loss {h.get('mlm_loss', float('nan')):.2f} | accuracy {h.get('mlm_accuracy', 0):.1%} "
           f"| where replaced {h.get('mlm_replaced_accuracy', 0):.1%} | general loss "
           f"{h.get('general_mlm_loss', float('nan')):.2f} |")
-    print("\n| fine-tuned on BBC topics | dev accuracy | test accuracy |\n|---|---|---|")
+    print("\n| fine-tuned on BBC topics | dev accuracy | test accuracy | TF-IDF on the same texts (C chosen on dev) |"
+          "\n|---|---|---|---|")
     for s in seeds:
-        print(f"| seed {s['seed']} | {s['dev']:.3f} | {'-' if s['test'] is None else format(s['test'], '.3f')} |")
+        print(f"| seed {s['seed']} | {s['dev']:.3f} | {number(s['test'])} | {number(s['tfidf_test'])} |")
     tests = [s["test"] for s in seeds if s["test"] is not None]
-    print(f"| mean +- sd | {mean_sd([s['dev'] for s in seeds])} | {mean_sd(tests)} |")
+    print(f"| mean +- sd | {mean_sd([s['dev'] for s in seeds])} | {mean_sd(tests)} | |")
     for name, score in BASELINES:
-        print(f"| {name} | | {score:.3f} |")
+        print(f"| {name} | | {score:.3f} | |")
     result = {"pretraining": pre, "finetuning": seeds}
     with open(os.path.join(out_dir, "gpu_recipe.json"), "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)
