@@ -15,6 +15,7 @@ import torch
 
 from bertkit.runtime import job_warnings
 from bertkit.errors import BertkitError
+from bertkit.io import describe_os_error
 from bertkit.runtime.threads import default_threads
 
 # command name -> module under bertkit.commands
@@ -93,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(args._run(args) or 0)
     except BertkitError as e:  # a user mistake: one line that says what to do, no traceback
         print(f"bertkit {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # the disk or file system refused (full, read-only, no permission): one line too
+        print(f"bertkit {args.command}: error: {describe_os_error(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:  # Ctrl-C; a training loop stopped by a signal says more (RunInterrupted)
         print(f"bertkit {args.command}: {e or 'interrupted'}", file=sys.stderr)

@@ -21,7 +21,7 @@ from bertkit.tasks import (TASKS, check_model_labels, clean_metrics, evaluate_ex
                            load_examples, load_for_inference, subsample)
 from bertkit.train.distributed import init_distributed, leave
 
-from bertkit.commands.options import add_device, add_int8, add_seed, add_set, resolve_models
+from bertkit.commands.options import add_device, add_int8, add_precision, add_seed, add_set, resolve_models, running_in
 
 HELP = "evaluate a fine-tuned model on labelled data; the last stdout line is the metrics as JSON"
 
@@ -35,6 +35,7 @@ def add_arguments(parser) -> None:
     add_set(parser, "data.eval_batch_size=16")
     add_int8(parser)
     add_device(parser)
+    add_precision(parser)
     parser.add_argument("--limit", type=int, default=0,
                         help="evaluate on a seeded random subset of this many examples (0 = all)")
     add_seed(parser, "of the --limit subset; default 0")
@@ -71,10 +72,12 @@ def run(args) -> int:
 def score(args, ctx):
     """(metrics, spec, examples) of the model on the data; under torchrun from this rank's share."""
     model, tokenizer, spec = load_for_inference(args.model, args.task, args.set)
-    model = inference_copy(model, tokenizer, args.int8, ctx.device)
+    model = inference_copy(model, tokenizer, args.int8, ctx.device, args.precision)
     examples = load_examples(spec.task, args.data, "test", spec.data)
     if not examples:
         raise DataError(f"{args.data}: no examples to evaluate")
     examples = subsample(examples, args.limit, args.seed or 0)
     check_model_labels(model, spec, examples, args.data)
-    return evaluate_examples(model, tokenizer, spec, examples, name=args.data, ctx=ctx), spec, examples
+    with running_in(args, ctx.device):
+        metrics = evaluate_examples(model, tokenizer, spec, examples, name=args.data, ctx=ctx)
+    return metrics, spec, examples

@@ -6,8 +6,8 @@ import json
 import os
 from collections import Counter
 
-from bertkit.models.checkpoint import read_state_dict
-from bertkit.models.config import BertConfig
+from bertkit.models.checkpoint import read_config, read_state_dict
+from bertkit.peft import refuse_adapter_dir
 from bertkit.commands.options import resolve_models
 
 HELP = "show a model directory's config and parameter counts by part"
@@ -19,15 +19,18 @@ def add_arguments(parser) -> None:
 
 
 def parameter_counts(state: dict) -> dict[str, int]:
-    """Parameters grouped by part: embeddings, each encoder layer, pooler, heads."""
+    """Parameters grouped by part: embeddings, each encoder layer, pooler, heads. BERT's layers
+    are `encoder.layer.N`, the modern encoder's `layers.N` (its encoder sits under `model.`)."""
     counts: Counter[str] = Counter()
     for key, tensor in state.items():
         parts = key.split(".")
-        if parts[0] in ("bert", "roberta", "albert", "electra"):
+        if parts[0] in ("bert", "roberta", "albert", "electra", "model"):
             parts = parts[1:]
         if parts[0] == "encoder" and len(parts) > 2 and parts[1] == "layer":
             part = f"encoder.layer.{parts[2]}"
-        elif parts[0] in ("embeddings", "encoder", "pooler"):
+        elif parts[0] == "layers" and len(parts) > 2:
+            part = f"layers.{parts[1]}"
+        elif parts[0] in ("embeddings", "encoder", "pooler", "final_norm"):
             part = parts[0]
         else:
             part = "head:" + parts[0]
@@ -37,7 +40,8 @@ def parameter_counts(state: dict) -> dict[str, int]:
 
 def run(args) -> int:
     resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
-    config = BertConfig.from_pretrained(args.model)
+    refuse_adapter_dir(args.model, "inspect")
+    config = read_config(args.model)  # either family: BERT's switches or the modern encoder
     counts = parameter_counts(read_state_dict(args.model))
     total = sum(counts.values())
     files = sorted(os.listdir(args.model))

@@ -8,9 +8,13 @@ long run's report reaches the terminal.
 
 from __future__ import annotations
 
+import sys
+
 import torch
 
+from bertkit.errors import ConfigError
 from bertkit.runtime.devices import DEVICES, resolve_device
+from bertkit.runtime.precision import PRECISIONS, autocast, describe
 from bertkit.models.hub_cache import resolve_model_dir
 
 
@@ -51,6 +55,30 @@ def device_assignment(args, key: str = "train.device") -> list[str]:
         return []
     device_of(args)
     return [f'{key}="{args.device}"']
+
+
+def add_precision(parser) -> None:
+    parser.add_argument("--precision", default="auto", choices=PRECISIONS,
+                        help="number format of the forward pass: auto = bf16 on a GPU with bf16 (fp16 on older "
+                             "GPUs), fp32 on the CPU; weights stay fp32")
+
+
+def precision_of(args, device: torch.device) -> str:
+    """`--precision`, checked for `device` (a one-line error when it cannot run there, or with --int8,
+    whose CPU kernels are fp32). A lower precision than the weights' fp32 is said on stderr (stdout
+    stays the command's output; fp32, the CPU's, changes no number and adds no line)."""
+    said = describe(args.precision, device)
+    if said.startswith("fp32"):
+        return args.precision
+    if getattr(args, "int8", False):
+        raise ConfigError(f"--int8 runs fp32 activations on the CPU, not {said}; leave --precision at auto or fp32")
+    print(f"running on {device} in {said}", file=sys.stderr, flush=True)
+    return args.precision
+
+
+def running_in(args, device: torch.device):
+    """The autocast context the command's model runs in (`precision_of`)."""
+    return autocast(precision_of(args, device), device)
 
 
 # Options that name a model (or tokenizer) directory, in the commands that have them.

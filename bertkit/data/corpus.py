@@ -29,7 +29,10 @@ raises `DataError`.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
+import os
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -38,7 +41,7 @@ from typing import Iterable, Iterator
 
 from bertkit.data.bbc import bbc_split
 from bertkit.data.gcide import GCIDE_DIR, GCIDE_HINT, gcide_documents
-from bertkit.data.sphinx_text import SPHINX_SOURCES, sphinx_documents, sphinx_sources_dir
+from bertkit.data.sphinx_text import SPHINX_SOURCES, page_documents, sphinx_pages, sphinx_sources_dir
 from bertkit.errors import DataError, EncodingError
 from bertkit.io import check_regular_file, iter_jsonl, iter_text_lines, read_text
 
@@ -139,6 +142,16 @@ class Corpus:
                 f"point it at UTF-8 text files"
             )
 
+    def fingerprint(self) -> str:
+        """sha256 over what the documents come from: the corpus name, mode and text field, and
+        each file's absolute path, size and modification time. A changed, added or removed file
+        changes it; hashing the bytes instead would cost about as much as tokenizing them again."""
+        h = hashlib.sha256(json.dumps([self.name, self.mode, self.text_field]).encode("utf-8"))
+        for path in self.paths:
+            st = os.stat(path)
+            h.update(f"{os.path.abspath(path)}\t{st.st_size}\t{st.st_mtime_ns}\n".encode("utf-8"))
+        return h.hexdigest()
+
     def _documents(self, stats: dict) -> Iterator[list[str]]:
         """The documents of this corpus's source, empty ones included (__iter__ drops them)."""
         if self.parts:  # "gcide+python-docs": each named corpus in turn
@@ -151,7 +164,7 @@ class Corpus:
         elif self.name == "gcide":
             yield from _paragraph_sentences(gcide_documents(self.paths[0].parent))
         elif self.name in SPHINX_SOURCES:
-            yield from _paragraph_sentences(sphinx_documents(self.paths[0]))
+            yield from _paragraph_sentences(page_documents(self.paths))
         else:
             yield from self._file_documents(stats)
 
@@ -229,7 +242,7 @@ def _named_corpus(name: str) -> Corpus:
         bbc = _named_corpus("bbc")
         return Corpus(paths=bbc.paths, mode="file", name=name)
     if name in SPHINX_SOURCES:
-        return Corpus(paths=[sphinx_sources_dir(name)], mode="file", name=name)
+        return Corpus(paths=sphinx_pages(sphinx_sources_dir(name)), mode="file", name=name)
     if name == "gcide":
         index = GCIDE_DIR / "gcide.index"
         if not index.is_file():

@@ -28,7 +28,7 @@ from typing import Iterator
 from bertkit.errors import DataError
 from bertkit.io import iter_text_lines
 
-__all__ = ["SPHINX_SOURCES", "sphinx_sources_dir", "rst_paragraphs", "sphinx_documents"]
+__all__ = ["SPHINX_SOURCES", "sphinx_sources_dir", "rst_paragraphs", "sphinx_pages", "page_documents", "sphinx_documents"]
 
 # corpus name -> (where Debian puts the sources (a glob), the install line)
 SPHINX_SOURCES = {
@@ -130,10 +130,21 @@ def rst_paragraphs(text: str) -> list[str]:
     return [p for p in (re.sub(r"\s+", " ", p).strip() for p in paragraphs) if p]
 
 
-def sphinx_documents(root: Path) -> Iterator[list[str]]:
-    """One document (its prose paragraphs) per ``*.rst.txt`` page under `root`, in sorted path order."""
-    for path in sorted(root.rglob("*.rst.txt")):
+def sphinx_pages(root: Path) -> list[Path]:
+    """The ``*.rst.txt`` pages under `root`, in sorted path order (a corpus's files: its fingerprint
+    sees each page's size and time)."""
+    return sorted(root.rglob("*.rst.txt"))
+
+
+def page_documents(pages: list[Path]) -> Iterator[list[str]]:
+    """One document (its prose paragraphs) per page; pages without prose give none."""
+    for path in pages:
         text = "\n".join(line for _, line in iter_text_lines(path))
         paragraphs = rst_paragraphs(text)
         if paragraphs:
             yield paragraphs
+
+
+def sphinx_documents(root: Path) -> Iterator[list[str]]:
+    """One document per ``*.rst.txt`` page under `root`, in sorted path order."""
+    yield from page_documents(sphinx_pages(root))

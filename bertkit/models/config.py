@@ -16,8 +16,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from bertkit.errors import ConfigError, DataError
-from bertkit.io import atomic_write_text, loads_json, read_text
+from bertkit.errors import ConfigError
+from bertkit.io import atomic_write_text, read_json_object
 
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish", "tanh")
 POSITION_EMBEDDING_TYPES = ("absolute", "relative_key", "relative_key_query", "sinusoidal", "t5_bias")
@@ -357,14 +357,7 @@ class BertConfig:
         path = os.fspath(path)
         if not os.path.exists(path):
             raise ConfigError(f"no config file at {path}; a model directory needs config.json")
-        try:  # (a FIFO or device is refused before reading; a key given twice is refused)
-            data = loads_json(read_text(path), path)
-        except DataError as e:
-            raise ConfigError(f"{str(e).replace('not valid JSON', 'is not valid JSON')}; restore it from "
-                              "the original checkpoint") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path} must hold a JSON object of config fields")
-        return cls.from_dict(data)
+        return cls.from_dict(read_json_object(path, "restore it from the original checkpoint", ConfigError))
 
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike) -> "BertConfig":

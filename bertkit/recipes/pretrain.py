@@ -50,6 +50,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import shutil
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -58,10 +60,10 @@ from bertkit.models.config import SIZE_PRESETS, BertConfig
 from bertkit.data.cleaning import CleaningRules, clean_documents
 from bertkit.data.collate import STRATEGIES
 from bertkit.data.corpus import open_corpus
-from bertkit.data.documents import first, shard_documents, split_documents
+from bertkit.data.documents import first, origin_changes, shard_documents, shard_origin, split_documents
 from bertkit.data.examples import BUILDERS, SpecialTokens, build_examples, make_builder
 from bertkit.errors import BertkitError, ConfigError
-from bertkit.io import atomic_open, atomic_write_json, loads_json, read_text
+from bertkit.io import atomic_open, atomic_write_json, loads_json, read_json_object, read_text
 from bertkit.models.modern import ModernBertConfig
 from bertkit.objectives import OBJECTIVES, Objective, get_objective, import_objective_module
 from bertkit.runtime.runlock import check_apart, run_lock
@@ -78,6 +80,9 @@ from bertkit.recipes.continued import (INIT_KEYS, GeneralCorpus, check_data_sect
                         mix_examples, open_general)
 
 TOKENIZER_KINDS = ("wordpiece", "bpe")
+# In OUT/tokenizer: the corpus and [tokenizer] settings it was trained on (data.corpus, the corpus
+# files' fingerprint, ...), so a rerun into the same --out does not reuse one trained on other data.
+TOKENIZER_ORIGIN = "bertkit_trained_on.json"
 
 
 @dataclass
@@ -268,16 +273,40 @@ def get_tokenizer(cfg: PretrainConfig, corpus, out_dir: str, is_main: bool, ctx)
     if path:
         return Tokenizer.from_pretrained(path)
     directory = os.path.join(out_dir, "tokenizer")
-    # A resumed run must see exactly the vocabulary it started with: reuse the saved one.
+    origin = {**shard_origin(cfg.data.corpus, corpus, cfg.data.max_documents),
+              "tokenizer": dataclasses.asdict(cfg.tokenizer)}
+    # A resumed run must see exactly the vocabulary it started with: reuse the saved one. One a
+    # failed run left before any checkpoint used it is reused only if trained on the same data.
+    if not latest_checkpoint(out_dir):
+        if is_main:
+            drop_stale_tokenizer(directory, origin)
+        ctx.barrier()  # the other ranks look at the directory only after it is settled
     if not os.path.exists(os.path.join(directory, "tokenizer.json")):
         if is_main:
             train_tokenizer(cfg, corpus, out_dir).save_pretrained(directory)
+            atomic_write_json(os.path.join(directory, TOKENIZER_ORIGIN), origin)
         ctx.barrier()
     tok = Tokenizer.from_pretrained(directory)
     if tok.kind != cfg.tokenizer.kind:
         raise ConfigError(f"{directory} holds a {tok.kind} tokenizer but tokenizer.kind = "
                           f"{cfg.tokenizer.kind!r}; keep the kind the run started with, or use a new --out")
     return tok
+
+
+def drop_stale_tokenizer(directory: str, origin: dict) -> None:
+    """Remove OUT/tokenizer when it was trained on other data or settings than `origin` (what
+    TOKENIZER_ORIGIN beside it records), with a note naming what changed."""
+    if not os.path.exists(os.path.join(directory, "tokenizer.json")):
+        return
+    record = os.path.join(directory, TOKENIZER_ORIGIN)
+    try:
+        old = read_json_object(record, "it is trained again") if os.path.isfile(record) else None
+    except BertkitError:
+        old = None  # unreadable: as good as no record
+    changes = origin_changes(old, origin)
+    if changes is not None:
+        warnings.warn(f"{directory} was trained on other data ({changes}); training it again")
+        shutil.rmtree(directory)
 
 
 def train_tokenizer(cfg: PretrainConfig, corpus, out_dir: str) -> Tokenizer:
