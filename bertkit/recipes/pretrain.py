@@ -14,8 +14,9 @@ Sections of the config (every key is checked; a typo gets a "did you mean" sugge
 [data]       corpus ("bbc", "wordnet", a path, or a shard directory), objective (a name in
              the objective registry: "mlm" | "mlm+nsp" | "mlm+sop" | "electra" | yours),
              objective_module (a module or .py file that registers yours), builder (for
-             "mlm"/"electra": "full_sentences" packs contiguous sentences to max_length, or
-             "doc_sentences"), max_length, masking strategy and rate, static_masking, ...
+             "mlm"/"electra": "full_sentences" packs contiguous sentences to max_length,
+             "doc_sentences", or "packed": best-fit rows of whole document pieces, data/packing.py),
+             max_length, masking strategy and rate, static_masking, ...
 [electra]    an objective's own settings, in a section named as the objective (ELECTRA's:
              generator_hidden_fraction, generator_layers, disc_weight, temperature)
 [train]      the TrainConfig fields (max_steps, lr, batch_size, seed, ...)
@@ -108,7 +109,7 @@ class DataSection:
     mode: str = "file"  # how text files split into documents: "file" | "blank" | "jsonl"
     objective: str = "mlm"  # a name in the objective registry (bertkit/objectives/)
     objective_module: str = ""  # a module (dotted name or .py file) imported first: it registers objectives
-    builder: str = ""  # empty: the objective's first builder (full_sentences for mlm, nsp/sop for pairs)
+    builder: str = ""  # empty: the objective's first builder (full_sentences for mlm, nsp/sop for pairs); "packed": packing.py
     max_length: int = 128
     masking: str = "token"  # "token" | "whole_word" | "span" | "keyword"
     mlm_probability: float = 0.15
