@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import difflib
 import errno
 import json
 import os
@@ -188,7 +189,7 @@ def check_regular_file(path: str | os.PathLike) -> str:
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
-        raise DataError(f"{path}: no such file") from None
+        raise missing_file(path) from None
     except OSError as err:
         raise DataError(f"{path}: cannot read it ({err.strerror})") from None
     if stat.S_ISDIR(mode):
@@ -196,6 +197,18 @@ def check_regular_file(path: str | os.PathLike) -> str:
     if not stat.S_ISREG(mode):
         raise DataError(f"{path} is not a regular file (a FIFO, socket or device); give a regular file")
     return path
+
+
+def missing_file(path: str | os.PathLike) -> DataError:
+    """The error for a file that is not there: "PATH: no such file", with the nearest name in its
+    folder when one is close ("did you mean data/train.csv?": trian.csv, train.cvs, Train.csv)."""
+    folder, name = os.path.split(os.fspath(path))
+    try:
+        names = os.listdir(folder or ".")
+    except OSError:  # the folder is missing too (or unreadable): nothing to suggest
+        names = []
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.75)
+    return DataError(f"{path}: no such file" + (f"; did you mean {os.path.join(folder, close[0])}?" if close else ""))
 
 
 def _decode(raw: bytes, path: str, first_line: int) -> str:

@@ -45,6 +45,17 @@ def test_predict_anchors_smoke():
         assert diff < 1e-4, row
 
 
+def test_loader_tiny():
+    # The data loader alone (no model, no transformers): shards -> packing -> masking, --tiny sizes.
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_loader.py"), "--tiny"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    efficiency = float(re.search(r"packing efficiency ([0-9.]+)%", proc.stdout).group(1))
+    assert efficiency >= 99.0, proc.stdout
+    for stage in ("prepare", "pack", "load"):
+        assert re.search(rf"^LOADER {stage} \(.*\): [0-9,]+ tokens/s", proc.stdout, re.M), proc.stdout
+
+
 def test_run_all_table_only(tmp_path, monkeypatch):
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     try:

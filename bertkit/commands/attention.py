@@ -14,8 +14,6 @@ from __future__ import annotations
 from bertkit.analysis.attention_report import TOP_HEADS, attention_report
 from bertkit.commands.options import add_device, add_precision, device_of, resolve_models, running_in
 
-HELP = "show a model's attention on a text: HTML viewer, PNG heatmaps, per-head statistics"
-
 
 def add_arguments(parser) -> None:
     parser.add_argument("text", help="the text to run (the first sentence of a pair)")

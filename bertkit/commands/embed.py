@@ -21,8 +21,6 @@ from bertkit.errors import DataError
 from bertkit.io import atomic_open, iter_text_lines
 from bertkit.commands.options import add_device, add_int8, add_precision, device_of, precision_of, resolve_models
 
-HELP = "embed each line of a text file (the model's pooling; default mean + L2) into a .npy matrix"
-
 
 def add_arguments(parser) -> None:
     parser.add_argument("--model", required=True, help="model directory (weights + tokenizer)")

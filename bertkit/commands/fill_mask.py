@@ -8,8 +8,6 @@ from __future__ import annotations
 from bertkit.inference.fill_mask import TOP_K, fill_mask
 from bertkit.commands.options import add_device, add_precision, device_of, resolve_models, running_in
 
-HELP = "print the top-k tokens (with probabilities) a masked-LM model predicts for each [MASK]"
-
 
 def add_arguments(parser) -> None:
     parser.add_argument("--model", required=True, help="model directory with an MLM head and a tokenizer")

@@ -1,4 +1,4 @@
-"""`bertkit info DIR`: what a model directory holds: its config and parameter counts by part."""
+"""`bertkit info --model DIR` (or `bertkit info DIR`): what a model directory holds: its config and parameter counts by part."""
 
 from __future__ import annotations
 
@@ -8,13 +8,11 @@ from collections import Counter
 
 from bertkit.models.checkpoint import read_config, read_state_dict
 from bertkit.peft import refuse_adapter_dir
-from bertkit.commands.options import resolve_models
-
-HELP = "show a model directory's config and parameter counts by part"
+from bertkit.commands.options import add_model_dir, resolve_models
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("model", help="model directory (config.json + weights)")
+    add_model_dir(parser, "model directory (config.json + weights)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 

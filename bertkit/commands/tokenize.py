@@ -9,14 +9,13 @@ import warnings
 from bertkit.tokenizer import Tokenizer
 from bertkit.commands.options import resolve_models
 
-HELP = "show how a tokenizer splits a text (tokens, ids, segment ids, word ids, offsets)"
-
 
 def add_arguments(parser) -> None:
     parser.add_argument("--model", required=True, help="model or tokenizer directory")
     parser.add_argument("text", nargs="?", help="the text; read from stdin when omitted")
     parser.add_argument("--pair", help="a second text for a pair input")
-    parser.add_argument("--max-length", type=int, default=None)
+    parser.add_argument("--max-length", type=int, default=None, help="cut the input to this many tokens "
+                                                                     "(default: no cut)")
     parser.add_argument("--json", action="store_true", help="one JSON object per text")
 
 

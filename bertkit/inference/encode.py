@@ -21,6 +21,7 @@ into batches where that removes more padding than the extra forward call costs
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Sequence
 
 import numpy as np
@@ -99,7 +100,9 @@ class SentenceEncoder:
         directory = resolve_model_dir(directory)  # a directory, or ORG/NAME in the local HF cache
         layout = read_layout(directory)
         model_dir = os.path.join(directory, layout.transformer_path)
-        model = BertModel.from_pretrained(model_dir).to(device)
+        with warnings.catch_warnings():  # a task model's head (classifier, MLM, QA) is no part of an encoder
+            warnings.filterwarnings("ignore", message=r".* are not used by this model")
+            model = BertModel.from_pretrained(model_dir).to(device)
         return cls(model, Tokenizer.from_pretrained(model_dir), layout, quantize, precision)
 
     def save_pretrained(self, directory: str | os.PathLike) -> None:

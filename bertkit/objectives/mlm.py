@@ -26,7 +26,7 @@ from bertkit.models.heads import BertForMaskedLM, BertForPreTraining
 from bertkit.models.modern import ModernBertConfig, ModernBertForMaskedLM
 from bertkit.objectives.metrics import evaluate_pretraining
 
-MLM_BUILDERS = ("full_sentences", "doc_sentences")  # single packed sequences; the first is the default
+MLM_BUILDERS = ("full_sentences", "doc_sentences", "packed")  # single packed sequences; the first is the default
 
 
 def masking_options(data) -> dict:

@@ -14,8 +14,9 @@ Sections of the config (every key is checked; a typo gets a "did you mean" sugge
 [data]       corpus ("bbc", "wordnet", a path, or a shard directory), objective (a name in
              the objective registry: "mlm" | "mlm+nsp" | "mlm+sop" | "electra" | yours),
              objective_module (a module or .py file that registers yours), builder (for
-             "mlm"/"electra": "full_sentences" packs contiguous sentences to max_length, or
-             "doc_sentences"), max_length, masking strategy and rate, static_masking, ...
+             "mlm"/"electra": "full_sentences" packs contiguous sentences to max_length,
+             "doc_sentences", or "packed": best-fit rows of whole document pieces, data/packing.py),
+             max_length, masking strategy and rate, static_masking, ...
 [electra]    an objective's own settings, in a section named as the objective (ELECTRA's:
              generator_hidden_fraction, generator_layers, disc_weight, temperature)
 [train]      the TrainConfig fields (max_steps, lr, batch_size, seed, ...)
@@ -52,6 +53,7 @@ import random
 import shutil
 import warnings
 from dataclasses import dataclass, field
+from typing import Sequence
 
 import torch
 
@@ -67,7 +69,7 @@ from bertkit.objectives import OBJECTIVES, Objective, get_objective, import_obje
 from bertkit.runtime.run_dir import check_apart, check_saved_options, latest_checkpoint, refuse_unresumed, run_lock
 from bertkit.tokenizer import Tokenizer
 from bertkit.train.batching import LengthBucketedBatches
-from bertkit.settings.config_io import apply_overrides, check_keys, dataclass_from_dict, load_toml, parse_value, suggest
+from bertkit.settings.config_io import apply_overrides, check_keys, dataclass_from_dict, load_toml, Override, split_override, suggest
 from bertkit.train.distributed import DistContext, init_distributed, shutdown
 from bertkit.train.early_stopping import EarlyStoppingSection
 from bertkit.objectives.metrics import unigram_baseline
@@ -106,7 +108,7 @@ class DataSection:
     mode: str = "file"  # how text files split into documents: "file" | "blank" | "jsonl"
     objective: str = "mlm"  # a name in the objective registry (bertkit/objectives/)
     objective_module: str = ""  # a module (dotted name or .py file) imported first: it registers objectives
-    builder: str = ""  # empty: the objective's first builder (full_sentences for mlm, nsp/sop for pairs)
+    builder: str = ""  # empty: the objective's first builder (full_sentences for mlm, nsp/sop for pairs); "packed": packing.py
     max_length: int = 128
     masking: str = "token"  # "token" | "whole_word" | "span" | "keyword"
     mlm_probability: float = 0.15
@@ -196,9 +198,9 @@ def _objective_module(raw: dict, overrides) -> str:
     checked, since the module it names can add objectives and their sections."""
     module = raw.get("data", {}).get("objective_module", "")
     for item in overrides:
-        key, _, value = item.partition("=")
-        if key.strip() == "data.objective_module":
-            module = parse_value(value.strip())
+        key, value = split_override(item)
+        if key == "data.objective_module":
+            module = value
     return module
 
 
@@ -218,8 +220,8 @@ def _objective_settings(raw: dict, data: DataSection, model: dict):
     return dataclass_from_dict(objective.settings, raw.get(data.objective, {}), data.objective)
 
 
-def parse_config(raw: dict, overrides: list[str] = ()) -> PretrainConfig:
-    """Validate a raw TOML dict (plus `--set` strings) into a PretrainConfig."""
+def parse_config(raw: dict, overrides: Sequence[Override] = ()) -> PretrainConfig:
+    """Validate a raw TOML dict (plus `--set` strings and typed (key, value) overrides) into a PretrainConfig."""
     import_objective_module(_objective_module(raw, overrides))
     sections = _sections()
     for name in raw:
@@ -245,7 +247,7 @@ def parse_config(raw: dict, overrides: list[str] = ()) -> PretrainConfig:
     return cfg
 
 
-def load_config(path: str, overrides: list[str] = ()) -> PretrainConfig:
+def load_config(path: str, overrides: Sequence[Override] = ()) -> PretrainConfig:
     return parse_config(load_toml(path), overrides)
 
 
@@ -599,7 +601,7 @@ def check_run_dir(cfg: PretrainConfig, out_dir: str, resume: bool) -> None:
         check_saved_options(out_dir, RUN_FILE, cfg.to_dict(), defaults=parse_config({}).to_dict())
 
 
-def pretrain(config_path: str, out_dir: str, overrides: list[str] = (), resume: bool = False,
+def pretrain(config_path: str, out_dir: str, overrides: Sequence[Override] = (), resume: bool = False,
              progress: bool = True) -> dict:
     """What `bertkit pretrain` runs: the TOML recipe with `--set` overrides, pre-trained into
     `out_dir`; the process group (under torchrun) is left at the end, also on errors."""

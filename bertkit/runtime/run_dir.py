@@ -3,7 +3,12 @@ what may be continued, and how a finished run is put in place.
 
 - **The lock**: `with run_lock(out_dir): ...` refuses a second run on it (below).
 - **Checkpoints**: `list_checkpoints` / `latest_checkpoint` find the complete `checkpoint-<step>`
-  directories (the Trainer writes each one whole and renames it into place, its state file last).
+  directories (the Trainer writes each one whole and renames it into place, its state file last);
+  `final_model` is the model a run ended with (best/ or the newest checkpoint), and
+  `refuse_run_folder` tells a user who names the run folder where a model goes which one to pass
+  (transformers' Trainer leaves the same layout and `from_pretrained` on it fails; bertkit does
+  not silently pick a checkpoint either: the newest is not always the one wanted). Light enough
+  (no torch) for every command to import.
 - **Before any work**: `check_apart` refuses an --out that is, or holds, a model the run reads;
   `refuse_unresumed` refuses to start afresh on a checkpoint without --resume; `check_saved_options`
   refuses a --resume whose options differ from the run's saved ones (runtime/resume_check.py).
@@ -42,11 +47,12 @@ import time
 import warnings
 from typing import Iterator
 
-from bertkit.errors import BertkitError, RunInterrupted
+from bertkit.errors import BertkitError, CheckpointError, RunInterrupted
 from bertkit.io import atomic_directory, loads_json, read_text
 from bertkit.runtime.resume_check import check_resume_options
 
 LOCK_FILE = ".bertkit-run.lock"
+BEST = "best"  # early stopping's copy of the best model (train/early_stopping.py)
 STATE_FILE = "trainer_state.pt"  # in a checkpoint: written last, so its presence marks it complete
 CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
 
@@ -189,6 +195,25 @@ def list_checkpoints(out_dir: str) -> list[tuple[int, str]]:
 def latest_checkpoint(out_dir: str) -> str | None:
     found = list_checkpoints(out_dir)
     return found[-1][1] if found else None
+
+
+def final_model(run_dir: str) -> str | None:
+    """The model a run ended with: run_dir/best when early stopping kept one, else the newest complete
+    checkpoint; None when `run_dir` holds neither."""
+    best = os.path.join(run_dir, BEST)
+    if os.path.isfile(os.path.join(best, "config.json")):
+        return best
+    return latest_checkpoint(run_dir)
+
+
+def refuse_run_folder(path: str, option: str) -> None:
+    """A one-line CheckpointError when `path`, given to `--OPTION`, is a run folder rather than a model:
+    it has no config.json of its own but a model inside (best/ or checkpoint-N/)."""
+    if not os.path.isdir(path) or os.path.isfile(os.path.join(path, "config.json")):
+        return
+    model = final_model(path)
+    if model is not None:
+        raise CheckpointError(f"{path} is a run folder; the model is {model}: pass --{option} {model}")
 
 
 # ---------------------------------------------------------------------------- before any work
