@@ -90,7 +90,7 @@ class ExportGraph(nn.Module):
             raise ConfigError(f"unknown export task {task!r}; use one of {', '.join(TASKS)}")
         self.model = model
         self.task = task
-        self.with_types = bool(getattr(model.config, "type_vocab_size", 0))  # the modern encoder has none
+        self.with_types = bool(getattr(model.config, "type_vocab_size", 0))  # a family without segments has none
         # Eval as a whole: the exporter puts the wrapper back in the mode it found it in, and
         # a wrapper left in training mode would switch the model's dropout on.
         self.eval()
@@ -148,7 +148,7 @@ def load_for_export(model_dir: str, task: str) -> nn.Module:
         warnings.simplefilter("ignore")  # unused keys (heads a bare encoder does not need) are fine
         model, report = MODEL_CLASSES[task].from_pretrained(model_dir, output_loading_info=True)
     encoder_keys = ("bert.", "embeddings.", "encoder.", "pooler.", model.base_model_prefix + ".", "layers.",
-                    "final_norm.")  # BERT's and the modern encoder's, under a head or bare
+                    "final_norm.")  # every family's encoder, under a head or bare
     head = [k for k in report.missing_keys if not k.startswith(encoder_keys)]
     if head:
         raise CheckpointError(f"{model_dir} has no trained {task} head (missing {', '.join(head[:3])}); "
@@ -179,10 +179,10 @@ def example_inputs(config, batch: int, length: int, seed: int = 0) -> dict[str, 
 def export_model(model: nn.Module, path: str, task: str, verify: bool = True) -> ExportResult:
     """Trace `model` (a bertkit model for `task`, run in eval mode) into the ONNX file `path`;
     then, unless verify=False, compare ONNX Runtime with bertkit on three other shapes (one
-    longer than the modern encoder's sliding window)."""
+    longer than a local-attention layer's sliding window)."""
     require("onnx")  # torch.onnx.export writes the file with the onnx package
     was_training = model.training
-    # the modern encoder's switch, as the caller left it on each instance (None: the class's default)
+    # the unpadding switch of an encoder that has one, as the caller left it on each instance (None: the class's default)
     unpadding = {m: vars(m).get("unpad") for m in model.modules() if hasattr(type(m), "unpad")}
     try:
         for m in unpadding:
@@ -201,7 +201,7 @@ def _export(graph: ExportGraph, path: str, task: str, verify: bool) -> ExportRes
     model = graph.model
     config = model.config
     # A padded row in the example: the traced graph keeps the padding bias (module docstring).
-    # Longer than a sliding window (the modern encoder's local layers), so its band is traced too.
+    # Longer than a sliding window (local-attention layers), so its band is traced too.
     length = max(16, 2 * getattr(config, "sliding_window", 0) + 3)
     example = example_inputs(config, batch=2, length=min(length, config.max_sequence_length))
     axes = {name: {0: "batch", 1: "sequence"} for name in graph.input_names}

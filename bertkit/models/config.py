@@ -14,7 +14,7 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from bertkit.errors import ConfigError, DataError
 from bertkit.io import atomic_write_text, loads_json, read_text
@@ -24,8 +24,7 @@ POSITION_EMBEDDING_TYPES = ("absolute", "relative_key", "relative_key_query", "s
 # Checkpoint families this one encoder reads and writes; `model_type` picks the switches and the
 # Hugging Face key names (see bertkit/models/variants/keymaps.py).
 MODEL_TYPES = ("bert", "roberta", "albert", "electra", "deberta-v2")
-# What the sequence-classification and multiple-choice heads read (bertkit/models/heads.py); the modern
-# encoder's config shares the field name and its "cls" / "mean".
+# What the sequence-classification and multiple-choice heads read (bertkit/models/heads.py).
 CLASSIFIER_POOLINGS = ("pooler", "cls", "mean")
 # What a family changes from BERT's defaults when a config is built by `preset(model_type=...)`.
 VARIANT_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -60,6 +59,10 @@ SIZE_PRESETS = {
 
 @dataclass
 class BertConfig:
+    # The config.json model types this class reads (checkpoint.config_class_for) and the name prefix
+    # of its model classes (BertModel, BertForMaskedLM, ...; checkpoint.family_class).
+    MODEL_TYPES: ClassVar[tuple[str, ...]] = MODEL_TYPES
+    CLASS_PREFIX: ClassVar[str] = "Bert"
     vocab_size: int = 30522
     hidden_size: int = 768
     num_hidden_layers: int = 12

@@ -18,6 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from bertkit.errors import ConfigError, DataError
+from bertkit.models.families import architectures_for
 from bertkit.models.heads import BertForQuestionAnswering
 from bertkit.io import iter_jsonl
 from bertkit.tasks.common import DataConfig, PredictionInput, TaskSpec, check_texts, forward_features, json_float
@@ -152,5 +153,5 @@ QA = Task(
     read=read, read_inputs=read_inputs, encode=encode, decode=decode, metrics=metrics, baseline=baseline,
     rows=rows, metric_names=("f1", "exact"),
     head_config=lambda labels: {"num_labels": 2, "id2label": None, "label2id": None, "problem_type": None},
-    architectures=("BertForQuestionAnswering", "RobertaForQuestionAnswering", "ModernBertForQuestionAnswering"),
+    architectures=architectures_for(BertForQuestionAnswering),
 )

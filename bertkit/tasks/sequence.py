@@ -20,6 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from bertkit.errors import DataError
+from bertkit.models.families import architectures_for
 from bertkit.models.heads import BertForSequenceClassification
 from bertkit.io import iter_text_lines
 from bertkit.tasks.common import (DataConfig, PredictionInput, TaskSpec, check_texts, forward_features,
@@ -28,8 +29,7 @@ from bertkit.tasks.formats import TextExample, infer_task_kind, read_text_datase
 from bertkit.tasks.metrics import accuracy, log_loss, macro_f1, micro_f1, pearson, spearman
 from bertkit.tasks.spec import Task, label_head_config
 
-ARCHITECTURES = ("BertForSequenceClassification", "RobertaForSequenceClassification",
-                 "ModernBertForSequenceClassification")
+ARCHITECTURES = architectures_for(BertForSequenceClassification)  # every family's name for the head
 
 
 # ---------------------------------------------------------------------------- reading
