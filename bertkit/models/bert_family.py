@@ -13,6 +13,7 @@ from bertkit.models.heads import (BertForMaskedLM, BertForMultipleChoice, BertFo
                                   BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification,
                                   BertForTokenClassification)
 from bertkit.models.variants.keymaps import hf_architecture
+from bertkit.models.variants.switches import switch_fields
 
 
 def config_from_recipe(overrides: dict, preset: str, vocab_size: int, pad_token_id: int | None,
@@ -79,4 +80,5 @@ BERT = ModelFamily(
                    r"intermediate\.dense|output\.dense)"),
     ffn_width=lambda hidden: 4 * hidden,  # SIZE_PRESETS: 4 H, as BERT and the Turc et al. mini-BERTs
     layer_parameters=layer_parameters,
-    may_skip_parameters=may_skip_parameters, transformers_names=hf_architecture)
+    may_skip_parameters=may_skip_parameters, transformers_names=hf_architecture,
+    extra_keys=lambda: tuple(switch_fields()))

@@ -26,6 +26,7 @@ from bertkit.models.variants import deberta, linformer, moe
 from bertkit.models.variants.albert import has_embedding_projection, layer_order, num_layer_modules
 from bertkit.models.variants.relative import RELATIVE_TYPES, relative_position_scores
 from bertkit.models.variants.sinusoidal import sinusoidal_table
+from bertkit.models.variants.switches import build_switches
 from bertkit.models.variants.t5_bias import T5_BIAS, RelativePositionBias
 
 
@@ -369,6 +370,7 @@ class BertModel(PretrainedMixin, nn.Module):
         if add_pooling_layer is None:  # by default as transformers' bare model of the family
             add_pooling_layer = config.model_type not in ("electra", "deberta-v2")
         self.pooler = BertPooler(config) if add_pooling_layer else None
+        build_switches(self, config)  # a registered switch's effect (variants/switches.py), before the init
         self.init_weights()
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,

@@ -64,6 +64,7 @@ class ModelFamily:
     layer_parameters: Callable[[int, int, int], int]
     may_skip_parameters: Callable[[Any], bool] = _never
     transformers_names: Callable[[str, str], str] = lambda class_name, model_type: class_name
+    extra_keys: Callable[[], tuple[str, ...]] = tuple  # config keys beyond its class's fields (registered switches)
 
     @property
     def model_types(self) -> tuple[str, ...]:
@@ -76,7 +77,7 @@ class ModelFamily:
     @property
     def recipe_keys(self) -> tuple[str, ...]:
         """The config fields a pre-training [model] section may set."""
-        return tuple(f.name for f in dataclasses.fields(self.config_class) if f.name != "extra")
+        return tuple(f.name for f in dataclasses.fields(self.config_class) if f.name != "extra") + self.extra_keys()
 
     @staticmethod
     def role(model_class: type) -> str:
