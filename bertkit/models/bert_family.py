@@ -13,7 +13,7 @@ from bertkit.models.heads import (BertForMaskedLM, BertForMultipleChoice, BertFo
                                   BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification,
                                   BertForTokenClassification)
 from bertkit.models.variants.keymaps import hf_architecture
-from bertkit.models.variants.switches import switch_fields
+from bertkit.models.variants.switches import may_skip_parameters, switch_fields
 
 
 def config_from_recipe(overrides: dict, preset: str, vocab_size: int, pad_token_id: int | None,
@@ -45,13 +45,6 @@ def config_from_recipe(overrides: dict, preset: str, vocab_size: int, pad_token_
     return config
 
 
-def may_skip_parameters(config: BertConfig) -> bool:
-    """Mixture-of-experts routing is data-dependent, and relative position scores leave the
-    absolute position table (kept for checkpoint compatibility) unused; sinusoidal positions and
-    T5's bias have no absolute table, so nothing is left unused."""
-    return bool(config.num_experts) or config.position_embedding_type not in ("absolute", "sinusoidal", "t5_bias")
-
-
 def layer_parameters(layers: int, hidden: int, intermediate: int) -> int:
     """Q, K, V, O and two FFN matrices with biases, two LayerNorms (weight + bias) per layer."""
     attention = 4 * (hidden * hidden + hidden)
@@ -80,5 +73,6 @@ BERT = ModelFamily(
                    r"intermediate\.dense|output\.dense)"),
     ffn_width=lambda hidden: 4 * hidden,  # SIZE_PRESETS: 4 H, as BERT and the Turc et al. mini-BERTs
     layer_parameters=layer_parameters,
-    may_skip_parameters=may_skip_parameters, transformers_names=hf_architecture,
+    may_skip_parameters=may_skip_parameters,  # each switch says (variants/switches.py)
+    transformers_names=hf_architecture,
     extra_keys=lambda: tuple(switch_fields()))

@@ -30,22 +30,33 @@ from typing import Any, Callable
 from torch import nn
 
 from bertkit.errors import ConfigError
-from bertkit.models.variants import albert, deberta, linformer, moe, roberta, sinusoidal, sparse, t5_bias
+from bertkit.models.variants import albert, deberta, linformer, moe, relative, roberta, sinusoidal, sparse, t5_bias
+from bertkit.models.variants.t5_bias import T5_BIAS
+
+
+def _no(config: Any) -> bool:
+    return False
 
 
 @dataclass(frozen=True)
 class Switch:
-    """name      what messages call it
-    validate  config -> None, raising ConfigError naming the field and what to set
-    fields    new config fields this switch adds, name -> default (built-in switches' fields are
-              BertConfig's own and are not listed)
-    build     (BertModel, config) -> None: its effect on each encoder built, when it is on
-              (a field away from its default); built-in switches act inside the encoder instead"""
+    """name               what messages call it
+    validate           config -> None, raising ConfigError naming the field and what to set
+    fields             new config fields this switch adds, name -> default (built-in switches'
+                       fields are BertConfig's own and are not listed)
+    build              (BertModel, config) -> None: its effect on each encoder built, when it is on
+                       (a field away from its default); built-in switches act inside the encoder
+    needs_every_query  config -> True when a layer's output at one position depends on the other
+                       query positions (the last layer then cannot run on the head's positions only)
+    may_skip_parameters config -> True when a training step may leave a parameter without a
+                       gradient (DDP must look for unused parameters)"""
 
     name: str
     validate: Callable[[Any], None]
     fields: dict[str, Any] = field(default_factory=dict)
     build: Callable[[nn.Module, Any], None] | None = None
+    needs_every_query: Callable[[Any], bool] = _no
+    may_skip_parameters: Callable[[Any], bool] = _no
 
     def is_on(self, config: Any) -> bool:
         return any(switch_value(config, name) != default for name, default in self.fields.items())
@@ -53,14 +64,22 @@ class Switch:
 
 # In the order their errors are reported.
 SWITCHES: list[Switch] = [
+    # relative scores depend on the query's position among all; the absolute table they leave
+    # unused is kept for checkpoint compatibility
+    Switch("relative positions", lambda config: None, needs_every_query=relative.is_on,
+           may_skip_parameters=relative.is_on),
     Switch("sinusoidal positions", sinusoidal.validate),
-    Switch("T5 bias", t5_bias.validate),
+    Switch("T5 bias", t5_bias.validate, needs_every_query=lambda config: config.position_embedding_type == T5_BIAS),
     Switch("RoBERTa positions", roberta.validate),
     Switch("factorised embeddings and shared layers (ALBERT)", albert.validate),
-    Switch("disentangled attention (DeBERTa)", deberta.validate),
-    Switch("block-sparse attention", sparse.validate),
+    Switch("disentangled attention (DeBERTa)", deberta.validate,
+           needs_every_query=lambda config: config.relative_attention),
+    Switch("block-sparse attention", sparse.validate,
+           needs_every_query=lambda config: config.attention_block_size is not None),
     Switch("low-rank attention (Linformer)", linformer.validate),
-    Switch("mixture of experts", moe.validate),
+    # routing is data-dependent (and capacity counts every token): an expert may get no token
+    Switch("mixture of experts", moe.validate, needs_every_query=lambda config: bool(config.num_experts),
+           may_skip_parameters=lambda config: bool(config.num_experts)),
 ]
 
 
@@ -92,6 +111,14 @@ def switch_value(config: Any, name: str) -> Any:
 def validate_switches(config: Any) -> None:
     for switch in SWITCHES:
         switch.validate(config)
+
+
+def needs_every_query(config: Any) -> bool:
+    return any(switch.needs_every_query(config) for switch in SWITCHES)
+
+
+def may_skip_parameters(config: Any) -> bool:
+    return any(switch.may_skip_parameters(config) for switch in SWITCHES)
 
 
 def build_switches(model: nn.Module, config: Any) -> None:
