@@ -1,13 +1,14 @@
-"""A new switch of the BERT family as one module in a temporary package (issue 27, done-when): it
-registers its field, its validation and its effect through `register_switch`; BertConfig then
-takes and checks the field, every BertModel built with it on carries the effect, it saves and
-reloads through config.json, and `bertkit pretrain` trains with it set in [model], with no file
-of bertkit changed."""
+"""A new switch of the BERT family as one module in a temporary package (issue 27, done-when; the
+module is docs/architecture.md's "Add a switch" block): it registers its field, its validation
+and its effect through `register_switch`; BertConfig then takes and checks the field, every
+BertModel built with it on carries the effect, it saves and reloads through config.json, and
+`bertkit pretrain` trains with it set in [model], with no file of bertkit changed."""
 
 import importlib
 import json
 import math
 import os
+import re
 import sys
 
 import pytest
@@ -20,29 +21,19 @@ from bertkit.models.encoder import BertModel
 from bertkit.models.heads import BertForMaskedLM
 from bertkit.models.variants import switches
 
-CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "pretrain-tiny-bert.toml")
-
-# The whole switch: one module. It scales the embeddings' output by a constant (Vaswani et al.
-# scale theirs by sqrt(d)); 1.0, the default, leaves the switch off.
-SWITCH_MODULE = '''
-"""embedding_scale: the embeddings' output times a constant before the first layer."""
-from bertkit.errors import ConfigError
-from bertkit.models.variants.switches import Switch, register_switch, switch_value
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+CONFIG = os.path.join(ROOT, "configs", "pretrain-tiny-bert.toml")
+DOC = os.path.join(ROOT, "docs", "architecture.md")
 
 
-def validate(config):
-    scale = switch_value(config, "embedding_scale")
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0:
-        raise ConfigError(f"embedding_scale must be a number > 0, got {scale!r}; 1.0 turns it off")
-
-
-def scale_embeddings(model, config):
-    scale = float(switch_value(config, "embedding_scale"))
-    model.embeddings.register_forward_hook(lambda module, inputs, output: output * scale)
-
-
-register_switch(Switch("embedding scale", validate, fields={"embedding_scale": 1.0}, build=scale_embeddings))
-'''
+def doc_module() -> str:
+    """The switch of docs/architecture.md's guide (its ```python block starting
+    '# embedding_scale.py'): the whole switch, one module. It scales the embeddings' output by a
+    constant (Vaswani et al. scale theirs by sqrt(d)); 1.0, the default, leaves it off."""
+    blocks = re.findall(r"```python\n(.*?)```", open(DOC, encoding="utf-8").read(), flags=re.S)
+    code = [b for b in blocks if b.startswith("# embedding_scale.py")]
+    assert len(code) == 1, "docs/architecture.md must hold one ```python block starting '# embedding_scale.py'"
+    return code[0]
 
 
 @pytest.fixture
@@ -50,7 +41,7 @@ def embedding_scale(tmp_path, monkeypatch):
     package = tmp_path / "user_switches"
     package.mkdir()
     (package / "__init__.py").write_text("", encoding="utf-8")
-    (package / "embedding_scale.py").write_text(SWITCH_MODULE, encoding="utf-8")
+    (package / "embedding_scale.py").write_text(doc_module(), encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
     before = list(switches.SWITCHES)
     yield importlib.import_module("user_switches.embedding_scale")
