@@ -46,7 +46,10 @@ class ModelFamily:
                         (Kaplan's N: no embeddings, no heads), from the shape alone
     may_skip_parameters config -> whether a training step may leave a parameter without a gradient
                         (DDP must then look for unused parameters)
-    transformers_names  class name, model type -> transformers' class name for config.json
+    transformers_names  class name, model type -> transformers' class name (config.json's
+                        `architectures`; tasks recognise a checkpoint's head by these names)
+    extra_keys          () -> config keys beyond the config class's fields (BERT: the fields of
+                        registered switches, kept in `config.extra`)
     """
 
     name: str
@@ -64,7 +67,7 @@ class ModelFamily:
     layer_parameters: Callable[[int, int, int], int]
     may_skip_parameters: Callable[[Any], bool] = _never
     transformers_names: Callable[[str, str], str] = lambda class_name, model_type: class_name
-    extra_keys: Callable[[], tuple[str, ...]] = tuple  # config keys beyond its class's fields (registered switches)
+    extra_keys: Callable[[], tuple[str, ...]] = tuple
 
     @property
     def model_types(self) -> tuple[str, ...]:
@@ -76,7 +79,7 @@ class ModelFamily:
 
     @property
     def recipe_keys(self) -> tuple[str, ...]:
-        """The config fields a pre-training [model] section may set."""
+        """The config keys a pre-training [model] section may set."""
         return tuple(f.name for f in dataclasses.fields(self.config_class) if f.name != "extra") + self.extra_keys()
 
     @staticmethod
