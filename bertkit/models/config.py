@@ -356,16 +356,10 @@ _SWITCH_DEFAULTS = {f.name: f.default for f in dataclasses.fields(BertConfig)
 
 # Field kinds checked before any value is used: config.json is user input, and a string where
 # a number belongs failed deep inside torch (or, for layer_norm_eps = -1, gave NaN silently).
-_INT_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-               "max_position_embeddings", "type_vocab_size", "pad_token_id", "num_labels", "inner_group_num",
-               "moe_top_k", "moe_every", "attention_window_blocks", "position_buckets", "max_relative_positions",
-               "relative_attention_num_buckets", "relative_attention_max_distance")
-_OPTIONAL_INT_FIELDS = ("embedding_size", "num_hidden_groups", "num_experts", "attention_block_size",
-                        "attention_low_rank")
-_STR_FIELDS = ("hidden_act", "position_embedding_type", "model_type", "norm_rel_ebd", "attention_low_rank_sharing",
-               "classifier_pooling")
-_BOOL_FIELDS = ("relative_attention", "share_att_key", "position_biased_input", "attention_global_cls",
-                "is_decoder", "add_cross_attention")
+# Each field's kind is read from its annotation, so a switch's new field is checked as declared.
+_KINDS = {"int": "int", "int | None": "int", "float": "number", "float | None": "number", "str": "str", "bool": "bool"}
+_FIELD_KINDS = {f.name: (_KINDS[f.type], f.type.endswith("| None")) for f in dataclasses.fields(BertConfig)
+                if f.type in _KINDS}
 PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
 
 
@@ -377,23 +371,18 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+_KIND_CHECKS = {"int": _is_int, "number": _is_number, "str": lambda v: isinstance(v, str),
+                "bool": lambda v: isinstance(v, bool)}
+_KIND_WORDS = {"int": "an integer", "number": "a finite number", "str": "a string", "bool": "true or false"}
+
+
 def _check_types(config: BertConfig) -> None:
     """Every field of the kind it must be: one ConfigError naming the field and its value."""
-    for name in _INT_FIELDS + _OPTIONAL_INT_FIELDS:
-        value = getattr(config, name)
-        if not (_is_int(value) or (value is None and name in _OPTIONAL_INT_FIELDS)):
-            raise ConfigError(f"{name} must be an integer, got {value!r}; fix it in config.json")
-    for name in _STR_FIELDS:
-        if not isinstance(getattr(config, name), str):
-            raise ConfigError(f"{name} must be a string, got {getattr(config, name)!r}; fix it in config.json")
-    for name in _BOOL_FIELDS:
-        if not isinstance(getattr(config, name), bool):
-            raise ConfigError(f"{name} must be true or false, got {getattr(config, name)!r}; fix it in config.json")
-    for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "layer_norm_eps", "initializer_range",
-                 "moe_aux_loss_coef", "classifier_dropout", "moe_capacity_factor"):
-        value = getattr(config, name)
-        if not (_is_number(value) or (value is None and name in ("classifier_dropout", "moe_capacity_factor"))):
-            raise ConfigError(f"{name} must be a finite number, got {value!r}; fix it in config.json")
+    for kind in ("int", "str", "bool", "number"):  # in this order, as the messages were always reported
+        for name, (field_kind, optional) in _FIELD_KINDS.items():
+            value = getattr(config, name)
+            if field_kind == kind and not (_KIND_CHECKS[kind](value) or (optional and value is None)):
+                raise ConfigError(f"{name} must be {_KIND_WORDS[kind]}, got {value!r}; fix it in config.json")
     if not config.layer_norm_eps > 0:
         raise ConfigError(f"layer_norm_eps must be > 0 (it keeps LayerNorm from dividing by zero; BERT "
                           f"uses 1e-12), got {config.layer_norm_eps!r}")
