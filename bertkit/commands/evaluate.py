@@ -2,7 +2,10 @@
 
 The task and the input settings (max_length, columns, QA windows) are read from the model's
 finetune_summary.json, else from its config.json; `--task` and `--set data.key=value` override
-them. The last line of stdout is one JSON object of metrics, e.g. {"accuracy": 0.97, ...}.
+them. The last line of stdout is one JSON object of metrics, e.g. {"accuracy": 0.97, ...}; for
+classification and regression it also holds "baselines": the trivial one and the TF-IDF one,
+fitted again on the fine-tune's training data with the C chosen on its dev split
+(bertkit/tasks/baseline.py; `--no-baseline` skips them).
 Under torchrun (`torchrun --nproc_per_node N -m bertkit evaluate ...`) each process scores
 1/N of the examples and rank 0 prints the metrics of all of them.
 """
@@ -13,6 +16,7 @@ import json
 
 from bertkit.errors import ConfigError, DataError
 from bertkit.inference.quantize import inference_copy
+from bertkit.tasks.baseline import describe, has_tfidf_baseline, score_like_finetune
 from bertkit.tasks import (TASKS, check_model_labels, clean_metrics, evaluate_examples,
                            load_examples, load_for_inference, subsample)
 from bertkit.train.distributed import init_distributed, leave
@@ -34,6 +38,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--limit", type=int, default=0,
                         help="evaluate on a seeded random subset of this many examples (0 = all)")
     add_seed(parser, "of the --limit subset; default 0")
+    parser.add_argument("--no-baseline", action="store_true",
+                        help="skip the baselines (classification, regression: the trivial one and TF-IDF + a "
+                             "linear model, fitted again on the fine-tune's training data)")
 
 
 def run(args) -> int:
@@ -50,7 +57,14 @@ def run(args) -> int:
     leave(ctx)
     if ctx.is_main:
         print(f"{spec.task} on {args.data}: {len(examples)} examples")
-        print(json.dumps(clean_metrics({k: float(v) for k, v in metrics.items()})))
+        line = clean_metrics({k: float(v) for k, v in metrics.items()})
+        if not args.no_baseline and has_tfidf_baseline(spec.task):
+            baselines, note = score_like_finetune(args.model, spec.task, spec.data, examples)
+            for text in ([note] if note else [f"trivial baseline: {json.dumps(baselines['trivial'])}",
+                                              describe(baselines["tfidf"])]):
+                print(text)
+            line = {**line, "baselines": baselines} if baselines else line
+        print(json.dumps(line))
     return 0
 
 

@@ -9,17 +9,25 @@ optionally NAME:train|dev|test), or a data set in the local Hugging Face dataset
 [train], [model], [peft]) and `--set section.key=value`, e.g.
 `--set train.epochs=3 train.lr=5e-5 train.patience=2 data.max_length=256`.
 The recipe is bertkit/recipes/finetune.py; the tasks are bertkit/tasks/registry.py.
+Classification and regression also report the TF-IDF baseline on the same split
+(bertkit/tasks/baseline.py; `--no-baseline` skips it). `--search` chooses lr, dropout and
+pooling on the dev split (bertkit/recipes/search.py, the [search] section). docs/finetune.md.
 """
 
 from __future__ import annotations
 
 import json
+import os
 
+from bertkit.errors import ConfigError
 from bertkit.recipes.finetune import finetune, section_keys
+from bertkit.recipes.search import SEARCH_KEYS, search
 from bertkit.tasks import BUILTIN_DATA, TASKS
+from bertkit.tasks.baseline import describe, recorded_result
 from bertkit.settings.config_io import apply_overrides, load_toml
 
-from bertkit.commands.options import add_device, add_progress, add_seed, add_set, device_assignment, resolve_models, seed_assignment
+from bertkit.commands.options import (add_device, add_progress, add_seed, add_set, device_assignment, resolve_models,
+                                      say, seed_assignment)
 
 HELP = "fine-tune an encoder on a task: " + ", ".join(TASKS)
 
@@ -48,6 +56,14 @@ def add_arguments(parser) -> None:
                         help="replace a model already in --out (the old one stays until the new run succeeds)")
     parser.add_argument("--resume", action="store_true",
                         help="continue the run in --out from its newest checkpoint, with the same options")
+    parser.add_argument("--search", action="store_true",
+                        help="choose lr, dropout and pooling on the dev split: one fine-tune per grid point "
+                             "(early stopping picks the epochs), the best kept in --out, the trials in "
+                             "OUT/search/trials.csv; settings and budget: --set search.max_trials=6 "
+                             "search.max_minutes=30 'search.lr=[1e-4,3e-4]' (bertkit/recipes/search.py)")
+    parser.add_argument("--no-baseline", action="store_true",
+                        help="skip the TF-IDF + linear model baseline on the same split (same as --set "
+                             "train.baseline=false; it is fitted for classification and regression)")
     add_progress(parser)
 
 
@@ -55,16 +71,43 @@ def run(args) -> int:
     resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
     sections = load_toml(args.config) if args.config else {}
     assignments = (list(args.set) + seed_assignment(args) + device_assignment(args)
-                   + ([f"peft.method={args.peft}"] if args.peft else []))
-    sections = apply_overrides(sections, assignments, section_keys())
-    summary = finetune(args.task, args.model, args.train, args.dev, args.out, sections,
-                       overwrite=args.overwrite, progress=not args.no_progress, resume=args.resume)
-    if not summary:  # a non-zero rank of a distributed run
-        return 0
+                   + ([f"peft.method={args.peft}"] if args.peft else [])
+                   + (["train.baseline=false"] if args.no_baseline else []))
+    sections = apply_overrides(sections, assignments, {**section_keys(), "search": SEARCH_KEYS})
+    summary = train_or_search(args, sections)
+    if summary:  # (empty on a non-zero rank of a distributed run)
+        report(summary, args.out)
+    return 0
+
+
+def train_or_search(args, sections: dict) -> dict:
+    """One fine-tune, or with --search the best of the search's trials."""
+    if args.search:
+        if args.peft or args.overwrite:
+            raise ConfigError(f"--search with --{'peft' if args.peft else 'overwrite'}: the search tunes full "
+                              "fine-tuning into a new --out (or --resume); drop one of them")
+        return search(args.task, args.model, args.train, args.dev, args.out, sections, resume=args.resume,
+                      progress=not args.no_progress, log=say)
+    if "search" in sections:
+        raise ConfigError("[search] settings are for --search; add --search or drop them")
+    return finetune(args.task, args.model, args.train, args.dev, args.out, sections,
+                    overwrite=args.overwrite, progress=not args.no_progress, resume=args.resume)
+
+
+def report(summary: dict, out: str) -> None:
+    """The best dev scores beside the baselines; the last line is them as one JSON object."""
+    if "search" in summary:
+        done = sum(row["status"] == "done" for row in summary["search"]["trials"])
+        print(f"search: trial {summary['search']['best_trial']} of the {done} run is the best on dev "
+              f"({json.dumps(summary['search']['settings'])}); the table: {os.path.join(out, summary['search']['table'])}")
     best = summary["best_dev"]
     print(f"best dev {summary['select_metric']} = {best.get(summary['select_metric'])} at step "
           f"{summary['best_step']} of {summary['steps']} ({summary['epochs_run']:.2f} epochs, "
           f"{summary['wall_time_s']} s); trivial baseline: {summary['dev_baseline']}")
-    print(f"model saved in {args.out}")
+    tfidf = summary.get("tfidf_baseline")
+    if tfidf is not None:
+        print(tfidf.get("note") or describe(recorded_result(tfidf)))
+    print(f"model saved in {out}")
+    if recorded_result(tfidf) is not None:  # the baselines beside the model's dev scores
+        best = {**best, "baselines": {"trivial": summary["dev_baseline"], "tfidf": recorded_result(tfidf)}}
     print(json.dumps(best))
-    return 0

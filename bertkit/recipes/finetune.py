@@ -57,8 +57,10 @@ from bertkit.runtime.runlock import check_apart, is_main_process, run_lock
 from bertkit.tasks import (SUMMARY_FILE, Collator, DataConfig, Task, TaskSpec, baseline_metrics, batching_length,
                            builtin_labels, clean_metrics, evaluate_examples, get_task,
                            load_examples, parse_source, subsample)
+from bertkit.tasks.baseline import summary_entry as tfidf_summary
 from bertkit.tasks.builtin import default_dev
 from bertkit.tasks.formats import build_label_map, check_labels_known
+from bertkit.tasks.long_text import check_long_text_task
 from bertkit.tokenizer import Tokenizer
 from bertkit.train import LengthBucketedBatches, TrainConfig, Trainer, list_checkpoints
 from bertkit.settings.config_io import bertkit_names, check_keys, dataclass_from_dict
@@ -78,6 +80,7 @@ class FinetuneOptions:
     select_metric: str = ""  # dev metric of the best checkpoint; "" = the task's default (mse, loss: lowest wins)
     evals_per_epoch: int = 1  # dev evaluations per epoch (unless train.eval_every is given)
     class_weights: str = "none"  # "none" | "balanced" (single-label and token classification)
+    baseline: bool = True  # also fit the TF-IDF baseline on the same split (bertkit/tasks/baseline.py)
 
     def __post_init__(self) -> None:
         if not (isinstance(self.epochs, (int, float)) and self.epochs > 0):
@@ -87,6 +90,8 @@ class FinetuneOptions:
             if not isinstance(value, int) or isinstance(value, bool) or value < (0 if name == "patience" else 1):
                 raise ConfigError(f"train.{name} must be an integer >= {0 if name == 'patience' else 1}, "
                                   f"got {value!r}")
+        if not isinstance(self.baseline, bool):
+            raise ConfigError(f"train.baseline must be true or false, got {self.baseline!r}")
         if self.class_weights not in ("none", "balanced"):
             raise ConfigError(f"train.class_weights must be \"none\" or \"balanced\", got {self.class_weights!r}")
 
@@ -379,6 +384,7 @@ def load_task_data(task_name: str, train_source: str, dev_source: str | None, re
     if recipe.options.class_weights == "balanced" and task.name not in ("classification", "token-classification"):
         raise ConfigError(f"train.class_weights=\"balanced\" is for single-label or token classification, "
                           f"not {task.name}")
+    check_long_text_task(task.name, recipe.data.long_text)
     labels = prepare_labels(task, train_source, train, dev)
     allow_no_answer = task.name != "qa" or any(e.is_impossible for e in train)
     return TaskData(task, train, dev, labels, TaskSpec(task.name, recipe.data, allow_no_answer), dev_source)
@@ -567,6 +573,8 @@ def run_summary(data: TaskData, recipe: Recipe, train_config: TrainConfig, model
         "best_step": keeper.best_step,
         "best_dev": clean_metrics(keeper.best_metrics),
         "dev_baseline": clean_metrics(baseline_metrics(data.spec, data.train, data.dev)),
+        "tfidf_baseline": tfidf_summary(recipe.options.baseline, data.task.name, train_source, data.train, data.dev,
+                                        recipe.data, recipe.train.seed, metric, keeper.tie_metric),
         "dev_history": [clean_metrics(row) for row in keeper.history],
         "wall_time_s": round(time.time() - started, 1),
     }

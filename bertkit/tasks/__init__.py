@@ -6,6 +6,8 @@
 - `common.py`    input settings (`DataConfig`), the model spec (`TaskSpec`), padding, inference
 - `inference.py` evaluate / predict with a fine-tuned model directory, for any task
 - `builtin.py`   built-in real data sets by name (bbc, wordnet-*)
+- `baseline.py`  the TF-IDF + linear model baseline beside classification and regression scores
+- `long_text.py` texts longer than the window: head+tail, or chunks with averaged logits
 - torch-free: `formats.py` (CSV/TSV/JSONL, CoNLL, SQuAD, choices), `metrics.py`,
   `alignment.py`, `qa_spans.py`, `realdata.py`
 """

@@ -25,6 +25,7 @@ import torch
 from bertkit.data.masking import IGNORE_INDEX
 from bertkit.errors import ConfigError, DataError
 from bertkit.inference.batches import fixed_batches, length_batches
+from bertkit.tasks.long_text import check_long_text
 
 SUMMARY_FILE = "finetune_summary.json"  # written last by `bertkit finetune`: marks a finished run
 # Model forward arguments; anything else in a feature is bookkeeping for evaluation.
@@ -36,7 +37,10 @@ EVAL_BATCHINGS = ("length", "fixed")
 class DataConfig:
     """The `[data]` section of a fine-tuning recipe: how examples become model inputs."""
 
-    max_length: int = 128  # tokens per row, specials included; longer texts are truncated
+    max_length: int = 128  # tokens per row, specials included; longer texts are truncated (see long_text)
+    # texts longer than max_length (classification, regression): "truncate" | "head_tail" | "chunks"
+    # (windows sharing doc_stride tokens, their logits averaged); bertkit/tasks/long_text.py
+    long_text: str = "truncate"
     text_column: str = "text"
     pair_column: str = ""  # "" = single texts; else the column holding the second text of a pair
     label_column: str = "label"
@@ -72,6 +76,7 @@ class DataConfig:
             raise ConfigError(f"data.eval_batching must be one of {', '.join(EVAL_BATCHINGS)}, got {self.eval_batching!r}")
         if self.max_length < 8:
             raise ConfigError(f"data.max_length={self.max_length} leaves no room for text; use 64 or more")
+        check_long_text(self.long_text, self.max_length, self.doc_stride)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

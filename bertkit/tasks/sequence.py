@@ -26,6 +26,7 @@ from bertkit.io import iter_text_lines
 from bertkit.tasks.common import (DataConfig, PredictionInput, TaskSpec, check_texts, forward_features,
                                   json_float, model_labels, sigmoid, softmax, truncation_warning)
 from bertkit.tasks.formats import TextExample, infer_task_kind, read_text_dataset
+from bertkit.tasks.long_text import fit_to_window, mean_by_owner
 from bertkit.tasks.metrics import accuracy, log_loss, macro_f1, micro_f1, pearson, spearman
 from bertkit.tasks.spec import Task, label_head_config
 
@@ -77,24 +78,27 @@ def label_array(examples: Sequence[TextExample], task: str, label2id: dict | Non
 
 
 def encode_texts(tokenizer, examples: Sequence[TextExample], max_length: int, task: str | None = None,
-                 label2id: dict | None = None, name: str = "data") -> list[dict]:
-    """Sequence features; labels are added when `task` is given."""
+                 label2id: dict | None = None, name: str = "data", long_text: str = "truncate",
+                 stride: int = 32) -> list[dict]:
+    """Sequence features; labels are added when `task` is given. `long_text` "head_tail" or
+    "chunks" (`bertkit/tasks/long_text.py`) fits single texts longer than `max_length` another way;
+    a chunk's feature records its text's index as "example"."""
     texts = [e.text for e in examples]
     check_texts(texts, "text", name)
-    with_pair = [e.text_pair is not None for e in examples]
-    pairs = None
-    if any(with_pair):
-        if not all(with_pair):
-            missing = with_pair.index(False) + 1
-            raise DataError(f"{name}: example {missing} has no second text while others have one; "
-                            "every example of a pair task needs both texts")
-        pairs = [e.text_pair for e in examples]
-        check_texts(pairs, "second text (text pair)", name)
+    pairs = _pairs(examples, name)
+    labels = label_array(examples, task, label2id) if task is not None else None
+    if long_text != "truncate" and pairs is None:
+        with warnings.catch_warnings():  # whole texts: the long ones are fitted below
+            warnings.simplefilter("ignore")
+            whole = tokenizer(texts, padding=False, truncation=False, return_tensors=None)["input_ids"]
+        rows, owners = fit_to_window(whole, long_text, max_length, stride)
+        return [{"input_ids": np.asarray(ids, dtype=np.int64), "token_type_ids": np.zeros(len(ids), dtype=np.int64),
+                 "example": owner, **({"labels": labels[owner]} if labels is not None else {})}
+                for ids, owner in zip(rows, owners)]
     with warnings.catch_warnings():  # one summary warning below instead of the tokenizer's
         warnings.simplefilter("ignore")
         enc = tokenizer(texts, pairs, padding=False, truncation=True, max_length=max_length,
                         return_tensors=None)
-    labels = label_array(examples, task, label2id) if task is not None else None
     features, cut = [], 0
     for row, ids in enumerate(enc["input_ids"]):
         cut += len(ids) >= max_length
@@ -107,18 +111,38 @@ def encode_texts(tokenizer, examples: Sequence[TextExample], max_length: int, ta
     return features
 
 
+def _pairs(examples: Sequence[TextExample], name: str) -> list[str] | None:
+    """The second texts of a pair task (every example has one), or None for single texts."""
+    with_pair = [e.text_pair is not None for e in examples]
+    if not any(with_pair):
+        return None
+    if not all(with_pair):
+        missing = with_pair.index(False) + 1
+        raise DataError(f"{name}: example {missing} has no second text while others have one; "
+                        "every example of a pair task needs both texts")
+    pairs = [e.text_pair for e in examples]
+    check_texts(pairs, "second text (text pair)", name)
+    return pairs
+
+
 def _encoder(task: str):
     def encode(tokenizer, examples, data: DataConfig, label2id: dict | None, training: bool, name: str):
-        return encode_texts(tokenizer, examples, data.max_length, task if training else None, label2id, name)
+        return encode_texts(tokenizer, examples, data.max_length, task if training else None, label2id, name,
+                            data.long_text, data.doc_stride)
 
     return encode
 
 
 # ---------------------------------------------------------------------------- decoding
 def _logits(model, tokenizer, examples, spec: TaskSpec, name: str) -> np.ndarray:
-    features = encode_texts(tokenizer, examples, spec.data.max_length, name=name)
-    return np.stack(forward_features(model, features, spec.data.eval_batch_size, tokenizer.pad_token_id,
-                                     spec.data.eval_batching)).astype(np.float64)
+    """(N, C) logits, one row per example: the mean over its windows with data.long_text="chunks"."""
+    data = spec.data
+    features = encode_texts(tokenizer, examples, data.max_length, name=name, long_text=data.long_text,
+                            stride=data.doc_stride)
+    outputs = forward_features(model, features, data.eval_batch_size, tokenizer.pad_token_id, data.eval_batching)
+    if features and "example" in features[0]:
+        return mean_by_owner(outputs, [f["example"] for f in features], len(examples))
+    return np.stack(outputs).astype(np.float64)
 
 
 def _by_label(labels: list[str], probs: np.ndarray) -> dict[str, float]:

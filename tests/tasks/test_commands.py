@@ -124,7 +124,7 @@ def test_classification_predict_and_evaluate_from_files(tiny, capsys, tmp_path):
         summary = json.load(f)
     assert summary["options"]["class_weights"] == "balanced" and summary["train_config"]["llrd"] == 0.9
     assert BertForSequenceClassification.from_pretrained(out).config.id2label == {0: "business", 1: "sport"}
-    assert set(json.loads(stdout.strip().splitlines()[-1])) == {"accuracy", "macro_f1", "loss"}
+    assert set(json.loads(stdout.strip().splitlines()[-1])) == {"accuracy", "macro_f1", "loss", "baselines"}
     (tmp_path / "in.txt").write_text("the striker scored\nthe bank cut rates\n", encoding="utf-8")
     code, _, _ = run_cli(["predict", "--model", out, "--input", str(tmp_path / "in.txt"), "--output",
                           str(tmp_path / "p.jsonl")], capsys)

@@ -1,0 +1,294 @@
+"""`bertkit finetune --search`: the settings that matter most, chosen on the dev split, in a budget.
+
+Defaults chosen on one data set do not carry to the next (issue 31: MiniLM's 3 epochs at 5e-5
+scored below TF-IDF on a real two-class task; the one-hour from-scratch model gained 13 points
+from other settings). So the search trains one fine-tune per grid point and keeps the best
+dev score (`train.select_metric`; an exact tie goes to the lower dev loss, then to the earlier
+trial, as a fine-tune picks its checkpoint):
+
+    lr        learning rates; default by model size: hidden >= 768 Devlin et al.'s 2e-5, 3e-5, 5e-5;
+              smaller encoders (MiniLM, the from-scratch models) 5e-5, 1e-4, 3e-4
+    dropout   the encoder's dropout (BERT's hidden_dropout_prob, the modern encoder's mlp_dropout)
+              and the classifier's; default 0.1, 0.0
+    pooling   what a sequence head reads (model.classifier_pooling); default the checkpoint's
+              own and "mean"; only for the tasks with a pooled head
+    epochs    the most epochs of a trial (default 6); early stopping (`patience`, default 2
+              evaluations) ends each trial at its best number of epochs
+
+Trials run in the order lr, then dropout, then pooling vary (so a budget cut still tried every
+learning rate first). The budget: `max_trials` (default 12, the whole default grid) and
+`max_minutes` (0 = none; a trial that starts gets the rest of it as its train.max_minutes).
+All settings are the `[search]` section (`--set search.lr=[1e-4,3e-4] search.max_minutes=30`);
+every other section applies to every trial (the same seed: the settings alone differ).
+
+OUT always holds the best trial so far as a normal fine-tuned model (weights, tokenizer,
+finetune_summary.json with a `search` entry, metrics.jsonl); OUT/search/ holds the trials
+(trial-NNN: summary and curves, weights only while it runs), `trials.jsonl` and `trials.csv`.
+`--resume` skips finished trials and continues an interrupted one from its checkpoint; the
+search settings must match the first run's (the budget may grow).
+
+The test split cannot decide anything: the search reads the training source and the dev
+source only, and refuses a dev source that names a test split.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import itertools
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from typing import Callable
+
+from bertkit.errors import ConfigError
+from bertkit.io import atomic_write_json, atomic_write_text, loads_json, read_text
+from bertkit.models.checkpoint import read_config
+from bertkit.models.heads import BertForMultipleChoice, BertForSequenceClassification
+from bertkit.recipes.finetune import finetune
+from bertkit.runtime.runlock import LOCK_FILE, check_apart, run_lock
+from bertkit.settings.config_io import dataclass_from_dict
+from bertkit.tasks import SUMMARY_FILE, get_task, parse_source
+from bertkit.train import list_checkpoints
+
+SEARCH_DIR = "search"
+SEARCH_FILE = "search_config.json"  # what a --resume must repeat
+RECORD_FILES = (SUMMARY_FILE, "metrics.jsonl", "curves.png", "finetune_config.json")  # a trial's record
+BUDGET_KEYS = ("max_trials", "max_minutes")  # may change on --resume
+POOLED_HEADS = (BertForSequenceClassification, BertForMultipleChoice)  # heads that read classifier_pooling
+SMALL_LRS, BASE_LRS = (5e-5, 1e-4, 3e-4), (2e-5, 3e-5, 5e-5)
+DROPOUT_KEYS = ("hidden_dropout_prob", "mlp_dropout")  # each family's main dropout (recipes/finetune.py)
+
+
+@dataclass
+class SearchSpace:
+    """The `[search]` section (see the module doc)."""
+
+    lr: list | None = None  # None: by the model's hidden size
+    dropout: list = dataclasses.field(default_factory=lambda: [0.1, 0.0])
+    pooling: list | None = None  # None: the checkpoint's pooling and "mean"
+    epochs: float = 6.0
+    patience: int = 2
+    max_trials: int = 12
+    max_minutes: float = 0.0  # 0 = no time limit
+
+    def __post_init__(self) -> None:
+        for name in ("lr", "dropout", "pooling"):
+            values = getattr(self, name)
+            if values is not None and (not isinstance(values, list) or not values):
+                raise ConfigError(f"search.{name} must be a non-empty list, e.g. search.{name}=[...], got {values!r}")
+        if self.lr is not None and not all(_number(v) and v > 0 for v in self.lr):
+            raise ConfigError(f"search.lr must hold positive numbers, got {self.lr!r}")
+        if not all(_number(v) and 0 <= v < 1 for v in self.dropout):
+            raise ConfigError(f"search.dropout must hold numbers in [0, 1), got {self.dropout!r}")
+        if not (_number(self.epochs) and self.epochs > 0):
+            raise ConfigError(f"search.epochs must be a positive number, got {self.epochs!r}")
+        for name, low in (("patience", 0), ("max_trials", 1)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise ConfigError(f"search.{name} must be an integer >= {low}, got {value!r}")
+        if not (_number(self.max_minutes) and self.max_minutes >= 0):
+            raise ConfigError(f"search.max_minutes must be a number >= 0 (0: no limit), got {self.max_minutes!r}")
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+SEARCH_KEYS = [f.name for f in dataclasses.fields(SearchSpace)]
+
+
+# ---------------------------------------------------------------------------- the grid
+def trial_grid(space: SearchSpace, model_dir: str, task_name: str) -> list[dict]:
+    """Every trial's settings, lr varying fastest: [{"lr", "dropout", "pooling"}, ...]."""
+    config = read_config(model_dir)
+    lrs = space.lr or list(BASE_LRS if getattr(config, "encoder", config).hidden_size >= 768 else SMALL_LRS)
+    poolings = [None]
+    if get_task(task_name).model_class in POOLED_HEADS:
+        own = getattr(config, "classifier_pooling", "cls")
+        poolings = space.pooling or list(dict.fromkeys([own, "mean"]))
+    return [{"lr": lr, "dropout": dropout, "pooling": pooling}
+            for pooling, dropout, lr in itertools.product(poolings, space.dropout, lrs)]
+
+
+def trial_sections(sections: dict, settings: dict, space: SearchSpace, model_dir: str, extra: dict) -> dict:
+    """The user's sections with one trial's settings (and `extra` train keys) in place."""
+    config = read_config(model_dir)
+    own = {f.name for f in dataclasses.fields(getattr(config, "encoder", config))}
+    model = dict(sections.get("model", {}))
+    for key in (*DROPOUT_KEYS, "classifier_dropout"):
+        if key in own:
+            model[key] = settings["dropout"]
+    if settings["pooling"] is not None:
+        model["classifier_pooling"] = settings["pooling"]
+    train = {**sections.get("train", {}), "lr": settings["lr"], "epochs": space.epochs,
+             "patience": space.patience, **extra}
+    return {**sections, "model": model, "train": train}
+
+
+# ---------------------------------------------------------------------------- the search
+def search(task: str, model_dir: str, train_source: str, dev_source: str | None, out_dir: str,
+           sections: dict | None = None, resume: bool = False, progress: bool = True,
+           log: Callable[[str], None] = print) -> dict:
+    """Run the trials of `sections["search"]` into OUT/search and keep the best in OUT; returns
+    OUT's summary (a fine-tune summary with a `search` entry: the trials, the best one)."""
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # trials share OUT's bookkeeping: one process runs them
+        raise ConfigError("finetune --search runs in one process, not under torchrun; run the search without "
+                          "torchrun, then fine-tune with its settings under torchrun if you need to")
+    sections = dict(sections or {})
+    space = dataclass_from_dict(SearchSpace, dict(sections.pop("search", {})), "search")
+    check_dev_source(dev_source)
+    check_apart(model_dir, out_dir)
+    grid = trial_grid(space, model_dir, task)
+    record = {"task": task, "model": os.path.abspath(model_dir), "train": train_source, "dev": dev_source,
+              "sections": sections, "space": {k: v for k, v in dataclasses.asdict(space).items()
+                                              if k not in BUDGET_KEYS}}
+    record = json.loads(json.dumps(record))  # as it reads back from search_config.json (tuples are lists)
+    with run_lock(out_dir, f"finetune --search --task {task}"):
+        check_search_dir(out_dir, resume, record)
+        run_trials(task, model_dir, (train_source, dev_source), out_dir, sections, space, grid, progress, log)
+        summary = loads_json(read_text(os.path.join(out_dir, SUMMARY_FILE)), SUMMARY_FILE)
+    return summary
+
+
+def check_dev_source(dev_source: str | None) -> None:
+    """The search chooses on dev: a dev source naming a test split (bbc:test) is refused."""
+    if dev_source is not None and "test" in (parse_source(dev_source)[1], dev_source.rsplit(":", 1)[-1]):
+        raise ConfigError(f"--dev {dev_source} is a test split: the search would choose its settings on test; "
+                          f"pass a dev split (NAME:dev) or your own dev file")
+
+
+def check_search_dir(out_dir: str, resume: bool, record: dict) -> None:
+    """A new search needs an empty OUT; --resume needs the same search in OUT."""
+    path = os.path.join(out_dir, SEARCH_DIR, SEARCH_FILE)
+    if resume and os.path.isfile(path):
+        saved = loads_json(read_text(path), path)
+        changed = sorted(k for k in record if saved.get(k) != record[k])
+        if changed:
+            raise ConfigError(f"--resume: the search in {out_dir} was started with other {', '.join(changed)}; "
+                              "repeat its options (only search.max_trials and search.max_minutes may change)")
+        return
+    if [n for n in os.listdir(out_dir) if n != LOCK_FILE]:
+        hint = "pass --resume to continue it, or " if os.path.isfile(path) else ""
+        raise ConfigError(f"{out_dir} is not empty; {hint}choose a new --out for the search")
+    os.makedirs(os.path.join(out_dir, SEARCH_DIR))
+    atomic_write_json(path, record)
+
+
+def run_trials(task: str, model_dir: str, sources: tuple, out_dir: str, sections: dict, space: SearchSpace,
+               grid: list[dict], progress: bool, log) -> list[dict]:
+    """Each trial in turn within the budget; after each, OUT holds the best so far. The table rows.
+    A trial finished by an earlier run is read back; its model, moved to OUT when it was the best,
+    stays there until a better trial replaces it."""
+    rows, best = [], None
+    for index, settings in enumerate(grid):
+        spent = sum(r.get("wall_time_s") or 0 for r in rows)
+        left = space.max_minutes * 60 - spent if space.max_minutes else None
+        if index >= space.max_trials or (left is not None and left <= 0):
+            rows.append({"trial": index, **settings, "status": "not run (budget)"})
+            continue
+        trial_dir = os.path.join(out_dir, SEARCH_DIR, f"trial-{index:03d}")
+        summary = run_trial(task, model_dir, sources, trial_dir, sections, space, settings, left, progress)
+        rows.append(table_row(index, settings, summary))
+        log(" ".join(f"{k}={v}" for k, v in rows[-1].items()))
+        wins = best is None or better(summary, best[1])
+        if wins:
+            best = (index, summary)
+        if wins and os.path.isfile(os.path.join(trial_dir, "config.json")):  # its model is still in the trial
+            publish(trial_dir, out_dir)
+        elif not wins:
+            drop_weights(trial_dir)
+        write_out_summary(out_dir, best, rows)
+    write_out_summary(out_dir, best, rows)
+    return rows
+
+
+def run_trial(task: str, model_dir: str, sources: tuple, trial_dir: str, sections: dict, space: SearchSpace,
+              settings: dict, seconds_left: float | None, progress: bool) -> dict:
+    """The summary of one trial's fine-tune in trial_dir (read back when an earlier run finished
+    it); an interrupted trial continues from its checkpoint."""
+    done = os.path.join(trial_dir, SUMMARY_FILE)
+    if os.path.isfile(done):
+        return loads_json(read_text(done), done)
+    first = trial_dir.endswith("trial-000")
+    extra = {} if first else {"baseline": False}  # the TF-IDF baseline once: trial 0 fits it
+    if seconds_left is not None:
+        own = sections.get("train", {}).get("max_minutes")
+        extra["max_minutes"] = min(seconds_left / 60, own) if own else seconds_left / 60
+    resume = os.path.isdir(trial_dir) and bool(list_checkpoints(trial_dir))
+    return finetune(task, model_dir, sources[0], sources[1], trial_dir,
+                    trial_sections(sections, settings, space, model_dir, extra), progress=progress, resume=resume)
+
+
+def better(summary: dict, best: dict) -> bool:
+    """A better dev result than the best trial's: the select metric (lower wins for mse and loss),
+    then on an exact tie the fine-tune's tie metric (the dev loss), as a fine-tune picks its
+    checkpoint; equal results keep the earlier trial."""
+    task = get_task(summary["spec"]["task"])
+    for name in (summary["select_metric"], summary.get("tie_metric")):
+        new, old = (s["best_dev"].get(name) if name else None for s in (summary, best))
+        if new == old or name is None:
+            continue
+        if new is None or old is None:
+            return old is None
+        return new < old if name in task.lower_is_better else new > old
+    return False
+
+
+def table_row(index: int, settings: dict, summary: dict) -> dict:
+    metric = summary["select_metric"]
+    return {"trial": index, **settings, "status": "done", f"dev_{metric}": summary["best_dev"].get(metric),
+            "best_step": summary["best_step"], "epochs_run": round(summary["epochs_run"], 2),
+            "stopped_early": summary["stopped_early"], "wall_time_s": summary["wall_time_s"]}
+
+
+# ---------------------------------------------------------------------------- OUT and the table
+def publish(trial_dir: str, out_dir: str) -> None:
+    """Make OUT the trial's model: OUT's old files go, the trial's weights and tokenizer move
+    there and its record is copied (the trial keeps its record); OUT's summary follows."""
+    for name in os.listdir(out_dir):
+        path = os.path.join(out_dir, name)
+        if name not in (SEARCH_DIR, LOCK_FILE):
+            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+    for name in os.listdir(trial_dir):
+        source = os.path.join(trial_dir, name)
+        if not os.path.isfile(source) or name in (SUMMARY_FILE, LOCK_FILE):
+            continue
+        if name in RECORD_FILES:
+            shutil.copy2(source, os.path.join(out_dir, name))
+        else:
+            os.replace(source, os.path.join(out_dir, name))
+
+
+def write_out_summary(out_dir: str, best: tuple, rows: list[dict]) -> None:
+    """OUT's finetune_summary.json: the best trial's, with the search's table so far and the
+    TF-IDF baseline trial 0 fitted (the same for every trial: same data, same dev)."""
+    index, summary = best
+    first = os.path.join(out_dir, SEARCH_DIR, "trial-000", SUMMARY_FILE)
+    baseline = loads_json(read_text(first), first).get("tfidf_baseline") if os.path.isfile(first) else None
+    settings = next(r for r in rows if r["trial"] == index)
+    entry = {"best_trial": index, "settings": {k: settings[k] for k in ("lr", "dropout", "pooling")},
+             "trials": rows, "table": f"{SEARCH_DIR}/trials.csv"}
+    write_table(os.path.join(out_dir, SEARCH_DIR), rows)
+    atomic_write_json(os.path.join(out_dir, SUMMARY_FILE), {**summary, "tfidf_baseline": baseline, "search": entry})
+
+
+def drop_weights(trial_dir: str) -> None:
+    """A trial that lost keeps its record (summary, metrics, curves), not its model files."""
+    for name in os.listdir(trial_dir):
+        path = os.path.join(trial_dir, name)
+        if os.path.isfile(path) and name not in RECORD_FILES:
+            os.remove(path)
+
+
+def write_table(search_dir: str, rows: list[dict]) -> None:
+    """trials.jsonl (one row per trial) and trials.csv (the same, with every column)."""
+    atomic_write_text(os.path.join(search_dir, "trials.jsonl"), "".join(json.dumps(r) + "\n" for r in rows))
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    path = os.path.join(search_dir, "trials.csv")
+    with open(path + ".tmp", "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    os.replace(path + ".tmp", path)

@@ -1,0 +1,208 @@
+"""The strong simple baseline beside every score: TF-IDF + a linear model on the same split.
+
+A fine-tuned encoder earns its cost only if it beats a bag of words on the user's own data, so
+`bertkit finetune` and `bertkit evaluate` on a classification (single- or multi-label) or
+regression task also fit
+
+    TF-IDF of word 1-2 grams with sublinear tf (1 + ln tf), L2-normalised rows
+    + logistic regression (classification; inverse regularisation strength C; multi-label: one
+      per class, a class is in the set at p >= 0.5 as the model's sigmoid)
+    + ridge regression (regression; penalty alpha)
+
+on the training split, choose C (alpha) from a small grid by the fine-tune's own dev metric,
+and score it like the model: the same metrics, the same examples. The baseline reads whole
+texts (it is not cut to data.max_length: what a bag of words would get; data.long_text only
+changes what the encoder sees), and a text pair as its two texts joined by a newline.
+
+`evaluate` refits it: finetune records the training source, its seeded subset and a hash of
+its examples in finetune_summary.json (`tfidf_baseline`), with the chosen C; evaluate reads the
+same training examples again, checks the hash, fits with that C and scores the evaluated
+examples. scikit-learn is an optional extra (`pip install 'bertkit[baseline]'`); without it the
+reports say so in one line. `train.baseline=false` (`--no-baseline`) skips it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from dataclasses import dataclass
+from typing import Sequence
+
+from bertkit.errors import DataError
+from bertkit.tasks.builtin import load_examples
+from bertkit.tasks.common import SUMMARY_FILE, DataConfig, clean_metrics, subsample
+from bertkit.tasks.registry import get_task
+from bertkit.tasks.sequence import label_list
+
+C_GRID = (0.1, 1.0, 10.0, 100.0)  # logistic regression: larger C = weaker L2 penalty
+ALPHA_GRID = (0.1, 1.0, 10.0, 100.0)  # ridge: larger alpha = stronger L2 penalty
+LINEAR_MODELS = {"classification": ("logistic_regression", "C", C_GRID),
+                 "multi-label-classification": ("one_vs_rest_logistic_regression", "C", C_GRID),
+                 "regression": ("ridge", "alpha", ALPHA_GRID)}
+INSTALL_HINT = "TF-IDF baseline: not computed, scikit-learn is missing; pip install 'bertkit[baseline]' to see it"
+
+
+def has_tfidf_baseline(task_name: str) -> bool:
+    """Tasks the TF-IDF baseline serves: a class, a set of classes or a number per text (or pair)."""
+    return task_name in LINEAR_MODELS
+
+
+def sklearn_available() -> bool:
+    try:
+        import sklearn  # noqa: F401  (an optional dependency: bertkit[baseline])
+    except ImportError:
+        return False
+    return True
+
+
+def baseline_text(example) -> str:
+    """What the bag of words reads: the text, or both texts of a pair (one newline apart)."""
+    return example.text if example.text_pair is None else f"{example.text}\n{example.text_pair}"
+
+
+def examples_hash(examples: Sequence) -> str:
+    """sha256 of the examples' texts and labels: evaluate checks it fits the same training data."""
+    rows = [[e.text, e.text_pair, e.label] for e in examples]
+    return hashlib.sha256(json.dumps(rows, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+# ---------------------------------------------------------------------------- fit and score
+@dataclass
+class FittedBaseline:
+    task: str
+    vectorizer: object
+    linear: object
+    classes: list  # class names in the order of predict_proba's columns ([] for regression)
+
+    def predict(self, examples: Sequence) -> list:
+        """Predictions in the task's form: (label, {class: probability}) or a number."""
+        features = self.vectorizer.transform([baseline_text(e) for e in examples])
+        if self.task == "regression":
+            return [float(v) for v in self.linear.predict(features)]
+        probs, classes = self.linear.predict_proba(features), self.classes
+        if self.task == "multi-label-classification":
+            return [([c for c, p in zip(classes, row) if p >= 0.5], dict(zip(classes, row.tolist()))) for row in probs]
+        return [(classes[row.argmax()], dict(zip(classes, row.tolist()))) for row in probs]
+
+    def metrics(self, examples: Sequence) -> dict:
+        return get_task(self.task).metrics(examples, self.predict(examples))
+
+
+def fit_tfidf(task_name: str, train: Sequence, strength: float) -> FittedBaseline:
+    """TF-IDF (word 1-2 grams, sublinear tf) + logistic regression (C) or ridge (alpha) on `train`."""
+    from sklearn.feature_extraction.text import TfidfVectorizer  # optional: bertkit[baseline]
+    from sklearn.linear_model import LogisticRegression, Ridge  # optional: bertkit[baseline]
+    from sklearn.multiclass import OneVsRestClassifier  # optional: bertkit[baseline]
+    from sklearn.preprocessing import MultiLabelBinarizer  # optional: bertkit[baseline]
+
+    vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)
+    features = vectorizer.fit_transform([baseline_text(e) for e in train])
+    if task_name == "regression":
+        return FittedBaseline(task_name, vectorizer, Ridge(alpha=strength).fit(features, [float(e.label) for e in train]), [])
+    if task_name == "multi-label-classification":
+        binarizer = MultiLabelBinarizer()
+        targets = binarizer.fit_transform([label_list(e.label) for e in train])
+        linear = OneVsRestClassifier(LogisticRegression(C=strength, max_iter=2000)).fit(features, targets)
+        return FittedBaseline(task_name, vectorizer, linear, [str(c) for c in binarizer.classes_])
+    linear = LogisticRegression(C=strength, max_iter=2000).fit(features, [str(e.label) for e in train])
+    return FittedBaseline(task_name, vectorizer, linear, [str(c) for c in linear.classes_])
+
+
+def _better(task, metric: str, tie: str | None, new: dict, old: dict | None) -> bool:
+    """Is `new` a better dev result than `old`: the selected metric first, then the tie metric
+    (as the fine-tune chooses its checkpoint); equal results keep the earlier grid point."""
+    if old is None:
+        return True
+    for name in (metric, tie):
+        if name is None or new.get(name) == old.get(name):
+            continue
+        sign = -1 if name in task.lower_is_better else 1
+        a, b = (sign * float(x) for x in (new[name], old[name]))
+        return not math.isnan(a) and (math.isnan(b) or a > b)  # an undefined score loses
+    return False
+
+
+def choose_on_dev(task_name: str, train: Sequence, dev: Sequence, metric: str, tie: str | None = None) -> dict:
+    """Fit every grid point on `train`, score each on `dev`, keep the best by `metric` (then
+    `tie`). Returns {"model", "param", "value", "grid": [{param: value, **dev metrics}], "dev": metrics}."""
+    task = get_task(task_name)
+    name, param, grid = LINEAR_MODELS[task_name]
+    best_value, best, tried = None, None, []
+    for value in grid:
+        metrics = fit_tfidf(task_name, train, value).metrics(dev)
+        tried.append(clean_metrics({param: value, **metrics}))
+        if _better(task, metric, tie, metrics, best):
+            best_value, best = value, metrics
+    return {"model": name, "param": param, "value": best_value, "grid": tried, "dev": clean_metrics(best)}
+
+
+# ---------------------------------------------------------------------------- the record
+def baseline_record(task_name: str, train_source: str, train: Sequence, data: DataConfig, seed: int,
+                    metric: str, dev: Sequence, tie: str | None = None) -> dict:
+    """finetune_summary.json's `tfidf_baseline`: the choice on dev and what evaluate needs to
+    fit the same baseline again (the training source, its subset, a hash of its examples)."""
+    chosen = choose_on_dev(task_name, train, dev, metric, tie)
+    where = os.path.abspath(train_source) if os.path.exists(train_source) else train_source  # a file from anywhere
+    return {**chosen, "select_metric": metric, "train_data": where, "max_train_examples": data.max_train_examples,
+            "seed": seed, "train_examples": len(train), "train_sha256": examples_hash(train)}
+
+
+def summary_entry(enabled: bool, task_name: str, train_source: str, train: Sequence, dev: Sequence,
+                  data: DataConfig, seed: int, metric: str, tie: str | None = None) -> dict | None:
+    """`tfidf_baseline` of a fine-tune's summary: the record, {"note": why not} without
+    scikit-learn, None when switched off or for a task it does not serve."""
+    if not enabled or not has_tfidf_baseline(task_name):
+        return None
+    if not sklearn_available():
+        return {"note": INSTALL_HINT}
+    if task_name == "classification" and len({e.label for e in train}) < 2:
+        return {"note": "TF-IDF baseline: none, the training data has one class"}
+    return baseline_record(task_name, train_source, train, data, seed, metric, dev, tie)
+
+
+def refit_from_record(record: dict, task_name: str, data: DataConfig) -> tuple[list, FittedBaseline]:
+    """(training examples, the baseline a fine-tune chose fitted again on them); DataError when
+    the training data is gone or changed."""
+    train = load_examples(task_name, record["train_data"], "train", data)
+    train = subsample(train, record["max_train_examples"], record["seed"])
+    if examples_hash(train) != record["train_sha256"]:
+        raise DataError(f"the training data {record['train_data']} changed since the fine-tune")
+    return train, fit_tfidf(task_name, train, record["value"])
+
+
+def recorded_result(record: dict | None) -> dict | None:
+    """The chosen setting and its dev metrics from a summary's record ({"C": 10.0, "accuracy": ...})."""
+    if not record or "value" not in record:
+        return None
+    return {record["param"]: record["value"], **record["dev"]}
+
+
+def score_like_finetune(model_dir: str, task_name: str, data: DataConfig, examples: Sequence) -> tuple[dict, str]:
+    """For `evaluate`: ({"trivial": metrics, "tfidf": {C: ..., metrics}}, note) on `examples`,
+    both fitted on the fine-tune's training examples; ({}, the reason in one line) when that
+    cannot be done (no record, no scikit-learn, training data gone or changed)."""
+    path = os.path.join(model_dir, SUMMARY_FILE)
+    try:
+        with open(path, encoding="utf-8") as f:
+            record = json.load(f).get("tfidf_baseline")
+    except (OSError, ValueError):
+        record = None
+    if not record or "value" not in record:
+        return {}, (f"TF-IDF baseline: none, {model_dir} records no training data for it "
+                    "(fine-tuned with train.baseline=false, without scikit-learn, or by an older bertkit)")
+    if not sklearn_available():
+        return {}, INSTALL_HINT
+    try:
+        train, fitted = refit_from_record(record, task_name, data)
+    except DataError as e:
+        return {}, f"TF-IDF baseline: not computed, {e}"
+    tfidf = clean_metrics({record["param"]: record["value"], **fitted.metrics(examples)})
+    return {"trivial": clean_metrics(get_task(task_name).baseline(train, examples)), "tfidf": tfidf}, ""
+
+
+def describe(result: dict) -> str:
+    """One line for a report: {"C": 10.0, "accuracy": ...} -> TF-IDF baseline (C=10, chosen on dev): {...}."""
+    (param, value), *scores = result.items()
+    return f"TF-IDF baseline ({param}={value:g}, chosen on dev): {json.dumps(dict(scores))}"

@@ -1,0 +1,160 @@
+"""`bertkit finetune --search` (bertkit/recipes/search.py) at tiny sizes: the best dev trial ends
+in OUT as a normal fine-tuned model, the table of trials is written, the budget cuts, --resume
+skips finished trials, and the test split is never read."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+from bertkit.commands.cli import main
+from bertkit.errors import ConfigError
+from bertkit.recipes import finetune as finetune_recipe
+from bertkit.recipes import search as search_recipe
+from bertkit.tasks import SUMMARY_FILE, load_model, read_spec
+
+from .helpers import make_tiny_model
+
+WORDS = "market film vote match chip bank actor party goal phone".split()
+GRID = ["search.lr=[1e-3,3e-3]", "search.dropout=[0.1]", "search.pooling=[\"cls\",\"mean\"]", "search.epochs=1",
+        "search.patience=0"]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("search")
+    rng = np.random.default_rng(0)
+    rows = []
+    for i in range(36):
+        label = ("sport", "business")[i % 2]
+        rows.append({"text": " ".join(rng.choice(WORDS, 5)) + (" goal" if label == "sport" else " bank"),
+                     "label": label})
+    for name, part in (("train", rows[:28]), ("dev", rows[28:])):
+        (root / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in part), encoding="utf-8")
+    return root, make_tiny_model(root / "tiny", [r["text"] for r in rows])
+
+
+def count_trials(monkeypatch) -> list[str]:
+    """The OUT of every fine-tune the search starts, in order."""
+    calls, real = [], search_recipe.finetune
+    monkeypatch.setattr(search_recipe, "finetune", lambda *a, **k: calls.append(a[4]) or real(*a, **k))
+    return calls
+
+
+def run_search(root, tiny, out, *extra) -> int:
+    argv = ["finetune", "--search", "--task", "classification", "--model", tiny, "--train", str(root / "train.jsonl"),
+            "--dev", str(root / "dev.jsonl"), "--out", out, "--no-progress",
+            "--set", "train.batch_size=8", "data.max_length=16", *GRID, *extra]  # extra --set wins
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return main(argv)
+
+
+def test_search_keeps_the_best_dev_trial_writes_the_table_and_resumes(files, tmp_path, monkeypatch, capsys):
+    root, tiny = files
+    out = str(tmp_path / "out")
+    calls = count_trials(monkeypatch)
+    assert run_search(root, tiny, out, "--set", "search.max_trials=3") == 0
+    assert len(calls) == 3  # 2 lr x 2 pooling = 4 grid points, 3 allowed
+    with open(os.path.join(out, "search", "trials.csv"), newline="") as f:
+        table = list(csv.DictReader(f))
+    assert [r["status"] for r in table] == ["done"] * 3 + ["not run (budget)"]
+    assert [(r["lr"], r["pooling"]) for r in table] == [("0.001", "cls"), ("0.003", "cls"), ("0.001", "mean"),
+                                                        ("0.003", "mean")]
+    summary = json.load(open(os.path.join(out, SUMMARY_FILE)))
+    # the best dev accuracy wins; a tie goes to the lower dev loss (as a fine-tune's checkpoints)
+    dev = [json.load(open(os.path.join(out, "search", f"trial-00{i}", SUMMARY_FILE)))["best_dev"] for i in range(3)]
+    best = max(range(3), key=lambda i: (dev[i]["accuracy"], -dev[i]["loss"]))
+    assert summary["search"]["best_trial"] == best and summary["best_dev"] == dev[best]
+    assert [float(r["dev_accuracy"]) for r in table[:3]] == [d["accuracy"] for d in dev]
+    assert summary["tfidf_baseline"]["param"] == "C"  # fitted once, by trial 0
+    # OUT is a normal fine-tuned model with the best trial's settings; the losers kept no weights
+    spec = read_spec(out)
+    assert load_model(out, spec.task).config.classifier_pooling == summary["search"]["settings"]["pooling"]
+    trials = sorted(os.listdir(os.path.join(out, "search")))
+    assert trials == ["search_config.json", "trial-000", "trial-001", "trial-002", "trials.csv", "trials.jsonl"]
+    for name in trials[1:4]:
+        assert not os.path.exists(os.path.join(out, "search", name, "model.safetensors"))
+    assert os.path.isfile(os.path.join(out, "model.safetensors"))
+    assert f"search: trial {best} of the 3 run is the best on dev" in capsys.readouterr().out
+
+    # a bigger budget with --resume runs only the trial not run yet
+    calls.clear()
+    assert run_search(root, tiny, out, "--resume", "--set", "search.max_trials=4") == 0
+    assert calls == [os.path.join(out, "search", "trial-003")]
+    summary = json.load(open(os.path.join(out, SUMMARY_FILE)))
+    assert [r["status"] for r in summary["search"]["trials"]] == ["done"] * 4
+    assert os.path.isfile(os.path.join(out, "model.safetensors"))
+
+    capsys.readouterr()
+    assert run_search(root, tiny, out, "--resume", "--set", "train.weight_decay=0.1") == 2  # not the same search
+    assert "was started with other sections" in capsys.readouterr().err
+    assert run_search(root, tiny, out) == 2
+    assert "pass --resume to continue it" in capsys.readouterr().err
+
+
+def test_a_time_budget_stops_starting_trials(files, tmp_path):
+    root, tiny = files
+    out = str(tmp_path / "out")
+    assert run_search(root, tiny, out, "--set", "search.max_minutes=0.0001") == 0
+    summary = json.load(open(os.path.join(out, SUMMARY_FILE)))
+    assert [r["status"] for r in summary["search"]["trials"]] == ["done"] + ["not run (budget)"] * 3
+
+
+def test_the_search_never_reads_the_test_split(files, tmp_path, monkeypatch):
+    root, tiny = files
+    read = []
+    real = finetune_recipe.load_examples
+    monkeypatch.setattr(finetune_recipe, "load_examples", lambda task, source, split, data: read.append(
+        (source, split)) or real(task, source, split, data))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        search_recipe.search("classification", tiny, "bbc", None, str(tmp_path / "out"),
+                             {"data": {"max_length": 16, "max_train_examples": 30, "max_eval_examples": 10},
+                              "train": {"batch_size": 8, "baseline": False},
+                              "search": {"lr": [1e-3], "dropout": [0.0], "pooling": ["cls"], "epochs": 1}},
+                             progress=False, log=lambda line: None)
+    assert read == [("bbc", "train"), ("bbc:dev", "dev")]
+    with pytest.raises(ConfigError, match="is a test split"):
+        search_recipe.search("classification", tiny, "bbc", "bbc:test", str(tmp_path / "other"), {})
+
+
+def test_bad_search_settings_are_refused(files, tmp_path, capsys):
+    root, tiny = files
+    assert run_search(root, tiny, str(tmp_path / "o"), "--set", "search.lr=1e-3") == 2
+    assert "search.lr must be a list" in capsys.readouterr().err
+    assert main(["finetune", "--task", "classification", "--model", tiny, "--train", str(root / "train.jsonl"),
+                 "--dev", str(root / "dev.jsonl"), "--out", str(tmp_path / "p"), "--set", "search.max_trials=2"]) == 2
+    assert "[search] settings are for --search" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "o") and not os.path.exists(tmp_path / "p")
+
+
+def test_the_grid_follows_the_model_family_and_size(files, tmp_path):
+    """BERT: hidden_dropout_prob and its pooler; the modern encoder: mlp_dropout and its cls pooling;
+    learning rates by hidden size; no pooling axis for a head that reads no pooled vector."""
+    from bertkit.models.modern import ModernBertConfig, ModernBertModel
+
+    _, tiny = files  # a BERT, hidden 32
+    space = search_recipe.SearchSpace()
+    grid = search_recipe.trial_grid(space, tiny, "classification")
+    assert len(grid) == 12 and [g["lr"] for g in grid[:3]] == list(search_recipe.SMALL_LRS)
+    assert {g["pooling"] for g in grid} == {"pooler", "mean"} and grid[3]["dropout"] == 0.0
+    assert {g["pooling"] for g in search_recipe.trial_grid(space, tiny, "token-classification")} == {None}
+    sections = search_recipe.trial_sections({"train": {"seed": 3}}, grid[3], space, tiny, {"baseline": False})
+    assert sections["model"] == {"hidden_dropout_prob": 0.0, "classifier_dropout": 0.0, "classifier_pooling": "pooler"}
+    assert sections["train"] == {"seed": 3, "lr": grid[3]["lr"], "epochs": 6.0, "patience": 2, "baseline": False}
+
+    modern = tmp_path / "modern"
+    ModernBertModel(ModernBertConfig(vocab_size=64, hidden_size=768, num_hidden_layers=1, num_attention_heads=12,
+                                     intermediate_size=64, pad_token_id=0, cls_token_id=1, sep_token_id=2,
+                                     bos_token_id=1, eos_token_id=2)).save_pretrained(modern)
+    grid = search_recipe.trial_grid(space, str(modern), "classification")
+    assert [g["lr"] for g in grid[:3]] == list(search_recipe.BASE_LRS)
+    assert {g["pooling"] for g in grid} == {"cls", "mean"}
+    model = search_recipe.trial_sections({}, grid[0], space, str(modern), {})["model"]
+    assert model == {"mlp_dropout": 0.1, "classifier_dropout": 0.1, "classifier_pooling": "cls"}

@@ -1,0 +1,174 @@
+"""The TF-IDF baseline beside the score (bertkit/tasks/baseline.py): `finetune` chooses C (alpha)
+on dev and `evaluate` scores the same baseline on its data; both checked against scikit-learn
+fitted here directly on the same split with the same grid."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.linear_model import LogisticRegression, Ridge
+from sklearn.metrics import accuracy_score, f1_score, log_loss, mean_squared_error
+
+from bertkit.commands.cli import main
+from bertkit.tasks import baseline, builtin_splits, subsample
+
+from .helpers import make_tiny_model
+
+FAST = ["--no-progress", "--set", "train.max_steps=2", "train.batch_size=8", "data.max_length=16"]
+
+
+def write_csv(path, examples, label=lambda e: e.label) -> str:
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["text", "label"])
+        writer.writerows([e.text, label(e)] for e in examples)
+    return str(path)
+
+
+def run_cli(argv, capsys) -> list[str]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(argv) == 0
+    return capsys.readouterr().out.strip().splitlines()
+
+
+@pytest.fixture(scope="module")
+def bbc_files(tmp_path_factory):
+    """Small real BBC splits as CSV files, and a tiny model whose vocabulary knows them."""
+    root = tmp_path_factory.mktemp("bbc_tfidf")
+    splits = builtin_splits("bbc")
+    data = {"train": subsample(splits["train"], 120, 0), "dev": subsample(splits["dev"], 40, 0),
+            "test": subsample(splits["test"], 50, 0)}
+    tiny = make_tiny_model(root / "tiny", [e.text[:300] for e in data["train"][:40]])
+    return root, tiny, data, {name: write_csv(root / f"{name}.csv", rows) for name, rows in data.items()}
+
+
+def sklearn_classifier(train, c):
+    vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)
+    model = LogisticRegression(C=c, max_iter=2000).fit(vectorizer.fit_transform([e.text for e in train]),
+                                                       [e.label for e in train])
+    return lambda rows: model.predict_proba(vectorizer.transform([e.text for e in rows])), model.classes_
+
+
+def sklearn_scores(train, rows, c) -> dict:
+    predict, classes = sklearn_classifier(train, c)
+    probs = predict(rows)
+    gold = [e.label for e in rows]
+    predicted = classes[probs.argmax(axis=1)]
+    return {"accuracy": accuracy_score(gold, predicted), "loss": log_loss(gold, probs, labels=classes),
+            "macro_f1": f1_score(gold, predicted, average="macro", labels=sorted(set(gold) | set(predicted)))}
+
+
+def test_finetune_and_evaluate_report_the_baseline_scikit_learn_gives(bbc_files, capsys):
+    root, tiny, data, files = bbc_files
+    out = str(root / "clf")
+    printed = run_cli(["finetune", "--task", "classification", "--model", tiny, "--train", files["train"],
+                       "--dev", files["dev"], "--out", out, *FAST], capsys)
+    with open(f"{out}/finetune_summary.json") as f:
+        record = json.load(f)["tfidf_baseline"]
+    # the grid scored on dev by scikit-learn; the best accuracy wins, a tie goes to the lower dev loss
+    dev = {c: sklearn_scores(data["train"], data["dev"], c) for c in baseline.C_GRID}
+    chosen = max(baseline.C_GRID, key=lambda c: (dev[c]["accuracy"], -dev[c]["loss"]))
+    assert record["param"] == "C" and record["value"] == chosen
+    assert record["train_examples"] == 120 and record["train_data"] == files["train"]
+    for row in record["grid"]:
+        assert row["accuracy"] == pytest.approx(dev[row["C"]]["accuracy"])
+        assert row["loss"] == pytest.approx(dev[row["C"]]["loss"], rel=1e-6)
+        assert row["macro_f1"] == pytest.approx(dev[row["C"]]["macro_f1"])
+    last = json.loads(printed[-1])
+    assert last["baselines"]["tfidf"] == {"C": chosen, **record["dev"]}
+    assert any(line.startswith(f"TF-IDF baseline (C={chosen:g}, chosen on dev)") for line in printed)
+
+    printed = run_cli(["evaluate", "--model", out, "--data", files["test"]], capsys)
+    test = sklearn_scores(data["train"], data["test"], chosen)
+    scores = json.loads(printed[-1])["baselines"]
+    assert scores["tfidf"]["C"] == chosen
+    assert scores["tfidf"]["accuracy"] == pytest.approx(test["accuracy"])
+    assert scores["tfidf"]["loss"] == pytest.approx(test["loss"], rel=1e-6)
+    majority = max(set(e.label for e in data["train"]), key=[e.label for e in data["train"]].count)
+    assert scores["trivial"]["accuracy"] == pytest.approx(np.mean([e.label == majority for e in data["test"]]))
+
+    # the training file changed after the fine-tune: evaluate says so in one line, scores the model
+    write_csv(files["train"] + ".changed.csv", data["train"][:100])
+    with open(files["train"] + ".changed.csv") as src, open(files["train"], "w") as dst:
+        dst.write(src.read())
+    printed = run_cli(["evaluate", "--model", out, "--data", files["test"]], capsys)
+    assert "baselines" not in json.loads(printed[-1])
+    assert printed[-2].startswith("TF-IDF baseline: not computed") and "changed" in printed[-2]
+    write_csv(files["train"], data["train"])  # restored for the other tests
+
+
+def test_regression_chooses_ridge_alpha_on_dev(bbc_files, capsys):
+    root, tiny, data, _ = bbc_files
+    length = lambda e: math.log(len(e.text.split()))  # a number the words predict in part
+    files = {name: write_csv(root / f"reg-{name}.csv", rows, length) for name, rows in data.items()}
+    out = str(root / "reg")
+    printed = run_cli(["finetune", "--task", "regression", "--model", tiny, "--train", files["train"],
+                       "--dev", files["dev"], "--out", out, *FAST], capsys)
+    record = json.load(open(f"{out}/finetune_summary.json"))["tfidf_baseline"]
+    vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)
+    features = vectorizer.fit_transform([e.text for e in data["train"]])
+    gold = np.array([length(e) for e in data["dev"]])
+    pearson = {}
+    for alpha in baseline.ALPHA_GRID:
+        predicted = Ridge(alpha=alpha).fit(features, [length(e) for e in data["train"]]).predict(
+            vectorizer.transform([e.text for e in data["dev"]]))
+        pearson[alpha] = (np.corrcoef(gold, predicted)[0, 1], mean_squared_error(gold, predicted))
+    chosen = max(baseline.ALPHA_GRID, key=lambda a: pearson[a][0])
+    assert (record["model"], record["param"], record["value"]) == ("ridge", "alpha", chosen)
+    assert record["dev"]["pearson"] == pytest.approx(pearson[chosen][0], rel=1e-6)
+    assert record["dev"]["mse"] == pytest.approx(pearson[chosen][1], rel=1e-6)
+    assert json.loads(printed[-1])["baselines"]["tfidf"]["alpha"] == chosen
+
+
+def test_no_baseline_and_no_scikit_learn_say_so(bbc_files, capsys, monkeypatch):
+    root, tiny, _, files = bbc_files
+    out = str(root / "off")
+    printed = run_cli(["finetune", "--task", "classification", "--model", tiny, "--train", files["train"],
+                       "--dev", files["dev"], "--out", out, "--no-baseline", *FAST], capsys)
+    assert "baselines" not in json.loads(printed[-1]) and not any("TF-IDF" in line for line in printed)
+    assert json.load(open(f"{out}/finetune_summary.json"))["tfidf_baseline"] is None
+    printed = run_cli(["evaluate", "--model", out, "--data", files["test"], "--no-baseline"], capsys)
+    assert "baselines" not in json.loads(printed[-1]) and len(printed) == 2
+
+    monkeypatch.setattr(baseline, "sklearn_available", lambda: False)
+    out = str(root / "without")
+    printed = run_cli(["finetune", "--task", "classification", "--model", tiny, "--train", files["train"],
+                       "--dev", files["dev"], "--out", out, *FAST], capsys)
+    assert baseline.INSTALL_HINT in printed and "bertkit[baseline]" in baseline.INSTALL_HINT
+    assert "baselines" not in json.loads(printed[-1])
+
+
+def test_multi_label_fits_one_logistic_regression_per_class(bbc_files, capsys):
+    from sklearn.multiclass import OneVsRestClassifier
+    from sklearn.preprocessing import MultiLabelBinarizer
+
+    root, tiny, data, _ = bbc_files
+    tags = lambda e: sorted({e.label, "long" if len(e.text.split()) > 350 else "short"})  # noqa: E731
+    files = {}
+    for name, rows in data.items():
+        path = root / f"multi-{name}.jsonl"
+        path.write_text("".join(json.dumps({"text": e.text, "label": tags(e)}) + "\n" for e in rows), encoding="utf-8")
+        files[name] = str(path)
+    out = str(root / "multi")
+    run_cli(["finetune", "--task", "classification", "--model", tiny, "--train", files["train"],
+             "--dev", files["dev"], "--out", out, *FAST], capsys)
+    record = json.load(open(f"{out}/finetune_summary.json"))["tfidf_baseline"]
+    binarizer = MultiLabelBinarizer().fit([tags(e) for e in data["train"]])
+    vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)
+    features = vectorizer.fit_transform([e.text for e in data["train"]])
+    micro = {}
+    for c in baseline.C_GRID:
+        model = OneVsRestClassifier(LogisticRegression(C=c, max_iter=2000)).fit(
+            features, binarizer.transform([tags(e) for e in data["train"]]))
+        predicted = model.predict_proba(vectorizer.transform([e.text for e in data["dev"]])) >= 0.5
+        micro[c] = f1_score(binarizer.transform([tags(e) for e in data["dev"]]), predicted, average="micro")
+    chosen = max(baseline.C_GRID, key=lambda c: micro[c])  # the first of equal scores
+    assert (record["model"], record["value"]) == ("one_vs_rest_logistic_regression", chosen)
+    assert record["dev"]["micro_f1"] == pytest.approx(micro[chosen])
