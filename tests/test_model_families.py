@@ -53,6 +53,7 @@ def test_every_family_names_its_heads_and_their_transformers_classes(family):
         assert head.__name__ in family.architectures(role)
         assert set(family.architectures(role)) <= set(architectures_for(role))
     assert family.recipe_keys and set(family.finetune_keys) <= set(family.recipe_keys)
+    assert family.dropout_key in family.finetune_keys
     _, prefixes = family.mlm_head(family.heads[0](tiny_config(family, family.model_types[0])))
     assert prefixes
 

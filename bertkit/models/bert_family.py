@@ -66,6 +66,7 @@ BERT = ModelFamily(
     # Linformer one (variants/linformer.py's init_segment_means starts the new projections)
     finetune_keys=("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout", "classifier_pooling",
                    "attention_low_rank", "attention_low_rank_sharing"),
+    dropout_key="hidden_dropout_prob",
     task_head_prefixes=("classifier.", "qa_outputs."),
     mlm_head=mlm_head, has_segments=True,
     layer_modules=r"encoder\.layer\.\d+",

@@ -36,6 +36,7 @@ class ModelFamily:
     heads               its head classes: masked LM first, then the task heads
     config_from_recipe  the config a pre-training recipe's [model] section and data describe
     finetune_keys       the config fields a fine-tuning [model] section may override
+    dropout_key         the encoder's main dropout among them (what `finetune --search` varies)
     task_head_prefixes  state-dict prefixes of the task heads (dropped when fine-tuning on new labels)
     mlm_head            model with an MLM head -> (its head module, the head's state-dict prefixes)
     has_segments        whether it embeds token_type_ids (sentence-pair objectives need them)
@@ -58,6 +59,7 @@ class ModelFamily:
     heads: tuple[type, ...]
     config_from_recipe: RecipeConfigBuilder
     finetune_keys: tuple[str, ...]
+    dropout_key: str
     task_head_prefixes: tuple[str, ...]
     mlm_head: Callable[[nn.Module], tuple[nn.Module, tuple[str, ...]]]
     has_segments: bool

@@ -46,6 +46,7 @@ MODERN = ModelFamily(
     config_from_recipe=config_from_recipe,
     finetune_keys=("embedding_dropout", "mlp_dropout", "attention_dropout", "classifier_dropout",
                    "classifier_pooling"),
+    dropout_key="mlp_dropout",
     task_head_prefixes=("classifier.", "qa_outputs."),
     mlm_head=mlm_head, has_segments=False,
     layer_modules=r"layers\.\d+",
