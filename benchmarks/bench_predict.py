@@ -59,7 +59,8 @@ def seeded_classifier() -> BertForSequenceClassification:
 
 def predict_spec(max_length: int, batching: str = "length") -> TaskSpec:
     """predict's settings for the classifier: batch 32, batches cut by padding cost ("length") or fixed."""
-    return TaskSpec("classification", DataConfig(max_length=max_length, eval_batch_size=BATCH, eval_batching=batching))
+    return TaskSpec(get_task("classification"), DataConfig(max_length=max_length, eval_batch_size=BATCH,
+                                                          eval_batching=batching))
 
 
 def main(argv=None):

@@ -41,7 +41,7 @@ import transformers
 from bench_inference import BATCH, cut_texts, hf_batches, load, ort_encoder, table, timing_rows
 from bench_predict import TOPICS, predict_spec, seeded_classifier
 from bertkit.data.assets import minilm_dir
-from bertkit.inference.onnx import export_onnx
+from bertkit.tasks import export_directory
 from bertkit.models.heads import BertForSequenceClassification
 from bertkit.inference.quantize import inference_copy
 from bertkit.tasks import get_task, prediction_rows
@@ -88,7 +88,7 @@ def onnx_classifier(directory: str, workdir: str, int8: bool):
 
     fp32, quantized = os.path.join(workdir, "model.onnx"), os.path.join(workdir, "model-int8.onnx")
     if not os.path.exists(fp32):
-        export_onnx(directory, workdir)
+        export_directory(directory, workdir)
     if int8 and not os.path.exists(quantized):
         quantize_dynamic(fp32, quantized, weight_type=QuantType.QInt8)
     return quantized if int8 else fp32

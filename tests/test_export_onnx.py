@@ -11,13 +11,19 @@ import torch
 from bertkit import BertConfig, Tokenizer
 from bertkit.commands.cli import main
 from bertkit.errors import CheckpointError, ConfigError
-from bertkit.inference.onnx import (MODEL_CLASSES, ExportGraph, example_inputs, export_model, export_onnx,
-                                 onnx_session, run_onnx)
+from bertkit.inference.onnx import (GRAPHS, ExportGraph, example_inputs, export_model, export_onnx, onnx_session,
+                                    run_onnx)
+from bertkit.tasks import get_task
 
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-SHAPES = ((2, 9), (5, 37))  # neither is the traced (2, 16) shape
+SHAPES = ((2, 9), (5, 37))
+
+
+def target(name: str):
+    """What export_model takes: a graph that is no task by its name, else the task's entry."""
+    return GRAPHS.get(name) or get_task(name)  # neither is the traced (2, 16) shape
 
 
 def tiny_config(**overrides) -> BertConfig:
@@ -28,10 +34,10 @@ def tiny_config(**overrides) -> BertConfig:
                                   "qa", "masked-lm"])
 def test_every_head_matches_bertkit_at_two_shapes(task, tmp_path):
     config = tiny_config()
-    model = MODEL_CLASSES[task](config)
-    result = export_model(model, str(tmp_path / "model.onnx"), task, verify=False)
+    model = target(task).model_class(config)
+    result = export_model(model, str(tmp_path / "model.onnx"), target(task), verify=False)
     session = onnx_session(result.path, threads=1)
-    graph = ExportGraph(model, task)
+    graph = ExportGraph(model, target(task))
     for seed, (batch, length) in enumerate(SHAPES):
         inputs = example_inputs(config, batch, length, seed=seed + 10)
         with torch.no_grad():
@@ -45,14 +51,14 @@ def test_every_head_matches_bertkit_at_two_shapes(task, tmp_path):
 
 
 def test_export_keeps_the_models_training_mode(tmp_path):
-    model = MODEL_CLASSES["classification"](tiny_config()).train()
-    export_model(model, str(tmp_path / "m.onnx"), "classification", verify=False)
+    model = target("classification").model_class(tiny_config()).train()
+    export_model(model, str(tmp_path / "m.onnx"), get_task("classification"), verify=False)
     assert model.training and all(m.training for m in model.modules())
 
 
 def test_without_segments_there_is_no_token_type_input(tmp_path):
     config = tiny_config(type_vocab_size=0)
-    result = export_model(MODEL_CLASSES["encoder"](config), str(tmp_path / "m.onnx"), "encoder")
+    result = export_model(target("encoder").model_class(config), str(tmp_path / "m.onnx"), "encoder")
     assert [i.name for i in onnx_session(result.path).get_inputs()] == ["input_ids", "attention_mask"]
     assert result.max_difference < 1e-5
 
@@ -82,7 +88,7 @@ def test_minilm_sentence_encoder_and_command(minilm_dir, tmp_path, capsys):
 
 def test_task_model_from_a_directory(minilm_dir, tmp_path, capsys):
     config = BertConfig.preset("tiny", num_labels=4)  # MiniLM's vocabulary size: its tokenizer fits
-    model = MODEL_CLASSES["token-classification"](config)
+    model = target("token-classification").model_class(config)
     model.save_pretrained(tmp_path / "tagger", tokenizer=Tokenizer.from_pretrained(minilm_dir))
     assert main(["export", "--model", str(tmp_path / "tagger"), "--out", str(tmp_path / "x")]) == 0
     assert "token-classification graph" in capsys.readouterr().out  # read from config.json
@@ -91,7 +97,7 @@ def test_task_model_from_a_directory(minilm_dir, tmp_path, capsys):
 
 def test_head_the_checkpoint_lacks_is_refused(minilm_dir, tmp_path):
     with pytest.raises(CheckpointError, match="no trained qa head"):
-        export_onnx(minilm_dir, str(tmp_path / "x"), task="qa", verify=False)
+        export_onnx(minilm_dir, str(tmp_path / "x"), task=get_task("qa"), verify=False)
 
 
 def test_missing_onnx_says_how_to_install(minilm_dir, tmp_path, monkeypatch, capsys):
@@ -106,9 +112,9 @@ def test_verification_catches_a_graph_that_differs(tmp_path):
     from bertkit.inference.onnx import verify_onnx
 
     config = tiny_config()
-    exported = MODEL_CLASSES["encoder"](config)
+    exported = target("encoder").model_class(config)
     export_model(exported, str(tmp_path / "m.onnx"), "encoder", verify=False)
-    other = MODEL_CLASSES["encoder"](config)  # other random weights
+    other = target("encoder").model_class(config)  # other random weights
     with pytest.raises(CheckpointError, match="differs from bertkit"):
         verify_onnx(str(tmp_path / "m.onnx"), ExportGraph(other, "encoder"))
 
@@ -124,12 +130,12 @@ def test_modern_encoder_heads_export_and_match_bertkit(task, tmp_path):
     from bertkit.models import modern
     config = modern.ModernBertConfig.preset("tiny", vocab_size=1000, num_labels=3, local_attention=16)
     model = getattr(modern, MODERN_CLASSES[task])(config).eval()
-    result = export_model(model, str(tmp_path / "model.onnx"), task)  # verified at three shapes
+    result = export_model(model, str(tmp_path / "model.onnx"), target(task))  # verified at three shapes
     assert result.max_difference < 1e-4
     assert "unpad" not in vars(model.model if hasattr(model, "model") else model)  # the switch restored
     session = onnx_session(result.path, threads=1)
     assert [i.name for i in session.get_inputs()] == ["input_ids", "attention_mask"]
-    graph = ExportGraph(model, task)
+    graph = ExportGraph(model, target(task))
     for seed, (batch, length) in enumerate(((2, 9), (3, 40))):  # 40: past the 8-token sliding window
         inputs = example_inputs(config, batch, length, seed=seed + 10)
         with torch.no_grad():  # bertkit's own (unpadded) path against the traced padded one

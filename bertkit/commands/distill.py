@@ -39,8 +39,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--teacher", required=True, help="fine-tuned model directory (bertkit finetune output); "
                                                          "--stage pretrain: an MLM checkpoint")
     parser.add_argument("--out", required=True, help="output directory: the best student ends here")
-    parser.add_argument("--task", default="classification", choices=DISTILLABLE,
-                        help="the teacher's task (classification: single-label)")
+    parser.add_argument("--task", choices=DISTILLABLE,
+                        help="the teacher's task (default: classification, single-label)")
     parser.add_argument("--train", help="training data file, or built-in: bbc, wordnet-supersense, "
                                         "wordnet-tagging, wordnet-qa (--stage task; required there)")
     parser.add_argument("--dev", help="dev data (picks the best checkpoint); default with built-in data: its dev split")
@@ -105,7 +105,7 @@ def run(args) -> int:
     sections = load_toml(args.config) if args.config else {}
     assignments = list(args.set) + seed_assignment(args) + device_assignment(args)
     sections = apply_overrides(sections, assignments, section_keys())
-    summary = distill_finetuned(args.task, args.teacher, args.train, args.dev, args.out, sections,
+    summary = distill_finetuned(args.task or "classification", args.teacher, args.train, args.dev, args.out, sections,
                                 num_layers=args.layers, layer_map=parse_layer_map(args.layer_map),
                                 alpha=args.alpha, temperature=args.temperature, overwrite=args.overwrite,
                                 progress=not args.no_progress, student_dir=args.student)
@@ -127,7 +127,7 @@ def run_pretrain_stage(args) -> int:
     unused = [flag for flag, value in (("--train", args.train), ("--dev", args.dev), ("--test", args.test),
                                        ("--compare-only", args.compare_only), ("--overwrite", args.overwrite),
                                        ("--student", args.student), ("--limit", args.limit))
-              if value] + (["--task"] if args.task != "classification" else [])
+              if value] + (["--task"] if args.task is not None else [])
     if unused:
         raise ConfigError(f"{', '.join(unused)} belong to --stage task; the pre-training stage reads its corpus "
                           "from [data] (e.g. --set data.corpus=bbc) and continues a run with --resume")

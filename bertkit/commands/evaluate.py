@@ -56,10 +56,10 @@ def run(args) -> int:
         raise
     leave(ctx)
     if ctx.is_main:
-        print(f"{spec.task} on {args.data}: {len(examples)} examples")
+        print(f"{spec.task.name} on {args.data}: {len(examples)} examples")
         line = clean_metrics({k: float(v) for k, v in metrics.items()})
-        if not args.no_baseline and has_tfidf_baseline(spec.task):
-            baselines, note = score_like_finetune(args.model, spec.task, spec.data, examples)
+        if not args.no_baseline and has_tfidf_baseline(spec.task.name):
+            baselines, note = score_like_finetune(args.model, spec.task.name, spec.data, examples)
             for text in ([note] if note else [f"trivial baseline: {json.dumps(baselines['trivial'])}",
                                               describe(baselines["tfidf"])]):
                 print(text)

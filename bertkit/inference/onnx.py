@@ -1,8 +1,9 @@
 """ONNX export of every task model and of the sentence encoder, checked against ONNX Runtime.
 
     from bertkit.inference.onnx import export_onnx
-    export_onnx("runs/bbc", "runs/bbc-onnx")            # task from the directory
     export_onnx(minilm_dir, "minilm-onnx", task="embedding")
+    export_onnx("runs/bbc", "runs/bbc-onnx", task=get_task("classification"))   # a task's own graph
+    bertkit.tasks.export_directory("runs/bbc", "runs/bbc-onnx")                 # the task from the directory
 
 The directory written holds `model.onnx`, the tokenizer files and `config.json` (labels).
 Inputs are int64 `input_ids`, `attention_mask` and (when the model has segments)
@@ -10,10 +11,15 @@ Inputs are int64 `input_ids`, `attention_mask` and (when the model has segments)
 
     encoder               last_hidden_state (B, T, H) [, pooler_output (B, H)]
     embedding             sentence_embedding (B, H) = normalize(sum_t m_t h_t / sum_t m_t)
-    classification        logits (B, C)   (also regression and multi-label: the same graph)
-    token-classification  logits (B, T, C)
-    qa                    start_logits (B, T), end_logits (B, T)
     masked-lm             logits (B, T, V)
+    a fine-tuning task    its `Task.export_outputs` (bertkit/tasks): classification, regression and
+                          multi-label logits (B, C); token-classification logits (B, T, C); qa
+                          start_logits (B, T), end_logits (B, T)
+
+This module knows the graphs that are no fine-tuning task (`GRAPHS`); a task's graph is described
+by its registry entry, passed in as the `task` (anything with `name`, `head_class(model_dir)` and
+`export_outputs`: output attribute -> dynamic axes). `bertkit.tasks.export_directory` picks the
+task of a fine-tuned directory and calls `export_onnx`.
 
 The graph is traced by torch's TorchScript-based exporter (`torch.onnx.export(dynamo=False)`):
 the torch.export-based one needs onnxscript and cannot trace the encoder's input checks
@@ -40,35 +46,32 @@ from torch import nn
 from bertkit.models.checkpoint import read_config
 from bertkit.models.heads import mean_pool
 from bertkit.errors import CheckpointError, ConfigError
-from bertkit.models.heads import (BertForMaskedLM, BertForQuestionAnswering, BertForSequenceClassification,
-                     BertForTokenClassification)
+from bertkit.models.heads import BertForMaskedLM
 from bertkit.models.encoder import BertModel
 from bertkit.peft import is_adapter_dir
 from bertkit.tokenizer import Tokenizer
 
 OPSET = 17  # the first opset with a LayerNormalization op; ONNX Runtime >= 1.14 runs it
-# Output names per task (the encoder adds pooler_output when the model has a pooler).
-OUTPUTS = {
-    "encoder": ("last_hidden_state",),
-    "embedding": ("sentence_embedding",),
-    "classification": ("logits",),
-    "regression": ("logits",),
-    "token-classification": ("logits",),
-    "qa": ("start_logits", "end_logits"),
-    "masked-lm": ("logits",),
-}
-TASKS = tuple(OUTPUTS)
-MODEL_CLASSES = {
-    "encoder": BertModel, "embedding": BertModel,
-    "classification": BertForSequenceClassification, "regression": BertForSequenceClassification,
-    "token-classification": BertForTokenClassification, "qa": BertForQuestionAnswering,
-    "masked-lm": BertForMaskedLM,
-}
-# config.json `architectures` -> task, for a directory exported without --task.
-ARCHITECTURE_TASKS = {
-    "ForSequenceClassification": "classification", "ForTokenClassification": "token-classification",
-    "ForQuestionAnswering": "qa", "ForMaskedLM": "masked-lm", "ForPreTraining": "masked-lm",
-}
+@dataclass(frozen=True)
+class Graph:
+    """A graph that is no fine-tuning task: the model class it loads and its outputs, each with
+    its dynamic axes (a task's registry entry has the same three members)."""
+
+    name: str
+    model_class: type
+    export_outputs: dict
+
+    def head_class(self, model_dir: str) -> type:
+        return self.model_class  # from_pretrained builds the directory's family's counterpart
+
+
+SEQUENCE = ("batch", "sequence")
+ENCODER = Graph("encoder", BertModel, {"last_hidden_state": SEQUENCE})  # + pooler_output (B, H) with a pooler
+EMBEDDING = Graph("embedding", BertModel, {"sentence_embedding": ("batch",)})
+MASKED_LM = Graph("masked-lm", BertForMaskedLM, {"logits": SEQUENCE})
+GRAPHS = {graph.name: graph for graph in (ENCODER, EMBEDDING, MASKED_LM)}
+# config.json `architectures` suffixes that mean the MLM graph, for a directory exported without a task.
+MLM_ARCHITECTURES = ("ForMaskedLM", "ForPreTraining")
 TOLERANCE = 1e-4  # verify_onnx: largest |ONNX Runtime - bertkit| accepted after export (fp32)
 
 
@@ -81,15 +84,27 @@ def require(module: str):
                           "not installed); run: pip install bertkit[onnx]") from None
 
 
+def export_target(task):
+    """`task` as what this module exports: a name in GRAPHS, or an entry with `export_outputs`
+    (a `bertkit.tasks.Task`, a `Graph`)."""
+    if isinstance(task, str):
+        if task not in GRAPHS:
+            raise ConfigError(f"unknown export graph {task!r}; use one of {', '.join(GRAPHS)}, or pass a task's "
+                              f"entry (bertkit.tasks.get_task({task!r}); `bertkit export --task {task}` does)")
+        return GRAPHS[task]
+    if not task.export_outputs:
+        raise ConfigError(f"task {task.name} has no ONNX graph (its Task names no export_outputs)")
+    return task
+
+
 class ExportGraph(nn.Module):
     """A bertkit model as a function of tensors only: (ids, mask[, types]) -> task outputs."""
 
-    def __init__(self, model: nn.Module, task: str):
+    def __init__(self, model: nn.Module, task):
         super().__init__()
-        if task not in OUTPUTS:
-            raise ConfigError(f"unknown export task {task!r}; use one of {', '.join(TASKS)}")
         self.model = model
-        self.task = task
+        self.target = export_target(task)
+        self.task = self.target.name
         self.with_types = bool(getattr(model.config, "type_vocab_size", 0))  # a family without segments has none
         # Eval as a whole: the exporter puts the wrapper back in the mode it found it in, and
         # a wrapper left in training mode would switch the model's dropout on.
@@ -100,22 +115,22 @@ class ExportGraph(nn.Module):
         return ["input_ids", "attention_mask"] + (["token_type_ids"] if self.with_types else [])
 
     @property
+    def output_axes(self) -> dict[str, tuple[str, ...]]:
+        """Each output's dynamic axes, in the graph's order."""
+        axes = dict(self.target.export_outputs)
+        if self.target is ENCODER and getattr(self.model, "pooler", None) is not None:
+            axes["pooler_output"] = ("batch",)
+        return axes
+
+    @property
     def output_names(self) -> list[str]:
-        names = list(OUTPUTS[self.task])
-        if self.task == "encoder" and getattr(self.model, "pooler", None) is not None:
-            names.append("pooler_output")
-        return names
+        return list(self.output_axes)
 
     def forward(self, input_ids, attention_mask, token_type_ids=None) -> tuple[torch.Tensor, ...]:
         out = self.model(input_ids, attention_mask, token_type_ids)
-        if self.task == "encoder":
-            pooled = getattr(self.model, "pooler", None) is not None
-            return (out.last_hidden_state,) + ((out.pooler_output,) if pooled else ())
-        if self.task == "embedding":
+        if self.target is EMBEDDING:
             return (torch.nn.functional.normalize(mean_pool(out.last_hidden_state, attention_mask), dim=-1),)
-        if self.task == "qa":
-            return out.start_logits, out.end_logits
-        return (out.logits,)
+        return tuple(getattr(out, name) for name in self.output_names)
 
 
 @dataclass
@@ -125,33 +140,35 @@ class ExportResult:
     max_difference: float | None  # verify_onnx's largest |ONNX Runtime - bertkit|; None: not verified
 
 
-def task_of_directory(model_dir: str) -> str:
-    """The task a model directory was saved for: its config's architecture (a bare encoder:
-    "embedding", the sentence encoder `bertkit embed` runs)."""
-    config = read_config(model_dir)  # either family
-    for architecture in config.architectures or []:
-        for suffix, task in ARCHITECTURE_TASKS.items():
-            if architecture.endswith(suffix):
-                if task == "classification" and config.num_labels == 1:
-                    return "regression"
-                return task
-    return "embedding"
+def graph_of_directory(model_dir: str) -> Graph:
+    """The graph of a model directory that holds no fine-tuned task head: MLM logits for an MLM
+    checkpoint, else the sentence embedding (`bertkit embed`'s encoder). A task head refers the
+    caller to its task (bertkit.tasks.export_directory finds it)."""
+    architectures = read_config(model_dir).architectures or []  # either family
+    if any(a.endswith(MLM_ARCHITECTURES) for a in architectures):
+        return MASKED_LM
+    heads = [a for a in architectures if "For" in a]
+    if heads:
+        raise ConfigError(f"{model_dir} holds a {heads[0]} model: export it with its task (`bertkit export`, "
+                          "bertkit.tasks.export_directory, or task=bertkit.tasks.get_task(NAME))")
+    return EMBEDDING
 
 
-def load_for_export(model_dir: str, task: str) -> nn.Module:
-    """The model of `task` from `model_dir`, refusing a head that the checkpoint does not hold."""
-
+def load_for_export(model_dir: str, task) -> nn.Module:
+    """The model of `task` (a GRAPHS name or a task entry) from `model_dir`, refusing a head that
+    the checkpoint does not hold."""
+    target = export_target(task)
     if is_adapter_dir(model_dir):
         raise CheckpointError(f"{model_dir} is a PEFT adapter; fold it into a plain checkpoint first "
                               "(`bertkit peft merge --model DIR --out DIR`) and export that")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # unused keys (heads a bare encoder does not need) are fine
-        model, report = MODEL_CLASSES[task].from_pretrained(model_dir, output_loading_info=True)
+        model, report = target.head_class(model_dir).from_pretrained(model_dir, output_loading_info=True)
     encoder_keys = ("bert.", "embeddings.", "encoder.", "pooler.", model.base_model_prefix + ".", "layers.",
                     "final_norm.")  # every family's encoder, under a head or bare
     head = [k for k in report.missing_keys if not k.startswith(encoder_keys)]
     if head:
-        raise CheckpointError(f"{model_dir} has no trained {task} head (missing {', '.join(head[:3])}); "
+        raise CheckpointError(f"{model_dir} has no trained {target.name} head (missing {', '.join(head[:3])}); "
                               "export a fine-tuned model, or pass --task embedding / encoder")
     return model
 
@@ -176,8 +193,9 @@ def example_inputs(config, batch: int, length: int, seed: int = 0) -> dict[str, 
     return inputs
 
 
-def export_model(model: nn.Module, path: str, task: str, verify: bool = True) -> ExportResult:
-    """Trace `model` (a bertkit model for `task`, run in eval mode) into the ONNX file `path`;
+def export_model(model: nn.Module, path: str, task, verify: bool = True) -> ExportResult:
+    """Trace `model` (a bertkit model for `task`: a GRAPHS name or a task entry; run in eval mode)
+    into the ONNX file `path`;
     then, unless verify=False, compare ONNX Runtime with bertkit on three other shapes (one
     longer than a local-attention layer's sliding window)."""
     require("onnx")  # torch.onnx.export writes the file with the onnx package
@@ -187,7 +205,7 @@ def export_model(model: nn.Module, path: str, task: str, verify: bool = True) ->
     try:
         for m in unpadding:
             m.unpad = False  # traced as padded batches: unpadding's buckets depend on the lengths
-        return _export(ExportGraph(model, task), path, task, verify)
+        return _export(ExportGraph(model, task), path, verify)
     finally:
         model.train(was_training)
         for m, own in unpadding.items():
@@ -197,17 +215,15 @@ def export_model(model: nn.Module, path: str, task: str, verify: bool = True) ->
                 m.unpad = own
 
 
-def _export(graph: ExportGraph, path: str, task: str, verify: bool) -> ExportResult:
+def _export(graph: ExportGraph, path: str, verify: bool) -> ExportResult:
     model = graph.model
     config = model.config
     # A padded row in the example: the traced graph keeps the padding bias (module docstring).
     # Longer than a sliding window (local-attention layers), so its band is traced too.
     length = max(16, 2 * getattr(config, "sliding_window", 0) + 3)
     example = example_inputs(config, batch=2, length=min(length, config.max_sequence_length))
-    axes = {name: {0: "batch", 1: "sequence"} for name in graph.input_names}
-    for name in graph.output_names:
-        axes[name] = {0: "batch"} if name in ("sentence_embedding", "pooler_output") or \
-            (name == "logits" and task in ("classification", "regression")) else {0: "batch", 1: "sequence"}
+    axes = {name: dict(enumerate(SEQUENCE)) for name in graph.input_names}
+    axes.update({name: dict(enumerate(names)) for name, names in graph.output_axes.items()})
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with warnings.catch_warnings(), torch.no_grad():
         # The exporter's deprecation notice and the tracer's notes on the input checks (which
@@ -217,7 +233,7 @@ def _export(graph: ExportGraph, path: str, task: str, verify: bool) -> ExportRes
                           input_names=graph.input_names, output_names=graph.output_names,
                           dynamic_axes=axes, opset_version=OPSET, dynamo=False, do_constant_folding=True)
     difference = verify_onnx(path, graph) if verify else None
-    return ExportResult(path, task, difference)
+    return ExportResult(path, graph.task, difference)
 
 
 def onnx_session(path: str, threads: int | None = None):
@@ -259,14 +275,12 @@ def verify_onnx(path: str, graph: ExportGraph, shapes=((3, 11), (1, 23), (2, 97)
     return worst
 
 
-def export_onnx(model_dir: str, out_dir: str, task: str | None = None, verify: bool = True) -> ExportResult:
-    """Export the model in `model_dir` for `task` (default: `task_of_directory`) to
-    `out_dir/model.onnx`, with the tokenizer files and config.json beside it."""
+def export_onnx(model_dir: str, out_dir: str, task=None, verify: bool = True) -> ExportResult:
+    """Export the model in `model_dir` for `task` (a GRAPHS name or a task entry; default:
+    `graph_of_directory`) to `out_dir/model.onnx`, with the tokenizer files and config.json beside it."""
 
     require("onnx")  # fail before loading anything
-    task = task or task_of_directory(model_dir)
-    if task not in OUTPUTS:
-        raise ConfigError(f"unknown export task {task!r}; use one of {', '.join(TASKS)}")
+    task = export_target(task) if task is not None else graph_of_directory(model_dir)
     tokenizer = Tokenizer.from_pretrained(model_dir)
     model = load_for_export(model_dir, task)
     result = export_model(model, os.path.join(out_dir, "model.onnx"), task, verify)

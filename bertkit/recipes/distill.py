@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from bertkit.models.config import BertConfig
-from bertkit.distill import TaskDistiller, every_other_layer, student_from_teacher
+from bertkit.distill import every_other_layer, student_from_teacher
 from bertkit.errors import ConfigError
 from bertkit.io import atomic_write_json
 from bertkit.recipes.finetune import finetune
@@ -31,16 +31,17 @@ from bertkit.recipes.pretrain import PretrainConfig, parse_config, run_and_leave
 from bertkit.runtime.runlock import check_apart
 from bertkit.settings.config_io import load_toml
 from bertkit.train.trainer import latest_checkpoint
-from bertkit.tasks import (SUMMARY_FILE, evaluate_examples, forward_features, get_task, load_examples, load_model,
-                           model_labels, read_spec, subsample)
+from bertkit.tasks import (SUMMARY_FILE, TASKS, Task, evaluate_examples, forward_features, get_task, load_examples,
+                           load_model, model_labels, read_spec, subsample)
 from bertkit.tokenizer import Tokenizer
 
 
-# Tasks whose head gives softmax distributions (single-label classes, tags, answer boundaries).
-DISTILLABLE = ("classification", "token-classification", "qa")
+# Built-in tasks with a distillation loss (`Task.distiller`: their heads give softmax distributions,
+# single-label classes, tags, answer boundaries): what `bertkit distill --task` offers.
+DISTILLABLE = tuple(name for name, entry in TASKS.items() if entry.distiller is not None)
 
 
-def distill_finetuned(task: str, teacher_dir: str, train_source: str, dev_source: str | None, out_dir: str,
+def distill_finetuned(task: Task | str, teacher_dir: str, train_source: str, dev_source: str | None, out_dir: str,
                       sections: dict | None = None, num_layers: int | None = None,
                       layer_map: list[int] | None = None, alpha: float = 0.5, temperature: float = 2.0,
                       overwrite: bool = False, progress: bool = True, student_dir: str | None = None) -> dict:
@@ -49,13 +50,13 @@ def distill_finetuned(task: str, teacher_dir: str, train_source: str, dev_source
     The student is `student_from_teacher(teacher, num_layers, layer_map)` (every other layer by
     default: 3 of a 6-layer teacher), the teacher's head and label set included; it is trained
     by the fine-tuning recipe (`bertkit.recipes.finetune.finetune`: same data reading, batching,
-    dev evaluation, best-model keeping and output directory) on the distillation loss of a
-    `TaskDistiller` (the class, per-token tag or answer start/end distributions: `DISTILLABLE`
-    tasks). `sections` are finetune's ([data], [train], [model]); data.max_length defaults to the
+    dev evaluation, best-model keeping and output directory) on the task's distillation loss
+    (`task.distiller`: the class, per-token tag or answer start/end distributions). `sections` are finetune's ([data], [train], [model]); data.max_length defaults to the
     teacher's. `student_dir` starts from that model instead (same task and labels, e.g. the
     student of TinyBERT's layer-distillation stage); its layer count must match the map. OUT ends
     as a plain fine-tuned model whose finetune_summary.json also has a "distillation" entry.
     """
+    task = get_task(task)
     sections = distillation_sections(task, teacher_dir, sections, alpha, temperature)
     teacher = load_model(teacher_dir, task)
     teacher_labels = model_labels(teacher)
@@ -79,7 +80,7 @@ def distill_finetuned(task: str, teacher_dir: str, train_source: str, dev_source
         return student.train()
 
     def wrap(student):
-        return TaskDistiller(student, teacher, alpha=alpha, temperature=temperature)
+        return task.distiller(student, teacher, alpha=alpha, temperature=temperature)
 
     summary = finetune(task, teacher_dir, train_source, dev_source, out_dir, sections, overwrite=overwrite,
                        progress=progress, model_fn=build_student, train_wrapper=wrap)
@@ -89,16 +90,17 @@ def distill_finetuned(task: str, teacher_dir: str, train_source: str, dev_source
     return summary
 
 
-def distillation_sections(task: str, teacher_dir: str, sections: dict | None, alpha: float,
+def distillation_sections(task: Task, teacher_dir: str, sections: dict | None, alpha: float,
                           temperature: float) -> dict:
     """finetune's sections for a distillation run, checked before any work: a teacher of `task`,
     no class weights or PEFT, alpha and temperature in range; data.max_length the teacher's."""
-    if task not in DISTILLABLE:
-        raise ConfigError(f"distillation supports --task classification (single-label), token-classification "
-                          f"or qa (one softmax per example, token or answer boundary), not {task!r}")
+    if task.distiller is None:
+        *others, last = [name for name, entry in TASKS.items() if entry.distiller is not None]
+        raise ConfigError(f"distillation needs one softmax per example, token or answer boundary (single-label): "
+                          f"--task {', '.join(others)} or {last}, not {task.name!r}")
     spec = read_spec(teacher_dir, task)
-    if spec.task != task:
-        raise ConfigError(f"{teacher_dir} is a {spec.task} model; distillation's KL term needs a {task} "
+    if spec.task is not task:
+        raise ConfigError(f"{teacher_dir} is a {spec.task.name} model; distillation's KL term needs a {task.name} "
                           "teacher (single-label: one softmax over the labels)")
     sections = {name: dict(values) for name, values in (sections or {}).items()}
     train = sections.get("train", {})
@@ -112,7 +114,7 @@ def distillation_sections(task: str, teacher_dir: str, sections: dict | None, al
     return sections
 
 
-def load_student(student_dir: str, task: str, num_layers: int, teacher_labels: list[str]) -> nn.Module:
+def load_student(student_dir: str, task: Task, num_layers: int, teacher_labels: list[str]) -> nn.Module:
     """A fine-tuned `task` model to continue distilling: the layer map's depth, the teacher's labels."""
     student = load_model(student_dir, task)
     if model_labels(student) != teacher_labels:
@@ -178,14 +180,14 @@ def compare_on_test(teacher_dir: str, student_dir: str, test_source: str, repeat
     examples = subsample(load_examples(spec.task, test_source, "test", spec.data), limit, seed)
     models = {"teacher": load_model(teacher_dir, spec.task), "student": load_model(student_dir, spec.task)}
     metrics = {name: evaluate_examples(m, tokenizer, spec, examples, name="test") for name, m in models.items()}
-    features = get_task(spec.task).encode(tokenizer, examples, spec.data, None, False, "test")
+    features = spec.task.encode(tokenizer, examples, spec.data, None, False, "test")
     batch_size = batch_size or spec.data.eval_batch_size
     times = compare_speed(models, features, tokenizer.pad_token_id, batch_size, repeats)
     result = {"test_data": test_source, "examples": len(examples), "features": len(features), "batch_size": batch_size,
               "max_length": spec.data.max_length, "threads": torch.get_num_threads(),
               "teacher": metrics["teacher"], "student": metrics["student"], **speed_ratios(times)}
     # the share of each score the student keeps; a ratio of losses (lower wins) is no share
-    lower = get_task(spec.task).lower_is_better
+    lower = spec.task.lower_is_better
     result["retained"] = {k: metrics["student"][k] / v for k, v in metrics["teacher"].items() if v and k not in lower}
     path = os.path.join(student_dir, SUMMARY_FILE)
     with open(path, encoding="utf-8") as f:

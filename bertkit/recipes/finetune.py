@@ -54,8 +54,8 @@ from bertkit.io import atomic_directory, atomic_write_json, loads_json, read_tex
 from bertkit.peft import DEFAULT_LR as PEFT_DEFAULT_LR
 from bertkit.peft import PEFT_KEYS, get_peft_model, make_config
 from bertkit.runtime.runlock import check_apart, is_main_process, run_lock
-from bertkit.tasks import (SUMMARY_FILE, Collator, DataConfig, Task, TaskSpec, baseline_metrics, batching_length,
-                           builtin_labels, clean_metrics, evaluate_examples, get_task,
+from bertkit.tasks import (SUMMARY_FILE, TASKS, Collator, DataConfig, Task, TaskSpec, baseline_metrics,
+                           batching_length, builtin_labels, clean_metrics, evaluate_examples, get_task,
                            load_examples, parse_source, subsample)
 from bertkit.tasks.baseline import summary_entry as tfidf_summary
 from bertkit.tasks.builtin import default_dev
@@ -190,15 +190,14 @@ def build_task_model(model_dir: str, task: Task, labels: list[str] | None,
     A head already in the checkpoint is reused only when it has the same labels in the same
     order (continuing a fine-tune); otherwise it is dropped and a new one initialised.
     """
-    family = family_of(read_config(model_dir))
-    cls = family.head_for(task.model_class)  # the task's head in the checkpoint's family
+    cls = task.head_class(model_dir)  # the task's head in the checkpoint's family
     config = cls.config_class.from_pretrained(model_dir)
     changes = {**(model_overrides or {}), **task.head_config(labels)}
     same_labels = (config.id2label or {}) == changes.get("id2label") and task.labels_of is not None
     model = cls(config.replace(**changes))
     state = read_state_dict(model_dir)
     if not same_labels or cls.__name__ not in (config.architectures or []):
-        state = {k: v for k, v in state.items() if not k.startswith(family.task_head_prefixes)}
+        state = {k: v for k, v in state.items() if not k.startswith(family_of(config).task_head_prefixes)}
     report = load_into(model, state, cls.base_model_prefix)
     encoder = cls.base_model_prefix + "."
     new_by_design = ("pooler", "low_rank")  # a pooler-less checkpoint; Linformer projections added by the config
@@ -361,15 +360,14 @@ def prepare_labels(task: Task, train_source: str, train: Sequence, dev: Sequence
     return [id2label[i] for i in range(len(id2label))]
 
 
-def load_task_data(task_name: str, train_source: str, dev_source: str | None, recipe: Recipe) -> TaskData:
+def load_task_data(task: Task, train_source: str, dev_source: str | None, recipe: Recipe) -> TaskData:
     """Read train and dev, refine the task from the training labels, build the label set."""
-    task = get_task(task_name)
     if dev_source is None:
         dev_source = default_dev(train_source)  # a built-in's dev split, a cached data set's validation split
         if dev_source is None:
             raise ConfigError("--dev is required with a training file (the dev set picks the best checkpoint)")
-    train = load_examples(task.name, train_source, "train", recipe.data)
-    dev = load_examples(task.name, dev_source, "dev", recipe.data)
+    train = load_examples(task, train_source, "train", recipe.data)
+    dev = load_examples(task, dev_source, "dev", recipe.data)
     if not train:
         raise DataError(f"{train_source}: no training examples")
     if not dev:
@@ -378,16 +376,16 @@ def load_task_data(task_name: str, train_source: str, dev_source: str | None, re
     dev = subsample(dev, recipe.data.max_eval_examples, recipe.train.seed + 1)
     if task.refine is not None:
         refined, dev_refined = task.refine(train), task.refine(dev)
-        if refined == task.name and dev_refined != task.name:
-            raise DataError(f"{dev_source}: dev labels are {dev_refined} but training labels are {task.name}")
-        task = get_task(refined)
-    if recipe.options.class_weights == "balanced" and task.name not in ("classification", "token-classification"):
+        if refined is task and dev_refined is not task:
+            raise DataError(f"{dev_source}: dev labels are {dev_refined.name} but training labels are {task.name}")
+        task = refined
+    if recipe.options.class_weights == "balanced" and not task.class_weights:
         raise ConfigError(f"train.class_weights=\"balanced\" is for single-label or token classification, "
                           f"not {task.name}")
     check_long_text_task(task.name, recipe.data.long_text)
     labels = prepare_labels(task, train_source, train, dev)
-    allow_no_answer = task.name != "qa" or any(e.is_impossible for e in train)
-    return TaskData(task, train, dev, labels, TaskSpec(task.name, recipe.data, allow_no_answer), dev_source)
+    spec = TaskSpec(task, recipe.data, task.allows_no_answer(train))
+    return TaskData(task, train, dev, labels, spec, dev_source)
 
 
 TIE_METRIC = "loss"  # settles exact ties of the selected dev score (early_stopping.py says why)
@@ -429,8 +427,9 @@ def build_model(model_dir: str, data: TaskData, recipe: Recipe, model_fn=None, p
                           f"{config.max_sequence_length} positions; use data.max_length="
                           f"{config.max_sequence_length} or less")
     for key in RECIPE_MODEL_KEYS:
-        if key in recipe.model and data.task.name != "seq2seq":
-            raise ConfigError(f"model.{key} is for --task seq2seq (an encoder-decoder), not {data.task.name}")
+        if key in recipe.model and key not in data.task.model_keys:
+            readers = " or ".join(t.name for t in TASKS.values() if key in t.model_keys)
+            raise ConfigError(f"model.{key} is for --task {readers} (an encoder-decoder), not {data.task.name}")
     check_model_overrides(config, recipe.model)
     torch.manual_seed(recipe.train.seed)  # the new head's initialisation
     model = (model_fn or data.task.build_model or build_task_model)(model_dir, data.task, data.labels, recipe.model)
@@ -457,7 +456,7 @@ def run_length(recipe: Recipe, batches: LengthBucketedBatches) -> tuple[TrainCon
     return dataclasses.replace(recipe.train, **changes), steps_per_epoch
 
 
-def finetune(task: str, model_dir: str, train_source: str, dev_source: str | None, out_dir: str,
+def finetune(task: Task | str, model_dir: str, train_source: str, dev_source: str | None, out_dir: str,
              sections: dict | None = None, overwrite: bool = False, progress: bool = True,
              model_fn=None, train_wrapper=None, resume: bool = False) -> dict:
     """Fine-tune `model_dir` on `train_source` for `task`; returns the summary dict.
@@ -487,13 +486,14 @@ def finetune(task: str, model_dir: str, train_source: str, dev_source: str | Non
     return summary
 
 
-def _finetune(task: str, model_dir: str, train_source: str, dev_source: str | None, out_dir: str, recipe: Recipe,
-              ctx: DistContext, overwrite: bool, resume: bool, progress: bool, model_fn, train_wrapper) -> dict:
+def _finetune(task_name: Task | str, model_dir: str, train_source: str, dev_source: str | None, out_dir: str,
+              recipe: Recipe, ctx: DistContext, overwrite: bool, resume: bool, progress: bool, model_fn,
+              train_wrapper) -> dict:
     started = time.time()
-    get_task(task)
+    task = get_task(task_name)  # the one look-up: the entry travels from here
     check_apart(model_dir, out_dir)
-    record = run_record(task, model_dir, train_source, dev_source, recipe)
-    with run_lock(out_dir, f"finetune --task {task}"):
+    record = run_record(task.name, model_dir, train_source, dev_source, recipe)
+    with run_lock(out_dir, f"finetune --task {task.name}"):
         resume = check_out_dir(out_dir, overwrite, resume, record)  # before the slow parts
         data = load_task_data(task, train_source, dev_source, recipe)
         metric = select_metric(data.task, recipe.options)
@@ -534,9 +534,10 @@ def train_task_model(work: str, recipe: Recipe, data: TaskData, tokenizer, model
     train_config, steps_per_epoch = run_length(recipe, batches)
     keeper = BestKeeper(work, metric, recipe.options.patience, tokenizer, metric in data.task.lower_is_better,
                         tie_metric=tie_metric(data.task, metric))
+    dev_features = data.task.encode(tokenizer, data.dev, recipe.data, None, False, "dev")  # once per run
 
     def evaluate_dev(_model) -> dict:
-        metrics = evaluate_examples(model, tokenizer, data.spec, data.dev, name="dev")
+        metrics = evaluate_examples(model, tokenizer, data.spec, data.dev, name="dev", features=dev_features)
         return {k: (v if v is not None and not math.isnan(v) else float("nan")) for k, v in metrics.items()}
 
     # The Trainer tells the keeper every evaluation (it saves `trained`, whose save_pretrained is

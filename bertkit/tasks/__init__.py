@@ -8,11 +8,13 @@
 - `builtin.py`   built-in real data sets by name (bbc, wordnet-*)
 - `baseline.py`  the TF-IDF + linear model baseline beside classification and regression scores
 - `long_text.py` texts longer than the window: head+tail, or chunks with averaged logits
+- `export.py`    ONNX export of a model directory, the graph its task names
 - torch-free: `formats.py` (CSV/TSV/JSONL, CoNLL, SQuAD, choices), `metrics.py`,
   `alignment.py`, `qa_spans.py`, `realdata.py`
 """
 
 from bertkit.tasks.builtin import BUILTIN_DATA, builtin_labels, builtin_splits, load_examples, parse_source
+from bertkit.tasks.export import export_directory
 from bertkit.tasks.common import (SUMMARY_FILE, Collator, DataConfig, PredictionInput, TaskSpec, batching_length,
                                   clean_metrics, eval_order, feature_length, forward_features, json_float, model_labels,
                                   subsample)
@@ -27,6 +29,6 @@ __all__ = [
     "SUMMARY_FILE", "Collator", "DataConfig", "PredictionInput", "TaskSpec", "batching_length", "clean_metrics",
     "eval_order",
     "feature_length", "forward_features", "json_float", "model_labels", "subsample",
-    "baseline_metrics", "check_model_labels", "evaluate_examples", "load_for_inference", "load_model",
+    "export_directory", "baseline_metrics", "check_model_labels", "evaluate_examples", "load_for_inference", "load_model",
     "prediction_rows", "read_prediction_input", "read_spec",
 ]

@@ -12,16 +12,18 @@ import functools
 import os
 
 from bertkit.errors import DataError
-from bertkit.tasks import realdata
-from bertkit.tasks.hub_datasets import DEFAULT_SPLITS, FILE_ONLY_TASKS, is_reference, parse_name, resolve
+from bertkit.tasks import multiple_choice, qa, realdata, seq2seq, sequence, tagging
+from bertkit.tasks.hub_datasets import DEFAULT_SPLITS, is_reference, parse_name, resolve
 from bertkit.tasks.common import DataConfig
-from bertkit.tasks.registry import get_task
+from bertkit.tasks.registry import TASKS, get_task
+from bertkit.tasks.spec import Task
 
 # name -> the task it is for
-BUILTIN_DATA = {"bbc": "classification", "wordnet-supersense": "classification",
-                "wordnet-tagging": "token-classification", "wordnet-qa": "qa", "wordnet-usage-qa": "qa",
-                "wordnet-gloss-choice": "multiple-choice", "wordnet-reverse-dictionary": "seq2seq",
-                "wordnet-definitions": "seq2seq"}
+BUILTIN_DATA: dict[str, Task] = {
+    "bbc": sequence.CLASSIFICATION, "wordnet-supersense": sequence.CLASSIFICATION,
+    "wordnet-tagging": tagging.TOKEN_CLASSIFICATION, "wordnet-qa": qa.QA, "wordnet-usage-qa": qa.QA,
+    "wordnet-gloss-choice": multiple_choice.MULTIPLE_CHOICE, "wordnet-reverse-dictionary": seq2seq.SEQ2SEQ,
+    "wordnet-definitions": seq2seq.SEQ2SEQ}
 SPLITS = ("train", "dev", "test")
 
 
@@ -89,18 +91,19 @@ def builtin_labels(name: str) -> list[str] | None:
     return None
 
 
-def load_examples(task: str, source: str, split: str, data: DataConfig) -> list:
+def load_examples(task: Task | str, source: str, split: str, data: DataConfig) -> list:
     """Labelled examples of `task` from a file or a built-in set (`split` is used for a
     built-in name given without ":split")."""
+    task = get_task(task)
     name, explicit = parse_source(source)
     if name in BUILTIN_DATA:
-        if BUILTIN_DATA[name] != task:
-            raise DataError(f"built-in data {name} is for --task {BUILTIN_DATA[name]}, not {task}")
+        if BUILTIN_DATA[name] is not task:
+            raise DataError(f"built-in data {name} is for --task {BUILTIN_DATA[name].name}, not {task.name}")
         return list(builtin_splits(name)[explicit or split])
-    return get_task(task).read(resolve_source(task, source, split), data)
+    return task.read(resolve_source(task, source, split), data)
 
 
-def resolve_source(task: str, source: str, split: str) -> str:
+def resolve_source(task: Task, source: str, split: str) -> str:
     """A source that is not a built-in name as its reader takes it: a path that exists as it is
     (a FIFO or device exists: its reader refuses it by name); else a data set in the local Hugging
     Face datasets cache as "NAME:CONFIG:SPLIT" (`split`, "train", "dev" or "test", picks the split
@@ -109,10 +112,10 @@ def resolve_source(task: str, source: str, split: str) -> str:
         return source
     if parse_name(source) is None:
         raise DataError(f"{source}: no such file (or built-in data name: {', '.join(BUILTIN_DATA)})")
-    if task in FILE_ONLY_TASKS and is_reference(source):
-        raise DataError(f"{source} is a Hugging Face data set; --task {task} reads files only (CoNLL, SQuAD JSON, "
-                        "JSONL): a data set name works for classification, multi-label-classification, "
-                        "regression and multiple-choice")
+    if task.file_only and is_reference(source):
+        readers = ", ".join(t.name for t in TASKS.values() if not t.file_only)
+        raise DataError(f"{source} is a Hugging Face data set; --task {task.name} reads files only (CoNLL, SQuAD "
+                        f"JSON, JSONL): a data set name works for {readers}")
     return resolve(source, split)
 
 

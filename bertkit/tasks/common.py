@@ -17,7 +17,7 @@ import dataclasses
 import math
 import warnings
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -91,23 +91,24 @@ _LEGACY_KINDS = {"multilabel": "multi-label-classification", "regression": "regr
 class TaskSpec:
     """What a fine-tuned model does and how its inputs are built.
 
-    task  a registered task name (`bertkit.tasks.TASKS`); allow_no_answer  QA may answer ""
-    (SQuAD 2.0).
+    task  the `Task` entry (bertkit/tasks/spec.py); allow_no_answer  QA may answer "" (SQuAD 2.0).
+    finetune_summary.json records the task by its name.
     """
 
-    task: str
+    task: Any
     data: DataConfig = field(default_factory=DataConfig)
     allow_no_answer: bool = True
 
     def to_dict(self) -> dict:
-        return {"task": self.task, "data": self.data.to_dict(), "allow_no_answer": self.allow_no_answer}
+        return {"task": self.task.name, "data": self.data.to_dict(), "allow_no_answer": self.allow_no_answer}
 
     @classmethod
-    def from_dict(cls, values: dict) -> "TaskSpec":
+    def from_dict(cls, values: dict, find_task: Callable[[str], Any]) -> "TaskSpec":
+        """The spec `to_dict` wrote; `find_task` turns the recorded name into its entry (get_task)."""
         data = DataConfig(**{k: v for k, v in values.get("data", {}).items()
                              if k in DataConfig.__dataclass_fields__})
         task = _LEGACY_KINDS.get(values.get("kind"), values["task"])
-        return cls(task, data, bool(values.get("allow_no_answer", True)))
+        return cls(find_task(task), data, bool(values.get("allow_no_answer", True)))
 
 
 @dataclass

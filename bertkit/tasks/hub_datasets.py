@@ -32,8 +32,6 @@ from bertkit.models.hub_cache import is_repo_id
 
 # The split each role reads when the name gives none, in order of preference.
 DEFAULT_SPLITS = {"train": ("train",), "dev": ("validation", "dev", "valid"), "test": ("test",)}
-# Built-in tasks whose readers take files only (CoNLL, SQuAD JSON, seq2seq JSONL).
-FILE_ONLY_TASKS = ("token-classification", "qa", "seq2seq")
 _PART = re.compile(r"^[\w.-]+$")  # a config or split name
 
 # datasets.naming.camelcase_to_snakecase (tested against it), so that no heavy import is needed

@@ -27,58 +27,55 @@ from bertkit.tasks.builtin import BUILTIN_DATA, load_examples, parse_source, res
 from bertkit.tasks.common import SUMMARY_FILE, DataConfig, PredictionInput, TaskSpec, model_labels
 from bertkit.tasks.formats import QAExample, TextExample, TokenExample
 from bertkit.tasks.registry import TASKS, get_task, task_of_config
+from bertkit.tasks.spec import Task
 from bertkit.tokenizer import Tokenizer
 from bertkit.settings.config_io import apply_overrides, dataclass_from_dict
 
 
 # ---------------------------------------------------------------------------- loading
-def read_spec(model_dir: str, task: str | None = None) -> TaskSpec:
+def read_spec(model_dir: str, task: Task | str | None = None) -> TaskSpec:
     """The task of a model directory: its finetune_summary.json, else its config.json (for an
-    adapter directory PEFT wrote, which has none: its base's, with the adapter's task head)."""
+    adapter directory PEFT wrote, which has none: its base's, with the adapter's task head).
+    `task` (`--task`) must name the recorded task or one it refines to (its `variants`)."""
     config = adapter_task_config(model_dir) if is_adapter_dir(model_dir) else read_config(model_dir)
+    asked = None if task is None else get_task(task)
     path = os.path.join(model_dir, SUMMARY_FILE)
     if os.path.isfile(path):
         try:
             with open(path, encoding="utf-8") as f:
-                spec = TaskSpec.from_dict(json.load(f)["spec"])
+                values = json.load(f)["spec"]
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise CheckpointError(f"{path} is unreadable ({e}); pass --task, or delete the file") from None
-        if task is not None and get_task(task).name != spec.task and not _refines(task, spec.task):
-            raise ConfigError(f"--task {task} but {model_dir} was fine-tuned for {spec.task}; drop --task "
-                              "or use a model fine-tuned for this task")
+        spec = TaskSpec.from_dict(values, get_task)
+        if asked is not None and not asked.names(spec.task):
+            raise ConfigError(f"--task {asked.name} but {model_dir} was fine-tuned for {spec.task.name}; drop "
+                              "--task or use a model fine-tuned for this task")
         return spec
-    if task is None:
-        found = task_of_config(config)
+    found = task_of_config(config)
+    if asked is None:
         if found is None:
             raise ConfigError(f"{model_dir} has no {SUMMARY_FILE} and its config.json names no task head "
                               f"(architectures={config.architectures}); pass --task {'|'.join(TASKS)}")
-        return TaskSpec(found.name, DataConfig())
-    get_task(task)
-    found = task_of_config(config)
-    if task == "classification" and found is not None and _refines(task, found.name):
-        task = found.name  # a multi-label head asked for as "classification"
-    return TaskSpec(task, DataConfig())
+        return TaskSpec(found, DataConfig())
+    if found is not None and found in asked.variants:
+        asked = found  # a multi-label head asked for as "classification"
+    return TaskSpec(asked, DataConfig())
 
 
-def _refines(asked: str, recorded: str) -> bool:
-    """`--task classification` also names a model fine-tuned on multi-label data."""
-    return asked == "classification" and recorded == "multi-label-classification"
-
-
-def load_model(model_dir: str, task: str) -> torch.nn.Module:
+def load_model(model_dir: str, task: Task | str) -> torch.nn.Module:
     """The task model of a fine-tuned directory, refusing one whose head was never trained."""
-    cls = get_task(task).model_class
+    task = get_task(task)
     if is_adapter_dir(model_dir):  # a PEFT adapter (`finetune --peft`): onto its recorded base
         model = load_peft_model(model_dir)
-        if type(model.model) is not cls:
-            raise ConfigError(f"{model_dir} is a {type(model.model).__name__} adapter, not a {task} model")
+        if type(model.model) is not task.model_class:
+            raise ConfigError(f"{model_dir} is a {type(model.model).__name__} adapter, not a {task.name} model")
         return model
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model, report = cls.from_pretrained(model_dir, output_loading_info=True)
+        model, report = task.head_class(model_dir).from_pretrained(model_dir, output_loading_info=True)
     head = [k for k in report.missing_keys if not k.startswith(model.base_model_prefix + ".")]
     if head:
-        raise CheckpointError(f"{model_dir} has no trained {task} head (missing {', '.join(head[:3])}); "
+        raise CheckpointError(f"{model_dir} has no trained {task.name} head (missing {', '.join(head[:3])}); "
                               "fine-tune it first with `bertkit finetune`")
     return model
 
@@ -96,15 +93,19 @@ def load_for_inference(model_dir: str, task: str | None = None, assignments: Seq
 
 
 # ---------------------------------------------------------------------------- evaluate
-def evaluate_examples(model, tokenizer, spec: TaskSpec, examples: Sequence, name: str = "data", ctx=None) -> dict:
+def evaluate_examples(model, tokenizer, spec: TaskSpec, examples: Sequence, name: str = "data", ctx=None,
+                      features: list | None = None) -> dict:
     """The task's metrics of `model` on labelled `examples` (flat {name: float}).
 
+    `features`: the examples' inference features (`spec.task.encode(..., training=False)`), for a
+    caller that evaluates the same examples again and again (fine-tuning's dev set): encoded once.
     With `ctx` (a train.distributed.DistContext) of W > 1 processes, rank r decodes examples
     r, r + W, r + 2W, ...; the predictions are gathered back into order, so every rank returns
-    the metrics of all the examples for 1/W of the model's work."""
-    task = get_task(spec.task)
+    the metrics of all the examples for 1/W of the model's work (each rank encodes its share:
+    `features` are not used)."""
+    task = spec.task
     if ctx is None or not ctx.enabled:
-        return task.metrics(examples, task.decode(model, tokenizer, examples, spec, name))
+        return task.metrics(examples, task.decode(model, tokenizer, examples, spec, name, features))
     share = list(examples[ctx.rank::ctx.world_size])
     predictions: list = [None] * len(examples)
     for rank, part in enumerate(ctx.gather(task.decode(model, tokenizer, share, spec, name) if share else [])):
@@ -114,12 +115,12 @@ def evaluate_examples(model, tokenizer, spec: TaskSpec, examples: Sequence, name
 
 def baseline_metrics(spec: TaskSpec, train: Sequence, examples: Sequence) -> dict:
     """The trivial baseline's metrics on `examples` (each task's `baseline`)."""
-    return get_task(spec.task).baseline(train, examples)
+    return spec.task.baseline(train, examples)
 
 
 def check_model_labels(model, spec: TaskSpec, examples: Sequence, source: str) -> None:
     """Labels in the data that the model cannot predict -> DataError listing them."""
-    task = get_task(spec.task)
+    task = spec.task
     if task.labels_of is None:
         return
     known = set(model_labels(model))
@@ -132,12 +133,13 @@ def check_model_labels(model, spec: TaskSpec, examples: Sequence, source: str) -
 
 
 # ---------------------------------------------------------------------------- predict
-def read_prediction_input(task: str, source: str, data: DataConfig) -> PredictionInput:
+def read_prediction_input(task: Task | str, source: str, data: DataConfig) -> PredictionInput:
     """Unlabelled inputs for `bertkit predict`: the task's `read_inputs`, or a built-in name
     such as bbc:test (its labels are ignored), or a cached hub data set (its test split by default)."""
+    task = get_task(task)
     if parse_source(source)[0] in BUILTIN_DATA:
         return PredictionInput(load_examples(task, source, "test", data))
-    return get_task(task).read_inputs(resolve_source(task, source, "test"), data)
+    return task.read_inputs(resolve_source(task, source, "test"), data)
 
 
 def prediction_rows(model, tokenizer, spec: TaskSpec, inputs: PredictionInput, name: str = "input") -> list[dict]:
@@ -147,9 +149,9 @@ def prediction_rows(model, tokenizer, spec: TaskSpec, inputs: PredictionInput, n
     Every row starts with "index" (0-based position among the inputs) and "line" (1-based line
     where the input starts in its file; None for SQuAD JSON and built-in data). A blank input
     (empty or whitespace-only text, question or context; a sentence without words) is not sent
-    to the model: its row has the task's keys with null values (`_blank_row`).
+    to the model: its row has the task's keys with null values (the task's `blank_row`).
     """
-    task = get_task(spec.task)
+    task = spec.task
     examples = inputs.examples
     kept = [i for i, example in enumerate(examples) if not _is_blank(example)]
     pick = (lambda values: None if values is None else [values[i] for i in kept])
@@ -157,7 +159,7 @@ def prediction_rows(model, tokenizer, spec: TaskSpec, inputs: PredictionInput, n
     predicted = task.rows(model, task.decode(model, tokenizer, subset.examples, spec, name), subset) if kept else []
     by_index = dict(zip(kept, predicted))
     return [{"index": i, "line": getattr(example, "line", None),
-             **(by_index[i] if i in by_index else _blank_row(spec, example))}
+             **(by_index[i] if i in by_index else task.blank_row(example))}
             for i, example in enumerate(examples)]
 
 
@@ -169,16 +171,3 @@ def _is_blank(example) -> bool:
     if isinstance(example, TextExample):
         return not example.text.strip() and not (example.text_pair or "").strip()
     return False  # (multiple choice: its reader checks its fields)
-
-
-def _blank_row(spec: TaskSpec, example) -> dict:
-    """The row of a blank input: the task's keys, with no prediction."""
-    if isinstance(example, TokenExample):
-        return {"words": [], "tags": [], "entities": []}
-    if isinstance(example, QAExample):
-        return {"id": example.id, "answer": None, "start": None, "end": None, "score": None, "no_answer": None}
-    if spec.task == "regression":
-        return {"value": None}
-    if spec.task == "seq2seq":
-        return {"source": example.text, "generated": None}
-    return {"labels" if spec.task == "multi-label-classification" else "label": None, "probabilities": None}

@@ -67,10 +67,11 @@ def encode(tokenizer, examples, data: DataConfig, label2id: dict | None, trainin
 
 
 # ---------------------------------------------------------------------------- decoding
-def decode(model, tokenizer, examples: Sequence[ChoiceExample], spec: TaskSpec, name: str = "data"
-           ) -> list[np.ndarray]:
+def decode(model, tokenizer, examples: Sequence[ChoiceExample], spec: TaskSpec, name: str = "data",
+           features: list | None = None) -> list[np.ndarray]:
     """softmax over the choices' scores, per example."""
-    features = encode_choices(tokenizer, examples, spec.data.max_length, name=name)
+    if features is None:
+        features = encode_choices(tokenizer, examples, spec.data.max_length, name=name)
     scores = forward_features(model, features, spec.data.eval_batch_size, tokenizer.pad_token_id,
                               spec.data.eval_batching)
     return [softmax(np.asarray(s, dtype=np.float64)) for s in scores]

@@ -17,6 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
+from bertkit.distill.tasks import TaskDistiller
 from bertkit.errors import ConfigError, DataError
 from bertkit.models.families import architectures_for
 from bertkit.models.heads import BertForQuestionAnswering
@@ -106,11 +107,12 @@ def encode(tokenizer, examples, data: DataConfig, label2id: dict | None, trainin
 
 
 # ---------------------------------------------------------------------------- decoding
-def decode(model, tokenizer, examples: Sequence[QAExample], spec: TaskSpec, name: str = "data"
-           ) -> list[SpanPrediction]:
+def decode(model, tokenizer, examples: Sequence[QAExample], spec: TaskSpec, name: str = "data",
+           features: list | None = None) -> list[SpanPrediction]:
     """The best span (or no answer) of each question, over all windows of its context."""
     data = spec.data
-    features = encode_qa(tokenizer, examples, data.max_length, data.doc_stride, name=name)
+    if features is None:
+        features = encode_qa(tokenizer, examples, data.max_length, data.doc_stride, name=name)
     outputs = forward_features(model, features, data.eval_batch_size, tokenizer.pad_token_id, data.eval_batching)
     by_example: list[list[QAFeature]] = [[] for _ in examples]
     for feature, (start, end) in zip(features, outputs):
@@ -154,4 +156,10 @@ QA = Task(
     rows=rows, metric_names=("f1", "exact"),
     head_config=lambda labels: {"num_labels": 2, "id2label": None, "label2id": None, "problem_type": None},
     architectures=architectures_for(BertForQuestionAnswering),
+    # SQuAD 2.0 data (some questions unanswerable) lets the model answer "" as well
+    allows_no_answer=lambda train: any(e.is_impossible for e in train),
+    blank_row=lambda example: {"id": example.id, "answer": None, "start": None, "end": None, "score": None,
+                               "no_answer": None},
+    file_only=True, distiller=TaskDistiller,
+    export_outputs={"start_logits": ("batch", "sequence"), "end_logits": ("batch", "sequence")},
 )

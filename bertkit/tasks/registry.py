@@ -3,7 +3,8 @@
     TASKS["classification"]  -> the Task entry (bertkit/tasks/spec.py) everything reads
 
 A task of your own: build a `Task` and `register_task(task)` before calling the recipes (or
-add its module and one line below).
+add its module and one line below). Names are looked up here once, where a command or a summary
+file gives one; from there the `Task` object travels.
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ def register_task(task: Task) -> Task:
     return task
 
 
-def get_task(name: str) -> Task:
-    """The registered task `name`, or a ConfigError listing the known ones."""
+def get_task(name: str | Task) -> Task:
+    """The registered task `name`, or a ConfigError listing the known ones (a Task is its own entry)."""
+    if isinstance(name, Task):
+        return name
     if name not in TASKS:
         raise ConfigError(f"unknown task {name!r}; use one of {', '.join(TASKS)}")
     return TASKS[name]

@@ -140,9 +140,11 @@ def encode(tokenizer, examples: Sequence[TextExample], data: DataConfig, label2i
 
 # ---------------------------------------------------------------------------- decoding
 @torch.no_grad()
-def decode(model, tokenizer, examples: Sequence[TextExample], spec: TaskSpec, name: str = "data") -> list[str]:
+def decode(model, tokenizer, examples: Sequence[TextExample], spec: TaskSpec, name: str = "data",
+           features: list | None = None) -> list[str]:
     """The generated text of each example, in input order (batches of similar source length)."""
-    features = encode(tokenizer, examples, spec.data, None, False, name)
+    if features is None:
+        features = encode(tokenizer, examples, spec.data, None, False, name)
     collate, device = Collator(tokenizer.pad_token_id), next(model.parameters()).device
     texts: list[str] = [""] * len(features)
     # fixed batches: a generate call runs up to max_target_length decoder steps, far more than the
@@ -179,4 +181,6 @@ SEQ2SEQ = Task(
     read=read, read_inputs=read_inputs, encode=encode, decode=decode, metrics=metrics, baseline=baseline,
     rows=rows, metric_names=("rouge_l", "exact_match"),
     architectures=("EncoderDecoderModel",), build_model=build_model,
+    model_keys=("decoder_layers", "cross_attention_init"),  # read by build_model, not config fields
+    blank_row=lambda example: {"source": example.text, "generated": None}, file_only=True,
 )

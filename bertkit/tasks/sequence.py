@@ -19,6 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
+from bertkit.distill.tasks import TaskDistiller
 from bertkit.errors import DataError
 from bertkit.models.families import architectures_for
 from bertkit.models.heads import BertForSequenceClassification
@@ -64,29 +65,34 @@ def label_list(label) -> list:
 
 
 # ---------------------------------------------------------------------------- features
-def label_array(examples: Sequence[TextExample], task: str, label2id: dict | None) -> np.ndarray:
-    """Labels as the model takes them: class ids, multi-hot float rows, or floats."""
-    if task == "regression":
-        return np.array([float(e.label) for e in examples], dtype=np.float32)
-    if task == "multi-label-classification":
-        out = np.zeros((len(examples), len(label2id)), dtype=np.float32)
-        for row, e in enumerate(examples):
-            for name in label_list(e.label):
-                out[row, label2id[name]] = 1.0
-        return out
+# Labels as the model takes them, one function per task: (examples, label2id) -> an array.
+def class_ids(examples: Sequence[TextExample], label2id: dict) -> np.ndarray:
     return np.array([label2id[e.label] for e in examples], dtype=np.int64)
 
 
-def encode_texts(tokenizer, examples: Sequence[TextExample], max_length: int, task: str | None = None,
+def multi_hot(examples: Sequence[TextExample], label2id: dict) -> np.ndarray:
+    """One float row per example, 1.0 at each of its labels."""
+    out = np.zeros((len(examples), len(label2id)), dtype=np.float32)
+    for row, e in enumerate(examples):
+        for name in label_list(e.label):
+            out[row, label2id[name]] = 1.0
+    return out
+
+
+def numbers(examples: Sequence[TextExample], label2id: dict | None) -> np.ndarray:
+    return np.array([float(e.label) for e in examples], dtype=np.float32)
+
+
+def encode_texts(tokenizer, examples: Sequence[TextExample], max_length: int, labeller=None,
                  label2id: dict | None = None, name: str = "data", long_text: str = "truncate",
                  stride: int = 32) -> list[dict]:
-    """Sequence features; labels are added when `task` is given. `long_text` "head_tail" or
-    "chunks" (`bertkit/tasks/long_text.py`) fits single texts longer than `max_length` another way;
-    a chunk's feature records its text's index as "example"."""
+    """Sequence features; labels are added when `labeller` (class_ids, multi_hot, numbers) is given.
+    `long_text` "head_tail" or "chunks" (`bertkit/tasks/long_text.py`) fits single texts longer than
+    `max_length` another way; a chunk's feature records its text's index as "example"."""
     texts = [e.text for e in examples]
     check_texts(texts, "text", name)
     pairs = _pairs(examples, name)
-    labels = label_array(examples, task, label2id) if task is not None else None
+    labels = labeller(examples, label2id) if labeller is not None else None
     if long_text != "truncate" and pairs is None:
         with warnings.catch_warnings():  # whole texts: the long ones are fitted below
             warnings.simplefilter("ignore")
@@ -125,20 +131,21 @@ def _pairs(examples: Sequence[TextExample], name: str) -> list[str] | None:
     return pairs
 
 
-def _encoder(task: str):
+def _encoder(labeller):
     def encode(tokenizer, examples, data: DataConfig, label2id: dict | None, training: bool, name: str):
-        return encode_texts(tokenizer, examples, data.max_length, task if training else None, label2id, name,
+        return encode_texts(tokenizer, examples, data.max_length, labeller if training else None, label2id, name,
                             data.long_text, data.doc_stride)
 
     return encode
 
 
 # ---------------------------------------------------------------------------- decoding
-def _logits(model, tokenizer, examples, spec: TaskSpec, name: str) -> np.ndarray:
+def _logits(model, tokenizer, examples, spec: TaskSpec, name: str, features: list | None) -> np.ndarray:
     """(N, C) logits, one row per example: the mean over its windows with data.long_text="chunks"."""
     data = spec.data
-    features = encode_texts(tokenizer, examples, data.max_length, name=name, long_text=data.long_text,
-                            stride=data.doc_stride)
+    if features is None:
+        features = encode_texts(tokenizer, examples, data.max_length, name=name, long_text=data.long_text,
+                                stride=data.doc_stride)
     outputs = forward_features(model, features, data.eval_batch_size, tokenizer.pad_token_id, data.eval_batching)
     if features and "example" in features[0]:
         return mean_by_owner(outputs, [f["example"] for f in features], len(examples))
@@ -151,22 +158,25 @@ def _by_label(labels: list[str], probs: np.ndarray) -> dict[str, float]:
     return dict(zip(labels, probs.tolist()))
 
 
-def decode_classes(model, tokenizer, examples, spec: TaskSpec, name: str = "data") -> list[tuple[str, dict]]:
+def decode_classes(model, tokenizer, examples, spec: TaskSpec, name: str = "data",
+                   features: list | None = None) -> list[tuple[str, dict]]:
     """(label, {class: probability}) per example: the argmax of the softmax."""
-    probs = softmax(_logits(model, tokenizer, examples, spec, name))
+    probs = softmax(_logits(model, tokenizer, examples, spec, name, features))
     labels = model_labels(model)
     return [(labels[j], _by_label(labels, p)) for j, p in zip(probs.argmax(axis=1), probs)]
 
 
-def decode_label_sets(model, tokenizer, examples, spec: TaskSpec, name: str = "data") -> list[tuple[list, dict]]:
+def decode_label_sets(model, tokenizer, examples, spec: TaskSpec, name: str = "data",
+                      features: list | None = None) -> list[tuple[list, dict]]:
     """(labels with sigmoid >= 0.5, {class: probability}) per example."""
-    probs = sigmoid(_logits(model, tokenizer, examples, spec, name))
+    probs = sigmoid(_logits(model, tokenizer, examples, spec, name, features))
     labels = model_labels(model)
     return [([labels[j] for j in np.flatnonzero(p >= 0.5)], _by_label(labels, p)) for p in probs]
 
 
-def decode_values(model, tokenizer, examples, spec: TaskSpec, name: str = "data") -> list[float]:
-    return [float(v) for v in _logits(model, tokenizer, examples, spec, name)[:, 0]]
+def decode_values(model, tokenizer, examples, spec: TaskSpec, name: str = "data",
+                  features: list | None = None) -> list[float]:
+    return [float(v) for v in _logits(model, tokenizer, examples, spec, name, features)[:, 0]]
 
 
 # ---------------------------------------------------------------------------- metrics
@@ -241,41 +251,47 @@ def value_rows(model, predictions, inputs) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------- the entries
-def _multi_label_if_lists(examples) -> str:
-    return ("multi-label-classification" if infer_task_kind(examples) == "multilabel"
-            else "classification")
+LOGITS = {"logits": ("batch",)}  # ONNX: (B, C) scores, one row per text
+
+
+MULTI_LABEL = Task(
+    name="multi-label-classification",
+    description="a set of classes per text or text pair",
+    model_class=BertForSequenceClassification,
+    read=_reader("category"), read_inputs=read_inputs, encode=_encoder(multi_hot),
+    decode=decode_label_sets, metrics=label_set_metrics, baseline=empty_set_baseline, rows=label_set_rows,
+    metric_names=("micro_f1", "macro_f1", "exact_match"),
+    labels_of=lambda examples: [name for e in examples for name in label_list(e.label)],
+    head_config=label_head_config("multi_label_classification"),
+    blank_row=lambda example: {"labels": None, "probabilities": None}, export_outputs=LOGITS,
+)
+
+
+def _multi_label_if_lists(examples) -> Task:
+    return MULTI_LABEL if infer_task_kind(examples) == "multilabel" else CLASSIFICATION
 
 
 CLASSIFICATION = Task(
     name="classification",
     description="one class per text or text pair (multi-label when labels are lists)",
     model_class=BertForSequenceClassification,
-    read=_reader("category"), read_inputs=read_inputs, encode=_encoder("classification"),
+    read=_reader("category"), read_inputs=read_inputs, encode=_encoder(class_ids),
     decode=decode_classes, metrics=classification_metrics, baseline=majority_baseline, rows=class_rows,
     metric_names=("accuracy", "macro_f1", "loss"),
     labels_of=lambda examples: [e.label for e in examples],
     head_config=label_head_config("single_label_classification"),
     architectures=ARCHITECTURES, lower_is_better=frozenset({"loss"}), refine=_multi_label_if_lists,
-)
-
-MULTI_LABEL = Task(
-    name="multi-label-classification",
-    description="a set of classes per text or text pair",
-    model_class=BertForSequenceClassification,
-    read=_reader("category"), read_inputs=read_inputs, encode=_encoder("multi-label-classification"),
-    decode=decode_label_sets, metrics=label_set_metrics, baseline=empty_set_baseline, rows=label_set_rows,
-    metric_names=("micro_f1", "macro_f1", "exact_match"),
-    labels_of=lambda examples: [name for e in examples for name in label_list(e.label)],
-    head_config=label_head_config("multi_label_classification"),
+    variants=(MULTI_LABEL,), class_weights=True, blank_row=lambda example: {"label": None, "probabilities": None},
+    distiller=TaskDistiller, export_outputs=LOGITS,
 )
 
 REGRESSION = Task(
     name="regression",
     description="one number per text or text pair",
     model_class=BertForSequenceClassification,
-    read=_reader("number"), read_inputs=read_inputs, encode=_encoder("regression"),
+    read=_reader("number"), read_inputs=read_inputs, encode=_encoder(numbers),
     decode=decode_values, metrics=regression_metrics, baseline=mean_baseline, rows=value_rows,
     metric_names=("pearson", "spearman", "mse"),
     head_config=lambda labels: {"num_labels": 1, "id2label": None, "label2id": None, "problem_type": "regression"},
-    lower_is_better=frozenset({"mse"}),
+    lower_is_better=frozenset({"mse"}), blank_row=lambda example: {"value": None}, export_outputs=LOGITS,
 )

@@ -1,8 +1,9 @@
 """`Task`: everything bertkit knows about one fine-tuning task, in one declarative entry.
 
-`bertkit finetune`, `evaluate`, `predict` and `distill` read a task only through its entry, so
-a new task is one module that builds a `Task` plus one line in `bertkit/tasks/registry.py`
-(or `register_task(...)` from your own code). The life of an example:
+`bertkit finetune`, `evaluate`, `predict`, `distill` and `export` read a task only through its
+entry (none of them tests a task's name), so a new task is one module that builds a `Task` plus
+one line in `bertkit/tasks/registry.py` (or `register_task(...)` from your own code). The entry,
+not its name, is what travels through the recipes. The life of an example:
 
     file --read--> examples --encode--> features --model--> outputs --decode--> predictions
     predictions --metrics--> {name: value}        predictions --rows--> JSON rows (predict)
@@ -11,12 +12,14 @@ a new task is one module that builds a `Task` plus one line in `bertkit/tasks/re
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
+from bertkit.models.checkpoint import read_config
+from bertkit.models.families import family_of
 from bertkit.tasks.common import DataConfig, PredictionInput, TaskSpec
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # an entry is itself: compared and hashed by identity
 class Task:
     """One fine-tuning task.
 
@@ -27,7 +30,9 @@ class Task:
     read_inputs     (path, data) -> PredictionInput: unlabelled inputs for `bertkit predict`
     encode          (tokenizer, examples, data, label2id, training, name) -> features; training
                     features carry the targets (`label2id` maps label names to ids, or None)
-    decode          (model, tokenizer, examples, spec, name) -> one prediction per example
+    decode          (model, tokenizer, examples, spec, name, features=None) -> one prediction per
+                    example; `features` are the examples' `encode(..., training=False)` features when
+                    the caller built them already (fine-tuning encodes the dev set once per run)
     metrics         (examples, predictions) -> {metric: value}
     baseline        (train examples, examples) -> the trivial predictor's metrics
     rows            (model, predictions, inputs) -> one JSON-ready dict per example
@@ -36,10 +41,25 @@ class Task:
     head_config     labels -> config changes of the head (num_labels, id2label, problem_type)
     architectures   config.json `architectures` entries that mean a model of this task
     lower_is_better metrics where lower wins (mse, loss)
-    refine          training examples -> the task they really need (classification data with
+    refine          training examples -> the Task they really need (classification data with
                     lists of labels is multi-label); None: the task itself
     build_model     (model_dir, task, labels, model overrides) -> the model to fine-tune; None: the
-                    checkpoint's encoder with a fresh `model_class` head (recipes/finetune.py)
+                    checkpoint's encoder with a fresh `head_class` head (recipes/finetune.py)
+    head_classes    config.json model_type -> the head class for that model family, where it is not
+                    `model_class`'s own counterpart (the family's `head_for`, bertkit/models/families.py)
+    variants        the tasks `refine` may turn this one into (`--task classification` also
+                    names a model fine-tuned on multi-label data)
+    class_weights   whether train.class_weights="balanced" applies (one softmax per label position)
+    allows_no_answer training examples -> whether predictions may be "no answer" (SQuAD 2.0)
+    model_keys      [model] keys `build_model` reads that are no config field (seq2seq's
+                    decoder_layers); another task refuses them
+    blank_row       an input example that is blank -> the row `predict` writes for it: the task's
+                    keys with null values
+    file_only       the reader takes files only, not a Hugging Face data set name
+    distiller       (student, teacher, alpha, temperature) -> the module whose forward gives the
+                    distillation loss (bertkit/distill); None: the task is not distillable
+    export_outputs  ONNX graph outputs: output attribute of the model -> its dynamic axes, in order
+                    ("batch", "sequence"); empty: no ONNX export (bertkit/inference/onnx.py)
     """
 
     name: str
@@ -57,12 +77,32 @@ class Task:
     head_config: Callable[[list | None], dict] = field(default=lambda labels: {})
     architectures: tuple[str, ...] = ()
     lower_is_better: frozenset = frozenset()
-    refine: Callable[[Sequence], str] | None = None
+    refine: Callable[[Sequence], "Task"] | None = None
     build_model: Callable[..., Any] | None = None
+    head_classes: Mapping[str, type] = field(default_factory=dict)
+    variants: tuple["Task", ...] = ()
+    class_weights: bool = False
+    allows_no_answer: Callable[[Sequence], bool] = field(default=lambda train: True)
+    model_keys: tuple[str, ...] = ()
+    blank_row: Callable[[Any], dict] = field(default=lambda example: {})
+    file_only: bool = False
+    distiller: Callable[..., Any] | None = None
+    export_outputs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def default_metric(self) -> str:
         return self.metric_names[0]
+
+    def head_class(self, model_dir: str) -> type:
+        """The head class for the checkpoint in `model_dir`: `head_classes[its model_type]`, else
+        `model_class`'s counterpart in the checkpoint's family (`ModelFamily.head_for`)."""
+        config = read_config(model_dir)
+        own = self.head_classes.get(config.model_type) if self.head_classes else None
+        return own or family_of(config).head_for(self.model_class)
+
+    def names(self, recorded: "Task") -> bool:
+        """`--task self` names a model fine-tuned for `recorded`: the same task or one of its variants."""
+        return recorded is self or recorded in self.variants
 
 
 def label_head_config(problem_type: str | None) -> Callable[[list | None], dict]:

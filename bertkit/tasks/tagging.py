@@ -17,6 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
+from bertkit.distill.tasks import TaskDistiller
 from bertkit.errors import DataError
 from bertkit.models.families import architectures_for
 from bertkit.models.heads import BertForTokenClassification
@@ -160,10 +161,12 @@ def encode(tokenizer, examples, data: DataConfig, label2id: dict | None, trainin
 
 
 # ---------------------------------------------------------------------------- decoding
-def decode(model, tokenizer, examples: Sequence[TokenExample], spec: TaskSpec, name: str = "data") -> list[list[str]]:
+def decode(model, tokenizer, examples: Sequence[TokenExample], spec: TaskSpec, name: str = "data",
+           features: list | None = None) -> list[list[str]]:
     """Per sentence, one predicted tag per word: the tag of the word's first sub-word (words cut
     off by truncation get "O")."""
-    features = encode_words(tokenizer, examples, spec.data.max_length, name=name)
+    if features is None:
+        features = encode_words(tokenizer, examples, spec.data.max_length, name=name)
     outputs = forward_features(model, features, spec.data.eval_batch_size, tokenizer.pad_token_id,
                               spec.data.eval_batching)
     labels = model_labels(model)
@@ -230,4 +233,6 @@ TOKEN_CLASSIFICATION = Task(
     labels_of=lambda examples: [tag for e in examples for tag in e.tags],
     head_config=label_head_config(None),
     architectures=architectures_for(BertForTokenClassification),
+    class_weights=True, blank_row=lambda example: {"words": [], "tags": [], "entities": []}, file_only=True,
+    distiller=TaskDistiller, export_outputs={"logits": ("batch", "sequence")},
 )

@@ -56,7 +56,7 @@ def test_dev_loss_is_the_cross_entropy_of_the_model_logits(tiny_data):
     examples = [TextExample(text, label=label) for text, label in
                 [("the match ended", "sport"), ("shares fell", "business"), ("good film", "film"),
                  ("bank cut rates", "sport"), ("goal in last minute", "film")]]
-    metrics = evaluate_examples(model, tokenizer, TaskSpec("classification", DataConfig(max_length=64)), examples)
+    metrics = evaluate_examples(model, tokenizer, TaskSpec(get_task("classification"), DataConfig(max_length=64)), examples)
     batch = Collator(tokenizer.pad_token_id)(encode_texts(tokenizer, examples, 64))
     with torch.no_grad():
         logits = model(**batch).logits.double()

@@ -63,7 +63,7 @@ def test_classification_learns_bbc_topics(bbc_run):
 def test_saved_model_is_the_best_one_and_reloads_with_the_same_score(bbc_run):
     out, summary = bbc_run
     spec = read_spec(out)
-    assert spec.task == "classification" and spec.data.max_length == 40
+    assert spec.task.name == "classification" and spec.data.max_length == 40
     model = load_model(out, spec.task)
     dev = builtin_splits("bbc")["dev"]
     from bertkit.tasks import subsample

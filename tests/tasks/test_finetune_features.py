@@ -17,7 +17,7 @@ from bertkit.recipes.finetune import BestKeeper, WeightedLoss, balanced_weights,
 from bertkit.tasks import Collator, eval_order, get_task, subsample
 from bertkit.tasks.builtin import _contiguous_split
 from bertkit.tasks.qa import encode_qa
-from bertkit.tasks.sequence import encode_texts
+from bertkit.tasks.sequence import class_ids, encode_texts
 from bertkit.tasks.tagging import encode_words
 from bertkit.tasks.formats import QAExample, TextExample, TokenExample
 from bertkit.tasks.realdata import wordnet_qa
@@ -86,7 +86,7 @@ def test_words_keep_their_own_boundaries_and_first_subword_labels(tokenizer):
 
 def test_pairs_get_segment_ids_and_empty_texts_are_refused(tokenizer):
     examples = [TextExample("a cat sat", "on the mat", "x"), TextExample("dogs bark", "loudly", "y")]
-    features = encode_texts(tokenizer, examples, 32, "classification", {"x": 0, "y": 1})
+    features = encode_texts(tokenizer, examples, 32, class_ids, {"x": 0, "y": 1})
     assert all(f["token_type_ids"].max() == 1 for f in features)
     with pytest.raises(DataError, match="example 2 has an empty text"):
         encode_texts(tokenizer, [TextExample("fine", label="x"), TextExample("  ", label="x")], 32)

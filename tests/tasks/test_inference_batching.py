@@ -67,7 +67,7 @@ def both_paths(run):
 
 
 def spec_of(task: str, batching: str) -> TaskSpec:
-    return TaskSpec(task, DataConfig(eval_batch_size=BATCH, eval_batching=batching))
+    return TaskSpec(get_task(task), DataConfig(eval_batch_size=BATCH, eval_batching=batching))
 
 
 def test_the_cut_batches_differ_from_the_fixed_ones(tokenizer):

@@ -121,7 +121,7 @@ def test_a_tiny_model_learns_its_training_examples(tiny, tmp_path):
                            progress=False)
     assert summary["best_dev"]["accuracy"] == 1.0  # chance: 0.25
     model = BertForMultipleChoice.from_pretrained(str(tmp_path / "m"))
-    spec = TaskSpec("multiple-choice", DataConfig(max_length=16))
+    spec = TaskSpec(get_task("multiple-choice"), DataConfig(max_length=16))
     assert evaluate_examples(model, Tokenizer.from_pretrained(tiny), spec, examples)["accuracy"] == 1.0
 
 

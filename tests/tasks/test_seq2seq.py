@@ -131,6 +131,6 @@ def test_a_tiny_bert2bert_learns_its_training_pairs(tiny, tmp_path):
                             "data": {"max_length": 16, "max_target_length": 4}}, progress=False)
     assert summary["best_dev"]["exact_match"] == 1.0  # the baseline: 1/6
     model = EncoderDecoderModel.from_pretrained(str(tmp_path / "m"))
-    spec = TaskSpec("seq2seq", DataConfig(max_length=16, max_target_length=4, num_beams=2))
+    spec = TaskSpec(get_task("seq2seq"), DataConfig(max_length=16, max_target_length=4, num_beams=2))
     examples = read_pairs(train, spec.data)
     assert evaluate_examples(model, Tokenizer.from_pretrained(tiny), spec, examples)["exact_match"] == 1.0

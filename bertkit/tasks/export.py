@@ -1,0 +1,54 @@
+"""ONNX export of a model directory for its task: which graph to export, asked of the task's entry.
+
+    export_directory("runs/bbc", "runs/bbc-onnx")                 # the task the directory was saved for
+    export_directory(minilm_dir, "minilm-onnx", "embedding")
+
+`bertkit.inference.onnx` traces and verifies a graph; it knows the graphs that are no task
+(encoder, embedding, masked-lm: `GRAPHS`) and takes a task's outputs from its `Task`
+(`export_outputs`), so a new task with an ONNX graph is exported with no change there.
+"""
+
+from __future__ import annotations
+
+import os
+
+from bertkit.errors import ConfigError
+from bertkit.inference.onnx import GRAPHS, ExportResult, export_onnx, graph_of_directory
+from bertkit.models.checkpoint import read_config
+from bertkit.tasks.common import SUMMARY_FILE
+from bertkit.tasks.inference import read_spec
+from bertkit.tasks.registry import TASKS, get_task, task_of_config
+from bertkit.tasks.spec import Task
+
+
+def export_names() -> list[str]:
+    """What `bertkit export --task` takes: the graphs that are no task, then every registered task
+    with an ONNX graph."""
+    return [*GRAPHS, *(name for name, task in TASKS.items() if task.export_outputs)]
+
+
+def export_target(model_dir: str, name: str | Task | None = None):
+    """The graph to export: `name` (a GRAPHS name or a task), else the task the directory was
+    fine-tuned for (`task_of_directory`), else `graph_of_directory` (MLM logits or the embedding)."""
+    if name is not None:
+        target = GRAPHS.get(name) if isinstance(name, str) else None
+        target = target or get_task(name)
+    else:
+        target = task_of_directory(model_dir) or graph_of_directory(model_dir)
+    if not target.export_outputs:
+        raise ConfigError(f"--task {target.name} has no ONNX graph; export one of {', '.join(export_names())}")
+    return target
+
+
+def task_of_directory(model_dir: str) -> Task | None:
+    """The task a model directory was fine-tuned for: its finetune_summary.json, else the head its
+    config.json names; None for neither (a bare encoder, an MLM checkpoint)."""
+    if os.path.isfile(os.path.join(model_dir, SUMMARY_FILE)):
+        return read_spec(model_dir).task
+    return task_of_config(read_config(model_dir))
+
+
+def export_directory(model_dir: str, out_dir: str, task: str | Task | None = None,
+                     verify: bool = True) -> ExportResult:
+    """`export_onnx` of `model_dir` for `export_target(model_dir, task)`."""
+    return export_onnx(model_dir, out_dir, export_target(model_dir, task), verify)
