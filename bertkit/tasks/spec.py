@@ -98,7 +98,9 @@ class Task:
         `model_class`'s counterpart in the checkpoint's family (`ModelFamily.head_for`)."""
         config = read_config(model_dir)
         own = self.head_classes.get(config.model_type) if self.head_classes else None
-        return own or family_of(config).head_for(self.model_class)
+        if own or isinstance(config, self.model_class.config_class):  # (an encoder-decoder reads its own)
+            return own or self.model_class
+        return family_of(config).head_for(self.model_class)
 
     def names(self, recorded: "Task") -> bool:
         """`--task self` names a model fine-tuned for `recorded`: the same task or one of its variants."""
