@@ -26,6 +26,20 @@ class EncodingError(DataError):
     """A text file is not UTF-8 (a corpus of many files may skip it; everything else refuses it)."""
 
 
+class WriteError(BertkitError, OSError):
+    """A file or directory could not be written (no space, no permission, a read-only file
+    system): the message names the path, what happened and what to do. Still an OSError (with
+    its errno and filename) for code that catches those."""
+
+    def __init__(self, message: str, errno: int | None = None, filename: str | None = None,
+                 strerror: str | None = None):
+        super().__init__(message)
+        self.errno, self.filename, self.strerror = errno, filename, strerror
+
+    def __str__(self) -> str:  # OSError's would be "[Errno N] ..." once errno is set
+        return str(self.args[0])
+
+
 class RunInterrupted(KeyboardInterrupt):
     """A signal (SIGINT, SIGTERM) stopped a run after it saved what it had; the message says
     where and how to continue. The command exits with 128 + the signal's number (130, 143), as a

@@ -8,13 +8,18 @@ whole file; `loads_json` refuses a key given twice in one object instead of keep
 A UTF-8 byte-order mark at the start of a file is dropped (Excel and Notepad write one).
 
 Each writer writes to a temporary file in the same directory, flushes it to disk and then
-renames it over the target; rename within one filesystem is atomic on POSIX and Windows.
+renames it over the target; rename within one filesystem is atomic on POSIX and Windows. A write
+that fails (no space, no permission, a read-only file system) removes the temporary file, leaves
+the target as it was and raises `WriteError`, one line naming the path and what to do
+(`write_error`; the CLI prints any other OSError the same way).
 """
 
 from __future__ import annotations
 
 import codecs
 import contextlib
+import difflib
+import errno
 import json
 import os
 import shutil
@@ -22,7 +27,7 @@ import stat
 import tempfile
 from typing import IO, Any, Iterator
 
-from bertkit.errors import DataError, EncodingError
+from bertkit.errors import BertkitError, DataError, EncodingError, WriteError
 
 # The longest line a streaming read accepts. One line is one record (a text, a JSON object);
 # a whole novel is about 1 MB, so 16 MiB is no real text's limit, and it bounds the memory a
@@ -30,21 +35,81 @@ from bertkit.errors import DataError, EncodingError
 MAX_LINE_BYTES = 16 * 2**20
 
 
+# errno -> (what happened, what to do): the ways a write fails that a user can do something about.
+WRITE_FAILURES = {
+    errno.ENOSPC: ("no space left on the device", "free some space or write to another disk"),
+    errno.EDQUOT: ("the disk quota is used up", "free some space or write to another disk"),
+    errno.EFBIG: ("the file is larger than this file system allows", "write to another file system"),
+    errno.EACCES: ("no permission to write there", "write to a directory you may write to, or change its "
+                   "permissions"),
+    errno.EPERM: ("the operation is not permitted there", "write to a directory you own"),
+    errno.EROFS: ("the file system is read-only", "write to a writable place"),
+}
+
+
+def write_error(path: str | os.PathLike, err: OSError) -> WriteError:
+    """`err`, raised while writing `path`, as one line: the path, what happened, what to do."""
+    meaning, fix = WRITE_FAILURES.get(err.errno, (err.strerror or str(err), "check the path and the disk"))
+    code = errno.errorcode.get(err.errno, "") if err.errno else ""
+    return WriteError(f"cannot write {os.fspath(path)}: {meaning}{f' ({code})' if code else ''}; {fix}",
+                      err.errno, os.fspath(path), meaning)
+
+
+def describe_os_error(err: OSError) -> str:
+    """Any OSError as one line naming its path. Only a write fails with no space or a read-only
+    file system: those say what to do (write_error); a denied permission may be a read too."""
+    if err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS) and err.filename is not None:
+        return str(write_error(os.fsdecode(err.filename), err))
+    where = f"{os.fsdecode(err.filename)}: " if err.filename is not None else ""
+    fix = "; check its permissions, or choose another path" if err.errno in (errno.EACCES, errno.EPERM) else ""
+    return f"{where}{err.strerror or err}{fix}"
+
+
+def _concerns(err: OSError, place: str) -> bool:
+    """Whether `err` is about writing at `place` (a directory): raised on an open file (no name),
+    or naming `place`, something inside it, or a parent being made. An error naming another
+    file (one the caller reads while writing) is the caller's."""
+    if isinstance(err, WriteError):
+        return True
+    if err.filename is None:
+        return True
+    name, where = os.path.abspath(os.fsdecode(err.filename)), os.path.abspath(place)
+    return name == where or name.startswith(where + os.sep) or where.startswith(name + os.sep)
+
+
+@contextlib.contextmanager
+def _writing(path: str, place: str, around_caller: bool = False) -> Iterator[None]:
+    """An OSError about writing at `place` becomes a WriteError naming `path`; others pass.
+    `around_caller`: the block runs the caller's code too, so only the failures of a write
+    (WRITE_FAILURES) are taken, not, say, a missing file it reads."""
+    try:
+        yield
+    except OSError as err:
+        if not _concerns(err, place) or (around_caller and err.errno not in WRITE_FAILURES
+                                          and not isinstance(err, WriteError)):
+            raise
+        raise write_error(path, err) from err
+
+
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs: Any) -> Iterator[IO]:
-    """Open a temporary sibling of `path` for writing; on success it replaces `path`."""
+    """Open a temporary sibling of `path` for writing; on success it replaces `path`. A failed
+    write (no space, no permission, read-only) leaves `path` as it was and raises WriteError."""
     path = os.fspath(path)
     directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix="-" + os.path.basename(path), dir=directory)
-    # mkstemp makes the file private (0600); give it the permissions open() would have.
-    os.chmod(tmp, 0o666 & ~_umask())
+    with _writing(path, directory):
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix="-" + os.path.basename(path), dir=directory)
     try:
-        with os.fdopen(fd, mode, **kwargs) as f:
+        with _writing(path, directory):
+            # mkstemp makes the file private (0600); give it the permissions open() would have.
+            os.chmod(tmp, 0o666 & ~_umask())
+        with _writing(path, directory, around_caller=True), os.fdopen(fd, mode, **kwargs) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        with _writing(path, directory):
+            os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -67,18 +132,26 @@ def atomic_directory(path: str | os.PathLike, prefix: str = ".tmp-dir-") -> Iter
     """
     path = os.fspath(path)
     parent = os.path.dirname(path) or "."
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=prefix, dir=parent)
-    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private (0700); give it mkdir's mode
+    with _writing(path, parent):
+        os.makedirs(parent, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=prefix, dir=parent)
     try:
-        yield tmp
-        if os.path.exists(path):
-            old = tmp + "-old"
-            os.replace(path, old)
-            os.replace(tmp, path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, path)
+        with _writing(path, parent):
+            os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private (0700); give it mkdir's mode
+        with _writing(path, tmp, around_caller=True):  # a file written inside: named by the directory it is for
+            yield tmp
+        with _writing(path, parent):
+            if os.path.exists(path):
+                old = tmp + "-old"
+                os.replace(path, old)
+                try:
+                    os.replace(tmp, path)
+                except BaseException:
+                    os.replace(old, path)  # the earlier result goes back where it was
+                    raise
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -98,6 +171,14 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         f.write(data)
 
 
+def append_text(path: str | os.PathLike, text: str) -> None:
+    """Append `text` to a log (metrics rows): not atomic, as rewriting a log per row would cost
+    O(rows^2); a crash cuts at most the last line. A failed write raises WriteError."""
+    path = os.fspath(path)
+    with _writing(path, os.path.dirname(path) or "."), open(path, "a", encoding="utf-8") as f:
+        f.write(text)
+
+
 def check_regular_file(path: str | os.PathLike) -> str:
     """`path` as a str if it names a regular file (after following symlinks), else DataError.
 
@@ -108,7 +189,7 @@ def check_regular_file(path: str | os.PathLike) -> str:
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
-        raise DataError(f"{path}: no such file") from None
+        raise missing_file(path) from None
     except OSError as err:
         raise DataError(f"{path}: cannot read it ({err.strerror})") from None
     if stat.S_ISDIR(mode):
@@ -116,6 +197,18 @@ def check_regular_file(path: str | os.PathLike) -> str:
     if not stat.S_ISREG(mode):
         raise DataError(f"{path} is not a regular file (a FIFO, socket or device); give a regular file")
     return path
+
+
+def missing_file(path: str | os.PathLike) -> DataError:
+    """The error for a file that is not there: "PATH: no such file", with the nearest name in its
+    folder when one is close ("did you mean data/train.csv?": trian.csv, train.cvs, Train.csv)."""
+    folder, name = os.path.split(os.fspath(path))
+    try:
+        names = os.listdir(folder or ".")
+    except OSError:  # the folder is missing too (or unreadable): nothing to suggest
+        names = []
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.75)
+    return DataError(f"{path}: no such file" + (f"; did you mean {os.path.join(folder, close[0])}?" if close else ""))
 
 
 def _decode(raw: bytes, path: str, first_line: int) -> str:
@@ -189,6 +282,28 @@ def loads_json(text: str, path: str, line: int | None = None) -> Any:
         raise DataError(f"{path}: line {line} is not valid JSON ({err.msg}); fix or remove the line") from None
     except RecursionError:
         raise DataError(f"{path}: {'line %d: ' % line if line else ''}JSON nested too deeply") from None
+
+
+# The name of each JSON value's kind, for "must hold a JSON object, not ...".
+_JSON_KINDS = {list: "a list", str: "a string", int: "a number", float: "a number", bool: "true/false",
+               type(None): "null"}
+
+
+def read_json_object(path: str | os.PathLike, fix: str, error: type[BertkitError] = DataError) -> dict:
+    """A JSON file that must hold one object (config.json, tokenizer files, a shard index, a
+    shard directory's meta.json): the object, else `error` naming the path, what is wrong and
+    `fix`, what to do. Refused like every checked read: a FIFO or device, a byte that is not
+    UTF-8, invalid JSON, a key given twice, and valid JSON that is not an object."""
+    path = os.fspath(path)
+    try:
+        data = loads_json(read_text(path), path)
+    except DataError as err:
+        raise error(f"{err}; {fix}") from None
+    except OSError as err:  # no permission to read it, an I/O error
+        raise error(f"cannot read {path} ({err.strerror or err}); {fix}") from None
+    if not isinstance(data, dict):
+        raise error(f"{path} must hold a JSON object ({{...}}), not {_JSON_KINDS.get(type(data), 'that')}; {fix}")
+    return data
 
 
 def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:

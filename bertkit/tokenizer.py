@@ -34,7 +34,7 @@ from tokenizers import trainers
 
 from bertkit.errors import CheckpointError, ConfigError, DataError
 from bertkit.models.hub_cache import resolve_model_dir
-from bertkit.io import atomic_write_text
+from bertkit.io import atomic_write_text, iter_text_lines, read_json_object
 
 __all__ = ["Tokenizer", "BatchEncoding"]
 
@@ -528,8 +528,9 @@ class Tokenizer:
             )
             if cut:
                 warnings.warn(
-                    f"{cut} of {len(encodings)} texts were truncated to max_length={max_length} tokens; "
-                    f"pass return_overflowing_tokens=True to keep the rest as extra windows",
+                    f"{cut} of {len(encodings)} texts were truncated to max_length={max_length} tokens and their "
+                    "ends not read; raise the maximum length or split long texts (from Python, "
+                    "return_overflowing_tokens=True keeps the rest as extra windows)",
                     stacklevel=3,
                 )
         elif self.model_max_length is not None:
@@ -762,9 +763,12 @@ def _add_bpe_specials(backend: _RustTokenizer, specials: dict[str, str]) -> None
 
 def _wordpiece_from_vocab(file: Path, config: dict, specials: dict[str, str]) -> _RustTokenizer:
     """Build BERT's pipeline around a vocab.txt, as transformers does for slow checkpoints."""
-    with open(file, encoding="utf-8") as f:
-        # One token per line, id = line number; a repeated token keeps its last id (as HF does).
-        vocab = {line.rstrip("\n"): i for i, line in enumerate(f)}
+    try:  # checked: a regular file, UTF-8 (the line of a bad byte named)
+        lines = list(iter_text_lines(file))
+    except DataError as err:
+        raise CheckpointError(f"{err}; restore the tokenizer files") from None
+    # One token per line, id = line number; a repeated token keeps its last id (as HF does).
+    vocab = {line: i for i, (_, line) in enumerate(lines)}
     if not vocab:
         raise CheckpointError(f"{file} is empty; a WordPiece vocab.txt needs one token per line")
     lowercase = bool(config.get("do_lower_case", True))
@@ -807,6 +811,9 @@ def _bpe_from_vocab(file: Path, config: dict, specials: dict[str, str]) -> _Rust
 def _from_tokenizer_json(file: Path, data: dict, config: dict, specials: dict[str, str]):
     """Load a full tokenizer.json; returns (backend, kind)."""
     kinds = {"WordPiece": "wordpiece", "BPE": "bpe"}
+    if not isinstance(data["model"], dict):
+        raise CheckpointError(f"{file}: \"model\" must be a JSON object with a \"type\"; restore the tokenizer files, "
+                              "or save the tokenizer again")
     model_type = data["model"].get("type")
     if model_type not in kinds:
         raise CheckpointError(
@@ -828,14 +835,7 @@ def _from_tokenizer_json(file: Path, data: dict, config: dict, specials: dict[st
 
 
 def _read_json_file(path: Path) -> dict:
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError) as err:
-        raise CheckpointError(f"cannot read {path}: {err}; the file is missing or not valid JSON") from err
-    if not isinstance(data, dict):
-        raise CheckpointError(f"{path} is not a JSON object; expected {_EXPECTED_FILES}")
-    return data
+    return read_json_object(path, "restore the tokenizer files, or save the tokenizer again", CheckpointError)
 
 
 def _read_json_config(path: Path) -> dict:

@@ -1,5 +1,6 @@
 """Every benchmark script runs in --smoke mode (tiny sizes, one repeat) and prints its ratio."""
 
+import json
 import os
 import re
 import subprocess
@@ -44,6 +45,17 @@ def test_predict_anchors_smoke():
         assert diff < 1e-4, row
 
 
+def test_loader_tiny():
+    # The data loader alone (no model, no transformers): shards -> packing -> masking, --tiny sizes.
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_loader.py"), "--tiny"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    efficiency = float(re.search(r"packing efficiency ([0-9.]+)%", proc.stdout).group(1))
+    assert efficiency >= 99.0, proc.stdout
+    for stage in ("prepare", "pack", "load"):
+        assert re.search(rf"^LOADER {stage} \(.*\): [0-9,]+ tokens/s", proc.stdout, re.M), proc.stdout
+
+
 def test_run_all_table_only(tmp_path, monkeypatch):
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     try:
@@ -55,3 +67,20 @@ def test_run_all_table_only(tmp_path, monkeypatch):
     monkeypatch.setattr(run_all, "RESULTS", str(tmp_path / "results"))
     run_all.main(["--table-only"])  # no results yet: an empty table, no plot, no crash
     assert run_all.START in (tmp_path / "benchmarks.md").read_text()
+
+
+@pytest.mark.slow
+def test_gpu_bench_tiny(tmp_path):
+    # The GPU benchmark at tiny sizes on whatever device is here: every workload runs, each row
+    # has every variant against transformers, and the JSON and markdown tables are written.
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_gpu.py"), "--tiny", "--out",
+                           str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((tmp_path / "gpu-bench.json").read_text())
+    variants = {row["workload"]: set(row["variants"]) for row in result["rows"]}
+    assert variants["bert_base_mlm_train"] == {"bertkit", "transformers"}  # no compile with --tiny
+    for name in ("modern_base_mlm_varied", "bert_base_finetune_varied", "bert_base_encode_varied",
+                 "modern_base_encode_varied"):
+        assert variants[name] == {"bertkit", "bertkit_padded", "transformers"}, name
+    assert 0 < result["rows"][0]["variants"]["bertkit"]["fraction_of_probe"] < 1
+    assert "| bert_base_mlm_train | bertkit |" in (tmp_path / "gpu-bench.md").read_text()

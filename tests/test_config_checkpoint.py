@@ -42,6 +42,7 @@ def test_unknown_preset():
 
 def test_config_round_trip_keeps_unknown_fields(tmp_path):
     data = dict(TINY, model_type="bert", some_future_field={"a": 1}, transformers_version="9.9",
+                _name_or_path="org/source-model",
                 id2label={"0": "neg", "1": "pos"})
     (tmp_path / "config.json").write_text(json.dumps(data))
     c = BertConfig.from_pretrained(tmp_path)
@@ -49,9 +50,15 @@ def test_config_round_trip_keeps_unknown_fields(tmp_path):
     assert c.num_labels == 2
     c.save_pretrained(tmp_path / "out")
     again = json.loads((tmp_path / "out" / "config.json").read_text())
-    assert again["some_future_field"] == {"a": 1} and again["transformers_version"] == "9.9"
-    assert again["id2label"] == {"0": "neg", "1": "pos"}
-    assert BertConfig.from_pretrained(tmp_path / "out") == c
+    assert again["some_future_field"] == {"a": 1} and again["id2label"] == {"0": "neg", "1": "pos"}
+    # bertkit wrote this file: its version, not the source's transformers version (nor its name)
+    assert "transformers_version" not in again and "_name_or_path" not in again and again["bertkit_version"]
+    reread = BertConfig.from_pretrained(tmp_path / "out")
+    assert reread.extra == {"some_future_field": {"a": 1}}  # bertkit_version is not kept as a field
+    assert reread.to_dict() == {k: v for k, v in c.to_dict().items()
+                                  if k not in ("transformers_version", "_name_or_path")}
+    reread.save_pretrained(tmp_path / "again")
+    assert json.loads((tmp_path / "again" / "config.json").read_text()) == again
 
 
 def test_config_reads_in_transformers(tmp_path):

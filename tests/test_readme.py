@@ -1,6 +1,9 @@
 """The README's Python example runs as written (on the built-in MiniLM), so it cannot rot."""
 
+import json
+import os
 import re
+import shlex
 import warnings
 from pathlib import Path
 
@@ -39,3 +42,116 @@ def test_sentence_encoder_is_exported():
     from bertkit.inference.encode import SentenceEncoder
 
     assert bertkit.SentenceEncoder is SentenceEncoder
+
+
+# ---------------------------------------------------------------------------- "Your own data"
+def own_data_section() -> str:
+    text = README.read_text(encoding="utf-8")
+    return text[text.index("## Your own data"):text.index("## Use it from Python")]
+
+
+def unindented(block: str) -> str:
+    """A fenced block's text as its file holds it (the README indents blocks inside a list item)."""
+    return "\n".join(line.strip() for line in block.splitlines()) + "\n"
+
+
+# The section's example files in order: (file name to write, task whose reader must take it,
+# [data] settings the text names for it, examples in it).
+FORMAT_EXAMPLES = [
+    ("train.csv", "classification", {}, 2),
+    ("pairs.csv", "classification", {"pair_column": "hypothesis"}, 2),
+    ("train.conll", "token-classification", {}, 1),
+    ("train.json", "qa", {}, 1),
+    ("choices.jsonl", "multiple-choice", {}, 1),
+    ("seq2seq.jsonl", "seq2seq", {}, 1),
+]
+
+
+def test_readme_file_formats_are_what_the_readers_take(tmp_path):
+    from bertkit.tasks import get_task
+    from bertkit.tasks.common import DataConfig
+
+    blocks = re.findall(r"```(?:csv|text|json)\n(.*?)\s*```", own_data_section(), flags=re.S)
+    assert len(blocks) == len(FORMAT_EXAMPLES)
+    for block, (name, task, settings, count) in zip(blocks, FORMAT_EXAMPLES):
+        path = tmp_path / name
+        path.write_text(unindented(block), encoding="utf-8")
+        examples = get_task(task).read(str(path), DataConfig(**settings))
+        assert len(examples) == count, (name, examples)
+    inline = re.search(r"`train\.jsonl`: one `(\{.*?\})` per line", own_data_section()).group(1)
+    (tmp_path / "train.jsonl").write_text(inline + "\n", encoding="utf-8")
+    assert get_task("classification").read(str(tmp_path / "train.jsonl"), DataConfig())[0].label == "sport"
+
+
+# Tiny sizes for the section's commands (the README's sizes take minutes to hours).
+TINY = {"finetune": ["--set", "train.max_steps=2", "data.max_length=8", "--no-progress"],  # 8: texts are cut
+        "pretrain": ["--set", "train.max_steps=2", "train.batch_size=4", "--no-progress"]}
+
+
+def readme_commands() -> list[list[str]]:
+    """The `bertkit ...` lines of the section's bash blocks, split as the shell would."""
+    lines = [line for block in re.findall(r"```bash\n(.*?)```", own_data_section(), flags=re.S)
+             for line in block.splitlines() if line.startswith("bertkit ")]
+    return [shlex.split(line)[1:] for line in lines]
+
+
+def test_readme_own_data_commands_run(minilm_dir, tmp_path, monkeypatch, capsys):
+    from bertkit.commands.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "configs").symlink_to(README.parent / "configs")  # the README runs in a checkout
+    csv_block = re.search(r"```csv\n(.*?)\s*```", own_data_section(), flags=re.S).group(1)
+    for name in ("train.csv", "dev.csv"):
+        (tmp_path / name).write_text(unindented(csv_block), encoding="utf-8")
+    (tmp_path / "new.txt").write_text("Markets rallied on Monday.\nThe goalkeeper saved a penalty.\n")
+    documents = ["Shares fell after the warning. Banks lost most.", "The striker scored twice. Fans sang.",
+                 "The phone has a larger screen. Its battery lasts."]
+    (tmp_path / "my_texts.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in documents))
+    commands = readme_commands()
+    assert [c[0] for c in commands] == ["finetune", "evaluate", "predict", "pretrain", "fill-mask", "pretrain"]
+    saved = None  # the model the last pretrain said it saved
+    for argv in commands:
+        argv = [minilm_dir if a == "$MODEL" else a for a in argv]
+        argv = [a.replace("model.init=$MODEL", f"model.init={minilm_dir}") for a in argv]
+        if argv[0] == "fill-mask":  # the README's step count is the recipe's; this run took 2
+            argv = [saved if a.startswith("runs/mytext/checkpoint-") else a for a in argv]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert main(argv + TINY.get(argv[0], [])) == 0, argv
+        out = capsys.readouterr().out
+        if argv[0] == "evaluate":  # at the length the model was fine-tuned with, a cut text is no news
+            assert not [w for w in caught if "were cut" in str(w.message)]
+        if argv[0] == "finetune":  # a summary a person reads: 4 significant digits, not a raw dict
+            assert "trivial baseline: accuracy=0.5, macro_f1=0.3333, loss=0.6931" in out, out
+        if argv[0] == "pretrain":
+            saved = re.search(r"model saved in (\S+)", out).group(1)
+            assert os.path.isfile(os.path.join(saved, "config.json")) and "/checkpoint-2" in saved
+    assert (tmp_path / "runs" / "mine" / "config.json").is_file()
+    rows = [json.loads(line) for line in (tmp_path / "predictions.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 and {row["label"] for row in rows} <= {"business", "sport"}
+    # --output - : the same rows on stdout, and nothing else there
+    assert main(["predict", "--model", "runs/mine", "--input", "new.txt", "--output", "-"]) == 0
+    assert [json.loads(line) for line in capsys.readouterr().out.splitlines()] == rows
+    assert not (tmp_path / "-").exists()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["evaluate", "--model", "runs/mine", "--data", "dev.csv", "--set", "data.max_length=9"]) == 0
+        assert main(["embed", "--model", "runs/mine", "--input", "new.txt", "--output", "vectors.npy"]) == 0
+    messages = [str(w.message) for w in caught]
+    assert any("were cut to data.max_length=9" in m for m in messages), messages  # a new length: news
+    assert not [m for m in messages if "not used" in m], messages  # embed reads the encoder of a classifier
+    config = json.loads((tmp_path / "runs" / "mine" / "config.json").read_text())
+    assert "_name_or_path" not in config and "transformers_version" not in config and config["bertkit_version"]
+
+
+def test_readme_model_line_names_the_built_in_model(minilm_dir, capsys):
+    code = re.search(r'MODEL=\$\(python -c "(.*?)"\)', own_data_section()).group(1)
+    exec(code, {})
+    assert capsys.readouterr().out.strip() == minilm_dir
+
+
+def test_readme_keeps_its_two_commands():
+    text = README.read_text(encoding="utf-8")
+    assert "```bash\nbash scripts/setup.sh && .venv/bin/bertkit quickstart\n```" in text
+    assert "```bash\nbash scripts/test.sh\n```" in text
+    assert "docs/training.md" in text and (README.parent / "docs" / "training.md").is_file()

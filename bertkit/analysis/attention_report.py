@@ -22,7 +22,8 @@ from bertkit.analysis.attention import (attention_rollout, head_statistics, plot
                                         stack_attentions, statistics_records)
 from bertkit.analysis.loading import load_encoder, model_name
 from bertkit.analysis.viewer import write_attention_html
-from bertkit.models.config import BertConfig
+from bertkit.models.checkpoint import read_config
+from bertkit.peft import refuse_adapter_dir
 from bertkit.errors import ConfigError
 from bertkit.io import atomic_open
 
@@ -82,7 +83,8 @@ def text_attention(model_dir: str, text: str, pair: str | None = None, *, max_le
                    head: tuple[int, int] | None = None, rollout: bool = False,
                    device: torch.device | str = "cpu") -> TextAttention:
     """Run the model once on `text` (and `pair`) on `device` and keep the real tokens' attention."""
-    check_head(BertConfig.from_pretrained(model_dir), head)  # fail fast, before loading weights
+    refuse_adapter_dir(model_dir, "analyse")
+    check_head(read_config(model_dir), head)  # fail fast, before loading weights
     model, tokenizer = load_encoder(model_dir)
     enc = encode(tokenizer, text, pair, model_limit(model, tokenizer, max_length))
     model.to(device)

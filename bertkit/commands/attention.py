@@ -12,9 +12,7 @@ The analysis is bertkit/analysis/attention_report.py.
 from __future__ import annotations
 
 from bertkit.analysis.attention_report import TOP_HEADS, attention_report
-from bertkit.commands.options import add_device, device_of, resolve_models
-
-HELP = "show a model's attention on a text: HTML viewer, PNG heatmaps, per-head statistics"
+from bertkit.commands.options import add_device, add_precision, device_of, resolve_models, running_in
 
 
 def add_arguments(parser) -> None:
@@ -32,11 +30,14 @@ def add_arguments(parser) -> None:
                         help="cut the input to this many tokens (default: the model's limit)")
     parser.add_argument("--top", type=int, default=TOP_HEADS, help="heads listed per category in the summary")
     add_device(parser)
+    add_precision(parser)
 
 
 def run(args) -> int:
     resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
-    attention_report(args.model, args.text, args.pair, max_length=args.max_length, top=args.top,
-                     head=args.head, rollout=args.rollout, html=args.html, png=args.png, stats=args.stats,
-                     device=device_of(args))
+    device = device_of(args)
+    with running_in(args, device):
+        attention_report(args.model, args.text, args.pair, max_length=args.max_length, top=args.top,
+                         head=args.head, rollout=args.rollout, html=args.html, png=args.png, stats=args.stats,
+                         device=device)
     return 0

@@ -24,10 +24,8 @@ from bertkit.recipes.distill import DISTILLABLE, compare_on_test, distill_finetu
 from bertkit.recipes.finetune import section_keys
 from bertkit.settings.config_io import apply_overrides, load_toml
 
-from bertkit.commands.options import add_device, add_progress, add_seed, add_set, device_assignment, resolve_models, seed_assignment
+from bertkit.commands.options import add_device, add_progress, add_seed, add_set, metrics_text, resolve_models, rounded, typed_settings
 
-HELP = ("distil a fine-tuned classifier, tagger or QA model (or, --stage pretrain, an MLM model) into a student "
-        "with fewer layers (DistilBERT-style)")
 # --stage pretrain options and the [distil] keys they set
 PRETRAIN_WEIGHTS = {"alpha_ce": "distil.alpha_ce", "alpha_mlm": "distil.alpha_mlm", "alpha_cos": "distil.alpha_cos"}
 
@@ -54,9 +52,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--temperature", type=float, help="softmax temperature of the KL term (default 2)")
     for name, key in PRETRAIN_WEIGHTS.items():
         parser.add_argument("--" + name.replace("_", "-"), type=float,
-                            help=f"--stage pretrain: the weight {name} ({key}; DistilBERT's 5, 2, 1)")
+                            help=f"--stage pretrain: the weight {name} (default: the recipe's {key}; DistilBERT's 5, 2, 1)")
     parser.add_argument("--config", help="TOML recipe with [data], [train], [model] sections (as bertkit finetune); "
-                                         "--stage pretrain: a pre-training recipe (as bertkit pretrain)")
+                                         "--stage pretrain: a pre-training recipe (as bertkit pretrain); default: the built-in settings")
     parser.add_argument("--resume", action="store_true", help="--stage pretrain: continue the run in --out")
     add_set(parser, "train.epochs=3 train.lr=1e-4 data.max_length=128")
     add_seed(parser)
@@ -103,7 +101,7 @@ def run(args) -> int:
         report_test(args)
         return 0
     sections = load_toml(args.config) if args.config else {}
-    assignments = list(args.set) + seed_assignment(args) + device_assignment(args)
+    assignments = list(args.set) + typed_settings(args)
     sections = apply_overrides(sections, assignments, section_keys())
     summary = distill_finetuned(args.task or "classification", args.teacher, args.train, args.dev, args.out, sections,
                                 num_layers=args.layers, layer_map=parse_layer_map(args.layer_map),
@@ -114,7 +112,7 @@ def run(args) -> int:
     info, metric = summary["distillation"], summary["select_metric"]
     print(f"student: teacher layers {info['layer_map']} of {info['teacher_layers']}, "
           f"{info['student_parameters'] / 1e6:.1f}M of the teacher's {info['teacher_parameters'] / 1e6:.1f}M "
-          f"parameters; best dev {metric} = {summary['best_dev'].get(metric)} at step {summary['best_step']} "
+          f"parameters; best dev {metric} = {rounded(summary['best_dev'].get(metric))} at step {summary['best_step']} "
           f"({summary['wall_time_s']} s)")
     print(f"model saved in {args.out}")
     if args.test:
@@ -131,22 +129,21 @@ def run_pretrain_stage(args) -> int:
     if unused:
         raise ConfigError(f"{', '.join(unused)} belong to --stage task; the pre-training stage reads its corpus "
                           "from [data] (e.g. --set data.corpus=bbc) and continues a run with --resume")
-    assignments = list(args.set) + seed_assignment(args) + device_assignment(args)
+    assignments = list(args.set) + typed_settings(args)
     for name, key in PRETRAIN_WEIGHTS.items():
         if getattr(args, name) is not None:
-            assignments.append(f"{key}={getattr(args, name)}")
+            assignments.append((key, getattr(args, name)))
     if args.temperature is not None:
-        assignments.append(f"distil.temperature={args.temperature}")
+        assignments.append(("distil.temperature", args.temperature))
     if args.layers is not None:
-        assignments.append(f"distil.student_layers={args.layers}")
+        assignments.append(("distil.student_layers", args.layers))
     if args.layer_map is not None:
-        assignments.append(f"distil.layer_map={parse_layer_map(args.layer_map)}")
+        assignments.append(("distil.layer_map", parse_layer_map(args.layer_map)))
     result = distill_pretraining(args.teacher, args.out, args.config, assignments, resume=args.resume,
                                  progress=not args.no_progress)
     metrics = result["metrics"]
     if metrics:
-        print("final: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                                    for k, v in metrics.items()))
+        print(f"final: {metrics_text(metrics)}")
     print(f"student saved in {result['student']}")
     return 0
 

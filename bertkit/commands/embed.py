@@ -19,9 +19,7 @@ import numpy as np
 from bertkit.inference.encode import SentenceEncoder
 from bertkit.errors import DataError
 from bertkit.io import atomic_open, iter_text_lines
-from bertkit.commands.options import add_device, add_int8, device_of, resolve_models
-
-HELP = "embed each line of a text file (the model's pooling; default mean + L2) into a .npy matrix"
+from bertkit.commands.options import add_device, add_int8, add_precision, device_of, precision_of, resolve_models
 
 
 def add_arguments(parser) -> None:
@@ -34,6 +32,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--no-normalize", action="store_true", help="keep the raw pooled vectors")
     add_int8(parser)
     add_device(parser)
+    add_precision(parser)
 
 
 def read_lines(path: str) -> list[str]:
@@ -48,7 +47,9 @@ def run(args) -> int:
     resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
     texts = read_lines(args.input)  # before loading the model: bad input fails fast
     device = device_of(args)
-    encoder = SentenceEncoder.from_pretrained(args.model, quantize="int8" if args.int8 else None, device=device)
+    encoder = SentenceEncoder.from_pretrained(args.model, quantize="int8" if args.int8 else None, device=device,
+                                              precision=args.precision)
+    precision_of(args, device)  # checked for the device and said, before the model runs
     kept = [i for i, text in enumerate(texts) if text.strip()]
     found = encoder.encode([texts[i] for i in kept], batch_size=args.batch_size, max_length=args.max_length,
                            normalize=False if args.no_normalize else None)  # None: as the model says

@@ -13,17 +13,18 @@ Under torchrun (`torchrun --nproc_per_node N -m bertkit evaluate ...`) each proc
 from __future__ import annotations
 
 import json
+import warnings
 
 from bertkit.errors import ConfigError, DataError
 from bertkit.inference.quantize import inference_copy
 from bertkit.tasks.baseline import describe, has_tfidf_baseline, score_like_finetune
 from bertkit.tasks import (TASKS, check_model_labels, clean_metrics, evaluate_examples,
                            load_examples, load_for_inference, subsample)
+from bertkit.settings.config_io import split_override
+from bertkit.tasks.common import TruncationWarning
 from bertkit.train.distributed import init_distributed, leave
 
-from bertkit.commands.options import add_device, add_int8, add_seed, add_set, resolve_models
-
-HELP = "evaluate a fine-tuned model on labelled data; the last stdout line is the metrics as JSON"
+from bertkit.commands.options import add_device, add_int8, add_precision, add_seed, add_set, resolve_models, running_in
 
 
 def add_arguments(parser) -> None:
@@ -35,6 +36,7 @@ def add_arguments(parser) -> None:
     add_set(parser, "data.eval_batch_size=16")
     add_int8(parser)
     add_device(parser)
+    add_precision(parser)
     parser.add_argument("--limit", type=int, default=0,
                         help="evaluate on a seeded random subset of this many examples (0 = all)")
     add_seed(parser, "of the --limit subset; default 0")
@@ -71,10 +73,15 @@ def run(args) -> int:
 def score(args, ctx):
     """(metrics, spec, examples) of the model on the data; under torchrun from this rank's share."""
     model, tokenizer, spec = load_for_inference(args.model, args.task, args.set)
-    model = inference_copy(model, tokenizer, args.int8, ctx.device)
+    model = inference_copy(model, tokenizer, args.int8, ctx.device, args.precision)
     examples = load_examples(spec.task, args.data, "test", spec.data)
     if not examples:
         raise DataError(f"{args.data}: no examples to evaluate")
     examples = subsample(examples, args.limit, args.seed or 0)
     check_model_labels(model, spec, examples, args.data)
-    return evaluate_examples(model, tokenizer, spec, examples, name=args.data, ctx=ctx), spec, examples
+    with running_in(args, ctx.device), warnings.catch_warnings():
+        if not any(split_override(item)[0] == "data.max_length" for item in args.set):
+            # the length the model was fine-tuned at: texts are cut as they were in training
+            warnings.simplefilter("ignore", TruncationWarning)
+        metrics = evaluate_examples(model, tokenizer, spec, examples, name=args.data, ctx=ctx)
+    return metrics, spec, examples

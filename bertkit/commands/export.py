@@ -11,8 +11,6 @@ from __future__ import annotations
 from bertkit.commands.options import resolve_models
 from bertkit.tasks.export import export_directory, export_names
 
-HELP = "export a model (any task head, or the sentence encoder) to ONNX, with its tokenizer"
-
 
 def add_arguments(parser) -> None:
     parser.add_argument("--model", required=True, help="model directory (weights + tokenizer)")

@@ -26,10 +26,8 @@ from bertkit.tasks import BUILTIN_DATA, TASKS
 from bertkit.tasks.baseline import describe, recorded_result
 from bertkit.settings.config_io import apply_overrides, load_toml
 
-from bertkit.commands.options import (add_device, add_progress, add_seed, add_set, device_assignment, resolve_models,
-                                      say, seed_assignment)
-
-HELP = "fine-tune an encoder on a task: " + ", ".join(TASKS)
+from bertkit.commands.options import (add_device, add_progress, add_seed, add_set, metrics_text, resolve_models,
+                                      rounded, say, typed_settings)
 
 
 def add_arguments(parser) -> None:
@@ -43,7 +41,7 @@ def add_arguments(parser) -> None:
                                       "data: its dev split, with a cached data set: its validation split")
     parser.add_argument("--out", required=True, help="output directory: the best model ends here")
     parser.add_argument("--config", help="TOML recipe with [data], [train], [model] sections "
-                                         "(e.g. configs/finetune-bbc.toml)")
+                                         "(e.g. configs/finetune-bbc.toml; default: the built-in settings)")
     add_set(parser, "train.epochs=3 data.max_length=128 train.llrd=0.9")
     add_seed(parser)
     add_device(parser, "train.device, else auto")
@@ -70,9 +68,8 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
     sections = load_toml(args.config) if args.config else {}
-    assignments = (list(args.set) + seed_assignment(args) + device_assignment(args)
-                   + ([f"peft.method={args.peft}"] if args.peft else [])
-                   + (["train.baseline=false"] if args.no_baseline else []))
+    assignments = (list(args.set) + typed_settings(args) + ([("peft.method", args.peft)] if args.peft else [])
+                   + ([("train.baseline", False)] if args.no_baseline else []))
     sections = apply_overrides(sections, assignments, {**section_keys(), "search": SEARCH_KEYS})
     summary = train_or_search(args, sections)
     if summary:  # (empty on a non-zero rank of a distributed run)
@@ -101,9 +98,9 @@ def report(summary: dict, out: str) -> None:
         print(f"search: trial {summary['search']['best_trial']} of the {done} run is the best on dev "
               f"({json.dumps(summary['search']['settings'])}); the table: {os.path.join(out, summary['search']['table'])}")
     best = summary["best_dev"]
-    print(f"best dev {summary['select_metric']} = {best.get(summary['select_metric'])} at step "
+    print(f"best dev {summary['select_metric']} = {rounded(best.get(summary['select_metric']))} at step "
           f"{summary['best_step']} of {summary['steps']} ({summary['epochs_run']:.2f} epochs, "
-          f"{summary['wall_time_s']} s); trivial baseline: {summary['dev_baseline']}")
+          f"{summary['wall_time_s']} s); trivial baseline: {metrics_text(summary['dev_baseline'])}")
     tfidf = summary.get("tfidf_baseline")
     if tfidf is not None:
         print(tfidf.get("note") or describe(recorded_result(tfidf)))

@@ -1,33 +1,36 @@
-"""`bertkit info DIR`: what a model directory holds: its config and parameter counts by part."""
+"""`bertkit info --model DIR` (or `bertkit info DIR`): what a model directory holds: its config and parameter counts by part."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter
 
-from bertkit.models.checkpoint import read_state_dict
-from bertkit.models.config import BertConfig
-from bertkit.commands.options import resolve_models
-
-HELP = "show a model directory's config and parameter counts by part"
+from bertkit.models.checkpoint import read_config, read_state_dict
+from bertkit.models.families import families
+from bertkit.peft import refuse_adapter_dir
+from bertkit.commands.options import add_model_dir, resolve_models
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("model", help="model directory (config.json + weights)")
+    add_model_dir(parser, "model directory (config.json + weights)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 
 def parameter_counts(state: dict) -> dict[str, int]:
-    """Parameters grouped by part: embeddings, each encoder layer, pooler, heads."""
+    """Parameters grouped by part: embeddings, each encoder layer (named as its family names its
+    layers, `layer_modules`: BERT's `encoder.layer.N`), pooler, heads."""
+    layer = re.compile("|".join(f"(?:{family.layer_modules})" for family in families()))
     counts: Counter[str] = Counter()
     for key, tensor in state.items():
         parts = key.split(".")
-        if parts[0] in ("bert", "roberta", "albert", "electra"):
+        if parts[0] in ("bert", "roberta", "albert", "electra", "model"):
             parts = parts[1:]
-        if parts[0] == "encoder" and len(parts) > 2 and parts[1] == "layer":
-            part = f"encoder.layer.{parts[2]}"
-        elif parts[0] in ("embeddings", "encoder", "pooler"):
+        found = layer.match(".".join(parts))
+        if found:
+            part = found.group(0)
+        elif parts[0] in ("embeddings", "encoder", "pooler", "final_norm"):
             part = parts[0]
         else:
             part = "head:" + parts[0]
@@ -37,7 +40,8 @@ def parameter_counts(state: dict) -> dict[str, int]:
 
 def run(args) -> int:
     resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
-    config = BertConfig.from_pretrained(args.model)
+    refuse_adapter_dir(args.model, "inspect")
+    config = read_config(args.model)  # of the family its config.json names
     counts = parameter_counts(read_state_dict(args.model))
     total = sum(counts.values())
     files = sorted(os.listdir(args.model))

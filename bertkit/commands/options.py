@@ -1,25 +1,35 @@
 """The command-line conventions every command shares, each defined once.
 
 `--set SECTION.KEY=VALUE [...]` (repeatable, several values per flag), `--seed N` wherever
-randomness is involved, `--device` wherever a model runs, `--no-progress`; `resolve_models`
-reads every option that names a model. A command module adds the ones it takes. `say` is how a
-long run's report reaches the terminal.
+randomness is involved, `--device` wherever a model runs, `--no-progress`, `--model` (also where a
+positional DIR came first: `add_model_dir`); `typed_settings` passes the typed ones to a recipe as
+values; `resolve_models` reads every option that names a model. A command module adds the ones it
+takes. `say` is how a long run's report reaches the terminal, `metrics_text` how a summary reads,
+and `write_stream` how a stream output reaches a file or, for `--output -`, stdout.
 """
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 import torch
 
+from bertkit.errors import ConfigError
+from bertkit.io import atomic_write_text
 from bertkit.runtime.devices import DEVICES, resolve_device
+from bertkit.runtime.precision import PRECISIONS, autocast, describe
 from bertkit.models.hub_cache import resolve_model_dir
+from bertkit.runtime.run_folder import refuse_run_folder
 
 
 def add_set(parser, example: str = "train.epochs=3 train.lr=5e-5 data.max_length=128") -> None:
     parser.add_argument("--set", nargs="+", action="extend", default=[], metavar="SECTION.KEY=VALUE",
-                        help=f"override settings (TOML literals), e.g. {example}; repeatable")
+                        help=f"override settings (TOML literals), e.g. {example}; repeatable "
+                             "(default: the recipe's values)")
 
 
-def add_seed(parser, what: str = "same as --set train.seed=N") -> None:
+def add_seed(parser, what: str = "sets train.seed; default: the recipe's") -> None:
     parser.add_argument("--seed", type=int, help=f"random seed ({what})")
 
 
@@ -45,12 +55,49 @@ def device_of(args) -> torch.device:
     return resolve_device(args.device or "auto")
 
 
-def device_assignment(args, key: str = "train.device") -> list[str]:
-    """`--device D` (checked now) as the `--set` assignment it abbreviates (none without --device)."""
-    if args.device is None:
-        return []
-    device_of(args)
-    return [f'{key}="{args.device}"']
+def typed_settings(args) -> list[tuple[str, Any]]:
+    """`--seed N` and `--device D` (checked now) as (section.key, value) pairs for the recipe's settings:
+    typed values, applied as they are after `--set` (settings/config_io.py `Override`), never text
+    parsed again. Options not given set nothing."""
+    settings: list[tuple[str, Any]] = []
+    if getattr(args, "seed", None) is not None:
+        settings.append(("train.seed", args.seed))
+    if getattr(args, "device", None) is not None:
+        device_of(args)
+        settings.append(("train.device", args.device))
+    return settings
+
+
+def add_model_dir(parser, what: str) -> None:
+    """`--model DIR` as in every command, for a command that took the directory as its positional
+    DIR before (still accepted; resolve_models reads it as --model)."""
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--model", help=f"{what}, or ORG/NAME in the local Hugging Face cache (required, or DIR)")
+    which.add_argument("model_dir", nargs="?", metavar="DIR", help="the same as --model DIR")
+
+
+def add_precision(parser) -> None:
+    parser.add_argument("--precision", default="auto", choices=PRECISIONS,
+                        help="number format of the forward pass: auto = bf16 on a GPU with bf16 (fp16 on older "
+                             "GPUs), fp32 on the CPU; weights stay fp32")
+
+
+def precision_of(args, device: torch.device) -> str:
+    """`--precision`, checked for `device` (a one-line error when it cannot run there, or with --int8,
+    whose CPU kernels are fp32). A lower precision than the weights' fp32 is said on stderr (stdout
+    stays the command's output; fp32, the CPU's, changes no number and adds no line)."""
+    said = describe(args.precision, device)
+    if said.startswith("fp32"):
+        return args.precision
+    if getattr(args, "int8", False):
+        raise ConfigError(f"--int8 runs fp32 activations on the CPU, not {said}; leave --precision at auto or fp32")
+    print(f"running on {device} in {said}", file=sys.stderr, flush=True)
+    return args.precision
+
+
+def running_in(args, device: torch.device):
+    """The autocast context the command's model runs in (`precision_of`)."""
+    return autocast(precision_of(args, device), device)
 
 
 # Options that name a model (or tokenizer) directory, in the commands that have them.
@@ -60,16 +107,37 @@ MODEL_OPTIONS = ("model", "teacher", "base", "tokenizer")
 def resolve_models(args) -> None:
     """Each model option of `args` as a directory: a Hugging Face name (ORG/NAME) becomes its
     snapshot in the local Hugging Face cache, offline (bertkit/models/hub_cache.py); a name not cached is a
-    one-line error. Every command's run() calls it first."""
+    one-line error, and so is a run folder (checkpoint-N/ inside), which names the model to pass
+    (bertkit/runtime/run_folder.py). Every command's run() calls it first."""
+    if getattr(args, "model_dir", None):  # the positional DIR of add_model_dir
+        args.model = args.model_dir
     for name in MODEL_OPTIONS:
         value = getattr(args, name, None)
         if isinstance(value, str):
             setattr(args, name, resolve_model_dir(value))
+            refuse_run_folder(getattr(args, name), name)
 
 
-def seed_assignment(args, key: str = "train.seed") -> list[str]:
-    """`--seed N` as the `--set` assignment it abbreviates (none without --seed)."""
-    return [f"{key}={args.seed}"] if args.seed is not None else []
+def rounded(value) -> str:
+    """A number for a person to read: 4 significant digits (0.3333, 1.602, 4.155e+04); other values as they are."""
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def metrics_text(metrics: dict) -> str:
+    """`name=value, ...` with rounded numbers: an end-of-run summary line (JSON lines keep every digit)."""
+    return ", ".join(f"{name}={rounded(value)}" for name, value in metrics.items())
+
+
+STDOUT = "-"  # `--output -`: a command whose output is a stream writes it to stdout
+
+
+def write_stream(path: str, text: str) -> None:
+    """A stream output (JSON lines): to stdout for `-`, else to the file `path`, written atomically."""
+    if path == STDOUT:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        atomic_write_text(path, text)
 
 
 def say(line: str) -> None:

@@ -4,7 +4,7 @@
         LoRA only: fold W += (alpha / r) B A into the base weights and write a plain checkpoint
         (config.json, model.safetensors, tokenizer files) that loads in bertkit and in the
         matching transformers class. --base defaults to the base recorded in the adapter.
-    bertkit peft info ADAPTER_DIR
+    bertkit peft info --model ADAPTER_DIR (or: bertkit peft info ADAPTER_DIR)
         method, settings, what it changes, its base and its size.
 """
 
@@ -16,9 +16,8 @@ import os
 from bertkit.errors import CheckpointError
 from bertkit.peft import load_peft_model, read_adapter_config
 from bertkit.tokenizer import Tokenizer
-from bertkit.commands.options import resolve_models
+from bertkit.commands.options import add_model_dir, resolve_models
 
-HELP = "parameter-efficient adapters: merge a LoRA adapter into a plain checkpoint, show one"
 
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json")
 
@@ -34,7 +33,7 @@ def add_arguments(parser) -> None:
                        help="merge even if the base weights differ from those the adapter was trained on")
     info = sub.add_parser("info", help="show an adapter directory's method, settings, base and size",
                           description="show an adapter directory's method, settings, base and size")
-    info.add_argument("model", help="adapter directory")
+    add_model_dir(info, "adapter directory")
     info.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -55,8 +54,9 @@ def merge(args) -> int:
     plain = peft.merge_and_unload()
     plain.save_pretrained(args.out, tokenizer=tokenizer)
     size = os.path.getsize(os.path.join(args.out, "model.safetensors"))
-    print(f"merged {peft.peft_configs[peft.active_adapter].method} adapter {args.model} into "
-          f"{peft.base_model_path}: {type(plain).__name__}, {size / 1e6:.1f} MB -> {os.path.abspath(args.out)}")
+    # the base directory is only read: the merged weights are a new model in --out
+    print(f"merged {peft.peft_configs[peft.active_adapter].method} adapter {args.model} and its base "
+          f"{peft.base_model_path} into {os.path.abspath(args.out)}: {type(plain).__name__}, {size / 1e6:.1f} MB")
     if tokenizer is None:
         print("note: no tokenizer files in the adapter or base directory; copy them next to the model")
     return 0
@@ -75,9 +75,12 @@ def info(args) -> int:
         print(json.dumps({**meta, "file_bytes": size}))
         return 0
     print(f"adapter: {args.model}")
-    print(f"method: {meta['method']} ({', '.join(f'{k}={v}' for k, v in meta['peft_config'].items())})")
-    print(f"task: {meta['task_class']}; saved modules: {', '.join(meta['modules_to_save']) or '(none)'}")
     targets = meta["targets"]
+    # the modules it changes and saves have lines of their own below: listed once, not also as settings
+    shown_below = {"modules_to_save", "target_modules"} if targets else {"modules_to_save"}
+    settings = {k: v for k, v in meta["peft_config"].items() if k not in shown_below}
+    print(f"method: {meta['method']} ({', '.join(f'{k}={v}' for k, v in settings.items())})")
+    print(f"task: {meta['task_class']}; saved modules: {', '.join(meta['modules_to_save']) or '(none)'}")
     if targets:  # (PEFT's prefix directories do not list them: every layer's attention)
         print(f"changes {len(targets)} modules: {', '.join(targets[:4])}{', ...' if len(targets) > 4 else ''}")
     fingerprint = meta["base_fingerprint"][:12] if meta["base_fingerprint"] else "not recorded"

@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import json
 
-from bertkit.io import atomic_write_text
 from bertkit.inference.quantize import inference_copy
 from bertkit.tasks import TASKS, load_for_inference, prediction_rows, read_prediction_input
 
-from bertkit.commands.options import add_device, add_int8, add_set, device_of, resolve_models
-
-HELP = "predict with a fine-tuned model: one JSON line per input (labels, entities, answers or choices)"
+from bertkit.commands.options import (STDOUT, add_device, add_int8, add_precision, add_set, device_of, resolve_models,
+                                      running_in, write_stream)
 
 
 def add_arguments(parser) -> None:
@@ -32,20 +30,23 @@ def add_arguments(parser) -> None:
     parser.add_argument("--input", required=True,
                         help="texts (.txt one per line, .csv/.tsv/.jsonl), CoNLL, SQuAD .json / QA .jsonl, "
                              "multiple-choice .jsonl, or built-in NAME[:split]")
-    parser.add_argument("--output", required=True, help="where to write the predictions (.jsonl)")
+    parser.add_argument("--output", required=True, help="where to write the predictions (.jsonl); - for stdout")
     parser.add_argument("--task", choices=TASKS, help="default: the task the model was fine-tuned for")
     add_set(parser, "data.text_column=body")
     add_int8(parser)
     add_device(parser)
+    add_precision(parser)
 
 
 def run(args) -> int:
     resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
     device = device_of(args)  # before the model loads
     model, tokenizer, spec = load_for_inference(args.model, args.task, args.set)
-    model = inference_copy(model, tokenizer, args.int8, device)
+    model = inference_copy(model, tokenizer, args.int8, device, args.precision)
     inputs = read_prediction_input(spec.task, args.input, spec.data)
-    rows = prediction_rows(model, tokenizer, spec, inputs, name=args.input)
-    atomic_write_text(args.output, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
-    print(f"wrote {len(rows)} predictions to {args.output}")
+    with running_in(args, device):
+        rows = prediction_rows(model, tokenizer, spec, inputs, name=args.input)
+    write_stream(args.output, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+    if args.output != STDOUT:  # on stdout the rows are the whole output
+        print(f"wrote {len(rows)} predictions to {args.output}")
     return 0

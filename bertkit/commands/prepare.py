@@ -10,8 +10,6 @@ from __future__ import annotations
 from bertkit.recipes.prepare import prepare
 from bertkit.commands.options import add_progress, resolve_models
 
-HELP = "tokenize a corpus into memory-mapped token shards for pre-training"
-
 
 def add_arguments(parser) -> None:
     parser.add_argument("--corpus", default="bbc", help="bbc, wordnet, a file or a directory")

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from bertkit.recipes.pretrain import pretrain
-from bertkit.commands.options import add_device, add_progress, add_seed, add_set, device_assignment, seed_assignment
-
-HELP = "pre-train an encoder from a TOML recipe: MLM (+ NSP/SOP), ELECTRA or a registered objective"
+from bertkit.runtime.run_folder import final_model
+from bertkit.commands.options import add_device, add_progress, add_seed, add_set, metrics_text, typed_settings
 
 
 def add_arguments(parser) -> None:
@@ -20,9 +19,9 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    overrides = list(args.set) + seed_assignment(args) + device_assignment(args)
+    overrides = list(args.set) + typed_settings(args)
     metrics = pretrain(args.config, args.out, overrides, resume=args.resume, progress=not args.no_progress)
-    if metrics:
-        print("final: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                                    for k, v in metrics.items()))
+    if metrics:  # rank 0 (a run under torchrun reports once)
+        print(f"final: {metrics_text(metrics)}")
+        print(f"model saved in {final_model(args.out)}")
     return 0

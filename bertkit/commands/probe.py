@@ -22,20 +22,18 @@ from __future__ import annotations
 from bertkit.analysis.probe_run import ProbeSettings, run_probe
 from bertkit.commands.options import add_device, add_seed, device_of, resolve_models, say
 
-HELP = "train linear probes on every layer of a frozen encoder (with control task and random baseline)"
-
 
 def add_arguments(parser) -> None:
     defaults = ProbeSettings()
     parser.add_argument("--model", required=True, help="model directory (weights + tokenizer)")
-    parser.add_argument("--task", required=True,
-                        help="wordnet-supersense, wordnet-tokens, or a file (.csv/.tsv/.jsonl: text,label; "
+    parser.add_argument("--data", "--task", dest="data", required=True,  # --task: its name before 0.2
+                        help="the labelled data to probe: wordnet-supersense, wordnet-tokens, or a file (.csv/.tsv/.jsonl: text,label; "
                              "otherwise CoNLL: word ... tag)")
     parser.add_argument("--out", required=True, help="directory for results.jsonl, probe.png, summary.json")
     parser.add_argument("--level", choices=("sentence", "token"),
                         help="probe pooled sentences or single words (default: from the task)")
     parser.add_argument("--limit", type=int, default=None,
-                        help="use at most N examples (glosses / sentences), after a seeded shuffle")
+                        help="use at most N examples (glosses / sentences), after a seeded shuffle (default: all)")
     parser.add_argument("--control", action="store_true", help="add the control task and report selectivity")
     parser.add_argument("--random-init", action="store_true",
                         help="also probe the same architecture with random weights (baseline)")
@@ -57,5 +55,5 @@ def run(args) -> int:
                              pooling=args.pooling, test_fraction=args.test_fraction, weight_decay=args.weight_decay,
                              max_length=args.max_length, batch_size=args.batch_size, seed=args.seed,
                              device=str(device_of(args)))
-    run_probe(args.model, args.task, args.out, settings, log=say)
+    run_probe(args.model, args.data, args.out, settings, log=say)
     return 0

@@ -25,7 +25,6 @@ from bertkit.errors import ConfigError
 from bertkit.train.trainer import latest_checkpoint
 from bertkit.commands.options import add_device, device_of
 
-HELP = "run the main job on the built-in defaults: embed, pre-train, fill-mask, fine-tune"
 
 PAIRS = [
     ("A man is eating food.", "A man is eating a piece of bread."),

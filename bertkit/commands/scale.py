@@ -16,27 +16,28 @@ from __future__ import annotations
 from bertkit.analysis.frontier_report import frontier_file
 from bertkit.analysis.scaling_report import fit_sweep_file, report_formula
 from bertkit.recipes.scaling_sweep import EVALS_PER_RUN, scaling_sweep
-from bertkit.commands.options import add_device, add_seed, add_set, device_assignment, say, seed_assignment
-
-HELP = "scaling laws: published formulas, power-law fits of sweeps, and a budgeted size sweep"
+from bertkit.commands.options import add_device, add_seed, add_set, say, typed_settings
 
 
 def add_arguments(parser) -> None:
     sub = parser.add_subparsers(dest="scale_command", metavar="ACTION", required=True)
 
-    p = sub.add_parser("formula", help="Chinchilla's compute-optimal N and D, and both papers' losses")
+    about = "Chinchilla's compute-optimal N and D, and both papers' losses"
+    p = sub.add_parser("formula", help=about, description=about)
     p.add_argument("--compute", type=float, help="training compute C in FLOPs (C = 6 N D)")
     p.add_argument("--params", type=float, help="non-embedding parameters N (with --tokens)")
     p.add_argument("--tokens", type=float, help="training tokens D (with --params)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
-    p = sub.add_parser("fit", help="fit L(N) = (N_c/N)^alpha + L_inf to a sweep's results")
+    about = "fit L(N) = (N_c/N)^alpha + L_inf to a sweep's results"
+    p = sub.add_parser("fit", help=about, description=about)
     p.add_argument("sweep", help="sweep results (JSON lines with n_params and loss), e.g. OUT/sweep.jsonl")
     p.add_argument("--plot", metavar="PNG", help="write the points, the fit and its extrapolation")
     p.add_argument("--no-offset", action="store_true", help="fit L(N) = (N_c/N)^alpha (L_inf = 0)")
     p.add_argument("--json", action="store_true", help="print the fit as one JSON object")
 
-    p = sub.add_parser("frontier", help="Kaplan's L(C): the compute frontier of a sweep's learning curves, fitted")
+    about = "Kaplan's L(C): the compute frontier of a sweep's learning curves, fitted"
+    p = sub.add_parser("frontier", help=about, description=about)
     p.add_argument("sweep", help="sweep results with learning curves (a sweep's OUT/sweep.jsonl)")
     p.add_argument("--plot", metavar="PNG", help="write each size's L(C) curve, the frontier and the fit")
     p.add_argument("--no-offset", action="store_true", help="fit L(C) = (C_c/C)^alpha_C (L_inf = 0), Kaplan's form")
@@ -44,7 +45,8 @@ def add_arguments(parser) -> None:
                    help="fit only the frontier points at this compute or more (e.g. past the unigram plateau)")
     p.add_argument("--json", action="store_true", help="print the points, frontier and fit as one JSON object")
 
-    p = sub.add_parser("sweep", help="pre-train a sweep of small models within a time budget and fit L(N)")
+    about = "pre-train a sweep of small models within a time budget and fit L(N)"
+    p = sub.add_parser("sweep", help=about, description=about)
     p.add_argument("--sizes", required=True,
                    help="comma-separated LAYERSxHIDDEN[xHEADS], e.g. 1x64,2x64,2x128,4x128 "
                         "(heads default to hidden/64, at least 2; feed-forward width the family's)")
@@ -75,6 +77,6 @@ def run(args) -> int:
         fit_sweep_file(args.sweep, fit_offset=not args.no_offset, plot=args.plot, as_json=args.json)
     else:
         scaling_sweep(args.sizes, args.tokens, args.time_budget, args.out, config=args.config,
-                      overrides=list(args.set) + seed_assignment(args) + device_assignment(args), threads=args.threads,
+                      overrides=list(args.set) + typed_settings(args), threads=args.threads,
                       fit=not args.no_fit, eval_every=args.eval_every, log=say)
     return 0

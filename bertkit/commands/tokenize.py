@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 
 from bertkit.tokenizer import Tokenizer
 from bertkit.commands.options import resolve_models
-
-HELP = "show how a tokenizer splits a text (tokens, ids, segment ids, word ids, offsets)"
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--model", required=True, help="model or tokenizer directory")
     parser.add_argument("text", nargs="?", help="the text; read from stdin when omitted")
     parser.add_argument("--pair", help="a second text for a pair input")
-    parser.add_argument("--max-length", type=int, default=None)
+    parser.add_argument("--max-length", type=int, default=None, help="cut the input to this many tokens "
+                                                                     "(default: no cut)")
     parser.add_argument("--json", action="store_true", help="one JSON object per text")
 
 
@@ -23,9 +23,15 @@ def run(args) -> int:
     resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
     tok = Tokenizer.from_pretrained(args.model)
     text = args.text if args.text is not None else sys.stdin.read()
-    enc = tok([text], [args.pair] if args.pair is not None else None, padding=False,
-              max_length=args.max_length, return_word_ids=True, return_offsets=True,
-              return_tensors=None)
+    with warnings.catch_warnings():  # the tokenizer's note speaks to Python callers; ours below to this one
+        warnings.simplefilter("ignore")
+        enc = tok([text], [args.pair] if args.pair is not None else None, padding=False,
+                  max_length=args.max_length, return_word_ids=True, return_offsets=True,
+                  return_tensors=None)
+        full = len(tok.encode(text, args.pair))
+    if full > len(enc["input_ids"][0]):
+        warnings.warn(f"the text has {full} tokens; shown are the first {len(enc['input_ids'][0])} "
+                      f"(--max-length {args.max_length}): raise --max-length or leave it out to see them all")
     ids = enc["input_ids"][0]
     row = {
         "tokens": tok.convert_ids_to_tokens(ids),

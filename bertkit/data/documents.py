@@ -4,24 +4,27 @@
     train_docs, eval_docs = split_documents(len(docs), eval_fraction=0.05, seed=0)
 
 `shard_documents` tokenizes a corpus into memory-mapped shards (`shards.prepare_shards`) unless
-the directory already holds a complete set, and opens them; a source that already is a shard
-directory is opened as it is. Under several processes only the main one writes, the others
-wait at `barrier` and then open what it wrote.
+the directory already holds a complete set built from the same corpus files and settings (a
+changed data.corpus, a file edited since, another mode or document limit rebuilds them), and
+opens them; a source that already is a shard directory is opened as it is. Under several
+processes only the main one writes, the others wait at `barrier` and then open what it wrote.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import warnings
 from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
-from bertkit.data.corpus import open_corpus
+from bertkit.data.corpus import Corpus, open_corpus
 from bertkit.data.shards import META, ShardedCorpus, prepare_shards
 from bertkit.errors import ConfigError
 
-__all__ = ["first", "complete_shards", "shard_documents", "split_documents"]
+__all__ = ["first", "complete_shards", "origin_changes", "shard_documents", "shard_origin", "split_documents"]
 
 
 def first(docs: Iterable, n: int) -> Iterator:
@@ -32,25 +35,75 @@ def first(docs: Iterable, n: int) -> Iterator:
         yield doc
 
 
-def complete_shards(directory: str) -> bool:
-    """True when `directory` holds shards that `prepare_shards` finished (an interrupted run
-    leaves meta.json without "complete", and is resumed)."""
+ORIGIN_DATA_KEYS = ("corpus", "mode", "max_documents")  # the [data] settings in a shard_origin
+
+
+def shard_origin(source, corpus: Corpus, max_documents: int = 0) -> dict:
+    """What shards of `corpus` are built from, as meta.json records it: the source as given,
+    the mode, the document limit and the corpus files' fingerprint (path, size, time)."""
+    return {"corpus": source if isinstance(source, str) else [str(s) for s in source], "mode": corpus.mode,
+            "max_documents": max_documents, "files": corpus.fingerprint()}
+
+
+def _meta(directory: str) -> dict | None:
     try:
         with open(os.path.join(directory, META), encoding="utf-8") as f:
-            return bool(json.load(f).get("complete"))
+            meta = json.load(f)
     except (OSError, ValueError):
-        return False
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def complete_shards(directory: str, origin: dict | None = None) -> bool:
+    """True when `directory` holds shards that `prepare_shards` finished (an interrupted run
+    leaves meta.json without "complete", and is resumed), built from `origin` when given."""
+    meta = _meta(directory)
+    return bool(meta and meta.get("complete")) and (origin is None or meta.get("built_from") == origin)
+
+
+def _drop_stale(directory: str, origin: dict) -> bool:
+    """Remove shards in `directory` built from another corpus or settings than `origin` (a
+    failed run's leftovers must not become the next run's data), with a note naming what
+    changed. True when what is left is a partial build of `origin` to resume."""
+    meta = _meta(directory)
+    if meta is None:
+        return os.path.isdir(directory)
+    changes = origin_changes(meta.get("built_from"), origin)
+    if changes is None:
+        return True
+    warnings.warn(f"{directory} holds shards of other data ({changes}); rebuilding them")
+    shutil.rmtree(directory)
+    return False
+
+
+def origin_changes(old, new: dict) -> str | None:
+    """None when a recorded origin (`shard_origin`, plus any settings sections) equals `new`,
+    else what differs, in the settings' names."""
+    if old == new:
+        return None
+    if not isinstance(old, dict):
+        return "no record of what it was built from (an older bertkit)"
+    changed = [f"data.{key} {old.get(key)!r} -> {new[key]!r}" for key in ORIGIN_DATA_KEYS if old.get(key) != new[key]]
+    if not changed and old.get("files") != new["files"]:
+        changed.append("the corpus files changed since")
+    changed += [f"the [{key}] settings" for key in new if key not in (*ORIGIN_DATA_KEYS, "files")
+                and old.get(key) != new[key]]
+    return "; ".join(changed)
 
 
 def shard_documents(source: str, tokenizer, directory: str, *, mode: str = "file", max_documents: int = 0,
                     is_main: bool = True, barrier: Callable[[], None] | None = None) -> ShardedCorpus:
     """A `ShardedCorpus` of `source` (its first `max_documents`, 0 = all), tokenized into
-    `directory` once, or `source` itself when it already is a shard directory."""
+    `directory` once and rebuilt when the corpus or these settings change, or `source` itself
+    when it already is a shard directory."""
     if os.path.isfile(os.path.join(source, META)):
         return ShardedCorpus(source, expected_vocab=tokenizer)
-    if is_main and not complete_shards(directory):
-        prepare_shards(first(open_corpus(source, mode), max_documents), tokenizer, directory,
-                       progress=False, resume=os.path.isdir(directory))
+    if is_main:
+        corpus = open_corpus(source, mode)
+        origin = shard_origin(source, corpus, max_documents)
+        if not complete_shards(directory, origin):
+            prepare_shards(first(corpus, max_documents), tokenizer, directory, progress=False,
+                           resume=_drop_stale(directory, origin), built_from=origin)
     if barrier is not None:
         barrier()  # the other processes open the shards once the main one has written them
     return ShardedCorpus(directory, expected_vocab=tokenizer)
@@ -59,8 +112,9 @@ def shard_documents(source: str, tokenizer, directory: str, *, mode: str = "file
 def split_documents(n: int, eval_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """(train, held-out) document indices from a seeded shuffle; at least one of each."""
     if n < 2:
-        raise ConfigError(f"the corpus has {n} document(s); pre-training needs at least 2 "
-                          "(one to train on, one to hold out)")
+        raise ConfigError(f"the corpus has {n} document(s); pre-training needs at least 2 (one to train on, one "
+                          "to hold out), and a text file is one document: separate its documents by blank lines "
+                          "and --set data.mode=blank, or use JSONL, one {\"text\": ...} per line")
     order = np.random.default_rng([seed, 7]).permutation(n)
     n_eval = min(n - 1, max(1, round(eval_fraction * n)))
     return np.sort(order[n_eval:]), np.sort(order[:n_eval])

@@ -23,6 +23,7 @@ from typing import Iterator, Sequence
 import numpy as np
 import torch
 
+from bertkit.data.packing import PackedBuilder
 from bertkit.errors import ConfigError, DataError
 
 __all__ = [
@@ -279,11 +280,12 @@ class DocSentencesBuilder(FullSentencesBuilder):
 
 
 BUILDERS = {"nsp": NSPBuilder, "sop": SOPBuilder, "full_sentences": FullSentencesBuilder,
-            "doc_sentences": DocSentencesBuilder}
+            "doc_sentences": DocSentencesBuilder, "packed": PackedBuilder}
 
 
 def make_builder(kind: str, max_len: int, special: SpecialTokens, **kwargs):
-    """A builder by name: ``nsp``, ``sop``, ``full_sentences`` or ``doc_sentences``."""
+    """A builder by name: ``nsp``, ``sop``, ``full_sentences``, ``doc_sentences`` or ``packed``
+    (best-fit packing of whole document pieces: bertkit/data/packing.py)."""
     if kind not in BUILDERS:
         raise ConfigError(f"unknown example kind {kind!r}; use one of {', '.join(BUILDERS)}")
     return BUILDERS[kind](max_len, special, **kwargs)

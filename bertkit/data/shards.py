@@ -35,7 +35,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from bertkit.errors import DataError
-from bertkit.io import atomic_write_json
+from bertkit.io import atomic_write_json, read_json_object
 from bertkit.runtime.progress import progress
 
 __all__ = ["prepare_shards", "ShardedCorpus", "vocab_fingerprint", "token_dtype"]
@@ -74,10 +74,8 @@ def _read_meta(directory: Path) -> dict:
     path = directory / META
     if not path.is_file():
         raise DataError(f"{directory} has no {META}; it is not a shard directory: run bertkit prepare first")
-    try:
-        meta = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise DataError(f"{path} is corrupt ({e}); delete the directory and re-run bertkit prepare") from None
+    meta = read_json_object(path, "the shard index is corrupt: delete the directory and prepare it again "
+                                  "(bertkit prepare, or re-run pretrain)")
     if meta.get("format") != FORMAT or meta.get("version") != VERSION:
         raise DataError(f"{path} is not a bertkit shard index (version {VERSION}); re-run bertkit prepare")
     return meta
@@ -184,6 +182,7 @@ def prepare_shards(
     progress: bool = True,
     resume: bool = False,
     batch_docs: int = 64,
+    built_from: dict | None = None,
 ) -> dict:
     """Tokenize documents (lists of sentences) into memory-mapped shards under ``out_dir``.
 
@@ -194,6 +193,9 @@ def prepare_shards(
     News, 1.08M tokens: 3.6 s vs 4.8-5.3 s with 2 processes), hence the default. ``resume=True``
     continues an interrupted run: the documents held by complete shards are skipped in
     ``docs`` (which must yield the same documents in the same order, as `Corpus` does).
+    ``built_from`` (JSON values: the corpus, its fingerprint, the settings) is recorded in
+    meta.json so a later run can tell whether these shards are still its data; resuming
+    shards built from something else is refused.
     Returns the final meta dict (also written to ``out_dir/meta.json``).
     """
     if shard_tokens < 1:
@@ -207,6 +209,7 @@ def prepare_shards(
         "format": FORMAT, "version": VERSION, "dtype": dtype.name, "vocab_size": vocab_size,
         "vocab_fingerprint": fingerprint, "tokenizer_kind": getattr(tokenizer, "kind", None),
         "shard_tokens": int(shard_tokens), "complete": False, "documents_read": 0, "shards": [],
+        "built_from": built_from,
     }
     if resume and (out / META).is_file():
         old = _read_meta(out)
@@ -215,6 +218,10 @@ def prepare_shards(
                 f"{out} holds shards built with a different vocabulary; resume with the same "
                 f"tokenizer, or prepare into an empty directory"
             )
+        # shards from before the record (no key) resume as they did; compared as meta.json holds it
+        if "built_from" in old and old["built_from"] != json.loads(json.dumps(built_from)):
+            raise DataError(f"{out} holds shards built from another corpus or settings ({old.get('built_from')}); "
+                            "resume with the same ones, or prepare into an empty directory")
         if old["complete"]:
             return old
         meta.update(shards=old["shards"], documents_read=old["documents_read"])

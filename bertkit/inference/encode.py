@@ -21,6 +21,7 @@ into batches where that removes more padding than the extra forward call costs
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Sequence
 
 import numpy as np
@@ -32,6 +33,7 @@ from bertkit.models.hub_cache import resolve_model_dir
 from bertkit.inference.batches import fixed_batches, length_batches
 from bertkit.models.encoder import BertModel
 from bertkit.models.heads import mean_pool
+from bertkit.runtime.precision import autocast, check_precision, resolve_precision
 from bertkit.runtime.progress import progress
 from bertkit.inference.quantize import check_quantize, quantize_int8
 from bertkit.models.sentence_layout import SentenceLayout, read_layout, write_layout
@@ -48,10 +50,11 @@ class SentenceEncoder:
     cut_batches = True  # False: fixed batches of batch_size sorted texts (to measure length_batches)
 
     def __init__(self, model: BertModel, tokenizer, layout: SentenceLayout | None = None,
-                 quantize: str | None = None) -> None:
+                 quantize: str | None = None, precision: str = "auto") -> None:
         """`quantize="int8"` runs an int8 copy of the model's transformer layers (quantize.py;
         cosine >= 0.99 to fp32 measured on BBC, docs/inference.md); in fp32 on CPU a copy with
-        oneDNN-packed weights runs (fastpath.py; same numbers, faster)."""
+        oneDNN-packed weights runs (fastpath.py; same numbers, faster). `precision` (runtime/precision.py):
+        "auto" = bf16 autocast on a GPU with bf16, fp32 on the CPU; vectors come back as float32."""
         vocab = tokenizer.vocab_size
         if vocab > model.config.vocab_size:
             raise CheckpointError(
@@ -60,6 +63,7 @@ class SentenceEncoder:
                 "embedding; use the tokenizer saved with this model")
         self.model = model.eval()  # as given: what save_pretrained writes and attributes read
         self.quantize = check_quantize(quantize)
+        self.precision = check_precision(precision)
         self.tokenizer = tokenizer
         self.layout = layout or SentenceLayout()
         self.runner = self._make_runner()
@@ -70,11 +74,16 @@ class SentenceEncoder:
         model, runner = self.model, self.model
         if self.quantize:
             runner = quantize_int8(model, self.tokenizer)
-        elif (self.pack_weights and next(model.parameters()).device.type == "cpu"
+        elif (self.pack_weights and self._runs_fp32_on_cpu()
               and not getattr(model, "inference_copy", None)):
             runner = pack_for_cpu(model)
         self._runner_of = (id(model), weights_key(model))
         return runner
+
+    def _runs_fp32_on_cpu(self) -> bool:
+        """The packed copy's fused oneDNN kernels take fp32 inputs only: not under bf16 autocast."""
+        device = next(self.model.parameters()).device
+        return device.type == "cpu" and resolve_precision(self.precision, device) == "fp32"
 
     def _current_runner(self) -> torch.nn.Module:
         """The inference copy, made anew when self.model was replaced or its weights changed
@@ -85,14 +94,16 @@ class SentenceEncoder:
 
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike, quantize: str | None = None,
-                        device: torch.device | str = "cpu") -> "SentenceEncoder":
+                        device: torch.device | str = "cpu", precision: str = "auto") -> "SentenceEncoder":
         """Load a sentence-transformers directory (modules.json: pooling, normalisation, prompts)
         or a plain model directory (mean pooling + normalisation), to run on `device`."""
         directory = resolve_model_dir(directory)  # a directory, or ORG/NAME in the local HF cache
         layout = read_layout(directory)
         model_dir = os.path.join(directory, layout.transformer_path)
-        model = BertModel.from_pretrained(model_dir).to(device)
-        return cls(model, Tokenizer.from_pretrained(model_dir), layout, quantize)
+        with warnings.catch_warnings():  # a task model's head (classifier, MLM, QA) is no part of an encoder
+            warnings.filterwarnings("ignore", message=r".* are not used by this model")
+            model = BertModel.from_pretrained(model_dir).to(device)
+        return cls(model, Tokenizer.from_pretrained(model_dir), layout, quantize, precision)
 
     def save_pretrained(self, directory: str | os.PathLike) -> None:
         """Write the encoder, its tokenizer and sentence-transformers' files, so that
@@ -158,7 +169,7 @@ class SentenceEncoder:
         pad_id = self.model.config.pad_token_id
         device = next(self.model.parameters()).device
         runner = self._current_runner()
-        with torch.inference_mode():
+        with torch.inference_mode(), autocast(self.precision, device):
             for rows in _progress(batches, show_progress):
                 width = max(len(ids[i]) for i in rows)
                 input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
@@ -171,7 +182,7 @@ class SentenceEncoder:
                     mask[j, :n] = 1
                 input_ids, mask, token_types = input_ids.to(device), mask.to(device), token_types.to(device)
                 hidden = runner(input_ids, mask, token_types).last_hidden_state
-                pooled = pool(hidden, mask, layout.pooling, prompt_length)
+                pooled = pool(hidden.float(), mask, layout.pooling, prompt_length)
                 if normalize:
                     pooled = torch.nn.functional.normalize(pooled, dim=-1)
                 out[rows] = pooled.float().cpu().numpy()

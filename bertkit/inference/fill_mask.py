@@ -17,6 +17,30 @@ from bertkit.tokenizer import Tokenizer
 TOP_K = 5  # fillers per mask
 
 
+def mask_window(enc, mask_id: int, mask_token: str, limit: int) -> dict[str, torch.Tensor]:
+    """The model's inputs for one encoded text: all of it when it fits in `limit` tokens, else
+    [CLS] + the limit - 2 tokens centred on the masks + [SEP] (cutting the end, as truncation
+    did, lost a mask near the end). Masks further apart than the model's length are refused."""
+    n = enc["input_ids"].shape[1]
+    masks = (enc["input_ids"][0] == mask_id).nonzero().flatten().tolist()
+    if not masks:
+        raise DataError(f"no {mask_token} in the text; put {mask_token} where a word should be predicted")
+    if n <= limit:
+        return {key: enc[key] for key in ("input_ids", "attention_mask", "token_type_ids")}
+    room = limit - 2  # between the two special tokens
+    if masks[-1] - masks[0] + 1 > room:
+        raise DataError(f"the {mask_token}s lie {masks[-1] - masks[0] + 1} tokens apart, more than the {limit} the "
+                        f"model reads at once; fill them in separate calls or shorten the text between them")
+    centre = (masks[0] + masks[-1]) // 2
+    # the first kept token after [CLS]: centred, yet covering every mask and inside the text
+    start = min(max(centre - room // 2, masks[-1] - room + 1, 1), masks[0], n - 1 - room)
+    keep = torch.tensor([0, *range(start, start + room), n - 1])
+    warnings.warn(f"the text has {n} tokens, more than the model's {limit}; it read the {room} around the "
+                  f"{mask_token} (tokens {start}-{start + room - 1}); shorten the text to choose the context",
+                  stacklevel=3)
+    return {key: enc[key][:, keep] for key in ("input_ids", "attention_mask", "token_type_ids")}
+
+
 def fill_mask(model_dir: str, text: str, top_k: int = TOP_K, device: torch.device | str = "cpu"
               ) -> list[list[tuple[str, float]]]:
     """For each mask token in `text`, the top_k (token, probability) pairs, best first (the model
@@ -30,11 +54,12 @@ def fill_mask(model_dir: str, text: str, top_k: int = TOP_K, device: torch.devic
     if report.missing_keys:
         raise CheckpointError(f"{model_dir} has no trained MLM head ({report.missing_keys[0]} ...); "
                               "fill-mask needs a masked-LM checkpoint such as one from bertkit pretrain")
-    enc = tok(text, truncation=True, max_length=model.config.max_position_embeddings)
+    with warnings.catch_warnings():  # longer than the model is handled below, by a window
+        warnings.simplefilter("ignore")
+        enc = tok(text, truncation=False)
+    enc = mask_window(enc, tok.mask_token_id, tok.mask_token, model.config.max_sequence_length)
     ids = enc["input_ids"]
     positions = (ids[0] == tok.mask_token_id).nonzero().flatten()
-    if positions.numel() == 0:
-        raise DataError(f"no {tok.mask_token} in the text; put {tok.mask_token} where a word should be predicted")
     model.to(device)
     with torch.no_grad():
         logits = model(ids.to(device), attention_mask=enc["attention_mask"].to(device),

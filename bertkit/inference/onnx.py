@@ -48,7 +48,7 @@ from bertkit.models.heads import mean_pool
 from bertkit.errors import CheckpointError, ConfigError
 from bertkit.models.heads import BertForMaskedLM
 from bertkit.models.encoder import BertModel
-from bertkit.peft import is_adapter_dir
+from bertkit.peft import refuse_adapter_dir
 from bertkit.tokenizer import Tokenizer
 
 OPSET = 17  # the first opset with a LayerNormalization op; ONNX Runtime >= 1.14 runs it
@@ -158,9 +158,7 @@ def load_for_export(model_dir: str, task) -> nn.Module:
     """The model of `task` (a GRAPHS name or a task entry) from `model_dir`, refusing a head that
     the checkpoint does not hold."""
     target = export_target(task)
-    if is_adapter_dir(model_dir):
-        raise CheckpointError(f"{model_dir} is a PEFT adapter; fold it into a plain checkpoint first "
-                              "(`bertkit peft merge --model DIR --out DIR`) and export that")
+    refuse_adapter_dir(model_dir, "export")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # unused keys (heads a bare encoder does not need) are fine
         model, report = target.head_class(model_dir).from_pretrained(model_dir, output_loading_info=True)
@@ -280,6 +278,7 @@ def export_onnx(model_dir: str, out_dir: str, task=None, verify: bool = True) ->
     `graph_of_directory`) to `out_dir/model.onnx`, with the tokenizer files and config.json beside it."""
 
     require("onnx")  # fail before loading anything
+    refuse_adapter_dir(model_dir, "export")  # before the tokenizer: an adapter folder may have none
     task = export_target(task) if task is not None else graph_of_directory(model_dir)
     tokenizer = Tokenizer.from_pretrained(model_dir)
     model = load_for_export(model_dir, task)

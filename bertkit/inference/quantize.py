@@ -45,6 +45,7 @@ from bertkit.errors import ConfigError
 from bertkit.inference.fastpath import FUSABLE, check_original, encoder_linears, pack_for_cpu, split_heads_qkv, swap_layer_maps
 from bertkit.models.encoder import BertOutput, BertSelfAttention, BertSelfOutput
 from bertkit.models.families import families
+from bertkit.runtime.precision import resolve_precision
 
 QUANTIZE_MODES = ("int8",)  # the values of `quantize=` / what --int8 selects
 ALPHA = 0.5  # smoothing strength: how much of the activations' range moves into the weights
@@ -230,10 +231,12 @@ def check_quantize(mode: str | None) -> str | None:
 
 
 def inference_copy(model: nn.Module, tokenizer=None, int8: bool = False,
-                   device: torch.device | str = "cpu") -> nn.Module:
-    """What `predict` and `evaluate` run: on the CPU an int8 copy, or an fp32 copy with
-    oneDNN-packed weights (same numbers, faster); elsewhere the model itself on `device`."""
+                   device: torch.device | str = "cpu", precision: str = "auto") -> nn.Module:
+    """What `predict` and `evaluate` run: on the CPU an int8 copy, or (running in fp32) a copy with
+    oneDNN-packed weights (same numbers, faster; its fused kernels take fp32 only); elsewhere the
+    model itself on `device`."""
     model = model.to(device)
     if int8:
         return quantize_int8(model, tokenizer)  # refuses a model off the CPU
-    return pack_for_cpu(model) if torch.device(device).type == "cpu" else model.eval()
+    fp32_cpu = torch.device(device).type == "cpu" and resolve_precision(precision, device) == "fp32"
+    return pack_for_cpu(model) if fp32_cpu else model.eval()

@@ -18,6 +18,10 @@ function that picks among them.
 Scores that depend on positions (relative_key, T5's bias, DeBERTa's disentangled terms) arrive in `bias`,
 added by the model before the kernel runs, so every kernel serves every position scheme; a
 sparse pattern asked for with probabilities is the explicit kernel under the pattern's mask.
+Packed batches (models/packing.py: the N real tokens of a padded batch in one (N, h, d) tensor
+with cumulative sequence lengths) go through `packed_attention`: torch's variable-length flash
+kernel where it runs (`flash_varlen_runs`: CUDA, bf16/fp16, no attention dropout, torch >= 2.10),
+else the dense kernels above on the padded layout, so the numbers are the same either way.
 A decoder's self-attention sets `call.causal`: the M queries are the last M of the T positions
 (T > M with a KV cache), and query i sees keys j <= T - M + i (`causal_bias`). Cross-attention
 is an ordinary call whose keys and values come from the encoder and whose bias masks its padding.
@@ -26,6 +30,7 @@ Shapes: q (B, h, M, d); k, v (B, h, T, d); bias broadcastable to (B, h, M, T).
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
 
@@ -34,7 +39,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertkit.models.dropout import drop_mask
+from bertkit.models.packing import Packing
 from bertkit.models.variants import sparse
+
+try:  # torch >= 2.10 ships FlashAttention's variable-length kernel; older builds run packed batches padded
+    from torch.nn.attention.varlen import varlen_attn as FLASH_VARLEN
+except ImportError:
+    FLASH_VARLEN = None
+# Its keywords grew with torch: `scale` and `window_size` are missing from the first releases.
+VARLEN_KEYWORDS = frozenset(inspect.signature(FLASH_VARLEN).parameters) if FLASH_VARLEN is not None else frozenset()
 
 
 @dataclass
@@ -137,6 +150,48 @@ def low_rank_attention(q, k, v, bias, call: AttentionCall):
     `call.low_rank`, then `explicit_attention` over them (dropout, head mask, (M, k) probabilities)."""
     k, v = call.low_rank(k, v, bias)
     return explicit_attention(q, k, v, None, call)
+
+
+def flash_varlen_available(device: torch.device) -> bool:
+    """Whether torch's variable-length flash kernel exists for `device`: where unpadding pays."""
+    return FLASH_VARLEN is not None and device.type == "cuda"
+
+
+def flash_varlen_runs(q: torch.Tensor, call: AttentionCall, window: int = -1) -> bool:
+    """Whether this packed call can take the flash kernel: half precision (flash has no fp32 path),
+    no attention dropout (torch's varlen_attn has none), no head mask or causal mask, and a scale
+    other than 1/sqrt(d) or a sliding window only where this torch's varlen_attn takes them."""
+    default_scale = math.isclose(call.scale * math.sqrt(q.shape[-1]), 1.0)
+    return (flash_varlen_available(q.device) and q.dtype in (torch.float16, torch.bfloat16)
+            and call.dropout_p == 0 and call.head_mask is None and not call.causal
+            and (default_scale or "scale" in VARLEN_KEYWORDS)
+            and (window < 0 or "window_size" in VARLEN_KEYWORDS))
+
+
+def flash_varlen(q, k, v, queries, keys, scale: float, window: int = -1) -> torch.Tensor:
+    """torch's varlen flash kernel on packed (N, h, d) tokens; `queries` and `keys` carry cu_seqlens and
+    max_len (a Packing, or an encoder's Unpadding). `window` >= 0: a token sees only the keys
+    at most that many positions away."""
+    options = {"scale": scale} if "scale" in VARLEN_KEYWORDS else {}  # else 1/sqrt(d): flash_varlen_runs
+    if window >= 0:
+        options["window_size"] = (window, window)
+    return FLASH_VARLEN(q, k, v, queries.cu_seqlens, keys.cu_seqlens, queries.max_len, keys.max_len, **options)
+
+
+def packed_attention(q, k, v, bias, keys: Packing, call: AttentionCall):
+    """q (Nq, h, d), k, v (N, h, d) of packed tokens (`keys` says where they sit) -> context (Nq, h, d).
+
+    The queries are every key (Nq = N) or, for a last layer run at a few positions, a (B, M)
+    grid of them (Nq = B * M, `Packing.full`). Without the flash kernel (see the module doc) the
+    padded layout runs the dense kernel the padded model would, with its (B, 1, 1, T) `bias`.
+    """
+    queries = keys if q.shape[0] == keys.tokens else Packing.full(keys.batch, q.shape[0] // keys.batch, q.device)
+    if flash_varlen_runs(q, call):
+        return flash_varlen(q, k, v, queries, keys, call.scale)
+    q, k, v = (p.pad(x).transpose(1, 2) for p, x in ((queries, q), (keys, k), (keys, v)))  # (B, h, T, d)
+    kernel = choose_kernel(call.head_mask is not None, call.dropout_p > 0 and q.device.type == "cpu", 0)
+    context, _ = KERNELS[kernel](q, k, v, bias, call)
+    return queries.unpad(context.transpose(1, 2))
 
 
 KERNELS = {"sdpa": sdpa_attention, "explicit": explicit_attention, "block_sparse": block_sparse_attention,

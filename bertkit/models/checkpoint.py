@@ -27,7 +27,7 @@ from bertkit.models.config import BertConfig
 from bertkit.errors import CheckpointError, DataError
 from bertkit.models.hf_compat import TransformersHabits, check_attn_implementation, resolve_dtype
 from bertkit.models.hub_cache import resolve_model_dir
-from bertkit.io import atomic_open, check_regular_file, loads_json, read_text
+from bertkit.io import atomic_open, check_regular_file, read_json_object
 from bertkit.models.variants.keymaps import from_hf, hf_architecture, to_hf, warn_if_transformers_cannot_run
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
@@ -86,8 +86,8 @@ def _shard_names(index: Any, directory: str) -> list[str]:
     """The shard file names of a safetensors index, each a string."""
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
-        raise CheckpointError(f"{directory}/model.safetensors.index.json needs a \"weight_map\" of "
-                              "tensor name -> shard file name")
+        index_path = os.path.join(directory, "model.safetensors.index.json")
+        raise CheckpointError(f"{index_path} needs a \"weight_map\" of tensor name -> shard file name")
     return list(weight_map.values())
 
 
@@ -97,7 +97,8 @@ def _inside(directory: str, name: str) -> str:
     root = os.path.realpath(directory)
     path = os.path.realpath(os.path.join(directory, name))
     if os.path.commonpath([root, path]) != root:
-        raise CheckpointError(f"the shard {name!r} in {directory}/model.safetensors.index.json lies outside "
+        index = os.path.join(directory, "model.safetensors.index.json")
+        raise CheckpointError(f"the shard {name!r} in {index} lies outside "
                               "the model directory; shards must be files inside it")
     return path
 
@@ -115,10 +116,7 @@ def _read_safetensors(path: str) -> dict[str, torch.Tensor]:
 
 
 def _read_json(path: str) -> dict[str, Any]:
-    try:
-        return loads_json(read_text(path), path)
-    except (OSError, DataError) as e:
-        raise CheckpointError(f"cannot read {path}: {e}") from None
+    return read_json_object(path, "restore it from the original checkpoint", CheckpointError)
 
 
 # ---------------------------------------------------------------------------- key mapping

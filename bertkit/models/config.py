@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.metadata
 import json
 import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from bertkit.errors import ConfigError, DataError
-from bertkit.io import atomic_write_text, loads_json, read_text
+from bertkit.errors import ConfigError
+from bertkit.io import atomic_write_text, read_json_object
 from bertkit.models.variants.switches import validate_switches
 
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish", "tanh")
@@ -287,14 +288,7 @@ class BertConfig:
         path = os.fspath(path)
         if not os.path.exists(path):
             raise ConfigError(f"no config file at {path}; a model directory needs config.json")
-        try:  # (a FIFO or device is refused before reading; a key given twice is refused)
-            data = loads_json(read_text(path), path)
-        except DataError as e:
-            raise ConfigError(f"{str(e).replace('not valid JSON', 'is not valid JSON')}; restore it from "
-                              "the original checkpoint") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path} must hold a JSON object of config fields")
-        return cls.from_dict(data)
+        return cls.from_dict(read_json_object(path, "restore it from the original checkpoint", ConfigError))
 
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike) -> "BertConfig":
@@ -302,7 +296,11 @@ class BertConfig:
         return cls.from_json_file(path)
 
     def to_json_string(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
+        """config.json's text: the fields, and bertkit's version as the writer's in place of the source
+        model's `_name_or_path` and `transformers_version` (transformers did not write this file)."""
+        data = {k: v for k, v in self.to_dict().items() if k not in SOURCE_KEYS}
+        return json.dumps(dict(sorted({**data, WRITER_KEY: BERTKIT_VERSION}.items())), indent=2,
+                          ensure_ascii=False) + "\n"
 
     def save_pretrained(self, directory: str | os.PathLike) -> None:
         os.makedirs(directory, exist_ok=True)
@@ -323,6 +321,16 @@ def label2id_for(id2label: dict[int, str], label2id: dict[str, int] | None) -> d
     if label2id is not None and set(label2id) == set(id2label.values()):
         return label2id
     return {v: k for k, v in id2label.items()}
+
+
+# What a saved config.json says about where it came from: written by bertkit (this version), not
+# the source model's name and transformers version, which describe another file.
+SOURCE_KEYS = ("_name_or_path", "transformers_version")
+WRITER_KEY = "bertkit_version"
+try:
+    BERTKIT_VERSION = importlib.metadata.version("bertkit")
+except importlib.metadata.PackageNotFoundError:  # a checkout on PYTHONPATH that was never installed
+    BERTKIT_VERSION = "unknown"
 
 
 # transformers' config dicts hold keys bertkit has no field for (transformers_version, dtype /
@@ -461,7 +469,8 @@ def _nearest_divisor(n: int, target: int) -> int:
 
 def known_and_extra(cls, data: dict[str, Any]) -> dict[str, Any]:
     """A config dataclass's keyword arguments from a config.json dict: its own fields, and every
-    other key (transformers_version, architectures of other tools, ...) kept in `extra`."""
+    other key (transformers_version, architectures of other tools, ...) kept in `extra`, except
+    bertkit's version (WRITER_KEY), which says who wrote the file and is written anew on save."""
     known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
     return {**{k: v for k, v in data.items() if k in known},
-            "extra": {k: v for k, v in data.items() if k not in known}}
+            "extra": {k: v for k, v in data.items() if k not in known and k != WRITER_KEY}}

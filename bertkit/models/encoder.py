@@ -18,10 +18,12 @@ from torch.utils.checkpoint import checkpoint
 from bertkit.models.checkpoint import PretrainedMixin
 from bertkit.models.config import BertConfig
 from bertkit.models.activations import activation
-from bertkit.models.attention import KERNELS, AttentionCall, choose_kernel, default_scale
+from bertkit.models.attention import (KERNELS, AttentionCall, choose_kernel, default_scale, flash_varlen_available,
+                                      packed_attention)
 from bertkit.models.dropout import Dropout
 from bertkit.errors import BertkitError
 from bertkit.models.kv_cache import KVCache, KVSlot, LayerCache
+from bertkit.models.packing import Packing
 from bertkit.models.variants import deberta, linformer, moe
 from bertkit.models.variants.albert import has_embedding_projection, layer_order, num_layer_modules
 from bertkit.models.variants.relative import RELATIVE_TYPES, relative_position_scores
@@ -159,10 +161,13 @@ class BertSelfAttention(nn.Module):
     def forward(self, hidden: torch.Tensor, attention_bias: torch.Tensor | None = None,
                 head_mask: torch.Tensor | None = None, output_attentions: bool = False,
                 queries: torch.Tensor | None = None, memory: torch.Tensor | None = None,
-                slot: KVSlot | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+                slot: KVSlot | None = None, packing: Packing | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """`queries` (B, M, H): states to compute queries (and so outputs) for, default `hidden`.
         `memory` (B, S, H): states the keys and values come from instead of `hidden` (cross-attention:
-        the encoder's output). `slot`: this sub-layer's KV cache entry (kv_cache.py)."""
+        the encoder's output). `slot`: this sub-layer's KV cache entry (kv_cache.py). `packing`: hidden
+        (N, H) holds a batch's real tokens packed (packing.py; queries then (B * M, H))."""
+        if packing is not None:
+            return self.packed_forward(hidden, attention_bias, queries, packing), None
         if self.qkv is not None:  # set on encoders only: no memory, no cache
             q, k, v = self.qkv(hidden)
             if queries is not None:  # the pruned last layer: queries at a few positions
@@ -183,6 +188,19 @@ class BertSelfAttention(nn.Module):
         batch, _, seq_len, _ = context.shape
         context = context.transpose(1, 2).reshape(batch, seq_len, self.num_heads * self.head_dim)
         return context, probs
+
+    def packed_forward(self, hidden: torch.Tensor, bias: torch.Tensor | None, queries: torch.Tensor | None,
+                       packing: Packing) -> torch.Tensor:
+        """Attention over packed tokens (N, H) -> context (N or B * M, H). BertModel packs only
+        models whose scores need no position bias, prefix or cache (`BertModel.runs_packed`)."""
+        def heads(x: torch.Tensor) -> torch.Tensor:
+            return x.view(x.shape[0], self.num_heads, self.head_dim)
+
+        q = heads(self.query(hidden if queries is None else queries))
+        k, v = heads(self.key(hidden)), heads(self.value(hidden))
+        dropout_p = self.dropout_prob if self.training else 0.0
+        call = AttentionCall(default_scale(self.head_dim, self.scale_factor), dropout_p)
+        return packed_attention(q, k, v, bias, packing, call).flatten(1)
 
     def keys_values(self, source: torch.Tensor, slot: KVSlot | None, fixed: bool) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, h, T, d) keys and values of `source`; with a cache, the cached ones too: self-attention
@@ -225,8 +243,8 @@ class BertAttention(nn.Module):
         self.output = BertSelfOutput(config)
 
     def forward(self, hidden, attention_bias=None, head_mask=None, output_attentions=False, queries=None,
-                memory=None, slot=None):
-        context, probs = self.self(hidden, attention_bias, head_mask, output_attentions, queries, memory, slot)
+                memory=None, slot=None, packing=None):
+        context, probs = self.self(hidden, attention_bias, head_mask, output_attentions, queries, memory, slot, packing)
         return self.output(context, hidden if queries is None else queries), probs
 
 
@@ -272,11 +290,13 @@ class BertLayer(nn.Module):
             self.output = BertOutput(config)
 
     def forward(self, hidden, attention_bias=None, head_mask=None, output_attentions=False, queries=None,
-                encoder_hidden=None, encoder_bias=None, cache: LayerCache | None = None):
+                encoder_hidden=None, encoder_bias=None, cache: LayerCache | None = None,
+                packing: Packing | None = None):
         """Returns (states, self-attention probabilities, cross-attention probabilities); the
-        probabilities are None unless asked for, cross-attention's also without `encoder_hidden`."""
+        probabilities are None unless asked for, cross-attention's also without `encoder_hidden`.
+        With `packing`, hidden is (N, H): the batch's real tokens (packing.py)."""
         attended, probs = self.attention(hidden, attention_bias, head_mask, output_attentions, queries,
-                                         slot=None if cache is None else cache.self_attention)
+                                         slot=None if cache is None else cache.self_attention, packing=packing)
         cross_probs = None
         if encoder_hidden is not None:
             attended, cross_probs = self.crossattention(attended, encoder_bias, None, output_attentions, None,
@@ -307,10 +327,12 @@ class BertEncoder(nn.Module):
 
     def forward(self, hidden, attention_bias=None, head_mask=None, output_attentions=False,
                 output_hidden_states=False, output_positions=None, encoder_hidden=None, encoder_bias=None,
-                cache: KVCache | None = None):
+                cache: KVCache | None = None, packing: Packing | None = None):
         """`output_positions` (B, M): the last layer runs only at these positions (see BertModel).
         `encoder_hidden` (B, S, H) and its bias: what cross-attention attends to; `cache`: a decoder's
-        KV cache. Returns (states, all hidden states, all attentions, all cross-attentions)."""
+        KV cache; `packing`: hidden is (N, H), the real tokens (packing.py), and the last layer's
+        output at output_positions is (B * M, H). Returns (states, all hidden states, all attentions,
+        all cross-attentions)."""
         if self.embedding_hidden_mapping_in is not None:
             hidden = self.embedding_hidden_mapping_in(hidden)
         if self.relative_attention_bias is not None:  # computed once, added in every layer (as T5)
@@ -323,15 +345,18 @@ class BertEncoder(nn.Module):
             layer = self.layer[index]
             layer_head_mask = None if head_mask is None else head_mask[step // self.steps_per_layer]
             last = step == len(self.layer_order) - 1
-            queries = gather_positions(hidden, output_positions) if last and output_positions is not None else None
+            queries = None
+            if last and output_positions is not None:
+                queries = (gather_positions(hidden, output_positions) if packing is None
+                           else hidden.index_select(0, packing.rows_at(output_positions)))
             layer_cache = None if cache is None else cache.layers[index]
             if self.gradient_checkpointing and self.training:
                 hidden, probs, cross_probs = checkpoint(layer, hidden, attention_bias, layer_head_mask, output_attentions,
-                                                        queries, encoder_hidden, encoder_bias, layer_cache,
+                                                        queries, encoder_hidden, encoder_bias, layer_cache, packing,
                                                         use_reentrant=False)
             else:
                 hidden, probs, cross_probs = layer(hidden, attention_bias, layer_head_mask, output_attentions, queries,
-                                                   encoder_hidden, encoder_bias, layer_cache)
+                                                   encoder_hidden, encoder_bias, layer_cache, packing)
             if output_hidden_states:
                 all_hidden.append(hidden)
             if output_attentions:
@@ -361,6 +386,11 @@ class BertPooler(nn.Module):
 # ---------------------------------------------------------------------------- the model
 class BertModel(PretrainedMixin, nn.Module):
     """The bare encoder: token ids in, contextual vectors (and the pooled [CLS] vector) out."""
+
+    # Padded batches run on their real tokens only (`packed_forward`): True, False, or None = where
+    # it pays, on CUDA with torch's variable-length flash kernel (on the CPU the padded path is kept:
+    # its speed is what docs/benchmarks.md measured). Set it on a model or on the class.
+    unpad: bool | None = None
 
     def __init__(self, config: BertConfig, add_pooling_layer: bool | None = None):
         super().__init__()
@@ -392,6 +422,9 @@ class BertModel(PretrainedMixin, nn.Module):
         cache = self.decoder_cache(past_key_values, use_cache, encoder_hidden_states, encoder_attention_mask)
         past = 0 if cache is None else cache.get_seq_length()
         self.check_inputs(input_ids, attention_mask, past)
+        if self.runs_packed(attention_mask, head_mask, output_attentions, output_hidden_states, cache,
+                            encoder_hidden_states):
+            return self.packed_forward(input_ids, attention_mask, token_type_ids, position_ids, output_positions)
         if position_ids is None and past:
             position_ids = torch.arange(past, past + input_ids.shape[1], device=input_ids.device).unsqueeze(0)
         hidden = self.embeddings(input_ids, token_type_ids, position_ids)
@@ -409,6 +442,41 @@ class BertModel(PretrainedMixin, nn.Module):
         pooled = self.pooler(hidden) if self.pooler is not None else None
         aux = moe.collect_aux_loss(self, self.config.moe_aux_loss_coef) if self.config.num_experts else None
         return EncoderOutput(hidden, pooled, all_hidden, all_attn, aux, cache, all_cross)
+
+    def runs_packed(self, attention_mask, head_mask, output_attentions, output_hidden_states, cache,
+                    encoder_hidden_states) -> bool:
+        """Whether this call runs packed: unpadding on (`unpad`), padding in the batch, and nothing
+        that needs the padded layout (the conditions of a prunable last layer, and no Linformer,
+        prefix tuning or fused inference copy)."""
+        unpad = self.unpad if self.unpad is not None else flash_varlen_available(
+            self.embeddings.word_embeddings.weight.device)
+        if not unpad or attention_mask is None or cache is not None or encoder_hidden_states is not None:
+            return False
+        plain = all(layer.attention.self.prefix is None and layer.attention.self.qkv is None
+                    and layer.attention.self.low_rank is None for layer in self.encoder.layer)
+        # padding to drop, and a real token in every row (an all-padding row stays on the padded path)
+        return (plain and self.last_layer_prunable(head_mask, output_attentions, output_hidden_states)
+                and not bool(attention_mask.all()) and bool(attention_mask.any(1).all()))
+
+    def packed_forward(self, input_ids, attention_mask, token_type_ids, position_ids, output_positions
+                       ) -> EncoderOutput:
+        """forward on the real tokens only (packing.py): the embeddings, every layer and the pooler
+        read N rows instead of B * T, attention takes the row boundaries. Same numbers at real
+        tokens; last_hidden_state is zero at padding (the padded path leaves meaningless values)."""
+        packing = Packing.from_mask(attention_mask)
+        if position_ids is None:  # the padded path's positions, taken at the real tokens
+            embeddings = self.embeddings
+            position_ids = (roberta_position_ids(input_ids, embeddings.pad_token_id) if embeddings.pad_positions
+                            else torch.arange(input_ids.shape[1], device=input_ids.device))
+
+        def packed(x: torch.Tensor | None) -> torch.Tensor | None:  # (B, T) -> one row of the N real tokens
+            return None if x is None else packing.unpad(x.expand_as(input_ids))[None]
+
+        hidden = self.embeddings(packed(input_ids), packed(token_type_ids), packed(position_ids))[0]
+        bias = attention_bias(attention_mask, hidden.dtype)  # what attention uses where flash cannot run
+        hidden = self.encoder(hidden, bias, output_positions=output_positions, packing=packing)[0]
+        hidden = packing.pad(hidden) if output_positions is None else hidden.view(*output_positions.shape, -1)
+        return EncoderOutput(hidden, self.pooler(hidden) if self.pooler is not None else None)
 
     def decoder_cache(self, past_key_values, use_cache: bool, encoder_hidden_states, encoder_attention_mask
                       ) -> KVCache | None:

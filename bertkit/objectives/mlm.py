@@ -25,7 +25,7 @@ from bertkit.models.families import family_of
 from bertkit.models.heads import BertForMaskedLM, BertForPreTraining
 from bertkit.objectives.metrics import evaluate_pretraining
 
-MLM_BUILDERS = ("full_sentences", "doc_sentences")  # single packed sequences; the first is the default
+MLM_BUILDERS = ("full_sentences", "doc_sentences", "packed")  # single packed sequences; the first is the default
 
 
 def masking_options(data) -> dict:

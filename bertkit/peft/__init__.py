@@ -16,8 +16,8 @@ import dataclasses
 from bertkit.errors import ConfigError
 from bertkit.peft.adapters import AdapterConfig, Bottleneck
 from bertkit.peft.base import CONFIG_CLASSES, base_fingerprint
-from bertkit.peft.io import (adapter_task_config, is_adapter_dir, read_adapter, read_adapter_config, save_adapter,
-                 tokenizer_dir)
+from bertkit.peft.io import (adapter_task_config, is_adapter_dir, read_adapter, read_adapter_config,
+                            refuse_adapter_dir, save_adapter, tokenizer_dir)
 from bertkit.peft.lora import LoraConfig, LoraUpdate
 from bertkit.peft.model import (HeadCopies, ParameterCount, PeftLinear, PeftModel, get_peft_model, load_model,
                     load_peft_model)
@@ -51,6 +51,6 @@ __all__ = [
     "AdapterConfig", "Bottleneck", "LoraConfig", "LoraUpdate", "PrefixConfig", "PrefixEncoder",
     "PeftModel", "PeftLinear", "HeadCopies", "ParameterCount", "get_peft_model", "base_fingerprint",
     "save_adapter", "load_peft_model", "load_model", "read_adapter", "read_adapter_config",
-    "is_adapter_dir", "adapter_task_config", "tokenizer_dir",
+    "is_adapter_dir", "refuse_adapter_dir", "adapter_task_config", "tokenizer_dir",
     "METHODS", "PEFT_KEYS", "DEFAULT_LR", "make_config",
 ]

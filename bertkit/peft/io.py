@@ -43,7 +43,7 @@ from bertkit.models import heads
 from bertkit.models.checkpoint import load_into, read_state_dict
 from bertkit.models.config import BertConfig
 from bertkit.errors import CheckpointError, ConfigError
-from bertkit.io import atomic_open, atomic_write_json
+from bertkit.io import atomic_open, atomic_write_json, read_json_object
 from bertkit.models.encoder import BertModel
 from bertkit.peft.base import CONFIG_CLASSES, PeftConfig, base_shape, encoder_of
 from bertkit.peft.lora import LoraConfig
@@ -82,6 +82,15 @@ class SavedAdapter:
 def is_adapter_dir(directory) -> bool:
     directory = os.fspath(directory)
     return any(os.path.isfile(os.path.join(directory, f)) for f in (ADAPTER_CONFIG, OWN_CONFIG))
+
+
+def refuse_adapter_dir(directory, action: str) -> None:
+    """A command that needs a whole model (`action`: "export", "inspect", ...) given an adapter
+    folder: say what the folder is and how to make a model of it, instead of "no weights"."""
+    if is_adapter_dir(directory):
+        raise CheckpointError(f"{os.fspath(directory)} is a PEFT adapter (`bertkit peft info` describes it), not a "
+                              "whole model; fold it into a plain checkpoint first (`bertkit peft merge --model "
+                              f"{os.fspath(directory)} --out DIR`) and {action} that")
 
 
 # ---------------------------------------------------------------------------- saving
@@ -232,14 +241,7 @@ def read_adapter_config(directory) -> tuple[dict, PeftConfig]:
 
 
 def _read_json(path: str) -> dict:
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"cannot read {path}: {e}") from None
-    if not isinstance(data, dict):
-        raise CheckpointError(f"{path} must hold a JSON object")
-    return data
+    return read_json_object(path, "restore the adapter directory, or save the adapter again", CheckpointError)
 
 
 def _read_weights(path: str) -> tuple[dict[str, torch.Tensor], dict[str, str]]:

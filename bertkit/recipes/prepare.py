@@ -9,6 +9,7 @@ boundaries (format: `bertkit/data/shards.py`); `resume` continues an interrupted
 from __future__ import annotations
 
 from bertkit.data.corpus import open_corpus
+from bertkit.data.documents import shard_origin
 from bertkit.data.shards import prepare_shards
 from bertkit.tokenizer import Tokenizer
 
@@ -17,5 +18,7 @@ def prepare(corpus: str, tokenizer: str, out_dir: str, mode: str = "file", text_
             shard_tokens: int = 1 << 24, workers: int = 0, resume: bool = False, progress: bool = True) -> dict:
     """Tokenize `corpus` (bbc, wordnet, a file or directory) with the tokenizer in directory
     `tokenizer` into shards in `out_dir`; returns the shards' meta.json as a dict."""
-    return prepare_shards(open_corpus(corpus, mode, text_field), Tokenizer.from_pretrained(tokenizer), out_dir,
-                          shard_tokens=shard_tokens, num_workers=workers, progress=progress, resume=resume)
+    documents = open_corpus(corpus, mode, text_field)
+    return prepare_shards(documents, Tokenizer.from_pretrained(tokenizer), out_dir, shard_tokens=shard_tokens,
+                          num_workers=workers, progress=progress, resume=resume,
+                          built_from=shard_origin(corpus, documents))

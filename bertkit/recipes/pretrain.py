@@ -14,8 +14,9 @@ Sections of the config (every key is checked; a typo gets a "did you mean" sugge
 [data]       corpus ("bbc", "wordnet", a path, or a shard directory), objective (a name in
              the objective registry: "mlm" | "mlm+nsp" | "mlm+sop" | "electra" | yours),
              objective_module (a module or .py file that registers yours), builder (for
-             "mlm"/"electra": "full_sentences" packs contiguous sentences to max_length, or
-             "doc_sentences"), max_length, masking strategy and rate, static_masking, ...
+             "mlm"/"electra": "full_sentences" packs contiguous sentences to max_length,
+             "doc_sentences", or "packed": best-fit rows of whole document pieces, data/packing.py),
+             max_length, masking strategy and rate, static_masking, ...
 [electra]    an objective's own settings, in a section named as the objective (ELECTRA's:
              generator_hidden_fraction, generator_layers, disc_weight, temperature)
 [train]      the TrainConfig fields (max_steps, lr, batch_size, seed, ...)
@@ -49,7 +50,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import shutil
+import warnings
 from dataclasses import dataclass, field
+from typing import Sequence
 
 import torch
 
@@ -57,16 +61,16 @@ from bertkit.models.config import SIZE_PRESETS
 from bertkit.data.cleaning import CleaningRules, clean_documents
 from bertkit.data.collate import STRATEGIES
 from bertkit.data.corpus import open_corpus
-from bertkit.data.documents import first, shard_documents, split_documents
+from bertkit.data.documents import first, origin_changes, shard_documents, shard_origin, split_documents
 from bertkit.data.examples import BUILDERS, SpecialTokens, build_examples, make_builder
 from bertkit.errors import BertkitError, ConfigError
-from bertkit.io import atomic_open, atomic_write_json, loads_json, read_text
+from bertkit.io import atomic_open, atomic_write_json, loads_json, read_json_object, read_text
 from bertkit.models.families import families, family_for, family_of
 from bertkit.objectives import OBJECTIVES, Objective, get_objective, import_objective_module
 from bertkit.runtime.runlock import check_apart, run_lock
 from bertkit.tokenizer import Tokenizer
 from bertkit.train.batching import LengthBucketedBatches
-from bertkit.settings.config_io import apply_overrides, check_keys, dataclass_from_dict, load_toml, parse_value, suggest
+from bertkit.settings.config_io import apply_overrides, check_keys, dataclass_from_dict, load_toml, Override, split_override, suggest
 from bertkit.train.distributed import DistContext, init_distributed, shutdown
 from bertkit.train.early_stopping import EarlyStoppingSection
 from bertkit.objectives.metrics import unigram_baseline
@@ -77,6 +81,9 @@ from bertkit.recipes.continued import (INIT_KEYS, GeneralCorpus, check_data_sect
                         mix_examples, open_general)
 
 TOKENIZER_KINDS = ("wordpiece", "bpe")
+# In OUT/tokenizer: the corpus and [tokenizer] settings it was trained on (data.corpus, the corpus
+# files' fingerprint, ...), so a rerun into the same --out does not reuse one trained on other data.
+TOKENIZER_ORIGIN = "bertkit_trained_on.json"
 
 
 @dataclass
@@ -102,7 +109,7 @@ class DataSection:
     mode: str = "file"  # how text files split into documents: "file" | "blank" | "jsonl"
     objective: str = "mlm"  # a name in the objective registry (bertkit/objectives/)
     objective_module: str = ""  # a module (dotted name or .py file) imported first: it registers objectives
-    builder: str = ""  # empty: the objective's first builder (full_sentences for mlm, nsp/sop for pairs)
+    builder: str = ""  # empty: the objective's first builder (full_sentences for mlm, nsp/sop for pairs); "packed": packing.py
     max_length: int = 128
     masking: str = "token"  # "token" | "whole_word" | "span" | "keyword"
     mlm_probability: float = 0.15
@@ -191,9 +198,9 @@ def _objective_module(raw: dict, overrides) -> str:
     checked, since the module it names can add objectives and their sections."""
     module = raw.get("data", {}).get("objective_module", "")
     for item in overrides:
-        key, _, value = item.partition("=")
-        if key.strip() == "data.objective_module":
-            module = parse_value(value.strip())
+        key, value = split_override(item)
+        if key == "data.objective_module":
+            module = value
     return module
 
 
@@ -213,8 +220,8 @@ def _objective_settings(raw: dict, data: DataSection, model: dict):
     return dataclass_from_dict(objective.settings, raw.get(data.objective, {}), data.objective)
 
 
-def parse_config(raw: dict, overrides: list[str] = ()) -> PretrainConfig:
-    """Validate a raw TOML dict (plus `--set` strings) into a PretrainConfig."""
+def parse_config(raw: dict, overrides: Sequence[Override] = ()) -> PretrainConfig:
+    """Validate a raw TOML dict (plus `--set` strings and typed (key, value) overrides) into a PretrainConfig."""
     import_objective_module(_objective_module(raw, overrides))
     sections = _sections()
     for name in raw:
@@ -254,7 +261,7 @@ def check_model_values(cfg: PretrainConfig) -> None:
         raise ConfigError(f"[model] {e}".replace("; fix it in config.json", "")) from None
 
 
-def load_config(path: str, overrides: list[str] = ()) -> PretrainConfig:
+def load_config(path: str, overrides: Sequence[Override] = ()) -> PretrainConfig:
     return parse_config(load_toml(path), overrides)
 
 
@@ -266,16 +273,40 @@ def get_tokenizer(cfg: PretrainConfig, corpus, out_dir: str, is_main: bool, ctx)
     if path:
         return Tokenizer.from_pretrained(path)
     directory = os.path.join(out_dir, "tokenizer")
-    # A resumed run must see exactly the vocabulary it started with: reuse the saved one.
+    origin = {**shard_origin(cfg.data.corpus, corpus, cfg.data.max_documents),
+              "tokenizer": dataclasses.asdict(cfg.tokenizer)}
+    # A resumed run must see exactly the vocabulary it started with: reuse the saved one. One a
+    # failed run left before any checkpoint used it is reused only if trained on the same data.
+    if not latest_checkpoint(out_dir):
+        if is_main:
+            drop_stale_tokenizer(directory, origin)
+        ctx.barrier()  # the other ranks look at the directory only after it is settled
     if not os.path.exists(os.path.join(directory, "tokenizer.json")):
         if is_main:
             train_tokenizer(cfg, corpus, out_dir).save_pretrained(directory)
+            atomic_write_json(os.path.join(directory, TOKENIZER_ORIGIN), origin)
         ctx.barrier()
     tok = Tokenizer.from_pretrained(directory)
     if tok.kind != cfg.tokenizer.kind:
         raise ConfigError(f"{directory} holds a {tok.kind} tokenizer but tokenizer.kind = "
                           f"{cfg.tokenizer.kind!r}; keep the kind the run started with, or use a new --out")
     return tok
+
+
+def drop_stale_tokenizer(directory: str, origin: dict) -> None:
+    """Remove OUT/tokenizer when it was trained on other data or settings than `origin` (what
+    TOKENIZER_ORIGIN beside it records), with a note naming what changed."""
+    if not os.path.exists(os.path.join(directory, "tokenizer.json")):
+        return
+    record = os.path.join(directory, TOKENIZER_ORIGIN)
+    try:
+        old = read_json_object(record, "it is trained again") if os.path.isfile(record) else None
+    except BertkitError:
+        old = None  # unreadable: as good as no record
+    changes = origin_changes(old, origin)
+    if changes is not None:
+        warnings.warn(f"{directory} was trained on other data ({changes}); training it again")
+        shutil.rmtree(directory)
 
 
 def train_tokenizer(cfg: PretrainConfig, corpus, out_dir: str) -> Tokenizer:
@@ -544,7 +575,7 @@ def check_run_dir(cfg: PretrainConfig, out_dir: str, resume: bool) -> None:
                              defaults=parse_config({}).to_dict())
 
 
-def pretrain(config_path: str, out_dir: str, overrides: list[str] = (), resume: bool = False,
+def pretrain(config_path: str, out_dir: str, overrides: Sequence[Override] = (), resume: bool = False,
              progress: bool = True) -> dict:
     """What `bertkit pretrain` runs: the TOML recipe with `--set` overrides, pre-trained into
     `out_dir`; the process group (under torchrun) is left at the end, also on errors."""

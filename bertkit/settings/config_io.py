@@ -26,7 +26,7 @@ import difflib
 import tomllib
 import types
 import typing
-from typing import Any, Iterable
+from typing import Any, Iterable, Union
 
 from bertkit.errors import ConfigError
 from bertkit.settings import hf_names
@@ -154,22 +154,36 @@ def parse_value(text: str) -> Any:
         return text
 
 
-def apply_overrides(config: dict, assignments: Iterable[str], sections: dict[str, Iterable[str]]
+# One override: `--set` text ("train.lr=3e-4", parsed as a TOML literal), or a (section.key, value)
+# pair whose value a typed command-line option (--seed, --device, --peft) has already made: taken as is.
+Override = Union[str, tuple[str, Any]]
+
+
+def split_override(item: Override) -> tuple[str, Any]:
+    """(section.key, value) of one override; text is checked for its `=` and parsed here, once."""
+    if not isinstance(item, str):
+        return item
+    if "=" not in item or "." not in item.split("=", 1)[0]:
+        raise ConfigError(f"--set expects section.key=value (e.g. train.lr=3e-4), got {item!r}")
+    dotted, raw = item.split("=", 1)
+    return dotted.strip(), parse_value(raw.strip())
+
+
+def apply_overrides(config: dict, assignments: Iterable[Override], sections: dict[str, Iterable[str]]
                     ) -> dict:
-    """Apply `section.key=value` strings to a nested config dict (returns a new dict).
+    """Apply overrides (`section.key=value` strings or typed pairs) to a nested config dict
+    (returns a new dict).
 
     `sections` maps each valid section to its valid keys, so a typo in `--set` is caught with
     the same suggestion as a typo in the file.
     """
     out = {k: bertkit_names(v, sections.get(k, ()), k) if isinstance(v, dict) else v for k, v in config.items()}
     for item in assignments:
-        if "=" not in item or "." not in item.split("=", 1)[0]:
-            raise ConfigError(f"--set expects section.key=value (e.g. train.lr=3e-4), got {item!r}")
-        dotted, raw = item.split("=", 1)
-        section, key = dotted.strip().split(".", 1)
+        dotted, value = split_override(item)
+        section, key = dotted.split(".", 1)
         if section not in sections:
-            raise ConfigError(f"unknown section [{section}] in --set {item}; {suggest(section, sections)}")
+            raise ConfigError(f"unknown section [{section}] in --set {dotted}; {suggest(section, sections)}")
         key = next(iter(bertkit_names({key: None}, sections[section], section)))
         check_keys({key: None}, sections[section], section)
-        out.setdefault(section, {})[key] = parse_value(raw.strip())
+        out.setdefault(section, {})[key] = value
     return out

@@ -12,6 +12,7 @@ import functools
 import os
 
 from bertkit.errors import DataError
+from bertkit.io import missing_file
 from bertkit.tasks import multiple_choice, qa, realdata, seq2seq, sequence, tagging
 from bertkit.tasks.hub_datasets import DEFAULT_SPLITS, is_reference, parse_name, resolve
 from bertkit.tasks.common import DataConfig
@@ -25,6 +26,8 @@ BUILTIN_DATA: dict[str, Task] = {
     "wordnet-gloss-choice": multiple_choice.MULTIPLE_CHOICE, "wordnet-reverse-dictionary": seq2seq.SEQ2SEQ,
     "wordnet-definitions": seq2seq.SEQ2SEQ}
 SPLITS = ("train", "dev", "test")
+# Extensions of the files the task readers take: a missing name with one is a file, not a data set name.
+FILE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json", ".txt", ".conll", ".parquet")
 
 
 def parse_source(source: str) -> tuple[str, str | None]:
@@ -110,6 +113,8 @@ def resolve_source(task: Task, source: str, split: str) -> str:
     when the name gives none); else a DataError saying where it looked."""
     if os.path.exists(source):
         return source
+    if os.path.splitext(source)[1].lower() in FILE_SUFFIXES and not is_reference(source):
+        raise missing_file(source)  # a misspelt file, not a data set name: say so, and the near name
     if parse_name(source) is None:
         raise DataError(f"{source}: no such file (or built-in data name: {', '.join(BUILTIN_DATA)})")
     if task.file_only and is_reference(source):

@@ -128,10 +128,15 @@ def check_texts(texts: Sequence[str], what: str, name: str) -> None:
                             "that record")
 
 
+class TruncationWarning(UserWarning):
+    """Inputs were cut to data.max_length: news when the length is new, expected at the length the
+    model was fine-tuned with (evaluate then leaves it out)."""
+
+
 def truncation_warning(count: int, total: int, max_length: int, name: str, what: str) -> None:
     if count:
         warnings.warn(f"{name}: {count} of {total} {what} were cut to data.max_length={max_length} "
-                      "tokens", stacklevel=3)
+                      "tokens", TruncationWarning, stacklevel=3)
 
 
 # ---------------------------------------------------------------------------- batching

@@ -26,7 +26,7 @@ from bertkit.peft import adapter_task_config, is_adapter_dir, load_peft_model, t
 from bertkit.tasks.builtin import BUILTIN_DATA, load_examples, parse_source, resolve_source
 from bertkit.tasks.common import SUMMARY_FILE, DataConfig, PredictionInput, TaskSpec, model_labels
 from bertkit.tasks.formats import QAExample, TextExample, TokenExample
-from bertkit.tasks.registry import TASKS, get_task, task_of_config
+from bertkit.tasks.registry import get_task, task_of_config
 from bertkit.tasks.spec import Task
 from bertkit.tokenizer import Tokenizer
 from bertkit.settings.config_io import apply_overrides, dataclass_from_dict
@@ -54,12 +54,19 @@ def read_spec(model_dir: str, task: Task | str | None = None) -> TaskSpec:
     found = task_of_config(config)
     if asked is None:
         if found is None:
-            raise ConfigError(f"{model_dir} has no {SUMMARY_FILE} and its config.json names no task head "
-                              f"(architectures={config.architectures}); pass --task {'|'.join(TASKS)}")
+            raise ConfigError(_no_task_head(model_dir, config.architectures))
         return TaskSpec(found, DataConfig())
     if found is not None and found in asked.variants:
         asked = found  # a multi-label head asked for as "classification"
     return TaskSpec(asked, DataConfig())
+
+
+def _no_task_head(model_dir: str, architectures) -> str:
+    """What to do with an encoder that was never fine-tuned: `--task` would only reach a head
+    with no trained weights, so name the commands that help instead."""
+    return (f"{model_dir} is an encoder without a fine-tuned task head (architectures={architectures}, no "
+            f"{SUMMARY_FILE}); fine-tune it first (`bertkit finetune --task classification --model {model_dir} "
+            "--train FILE --dev FILE --out DIR`), or get its vectors with `bertkit embed`")
 
 
 def load_model(model_dir: str, task: Task | str) -> torch.nn.Module:

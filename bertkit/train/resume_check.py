@@ -34,6 +34,10 @@ MAY_CHANGE = frozenset({
     "train.baseline",  # the TF-IDF baseline beside the score: computed after training, changes no step
 })
 
+# Options whose "auto" picks a value per device, as train.device may change: a run started with
+# an explicit value (train.precision = "fp32", the default before "auto") resumes at the default.
+FOLLOWS_DEVICE = frozenset({"train.precision"})
+
 
 def flatten(config: dict, prefix: str = "") -> dict[str, Any]:
     """{"train": {"lr": 1e-3}} -> {"train.lr": 1e-3}; values as JSON would store them."""
@@ -60,7 +64,7 @@ def changed_options(saved: dict, current: dict, may_change=MAY_CHANGE, defaults:
     lines = []
     for key in sorted(set(old) | set(new)):
         a, b = old.get(key, missing), new.get(key, missing)
-        if key in may_change or _same(a, b):
+        if key in may_change or _same(a, b) or (key in FOLLOWS_DEVICE and b == "auto"):
             continue
         if a is missing and key in default and _same(default[key], b):
             continue  # an option newer than the checkpoint, left at its default

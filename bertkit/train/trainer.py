@@ -50,7 +50,6 @@ import json
 import math
 import os
 import random
-import re
 import shutil
 import signal
 import time
@@ -67,9 +66,11 @@ from tqdm import tqdm
 from bertkit.models.checkpoint import load_into, read_state_dict
 from bertkit.models.families import FAMILIES
 from bertkit.errors import BertkitError, CheckpointError, ConfigError, DataError, RunInterrupted
-from bertkit.io import atomic_directory, atomic_open, atomic_write_text
+from bertkit.io import append_text, atomic_directory, atomic_open, atomic_write_text
 from bertkit.runtime.devices import DEVICE_NAME, DEVICES
+from bertkit.runtime.precision import autocast, check_precision, resolve_precision
 from bertkit.runtime.progress import progress
+from bertkit.runtime.run_folder import STATE_FILE, latest_checkpoint, list_checkpoints
 from bertkit.settings.config_io import dataclass_from_dict
 from bertkit.train.distributed import DistContext, init_distributed, unwrap, wrap_model
 from bertkit.train.early_stopping import BestKeeper
@@ -80,9 +81,8 @@ from bertkit.train.reporting import check_report_to, open_reporter
 from bertkit.train.resume_check import check_resume_options
 from bertkit.train.schedule import SCHEDULES, WarmupDecay
 
-PRECISIONS = ("fp32", "bf16", "fp16")
-STATE_FILE = "trainer_state.pt"
-CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
+# What every trainer state holds (checked on resume; older files have them too).
+STATE_KEYS = ("step", "optimizer", "scheduler", "train_config")
 
 
 # ---------------------------------------------------------------------------- config
@@ -103,7 +103,7 @@ class TrainConfig:
     grad_clip: float = 1.0  # max global L2 norm of the gradient; 0 turns clipping off
     grad_accum: int = 1  # micro-batches per optimizer step (per rank)
     batch_size: int = 32  # examples per micro-batch per rank
-    precision: str = "fp32"  # fp32 is fastest on CPUs without bf16 units; bf16/fp16 for GPUs
+    precision: str = "auto"  # bf16 on a bf16 GPU, fp16 + grad scaler on older GPUs, fp32 on CPU (runtime/precision.py)
     llrd: float | None = None  # layer-wise lr decay factor, e.g. 0.8 for fine-tuning
     head_lr: float | None = None  # lr of the task head (outside the encoder); None = lr
     eval_every: int = 0  # steps between evaluations; 0 = only at the end
@@ -147,8 +147,7 @@ class TrainConfig:
                 and 0 < self.decay_ratio <= 1):
             raise ConfigError(f"train.decay_ratio (the wsd schedule's share of steps spent decaying) must be "
                               f"in (0, 1], got {self.decay_ratio!r}")
-        if self.precision not in PRECISIONS:
-            raise ConfigError(f"train.precision {self.precision!r} is not known; use one of {PRECISIONS}")
+        check_precision(self.precision, "train.precision")
         if not 0.0 <= self.warmup_ratio < 1.0:
             raise ConfigError(f"train.warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
         if self.warmup_steps and self.warmup_ratio:
@@ -201,6 +200,19 @@ class TrainConfig:
 
 
 # ---------------------------------------------------------------------------- RNG state
+def warn_if_warmup_fills_the_run(config: TrainConfig) -> None:
+    """A short run that kept a long recipe's warm-up (max_steps=20, warmup_steps=100) only ever
+    raises the lr and ends at its peak: say so, naming both numbers and the fix."""
+    asked = config.warmup_steps or round(config.warmup_ratio * config.max_steps)
+    if asked < config.max_steps:
+        return
+    setting = (f"train.warmup_steps={config.warmup_steps}" if config.warmup_steps
+               else f"train.warmup_ratio={config.warmup_ratio} ({asked} steps)")
+    warnings.warn(f"{setting} is at least the run's train.max_steps={config.max_steps}: the learning rate only "
+                  f"rises and the run ends at its peak; lower the warm-up (e.g. --set train.warmup_steps="
+                  f"{config.max_steps // 10}, a tenth of the run) or raise train.max_steps", stacklevel=3)
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
@@ -235,33 +247,18 @@ def set_rng_state(state: dict) -> None:
 
 
 # ---------------------------------------------------------------------------- checkpoints on disk
-def list_checkpoints(out_dir: str) -> list[tuple[int, str]]:
-    """(step, path) of the complete checkpoints in `out_dir`, oldest first."""
-    if not os.path.isdir(out_dir):
-        return []
-    found = []
-    for name in os.listdir(out_dir):
-        match = CHECKPOINT_RE.match(name)
-        path = os.path.join(out_dir, name)
-        # The state file is written last and the directory renamed into place after it, so a
-        # directory with it is complete; the check also skips stray user-made directories.
-        if match and os.path.isfile(os.path.join(path, STATE_FILE)):
-            found.append((int(match.group(1)), path))
-    return sorted(found)
-
-
-def latest_checkpoint(out_dir: str) -> str | None:
-    found = list_checkpoints(out_dir)
-    return found[-1][1] if found else None
-
-
+# (which checkpoints a run folder holds: runtime/run_folder.py, light enough for every command)
 def load_trainer_state(checkpoint_dir: str) -> dict:
     path = os.path.join(checkpoint_dir, STATE_FILE)
+    fix = "delete this checkpoint directory to resume from the one before"
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:
-        raise CheckpointError(f"cannot read {path} ({type(e).__name__}: {str(e)[:200]}); delete "
-                              "this checkpoint directory to resume from the one before") from None
+        raise CheckpointError(f"cannot read {path} ({type(e).__name__}: {str(e)[:200]}); {fix}") from None
+    missing = [key for key in STATE_KEYS if not isinstance(state, dict) or key not in state]
+    if missing:  # a readable file of something else (a tensor, another tool's state)
+        raise CheckpointError(f"{path} is not a bertkit trainer state (no {', '.join(missing[:3])}); {fix}")
+    return state
 
 
 # ---------------------------------------------------------------------------- the trainer
@@ -292,6 +289,7 @@ class Trainer:
             raise ConfigError("early stopping counts evaluations, but train.eval_every = 0 evaluates only at "
                               "the end: set train.eval_every (e.g. 250)")
         self.keeper = keeper
+        warn_if_warmup_fills_the_run(config)
         if not isinstance(log_outputs, dict):
             log_outputs = {name: name for name in log_outputs}
         self.log_outputs = dict(log_outputs)  # row key -> output field
@@ -305,13 +303,10 @@ class Trainer:
         self.progress = progress and self.ctx.is_main
         self.device_type = self.ctx.device.type
 
-        if config.precision == "fp16" and self.device_type != "cuda":
-            raise ConfigError("precision fp16 needs a CUDA GPU (it relies on a gradient scaler); "
-                              "use precision=\"bf16\" or \"fp32\" on this device")
-        if config.precision == "bf16" and self.device_type == "cuda" and not torch.cuda.is_bf16_supported():
-            raise ConfigError("this GPU has no bf16 support; use precision=\"fp16\" or \"fp32\"")
+        # What runs: "auto" resolved for this device (FSDP has no gradient scaler: no fp16 there).
+        self.precision = resolve_precision(config.precision, self.ctx.device, scaler_ok=config.strategy != "fsdp")
         if config.strategy == "fsdp":
-            check_strategy(config.strategy, config.precision, self.ctx.world_size)
+            check_strategy(config.strategy, self.precision, self.ctx.world_size)
             check_model(unwrap(self.model))
 
         self.optimizer = build_optimizer(unwrap(self.model), config.lr, config.weight_decay,
@@ -319,7 +314,7 @@ class Trainer:
                                          head_lr=config.head_lr)
         # one multiplier for every param group's own base lr (keeps the LLRD ratios)
         self.scheduler = LambdaLR(self.optimizer, config.lr_schedule())
-        self.scaler = torch.amp.GradScaler("cuda", enabled=config.precision == "fp16")
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.precision == "fp16")
         self.ddp_model = None  # the DDP wrapper lives only inside train(): see there
         self.sharded: ShardedTraining | None = None  # train.strategy = "fsdp": likewise
 
@@ -460,10 +455,7 @@ class Trainer:
 
     # ------------------------------------------------------------------ one step
     def _autocast(self):
-        if self.config.precision == "fp32":
-            return contextlib.nullcontext()
-        dtype = torch.bfloat16 if self.config.precision == "bf16" else torch.float16
-        return torch.autocast(self.device_type, dtype=dtype)
+        return autocast(self.precision, self.ctx.device)
 
     def _train_step(self, batches) -> tuple[float, int, float, dict[str, float]]:
         cfg = self.config
@@ -565,8 +557,7 @@ class Trainer:
             return
         # An append-only log: rewriting the whole file per row would cost O(rows^2). A crash can
         # at worst cut the last line, and resume rewrites the file atomically (_restore).
-        with open(self._metrics_path(), "a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
+        append_text(self._metrics_path(), json.dumps(row) + "\n")
         if self.reporter is not None:
             self.reporter.write(row)
 
@@ -581,7 +572,7 @@ class Trainer:
         row = {"step": self.step, "split": "train", "loss": w["loss"] / steps,
                **{name: w.get(name, 0.0) / steps for name in self.log_outputs},
                "lr": self._lr(), "tokens_per_s": w["tokens"] / max(w["time"], 1e-9),
-               "epoch": self.epoch, "train_seconds": round(self.train_seconds, 3)}
+               "epoch": self.epoch, "train_seconds": round(self.train_seconds, 3), "precision": self.precision}
         self.window = self._empty_window()
         self._write_row(row)
         return row

@@ -218,3 +218,18 @@ def test_word_starts_for_wordpiece_and_byte_level_bpe():
     cand = ~vocab.is_special[ids]
     # "re" right after <s> or </s> starts a word (document start); later "re" continues "Ġthe".
     assert M.word_ids(ids, cand, vocab).tolist() == [[-1, 0, 1, 1, 2, 2, -1, 3, -1]]
+
+
+def test_token_mask_picks_the_k_lowest_scores_of_each_row():
+    """token_mask (a partial sort and a scatter) chooses what the rank definition does: the
+    positions whose score ranks below k in their row (ranks = a double argsort), draw for draw."""
+    g = torch.Generator().manual_seed(3)
+    candidates = torch.rand(16, 200, generator=g) < 0.9
+    candidates[3] = False  # a row without candidates
+    k = M.masking_budget(candidates, 0.3, g)
+    for seed in range(5):
+        scores = torch.rand(candidates.shape, generator=torch.Generator().manual_seed(seed))
+        scores.masked_fill_(~candidates, 2.0)
+        by_rank = (scores.argsort(dim=1).argsort(dim=1) < k[:, None]) & candidates
+        chosen = M.token_mask(candidates, k, torch.Generator().manual_seed(seed))
+        assert torch.equal(chosen, by_rank) and torch.equal(chosen.sum(1), k)

@@ -195,8 +195,9 @@ def test_command_options_become_distil_settings(monkeypatch, capsys, tmp_path):
                   "--alpha-cos", "0", "--temperature", "4", "--seed", "7", "--resume", "--set", "train.lr=1e-4"])
     assert distill.run(args) == 0
     assert seen["teacher"] == "T" and seen["resume"]
-    assert seen["overrides"] == ["train.lr=1e-4", "train.seed=7", "distil.alpha_ce=3.0", "distil.alpha_cos=0.0",
-                                 "distil.temperature=4.0", "distil.layer_map=[0, 2]"]
+    # --set stays text; the typed options arrive as typed values, not text to parse again
+    assert seen["overrides"] == ["train.lr=1e-4", ("train.seed", 7), ("distil.alpha_ce", 3.0),
+                                 ("distil.alpha_cos", 0.0), ("distil.temperature", 4.0), ("distil.layer_map", [0, 2])]
     assert "student saved in OUT/checkpoint-9" in capsys.readouterr().out
     # the overrides parse into the [distil] section
     settings = parse_config({"data": {"objective": "distil"}, "distil": {"teacher": "T"}},

@@ -28,7 +28,9 @@ def test_merge_writes_a_checkpoint_transformers_loads_with_the_same_predictions(
     peft.save_pretrained(adapter, tokenizer=Tokenizer.from_pretrained(minilm_dir))
 
     assert main(["peft", "merge", "--model", str(adapter), "--out", str(out)]) == 0
-    assert "merged lora adapter" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "merged lora adapter" in said and f"into {os.path.abspath(out)}:" in said
+    assert f"into {minilm_dir}" not in said  # the base directory is read, not changed
     assert {"config.json", "model.safetensors", "tokenizer.json", "vocab.txt"} <= set(os.listdir(out))
 
     ours = bertkit.BertForSequenceClassification.from_pretrained(out)
@@ -48,6 +50,10 @@ def test_merge_writes_a_checkpoint_transformers_loads_with_the_same_predictions(
     picked = a.gather(-1, expected.argmax(-1, keepdim=True)).squeeze(-1)
     assert (a.max(-1).values - picked).max() < 2e-4
 
+    assert main(["peft", "info", "--model", str(adapter)]) == 0
+    text = capsys.readouterr().out
+    assert "changes 37 modules: " in text and "target_modules" not in text, text  # the modules: listed once
+    assert text.count("classifier") == 1, text
     assert main(["peft", "info", str(adapter), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["method"] == "lora" and info["base_model"] == os.path.abspath(minilm_dir)

@@ -74,6 +74,23 @@ def test_evaluate_prints_json_on_the_last_line(tagger, capsys, tmp_path):
     assert 0.0 <= metrics["f1"] <= 1.0 and metrics["tag_accuracy"] > 0.5
 
 
+def test_evaluate_and_predict_run_in_bf16_when_asked(tagger, capsys, tmp_path):
+    """--precision bf16 (autocast; on the CPU too, where "auto" is fp32): the same metrics and
+    predictions, in the same JSON, as fp32 on this small test set."""
+    write_conll(tmp_path / "test.conll", builtin_splits("wordnet-tagging")["test"][:60])
+    scores = {}
+    for name in ("auto", "bf16"):
+        code, out, err = run_cli(["evaluate", "--model", tagger, "--data", str(tmp_path / "test.conll"),
+                                  "--precision", name], capsys)
+        assert code == 0, err
+        scores[name] = json.loads(out.strip().splitlines()[-1])
+    assert "running on cpu in bf16" in err
+    assert abs(scores["bf16"]["tag_accuracy"] - scores["auto"]["tag_accuracy"]) < 0.05
+    (tmp_path / "in.txt").write_text("The baker sold fresh bread to the village.\n", encoding="utf-8")
+    code, _, _ = run_cli(["predict", "--model", tagger, "--input", str(tmp_path / "in.txt"),
+                          "--output", str(tmp_path / "p.jsonl"), "--precision", "bf16"], capsys)
+    assert code == 0 and json.loads((tmp_path / "p.jsonl").read_text())["tags"]
+
 def test_predict_writes_entities_with_character_spans(tagger, capsys, tmp_path):
     texts = ["The baker sold fresh bread to the village.", "She ran quickly across the field!"]
     (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")

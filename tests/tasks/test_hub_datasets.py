@@ -142,9 +142,11 @@ def test_a_name_not_in_the_cache_says_where_it_looked_and_what_to_do(cache):
     assert os.path.join(cache, "org___missing") in message
     assert "bertkit does not download: run datasets.load_dataset('org/missing') where there is network" in message
     assert "set HF_DATASETS_CACHE / HF_HOME to the cache that holds it, or pass a file" in message
-    # a path that cannot be a hub name keeps the plain error
-    with pytest.raises(DataError, match=r"^/no/such/file.csv: no such file \(or built-in data name: bbc"):
+    # a path that cannot be a hub name keeps the plain error; so does a missing file name
+    with pytest.raises(DataError, match=r"^/no/such/file.csv: no such file$"):
         load_examples("classification", "/no/such/file.csv", "train", DataConfig())
+    with pytest.raises(DataError, match=r"^no/such/file: no such file \(or built-in data name: bbc"):
+        load_examples("classification", "no/such/file", "train", DataConfig())
     with pytest.raises(DataError, match="org/My_Set is a Hugging Face data set; --task qa reads files only"):
         load_examples("qa", "org/My_Set", "train", DataConfig())
 

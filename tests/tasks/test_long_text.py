@@ -15,7 +15,7 @@ from bertkit.recipes.finetune import finetune
 from bertkit.tasks import DataConfig, TaskSpec, load_model, prediction_rows, read_prediction_input, read_spec
 from bertkit.tasks.formats import TextExample
 from bertkit.tasks.long_text import chunk_windows, head_tail
-from bertkit.tasks.sequence import encode_texts
+from bertkit.tasks.sequence import class_ids, encode_texts
 from bertkit.tokenizer import Tokenizer
 
 from .helpers import make_tiny_model
@@ -68,7 +68,7 @@ def test_features_of_each_mode(long_files):
     _, tiny = long_files
     tokenizer = Tokenizer.from_pretrained(tiny)
     examples = [TextExample(" ".join(WORDS * 6) + " goal", label="sport"), TextExample("film", label="business")]
-    chunked = encode_texts(tokenizer, examples, 24, "classification", {"sport": 0, "business": 1},
+    chunked = encode_texts(tokenizer, examples, 24, class_ids, {"sport": 0, "business": 1},
                            long_text="chunks", stride=4)
     assert [f["example"] for f in chunked] == [0, 0, 0, 0, 1]
     assert all(len(f["input_ids"]) <= 24 for f in chunked) and [int(f["labels"]) for f in chunked] == [0] * 4 + [1]

@@ -54,6 +54,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from bertkit.models import attention as kernels
 from bertkit.models.checkpoint import PretrainedMixin
 from bertkit.models.dropout import Dropout, drop_mask
 from bertkit.errors import BertkitError
@@ -94,8 +95,10 @@ class Unpadding:
 
     `indices` (N,) are flat positions in the (B * T') grid; `unpad` gathers them, `pad` puts
     rows back (zeros elsewhere). Both are differentiable, so training runs unpadded too.
-    Attention runs per bucket of rows sorted by length (`buckets`), each padded only to its
-    own longest row; `order` lists the token rows in bucket order.
+    Attention runs through torch's variable-length flash kernel where it runs (CUDA, half
+    precision, no attention dropout: `attention.flash_varlen_runs`), with `cu_seqlens` (B+1,) the
+    rows' cumulative lengths; elsewhere per bucket of rows sorted by length (`buckets`), each
+    padded only to its own longest row; `order` lists the token rows in bucket order.
     """
 
     indices: torch.Tensor
@@ -103,6 +106,8 @@ class Unpadding:
     length: int
     buckets: list[Bucket]
     order: torch.Tensor
+    cu_seqlens: torch.Tensor | None = None  # None when a row has no real token (the buckets skip it)
+    max_len: int = 0
 
     @classmethod
     def from_mask(cls, attention_mask: torch.Tensor, config: ModernBertConfig) -> "Unpadding":
@@ -127,7 +132,11 @@ class Unpadding:
             buckets.append(Bucket(token, in_row, _bucket_masks(config, in_row, column[token]),
                                   in_row.flatten().nonzero().squeeze(1)))
         order = torch.cat([b.rows.flatten()[b.real_slots] for b in buckets])
-        return cls(indices, real.shape[0], length, buckets, order)
+        cu_seqlens = None
+        if bool(counts.all()):
+            cu_seqlens = torch.zeros(real.shape[0] + 1, dtype=torch.int32, device=real.device)
+            cu_seqlens[1:] = counts.cumsum(0)
+        return cls(indices, real.shape[0], length, buckets, order, cu_seqlens, int(counts.max()))
 
     def unpad(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T'' >= T', ...) -> (N, ...)"""
@@ -144,7 +153,11 @@ class Unpadding:
         return self.indices // self.length * length + self.indices % self.length
 
     def attend(self, attention: "ModernBertAttention", q, k, v) -> torch.Tensor:
-        """q, k, v (N, h, d) of the real tokens -> context (N, h * d), bucket by bucket."""
+        """q, k, v (N, h, d) of the real tokens -> context (N, h * d), in one flash call or bucket by bucket."""
+        dropout_p = attention.dropout_prob if attention.training else 0.0
+        call = kernels.AttentionCall(1.0 / math.sqrt(q.shape[-1]), dropout_p)
+        if self.cu_seqlens is not None and kernels.flash_varlen_runs(q, call, attention.window):
+            return kernels.flash_varlen(q, k, v, self, self, call.scale, attention.window).flatten(1)
         pieces = []
         for bucket in self.buckets:
             qb, kb, vb = (gather_rows(x, bucket.rows).transpose(1, 2) for x in (q, k, v))  # (b, h, L, d)
@@ -263,6 +276,8 @@ class ModernBertAttention(nn.Module):
         self.dropout_prob = config.attention_dropout
         self.out_drop = Dropout(config.attention_dropout)
         self.layer_type = config.layer_types[index]
+        # Keys a query may see, in positions either side (the sliding-window band); -1: all.
+        self.window = config.sliding_window if self.layer_type == SLIDING else -1
 
     def forward(self, x: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor],
                 mask: torch.Tensor | None, unpadding: Unpadding | None = None,

@@ -1,0 +1,331 @@
+"""The GPU benchmark: bertkit against transformers (sdpa) and each bertkit lever on vs off, one table.
+
+    python benchmarks/bench_gpu.py                 on a CUDA GPU, the real sizes (about 2-4 minutes)
+    python benchmarks/bench_gpu.py --tiny          tiny sizes on any device (seconds; the CPU smoke test)
+
+Rows (each a workload; its variants alternate in the same run, the order flipped every round,
+as benchmarks/harness.py does on the CPU; one CUDA synchronize ends every call):
+
+    bert_base_mlm_train     MLM training step, BERT-base, seq 128, batch 128, full rows
+                            variants: bertkit, bertkit compiled layers, transformers
+    modern_base_mlm_varied  MLM training step, ModernBERT-base, seq 512, batch 32, lengths 32..512
+                            variants: bertkit unpadded, bertkit padded, transformers
+    modern_base_mlm_packed  the same, full (packed) rows: bertkit, bertkit compiled layers, transformers
+    bert_base_finetune_varied  sequence classification step, BERT-base, batch 32, lengths 16..256:
+                            bertkit unpadded, bertkit padded, transformers
+    bert_base_encode_varied    inference forward, BERT-base, batch 128, lengths 8..256: the same three
+    modern_base_encode_varied  the same for ModernBERT-base
+
+Everything runs under bertkit's autocast for precision "auto" (runtime/precision.py: bf16 on a
+bf16 GPU, fp32 on the CPU), the same context for both libraries; training uses fused AdamW on CUDA.
+Speeds count real (non-padding) tokens. `fraction_of_probe` (training rows of BERT-base) is the
+model FLOP/s (3 x forward FLOPs of benchmarks/harness.py: encoder on real tokens + MLM head at the
+labelled positions) over a bf16 matmul probe timed in the same run (fp32 on the CPU).
+Writes OUT/gpu-bench.json and OUT/gpu-bench.md (OUT: --out, default benchmarks/results).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import torch
+
+import harness
+
+import bertkit
+from bertkit.models.modern import ModernBertConfig, ModernBertForMaskedLM, ModernBertModel
+from bertkit.runtime.precision import autocast, resolve_precision
+
+DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+VOCAB, TINY_VOCAB = 30522, 1000
+BERT_BASE = dict(num_hidden_layers=12, hidden_size=768, num_attention_heads=12, intermediate_size=3072)
+BERT_TINY = dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=2, intermediate_size=128)
+# name -> (batch, sequence length, shortest row) at the real and the tiny sizes
+SHAPES = {"bert_mlm": ((128, 128, None), (4, 32, None)), "modern_mlm": ((32, 512, 32), (4, 64, 8)),
+          "finetune": ((32, 256, 16), (4, 32, 4)), "encode": ((128, 256, 8), (4, 32, 4))}
+
+
+def sync() -> None:
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def synced(fn):
+    def call():
+        fn()
+        sync()
+    return call
+
+
+# ---------------------------------------------------------------------------- models and batches
+def bert_pair(tiny: bool, bk_class, hf_class, **extra):
+    """A transformers BERT (sdpa) and bertkit's with the same weights, both on DEVICE."""
+    import transformers  # test-only dependency: a speed baseline
+
+    torch.manual_seed(0)
+    fields = dict(vocab_size=TINY_VOCAB if tiny else VOCAB, **(BERT_TINY if tiny else BERT_BASE), **extra)
+    hf = getattr(transformers, hf_class)(transformers.BertConfig(**fields, attn_implementation="sdpa"))
+    bk = bk_class(bertkit.BertConfig(**fields))
+    missing, _ = bk.load_state_dict(hf.state_dict(), strict=False)
+    assert not missing, missing
+    return bk.to(DEVICE), hf.to(DEVICE)
+
+
+def modern_pair(tiny: bool, bk_class, hf_class):
+    """transformers' ModernBert (sdpa) loaded from bertkit's saved weights."""
+    import transformers  # test-only dependency: a speed baseline
+
+    torch.manual_seed(0)
+    bk = bk_class(ModernBertConfig.preset("tiny" if tiny else "base", vocab_size=TINY_VOCAB if tiny else VOCAB))
+    with tempfile.TemporaryDirectory() as directory:
+        bk.save_pretrained(directory)
+        hf = getattr(transformers, hf_class).from_pretrained(directory, attn_implementation="sdpa")
+    return bk.to(DEVICE), hf.to(DEVICE)
+
+
+def lengths_for(batch: int, length: int, shortest: int | None, seed: int = 1) -> list[int]:
+    if shortest is None:
+        return [length] * batch
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(shortest, length + 1, (batch,), generator=g).tolist()
+
+
+def mlm_batch(lengths: list[int], length: int, vocab: int, seed: int = 0) -> dict:
+    """Random tokens, right-padded to `length`, 15% of the real ones labelled (and masked)."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(200, vocab, (len(lengths), length), generator=g)
+    ids[:, 0] = 101
+    real = torch.arange(length)[None] < torch.tensor(lengths)[:, None]
+    ids = ids.masked_fill(~real, 0)
+    chosen = (torch.rand(ids.shape, generator=g) < 0.15) & real
+    chosen[:, 1] = True
+    labels = ids.masked_fill(~chosen, -100)
+    return {k: v.to(DEVICE) for k, v in
+            {"input_ids": ids.masked_fill(chosen, 103), "attention_mask": real.long(), "labels": labels}.items()}
+
+
+# ---------------------------------------------------------------------------- calls
+def train_step(model, batch):
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, fused=DEVICE.type == "cuda")
+    model.train()
+
+    def step():
+        with autocast("auto", DEVICE):
+            loss = model(**batch).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return synced(step)
+
+
+def forward_call(model, inputs):
+    model.eval()
+
+    def call():
+        with torch.inference_mode(), autocast("auto", DEVICE):
+            model(**inputs)
+    return synced(call)
+
+
+def with_unpad(encoder, unpad: bool, make):
+    """The call `make()` builds, run with the encoder's unpadding switched to `unpad` (restored after)."""
+    inner = make()
+
+    def call():
+        before, encoder.unpad = encoder.unpad, unpad
+        try:
+            inner()
+        finally:
+            encoder.unpad = before
+    return call
+
+
+def compiled_layers(model) -> None:
+    """torch.compile each transformer layer (bertkit's compile_layers; the modern encoder's layers alike)."""
+    if hasattr(model, "compile_layers"):
+        model.compile_layers()
+    else:
+        for layer in model.model.layers:
+            layer.compile()
+
+
+# ---------------------------------------------------------------------------- measuring
+def measure(name: str, calls: dict, real_tokens: int, args, flops: float = 0.0, probe: float = 0.0) -> dict:
+    """Alternate the variants; per variant the median ms, real tokens/s, ratio over transformers
+    and (given FLOPs and the probe) the fraction of the probe's FLOP/s."""
+    started = time.time()
+    times = harness.alternate(calls, args.rounds, args.warmup, args.steps)
+    row = {"workload": name, "real_tokens": real_tokens, "variants": {}}
+    base = statistics.median(times["transformers"])
+    for variant, seconds in times.items():
+        t = statistics.median(seconds)
+        entry = {"ms": round(t * 1e3, 3), "tokens_per_s": round(real_tokens / t),
+                 "vs_transformers": round(base / t, 3)}
+        if flops and probe:
+            entry["fraction_of_probe"] = round(flops / t / probe, 4)
+        row["variants"][variant] = entry
+    row["seconds"] = round(time.time() - started, 1)
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def training_flops(config, lengths: list[int], labelled: int) -> float:
+    return 3 * (harness.encoder_flops(config, lengths) + harness.mlm_head_flops(config, labelled))
+
+
+def matmul_probe(tiny: bool) -> float:
+    """FLOP/s of a large matmul in the format the models run in (bf16 on a GPU), best of 10."""
+    n = 256 if tiny else 8192
+    dtype = torch.bfloat16 if resolve_precision("auto", DEVICE) == "bf16" else torch.float32
+    a, b = (torch.randn(n, n, device=DEVICE, dtype=dtype) for _ in range(2))
+    best = float("inf")
+    for _ in range(12):
+        sync()
+        start = time.perf_counter()
+        a @ b
+        sync()
+        best = min(best, time.perf_counter() - start)
+    return 2 * n ** 3 / best
+
+
+# ---------------------------------------------------------------------------- workloads
+def shape(name: str, tiny: bool) -> tuple[int, int, int | None]:
+    return SHAPES[name][1 if tiny else 0]
+
+
+def bert_mlm_train(args, probe: float) -> dict:
+    batch_size, length, shortest = shape("bert_mlm", args.tiny)
+    bk, hf = bert_pair(args.tiny, bertkit.BertForMaskedLM, "BertForMaskedLM")
+    lengths = lengths_for(batch_size, length, shortest)
+    batch = mlm_batch(lengths, length, bk.config.vocab_size)
+    flops = training_flops(bk.config, lengths, int((batch["labels"] != -100).sum()))
+    calls = {"bertkit": train_step(bk, batch), "transformers": train_step(hf, batch)}
+    if args.compile:
+        compiled = bert_pair(args.tiny, bertkit.BertForMaskedLM, "BertForMaskedLM")[0]
+        compiled_layers(compiled)
+        calls["bertkit_compiled"] = train_step(compiled, batch)
+    return measure("bert_base_mlm_train", calls, sum(lengths), args, flops, probe)
+
+
+def modern_mlm_train(args, packed: bool) -> dict:
+    batch_size, length, shortest = shape("modern_mlm", args.tiny)
+    bk, hf = modern_pair(args.tiny, ModernBertForMaskedLM, "ModernBertForMaskedLM")
+    lengths = lengths_for(batch_size, length, None if packed else shortest)
+    batch = mlm_batch(lengths, length, bk.config.vocab_size)
+    calls = {"bertkit": train_step(bk, batch), "transformers": train_step(hf, batch)}
+    if packed and args.compile:
+        compiled = modern_pair(args.tiny, ModernBertForMaskedLM, "ModernBertForMaskedLM")[0]
+        compiled_layers(compiled)
+        calls["bertkit_compiled"] = train_step(compiled, batch)
+    if not packed:  # the lever: the same model run padded
+        calls["bertkit_padded"] = with_unpad(bk.model, False, lambda: train_step(bk, batch))
+    name = "modern_base_mlm_packed" if packed else "modern_base_mlm_varied"
+    return measure(name, calls, sum(lengths), args)
+
+
+def bert_finetune(args) -> dict:
+    batch_size, length, shortest = shape("finetune", args.tiny)
+    bk, hf = bert_pair(args.tiny, bertkit.BertForSequenceClassification, "BertForSequenceClassification",
+                       num_labels=4)
+    lengths = lengths_for(batch_size, length, shortest)
+    inputs = mlm_batch(lengths, length, bk.config.vocab_size)
+    batch = {"input_ids": inputs["input_ids"], "attention_mask": inputs["attention_mask"],
+             "labels": torch.arange(batch_size, device=DEVICE) % 4}
+    calls = {"bertkit": with_unpad(bk.bert, True, lambda: train_step(bk, batch)),
+             "bertkit_padded": with_unpad(bk.bert, False, lambda: train_step(bk, batch)),
+             "transformers": train_step(hf, batch)}
+    return measure("bert_base_finetune_varied", calls, sum(lengths), args)
+
+
+def encode(args, modern: bool) -> dict:
+    batch_size, length, shortest = shape("encode", args.tiny)
+    if modern:
+        bk, hf = modern_pair(args.tiny, ModernBertModel, "ModernBertModel")
+    else:
+        bk, hf = bert_pair(args.tiny, bertkit.BertModel, "BertModel")
+    lengths = lengths_for(batch_size, length, shortest, seed=2)
+    batch = mlm_batch(lengths, length, bk.config.vocab_size)
+    inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+    calls = {"bertkit": with_unpad(bk, True, lambda: forward_call(bk, inputs)),
+             "bertkit_padded": with_unpad(bk, False, lambda: forward_call(bk, inputs)),
+             "transformers": forward_call(hf, inputs)}
+    return measure("modern_base_encode_varied" if modern else "bert_base_encode_varied", calls, sum(lengths), args)
+
+
+WORKLOADS = {
+    "bert_base_mlm_train": lambda args, probe: bert_mlm_train(args, probe),
+    "modern_base_mlm_varied": lambda args, probe: modern_mlm_train(args, packed=False),
+    "modern_base_mlm_packed": lambda args, probe: modern_mlm_train(args, packed=True),
+    "bert_base_finetune_varied": lambda args, probe: bert_finetune(args),
+    "bert_base_encode_varied": lambda args, probe: encode(args, modern=False),
+    "modern_base_encode_varied": lambda args, probe: encode(args, modern=True),
+}
+
+
+# ---------------------------------------------------------------------------- the table
+def markdown(result: dict) -> str:
+    info = result["info"]
+    lines = [f"GPU benchmark on {info['device_name']} ({info['precision']}, torch {info['torch']}, "
+             f"transformers {info['transformers']}; matmul probe {info['probe_tflops']} TFLOP/s)", "",
+             "| workload | variant | ms / step | real tokens/s | vs transformers | of the probe |",
+             "|---|---|---|---|---|---|"]
+    for row in result["rows"]:
+        if "error" in row:
+            lines.append(f"| {row['workload']} | error: {row['error'][:80]} | | | | |")
+            continue
+        for variant, v in row["variants"].items():
+            fraction = f"{100 * v['fraction_of_probe']:.1f}%" if "fraction_of_probe" in v else ""
+            lines.append(f"| {row['workload']} | {variant} | {v['ms']:.2f} | {v['tokens_per_s']:,} | "
+                         f"{v['vs_transformers']:.2f}x | {fraction} |")
+    lines.append("")
+    lines.append(f"Command: `{result['command']}`")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--tiny", action="store_true", help="tiny sizes (any device, seconds): checks the script runs")
+    p.add_argument("--out", default=harness.RESULTS_DIR, help="where gpu-bench.json and gpu-bench.md go")
+    p.add_argument("--rounds", type=int, default=None, help="timed rounds per variant (default 5; --tiny 2)")
+    p.add_argument("--steps", type=int, default=None, help="calls per timed round (default 5; --tiny 1)")
+    p.add_argument("--warmup", type=int, default=None, help="untimed calls per variant (default 3; --tiny 1)")
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                   help="the compiled-layers variants (default: on, off with --tiny: compiling takes minutes on a CPU)")
+    p.add_argument("--only", nargs="+", choices=list(WORKLOADS), help="run these workloads only")
+    args = p.parse_args(argv)
+    for name, real, tiny in (("rounds", 5, 2), ("steps", 5, 1), ("warmup", 3, 1), ("compile", True, False)):
+        if getattr(args, name) is None:
+            setattr(args, name, tiny if args.tiny else real)
+    import transformers  # test-only dependency: the baseline
+
+    torch.backends.cuda.matmul.allow_tf32 = True  # both libraries alike: fp32 leftovers use TF32
+    probe = matmul_probe(args.tiny)
+    result = {"command": " ".join([os.path.basename(sys.executable), *sys.argv]), "rows": [], "info": {
+        "device_name": torch.cuda.get_device_name(0) if DEVICE.type == "cuda" else "cpu",
+        "precision": resolve_precision("auto", DEVICE), "torch": torch.__version__,
+        "transformers": transformers.__version__, "probe_tflops": round(probe / 1e12, 3), "tiny": args.tiny}}
+    os.makedirs(args.out, exist_ok=True)
+    for name in args.only or WORKLOADS:
+        try:
+            result["rows"].append(WORKLOADS[name](args, probe))
+        except Exception as e:  # keep going: the other rows still report (the error is in the table)
+            result["rows"].append({"workload": name, "error": repr(e)})
+            print(f"{name}: {e!r}", file=sys.stderr, flush=True)
+        if DEVICE.type == "cuda":
+            torch.cuda.empty_cache()
+        with open(os.path.join(args.out, "gpu-bench.json"), "w") as f:
+            json.dump(result, f, indent=1)
+        with open(os.path.join(args.out, "gpu-bench.md"), "w") as f:
+            f.write(markdown(result))
+    print(markdown(result))
+    return 1 if any("error" in row for row in result["rows"]) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

