@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter
 
 from bertkit.models.checkpoint import read_config, read_state_dict
+from bertkit.models.families import families
 from bertkit.peft import refuse_adapter_dir
 from bertkit.commands.options import add_model_dir, resolve_models
 
@@ -17,17 +19,17 @@ def add_arguments(parser) -> None:
 
 
 def parameter_counts(state: dict) -> dict[str, int]:
-    """Parameters grouped by part: embeddings, each encoder layer, pooler, heads. BERT's layers
-    are `encoder.layer.N`, the modern encoder's `layers.N` (its encoder sits under `model.`)."""
+    """Parameters grouped by part: embeddings, each encoder layer (named as its family names its
+    layers, `layer_modules`: BERT's `encoder.layer.N`), pooler, heads."""
+    layer = re.compile("|".join(f"(?:{family.layer_modules})" for family in families()))
     counts: Counter[str] = Counter()
     for key, tensor in state.items():
         parts = key.split(".")
         if parts[0] in ("bert", "roberta", "albert", "electra", "model"):
             parts = parts[1:]
-        if parts[0] == "encoder" and len(parts) > 2 and parts[1] == "layer":
-            part = f"encoder.layer.{parts[2]}"
-        elif parts[0] == "layers" and len(parts) > 2:
-            part = f"layers.{parts[1]}"
+        found = layer.match(".".join(parts))
+        if found:
+            part = found.group(0)
         elif parts[0] in ("embeddings", "encoder", "pooler", "final_norm"):
             part = parts[0]
         else:
@@ -39,7 +41,7 @@ def parameter_counts(state: dict) -> dict[str, int]:
 def run(args) -> int:
     resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
     refuse_adapter_dir(args.model, "inspect")
-    config = read_config(args.model)  # either family: BERT's switches or the modern encoder
+    config = read_config(args.model)  # of the family its config.json names
     counts = parameter_counts(read_state_dict(args.model))
     total = sum(counts.values())
     files = sorted(os.listdir(args.model))

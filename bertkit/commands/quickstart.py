@@ -3,8 +3,8 @@
 Each stage runs the same `bertkit` command a user would type, and prints it first:
 
 1. sentence similarity with the pretrained MiniLM encoder;
-2. pre-train a tiny modern encoder (ModernBERT architecture) from scratch on BBC News (vocabulary
-   trained on the corpus too);
+2. pre-train a tiny encoder (of the family configs/pretrain-tiny.toml names) from scratch on BBC
+   News (vocabulary trained on the corpus too);
 3. fill-mask with that model;
 4. fine-tune MiniLM on BBC topic classification and evaluate it on the held-out test split.
 """
@@ -79,7 +79,7 @@ def embedding_stage(model_dir: str, device: str) -> None:
 
 
 def pretrain_stage(out: str, steps: int | None, device: str) -> None:
-    print("\n== 2. pre-train a tiny modern encoder (ModernBERT architecture) from scratch on BBC News ==")
+    print("\n== 2. pre-train a tiny encoder (configs/pretrain-tiny.toml) from scratch on BBC News ==")
     config = os.path.normpath(PRETRAIN_CONFIG)
     if not os.path.exists(config):
         raise ConfigError(f"{config} is missing; run quickstart from a bertkit checkout")

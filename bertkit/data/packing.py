@@ -1,4 +1,4 @@
-"""Greedy best-fit packing: whole document pieces into full rows (ModernBERT's sequence packing).
+"""Greedy best-fit packing: whole document pieces into full rows (sequence packing, Warner et al. 2024).
 
     builder = PackedBuilder(512, SpecialTokens.from_tokenizer(tokenizer))   # data.builder = "packed"
     examples = builder.build(docs, train_docs)
@@ -14,7 +14,7 @@ and a short document is cut in two as often as not. DOC-SENTENCES keeps document
    tails share rows with other text. A piece never holds text of two documents.
 2. Rows (``fill_rows``), one after another: the longest piece that still fits goes in (best fit,
    longest first), again and again; when none fits and at least 8 slots are left, the front of
-   the longest piece fills them exactly and its rest goes back into the pool (ModernBERT's greedy
+   the longest piece fills them exactly and its rest goes back into the pool (Warner et al.'s greedy
    packer leaves such slots empty; cutting one more piece is what lifts BBC at 512 tokens from
    93% to 99.9%). Up to ``pack_pieces`` pieces are packed together.
 3. Layout. A row is ``[CLS] piece [SEP] piece [SEP] ...``: every piece ends with ``[SEP]`` (the

@@ -31,16 +31,18 @@ from torch import nn
 
 from bertkit.errors import ConfigError
 from bertkit.models.encoder import BertOutput, BertSelfAttention, BertSelfOutput
+from bertkit.models.families import families
 
-# The transformer layers' own linear maps, by name; other modules inside a layer (PEFT adapters,
-# prefix encoders, MoE routers) may read `.weight` themselves and are left alone.
-# BERT's: encoder.layer.N.{attention.self.{query,key,value}, attention.output.dense,
-# intermediate.dense, output.dense}; the modern encoder's (bertkit/modern): layers.N.attn.{Wqkv,
-# Wo} and layers.N.mlp.{Wi, Wo} (its Q, K, V are one map already, and its GeGLU gate and pre-LN
-# residual add are not a map's post-op: each map is packed as it is).
-ENCODER_LINEAR = re.compile(r"(^|\.)(encoder\.layer\.\d+\.(attention\.self\.(query|key|value)|"
-                            r"attention\.output\.dense|intermediate\.dense|output\.dense)|"
-                            r"layers\.\d+\.(attn\.(Wqkv|Wo)|mlp\.(Wi|Wo)))$")
+
+
+def layer_linears() -> re.Pattern:
+    """The transformer layers' own linear maps, by name: each model family's `layer_linears`
+    (BERT's encoder.layer.N.{attention.self.{query,key,value}, attention.output.dense,
+    intermediate.dense, output.dense}, ...). Other modules inside a layer (PEFT adapters, prefix
+    encoders, MoE routers) may read `.weight` themselves and are left alone."""
+    return re.compile(r"(^|\.)(" + "|".join(f"(?:{family.layer_linears})" for family in families()) + r")$")
+
+
 # activation module type -> oneDNN post-op name and algorithm ("none": exact erf GELU): the
 # activations an inference copy fuses into the map before them (quantize.py's int8 copy too)
 FUSABLE = {nn.GELU: lambda m: ("gelu", [], m.approximate), nn.ReLU: lambda m: ("relu", [], "")}
@@ -112,7 +114,8 @@ def split_heads_qkv(qkv: torch.Tensor, num_heads: int, head_dim: int
 
 def encoder_linears(model: nn.Module) -> dict[str, nn.Linear]:
     """name -> module of the transformer layers' linear maps (exactly nn.Linear: not wrappers)."""
-    return {name: m for name, m in model.named_modules() if ENCODER_LINEAR.search(name) and type(m) is nn.Linear}
+    pattern = layer_linears()
+    return {name: m for name, m in model.named_modules() if pattern.search(name) and type(m) is nn.Linear}
 
 
 def check_original(model: nn.Module) -> None:
@@ -135,7 +138,7 @@ def weights_key(model: nn.Module) -> tuple:
 
 
 def pack_for_cpu(model: nn.Module, fuse_qkv: bool = True, fuse_residual: bool = True) -> nn.Module:
-    """An fp32 inference copy of `model` (a BERT or modern encoder, or a model with heads) with its
+    """An fp32 inference copy of `model` (an encoder of any family, or a model with heads) with its
     transformer layers' linear maps as `PackedLinear`, the feed-forward activation fused where oneDNN has
     it, the residual add fused into the output projections (`fuse_residual`) and Q, K, V as one
     GEMM (`fuse_qkv`; encoders only, not decoders with a KV cache); `model` is unchanged. The
@@ -168,9 +171,10 @@ def swap_layer_maps(model: nn.Module, make_qkv, make_residual, make_linear) -> N
     if make_qkv is not None:
         fuse_qkv_projections(model, make_qkv)
     if make_residual is not None:
+        pattern = layer_linears()
         for name, block in list(model.named_modules()):
             if type(block) in (BertSelfOutput, BertOutput) and type(block.dense) is nn.Linear \
-                    and ENCODER_LINEAR.search(name + ".dense"):
+                    and pattern.search(name + ".dense"):
                 parent_name, _, child = name.rpartition(".")
                 setattr(model.get_submodule(parent_name), child, make_residual(block, name + ".dense"))
     for name, linear in encoder_linears(model).items():
@@ -188,9 +192,10 @@ def fuse_qkv_projections(model: nn.Module, make_qkv=lambda attention, name: Pack
     wrappers) a fused projection `make_qkv(attention, name of its query)` and drop the three: the
     copy holds the weights once. Not for DeBERTa's disentangled attention, which projects relative
     positions with the query and key maps."""
+    pattern = layer_linears()
     for name, attention in list(model.named_modules()):
         if type(attention) is BertSelfAttention and not attention.causal and attention.disentangled is None \
-                and ENCODER_LINEAR.search(name + ".query") \
+                and pattern.search(name + ".query") \
                 and all(type(getattr(attention, p)) is nn.Linear for p in ("query", "key", "value")):
             attention.qkv = make_qkv(attention, name + ".query")
             attention.query = attention.key = attention.value = None

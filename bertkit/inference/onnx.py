@@ -105,7 +105,7 @@ class ExportGraph(nn.Module):
         self.model = model
         self.target = export_target(task)
         self.task = self.target.name
-        self.with_types = bool(getattr(model.config, "type_vocab_size", 0))  # the modern encoder has none
+        self.with_types = bool(getattr(model.config, "type_vocab_size", 0))  # a family without segments has none
         # Eval as a whole: the exporter puts the wrapper back in the mode it found it in, and
         # a wrapper left in training mode would switch the model's dropout on.
         self.eval()
@@ -163,7 +163,7 @@ def load_for_export(model_dir: str, task) -> nn.Module:
         warnings.simplefilter("ignore")  # unused keys (heads a bare encoder does not need) are fine
         model, report = target.head_class(model_dir).from_pretrained(model_dir, output_loading_info=True)
     encoder_keys = ("bert.", "embeddings.", "encoder.", "pooler.", model.base_model_prefix + ".", "layers.",
-                    "final_norm.")  # BERT's and the modern encoder's, under a head or bare
+                    "final_norm.")  # every family's encoder, under a head or bare
     head = [k for k in report.missing_keys if not k.startswith(encoder_keys)]
     if head:
         raise CheckpointError(f"{model_dir} has no trained {target.name} head (missing {', '.join(head[:3])}); "
@@ -195,10 +195,10 @@ def export_model(model: nn.Module, path: str, task, verify: bool = True) -> Expo
     """Trace `model` (a bertkit model for `task`: a GRAPHS name or a task entry; run in eval mode)
     into the ONNX file `path`;
     then, unless verify=False, compare ONNX Runtime with bertkit on three other shapes (one
-    longer than the modern encoder's sliding window)."""
+    longer than a local-attention layer's sliding window)."""
     require("onnx")  # torch.onnx.export writes the file with the onnx package
     was_training = model.training
-    # the modern encoder's switch, as the caller left it on each instance (None: the class's default)
+    # the unpadding switch of an encoder that has one, as the caller left it on each instance (None: the class's default)
     unpadding = {m: vars(m).get("unpad") for m in model.modules() if hasattr(type(m), "unpad")}
     try:
         for m in unpadding:
@@ -217,7 +217,7 @@ def _export(graph: ExportGraph, path: str, verify: bool) -> ExportResult:
     model = graph.model
     config = model.config
     # A padded row in the example: the traced graph keeps the padding bias (module docstring).
-    # Longer than a sliding window (the modern encoder's local layers), so its band is traced too.
+    # Longer than a sliding window (local-attention layers), so its band is traced too.
     length = max(16, 2 * getattr(config, "sliding_window", 0) + 3)
     example = example_inputs(config, batch=2, length=min(length, config.max_sequence_length))
     axes = {name: dict(enumerate(SEQUENCE)) for name in graph.input_names}

@@ -29,7 +29,7 @@ between the tokenizer's [CLS] and [SEP]). On MiniLM that gave the same quality a
 (min cosine 0.9939 vs 0.9946 on 124 short held-out texts; docs/inference.md).
 
 Only the transformer layers' linear maps are quantized (Q, K, V, attention output, the two
-feed-forward maps; the modern encoder's Wqkv, Wo, Wi, Wo: nearly all of an encoder's FLOPs). Embeddings, LayerNorms, attention
+feed-forward maps; each family's `layer_linears`: nearly all of an encoder's FLOPs). Embeddings, LayerNorms, attention
 itself (softmax(QK^T)V in fp32), the pooler and task heads stay fp32. Inference only.
 """
 
@@ -44,6 +44,7 @@ from bertkit.inference import int8_kernels as kernels
 from bertkit.errors import ConfigError
 from bertkit.inference.fastpath import FUSABLE, check_original, encoder_linears, pack_for_cpu, split_heads_qkv, swap_layer_maps
 from bertkit.models.encoder import BertOutput, BertSelfAttention, BertSelfOutput
+from bertkit.models.families import families
 from bertkit.runtime.precision import resolve_precision
 
 QUANTIZE_MODES = ("int8",)  # the values of `quantize=` / what --int8 selects
@@ -192,10 +193,10 @@ def input_maxima(model: nn.Module, linears: dict[str, nn.Linear], batches) -> di
 
 
 def quantize_int8(model: nn.Module, tokenizer=None, alpha: float = ALPHA, outliers: int = OUTLIERS) -> nn.Module:
-    """An inference copy of `model` (a BERT or modern encoder, or a model with heads) whose
+    """An inference copy of `model` (an encoder of any family, or a model with heads) whose
     transformer layers' linear maps run in int8 (BERT's Q, K, V as one `Int8QKV`, its output maps
-    as `Int8ResidualLinear`, its first feed-forward map with the GELU fused; the modern encoder's
-    four maps as `Int8Linear`), calibrated on random
+    as `Int8ResidualLinear`, its first feed-forward map with the GELU fused; other families' maps
+    as `Int8Linear`), calibrated on random
     ids (pass the model's tokenizer so they sit between [CLS] and [SEP]); `model` itself is
     unchanged. Returned in eval mode. `alpha=0, outliers=0` is plain per-channel / per-token int8
     (for comparison)."""
@@ -208,7 +209,8 @@ def quantize_int8(model: nn.Module, tokenizer=None, alpha: float = ALPHA, outlie
     linears = encoder_linears(copied)
     if not linears:
         raise ConfigError(f"quantize_int8: {type(model).__name__} has no encoder layers "
-                          "(expected a bertkit BertModel or ModernBertModel, or a model with heads on one)")
+                          f"(expected a bertkit {' or '.join(f.base_class.__name__ for f in families())}, or a "
+                          "model with heads on one)")
     maxima = input_maxima(copied, linears, calibration_inputs(copied.config, tokenizer))
     swap_layer_maps(copied,
                     make_qkv=lambda attention, name: Int8QKV(attention, maxima[name], alpha, outliers),

@@ -170,7 +170,7 @@ def flash_varlen_runs(q: torch.Tensor, call: AttentionCall, window: int = -1) ->
 
 def flash_varlen(q, k, v, queries, keys, scale: float, window: int = -1) -> torch.Tensor:
     """torch's varlen flash kernel on packed (N, h, d) tokens; `queries` and `keys` carry cu_seqlens and
-    max_len (a Packing, or the modern encoder's Unpadding). `window` >= 0: a token sees only the keys
+    max_len (a Packing, or an encoder's Unpadding). `window` >= 0: a token sees only the keys
     at most that many positions away."""
     options = {"scale": scale} if "scale" in VARLEN_KEYWORDS else {}  # else 1/sqrt(d): flash_varlen_runs
     if window >= 0:

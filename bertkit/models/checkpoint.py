@@ -180,7 +180,7 @@ class PretrainedMixin(TransformersHabits):
     (and transformers' method names: hf_compat.py)."""
 
     config: BertConfig
-    config_class = BertConfig  # what reads config.json (ModernBertConfig for bertkit/modern)
+    config_class = BertConfig  # what reads config.json (each family's own config class)
     base_model_prefix = "bert"  # the attribute holding the encoder in models with heads
     # Class name -> class, per config class: `from_pretrained` on a directory whose model_type
     # belongs to another family builds that family's class of the same role (see family_class).
@@ -262,21 +262,31 @@ class PretrainedMixin(TransformersHabits):
         return (model, report) if output_loading_info else model
 
 
-# Class-name prefix of each family with its own classes, by config.json model_type.
-FAMILY_PREFIXES = {"modernbert": "ModernBert"}
+def config_class_for(model_type: str | None) -> type:
+    """The config class that reads a config.json of this model_type: the one among the model classes'
+    config classes whose MODEL_TYPES holds it (each family's config class names its own types);
+    BertConfig, which explains an unknown type in one line, otherwise."""
+    for model_class in PretrainedMixin._registry.values():
+        if model_type in getattr(model_class.config_class, "MODEL_TYPES", ()):
+            return model_class.config_class
+    return BertConfig
+
+
+def _directory_model_type(directory: str) -> str | None:
+    path = os.path.join(directory, "config.json")
+    return _read_json(path).get("model_type") if os.path.isfile(path) else None
 
 
 def family_class(cls: type, directory: str) -> type:
     """The class of `cls`'s role (MaskedLM, SequenceClassification, ...) in the family the
-    directory's config.json names: `BertForMaskedLM.from_pretrained(modernbert_dir)` builds a
-    ModernBertForMaskedLM, and the other way round. BERT-family types all map to the Bert classes
-    (they are switches of one encoder)."""
-    path = os.path.join(directory, "config.json")
-    model_type = _read_json(path).get("model_type", "bert") if os.path.isfile(path) else "bert"
-    prefix = FAMILY_PREFIXES.get(model_type, "Bert")
+    directory's config.json names: `BertForMaskedLM.from_pretrained(d)` on another family's
+    directory builds that family's masked-LM class, and the other way round. A family's classes share its config class's
+    CLASS_PREFIX; BERT-family types all map to the Bert classes (switches of one encoder)."""
+    model_type = _directory_model_type(directory) or "bert"
+    target_config = config_class_for(model_type)
+    own, prefix = getattr(cls.config_class, "CLASS_PREFIX", None), getattr(target_config, "CLASS_PREFIX", None)
     name = cls.__name__
-    own = next((p for p in sorted(FAMILY_PREFIXES.values(), key=len, reverse=True) if name.startswith(p)), "Bert")
-    if own == prefix or not name.startswith(own):
+    if cls.config_class is target_config or own is None or prefix is None or not name.startswith(own):
         return cls
     target = PretrainedMixin._registry.get(prefix + name[len(own):])
     if target is None:
@@ -285,21 +295,11 @@ def family_class(cls: type, directory: str) -> type:
     return target
 
 
-# config.json model_type -> the composite model whose config class reads that file (not one
-# encoder family: transformers' EncoderDecoderModel writes "encoder-decoder").
-COMPOSITE_CLASSES = {"encoder-decoder": "EncoderDecoderModel"}
-
-
 def read_config(directory: str):
-    """The config of a checkpoint directory of any family: a BertConfig, or the config class of
-    the family its config.json's model_type names (ModernBertConfig for "modernbert";
-    EncoderDecoderConfig for an encoder-decoder)."""
-    path = os.path.join(directory, "config.json")
-    model_type = _read_json(path).get("model_type") if os.path.isfile(path) else None
-    if model_type in COMPOSITE_CLASSES:
-        return PretrainedMixin._registry[COMPOSITE_CLASSES[model_type]].config_class.from_pretrained(directory)
-    encoder = family_class(PretrainedMixin._registry["BertModel"], directory)
-    return encoder.config_class.from_pretrained(directory)
+    """The config of a checkpoint directory of any family: the config class its config.json's
+    model_type names (`config_class_for`: BertConfig for BERT's types, an encoder-decoder's own
+    class for "encoder-decoder", ...)."""
+    return config_class_for(_directory_model_type(directory) or "bert").from_pretrained(directory)
 
 
 def _warn_about(report: LoadReport, name: str, directory: str) -> None:

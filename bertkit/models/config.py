@@ -15,18 +15,18 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from bertkit.errors import ConfigError
 from bertkit.io import atomic_write_text, read_json_object
+from bertkit.models.variants.switches import validate_switches
 
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish", "tanh")
 POSITION_EMBEDDING_TYPES = ("absolute", "relative_key", "relative_key_query", "sinusoidal", "t5_bias")
 # Checkpoint families this one encoder reads and writes; `model_type` picks the switches and the
 # Hugging Face key names (see bertkit/models/variants/keymaps.py).
 MODEL_TYPES = ("bert", "roberta", "albert", "electra", "deberta-v2")
-# What the sequence-classification and multiple-choice heads read (bertkit/models/heads.py); the modern
-# encoder's config shares the field name and its "cls" / "mean".
+# What the sequence-classification and multiple-choice heads read (bertkit/models/heads.py).
 CLASSIFIER_POOLINGS = ("pooler", "cls", "mean")
 # What a family changes from BERT's defaults when a config is built by `preset(model_type=...)`.
 VARIANT_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -61,6 +61,10 @@ SIZE_PRESETS = {
 
 @dataclass
 class BertConfig:
+    # The config.json model types this class reads (checkpoint.config_class_for) and the name prefix
+    # of its model classes (BertModel, BertForMaskedLM, ...; checkpoint.family_class).
+    MODEL_TYPES: ClassVar[tuple[str, ...]] = MODEL_TYPES
+    CLASS_PREFIX: ClassVar[str] = "Bert"
     vocab_size: int = 30522
     hidden_size: int = 768
     num_hidden_layers: int = 12
@@ -182,11 +186,6 @@ class BertConfig:
         if self.classifier_pooling not in CLASSIFIER_POOLINGS:
             raise ConfigError(f"classifier_pooling {self.classifier_pooling!r} is not known; use one of "
                               f"{CLASSIFIER_POOLINGS}")
-        if self.position_embedding_type == "sinusoidal" and not self.position_biased_input:
-            raise ConfigError("sinusoidal positions are added to the input, which position_biased_input="
-                              "False turns off; set position_biased_input=True or use absolute positions")
-        if self.position_embedding_type == "t5_bias":
-            _check_t5_bias(self)
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             p = getattr(self, name)
             if not 0.0 <= p < 1.0:
@@ -199,76 +198,7 @@ class BertConfig:
         if self.model_type not in MODEL_TYPES:
             raise ConfigError(f"model_type {self.model_type!r} is not supported; use one of {MODEL_TYPES} "
                               "(it selects the variant switches and the checkpoint key names)")
-        if self.model_type == "roberta" and self.max_position_embeddings <= self.pad_token_id + 1:
-            raise ConfigError(
-                f"RoBERTa numbers positions from pad_token_id + 1 = {self.pad_token_id + 1}, so "
-                f"max_position_embeddings ({self.max_position_embeddings}) must be larger; use "
-                f"max_length + {self.pad_token_id + 1} (514 for 512 tokens)")
-        # E > H only makes sense for an ELECTRA generator, which reads the discriminator's wider
-        # shared embeddings and projects them down.
-        wider_allowed = self.model_type == "electra"
-        if self.embedding_size is not None and (
-                self.embedding_size <= 0 or (self.embedding_size > self.hidden_size and not wider_allowed)):
-            raise ConfigError(
-                f"embedding_size ({self.embedding_size}) must be between 1 and hidden_size "
-                f"({self.hidden_size}): factorised embeddings save parameters only when E < H; "
-                f"set embedding_size <= {self.hidden_size} or leave it unset")
-        groups = self.num_hidden_groups
-        if groups is not None and not 1 <= groups <= self.num_hidden_layers:
-            raise ConfigError(f"num_hidden_groups ({groups}) must be between 1 (all layers share "
-                              f"weights) and num_hidden_layers ({self.num_hidden_layers})")
-        if not isinstance(self.inner_group_num, int) or self.inner_group_num < 1:
-            raise ConfigError(f"inner_group_num must be a positive integer, got {self.inner_group_num!r}")
-        if self.inner_group_num > 1 and groups is None:
-            raise ConfigError("inner_group_num > 1 describes layers inside shared groups: also set "
-                              "num_hidden_groups (1 = one group shared by all layers)")
-        if self.relative_attention:
-            unknown = set(self.pos_att_type or []) - {"c2p", "p2c"}
-            if unknown:
-                raise ConfigError(f"pos_att_type may hold 'c2p' and 'p2c', got {sorted(unknown)}")
-            if self.position_embedding_type != "absolute" or self.attention_block_size is not None:
-                raise ConfigError("relative_attention (DeBERTa) brings its own relative positions: use "
-                                  "position_embedding_type='absolute' and dense attention with it")
-            if self.embedding_dim != self.hidden_size:
-                raise ConfigError("relative_attention with factorised embeddings is not supported "
-                                  "(DeBERTa projects before its LayerNorm); unset embedding_size")
-            longest = self.max_relative_positions if self.max_relative_positions > 0 else self.max_position_embeddings
-            if self.position_buckets > 0 and longest <= self.position_buckets // 2 + 1:
-                raise ConfigError(f"position_buckets ({self.position_buckets}) needs max_position_embeddings "
-                                  f"(or max_relative_positions) above {self.position_buckets // 2 + 1}")
-        if self.attention_block_size is not None:
-            if not isinstance(self.attention_block_size, int) or self.attention_block_size < 1:
-                raise ConfigError(f"attention_block_size must be a positive integer (or unset for dense "
-                                  f"attention), got {self.attention_block_size!r}")
-            if not isinstance(self.attention_window_blocks, int) or self.attention_window_blocks < 0:
-                raise ConfigError(f"attention_window_blocks must be >= 0 (0 = each block alone), got "
-                                  f"{self.attention_window_blocks!r}")
-            if self.position_embedding_type in ("relative_key", "relative_key_query", "t5_bias"):
-                raise ConfigError(
-                    f"block-sparse attention cannot use position_embedding_type="
-                    f"{self.position_embedding_type!r}: relative scores are a dense T x T term; use "
-                    "absolute or sinusoidal positions, or unset attention_block_size")
-        if self.attention_low_rank is not None:
-            _check_low_rank(self)
-        if self.num_experts is not None:
-            if not isinstance(self.num_experts, int) or self.num_experts < 1:
-                raise ConfigError(f"num_experts must be a positive integer (or unset for a dense "
-                                  f"feed-forward), got {self.num_experts!r}")
-            if not 1 <= self.moe_top_k <= self.num_experts:
-                raise ConfigError(f"moe_top_k ({self.moe_top_k}) must be between 1 and num_experts "
-                                  f"({self.num_experts}): a token cannot go to more experts than exist")
-            if self.moe_capacity_factor is not None and self.moe_capacity_factor <= 0:
-                raise ConfigError(f"moe_capacity_factor must be > 0 (1.0-1.25 is usual) or unset for "
-                                  f"no limit, got {self.moe_capacity_factor}")
-            if self.moe_aux_loss_coef < 0:
-                raise ConfigError(f"moe_aux_loss_coef must be >= 0, got {self.moe_aux_loss_coef}")
-            if not 1 <= self.moe_every <= self.num_hidden_layers:
-                raise ConfigError(f"moe_every ({self.moe_every}) must be between 1 (every layer) and "
-                                  f"num_hidden_layers ({self.num_hidden_layers})")
-            if self.moe_every > 1 and self.shares_layers:
-                raise ConfigError(
-                    "shared layers must all have the same shape, but moe_every > 1 mixes MoE and dense "
-                    "layers; use moe_every = 1 with num_hidden_groups, or drop the sharing")
+        validate_switches(self)  # each switch's own fields (bertkit/models/variants/switches.py)
         _check_decoder(self)
         _check_size(self)
 
@@ -434,16 +364,10 @@ _SWITCH_DEFAULTS = {f.name: f.default for f in dataclasses.fields(BertConfig)
 
 # Field kinds checked before any value is used: config.json is user input, and a string where
 # a number belongs failed deep inside torch (or, for layer_norm_eps = -1, gave NaN silently).
-_INT_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-               "max_position_embeddings", "type_vocab_size", "pad_token_id", "num_labels", "inner_group_num",
-               "moe_top_k", "moe_every", "attention_window_blocks", "position_buckets", "max_relative_positions",
-               "relative_attention_num_buckets", "relative_attention_max_distance")
-_OPTIONAL_INT_FIELDS = ("embedding_size", "num_hidden_groups", "num_experts", "attention_block_size",
-                        "attention_low_rank")
-_STR_FIELDS = ("hidden_act", "position_embedding_type", "model_type", "norm_rel_ebd", "attention_low_rank_sharing",
-               "classifier_pooling")
-_BOOL_FIELDS = ("relative_attention", "share_att_key", "position_biased_input", "attention_global_cls",
-                "is_decoder", "add_cross_attention")
+# Each field's kind is read from its annotation, so a switch's new field is checked as declared.
+_KINDS = {"int": "int", "int | None": "int", "float": "number", "float | None": "number", "str": "str", "bool": "bool"}
+_FIELD_KINDS = {f.name: (_KINDS[f.type], f.type.endswith("| None")) for f in dataclasses.fields(BertConfig)
+                if f.type in _KINDS}
 PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
 
 
@@ -455,23 +379,18 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+_KIND_CHECKS = {"int": _is_int, "number": _is_number, "str": lambda v: isinstance(v, str),
+                "bool": lambda v: isinstance(v, bool)}
+_KIND_WORDS = {"int": "an integer", "number": "a finite number", "str": "a string", "bool": "true or false"}
+
+
 def _check_types(config: BertConfig) -> None:
     """Every field of the kind it must be: one ConfigError naming the field and its value."""
-    for name in _INT_FIELDS + _OPTIONAL_INT_FIELDS:
-        value = getattr(config, name)
-        if not (_is_int(value) or (value is None and name in _OPTIONAL_INT_FIELDS)):
-            raise ConfigError(f"{name} must be an integer, got {value!r}; fix it in config.json")
-    for name in _STR_FIELDS:
-        if not isinstance(getattr(config, name), str):
-            raise ConfigError(f"{name} must be a string, got {getattr(config, name)!r}; fix it in config.json")
-    for name in _BOOL_FIELDS:
-        if not isinstance(getattr(config, name), bool):
-            raise ConfigError(f"{name} must be true or false, got {getattr(config, name)!r}; fix it in config.json")
-    for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "layer_norm_eps", "initializer_range",
-                 "moe_aux_loss_coef", "classifier_dropout", "moe_capacity_factor"):
-        value = getattr(config, name)
-        if not (_is_number(value) or (value is None and name in ("classifier_dropout", "moe_capacity_factor"))):
-            raise ConfigError(f"{name} must be a finite number, got {value!r}; fix it in config.json")
+    for kind in ("int", "str", "bool", "number"):  # in this order, as the messages were always reported
+        for name, (field_kind, optional) in _FIELD_KINDS.items():
+            value = getattr(config, name)
+            if field_kind == kind and not (_KIND_CHECKS[kind](value) or (optional and value is None)):
+                raise ConfigError(f"{name} must be {_KIND_WORDS[kind]}, got {value!r}; fix it in config.json")
     if not config.layer_norm_eps > 0:
         raise ConfigError(f"layer_norm_eps must be > 0 (it keeps LayerNorm from dividing by zero; BERT "
                           f"uses 1e-12), got {config.layer_norm_eps!r}")
@@ -490,36 +409,8 @@ def _check_types(config: BertConfig) -> None:
         raise ConfigError(f"pos_att_type must be a list such as ['p2c', 'c2p'], got {config.pos_att_type!r}")
 
 
-def _check_t5_bias(config: BertConfig) -> None:
-    """T5's buckets: two halves (one per direction), each half exact for its first half of
-    distances, so the log-spaced rest needs num_buckets >= 4 and max_distance beyond the exact ones."""
-    buckets, distance = config.relative_attention_num_buckets, config.relative_attention_max_distance
-    if buckets < 4 or buckets % 2:
-        raise ConfigError(f"relative_attention_num_buckets must be an even number >= 4 (half per direction; "
-                          f"T5 uses 32), got {buckets}")
-    if distance <= buckets // 4:
-        raise ConfigError(f"relative_attention_max_distance ({distance}) must exceed the {buckets // 4} "
-                          f"distances that get exact buckets; T5 uses 128 with 32 buckets")
 
 
-LOW_RANK_SHARING = ("none", "headwise", "key_value", "layerwise")  # Linformer's options (section 4)
-
-
-def _check_low_rank(config: BertConfig) -> None:
-    """Linformer projects keys along the sequence: only key padding survives the projection, so
-    scores that depend on the (query, key) pair cannot be combined with it."""
-    rank = config.attention_low_rank
-    if rank < 1:
-        raise ConfigError(f"attention_low_rank must be a positive integer (Linformer uses 128-256) or unset "
-                          f"for dense attention, got {rank}")
-    if config.attention_low_rank_sharing not in LOW_RANK_SHARING:
-        raise ConfigError(f"attention_low_rank_sharing {config.attention_low_rank_sharing!r} is not known; use one "
-                          f"of {LOW_RANK_SHARING}")
-    if config.position_embedding_type not in ("absolute", "sinusoidal") or config.relative_attention \
-            or config.attention_block_size is not None:
-        raise ConfigError("low-rank attention (attention_low_rank) projects the keys, so per-pair scores cannot "
-                          "be added: use absolute or sinusoidal positions, no relative_attention and no "
-                          "attention_block_size with it")
 
 
 def _check_decoder(config: BertConfig) -> None:

@@ -28,6 +28,7 @@ from bertkit.models.variants import deberta, linformer, moe
 from bertkit.models.variants.albert import has_embedding_projection, layer_order, num_layer_modules
 from bertkit.models.variants.relative import RELATIVE_TYPES, relative_position_scores
 from bertkit.models.variants.sinusoidal import sinusoidal_table
+from bertkit.models.variants.switches import build_switches, needs_every_query
 from bertkit.models.variants.t5_bias import T5_BIAS, RelativePositionBias
 
 
@@ -399,6 +400,7 @@ class BertModel(PretrainedMixin, nn.Module):
         if add_pooling_layer is None:  # by default as transformers' bare model of the family
             add_pooling_layer = config.model_type not in ("electra", "deberta-v2")
         self.pooler = BertPooler(config) if add_pooling_layer else None
+        build_switches(self, config)  # a registered switch's effect (variants/switches.py), before the init
         self.init_weights()
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
@@ -519,13 +521,12 @@ class BertModel(PretrainedMixin, nn.Module):
 
     def last_layer_prunable(self, head_mask, output_attentions, output_hidden_states) -> bool:
         """Whether the last layer may run on a subset of query positions: not when every
-        position's output is returned, nor for variants whose attention or feed-forward depends
-        on all query positions (relative positions, DeBERTa, block-sparse, MoE routing), nor for a
-        decoder (its causal mask places queries by their position among the last M)."""
-        config = self.config
-        return (head_mask is None and not output_attentions and not output_hidden_states and not config.is_decoder
-                and config.position_embedding_type not in (*RELATIVE_TYPES, T5_BIAS) and not config.relative_attention
-                and not config.attention_block_size and not config.num_experts)
+        position's output is returned, nor for switches whose attention or feed-forward depends
+        on all query positions (each switch says: relative positions, DeBERTa, block-sparse, MoE
+        routing, ...), nor for a decoder (its causal mask places queries by their position among
+        the last M)."""
+        return (head_mask is None and not output_attentions and not output_hidden_states
+                and not self.config.is_decoder and not needs_every_query(self.config))
 
     def expand_head_mask(self, head_mask: torch.Tensor | None) -> torch.Tensor | None:
         """(h,) or (layers, h) of 0/1 -> (layers, 1, h, 1, 1), broadcastable over probabilities."""

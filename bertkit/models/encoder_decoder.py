@@ -53,6 +53,7 @@ class EncoderDecoderConfig:
     architectures: list[str] | None = None
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
     model_type: ClassVar[str] = "encoder-decoder"
+    MODEL_TYPES: ClassVar[tuple[str, ...]] = (model_type,)  # what checkpoint.config_class_for reads with it
 
     def __post_init__(self) -> None:
         if not isinstance(self.encoder, BertConfig) or not isinstance(self.decoder, BertConfig):

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 from typing import Callable
 
-from bertkit.models.config import BertConfig
 from bertkit.data.collate import MLMCollator
 from bertkit.data.keywords import read_keywords
 from bertkit.errors import ConfigError
+from bertkit.models.families import family_of
 from bertkit.models.heads import BertForMaskedLM, BertForPreTraining
-from bertkit.models.modern import ModernBertConfig, ModernBertForMaskedLM
 from bertkit.objectives.metrics import evaluate_pretraining
 
 MLM_BUILDERS = ("full_sentences", "doc_sentences", "packed")  # single packed sequences; the first is the default
@@ -43,16 +42,16 @@ def mlm_collator(tokenizer, data, seed: int) -> MLMCollator:
 
 
 def masked_lm(config, settings=None):
-    """The "mlm" model: the encoder with its MLM head (no settings); the modern encoder's
-    (bertkit/modern) when the config is a ModernBertConfig."""
-    return ModernBertForMaskedLM(config) if isinstance(config, ModernBertConfig) else BertForMaskedLM(config)
+    """The "mlm" model: the encoder with its MLM head (no settings), of the config's family."""
+    return family_of(config).head_for(BertForMaskedLM)(config)
 
 
-def pre_training(config: BertConfig, settings=None) -> BertForPreTraining:
+def pre_training(config, settings=None) -> BertForPreTraining:
     """The "mlm+nsp" / "mlm+sop" model: MLM head plus the two-way sentence-pair head."""
-    if not isinstance(config, BertConfig):
+    family = family_of(config)
+    if not family.has_segments:
         raise ConfigError(f"the {config.model_type} encoder has no sentence-pair head; use data.objective = \"mlm\"")
-    return BertForPreTraining(config)
+    return family.head_for(BertForPreTraining)(config)
 
 
 def mlm_metrics(model, batches, seed: int = 0) -> dict:

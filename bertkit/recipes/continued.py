@@ -6,8 +6,8 @@ Gururangan et al. (2020), "Don't Stop Pretraining": a second phase of masked lan
 modelling on text of the target domain (DAPT) or of the task itself (TAPT) before fine-tuning.
 In the pre-training recipe this is switched on by the `[model] init` key:
 
-[model]  init = a model directory (config.json + weights + tokenizer) of either family: a
-         BERT-family encoder (e.g. MiniLM) or the modern encoder (bertkit/modern)
+[model]  init = a model directory (config.json + weights + tokenizer) of any family: a
+         BERT-family encoder (e.g. MiniLM) or any other family's (bertkit/models/families.py)
          head_init = "identity" | "normal"   the MLM head when the checkpoint has none
          freeze_encoder = false              true: train only the MLM head (a head warm-up)
          other config fields                 overrides that keep the weight shapes (dropout, ...)
@@ -70,6 +70,7 @@ import torch
 from torch import nn
 
 from bertkit.models.checkpoint import load_into, read_config, read_state_dict
+from bertkit.models.families import family_of
 from bertkit.data.documents import CorpusDocuments, shard_documents, split_documents
 from bertkit.errors import CheckpointError, ConfigError, DataError
 from bertkit.io import atomic_open
@@ -129,9 +130,9 @@ def check_data_section(data) -> None:
 
 # ---------------------------------------------------------------------------- the model
 def init_mlm_head(head, how: str, std: float) -> None:
-    """(Re)initialise an MLM head's own weights (not the tied decoder matrix): BERT's
-    `BertLMPredictionHead` (transform.dense, transform.LayerNorm, bias) or the modern encoder's
-    `ModernBertPredictionHead` (dense, norm; its decoder bias lives in the decoder)."""
+    """(Re)initialise an MLM head's own weights (not the tied decoder matrix): a dense map and a
+    norm, under `transform` (BERT's `BertLMPredictionHead`: transform.dense, transform.LayerNorm,
+    bias) or on the head itself (dense, norm)."""
     transform = getattr(head, "transform", head)
     dense = transform.dense
     norm = getattr(transform, "LayerNorm", None) or transform.norm
@@ -147,21 +148,13 @@ def init_mlm_head(head, how: str, std: float) -> None:
         else:
             raise ConfigError(f"unknown head_init {how!r}; use one of {', '.join(HEAD_INITS)}")
         for bias in (dense.bias, norm.bias, getattr(head, "bias", None)):
-            if bias is not None:  # the modern encoder has no biases by default
+            if bias is not None:  # a family without biases has none to zero
                 bias.zero_()
         norm.weight.fill_(1.0)
 
 
-def mlm_head_parts(model: nn.Module) -> tuple[nn.Module, tuple[str, ...]]:
-    """The MLM head module and the state-dict prefixes of the head (not the encoder) for either
-    family: BERT's `cls.predictions` under `cls.`, the modern encoder's `head` and `decoder`."""
-    if hasattr(model, "cls"):
-        return model.cls.predictions, ("cls.predictions.",)
-    return model.head, ("head.", "decoder.")
-
-
 def read_init_config(model_section: dict):
-    """The checkpoint's config (BERT family or the modern encoder, by its config.json), with the
+    """The checkpoint's config (of the family its config.json names), with the
     [model] overrides that keep the weight shapes; a different model_type is refused."""
     init = model_section["init"]
     config = read_config(init)
@@ -175,8 +168,8 @@ def read_init_config(model_section: dict):
 
 def load_init_model(model_section: dict, build: Callable, vocab_size: int,
                     max_length: int, pad_token_id: int | None = None):
-    """`build(config)` (an MLM model of either family: BertForMaskedLM / BertForPreTraining, or
-    ModernBertForMaskedLM) with the encoder of `model_section["init"]`.
+    """`build(config)` (an MLM model of the checkpoint's family: BertForMaskedLM / BertForPreTraining,
+    or another family's masked-LM class) with the encoder of `model_section["init"]`.
 
     Returns (model, info) where info lists the head weights that were created and the
     checkpoint weights that were not used (e.g. a sentence-embedding model's pooler).
@@ -194,7 +187,7 @@ def load_init_model(model_section: dict, build: Callable, vocab_size: int,
                           f"positions of {init}; lower data.max_length")
     model = build(config)  # every weight freshly initialised, then the checkpoint's copied in
     encoder = getattr(model, model.base_model_prefix)
-    head, head_prefixes = mlm_head_parts(model)
+    head, head_prefixes = family_of(config).mlm_head(model)
     pooler_prefix = f"{model.base_model_prefix}.pooler."
     state = read_state_dict(init)
     carry_pooler = (getattr(encoder, "pooler", False) is None

@@ -43,6 +43,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertkit.models.checkpoint import load_into, read_config, read_state_dict
+from bertkit.models.families import families, family_of
 from bertkit.data.masking import IGNORE_INDEX
 from bertkit.errors import BertkitError, ConfigError, DataError
 from bertkit.models.heads import BertForMultipleChoice, BertForSequenceClassification
@@ -103,19 +104,22 @@ TRAIN_DEFAULTS = {"lr": 5e-5, "batch_size": 16, "warmup_ratio": 0.1, "log_every"
 # copy of its layer's self-attention, bertkit/tasks/seq2seq.py);
 # attention_low_rank (+ _sharing) turns a dense encoder into a Linformer one: the new E, F start as
 # segment means over data.max_length positions (variants/linformer.py, init_segment_means).
-# The dropout names are each family's own: BERT's hidden_dropout_prob / attention_probs_dropout_prob,
-# the modern encoder's embedding_dropout / mlp_dropout / attention_dropout; a key the checkpoint's
-# config does not have is refused (check_model_overrides), never ignored.
-MODEL_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "embedding_dropout", "mlp_dropout",
-              "attention_dropout", "classifier_dropout", "classifier_pooling", "freeze_encoder", "decoder_layers",
-              "cross_attention_init", "attention_low_rank", "attention_low_rank_sharing")
+# The config keys are each model family's own (`finetune_keys`, bertkit/models/families.py): BERT's
+# dropouts, pooling and attention_low_rank; a key the checkpoint's family does not take is refused
+# (check_model_overrides), never ignored.
 RECIPE_MODEL_KEYS = ("decoder_layers", "cross_attention_init")  # read by the seq2seq builder, not config fields
+
+
+def model_keys() -> list[str]:
+    """Every [model] key: each family's config overrides, then the recipe's own."""
+    family_keys = [key for family in families() for key in family.finetune_keys]
+    return list(dict.fromkeys(family_keys)) + ["freeze_encoder", *RECIPE_MODEL_KEYS]
 
 
 def section_keys() -> dict[str, list[str]]:
     """Valid `--set section.key` names."""
     train = [f.name for f in dataclasses.fields(TrainConfig)] + [f.name for f in dataclasses.fields(FinetuneOptions)]
-    return {"data": [f.name for f in dataclasses.fields(DataConfig)], "train": train, "model": list(MODEL_KEYS),
+    return {"data": [f.name for f in dataclasses.fields(DataConfig)], "train": train, "model": model_keys(),
             "peft": list(PEFT_KEYS)}
 
 
@@ -183,15 +187,14 @@ def build_task_model(model_dir: str, task: Task, labels: list[str] | None,
     A head already in the checkpoint is reused only when it has the same labels in the same
     order (continuing a fine-tune); otherwise it is dropped and a new one initialised.
     """
-    cls = task.head_class(model_dir)  # the modern encoder's head for a ModernBERT directory
+    cls = task.head_class(model_dir)  # the task's head in the checkpoint's family
     config = cls.config_class.from_pretrained(model_dir)
     changes = {**(model_overrides or {}), **task.head_config(labels)}
     same_labels = (config.id2label or {}) == changes.get("id2label") and task.labels_of is not None
     model = cls(config.replace(**changes))
     state = read_state_dict(model_dir)
-    head_prefixes = ("classifier.", "qa_outputs.")
     if not same_labels or cls.__name__ not in (config.architectures or []):
-        state = {k: v for k, v in state.items() if not k.startswith(head_prefixes)}
+        state = {k: v for k, v in state.items() if not k.startswith(family_of(config).task_head_prefixes)}
     report = load_into(model, state, cls.base_model_prefix)
     encoder = cls.base_model_prefix + "."
     new_by_design = ("pooler", "low_rank")  # a pooler-less checkpoint; Linformer projections added by the config
@@ -356,15 +359,14 @@ def select_metric(task: Task, options: FinetuneOptions) -> str:
 
 
 def check_model_overrides(config, overrides: dict) -> None:
-    """Refuse a [model] key the checkpoint's family lacks (BERT's hidden_dropout_prob on a modern
-    encoder, mlp_dropout on a BERT): it would fail deep inside, or be kept and silently ignored."""
-    settings = getattr(config, "encoder", config)  # an encoder-decoder's go to both of its BertConfigs
-    own = {f.name for f in dataclasses.fields(settings)}
-    foreign = sorted(k for k in overrides if k not in own and k not in RECIPE_MODEL_KEYS)
+    """Refuse a [model] key the checkpoint's family does not take (BERT's hidden_dropout_prob on
+    another family's checkpoint): it would fail deep inside, or be kept and silently ignored. An
+    encoder-decoder's keys go to both of its halves, its encoder's family."""
+    own = family_of(config).finetune_keys
+    foreign = sorted(k for k in overrides if k not in own and k not in ("freeze_encoder", *RECIPE_MODEL_KEYS))
     if foreign:
-        usable = [k for k in MODEL_KEYS if k in own] + ["freeze_encoder"]
         raise ConfigError(f"model.{foreign[0]} is not a setting of this {config.model_type} checkpoint; "
-                          f"its [model] settings are {', '.join(usable)}")
+                          f"its [model] settings are {', '.join([*own, 'freeze_encoder'])}")
 
 
 # ---------------------------------------------------------------------------- the recipe

@@ -57,14 +57,14 @@ from typing import Sequence
 
 import torch
 
-from bertkit.models.config import SIZE_PRESETS, BertConfig
+from bertkit.models.config import SIZE_PRESETS
 from bertkit.data.cleaning import CleaningRules, clean_documents
 from bertkit.data.collate import STRATEGIES
 from bertkit.data.documents import CorpusDocuments, origin_changes, shard_documents, shard_origin, split_documents
 from bertkit.data.examples import BUILDERS, SpecialTokens, build_examples, make_builder
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.io import atomic_write_json, loads_json, read_json_object, read_text
-from bertkit.models.modern import ModernBertConfig
+from bertkit.models.families import families, family_for, family_of
 from bertkit.objectives import OBJECTIVES, Objective, get_objective, import_objective_module
 from bertkit.runtime.run_dir import check_apart, check_saved_options, latest_checkpoint, refuse_unresumed, run_lock
 from bertkit.tokenizer import Tokenizer
@@ -179,9 +179,8 @@ class PretrainConfig:
 # ---------------------------------------------------------------------------- the config
 def _sections() -> dict[str, list[str]]:
     """Every section and its keys; objectives with settings add a section named as themselves."""
-    # BERT's fields and the modern encoder's (model_type = "modernbert"; its own are checked in modern_config)
-    model_keys = ["preset", *INIT_KEYS] + sorted({f.name for cls in (BertConfig, ModernBertConfig)
-                                                 for f in dataclasses.fields(cls) if f.name != "extra"})
+    # every family's config fields (the model_type's family checks its own in config_from_recipe)
+    model_keys = ["preset", *INIT_KEYS] + sorted({key for family in families() for key in family.recipe_keys})
     sections = {"model": model_keys,
                 "tokenizer": [f.name for f in dataclasses.fields(TokenizerSection)],
                 "data": [f.name for f in dataclasses.fields(DataSection)],
@@ -324,52 +323,17 @@ def train_tokenizer(section: TokenizerSection, corpus: CorpusDocuments) -> Token
 
 
 def model_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int | None = None):
-    """The model's config: the preset and family defaults, [model] overrides, the tokenizer's
-    vocabulary size and pad id, and room in the position table for data.max_length tokens.
-    `model.model_type = "modernbert"` gives the modern encoder's ModernBertConfig (bertkit/modern),
-    anything else a BertConfig of the one BERT encoder."""
+    """The model's config, built by the family `model.model_type` names (bertkit/models/families.py):
+    the preset and family defaults, [model] overrides, the tokenizer's vocabulary size and pad id,
+    and room for data.max_length tokens."""
     overrides = {k: v for k, v in cfg.model.items() if k != "preset"}
-    if overrides.get("model_type") == "modernbert":
-        return modern_config(cfg, overrides, vocab_size, pad_token_id)
-    overrides.setdefault("vocab_size", vocab_size)
-    if overrides["vocab_size"] < vocab_size:
-        raise ConfigError(f"model.vocab_size={overrides['vocab_size']} is smaller than the "
-                          f"tokenizer's {vocab_size} ids; remove it or raise it")
-    if pad_token_id is not None:
-        # The embedding's padding row and RoBERTa's position numbering both key on this id.
-        if overrides.setdefault("pad_token_id", pad_token_id) != pad_token_id:
-            raise ConfigError(f"model.pad_token_id={overrides['pad_token_id']} but the tokenizer pads with "
-                              f"id {pad_token_id}; remove model.pad_token_id (it follows the tokenizer)")
-    model_type = overrides.get("model_type", "bert")
-    # RoBERTa numbers positions from pad_token_id + 1, so pad_token_id + 1 rows come first.
-    offset = overrides.get("pad_token_id", 1) + 1 if model_type == "roberta" else 0
-    # DeBERTa-v3 adds no absolute positions; its 512 is the far end of the 256 log-buckets.
-    least = 512 if model_type == "deberta-v2" else 128
-    overrides.setdefault("max_position_embeddings", max(cfg.data.max_length, least) + offset)
-    config = BertConfig.preset(cfg.model["preset"], **overrides)
-    if config.max_sequence_length < cfg.data.max_length:
-        extra = f" + {offset} (RoBERTa's rows up to the pad row)" if offset else ""
-        raise ConfigError(f"data.max_length={cfg.data.max_length} exceeds the model's "
-                          f"{config.max_sequence_length} positions; set model.max_position_embeddings = "
-                          f"{cfg.data.max_length}{extra} or leave it unset")
-    return config
-
-
-def modern_config(cfg: PretrainConfig, overrides: dict, vocab_size: int, pad_token_id: int | None) -> ModernBertConfig:
-    """ModernBertConfig.preset with the [model] overrides (its own field names), the tokenizer's
-    vocabulary size and pad id; rotary positions need no table, only a length bound."""
-    overrides = {k: v for k, v in overrides.items() if k != "model_type"}
-    check_keys(overrides, [f.name for f in dataclasses.fields(ModernBertConfig) if f.name != "extra"], "model")
-    overrides.setdefault("vocab_size", vocab_size)
-    if pad_token_id is not None:
-        overrides.setdefault("pad_token_id", pad_token_id)
-    overrides.setdefault("max_position_embeddings", max(cfg.data.max_length, 128))
-    return ModernBertConfig.preset(cfg.model["preset"], **overrides)
+    family = family_for(overrides.get("model_type", "bert"))
+    return family.config_from_recipe(overrides, cfg.model["preset"], vocab_size, pad_token_id, cfg.data.max_length)
 
 
 def check_segments(data: DataSection, config, tokenizer_kind: str) -> None:
     """BERT's pair template gives the second segment token_type_id 1: the model needs 2 rows."""
-    if not isinstance(config, BertConfig):
+    if not family_of(config).has_segments:
         if BUILDERS[data.builder].needs_pairs:
             raise ConfigError(f"data.objective {data.objective} needs segment embeddings, which the "
                               f"{config.model_type} encoder does not have; use data.objective = \"mlm\"")

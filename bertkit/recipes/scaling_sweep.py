@@ -44,6 +44,7 @@ from bertkit.data.documents import CorpusDocuments, shard_documents
 from bertkit.errors import ConfigError, DataError
 from bertkit.io import atomic_write_json
 from bertkit.runtime.run_dir import run_lock
+from bertkit.models.families import family_for
 from bertkit.tokenizer import Tokenizer
 from bertkit.train.distributed import init_distributed
 from bertkit.recipes.pretrain import build_model, load_config, parse_config, run_pretraining, tokenizer_and_config
@@ -109,35 +110,25 @@ def flops_per_token(layers: int, hidden: int, seq_len: int, vocab: int, mask_sha
     return 3.0 * forward
 
 
-def non_embedding_params(layers: int, hidden: int, intermediate: int, modern: bool = False) -> int:
-    """Parameters of the encoder layers (Kaplan's N: no embeddings, no MLM head).
-
-    BERT's layer: Q, K, V, O and two FFN matrices with biases, two LayerNorms (weight + bias).
-    The modern layer (bertkit/modern, default config): Wqkv and Wo without biases, the GeGLU
-    Wi (H -> 2 I) and Wo (I -> H) without biases, LayerNorms without biases; the first layer has
-    no attention norm (the embedding norm precedes it).
-    """
-    if modern:
-        per_layer = 4 * hidden * hidden + 2 * hidden * intermediate + intermediate * hidden + 2 * hidden
-        return layers * per_layer - hidden  # layer 0's attention norm is an identity
-    attention = 4 * (hidden * hidden + hidden)
-    ffn = hidden * intermediate + intermediate + intermediate * hidden + hidden
-    return layers * (attention + ffn + 4 * hidden)
+def non_embedding_params(layers: int, hidden: int, intermediate: int, model_type: str = "bert") -> int:
+    """Parameters of the encoder layers (Kaplan's N: no embeddings, no MLM head), as the model
+    type's family counts them (`layer_parameters`, bertkit/models/families.py)."""
+    return family_for(model_type).layer_parameters(layers, hidden, intermediate)
 
 
-def is_modern(cfg) -> bool:
-    """The sweep's recipe trains the modern encoder (else BERT's, or a BERT-shaped family)."""
-    return cfg.model.get("model_type") == "modernbert"
+def sweep_family(cfg):
+    """The family the sweep's recipe trains (model.model_type; BERT's without one)."""
+    return family_for(cfg.model.get("model_type", "bert"))
 
 
 def intermediate_size(cfg, hidden: int) -> int:
-    """The feed-forward width of each family's presets: 4 H for BERT, 1.5 H for the modern GeGLU."""
-    return hidden * 3 // 2 if is_modern(cfg) else 4 * hidden
+    """The feed-forward width of the family's presets (4 H for BERT)."""
+    return sweep_family(cfg).ffn_width(hidden)
 
 
 def spec_params(cfg, spec: dict) -> int:
     """`non_embedding_params` of one size under the sweep's recipe."""
-    return non_embedding_params(spec["layers"], spec["hidden"], intermediate_size(cfg, spec["hidden"]), is_modern(cfg))
+    return sweep_family(cfg).layer_parameters(spec["layers"], spec["hidden"], intermediate_size(cfg, spec["hidden"]))
 
 
 def layer_stack(model):

@@ -8,7 +8,7 @@ trial, as a fine-tune picks its checkpoint):
 
     lr        learning rates; default by model size: hidden >= 768 Devlin et al.'s 2e-5, 3e-5, 5e-5;
               smaller encoders (MiniLM, the from-scratch models) 5e-5, 1e-4, 3e-4
-    dropout   the encoder's dropout (BERT's hidden_dropout_prob, the modern encoder's mlp_dropout)
+    dropout   the encoder's dropout (its model family's `dropout_key`: BERT's hidden_dropout_prob)
               and the classifier's; default 0.1, 0.0
     pooling   what a sequence head reads (model.classifier_pooling); default the checkpoint's
               own and "mean"; only for the tasks with a pooled head
@@ -45,6 +45,7 @@ from typing import Callable
 from bertkit.errors import ConfigError
 from bertkit.io import atomic_write_json, atomic_write_text, loads_json, read_text
 from bertkit.models.checkpoint import read_config
+from bertkit.models.families import family_of
 from bertkit.models.heads import BertForMultipleChoice, BertForSequenceClassification
 from bertkit.recipes.finetune import finetune
 from bertkit.runtime.run_dir import LOCK_FILE, check_apart, list_checkpoints, run_lock
@@ -57,7 +58,6 @@ RECORD_FILES = (SUMMARY_FILE, "metrics.jsonl", "curves.png", "finetune_config.js
 BUDGET_KEYS = ("max_trials", "max_minutes")  # may change on --resume
 POOLED_HEADS = (BertForSequenceClassification, BertForMultipleChoice)  # heads that read classifier_pooling
 SMALL_LRS, BASE_LRS = (5e-5, 1e-4, 3e-4), (2e-5, 3e-5, 5e-5)
-DROPOUT_KEYS = ("hidden_dropout_prob", "mlp_dropout")  # each family's main dropout (recipes/finetune.py)
 
 
 @dataclass
@@ -113,11 +113,10 @@ def trial_grid(space: SearchSpace, model_dir: str, task_name: str) -> list[dict]
 
 def trial_sections(sections: dict, settings: dict, space: SearchSpace, model_dir: str, extra: dict) -> dict:
     """The user's sections with one trial's settings (and `extra` train keys) in place."""
-    config = read_config(model_dir)
-    own = {f.name for f in dataclasses.fields(getattr(config, "encoder", config))}
+    family = family_of(read_config(model_dir))
     model = dict(sections.get("model", {}))
-    for key in (*DROPOUT_KEYS, "classifier_dropout"):
-        if key in own:
+    for key in (family.dropout_key, "classifier_dropout"):
+        if key in family.finetune_keys:
             model[key] = settings["dropout"]
     if settings["pooling"] is not None:
         model["classifier_pooling"] = settings["pooling"]

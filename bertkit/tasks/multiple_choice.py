@@ -18,6 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
+from bertkit.models.families import architectures_for
 from bertkit.models.heads import BertForMultipleChoice
 from bertkit.tasks.common import (DataConfig, PredictionInput, TaskSpec, check_texts, forward_features,
                                   softmax, truncation_warning)
@@ -99,5 +100,5 @@ MULTIPLE_CHOICE = Task(
     read=read, read_inputs=read_inputs, encode=encode, decode=decode, metrics=metrics, baseline=baseline,
     rows=rows, metric_names=("accuracy",),
     head_config=lambda labels: {"num_labels": 2, "id2label": None, "label2id": None, "problem_type": None},
-    architectures=("BertForMultipleChoice", "RobertaForMultipleChoice", "ModernBertForMultipleChoice"),
+    architectures=architectures_for(BertForMultipleChoice),
 )

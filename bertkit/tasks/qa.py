@@ -19,6 +19,7 @@ import numpy as np
 
 from bertkit.distill.tasks import TaskDistiller
 from bertkit.errors import ConfigError, DataError
+from bertkit.models.families import architectures_for
 from bertkit.models.heads import BertForQuestionAnswering
 from bertkit.io import iter_jsonl
 from bertkit.tasks.common import DataConfig, PredictionInput, TaskSpec, check_texts, forward_features, json_float
@@ -154,7 +155,7 @@ QA = Task(
     read=read, read_inputs=read_inputs, encode=encode, decode=decode, metrics=metrics, baseline=baseline,
     rows=rows, metric_names=("f1", "exact"),
     head_config=lambda labels: {"num_labels": 2, "id2label": None, "label2id": None, "problem_type": None},
-    architectures=("BertForQuestionAnswering", "RobertaForQuestionAnswering", "ModernBertForQuestionAnswering"),
+    architectures=architectures_for(BertForQuestionAnswering),
     # SQuAD 2.0 data (some questions unanswerable) lets the model answer "" as well
     allows_no_answer=lambda train: any(e.is_impossible for e in train),
     blank_row=lambda example: {"id": example.id, "answer": None, "start": None, "end": None, "score": None,

@@ -21,6 +21,7 @@ import numpy as np
 
 from bertkit.distill.tasks import TaskDistiller
 from bertkit.errors import DataError
+from bertkit.models.families import architectures_for
 from bertkit.models.heads import BertForSequenceClassification
 from bertkit.io import iter_text_lines
 from bertkit.tasks.common import (DataConfig, PredictionInput, TaskSpec, check_texts, forward_features,
@@ -30,8 +31,7 @@ from bertkit.tasks.long_text import fit_to_window, mean_by_owner
 from bertkit.tasks.metrics import accuracy, log_loss, macro_f1, micro_f1, pearson, spearman
 from bertkit.tasks.spec import Task, label_head_config
 
-ARCHITECTURES = ("BertForSequenceClassification", "RobertaForSequenceClassification",
-                 "ModernBertForSequenceClassification")
+ARCHITECTURES = architectures_for(BertForSequenceClassification)  # every family's name for the head
 
 
 # ---------------------------------------------------------------------------- reading

@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from bertkit.models.checkpoint import family_class, read_config
+from bertkit.models.checkpoint import read_config
+from bertkit.models.families import family_of
 from bertkit.tasks.common import DataConfig, PredictionInput, TaskSpec
 
 
@@ -45,7 +46,7 @@ class Task:
     build_model     (model_dir, task, labels, model overrides) -> the model to fine-tune; None: the
                     checkpoint's encoder with a fresh `head_class` head (recipes/finetune.py)
     head_classes    config.json model_type -> the head class for that model family, where it is not
-                    `model_class`'s own counterpart (`family_class`: BertFor... <-> ModernBertFor...)
+                    `model_class`'s own counterpart (the family's `head_for`, bertkit/models/families.py)
     variants        the tasks `refine` may turn this one into (`--task classification` also
                     names a model fine-tuned on multi-label data)
     class_weights   whether train.class_weights="balanced" applies (one softmax per label position)
@@ -94,9 +95,12 @@ class Task:
 
     def head_class(self, model_dir: str) -> type:
         """The head class for the checkpoint in `model_dir`: `head_classes[its model_type]`, else
-        `model_class`'s counterpart in the checkpoint's family."""
-        own = self.head_classes.get(read_config(model_dir).model_type) if self.head_classes else None
-        return own or family_class(self.model_class, model_dir)
+        `model_class`'s counterpart in the checkpoint's family (`ModelFamily.head_for`)."""
+        config = read_config(model_dir)
+        own = self.head_classes.get(config.model_type) if self.head_classes else None
+        if own or isinstance(config, self.model_class.config_class):  # (an encoder-decoder reads its own)
+            return own or self.model_class
+        return family_of(config).head_for(self.model_class)
 
     def names(self, recorded: "Task") -> bool:
         """`--task self` names a model fine-tuned for `recorded`: the same task or one of its variants."""

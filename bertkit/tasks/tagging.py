@@ -19,6 +19,7 @@ import numpy as np
 
 from bertkit.distill.tasks import TaskDistiller
 from bertkit.errors import DataError
+from bertkit.models.families import architectures_for
 from bertkit.models.heads import BertForTokenClassification
 from bertkit.io import iter_jsonl
 from bertkit.tasks.alignment import IGNORE_INDEX, align_labels_to_tokens, word_predictions_from_tokens
@@ -231,7 +232,7 @@ TOKEN_CLASSIFICATION = Task(
     rows=rows, metric_names=("f1", "precision", "recall", "tag_accuracy"),
     labels_of=lambda examples: [tag for e in examples for tag in e.tags],
     head_config=label_head_config(None),
-    architectures=("BertForTokenClassification", "RobertaForTokenClassification", "ModernBertForTokenClassification"),
+    architectures=architectures_for(BertForTokenClassification),
     class_weights=True, blank_row=lambda example: {"words": [], "tags": [], "entities": []}, file_only=True,
     distiller=TaskDistiller, export_outputs={"logits": ("batch", "sequence")},
 )

@@ -12,7 +12,7 @@ the same mean gradient as DDP, but only its shard. AdamW is elementwise, so each
 shard alone; gradient clipping takes the norm over every shard (`clip_grad_norm_` on DTensors:
 one all-reduce), so it clips by the same global norm as one process.
 
-Units: each transformer layer (a module named `...encoder.layer.N`, or ModernBERT's `...layers.N`),
+Units: each transformer layer (a module its family's `layer_modules` names: BERT's `...encoder.layer.N`),
 then the root with the rest (embeddings, pooler, heads; the MLM decoder reads the word-embedding
 weight, so a tied pair is one parameter in the root's unit).
 
@@ -53,10 +53,10 @@ from torch.distributed.fsdp import FSDPModule, fully_shard
 from torch.distributed.tensor import DTensor, distribute_tensor
 
 from bertkit.models.config import BertConfig
+from bertkit.models.families import families
 from bertkit.errors import ConfigError
 
 STRATEGIES = ("ddp", "fsdp")
-_LAYER = re.compile(r"(?:^|\.)(?:encoder\.layer|layers)\.\d+$")  # BERT's encoder.layer.N, ModernBERT's layers.N
 
 
 def check_strategy(strategy: str, precision: str, world_size: int) -> None:
@@ -99,8 +99,9 @@ def shard_copy(model: nn.Module, device: torch.device) -> nn.Module:
     # the mesh named explicitly: fully_shard's default picks CUDA whenever it exists, even for a CPU run
     mesh = init_device_mesh(device.type, (dist.get_world_size(),))
     sharded = copy.deepcopy(model)
+    layer = re.compile(r"(?:^|\.)(?:" + "|".join(family.layer_modules for family in families()) + r")$")
     for name, module in list(sharded.named_modules()):
-        if _LAYER.search(name):
+        if layer.search(name):
             fully_shard(module, mesh=mesh)
     fully_shard(sharded, mesh=mesh)
     return sharded

@@ -64,7 +64,7 @@ from torch.optim.lr_scheduler import LambdaLR
 from tqdm import tqdm
 
 from bertkit.models.checkpoint import load_into, read_state_dict
-from bertkit.models.config import BertConfig
+from bertkit.models.families import FAMILIES
 from bertkit.errors import BertkitError, CheckpointError, ConfigError, DataError, RunInterrupted
 from bertkit.io import append_text, atomic_directory, atomic_open, atomic_write_text
 from bertkit.runtime.devices import DEVICE_NAME, DEVICES
@@ -767,14 +767,11 @@ class Trainer:
 
 def may_skip_parameters(model: nn.Module) -> bool:
     """True when a training step may leave some of `model`'s parameters without a gradient, so
-    DDP has to look for them (`find_unused_parameters`) instead of waiting for them forever:
-    mixture-of-experts routing is data-dependent, and relative position scores leave the
-    absolute position table (kept for checkpoint compatibility) unused."""
+    DDP has to look for them (`find_unused_parameters`) instead of waiting for them forever: the
+    model's family says (e.g. BERT's mixture-of-experts routing; bertkit/models/families.py)."""
     config = getattr(model, "config", None)
-    if not isinstance(config, BertConfig):
-        return False
-    # sinusoidal positions and T5's bias have no absolute table, so nothing is left unused
-    return bool(config.num_experts) or config.position_embedding_type not in ("absolute", "sinusoidal", "t5_bias")
+    family = FAMILIES.get(getattr(config, "model_type", None))
+    return family is not None and family.may_skip_parameters(config)
 
 
 def check_same_config(config, checkpoint_dir: str) -> None:

@@ -6,10 +6,12 @@ import math
 import os
 import re
 import shutil
+import sys
 
 import pytest
 
 from bertkit.commands import cli
+from bertkit.objectives import OBJECTIVES
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 DOC = os.path.join(ROOT, "docs", "objectives.md")
 CONFIG = os.path.join(ROOT, "configs", "pretrain-tiny-bert.toml")  # the example builds a BERT
@@ -57,3 +59,32 @@ def test_the_documented_objective_registers_trains_and_resumes(tmp_path, capsys,
     assert cli.main(argv + ["--resume"]) == 0, capsys.readouterr().err
     again = [json.loads(line) for line in open(resumed / "metrics.jsonl")]
     assert again[-1]["step"] == 30 and again[-1]["letter_loss"] == pytest.approx(evals[-1]["letter_loss"], rel=1e-5)
+
+
+def test_an_objective_is_one_module_plus_one_registry_line_in_a_package_of_its_own(tmp_path, capsys, monkeypatch):
+    # issue 27's done-when: the documented module, unchanged, as a module of a temporary package on
+    # the Python path (named by its dotted name), holds the whole objective and exactly one
+    # registry line; `bertkit pretrain` trains it with no file of bertkit changed
+    monkeypatch.setattr("bertkit.train.trainer.Trainer.plot", lambda self: None)
+    code = open(doc_module(tmp_path), encoding="utf-8").read()
+    assert len(re.findall(r"^register_objective\(", code, flags=re.M)) == 1
+    package = tmp_path / "user_objectives"
+    package.mkdir()
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    (package / "first_letter.py").write_text(code, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "user_objectives.first_letter", raising=False)
+    assert "first-letter" not in OBJECTIVES
+    out = tmp_path / "run"
+    small = [s for s in SMALL if not s.startswith(("train.max_steps", "train.eval_every", "train.save_every"))]
+    argv = ["pretrain", "--config", CONFIG, "--out", str(out), "--no-progress", "--seed", "0", "--set",
+            "data.objective=first-letter", "data.objective_module=user_objectives.first_letter", *small,
+            "train.max_steps=6", "train.eval_every=6", "train.save_every=6"]
+    try:
+        assert cli.main(argv) == 0, capsys.readouterr().err
+    finally:
+        sys.modules.pop("user_objectives.first_letter", None)
+        sys.modules.pop("user_objectives", None)
+    evals = [json.loads(line) for line in open(out / "metrics.jsonl") if '"eval"' in line]
+    assert evals and math.isfinite(evals[-1]["letter_loss"])
+    assert json.load(open(out / "checkpoint-6" / "config.json"))["architectures"] == ["FirstLetterModel"]

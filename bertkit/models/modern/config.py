@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from bertkit.models.config import BertConfig, known_and_extra, label2id_for
 from bertkit.errors import ConfigError
@@ -62,6 +62,8 @@ BERTKIT_TOKEN_IDS = dict(vocab_size=30522, pad_token_id=0, cls_token_id=2, sep_t
 
 @dataclass
 class ModernBertConfig:
+    MODEL_TYPES: ClassVar[tuple[str, ...]] = ("modernbert",)  # what checkpoint.config_class_for reads with it
+    CLASS_PREFIX: ClassVar[str] = "ModernBert"  # ModernBertModel, ModernBertForMaskedLM, ... (family_class)
     vocab_size: int = 50368
     hidden_size: int = 768
     intermediate_size: int = 1152  # GeGLU width: Wi maps H -> 2 x this, Wo maps this -> H
@@ -182,6 +184,16 @@ class ModernBertConfig:
         """The non-default ablation switches, "field='value'" -> what transformers does instead."""
         return {f"{name}={getattr(self, name)!r}": values[getattr(self, name)]
                 for name, values in ABLATION_SWITCHES.items() if getattr(self, name) != next(iter(values))}
+
+    def transformers_warning(self) -> str | None:
+        """What saving warns of (variants/keymaps.py): the switches transformers would ignore."""
+        reasons = self.transformers_cannot_run()
+        if not reasons:
+            return None
+        return (f"modern encoder checkpoints with {', '.join(reasons)} load in transformers 5's "
+                f"ModernBert with wrong outputs: {'; '.join(reasons.values())}. Run them with "
+                "bertkit, or train with the default switches (position_embedding_type='rope', "
+                "norm_placement='pre') to use transformers")
 
     @property
     def head_dim(self) -> int:

@@ -1,7 +1,11 @@
 """Model variants as switches on the one encoder (see `BertConfig`).
 
-Each module here holds the code of one switch that is more than a few lines; `model.py` and
-`heads.py` call into it, so the spine stays readable:
+Each module here holds the code of one switch that is more than a few lines, and its
+`validate(config)`; `encoder.py` and `heads.py` call into it, so the spine stays readable:
+
+- `switches.py`  the table of switches (`SWITCHES`): each one's validation, and what the encoder and
+                 the trainer ask of it; `register_switch` adds one from a user's module
+- `roberta.py`   RoBERTa's position numbering from pad_token_id + 1 (its check)
 
 - `relative.py`  relative position scores (`position_embedding_type="relative_key[_query]"`)
 - `sinusoidal.py` the original Transformer's fixed position table (`position_embedding_type="sinusoidal"`)

@@ -23,18 +23,18 @@ import math
 import torch
 from torch import nn
 
-from bertkit.models.config import BertConfig
+from bertkit.errors import ConfigError
 from bertkit.models.dropout import Dropout
 
 
-def relative_span(config: BertConfig) -> int:
+def relative_span(config) -> int:
     """k: the number of relative positions on each side the table holds."""
     if config.position_buckets > 0:
         return config.position_buckets
     return max_distance(config)
 
 
-def max_distance(config: BertConfig) -> int:
+def max_distance(config) -> int:
     return config.max_relative_positions if config.max_relative_positions > 0 else config.max_position_embeddings
 
 
@@ -47,7 +47,7 @@ def log_buckets(distance: torch.Tensor, buckets: int, max_position: int) -> torc
     return torch.where(size <= mid, distance.to(logarithmic.dtype), logarithmic * sign).long()
 
 
-def relative_positions(seq_len: int, config: BertConfig, device=None) -> torch.Tensor:
+def relative_positions(seq_len: int, config, device=None) -> torch.Tensor:
     """(T, T) bucketed distance i - j."""
     positions = torch.arange(seq_len, device=device)
     distance = positions[:, None] - positions[None, :]
@@ -56,7 +56,7 @@ def relative_positions(seq_len: int, config: BertConfig, device=None) -> torch.T
     return distance
 
 
-def add_relative_embeddings(encoder: nn.Module, config: BertConfig) -> None:
+def add_relative_embeddings(encoder: nn.Module, config) -> None:
     """Give the encoder the shared table (transformers' names) and let every attention read it."""
     encoder.rel_embeddings = nn.Embedding(2 * relative_span(config), config.hidden_size)
     if "layer_norm" in [x.strip() for x in config.norm_rel_ebd.lower().split("|")]:
@@ -71,7 +71,7 @@ def relative_table(encoder: nn.Module) -> torch.Tensor:
     return norm(table) if norm is not None else table
 
 
-def add_disentangled(attention: nn.Module, config: BertConfig) -> None:
+def add_disentangled(attention: nn.Module, config) -> None:
     """Switch one attention module to disentangled scores (position projections when unshared)."""
     attention.disentangled = config  # read by `disentangled_scores`
     attention.pos_dropout = Dropout(config.hidden_dropout_prob)
@@ -105,3 +105,23 @@ def disentangled_scores(attention: nn.Module, q: torch.Tensor, k: torch.Tensor) 
         by_key = (k @ pos_query.transpose(-1, -2)).gather(-1, index.expand(*batch_heads, seq_len, seq_len))
         score = score + by_key.transpose(-1, -2) / scale
     return score
+
+
+def validate(config) -> None:
+    """relative_attention brings its own positions: dense attention, no factorised embeddings, and
+    buckets that fit the longest distance."""
+    if not config.relative_attention:
+        return
+    unknown = set(config.pos_att_type or []) - {"c2p", "p2c"}
+    if unknown:
+        raise ConfigError(f"pos_att_type may hold 'c2p' and 'p2c', got {sorted(unknown)}")
+    if config.position_embedding_type != "absolute" or config.attention_block_size is not None:
+        raise ConfigError("relative_attention (DeBERTa) brings its own relative positions: use "
+                          "position_embedding_type='absolute' and dense attention with it")
+    if config.embedding_dim != config.hidden_size:
+        raise ConfigError("relative_attention with factorised embeddings is not supported "
+                          "(DeBERTa projects before its LayerNorm); unset embedding_size")
+    longest = max_distance(config)
+    if config.position_buckets > 0 and longest <= config.position_buckets // 2 + 1:
+        raise ConfigError(f"position_buckets ({config.position_buckets}) needs max_position_embeddings "
+                          f"(or max_relative_positions) above {config.position_buckets // 2 + 1}")

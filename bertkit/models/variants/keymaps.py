@@ -155,8 +155,9 @@ def to_hf(state: dict[str, torch.Tensor], config: BertConfig, class_name: str) -
 def from_hf(state: dict[str, torch.Tensor], config: BertConfig, class_name: str) -> dict[str, torch.Tensor]:
     """A family's checkpoint keys -> ours (a bare encoder's keys stay bare; load adds `bert.`)."""
     family = config.model_type
-    if family == "modernbert" and config.tie_word_embeddings:  # the tied decoder is the embeddings
-        return {k: v for k, v in state.items() if k != "decoder.weight"}
+    if family not in HF_BASE_PREFIX:  # another family: its names are transformers' already
+        tied = getattr(config, "tie_word_embeddings", False)  # a tied decoder is the embeddings
+        return {k: v for k, v in state.items() if not (tied and k == "decoder.weight")}
     base = HF_BASE_PREFIX.get(family, "bert")
     state = {_rename(k, [(base + ".", "bert.")]): v for k, v in state.items()}
     dropped = DROPPED_ON_LOAD.get((family, class_name), ())
@@ -200,13 +201,11 @@ TRANSFORMERS_CANNOT_RUN = {
 
 def warn_if_transformers_cannot_run(config: BertConfig) -> None:
     """Warn when a checkpoint of this config would load in transformers 5 but give wrong outputs."""
-    if config.model_type == "modernbert":  # its ablation switches (bertkit/models/modern/config.py)
-        reasons = config.transformers_cannot_run()
-        if reasons:
-            warnings.warn(f"modern encoder checkpoints with {', '.join(reasons)} load in transformers 5's "
-                          f"ModernBert with wrong outputs: {'; '.join(reasons.values())}. Run them with "
-                          "bertkit, or train with the default switches (position_embedding_type='rope', "
-                          "norm_placement='pre') to use transformers", UserWarning, stacklevel=3)
+    own_words = getattr(config, "transformers_warning", None)  # another family's config says it itself
+    if own_words is not None:
+        message = own_words()
+        if message:
+            warnings.warn(message, UserWarning, stacklevel=3)
         return
     reason = TRANSFORMERS_CANNOT_RUN.get(getattr(config, "position_embedding_type", "absolute"))
     if reason is not None:

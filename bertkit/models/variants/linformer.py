@@ -32,7 +32,7 @@ import math
 import torch
 from torch import nn
 
-from bertkit.errors import BertkitError
+from bertkit.errors import BertkitError, ConfigError
 
 
 
@@ -113,3 +113,25 @@ def share_across_layers(encoder: nn.Module, config) -> None:
                                          share_key_value=True)
     for layer in encoder.layer:
         object.__setattr__(layer.attention.self, "low_rank", encoder.low_rank)
+
+
+LOW_RANK_SHARING = ("none", "headwise", "key_value", "layerwise")  # Linformer's options (section 4)
+
+
+def validate(config) -> None:
+    """Linformer projects keys along the sequence: only key padding survives the projection, so
+    scores that depend on the (query, key) pair cannot be combined with it."""
+    rank = config.attention_low_rank
+    if rank is None:
+        return
+    if rank < 1:
+        raise ConfigError(f"attention_low_rank must be a positive integer (Linformer uses 128-256) or unset "
+                          f"for dense attention, got {rank}")
+    if config.attention_low_rank_sharing not in LOW_RANK_SHARING:
+        raise ConfigError(f"attention_low_rank_sharing {config.attention_low_rank_sharing!r} is not known; use one "
+                          f"of {LOW_RANK_SHARING}")
+    if config.position_embedding_type not in ("absolute", "sinusoidal") or config.relative_attention \
+            or config.attention_block_size is not None:
+        raise ConfigError("low-rank attention (attention_low_rank) projects the keys, so per-pair scores cannot "
+                          "be added: use absolute or sinusoidal positions, no relative_attention and no "
+                          "attention_block_size with it")

@@ -33,11 +33,35 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertkit.models.activations import activation
-from bertkit.models.config import BertConfig
 from bertkit.models.dropout import Dropout
+from bertkit.errors import ConfigError
 
 
-def is_moe_layer(config: BertConfig, index: int) -> bool:
+def validate(config) -> None:
+    """Experts, top-k, capacity, the aux-loss weight and which layers: each in its range."""
+    if config.num_experts is None:
+        return
+    if not isinstance(config.num_experts, int) or config.num_experts < 1:
+        raise ConfigError(f"num_experts must be a positive integer (or unset for a dense "
+                          f"feed-forward), got {config.num_experts!r}")
+    if not 1 <= config.moe_top_k <= config.num_experts:
+        raise ConfigError(f"moe_top_k ({config.moe_top_k}) must be between 1 and num_experts "
+                          f"({config.num_experts}): a token cannot go to more experts than exist")
+    if config.moe_capacity_factor is not None and config.moe_capacity_factor <= 0:
+        raise ConfigError(f"moe_capacity_factor must be > 0 (1.0-1.25 is usual) or unset for "
+                          f"no limit, got {config.moe_capacity_factor}")
+    if config.moe_aux_loss_coef < 0:
+        raise ConfigError(f"moe_aux_loss_coef must be >= 0, got {config.moe_aux_loss_coef}")
+    if not 1 <= config.moe_every <= config.num_hidden_layers:
+        raise ConfigError(f"moe_every ({config.moe_every}) must be between 1 (every layer) and "
+                          f"num_hidden_layers ({config.num_hidden_layers})")
+    if config.moe_every > 1 and config.shares_layers:
+        raise ConfigError(
+            "shared layers must all have the same shape, but moe_every > 1 mixes MoE and dense "
+            "layers; use moe_every = 1 with num_hidden_groups, or drop the sharing")
+
+
+def is_moe_layer(config, index: int) -> bool:
     """MoE in every `moe_every`-th layer (1 = all layers), counting from the first."""
     return bool(config.num_experts) and (index + 1) % config.moe_every == 0
 
@@ -45,7 +69,7 @@ def is_moe_layer(config: BertConfig, index: int) -> bool:
 class MoEFeedForward(nn.Module):
     """Experts' weights are stacked: w_in (E, I, H), w_out (E, H, I), laid out as nn.Linear's."""
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config):
         super().__init__()
         experts, hidden, inner = config.num_experts, config.hidden_size, config.intermediate_size
         self.num_experts, self.top_k = experts, config.moe_top_k

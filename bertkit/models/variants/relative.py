@@ -21,6 +21,10 @@ import torch
 RELATIVE_TYPES = ("relative_key", "relative_key_query")
 
 
+def is_on(config) -> bool:
+    return config.position_embedding_type in RELATIVE_TYPES
+
+
 def relative_position_scores(q: torch.Tensor, k: torch.Tensor, distance_table: torch.Tensor,
                              kind: str, max_positions: int) -> torch.Tensor:
     """q, k: (B, h, T, d); distance_table: (2P - 1, d) -> score term (B, h, T, T), scaled by 1/sqrt(d).

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import torch
 
+from bertkit.errors import ConfigError
+
 
 def sinusoidal_table(num_positions: int, width: int) -> torch.Tensor:
     """PE as a (num_positions, width) float32 tensor (computed in float64, then rounded)."""
@@ -26,3 +28,10 @@ def sinusoidal_table(num_positions: int, width: int) -> torch.Tensor:
     angle = position / 10000.0 ** (2 * pair / width)
     even = torch.arange(width) % 2 == 0
     return torch.where(even, torch.sin(angle), torch.cos(angle)).float()
+
+
+def validate(config) -> None:
+    """The table is added to the input, so the input must take positions."""
+    if config.position_embedding_type == "sinusoidal" and not config.position_biased_input:
+        raise ConfigError("sinusoidal positions are added to the input, which position_biased_input="
+                          "False turns off; set position_biased_input=True or use absolute positions")

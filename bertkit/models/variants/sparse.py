@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from bertkit.errors import BertkitError
+from bertkit.errors import BertkitError, ConfigError
 
 
 def pattern_mask(seq_len: int, block: int, window: int, global_cls: bool,
@@ -84,3 +84,20 @@ def block_sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         first = F.scaled_dot_product_attention(q[:, :, :1], k, v, attn_mask=key_bias, dropout_p=dropout_p)
         context = torch.cat([first, context[:, :, 1:]], dim=2)
     return context
+
+
+def validate(config) -> None:
+    """Positive blocks, a window >= 0, and positions that are not a dense T x T term."""
+    if config.attention_block_size is None:
+        return
+    if not isinstance(config.attention_block_size, int) or config.attention_block_size < 1:
+        raise ConfigError(f"attention_block_size must be a positive integer (or unset for dense "
+                          f"attention), got {config.attention_block_size!r}")
+    if not isinstance(config.attention_window_blocks, int) or config.attention_window_blocks < 0:
+        raise ConfigError(f"attention_window_blocks must be >= 0 (0 = each block alone), got "
+                          f"{config.attention_window_blocks!r}")
+    if config.position_embedding_type in ("relative_key", "relative_key_query", "t5_bias"):
+        raise ConfigError(
+            f"block-sparse attention cannot use position_embedding_type="
+            f"{config.position_embedding_type!r}: relative scores are a dense T x T term; use "
+            "absolute or sinusoidal positions, or unset attention_block_size")

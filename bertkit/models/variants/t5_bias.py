@@ -28,6 +28,8 @@ import math
 import torch
 from torch import nn
 
+from bertkit.errors import ConfigError
+
 T5_BIAS = "t5_bias"
 
 
@@ -61,3 +63,18 @@ class RelativePositionBias(nn.Embedding):
         key = torch.arange(key_length, device=self.weight.device)[None, :]
         buckets = relative_position_bucket(key - query, self.num_embeddings, self.max_distance)
         return self.weight[buckets].permute(2, 0, 1).unsqueeze(0)
+
+
+def validate(config) -> None:
+    """T5's buckets (position_embedding_type="t5_bias"): two halves (one per direction), each half
+    exact for its first half of distances, so the log-spaced rest needs num_buckets >= 4 and
+    max_distance beyond the exact ones."""
+    if config.position_embedding_type != T5_BIAS:
+        return
+    buckets, distance = config.relative_attention_num_buckets, config.relative_attention_max_distance
+    if buckets < 4 or buckets % 2:
+        raise ConfigError(f"relative_attention_num_buckets must be an even number >= 4 (half per direction; "
+                          f"T5 uses 32), got {buckets}")
+    if distance <= buckets // 4:
+        raise ConfigError(f"relative_attention_max_distance ({distance}) must exceed the {buckets // 4} "
+                          f"distances that get exact buckets; T5 uses 128 with 32 buckets")
