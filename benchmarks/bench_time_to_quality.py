@@ -71,10 +71,12 @@ from bertkit.models.config import SIZE_PRESETS
 from bertkit.data.masking import IGNORE_INDEX
 from bertkit.models.heads import BertForMaskedLM as BertkitMaskedLM
 from bertkit.runtime.plotting import pyplot, save_png
-from bertkit.recipes.pretrain import build_data, get_tokenizer, load_config, make_model, parse_config, vocab_size_of
+from bertkit.data.documents import CorpusDocuments
+from bertkit.recipes.pretrain import build_data, load_config, make_model, parse_config, tokenizer_and_config, vocab_size_of
 from bertkit.train.distributed import init_distributed
 from bertkit.objectives.metrics import evaluate_pretraining
-from bertkit.train.trainer import latest_checkpoint, load_trainer_state
+from bertkit.runtime.run_dir import latest_checkpoint
+from bertkit.train.trainer import load_trainer_state
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS_DIR = os.path.join(ROOT, "benchmarks", "results")
@@ -110,8 +112,10 @@ def recipe_data(cfg, out: str):
     build_data on the bertkit arm's run directory `out` (its tokenizer and shards)."""
     yardstick = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, mlm_probability=EVAL_RATE))
     ctx = init_distributed("cpu")
-    tokenizer = get_tokenizer(yardstick, None, out, True, ctx)  # the one the first chunk trained
-    data = build_data(yardstick, yardstick.objective, tokenizer, out, ctx)
+    d = yardstick.data
+    corpus = CorpusDocuments(d.corpus, d.mode, d.max_documents)  # not read: the shards are there
+    tokenizer, _ = tokenizer_and_config(yardstick, corpus, out, ctx)  # the one the first chunk trained
+    data = build_data(d, yardstick.train, yardstick.objective, tokenizer, corpus, out, ctx)
     return tokenizer, data.batches.examples, data.eval_batches
 
 

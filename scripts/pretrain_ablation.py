@@ -64,6 +64,7 @@ import tomllib
 
 import torch
 
+from bertkit.data.documents import CorpusDocuments
 from bertkit.recipes.pretrain import build_data, evaluation, make_model, parse_config
 from bertkit.tokenizer import Tokenizer
 from bertkit.train.distributed import DistContext
@@ -225,7 +226,9 @@ def evaluate_at_128(cfg: dict, checkpoint: str, out: str, threads: int) -> dict:
     """The held-out metrics of `checkpoint` on the batches a 128-token row evaluates on."""
     cfg = parse_config({**cfg, "model": {"init": checkpoint, "model_type": "modernbert"}})
     tokenizer = Tokenizer.from_pretrained(checkpoint)
-    data = build_data(cfg, cfg.objective, tokenizer, os.path.join(out, "eval-128"), DistContext())
+    corpus = CorpusDocuments(cfg.data.corpus, cfg.data.mode, cfg.data.max_documents, keep=False)
+    data = build_data(cfg.data, cfg.train, cfg.objective, tokenizer, corpus, os.path.join(out, "eval-128"),
+                      DistContext())
     torch.set_num_threads(threads)
     model = make_model(cfg, tokenizer).eval()
     return evaluation(cfg.objective, data, cfg.train.seed)(model)

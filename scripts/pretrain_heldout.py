@@ -21,9 +21,10 @@ import torch
 
 from bertkit.models.checkpoint import family_class
 from bertkit.models.heads import BertForMaskedLM
-from bertkit.recipes.pretrain import build_data, evaluation, get_tokenizer, parse_config
+from bertkit.data.documents import CorpusDocuments
+from bertkit.recipes.pretrain import build_data, evaluation, parse_config, tokenizer_and_config
 from bertkit.train.distributed import init_distributed
-from bertkit.train.trainer import latest_checkpoint
+from bertkit.runtime.run_dir import latest_checkpoint
 
 KEYS = ("mlm_loss", "mlm_accuracy", "mlm_replaced_accuracy")
 
@@ -31,7 +32,8 @@ KEYS = ("mlm_loss", "mlm_accuracy", "mlm_replaced_accuracy")
 def scores(run: str, cfg, tokenizer, ctx, model, rate: float) -> dict:
     """`model` on the run's held-out batches (config `cfg`) rebuilt at masking `rate`."""
     cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, mlm_probability=rate))
-    data = build_data(cfg, cfg.objective, tokenizer, run, ctx)
+    corpus = CorpusDocuments(cfg.data.corpus, cfg.data.mode, cfg.data.max_documents)  # not read: the run's shards
+    data = build_data(cfg.data, cfg.train, cfg.objective, tokenizer, corpus, run, ctx)
     with torch.no_grad():
         metrics = evaluation(cfg.objective, data, cfg.train.seed)(model)
     return {k: v for k, v in metrics.items() if k.removeprefix("general_") in KEYS}
@@ -50,7 +52,8 @@ def main(argv=None) -> None:
     with open(os.path.join(args.run, "pretrain_config.json"), encoding="utf-8") as f:
         cfg = parse_config(json.load(f))
     ctx = init_distributed("cpu")
-    tokenizer = get_tokenizer(cfg, None, args.run, True, ctx)  # the run's own: it exists, nothing is trained
+    corpus = CorpusDocuments(cfg.data.corpus, cfg.data.mode, cfg.data.max_documents)
+    tokenizer, _ = tokenizer_and_config(cfg, corpus, args.run, ctx)  # the run's own: it exists, nothing is trained
     for rate in args.rates:
         m = scores(args.run, cfg, tokenizer, ctx, model, rate)
         general = (f"{m['general_mlm_loss']:.2f} / {m['general_mlm_accuracy']:.1%} / "

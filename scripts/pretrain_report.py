@@ -34,7 +34,7 @@ def main() -> None:
         print(f"| {r['step']} | {near.get('loss', float('nan')):.2f} | {r['mlm_loss']:.2f} | "
               f"{r['mlm_accuracy']:.1%} | {'–' if replaced is None else f'{replaced:.1%}'} |")
     if args.fill_mask:
-        from bertkit.train.trainer import latest_checkpoint
+        from bertkit.runtime.run_dir import latest_checkpoint
 
         from bertkit.commands.cli import main as bertkit
 

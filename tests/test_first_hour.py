@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from bertkit.commands.cli import main
-from bertkit.data.documents import shard_documents
+from bertkit.data.documents import CorpusDocuments, shard_documents
 from bertkit.data.shards import ShardedCorpus, prepare_shards
 from bertkit.errors import DataError
 from bertkit.inference.fill_mask import mask_window
@@ -202,20 +202,20 @@ def test_shards_are_rebuilt_when_the_corpus_or_settings_change(tokenizer, tmp_pa
     old = _corpus(tmp_path / "old", "the film won an award")
     new = _corpus(tmp_path / "new", "shares in the bank fell")
     shards = str(tmp_path / "shards")
-    shard_documents(old, tokenizer, shards)
+    shard_documents(CorpusDocuments(old), tokenizer, shards)
     with pytest.warns(UserWarning, match=r"holds shards of other data \(data.corpus .*old.* -> .*new.*\); rebuilding"):
-        docs = shard_documents(new, tokenizer, shards)
+        docs = shard_documents(CorpusDocuments(new), tokenizer, shards)
     assert _first_tokens(docs) == tokenizer.encode("shares in the bank fell number 0.", add_special_tokens=False)
     stamp = os.stat(os.path.join(shards, "meta.json")).st_mtime_ns
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the same corpus and settings: reused, without a word
-        assert len(shard_documents(new, tokenizer, shards)) == 12
+        assert len(shard_documents(CorpusDocuments(new), tokenizer, shards)) == 12
     assert os.stat(os.path.join(shards, "meta.json")).st_mtime_ns == stamp
     with pytest.warns(UserWarning, match=r"data.max_documents 0 -> 5"):
-        assert len(shard_documents(new, tokenizer, shards, max_documents=5)) == 5
+        assert len(shard_documents(CorpusDocuments(new, max_documents=5), tokenizer, shards)) == 5
     (tmp_path / "new" / "doc00.txt").write_text("a new first document.\n", encoding="utf-8")
     with pytest.warns(UserWarning, match=r"the corpus files changed since"):
-        docs = shard_documents(new, tokenizer, shards, max_documents=5)
+        docs = shard_documents(CorpusDocuments(new, max_documents=5), tokenizer, shards)
     assert _first_tokens(docs) == tokenizer.encode("a new first document.", add_special_tokens=False)
 
 
@@ -232,7 +232,7 @@ def test_pretrain_into_an_out_with_a_failed_runs_shards_reads_the_new_corpus(mod
     old = _corpus(tmp_path / "old", "the film won an award")
     new = _corpus(tmp_path / "new", "shares in the bank fell")
     out = tmp_path / "run"
-    shard_documents(old, tokenizer, str(out / "shards"))  # what the failed run left
+    shard_documents(CorpusDocuments(old), tokenizer, str(out / "shards"))  # what the failed run left
     argv = ["pretrain", "--config", PRETRAIN_CONFIG, "--out", out, "--no-progress",
             *_sets([*PRETRAIN_SMALL, f'tokenizer.path="{modern_dir}"', f'data.corpus="{new}"'])]
     with warnings.catch_warnings():

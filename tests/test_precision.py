@@ -18,7 +18,7 @@ from bertkit.models.heads import BertForMaskedLM
 from bertkit.runtime import precision
 from bertkit.runtime.precision import autocast, describe, resolve_precision
 from bertkit.tokenizer import Tokenizer
-from bertkit.train.resume_check import changed_options
+from bertkit.runtime.resume_check import changed_options
 from bertkit.train.trainer import TrainConfig
 
 

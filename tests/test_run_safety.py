@@ -19,7 +19,7 @@ import torch
 from bertkit.commands.cli import main
 from bertkit.models.config import BertConfig
 from bertkit.models.encoder import BertModel
-from bertkit.runtime.runlock import LOCK_FILE, RunLock
+from bertkit.runtime.run_dir import LOCK_FILE, RunLock
 from bertkit.tokenizer import Tokenizer
 from bertkit.train import trainer as trainer_module
 
@@ -87,7 +87,7 @@ def pretrain_argv(out, *extra):
 # ---------------------------------------------------------------------------- the lock
 HOLD_LOCK = textwrap.dedent("""
     import sys, time
-    from bertkit.runtime.runlock import RunLock
+    from bertkit.runtime.run_dir import RunLock
     lock = RunLock(sys.argv[1], "test holder")
     lock.acquire()
     print("locked", flush=True)
@@ -295,7 +295,7 @@ def test_trainer_refuses_a_changed_train_config_on_resume(tmp_path):
 
 
 def test_an_option_newer_than_the_checkpoint_passes_only_at_its_default():
-    from bertkit.train.resume_check import changed_options
+    from bertkit.runtime.resume_check import changed_options
 
     saved = {"train": {"lr": 1e-3}}  # written before train.decay_ratio existed
     defaults = {"train": {"lr": 1e-4, "decay_ratio": 0.2}}

@@ -416,6 +416,26 @@ def test_bad_training_files(tmp_path, bbc_files):
         Tokenizer.train_bpe([bbc_files[0], latin1_bbc], vocab_size=300, show_progress=False)
 
 
+def test_training_on_texts_in_memory_equals_training_on_their_file(tmp_path):
+    lines = ["The cat sat on the mat.", "", "Cats and dogs sat together on mats."] * 20
+    (tmp_path / "lines.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for train in (Tokenizer.train_wordpiece, Tokenizer.train_bpe):
+        from_file = train([tmp_path / "lines.txt"], vocab_size=120, show_progress=False)
+        from_texts = train(texts=lines, vocab_size=120, show_progress=False)
+        assert from_texts.get_vocab() == from_file.get_vocab()
+
+
+def test_bad_training_texts():
+    with pytest.raises(ConfigError, match="as files or as texts"):
+        Tokenizer.train_wordpiece(show_progress=False)
+    with pytest.raises(ConfigError, match="as files or as texts"):
+        Tokenizer.train_bpe(["a.txt"], texts=["a"], show_progress=False)
+    with pytest.raises(ConfigError, match="texts must be a list .* not an iterator"):
+        Tokenizer.train_wordpiece(texts=iter(["a b c"]), show_progress=False)  # the alphabet would use it up
+    with pytest.raises(DataError, match="training texts are empty or whitespace-only"):
+        Tokenizer.train_bpe(texts=["  ", "\t"], show_progress=False)
+
+
 def _is_utf8_file(path: Path) -> bool:
     try:
         path.read_bytes().decode("utf-8")

@@ -156,23 +156,51 @@ def fit_power_law(n_params: Sequence[float], losses: Sequence[float], fit_offset
     Needs at least p + 1 distinct sizes (4 with the offset) to leave a residual degree of
     freedom for the error estimate.
     """
+    n, y = _fit_points(n_params, losses, 3 if fit_offset else 2, what)
+    n_par = 3 if fit_offset else 2
+    x_mean = float(np.log(n).mean())
+    x = np.log(n) - x_mean
+    free = slice(0, n_par)  # without the offset, l_inf stays at 0 and is not a parameter
+    p, rss = _levenberg_marquardt(x, y, *_grid_start(x, y, fit_offset), free)
+    cov = _covariance(p, x, y, rss, free)
+    a, alpha = p[0], p[1]
+    g = np.array([1.0 / alpha, -a / alpha**2, 0.0])  # gradient of ln N_c = a/alpha + x_mean
+    return PowerLawFit(
+        alpha=float(alpha),
+        alpha_se=float(math.sqrt(cov[1, 1])),
+        log_n_c=float(a / alpha + x_mean),
+        log_n_c_se=float(math.sqrt(g @ cov @ g)),
+        l_inf=float(p[2]),
+        l_inf_se=float(math.sqrt(cov[2, 2])),
+        a=float(a),
+        x_mean=x_mean,
+        covariance=cov.tolist(),
+        rss=rss,
+        n_points=int(y.size),
+        fit_offset=fit_offset,
+    )
+
+
+def _fit_points(n_params, losses, n_par: int, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """(N, L) as float arrays, refused unless positive, finite, paired and with at least
+    n_par + 1 distinct N (a residual degree of freedom for the error estimate)."""
     n = np.asarray(n_params, dtype=np.float64).reshape(-1)
     y = np.asarray(losses, dtype=np.float64).reshape(-1)
     if n.shape != y.shape:
         raise DataError(f"got {n.size} {what} but {y.size} losses; give one loss per point")
     if not (np.all(np.isfinite(n)) and np.all(n > 0) and np.all(np.isfinite(y)) and np.all(y > 0)):
         raise DataError("sizes and losses must be positive finite numbers (drop diverged runs)")
-    n_par = 3 if fit_offset else 2
     distinct = np.unique(n).size
     if distinct < n_par + 1:
         raise DataError(
             f"a sweep budget too small to fit anything: {distinct} distinct {what}, need at "
             f"least {n_par + 1} to fit {n_par} parameters and estimate their errors; add sizes"
         )
-    x_mean = float(np.log(n).mean())
-    x = np.log(n) - x_mean
+    return n, y
 
-    # 1. grid over the offset, straight-line fit in log space for each
+
+def _grid_start(x: np.ndarray, y: np.ndarray, fit_offset: bool) -> tuple[np.ndarray, float]:
+    """Step 1, (parameters, RSS): a grid over the offset, a straight-line fit in log space for each."""
     grid = np.linspace(0.0, y.min() * 0.999, 200) if fit_offset else np.array([0.0])
     best = None
     for l_inf in grid:
@@ -181,10 +209,13 @@ def fit_power_law(n_params: Sequence[float], losses: Sequence[float], fit_offset
         rss = float(((y - _model(p, x)[0]) ** 2).sum())
         if best is None or rss < best[0]:
             best = (rss, p)
-    rss, p = best
+    return best[1], best[0]
 
-    # 2. Levenberg–Marquardt: solve (J^T J + lam diag(J^T J)) step = J^T r, adapt lam
-    free = slice(0, n_par)  # without the offset, l_inf stays at 0 and is not a parameter
+
+def _levenberg_marquardt(x: np.ndarray, y: np.ndarray, p: np.ndarray, rss: float, free: slice
+                         ) -> tuple[np.ndarray, float]:
+    """Step 2: solve (J^T J + lam diag(J^T J)) step = J^T r, adapting lam; (parameters, RSS)."""
+    n_par = free.stop
     lam = 1e-3
     for _ in range(500):
         f, J = _model(p, x)
@@ -204,33 +235,21 @@ def fit_power_law(n_params: Sequence[float], losses: Sequence[float], fit_offset
             lam *= 10
             if lam > 1e12:  # no step improves: at a minimum (to machine precision)
                 break
+    return p, rss
 
-    # 3. covariance from the Jacobian at the optimum
+
+def _covariance(p: np.ndarray, x: np.ndarray, y: np.ndarray, rss: float, free: slice) -> np.ndarray:
+    """Step 3: s^2 (J^T J)^-1 with s^2 = RSS / (n - p), J the Jacobian at the optimum (3 x 3,
+    zero for a parameter not fitted)."""
     J = _model(p, x)[1][:, free]
-    dof = y.size - n_par
-    s2 = rss / dof
+    s2 = rss / (y.size - free.stop)
     try:
         cov_free = s2 * np.linalg.inv(J.T @ J)
     except np.linalg.LinAlgError:
         raise DataError("the sizes do not constrain the fit (singular Jacobian); spread sizes wider") from None
     cov = np.zeros((3, 3))
     cov[free, free] = cov_free
-    a, alpha = p[0], p[1]
-    g = np.array([1.0 / alpha, -a / alpha**2, 0.0])  # gradient of ln N_c = a/alpha + x_mean
-    return PowerLawFit(
-        alpha=float(alpha),
-        alpha_se=float(math.sqrt(cov[1, 1])),
-        log_n_c=float(a / alpha + x_mean),
-        log_n_c_se=float(math.sqrt(g @ cov @ g)),
-        l_inf=float(p[2]),
-        l_inf_se=float(math.sqrt(cov[2, 2])),
-        a=float(a),
-        x_mean=x_mean,
-        covariance=cov.tolist(),
-        rss=rss,
-        n_points=int(y.size),
-        fit_offset=fit_offset,
-    )
+    return cov
 
 
 # ----------------------------------------------------------------------------- plot
@@ -347,17 +366,7 @@ def run_sweep(
     if time_budget_s <= 0:
         raise ConfigError(f"time_budget_s must be positive, got {time_budget_s}")
     sizes = list(sizes)
-    if callable(tokens_per_size):
-        tokens = [int(tokens_per_size(s)) for s in sizes]
-    elif isinstance(tokens_per_size, (int, np.integer)):
-        tokens = [int(tokens_per_size)] * len(sizes)
-    else:
-        tokens = [int(t) for t in tokens_per_size]
-        if len(tokens) != len(sizes):
-            raise ConfigError(f"tokens_per_size has {len(tokens)} entries for {len(sizes)} sizes")
-    if any(t <= 0 for t in tokens):
-        raise ConfigError("every size needs a positive token budget")
-
+    tokens = _token_budgets(sizes, tokens_per_size)
     done: dict[str, dict] = {}
     if out_path is not None and resume and os.path.exists(out_path):
         done = {_spec_key(r["size"]): r for r in load_sweep(out_path) if r.get("status") == "ok"}
@@ -386,21 +395,43 @@ def run_sweep(
             records.append(record)
             _append(out_path, record)
             break
-        t0 = _clock()
-        result = train_fn(spec, n_tokens)
-        seconds = _clock() - t0
-        extra = dict(result) if isinstance(result, dict) else {"loss": result}
-        if "loss" not in extra:
-            raise ConfigError("train_fn must return the final loss, or a dict with a 'loss' key")
-        loss = float(extra.pop("loss"))
-        record = {"size": spec, "tokens": n_tokens, "loss": loss, "seconds": round(seconds, 3), **extra}
-        if "n_params" not in record and isinstance(spec, dict) and "n_params" in spec:
-            record["n_params"] = spec["n_params"]
-        record["status"] = "ok" if math.isfinite(loss) else "diverged"
+        record, seconds = _timed_run(train_fn, spec, n_tokens)
         records.append(record)
         _append(out_path, record)
         last = (cost(spec, n_tokens), max(seconds, 1e-6))
     return records
+
+
+def _token_budgets(sizes: list, tokens_per_size) -> list[int]:
+    """One positive token budget per size: a callable of the spec, one number, or a list."""
+    if callable(tokens_per_size):
+        tokens = [int(tokens_per_size(s)) for s in sizes]
+    elif isinstance(tokens_per_size, (int, np.integer)):
+        tokens = [int(tokens_per_size)] * len(sizes)
+    else:
+        tokens = [int(t) for t in tokens_per_size]
+        if len(tokens) != len(sizes):
+            raise ConfigError(f"tokens_per_size has {len(tokens)} entries for {len(sizes)} sizes")
+    if any(t <= 0 for t in tokens):
+        raise ConfigError("every size needs a positive token budget")
+    return tokens
+
+
+def _timed_run(train_fn, spec, n_tokens: int) -> tuple[dict, float]:
+    """(the sweep record of one run of `train_fn`: its loss and extra fields, seconds, status;
+    the seconds it took, unrounded)."""
+    t0 = _clock()
+    result = train_fn(spec, n_tokens)
+    seconds = _clock() - t0
+    extra = dict(result) if isinstance(result, dict) else {"loss": result}
+    if "loss" not in extra:
+        raise ConfigError("train_fn must return the final loss, or a dict with a 'loss' key")
+    loss = float(extra.pop("loss"))
+    record = {"size": spec, "tokens": n_tokens, "loss": loss, "seconds": round(seconds, 3), **extra}
+    if "n_params" not in record and isinstance(spec, dict) and "n_params" in spec:
+        record["n_params"] = spec["n_params"]
+    record["status"] = "ok" if math.isfinite(loss) else "diverged"
+    return record, seconds
 
 
 def _append(path, record: dict) -> None:

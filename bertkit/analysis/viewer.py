@@ -320,6 +320,24 @@ def _json_for_script(data) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
+def _page_data(a, tokens: Sequence[str], sentence_b_start: int | None) -> tuple[dict, str]:
+    """(the page's JSON data: tokens, shape, each token's strongest links, the heads shown
+    first; the note on what was left out, as HTML)."""
+    L, H, T = a.shape[:3]
+    links = max(1, MAX_LINKS // (L * H * T))
+    data = {"tokens": [str(t) for t in tokens], "shape": [L, H, T], "links_per_token": min(links, T),
+            "sentence_b_start": sentence_b_start, **sparse_links(a, links)}
+    # more lines than MAX_DRAWN at once make the page slow to draw: start on head 0 then
+    one_head = H * T * min(links, T) > MAX_DRAWN
+    data["default_heads"] = [0] if one_head else list(range(H))
+    notes = []
+    if links < T:
+        notes.append(f"Long input: each token keeps its {links} strongest links per head.")
+    if one_head:
+        notes.append("Head 0 is shown first; tick more heads above.")
+    return data, f'<p class="note">{html.escape(" ".join(notes))}</p>' if notes else ""
+
+
 def render_attention_html(
     attn, tokens: Sequence[str], title: str = "bertkit attention", sentence_b_start: int | None = None
 ) -> str:
@@ -332,19 +350,7 @@ def render_attention_html(
             f"sentence_b_start must be between 1 and {T - 1} (the first token of sentence B), "
             f"got {sentence_b_start}"
         )
-    L, H = a.shape[:2]
-    links = max(1, MAX_LINKS // (L * H * T))
-    data = {"tokens": [str(t) for t in tokens], "shape": [L, H, T], "links_per_token": min(links, T),
-            "sentence_b_start": sentence_b_start, **sparse_links(a, links)}
-    # more lines than MAX_DRAWN at once make the page slow to draw: start on head 0 then
-    one_head = H * T * min(links, T) > MAX_DRAWN
-    data["default_heads"] = [0] if one_head else list(range(H))
-    notes = []
-    if links < T:
-        notes.append(f"Long input: each token keeps its {links} strongest links per head.")
-    if one_head:
-        notes.append("Head 0 is shown first; tick more heads above.")
-    note = f'<p class="note">{html.escape(" ".join(notes))}</p>' if notes else ""
+    data, note = _page_data(a, tokens, sentence_b_start)
     script_hash = base64.b64encode(hashlib.sha256(_SCRIPT.encode("utf-8")).digest()).decode()
     csp = f"default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-{script_hash}'"
     t = html.escape(show_controls(title))

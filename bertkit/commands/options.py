@@ -20,7 +20,7 @@ from bertkit.io import atomic_write_text
 from bertkit.runtime.devices import DEVICES, resolve_device
 from bertkit.runtime.precision import PRECISIONS, autocast, describe
 from bertkit.models.hub_cache import resolve_model_dir
-from bertkit.runtime.run_folder import refuse_run_folder
+from bertkit.runtime.run_dir import refuse_run_folder
 
 
 def add_set(parser, example: str = "train.epochs=3 train.lr=5e-5 data.max_length=128") -> None:
@@ -108,7 +108,7 @@ def resolve_models(args) -> None:
     """Each model option of `args` as a directory: a Hugging Face name (ORG/NAME) becomes its
     snapshot in the local Hugging Face cache, offline (bertkit/models/hub_cache.py); a name not cached is a
     one-line error, and so is a run folder (checkpoint-N/ inside), which names the model to pass
-    (bertkit/runtime/run_folder.py). Every command's run() calls it first."""
+    (bertkit/runtime/run_dir.py). Every command's run() calls it first."""
     if getattr(args, "model_dir", None):  # the positional DIR of add_model_dir
         args.model = args.model_dir
     for name in MODEL_OPTIONS:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bertkit.recipes.pretrain import pretrain
-from bertkit.runtime.run_folder import final_model
+from bertkit.runtime.run_dir import final_model
 from bertkit.commands.options import add_device, add_progress, add_seed, add_set, metrics_text, typed_settings
 
 

@@ -22,7 +22,7 @@ from bertkit.commands import evaluate, fill_mask, finetune, pretrain
 from bertkit.data.assets import minilm_dir
 from bertkit.inference.encode import SentenceEncoder
 from bertkit.errors import ConfigError
-from bertkit.train.trainer import latest_checkpoint
+from bertkit.runtime.run_dir import latest_checkpoint
 from bertkit.commands.options import add_device, device_of
 
 

@@ -10,7 +10,7 @@
 
 from bertkit.data.collate import STRATEGIES, MLMCollator, pad_examples
 from bertkit.data.corpus import Corpus, open_corpus, split_sentences
-from bertkit.data.documents import first, shard_documents, split_documents
+from bertkit.data.documents import CorpusDocuments, first, shard_documents, split_documents
 from bertkit.data.examples import (
     DocSentencesBuilder,
     FullSentencesBuilder,
@@ -27,7 +27,8 @@ from bertkit.data.shards import ShardedCorpus, prepare_shards, vocab_fingerprint
 
 __all__ = [
     "Corpus", "open_corpus", "split_sentences",
-    "prepare_shards", "ShardedCorpus", "vocab_fingerprint", "first", "shard_documents", "split_documents",
+    "prepare_shards", "ShardedCorpus", "vocab_fingerprint",
+    "CorpusDocuments", "first", "shard_documents", "split_documents",
     "SpecialTokens", "NSPBuilder", "SOPBuilder", "FullSentencesBuilder", "DocSentencesBuilder",
     "make_builder", "truncate_seq_pair", "PretrainingDataset",
     "MLMCollator", "pad_examples", "VocabInfo", "STRATEGIES", "read_keywords",

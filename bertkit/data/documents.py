@@ -1,11 +1,14 @@
 """Tokenized documents for a run: a corpus sharded once, the first N documents, a held-out split.
 
-    docs = shard_documents("bbc", tokenizer, "runs/x/shards", max_documents=500)
+    corpus = CorpusDocuments("bbc", max_documents=500)
+    docs = shard_documents(corpus, tokenizer, "runs/x/shards")
     train_docs, eval_docs = split_documents(len(docs), eval_fraction=0.05, seed=0)
 
-`shard_documents` tokenizes a corpus into memory-mapped shards (`shards.prepare_shards`) unless
-the directory already holds a complete set built from the same corpus files and settings (a
-changed data.corpus, a file edited since, another mode or document limit rebuilds them), and
+`CorpusDocuments` reads a corpus at most once for a run that both trains a tokenizer on it and
+shards it (kept in memory after the first reading), or streams it at each use (corpora larger
+than memory). `shard_documents` tokenizes it into memory-mapped shards (`shards.prepare_shards`)
+unless the directory already holds a complete set built from the same corpus files and settings
+(a changed data.corpus, a file edited since, another mode or document limit rebuilds them), and
 opens them; a source that already is a shard directory is opened as it is. Under several
 processes only the main one writes, the others wait at `barrier` and then open what it wrote.
 """
@@ -24,7 +27,8 @@ from bertkit.data.corpus import Corpus, open_corpus
 from bertkit.data.shards import META, ShardedCorpus, prepare_shards
 from bertkit.errors import ConfigError
 
-__all__ = ["first", "complete_shards", "origin_changes", "shard_documents", "shard_origin", "split_documents"]
+__all__ = ["CorpusDocuments", "first", "complete_shards", "origin_changes", "shard_documents", "shard_origin",
+           "split_documents"]
 
 
 def first(docs: Iterable, n: int) -> Iterator:
@@ -33,6 +37,50 @@ def first(docs: Iterable, n: int) -> Iterator:
         if n and i >= n:
             return
         yield doc
+
+
+class CorpusDocuments:
+    """The documents (lists of sentences) of corpus `source`, its first `max_documents` (0 = all).
+
+    Nothing is read until the documents are first walked; with `keep` they are then held in
+    memory and later walks read no file (a tokenizer trained on them and the shards tokenized
+    from them read the corpus once), without it every walk streams the corpus again."""
+
+    def __init__(self, source: str, mode: str = "file", max_documents: int = 0, keep: bool = True):
+        self.source, self.mode, self.max_documents, self.keep = source, mode, max_documents, keep
+        self._kept: list | None = None
+        self._corpus: Corpus | None = None
+
+    def opened(self) -> Corpus:
+        """The `Corpus` (its files found, none read yet): what the shards record they came from."""
+        if self._corpus is None:
+            self._corpus = open_corpus(self.source, self.mode)
+        return self._corpus
+
+    def __iter__(self) -> Iterator[list[str]]:
+        if self._kept is not None:
+            return iter(self._kept)
+        documents = first(self.opened(), self.max_documents)
+        if not self.keep:
+            return documents
+        self._kept = list(documents)
+        return iter(self._kept)
+
+    def lines(self) -> "_Lines":
+        """Every sentence of every document as one line of text, as a text file would hold them."""
+        return _Lines(self)
+
+
+class _Lines:
+    """The lines of `CorpusDocuments`, walkable again (a tokenizer's trainer walks them twice)."""
+
+    def __init__(self, documents: CorpusDocuments):
+        self.documents = documents
+
+    def __iter__(self) -> Iterator[str]:
+        for doc in self.documents:
+            # a sentence holding a line break is two lines, as in a file of "\n"-joined sentences
+            yield from "\n".join(doc).split("\n")
 
 
 ORIGIN_DATA_KEYS = ("corpus", "mode", "max_documents")  # the [data] settings in a shard_origin
@@ -91,19 +139,17 @@ def origin_changes(old, new: dict) -> str | None:
     return "; ".join(changed)
 
 
-def shard_documents(source: str, tokenizer, directory: str, *, mode: str = "file", max_documents: int = 0,
-                    is_main: bool = True, barrier: Callable[[], None] | None = None) -> ShardedCorpus:
-    """A `ShardedCorpus` of `source` (its first `max_documents`, 0 = all), tokenized into
-    `directory` once and rebuilt when the corpus or these settings change, or `source` itself
-    when it already is a shard directory."""
-    if os.path.isfile(os.path.join(source, META)):
-        return ShardedCorpus(source, expected_vocab=tokenizer)
+def shard_documents(corpus: CorpusDocuments, tokenizer, directory: str, *, is_main: bool = True,
+                    barrier: Callable[[], None] | None = None) -> ShardedCorpus:
+    """A `ShardedCorpus` of `corpus`, tokenized into `directory` once and rebuilt when the corpus
+    or its settings change, or the corpus's source itself when it already is a shard directory."""
+    if os.path.isfile(os.path.join(corpus.source, META)):
+        return ShardedCorpus(corpus.source, expected_vocab=tokenizer)
     if is_main:
-        corpus = open_corpus(source, mode)
-        origin = shard_origin(source, corpus, max_documents)
+        origin = shard_origin(corpus.source, corpus.opened(), corpus.max_documents)
         if not complete_shards(directory, origin):
-            prepare_shards(first(corpus, max_documents), tokenizer, directory, progress=False,
-                           resume=_drop_stale(directory, origin), built_from=origin)
+            prepare_shards(corpus, tokenizer, directory, progress=False, resume=_drop_stale(directory, origin),
+                           built_from=origin)
     if barrier is not None:
         barrier()  # the other processes open the shards once the main one has written them
     return ShardedCorpus(directory, expected_vocab=tokenizer)

@@ -202,11 +202,41 @@ def prepare_shards(
         raise DataError(f"shard_tokens must be positive, got {shard_tokens}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    meta = _starting_meta(out, tokenizer, shard_tokens, resume, built_from)
+    if meta["complete"]:
+        return meta
+    atomic_write_json(out / META, _with_totals(meta))
+    docs_iter = itertools.islice(iter(docs), meta["documents_read"], None)  # skip finished work
+    pool = None
+    if num_workers >= 2:
+        with _tokenizers_single_threaded():
+            pool = mp.get_context("fork").Pool(num_workers, initializer=_init_worker, initargs=(tokenizer,))
+        encoded = pool.imap(_encode_docs, _batches(docs_iter, batch_docs), chunksize=1)
+    else:
+        encoded = (_encode_docs(b, tokenizer) for b in _batches(docs_iter, batch_docs))
+    bar = _progress(progress, meta)
+    try:
+        _write_shards(encoded, out, meta, shard_tokens, bar)
+    finally:
+        if pool is not None:
+            pool.terminate()
+        if bar is not None:
+            bar.close()
+    if not meta["shards"]:
+        raise DataError("no tokens were produced: the corpus is empty or every document tokenized to nothing")
+    meta["complete"] = True
+    meta = _with_totals(meta)
+    atomic_write_json(out / META, meta)
+    return meta
+
+
+def _starting_meta(out: Path, tokenizer, shard_tokens: int, resume: bool, built_from: dict | None) -> dict:
+    """The meta record to build on: new, or (resume) the shards an interrupted run completed,
+    or the finished meta as it is (its "complete" is true); resuming other data is refused."""
     vocab_size = int(tokenizer.vocab_size)
-    dtype = token_dtype(vocab_size)
     fingerprint = vocab_fingerprint(tokenizer)
     meta = {
-        "format": FORMAT, "version": VERSION, "dtype": dtype.name, "vocab_size": vocab_size,
+        "format": FORMAT, "version": VERSION, "dtype": token_dtype(vocab_size).name, "vocab_size": vocab_size,
         "vocab_fingerprint": fingerprint, "tokenizer_kind": getattr(tokenizer, "kind", None),
         "shard_tokens": int(shard_tokens), "complete": False, "documents_read": 0, "shards": [],
         "built_from": built_from,
@@ -225,19 +255,13 @@ def prepare_shards(
         if old["complete"]:
             return old
         meta.update(shards=old["shards"], documents_read=old["documents_read"])
-    atomic_write_json(out / META, _with_totals(meta))
+    return meta
 
-    docs_iter = itertools.islice(iter(docs), meta["documents_read"], None)  # skip finished work
-    batches = _batches(docs_iter, batch_docs)
-    pool = None
-    if num_workers >= 2:
-        with _tokenizers_single_threaded():
-            pool = mp.get_context("fork").Pool(num_workers, initializer=_init_worker, initargs=(tokenizer,))
-        encoded = pool.imap(_encode_docs, batches, chunksize=1)
-    else:
-        encoded = (_encode_docs(b, tokenizer) for b in batches)
 
-    bar = _progress(progress, meta)
+def _write_shards(encoded: Iterable, out: Path, meta: dict, shard_tokens: int, bar) -> None:
+    """Write the encoded documents into shards, closing one when it reaches `shard_tokens`;
+    `meta` gains each closed shard (and is saved then: an interrupted run resumes after it)."""
+    dtype = np.dtype(meta["dtype"])
     writer = None
     pending_docs = 0  # input documents read since the last closed shard
     try:
@@ -266,16 +290,6 @@ def prepare_shards(
     finally:
         if writer is not None:
             writer.abandon()
-        if pool is not None:
-            pool.terminate()
-        if bar is not None:
-            bar.close()
-    if not meta["shards"]:
-        raise DataError("no tokens were produced: the corpus is empty or every document tokenized to nothing")
-    meta["complete"] = True
-    meta = _with_totals(meta)
-    atomic_write_json(out / META, meta)
-    return meta
 
 
 def _with_totals(meta: dict) -> dict:

@@ -127,31 +127,15 @@ class SentenceEncoder:
         layout's default prompt) is put in front of every text. `show_progress=None` shows a bar
         when there are many batches.
         """
-        if isinstance(texts, str):
-            texts = [texts]
-        texts = list(texts)
+        texts = [texts] if isinstance(texts, str) else list(texts)
         if not texts:
             raise DataError("encode() got no texts; pass a non-empty list of strings")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
             raise DataError(f"batch_size must be a positive integer, got {batch_size!r}")
         layout = self.layout
         normalize = layout.normalize if normalize is None else normalize
-        if max_length is None:
-            max_length = layout.max_seq_length or self.tokenizer.model_max_length or 512
-        # [CLS] and [SEP] take two places: below 3 the tokenizer cannot truncate and silently
-        # ignored the limit. Above the model's positions it is cut to them.
-        if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 3:
-            raise DataError(f"max_length must be an integer of at least 3 (two special tokens and one of "
-                            f"text), got {max_length!r}")
-        max_length = min(max_length, self.model.config.max_sequence_length)
-        prompt = self._prompt(prompt, prompt_name)
-        prompt_length = 0
-        if prompt:
-            texts = [prompt + t for t in texts]
-            if not layout.include_prompt:  # the prompt's tokens after [CLS], not its closing [SEP]
-                prompt_length = len(self.tokenizer.encode(prompt)) - 1
-        if layout.do_lower_case:
-            texts = [t.lower() for t in texts]
+        max_length = self._max_length(max_length)
+        texts, prompt_length = self._prompted(texts, self._prompt(prompt, prompt_name))
         # Tokenize everything at once (fast, in Rust), unpadded: one truncation warning at most.
         encoded = self.tokenizer(texts, padding=False, truncation=True, max_length=max_length,
                                  return_tensors=None)
@@ -188,6 +172,30 @@ class SentenceEncoder:
                 out[rows] = pooled.float().cpu().numpy()
         return out
 
+
+    def _max_length(self, max_length: int | None) -> int:
+        """The token limit of a text: as given, else the layout's or the tokenizer's, cut to the
+        model's positions."""
+        if max_length is None:
+            max_length = self.layout.max_seq_length or self.tokenizer.model_max_length or 512
+        # [CLS] and [SEP] take two places: below 3 the tokenizer cannot truncate and silently
+        # ignored the limit. Above the model's positions it is cut to them.
+        if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 3:
+            raise DataError(f"max_length must be an integer of at least 3 (two special tokens and one of "
+                            f"text), got {max_length!r}")
+        return min(max_length, self.model.config.max_sequence_length)
+
+    def _prompted(self, texts: list[str], prompt: str) -> tuple[list[str], int]:
+        """(the texts as the model reads them: after `prompt`, lower-cased if the layout says so;
+        how many leading tokens after [CLS] the pooling leaves out: the prompt's, unless included)."""
+        prompt_length = 0
+        if prompt:
+            texts = [prompt + t for t in texts]
+            if not self.layout.include_prompt:  # the prompt's tokens after [CLS], not its closing [SEP]
+                prompt_length = len(self.tokenizer.encode(prompt)) - 1
+        if self.layout.do_lower_case:
+            texts = [t.lower() for t in texts]
+        return texts, prompt_length
 
     def _prompt(self, prompt: str | None, prompt_name: str | None) -> str:
         if prompt is not None and prompt_name is not None:

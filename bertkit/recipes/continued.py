@@ -71,7 +71,7 @@ from torch import nn
 
 from bertkit.models.checkpoint import load_into, read_config, read_state_dict
 from bertkit.models.families import family_of
-from bertkit.data.documents import shard_documents, split_documents
+from bertkit.data.documents import CorpusDocuments, shard_documents, split_documents
 from bertkit.errors import CheckpointError, ConfigError, DataError
 from bertkit.io import atomic_open
 from bertkit.models.encoder import BertPooler
@@ -230,15 +230,14 @@ class GeneralCorpus:
     eval_docs: np.ndarray
 
 
-def open_general(cfg, tokenizer, out_dir: str, ctx) -> GeneralCorpus | None:
-    """The configured general corpus (None without `data.general_corpus`)."""
-    data = cfg.data
+def open_general(data, seed: int, tokenizer, out_dir: str, ctx) -> GeneralCorpus | None:
+    """The general corpus of [data] (None without `data.general_corpus`), split with train.seed `seed`."""
     if not data.general_corpus:
         return None
-    docs = shard_documents(data.general_corpus, tokenizer, os.path.join(out_dir, "general-shards"),
-                           mode=data.mode, max_documents=data.general_max_documents,
-                           is_main=ctx.is_main, barrier=ctx.barrier)
-    train_docs, eval_docs = split_documents(len(docs), data.eval_fraction, cfg.train.seed + 1)
+    corpus = CorpusDocuments(data.general_corpus, data.mode, data.general_max_documents, keep=False)
+    docs = shard_documents(corpus, tokenizer, os.path.join(out_dir, "general-shards"), is_main=ctx.is_main,
+                           barrier=ctx.barrier)
+    train_docs, eval_docs = split_documents(len(docs), data.eval_fraction, seed + 1)
     return GeneralCorpus(docs, train_docs, eval_docs)
 
 

@@ -28,9 +28,8 @@ from bertkit.errors import ConfigError
 from bertkit.io import atomic_write_json
 from bertkit.recipes.finetune import finetune
 from bertkit.recipes.pretrain import PretrainConfig, parse_config, run_and_leave
-from bertkit.runtime.runlock import check_apart
+from bertkit.runtime.run_dir import check_apart, latest_checkpoint
 from bertkit.settings.config_io import load_toml
-from bertkit.train.trainer import latest_checkpoint
 from bertkit.tasks import (SUMMARY_FILE, TASKS, Task, evaluate_examples, forward_features, get_task, load_examples,
                            load_model, model_labels, read_spec, subsample)
 from bertkit.tokenizer import Tokenizer

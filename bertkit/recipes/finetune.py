@@ -21,7 +21,7 @@
    (written last: its presence marks a finished run), `metrics.jsonl`, `curves.png` and
    `finetune_config.json` (the options, which a `resume` must repeat).
 
-The run owns OUT (`bertkit.runtime.runlock`: a second run on it is refused); `--model` and `--out` must
+The run owns OUT (`bertkit.runtime.run_dir`: a second run on it is refused); `--model` and `--out` must
 not contain each other; `overwrite` trains into a new sibling directory that replaces OUT only
 once the run has succeeded; `resume` continues from OUT's newest checkpoint (one is written at
 the end, every `train.save_every` steps, and when SIGINT/SIGTERM stop the run).
@@ -29,12 +29,9 @@ the end, every `train.save_every` steps, and when SIGINT/SIGTERM stop the run).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import glob
 import math
 import os
-import shutil
 import time
 import warnings
 from dataclasses import dataclass
@@ -48,12 +45,13 @@ from torch import nn
 from bertkit.models.checkpoint import load_into, read_config, read_state_dict
 from bertkit.models.families import families, family_of
 from bertkit.data.masking import IGNORE_INDEX
-from bertkit.errors import BertkitError, ConfigError, DataError, RunInterrupted
+from bertkit.errors import BertkitError, ConfigError, DataError
 from bertkit.models.heads import BertForMultipleChoice, BertForSequenceClassification
-from bertkit.io import atomic_directory, atomic_write_json, loads_json, read_text
+from bertkit.io import atomic_write_json
 from bertkit.peft import DEFAULT_LR as PEFT_DEFAULT_LR
 from bertkit.peft import PEFT_KEYS, get_peft_model, make_config
-from bertkit.runtime.runlock import check_apart, is_main_process, run_lock
+from bertkit.runtime.run_dir import (check_apart, check_saved_options, list_checkpoints, publish_best, remove_leftovers,
+                                     replacing, run_lock)
 from bertkit.tasks import (SUMMARY_FILE, TASKS, Collator, DataConfig, Task, TaskSpec, baseline_metrics,
                            batching_length, builtin_labels, clean_metrics, evaluate_examples, get_task,
                            load_examples, parse_source, subsample)
@@ -62,11 +60,10 @@ from bertkit.tasks.builtin import default_dev
 from bertkit.tasks.formats import build_label_map, check_labels_known
 from bertkit.tasks.long_text import check_long_text_task
 from bertkit.tokenizer import Tokenizer
-from bertkit.train import LengthBucketedBatches, TrainConfig, Trainer, list_checkpoints
+from bertkit.train import LengthBucketedBatches, TrainConfig, Trainer
 from bertkit.settings.config_io import bertkit_names, check_keys, dataclass_from_dict
 from bertkit.train.distributed import DistContext, init_distributed, leave
 from bertkit.train.early_stopping import BestKeeper
-from bertkit.train.resume_check import check_resume_options
 from bertkit.models.variants import linformer
 
 
@@ -273,11 +270,7 @@ def check_out_dir(out_dir: str, overwrite: bool, resume: bool = False, record: d
     if resume and overwrite:
         raise ConfigError("--resume continues the run in --out and --overwrite replaces it: pass one of them")
     if resume and list_checkpoints(out_dir):
-        path = os.path.join(out_dir, RUN_FILE)
-        if not os.path.isfile(path):
-            raise BertkitError(f"{out_dir} has checkpoints but no {RUN_FILE} to check the options against; "
-                               "resume it with the bertkit version that started it, or use a new --out")
-        check_resume_options(loads_json(read_text(path), path), record or {}, out_dir)
+        check_saved_options(out_dir, RUN_FILE, record or {}, required=True)
         return True
     if resume and taken:
         raise BertkitError(f"{out_dir} holds a finished run ({', '.join(taken[:3])}) and no checkpoint to resume; "
@@ -287,48 +280,6 @@ def check_out_dir(out_dir: str, overwrite: bool, resume: bool = False, record: d
         raise BertkitError(f"{out_dir} already holds a model ({', '.join(taken[:3])}); {hint}choose a new "
                            "--out directory or pass --overwrite")
     return False
-
-
-def prepare_out_dir(out_dir: str, resume: bool = False) -> None:
-    """Remove what a killed run left (temporaries; its checkpoints and best model unless resumed)."""
-    os.makedirs(out_dir, exist_ok=True)
-    kept = () if resume else (".best", "checkpoint-")
-    for name in os.listdir(out_dir):
-        if name.startswith((".tmp-best-", *kept)):
-            shutil.rmtree(os.path.join(out_dir, name), ignore_errors=True)
-
-
-@contextlib.contextmanager
-def work_dir(out_dir: str, replace: bool):
-    """The directory the run writes: OUT itself, or when replacing a model a new sibling that
-    takes OUT's place (`atomic_directory`) only once the run succeeded, so a failed or
-    interrupted run leaves the old model as it was. Sibling leftovers of a killed run go first
-    (the caller holds OUT's lock: no other run is using them)."""
-    if not replace or not is_main_process():  # the other ranks of a distributed run write nothing
-        yield out_dir
-        return
-    prefix = f".{os.path.basename(os.path.abspath(out_dir))}.new-"
-    parent = os.path.dirname(os.path.abspath(out_dir))
-    for leftover in glob.glob(os.path.join(glob.escape(parent), glob.escape(prefix) + "*")):
-        shutil.rmtree(leftover, ignore_errors=True)
-    try:
-        with atomic_directory(out_dir, prefix=prefix) as tmp:
-            yield tmp
-    except RunInterrupted as e:
-        raise RunInterrupted(f"interrupted; {out_dir} is unchanged: --overwrite replaces it only when the new run "
-                             "completes, so the new run was discarded (run it again to replace the model)",
-                             e.exit_code - 128) from None
-
-
-def publish_best(out_dir: str, best_dir: str) -> None:
-    """Drop the trainer's checkpoints (with optimizer state) and move the best model's files
-    from OUT/.best into OUT (each rename is atomic)."""
-    for name in os.listdir(out_dir):
-        if name.startswith("checkpoint-"):
-            shutil.rmtree(os.path.join(out_dir, name), ignore_errors=True)
-    for name in os.listdir(best_dir):
-        os.replace(os.path.join(best_dir, name), os.path.join(out_dir, name))
-    shutil.rmtree(best_dir, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------- data
@@ -506,9 +457,10 @@ def _finetune(task_name: Task | str, model_dir: str, train_source: str, dev_sour
             trained = WeightedLoss(model, balanced_weights(features, model.config.num_labels))
         if train_wrapper is not None:
             trained = train_wrapper(trained)
-        with work_dir(out_dir, replace=overwrite and bool(_taken(out_dir))) as work:
+        with replacing(out_dir, replace=overwrite and bool(_taken(out_dir))) as work:
             if ctx.is_main:
-                prepare_out_dir(work, resume)
+                os.makedirs(work, exist_ok=True)
+                remove_leftovers(work, keep_run=resume)
                 atomic_write_json(os.path.join(work, RUN_FILE), record)
             ctx.barrier()
             trainer, keeper, train_config, steps_per_epoch = train_task_model(

@@ -11,14 +11,16 @@ from __future__ import annotations
 from bertkit.data.corpus import open_corpus
 from bertkit.data.documents import shard_origin
 from bertkit.data.shards import prepare_shards
+from bertkit.runtime.run_dir import run_lock
 from bertkit.tokenizer import Tokenizer
 
 
 def prepare(corpus: str, tokenizer: str, out_dir: str, mode: str = "file", text_field: str = "text",
             shard_tokens: int = 1 << 24, workers: int = 0, resume: bool = False, progress: bool = True) -> dict:
     """Tokenize `corpus` (bbc, wordnet, a file or directory) with the tokenizer in directory
-    `tokenizer` into shards in `out_dir`; returns the shards' meta.json as a dict."""
-    documents = open_corpus(corpus, mode, text_field)
-    return prepare_shards(documents, Tokenizer.from_pretrained(tokenizer), out_dir, shard_tokens=shard_tokens,
-                          num_workers=workers, progress=progress, resume=resume,
-                          built_from=shard_origin(corpus, documents))
+    `tokenizer` into shards in `out_dir`; returns the shards' meta.json as a dict. The run owns
+    `out_dir` while it writes (runtime/run_dir.py: a second prepare into it is refused)."""
+    documents, tok = open_corpus(corpus, mode, text_field), Tokenizer.from_pretrained(tokenizer)
+    with run_lock(out_dir, f"prepare --corpus {corpus}"):
+        return prepare_shards(documents, tok, out_dir, shard_tokens=shard_tokens, num_workers=workers,
+                              progress=progress, resume=resume, built_from=shard_origin(corpus, documents))

@@ -60,14 +60,13 @@ import torch
 from bertkit.models.config import SIZE_PRESETS
 from bertkit.data.cleaning import CleaningRules, clean_documents
 from bertkit.data.collate import STRATEGIES
-from bertkit.data.corpus import open_corpus
-from bertkit.data.documents import first, origin_changes, shard_documents, shard_origin, split_documents
+from bertkit.data.documents import CorpusDocuments, origin_changes, shard_documents, shard_origin, split_documents
 from bertkit.data.examples import BUILDERS, SpecialTokens, build_examples, make_builder
 from bertkit.errors import BertkitError, ConfigError
-from bertkit.io import atomic_open, atomic_write_json, loads_json, read_json_object, read_text
+from bertkit.io import atomic_write_json, loads_json, read_json_object, read_text
 from bertkit.models.families import families, family_for, family_of
 from bertkit.objectives import OBJECTIVES, Objective, get_objective, import_objective_module
-from bertkit.runtime.runlock import check_apart, run_lock
+from bertkit.runtime.run_dir import check_apart, check_saved_options, latest_checkpoint, refuse_unresumed, run_lock
 from bertkit.tokenizer import Tokenizer
 from bertkit.train.batching import LengthBucketedBatches
 from bertkit.settings.config_io import apply_overrides, check_keys, dataclass_from_dict, load_toml, Override, split_override, suggest
@@ -75,12 +74,12 @@ from bertkit.train.distributed import DistContext, init_distributed, shutdown
 from bertkit.train.early_stopping import EarlyStoppingSection
 from bertkit.objectives.metrics import unigram_baseline
 from bertkit.data.streaming import streaming_batches, take_examples
-from bertkit.train.resume_check import check_resume_options
-from bertkit.train.trainer import TrainConfig, Trainer, latest_checkpoint, seed_everything
+from bertkit.train.trainer import TrainConfig, Trainer, seed_everything
 from bertkit.recipes.continued import (INIT_KEYS, GeneralCorpus, check_data_section, check_model_section, load_init_model,
                         mix_examples, open_general)
 
 TOKENIZER_KINDS = ("wordpiece", "bpe")
+RUN_FILE = "pretrain_config.json"  # the options of the run, checked when it is resumed
 # In OUT/tokenizer: the corpus and [tokenizer] settings it was trained on (data.corpus, the corpus
 # files' fingerprint, ...), so a rerun into the same --out does not reuse one trained on other data.
 TOKENIZER_ORIGIN = "bertkit_trained_on.json"
@@ -244,21 +243,7 @@ def parse_config(raw: dict, overrides: Sequence[Override] = ()) -> PretrainConfi
         objective_settings=settings,
         early_stopping=dataclass_from_dict(EarlyStoppingSection, raw.get("early_stopping", {}), "early_stopping"),
     )
-    check_model_values(cfg)
     return cfg
-
-
-def check_model_values(cfg: PretrainConfig) -> None:
-    """The [model] values, checked now by building the config (no weights) with the vocabulary
-    size asked for: the tokenizer that fixes it is trained later, and a wrong type or range
-    must not wait for it."""
-    if cfg.model.get("init"):
-        return  # the checkpoint's config; the continued keys were checked (check_model_section)
-    vocab_size = cfg.model.get("vocab_size", cfg.tokenizer.vocab_size)
-    try:
-        model_config(cfg, vocab_size if isinstance(vocab_size, int) else 8000)
-    except ConfigError as e:
-        raise ConfigError(f"[model] {e}".replace("; fix it in config.json", "")) from None
 
 
 def load_config(path: str, overrides: Sequence[Override] = ()) -> PretrainConfig:
@@ -266,31 +251,46 @@ def load_config(path: str, overrides: Sequence[Override] = ()) -> PretrainConfig
 
 
 # ---------------------------------------------------------------------------- building blocks
-def get_tokenizer(cfg: PretrainConfig, corpus, out_dir: str, is_main: bool, ctx):
-    """The configured tokenizer, or one trained on the corpus files (saved to OUT/tokenizer)."""
+def tokenizer_and_config(cfg: PretrainConfig, corpus: CorpusDocuments, out_dir: str, ctx):
+    """(tokenizer, model config): the configured tokenizer, the checkpoint's (model.init), or one
+    trained on the corpus and saved to OUT/tokenizer; and the model config built once for its
+    vocabulary (None with model.init: the checkpoint's). A tokenizer trained here is saved only
+    once the config is built, so a bad [model] value stops the run before anything is written."""
+    def configure(tokenizer):
+        if cfg.model.get("init"):
+            return None
+        try:
+            return model_config(cfg, vocab_size_of(tokenizer), tokenizer.pad_token_id)
+        except ConfigError as e:
+            raise ConfigError(f"[model] {e}".replace("; fix it in config.json", "")) from None
+
     # Continued pre-training keeps the checkpoint's vocabulary: its embeddings are indexed by it.
-    path = cfg.tokenizer.path or cfg.model.get("init", "")
-    if path:
-        return Tokenizer.from_pretrained(path)
+    given = cfg.tokenizer.path or cfg.model.get("init", "")
+    if given:
+        tokenizer = Tokenizer.from_pretrained(given)
+        return tokenizer, configure(tokenizer)
     directory = os.path.join(out_dir, "tokenizer")
-    origin = {**shard_origin(cfg.data.corpus, corpus, cfg.data.max_documents),
+    origin = {**shard_origin(corpus.source, corpus.opened(), corpus.max_documents),
               "tokenizer": dataclasses.asdict(cfg.tokenizer)}
+    config = None
     # A resumed run must see exactly the vocabulary it started with: reuse the saved one. One a
     # failed run left before any checkpoint used it is reused only if trained on the same data.
     if not latest_checkpoint(out_dir):
-        if is_main:
+        if ctx.is_main:
             drop_stale_tokenizer(directory, origin)
         ctx.barrier()  # the other ranks look at the directory only after it is settled
     if not os.path.exists(os.path.join(directory, "tokenizer.json")):
-        if is_main:
-            train_tokenizer(cfg, corpus, out_dir).save_pretrained(directory)
+        if ctx.is_main:
+            trained = train_tokenizer(cfg.tokenizer, corpus)
+            config = configure(trained)
+            trained.save_pretrained(directory)
             atomic_write_json(os.path.join(directory, TOKENIZER_ORIGIN), origin)
         ctx.barrier()
-    tok = Tokenizer.from_pretrained(directory)
-    if tok.kind != cfg.tokenizer.kind:
-        raise ConfigError(f"{directory} holds a {tok.kind} tokenizer but tokenizer.kind = "
+    tokenizer = Tokenizer.from_pretrained(directory)
+    if tokenizer.kind != cfg.tokenizer.kind:
+        raise ConfigError(f"{directory} holds a {tokenizer.kind} tokenizer but tokenizer.kind = "
                           f"{cfg.tokenizer.kind!r}; keep the kind the run started with, or use a new --out")
-    return tok
+    return tokenizer, config if config is not None else configure(tokenizer)
 
 
 def drop_stale_tokenizer(directory: str, origin: dict) -> None:
@@ -309,31 +309,17 @@ def drop_stale_tokenizer(directory: str, origin: dict) -> None:
         shutil.rmtree(directory)
 
 
-def train_tokenizer(cfg: PretrainConfig, corpus, out_dir: str) -> Tokenizer:
-    """A tokenizer of [tokenizer] kind trained on the corpus as read by `Corpus` (which skips
-    binary/non-UTF-8 files with a warning), not on its raw files: one sentence per line in a
-    scratch file."""
-    scratch = os.path.join(out_dir, ".tokenizer-corpus.txt")
-    with atomic_open(scratch, "w", encoding="utf-8") as f:
-        for doc in first(corpus, cfg.data.max_documents):
-            f.write("\n".join(doc) + "\n")
-    t = cfg.tokenizer
-    try:
-        if t.kind == "bpe":
-            # Sentences are tokenized one at a time and then packed, so every sentence
-            # starts with a space token, as a word inside running text does.
-            return Tokenizer.train_bpe([scratch], vocab_size=t.vocab_size, min_frequency=t.min_frequency,
-                                       add_prefix_space=True, show_progress=False)
-        return Tokenizer.train_wordpiece([scratch], vocab_size=t.vocab_size, min_frequency=t.min_frequency,
-                                         lowercase=t.lowercase is not False, show_progress=False)
-    finally:
-        os.unlink(scratch)
-
-
-def get_documents(cfg: PretrainConfig, tokenizer, out_dir: str, is_main: bool, ctx):
-    """Tokenized documents (lists of sentence id arrays) via memory-mapped shards in OUT/shards."""
-    return shard_documents(cfg.data.corpus, tokenizer, os.path.join(out_dir, "shards"), mode=cfg.data.mode,
-                           max_documents=cfg.data.max_documents, is_main=is_main, barrier=ctx.barrier)
+def train_tokenizer(section: TokenizerSection, corpus: CorpusDocuments) -> Tokenizer:
+    """A tokenizer of `section`'s kind trained on the corpus as read by `Corpus` (which skips
+    binary/non-UTF-8 files with a warning), not on its raw files: one sentence per line."""
+    if section.kind == "bpe":
+        # Sentences are tokenized one at a time and then packed, so every sentence
+        # starts with a space token, as a word inside running text does.
+        return Tokenizer.train_bpe(texts=corpus.lines(), vocab_size=section.vocab_size,
+                                   min_frequency=section.min_frequency, add_prefix_space=True, show_progress=False)
+    return Tokenizer.train_wordpiece(texts=corpus.lines(), vocab_size=section.vocab_size,
+                                     min_frequency=section.min_frequency, lowercase=section.lowercase is not False,
+                                     show_progress=False)
 
 
 def model_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int | None = None):
@@ -345,21 +331,22 @@ def model_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int | None 
     return family.config_from_recipe(overrides, cfg.model["preset"], vocab_size, pad_token_id, cfg.data.max_length)
 
 
-def check_segments(cfg: PretrainConfig, config, tokenizer_kind: str) -> None:
+def check_segments(data: DataSection, config, tokenizer_kind: str) -> None:
     """BERT's pair template gives the second segment token_type_id 1: the model needs 2 rows."""
     if not family_of(config).has_segments:
-        if BUILDERS[cfg.data.builder].needs_pairs:
-            raise ConfigError(f"data.objective {cfg.data.objective} needs segment embeddings, which the "
+        if BUILDERS[data.builder].needs_pairs:
+            raise ConfigError(f"data.objective {data.objective} needs segment embeddings, which the "
                               f"{config.model_type} encoder does not have; use data.objective = \"mlm\"")
         return
-    if BUILDERS[cfg.data.builder].needs_pairs and tokenizer_kind == "wordpiece" and config.type_vocab_size == 1:
-        raise ConfigError(f"data.objective {cfg.data.objective} marks the second segment with token type 1, "
+    if BUILDERS[data.builder].needs_pairs and tokenizer_kind == "wordpiece" and config.type_vocab_size == 1:
+        raise ConfigError(f"data.objective {data.objective} marks the second segment with token type 1, "
                           f"but the model has type_vocab_size=1 ({config.model_type}); use tokenizer.kind = "
                           "\"bpe\" (RoBERTa's pair template: all type ids 0) or model.type_vocab_size = 2")
 
 
-def build_model(cfg: PretrainConfig, vocab_size: int, pad_token_id: int | None = None):
-    """The module the objective trains, new or (model.init) on a trained encoder."""
+def build_model(cfg: PretrainConfig, vocab_size: int, pad_token_id: int | None = None, config=None):
+    """The module the objective trains, new or (model.init) on a trained encoder; `config`: the
+    model config the run built for this vocabulary (`tokenizer_and_config`), else built here."""
     objective = cfg.objective
     if cfg.model.get("init"):  # continued pre-training from a checkpoint (continued.py)
         if not objective.init_from_checkpoint:
@@ -369,13 +356,15 @@ def build_model(cfg: PretrainConfig, vocab_size: int, pad_token_id: int | None =
             cfg.model, lambda config: objective.build_model(config, cfg.objective_settings), vocab_size,
             cfg.data.max_length, pad_token_id)
         return model
-    return objective.build_model(model_config(cfg, vocab_size, pad_token_id), cfg.objective_settings)
+    if config is None:
+        config = model_config(cfg, vocab_size, pad_token_id)
+    return objective.build_model(config, cfg.objective_settings)
 
 
-def logged_outputs(cfg: PretrainConfig, model) -> dict[str, str]:
+def logged_outputs(objective: Objective, model) -> dict[str, str]:
     """The parts of the objective the Trainer averages into the train rows besides the loss:
     {row key: field of the model's output}."""
-    names = dict(cfg.objective.logged)
+    names = dict(objective.logged)
     if getattr(model.config, "num_experts", 0):
         names["aux_loss"] = "aux_loss"  # the MoE load-balancing term (already inside the loss)
     return names
@@ -397,22 +386,24 @@ class PretrainData:
     num_eval_examples: int
 
 
-def build_data(cfg: PretrainConfig, objective: Objective, tokenizer, out_dir: str, ctx: DistContext) -> PretrainData:
-    """Shards -> train/held-out documents -> examples -> batches collated by the objective."""
-    t, d = cfg.train, cfg.data
-    docs = get_documents(cfg, tokenizer, out_dir, ctx.is_main, ctx)
+def build_data(d: DataSection, t: TrainConfig, objective: Objective, tokenizer, corpus: CorpusDocuments,
+               out_dir: str, ctx: DistContext) -> PretrainData:
+    """Shards of `corpus` -> train/held-out documents -> examples -> batches collated by the objective."""
+    docs = shard_documents(corpus, tokenizer, os.path.join(out_dir, "shards"), is_main=ctx.is_main,
+                           barrier=ctx.barrier)
     train_docs, eval_docs = split_documents(len(docs), d.eval_fraction, t.seed)
-    docs, train_docs = clean_training(cfg, "corpus", docs, train_docs, eval_docs, tokenizer, out_dir, ctx.is_main)
+    rules = cleaning_rules(d)
+    docs, train_docs = clean_training(rules, "corpus", docs, train_docs, eval_docs, tokenizer, out_dir, ctx.is_main)
     builder = make_builder(d.builder, d.max_length, SpecialTokens.from_tokenizer(tokenizer))
-    general = open_general(cfg, tokenizer, out_dir, ctx)  # None without data.general_corpus
+    general = open_general(d, t.seed, tokenizer, out_dir, ctx)  # None without data.general_corpus
     if general is not None:
-        general.docs, general.train_docs = clean_training(cfg, "general_corpus", general.docs, general.train_docs,
+        general.docs, general.train_docs = clean_training(rules, "general_corpus", general.docs, general.train_docs,
                                                           general.eval_docs, tokenizer, out_dir, ctx.is_main)
     if d.streaming:  # examples are built lazily, a block of documents at a time
         train_examples = None
         eval_examples = take_examples(builder, docs, eval_docs, random.Random(t.seed + 1), d.max_eval_examples)
     else:
-        train_examples, eval_examples = _examples_in_memory(cfg, builder, docs, train_docs, eval_docs, general)
+        train_examples, eval_examples = _examples_in_memory(d, t.seed, builder, docs, train_docs, eval_docs, general)
 
     def collator(seed: int):
         return objective.collator(tokenizer, d, seed)
@@ -442,11 +433,10 @@ def cleaning_rules(data: DataSection) -> CleaningRules:
     return CleaningRules(data.dedup, data.min_words, data.min_alpha_fraction)
 
 
-def clean_training(cfg: PretrainConfig, which: str, docs, train_docs, eval_docs, tokenizer, out_dir: str,
+def clean_training(rules: CleaningRules, which: str, docs, train_docs, eval_docs, tokenizer, out_dir: str,
                    is_main: bool):
     """(docs, train_docs) after data.dedup / min_words / min_alpha_fraction (data/cleaning.py; the
     held-out documents are untouched); what was dropped is printed and saved in OUT/cleaning.json."""
-    rules = cleaning_rules(cfg.data)
     if not rules.active:
         return docs, train_docs
     cleaned = clean_documents(docs, train_docs, eval_docs, rules, tokenizer.batch_decode)
@@ -463,17 +453,16 @@ def clean_training(cfg: PretrainConfig, which: str, docs, train_docs, eval_docs,
     return cleaned.docs, cleaned.train_docs
 
 
-def _examples_in_memory(cfg: PretrainConfig, builder, docs, train_docs, eval_docs,
+def _examples_in_memory(data: DataSection, seed: int, builder, docs, train_docs, eval_docs,
                         general: GeneralCorpus | None) -> tuple[list, list]:
     """(train, held-out) examples, fixed for the run like BERT's static data (the masks are
     not); general text is mixed into training as data.general_fraction says."""
-    seed = cfg.train.seed
     train_examples = build_examples(builder, docs, train_docs, random.Random(seed))
     eval_examples = build_examples(builder, docs, eval_docs, random.Random(seed + 1))
-    eval_examples = eval_examples[: cfg.data.max_eval_examples]
-    if general is not None and cfg.data.general_fraction:
+    eval_examples = eval_examples[: data.max_eval_examples]
+    if general is not None and data.general_fraction:
         general_examples = build_examples(builder, general.docs, general.train_docs, random.Random(seed + 2))
-        train_examples = mix_examples(train_examples, general_examples, cfg.data.general_fraction, seed)
+        train_examples = mix_examples(train_examples, general_examples, data.general_fraction, seed)
     return train_examples, eval_examples
 
 
@@ -488,25 +477,26 @@ def vocab_size_of(tokenizer) -> int:
     return max(tokenizer.get_vocab().values()) + 1
 
 
-def make_model(cfg: PretrainConfig, tokenizer):
-    """The model, initialised from train.seed: the same weights on every rank and every run."""
+def make_model(cfg: PretrainConfig, tokenizer, config=None):
+    """The model (of `config`, the run's model config, if given), initialised from train.seed: the
+    same weights on every rank and every run."""
     seed_everything(cfg.train.seed)
-    model = build_model(cfg, vocab_size_of(tokenizer), tokenizer.pad_token_id)
-    check_segments(cfg, model.config, tokenizer.kind)
+    model = build_model(cfg, vocab_size_of(tokenizer), tokenizer.pad_token_id, config)
+    check_segments(cfg.data, model.config, tokenizer.kind)
     return model
 
 
-def report_start(cfg: PretrainConfig, model, data: PretrainData) -> None:
+def report_start(model_section: dict, data_section: DataSection, model, data: PretrainData) -> None:
     """One line on the model and the data, and one on a newly created MLM head."""
-    source = cfg.model.get("init") or cfg.model["preset"]
-    described = (f"streamed examples (blocks of {cfg.data.block_docs} documents)" if cfg.data.streaming else
+    source = model_section.get("init") or model_section["preset"]
+    described = (f"streamed examples (blocks of {data_section.block_docs} documents)" if data_section.streaming else
                  f"{data.num_train_examples} train examples, {len(data.batches)} batches per epoch per "
                  f"rank, padding {data.batches.padding_fraction():.1%}")
     print(f"pretrain: {type(model).__name__} {source} ({model.num_parameters() / 1e6:.2f}M params), "
           f"{len(data.docs)} documents, {described}, {data.num_eval_examples} held-out examples", flush=True)
     if getattr(model, "init_info", None) and model.init_info["new_head_weights"]:
-        print(f"pretrain: new MLM head ({cfg.model.get('head_init', 'identity')} init) on "
-              f"the encoder of {cfg.model['init']}", flush=True)
+        print(f"pretrain: new MLM head ({model_section.get('head_init', 'identity')} init) on "
+              f"the encoder of {model_section['init']}", flush=True)
 
 
 def write_baseline(data: PretrainData, tokenizer, out_dir: str, progress: bool) -> None:
@@ -542,37 +532,37 @@ def run_pretraining(cfg: PretrainConfig, out_dir: str, resume: bool = False, pro
     ctx = init_distributed(cfg.train.device)
     os.makedirs(out_dir, exist_ok=True)
     objective = cfg.objective
-    # the corpus is read here only to train a tokenizer (the shards read it again, streamed)
-    corpus = None if (cfg.tokenizer.path or cfg.model.get("init")) else open_corpus(cfg.data.corpus, cfg.data.mode)
-    tokenizer = get_tokenizer(cfg, corpus, out_dir, ctx.is_main, ctx)
-    data = build_data(cfg, objective, tokenizer, out_dir, ctx)
-    model = make_model(cfg, tokenizer)
+    # A tokenizer trained here and the shards read the documents once (kept in memory between
+    # the two), unless streamed (data.streaming: read at each use, never held whole).
+    trained = not (cfg.tokenizer.path or cfg.model.get("init"))
+    corpus = CorpusDocuments(cfg.data.corpus, cfg.data.mode, cfg.data.max_documents,
+                             keep=trained and not cfg.data.streaming)
+    tokenizer, config = tokenizer_and_config(cfg, corpus, out_dir, ctx)
+    data = build_data(cfg.data, cfg.train, objective, tokenizer, corpus, out_dir, ctx)
+    del corpus  # the shards hold the documents now: their text is not kept while training
+    model = make_model(cfg, tokenizer, config)
     if ctx.is_main:
-        atomic_write_json(os.path.join(out_dir, "pretrain_config.json"), cfg.to_dict())
+        atomic_write_json(os.path.join(out_dir, RUN_FILE), cfg.to_dict())
         if progress:
-            report_start(cfg, model, data)
+            report_start(cfg.model, cfg.data, model, data)
         if objective.unigram_baseline and data.eval_batches:
             write_baseline(data, tokenizer, out_dir, progress)
     trainer = Trainer(model, data.batches, cfg.train, out_dir, eval_fn=evaluation(objective, data, cfg.train.seed),
                       collator=data.data_state, tokenizer=tokenizer, ctx=ctx, progress=progress,
-                      log_outputs=logged_outputs(cfg, model), keeper=cfg.early_stopping.keeper(out_dir, tokenizer))
+                      log_outputs=logged_outputs(objective, model), keeper=cfg.early_stopping.keeper(out_dir, tokenizer))
     torch.set_float32_matmul_precision("high")  # TF32 on GPUs that have it; no effect on CPU
     return trainer.train(resume=resume)
 
 
 def check_run_dir(cfg: PretrainConfig, out_dir: str, resume: bool) -> None:
     """Before any work: a run in `out_dir` is continued only with --resume, and only with the
-    options it was started with (OUT/pretrain_config.json; see train/resume_check.py)."""
+    options it was started with (OUT/pretrain_config.json; see runtime/resume_check.py)."""
     if cfg.model.get("init"):
         check_apart(cfg.model["init"], out_dir, "model.init")
     existing = latest_checkpoint(out_dir)
-    if existing and not resume:
-        raise BertkitError(f"{out_dir} already holds {os.path.basename(existing)}; pass --resume to continue it, "
-                           "or choose a new --out directory")
-    saved = os.path.join(out_dir, "pretrain_config.json")
-    if existing and os.path.isfile(saved):
-        check_resume_options(loads_json(read_text(saved), saved), cfg.to_dict(), out_dir,
-                             defaults=parse_config({}).to_dict())
+    refuse_unresumed(out_dir, existing, resume)
+    if existing:
+        check_saved_options(out_dir, RUN_FILE, cfg.to_dict(), defaults=parse_config({}).to_dict())
 
 
 def pretrain(config_path: str, out_dir: str, overrides: Sequence[Override] = (), resume: bool = False,
@@ -585,7 +575,7 @@ def pretrain(config_path: str, out_dir: str, overrides: Sequence[Override] = (),
 
 def run_and_leave(cfg: PretrainConfig, out_dir: str, resume: bool = False, progress: bool = True,
                   what: str = "pretrain") -> dict:
-    """`run_pretraining` holding the lock of `out_dir` (bertkit.runtime.runlock; `what` names the run to
+    """`run_pretraining` holding the lock of `out_dir` (bertkit.runtime.run_dir; `what` names the run to
     another one refused), after `check_run_dir`; then leave the process group (under torchrun),
     also on errors."""
     try:

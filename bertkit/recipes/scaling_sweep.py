@@ -40,13 +40,14 @@ import torch
 from bertkit.analysis.frontier_report import frontier_report
 from bertkit.analysis.scaling import PowerLawFit, load_sweep, run_sweep
 from bertkit.analysis.scaling_report import check_positive, fit_and_report
-from bertkit.data.corpus import open_corpus
+from bertkit.data.documents import CorpusDocuments, shard_documents
 from bertkit.errors import ConfigError, DataError
 from bertkit.io import atomic_write_json
+from bertkit.runtime.run_dir import run_lock
 from bertkit.models.families import family_for
 from bertkit.tokenizer import Tokenizer
 from bertkit.train.distributed import init_distributed
-from bertkit.recipes.pretrain import build_model, get_documents, get_tokenizer, load_config, parse_config, run_pretraining
+from bertkit.recipes.pretrain import build_model, load_config, parse_config, run_pretraining, tokenizer_and_config
 
 MIN_SIZES = 4  # L(N) = (N_c/N)^alpha + L_inf has 3 parameters; one more size estimates their errors
 OVERHEAD = 1.25  # a run's time over steps x timed step: data loading, masking, logging, final evaluation
@@ -272,9 +273,10 @@ def prepare_data(cfg, directory: str) -> tuple[str, str]:
     """Train (or load) the tokenizer and write the token shards once: (tokenizer dir, shard dir)."""
     ctx = init_distributed(cfg.train.device)
     os.makedirs(directory, exist_ok=True)
-    corpus = None if cfg.tokenizer.path else open_corpus(cfg.data.corpus, cfg.data.mode)
-    tokenizer = get_tokenizer(cfg, corpus, directory, ctx.is_main, ctx)
-    get_documents(cfg, tokenizer, directory, ctx.is_main, ctx)
+    corpus = CorpusDocuments(cfg.data.corpus, cfg.data.mode, cfg.data.max_documents,  # read once for both
+                             keep=not (cfg.tokenizer.path or cfg.data.streaming))
+    tokenizer, _ = tokenizer_and_config(cfg, corpus, directory, ctx)
+    shard_documents(corpus, tokenizer, os.path.join(directory, "shards"), is_main=ctx.is_main, barrier=ctx.barrier)
     tokenizer_path = cfg.tokenizer.path or os.path.join(directory, "tokenizer")
     shards = cfg.data.corpus if os.path.isfile(os.path.join(cfg.data.corpus, "meta.json")) \
         else os.path.join(directory, "shards")
@@ -364,14 +366,20 @@ def torch_threads(threads: int | None):
 def scaling_sweep(sizes: str, tokens: float, time_budget: float, out: str, *, config: str | None = None,
                   overrides: Sequence[str] = (), threads: int | None = None, fit: bool = True,
                   eval_every: int | None = None, log: Log = print) -> PowerLawFit | None:
-    """Time, train and fit a sweep of sizes ('1x64,2x64,2x128,4x128'); the fit (None without `fit`)."""
-    with torch_threads(threads):
+    """Time, train and fit a sweep of sizes ('1x64,2x64,2x128,4x128'); the fit (None without `fit`).
+    The sweep owns `out` while it runs (runtime/run_dir.py: a second sweep on it is refused)."""
+    with torch_threads(threads), run_lock(out, f"scale sweep --sizes {sizes}"):
         plan = plan_sweep(sizes, tokens, time_budget, config, overrides, eval_every)
         per_step = time_sizes(plan, log, finished_sizes(out))
-        os.makedirs(out, exist_ok=True)
         ok = train_sizes(plan, per_step, out, log)
-    if not fit:
-        return None
+        if fit:
+            return fit_sweep(ok, out, log)
+    return None
+
+
+def fit_sweep(ok: list[dict], out: str, log: Log = print) -> PowerLawFit:
+    """L(N) of the finished sizes (OUT/fit.json, scaling.png) and, when the frontier is long
+    enough, L(C) (OUT/frontier.json, frontier.png); returns the L(N) fit."""
     result = fit_and_report(ok, True, os.path.join(out, "scaling.png"), log=log)
     atomic_write_json(os.path.join(out, "fit.json"), result.to_dict())
     try:

@@ -48,10 +48,9 @@ from bertkit.models.checkpoint import read_config
 from bertkit.models.families import family_of
 from bertkit.models.heads import BertForMultipleChoice, BertForSequenceClassification
 from bertkit.recipes.finetune import finetune
-from bertkit.runtime.runlock import LOCK_FILE, check_apart, run_lock
+from bertkit.runtime.run_dir import LOCK_FILE, check_apart, list_checkpoints, run_lock
 from bertkit.settings.config_io import dataclass_from_dict
 from bertkit.tasks import SUMMARY_FILE, get_task, parse_source
-from bertkit.train import list_checkpoints
 
 SEARCH_DIR = "search"
 SEARCH_FILE = "search_config.json"  # what a --resume must repeat

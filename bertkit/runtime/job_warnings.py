@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import warnings
 
-from bertkit.runtime.runlock import is_main_process
+from bertkit.runtime.run_dir import is_main_process
 
 
 def install():

@@ -211,61 +211,69 @@ def read_text_dataset(
     if not table:  # tables check their own files (a directory, a cached name); a FIFO would hang
         check_regular_file(path)
     suffix = Path(path).suffix.lower()
-    wanted = [text_column] + ([pair_column] if pair_column else []) + ([label_column] if label_column else [])
-    texts, pairs, raw_labels, where, lines = [], [], [], [], []
-
+    columns = (text_column, pair_column, label_column)
     if suffix in (".csv", ".tsv"):
-        for line, row, fieldnames in _csv_rows(path, "\t" if suffix == ".tsv" else ","):
-            missing = [name for name in wanted if name not in row]
-            if missing:
-                raise DataError(
-                    f"{path}: header has no column {missing[0]!r} (columns: {', '.join(fieldnames)}); "
-                    "pass the right column name"
-                )
-            texts.append(row[text_column])
-            pairs.append(row[pair_column] if pair_column else None)
-            where.append(f"line {line}")
-            lines.append(line)
-            if label_column is None:
-                raw_labels.append(None)
-                continue
-            cell = row[label_column].strip()
-            if cell == "":
-                raw_labels.append(None)
-            elif multilabel_sep and multilabel_sep in cell:
-                raw_labels.append([part.strip() for part in cell.split(multilabel_sep) if part.strip()])
-            else:
-                raw_labels.append(cell)
+        records = _csv_records(path, "\t" if suffix == ".tsv" else ",", columns, multilabel_sep)
     elif suffix == ".jsonl" or table:
-        for line, record in iter_records(path):
-            missing = [name for name in wanted if name not in record]
-            if missing:
-                raise DataError(
-                    f"{path}: line {line} has no key {missing[0]!r} (keys: {', '.join(record)}); "
-                    "pass the right column name"
-                )
-            for name in wanted[:2] if pair_column else wanted[:1]:
-                if not isinstance(record[name], str):
-                    raise DataError(f"{path}: line {line} field {name!r} must be a string")
-            texts.append(record[text_column])
-            pairs.append(record[pair_column] if pair_column else None)
-            where.append(f"line {line}")
-            lines.append(line)
-            value = record[label_column] if label_column else None
-            if isinstance(value, list):
-                if not all(isinstance(item, str) for item in value):
-                    raise DataError(f"{path}: line {line} label list must hold strings, got {value!r}")
-            elif value is not None and (isinstance(value, bool) or not isinstance(value, (str, int, float))):
-                raise DataError(
-                    f"{path}: line {line} label {value!r} must be a string, a number or a list of strings"
-                )
-            raw_labels.append(value)
+        records = _jsonl_records(path, columns)
     else:
         raise DataError(f"{path}: unknown extension {suffix!r}; use .csv, .tsv, .jsonl, .parquet or a directory "
                         "saved by datasets")
+    read = list(records)  # (line, text, pair, raw label)
+    labels = _finish_labels([r[3] for r in read], [f"line {r[0]}" for r in read], path, label_type)
+    return [TextExample(text=t, text_pair=p, label=l, line=n) for (n, t, p, _), l in zip(read, labels)]
 
-    labels = _finish_labels(raw_labels, where, path, label_type)
-    return [TextExample(text=t, text_pair=p, label=l, line=n) for t, p, l, n in zip(texts, pairs, labels, lines)]
+
+def _wanted(columns: tuple) -> list[str]:
+    """The columns a record must have: the text, then the pair and the label when named."""
+    return [columns[0]] + [c for c in columns[1:] if c]
+
+
+def _csv_records(path: str, delimiter: str, columns: tuple, multilabel_sep: str):
+    """(line, text, pair, raw label) of each CSV/TSV row; "a|b" labels are lists."""
+    text_column, pair_column, label_column = columns
+    wanted = _wanted(columns)
+    for line, row, fieldnames in _csv_rows(path, delimiter):
+        missing = [name for name in wanted if name not in row]
+        if missing:
+            raise DataError(
+                f"{path}: header has no column {missing[0]!r} (columns: {', '.join(fieldnames)}); "
+                "pass the right column name"
+            )
+        pair = row[pair_column] if pair_column else None
+        cell = row[label_column].strip() if label_column is not None else ""
+        if cell == "":
+            label = None
+        elif multilabel_sep and multilabel_sep in cell:
+            label = [part.strip() for part in cell.split(multilabel_sep) if part.strip()]
+        else:
+            label = cell
+        yield line, row[text_column], pair, label
+
+
+def _jsonl_records(path: str, columns: tuple):
+    """(line, text, pair, raw label) of each JSONL record (or table row), its types checked."""
+    text_column, pair_column, label_column = columns
+    wanted = _wanted(columns)
+    for line, record in iter_records(path):
+        missing = [name for name in wanted if name not in record]
+        if missing:
+            raise DataError(
+                f"{path}: line {line} has no key {missing[0]!r} (keys: {', '.join(record)}); "
+                "pass the right column name"
+            )
+        for name in wanted[:2] if pair_column else wanted[:1]:
+            if not isinstance(record[name], str):
+                raise DataError(f"{path}: line {line} field {name!r} must be a string")
+        value = record[label_column] if label_column else None
+        if isinstance(value, list):
+            if not all(isinstance(item, str) for item in value):
+                raise DataError(f"{path}: line {line} label list must hold strings, got {value!r}")
+        elif value is not None and (isinstance(value, bool) or not isinstance(value, (str, int, float))):
+            raise DataError(
+                f"{path}: line {line} label {value!r} must be a string, a number or a list of strings"
+            )
+        yield line, record[text_column], record[pair_column] if pair_column else None, value
 
 
 def infer_task_kind(examples: Sequence[TextExample]) -> str:

@@ -70,7 +70,8 @@ from bertkit.io import append_text, atomic_directory, atomic_open, atomic_write_
 from bertkit.runtime.devices import DEVICE_NAME, DEVICES
 from bertkit.runtime.precision import autocast, check_precision, resolve_precision
 from bertkit.runtime.progress import progress
-from bertkit.runtime.run_folder import STATE_FILE, latest_checkpoint, list_checkpoints
+from bertkit.runtime.resume_check import check_resume_options
+from bertkit.runtime.run_dir import STATE_FILE, latest_checkpoint, list_checkpoints, refuse_unresumed, remove_leftovers
 from bertkit.settings.config_io import dataclass_from_dict
 from bertkit.train.distributed import DistContext, init_distributed, unwrap, wrap_model
 from bertkit.train.early_stopping import BestKeeper
@@ -78,7 +79,6 @@ from bertkit.train.fsdp import ShardedTraining, check_model, check_strategy, loc
 from bertkit.train.optim import build_optimizer
 from bertkit.train.plots import plot_curves
 from bertkit.train.reporting import check_report_to, open_reporter
-from bertkit.train.resume_check import check_resume_options
 from bertkit.train.schedule import SCHEDULES, WarmupDecay
 
 # What every trainer state holds (checked on resume; older files have them too).
@@ -247,7 +247,6 @@ def set_rng_state(state: dict) -> None:
 
 
 # ---------------------------------------------------------------------------- checkpoints on disk
-# (which checkpoints a run folder holds: runtime/run_folder.py, light enough for every command)
 def load_trainer_state(checkpoint_dir: str) -> dict:
     path = os.path.join(checkpoint_dir, STATE_FILE)
     fix = "delete this checkpoint directory to resume from the one before"
@@ -334,33 +333,7 @@ class Trainer:
     def train(self, resume: bool = False) -> dict:
         """Run to `max_steps`; returns the last eval metrics (or the last train row)."""
         cfg = self.config
-        existing = latest_checkpoint(self.out_dir) if self.ctx.is_main else None
-        existing = self.ctx.broadcast(existing)
-        if existing and not resume:
-            raise BertkitError(f"{self.out_dir} already holds {os.path.basename(existing)}; pass "
-                               "--resume to continue it, or choose a new --out directory")
-        if self.ctx.is_main:
-            os.makedirs(self.out_dir, exist_ok=True)
-            self._remove_partial_checkpoints()
-        if existing:
-            self._restore(existing)
-        else:
-            seed_everything(cfg.seed + self.ctx.rank)
-            if self.ctx.is_main:
-                atomic_write_text(self._metrics_path(), "")
-        batches = self._batches()
-        if self.ctx.is_main:
-            self.reporter = open_reporter(cfg.report_to, self.out_dir, self.step)
-
-        # DDP broadcasts rank 0's weights here. The wrapper is dropped when train() returns:
-        # one still alive at interpreter exit frees its gloo worker threads during
-        # finalization, which aborts the process ("terminate called without an active exception").
-        if cfg.strategy == "fsdp":  # a sharded copy, given the optimizer (fsdp.py)
-            self.sharded = ShardedTraining(self.model, self.optimizer, self.ctx.device)
-            self.ddp_model = self.sharded.module
-        else:
-            self.ddp_model = wrap_model(self.model, self.ctx,
-                                        find_unused_parameters=may_skip_parameters(unwrap(self.model)))
+        batches = self._begin(resume)
         bar = self._progress_bar()
         last_metrics: dict = {}
         handlers = self._catch_stop_signals()
@@ -368,14 +341,7 @@ class Trainer:
         try:
             while self.step < cfg.max_steps:
                 loss, tokens, seconds, parts = self._train_step(batches)
-                self.step += 1
-                self.train_seconds += seconds
-                for name, value in parts.items():
-                    self.window[name] = self.window.get(name, 0.0) + value
-                self.window["loss"] += loss
-                self.window["steps"] += 1
-                self.window["tokens"] += tokens
-                self.window["time"] += seconds
+                self._count_step(loss, tokens, seconds, parts)
                 if bar is not None:
                     bar.update(1)
                     bar.set_postfix(loss=f"{loss:.4f}", lr=f"{self._lr():.2e}")
@@ -395,18 +361,65 @@ class Trainer:
                     self._stop_for_signal(saved=saving)
             finished = True
         finally:
-            for signum, handler in handlers.items():
-                signal.signal(signum, handler)
-            if bar is not None:
-                bar.close()
-            if self.reporter is not None:
-                self.reporter.close()
-                self.reporter = None
-            if self.sharded is not None:  # the trained weights back into the plain model
-                self.sharded.close(ok=finished)
-                self.sharded = None
-            self.ddp_model = None
+            self._end(handlers, bar, finished)
         return last_metrics
+
+    def _begin(self, resume: bool):
+        """Restore the newest checkpoint (resume) or start afresh, open the reporter and wrap the
+        model for DDP/FSDP; returns this rank's batches."""
+        cfg = self.config
+        existing = latest_checkpoint(self.out_dir) if self.ctx.is_main else None
+        existing = self.ctx.broadcast(existing)
+        refuse_unresumed(self.out_dir, existing, resume)  # on every rank: they stop together
+        if self.ctx.is_main:
+            os.makedirs(self.out_dir, exist_ok=True)
+            remove_leftovers(self.out_dir)
+        if existing:
+            self._restore(existing)
+        else:
+            seed_everything(cfg.seed + self.ctx.rank)
+            if self.ctx.is_main:
+                atomic_write_text(self._metrics_path(), "")
+        batches = self._batches()
+        if self.ctx.is_main:
+            self.reporter = open_reporter(cfg.report_to, self.out_dir, self.step)
+
+        # DDP broadcasts rank 0's weights here. The wrapper is dropped when train() returns:
+        # one still alive at interpreter exit frees its gloo worker threads during
+        # finalization, which aborts the process ("terminate called without an active exception").
+        if cfg.strategy == "fsdp":  # a sharded copy, given the optimizer (fsdp.py)
+            self.sharded = ShardedTraining(self.model, self.optimizer, self.ctx.device)
+            self.ddp_model = self.sharded.module
+        else:
+            self.ddp_model = wrap_model(self.model, self.ctx,
+                                        find_unused_parameters=may_skip_parameters(unwrap(self.model)))
+        return batches
+
+    def _count_step(self, loss: float, tokens: int, seconds: float, parts: dict) -> None:
+        """One more step done: its loss, tokens, time and loss parts into the log window."""
+        self.step += 1
+        self.train_seconds += seconds
+        for name, value in parts.items():
+            self.window[name] = self.window.get(name, 0.0) + value
+        self.window["loss"] += loss
+        self.window["steps"] += 1
+        self.window["tokens"] += tokens
+        self.window["time"] += seconds
+
+    def _end(self, handlers: dict, bar, finished: bool) -> None:
+        """Put the signal handlers back, close the bar and reporter, and drop the DDP/FSDP wrapper
+        (an FSDP run's trained weights go back into the plain model when it `finished`)."""
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+        if bar is not None:
+            bar.close()
+        if self.reporter is not None:
+            self.reporter.close()
+            self.reporter = None
+        if self.sharded is not None:  # the trained weights back into the plain model
+            self.sharded.close(ok=finished)
+            self.sharded = None
+        self.ddp_model = None
 
     # ------------------------------------------------------------------ signals
     def _catch_stop_signals(self) -> dict:
@@ -669,16 +682,6 @@ class Trainer:
             self.plot()
         self.ctx.barrier()
         return path
-
-    def _remove_partial_checkpoints(self) -> None:
-        """What a killed run left: checkpoints half written or half deleted, and the temporary
-        files of atomic writes (`.tmp-*-curves.png`, ...)."""
-        for name in os.listdir(self.out_dir):
-            path = os.path.join(self.out_dir, name)
-            if name.startswith(".tmp-checkpoint-"):
-                shutil.rmtree(path, ignore_errors=True)
-            elif name.startswith(".tmp-") and os.path.isfile(path):
-                os.remove(path)
 
     def _restore(self, checkpoint_dir: str) -> None:
         """Load model, optimizer, scheduler, scaler, position and RNG from a checkpoint."""

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bertkit.data.cleaning import CleaningRules, clean_documents, sentence_passes, word_counts
-from bertkit.data.documents import split_documents
+from bertkit.data.documents import CorpusDocuments, split_documents
 from bertkit.errors import ConfigError
 from bertkit.recipes.pretrain import build_data, parse_config
 from bertkit.train.distributed import DistContext
@@ -100,7 +100,8 @@ def _data(tmp_path, name, texts, **cleaning):
     cfg = parse_config({"data": {"corpus": str(corpus), "max_length": 16, "eval_fraction": 0.25, **cleaning},
                         "train": {"batch_size": 4, "max_steps": 1}})
     out = tmp_path / name
-    return build_data(cfg, cfg.objective, minilm_tokenizer(), str(out), DistContext()), out
+    documents = CorpusDocuments(cfg.data.corpus, cfg.data.mode, cfg.data.max_documents)
+    return build_data(cfg.data, cfg.train, cfg.objective, minilm_tokenizer(), documents, str(out), DistContext()), out
 
 
 def test_the_recipe_cleans_training_documents_and_holds_out_the_same_ones(tmp_path):

@@ -6,7 +6,8 @@ import os
 import numpy as np
 import pytest
 
-from bertkit.data.documents import complete_shards, first, shard_documents, split_documents
+from bertkit.data import documents as documents_module
+from bertkit.data.documents import CorpusDocuments, complete_shards, first, shard_documents, split_documents
 from bertkit.errors import ConfigError
 
 from tests.data.helpers import minilm_tokenizer
@@ -24,22 +25,47 @@ def test_a_corpus_is_sharded_once_and_a_shard_directory_opens_as_it_is(tmp_path)
     waited = []
     directory = str(tmp_path / "shards")
     assert not complete_shards(directory)
-    docs = shard_documents(str(text), tok, directory, mode="blank", max_documents=2, barrier=lambda: waited.append(1))
+    corpus = CorpusDocuments(str(text), mode="blank", max_documents=2)
+    docs = shard_documents(corpus, tok, directory, barrier=lambda: waited.append(1))
     assert len(docs) == 2 and waited == [1] and complete_shards(directory)
     assert tok.decode(np.concatenate(docs[0]).tolist()) == "first document. it has two sentences."
     stamp = os.path.getmtime(os.path.join(directory, "meta.json"))
-    again = shard_documents(str(text), tok, directory, mode="blank", max_documents=2)
+    again = shard_documents(corpus, tok, directory)
     assert len(again) == 2 and os.path.getmtime(os.path.join(directory, "meta.json")) == stamp  # not redone
     # a shard directory given as the source is opened, nothing is written to `directory`
     elsewhere = str(tmp_path / "unused")
-    assert len(shard_documents(directory, tok, elsewhere)) == 2 and not os.path.exists(elsewhere)
+    assert len(shard_documents(CorpusDocuments(directory), tok, elsewhere)) == 2 and not os.path.exists(elsewhere)
 
 
-def test_split_is_seeded_disjoint_and_keeps_one_of_each():
-    train, held_out = split_documents(100, 0.1, seed=3)
-    assert len(held_out) == 10 and not set(train) & set(held_out) and len(train) + len(held_out) == 100
-    assert np.array_equal(held_out, split_documents(100, 0.1, seed=3)[1])
-    assert not np.array_equal(held_out, split_documents(100, 0.1, seed=4)[1])
-    assert [len(x) for x in split_documents(2, 0.9, seed=0)] == [1, 1]
-    with pytest.raises(ConfigError, match="at least 2"):
-        split_documents(1, 0.1, seed=0)
+def counting_reads(monkeypatch) -> list:
+    """Every walk over a corpus's files appends to the list returned."""
+    reads = []
+    real = documents_module.open_corpus
+
+    class Counted:
+        def __init__(self, corpus):
+            self.corpus = corpus
+
+        def __iter__(self):
+            reads.append(1)
+            return iter(self.corpus)
+
+        def __getattr__(self, name):  # the rest (mode, fingerprint) is the corpus's
+            return getattr(self.corpus, name)
+
+    monkeypatch.setattr(documents_module, "open_corpus", lambda source, mode="file": Counted(real(source, mode)))
+    return reads
+
+
+def test_corpus_documents_are_read_once_when_kept_and_streamed_otherwise(tmp_path, monkeypatch):
+    text = tmp_path / "corpus.txt"
+    text.write_text("One. Two.\n\nThree.\n\nFour.\n", encoding="utf-8")
+    reads = counting_reads(monkeypatch)
+    kept = CorpusDocuments(str(text), mode="blank", max_documents=2)
+    assert reads == []  # nothing read before the documents are walked
+    assert list(kept) == list(kept) == [["One.", "Two."], ["Three."]]
+    assert list(kept.lines()) == list(kept.lines()) == ["One.", "Two.", "Three."]
+    assert len(reads) == 1
+    streamed = CorpusDocuments(str(text), mode="blank", keep=False)
+    assert list(streamed) == list(streamed) == [["One.", "Two."], ["Three."], ["Four."]]
+    assert len(reads) == 3

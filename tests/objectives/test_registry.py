@@ -24,7 +24,7 @@ SMALL_MODEL = {"hidden_size": 32, "num_attention_heads": 2, "intermediate_size":
 def test_builtin_entries_build_their_models(name, cls, logged):
     cfg = parse_config({"model": dict(SMALL_MODEL), "data": {"objective": name}})
     model = build_model(cfg, 200, 0)
-    assert type(model) is cls and logged_outputs(cfg, model) == logged
+    assert type(model) is cls and logged_outputs(cfg.objective, model) == logged
     assert cfg.data.builder == get_objective(name).builders[0]
 
 

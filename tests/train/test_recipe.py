@@ -1,11 +1,18 @@
 """The commands end to end on a few BBC articles: tokenizer train, pretrain (+ resume), fill-mask."""
 
+import hashlib
 import json
 import os
 
 import pytest
 
 from tests.cli_checks import run_command
+from tests.data.test_documents import counting_reads
+from bertkit.data.documents import CorpusDocuments
+from bertkit.errors import ConfigError
+from bertkit.recipes import pretrain
+from bertkit.recipes.pretrain import parse_config, train_tokenizer
+from bertkit.tokenizer import Tokenizer
 from bertkit.train import list_checkpoints
 
 CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "pretrain-tiny.toml")
@@ -68,3 +75,46 @@ def test_tokenizer_train_command(tmp_path, bbc_dir, capsys):
     assert run_command("tokenizer", ["train", "--files", *bbc_files(bbc_dir, 10), "--vocab-size", "300", "--out", out]) == 0
     assert os.path.exists(os.path.join(out, "tokenizer.json"))
     assert "300 tokens" in capsys.readouterr().out
+
+
+# Files the recipe's tokenizer training wrote before it read the corpus once (it wrote the corpus
+# to a scratch file, one sentence per line, and trained on that file): bbc, the first 120
+# documents, vocabulary 1500 (bertkit at f9fdfe8, tokenizers 0.23.3).
+BEFORE = {("wordpiece", "vocab.txt"): "d21944c45c666a066fc66bb63f8e5919a103f78a3f105a9441fc94d723bb2973",
+          ("bpe", "vocab.json"): "be9edec486dda61b60d76e40772f5b2d3b28cba2c9cd427307e52b0dd2f3bae6",
+          ("bpe", "merges.txt"): "516249aea083b3f06397b11abd3bccd0ddfbab23e8b1a2ebb7b1d36a50c8c947"}
+
+
+@pytest.mark.parametrize("kind", ["wordpiece", "bpe"])
+def test_the_tokenizer_trained_from_memory_has_the_vocabulary_the_scratch_file_gave(kind, tmp_path):
+    cfg = parse_config({"tokenizer": {"kind": kind, "vocab_size": 1500}, "data": {"max_documents": 120}})
+    corpus = CorpusDocuments("bbc", max_documents=120)
+    train_tokenizer(cfg.tokenizer, corpus).save_pretrained(tmp_path / "memory")
+    scratch = tmp_path / "corpus.txt"  # what the recipe trained on before
+    scratch.write_text("".join("\n".join(doc) + "\n" for doc in corpus), encoding="utf-8")
+    train = Tokenizer.train_bpe if kind == "bpe" else Tokenizer.train_wordpiece
+    extra = {"add_prefix_space": True} if kind == "bpe" else {"lowercase": True}
+    train([scratch], vocab_size=1500, min_frequency=2, show_progress=False, **extra).save_pretrained(tmp_path / "file")
+    for (which, name), digest in BEFORE.items():
+        if which == kind:
+            text = (tmp_path / "memory" / name).read_bytes()
+            assert text == (tmp_path / "file" / name).read_bytes()
+            assert hashlib.sha256(text).hexdigest() == digest
+
+
+def test_a_run_reads_the_corpus_once_and_builds_the_model_config_once(tmp_path, monkeypatch):
+    built, real_config = [], pretrain.model_config
+    reads = counting_reads(monkeypatch)
+    monkeypatch.setattr(pretrain, "model_config", lambda *a: built.append(a[1:]) or real_config(*a))
+    cfg = pretrain.load_config(CONFIG, SMALL + ["train.max_steps=1", "train.eval_every=1"])
+    pretrain.run_and_leave(cfg, str(tmp_path / "run"), progress=False)
+    tokenizer = Tokenizer.from_pretrained(str(tmp_path / "run" / "tokenizer"))
+    assert len(reads) == 1  # the tokenizer and the shards read the same documents
+    assert built == [(max(tokenizer.get_vocab().values()) + 1, tokenizer.pad_token_id)]  # its real vocabulary
+
+
+def test_a_bad_model_value_stops_the_run_before_anything_is_written(tmp_path):
+    cfg = pretrain.load_config(CONFIG, SMALL + ["model.num_attention_heads=5"])  # 64 is not a multiple of 5
+    with pytest.raises(ConfigError, match=r"^\[model\] .*num_attention_heads"):
+        pretrain.run_and_leave(cfg, str(tmp_path / "run"), progress=False)
+    assert not (tmp_path / "run").exists()  # no tokenizer/, no shards/

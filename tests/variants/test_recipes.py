@@ -76,7 +76,7 @@ def test_variant_configs_parse_and_build_the_right_models():
     pair = build_model(electra, 1000, 0)
     assert type(pair).__name__ == "ElectraPretrainer" and pair.disc_weight == 50.0
     assert pair.generator.config.hidden_size == 32 and pair.discriminator.config.hidden_size == 128
-    assert logged_outputs(electra, pair) == {"generator_loss": "generator_loss",
+    assert logged_outputs(electra.objective, pair) == {"generator_loss": "generator_loss",
                                              "discriminator_loss": "discriminator_loss"}
     with pytest.raises(ConfigError, match="model_type"):
         load_config(config("electra"), ["model.model_type=bert"])
@@ -89,7 +89,7 @@ def test_variant_configs_parse_and_build_the_right_models():
     albert = load_config(config("albert"))
     model = build_model(albert, 1000, 0)
     assert type(model).__name__ == "BertForPreTraining" and model.config.shares_layers
-    assert logged_outputs(albert, model) == {"mlm_loss": "mlm_loss", "sop_loss": "nsp_loss"}
+    assert logged_outputs(albert.objective, model) == {"mlm_loss": "mlm_loss", "sop_loss": "nsp_loss"}
 
     # DeBERTa-v3's 256 log-buckets need a position range beyond 129: 512 as its checkpoints
     deberta = build_model(parse_config({"model": {"model_type": "deberta-v2"}}), 1000, 0)
@@ -97,8 +97,8 @@ def test_variant_configs_parse_and_build_the_right_models():
     # RoBERTa has one segment row: BERT's pair template (second segment = 1) cannot feed it
     pairs = parse_config({"model": {"model_type": "roberta"}, "data": {"objective": "mlm+nsp"}})
     with pytest.raises(ConfigError, match="type_vocab_size=1"):
-        check_segments(pairs, build_model(pairs, 1000, 0).config, "wordpiece")
-    check_segments(pairs, build_model(pairs, 1000, 1).config, "bpe")  # <s> A </s></s> B </s>: all 0
+        check_segments(pairs.data, build_model(pairs, 1000, 0).config, "wordpiece")
+    check_segments(pairs.data, build_model(pairs, 1000, 1).config, "bpe")  # <s> A </s></s> B </s>: all 0
 
     with pytest.raises(ConfigError, match="tokenizer.kind"):
         parse_config({"tokenizer": {"kind": "sentencepiece"}})

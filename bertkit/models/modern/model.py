@@ -379,6 +379,21 @@ class ModernBertModel(PretrainedMixin, nn.Module):
         self.gradient_checkpointing = False  # recompute each layer in backward to save memory
         self.init_weights()
 
+    def positions(self, input_ids: torch.Tensor, position_ids: torch.Tensor | None, length: int,
+                  unpadding) -> tuple[torch.Tensor, dict]:
+        """(the position of each token the layers see: the column index by default, one per real
+        token when unpadded; the rotary tables of each attention kind, none without rope)."""
+        config = self.config
+        if position_ids is None:
+            position_ids = torch.arange(length, device=input_ids.device).unsqueeze(0)
+        position_ids = position_ids[:, :length]
+        if unpadding is not None:  # one position per real token
+            position_ids = unpadding.unpad(position_ids.expand(input_ids.shape[0], -1))
+        rotary = {kind: rotary_tables(position_ids, config.head_dim, theta) for kind, theta in
+                  (("full_attention", config.global_rope_theta), (SLIDING, config.local_rope_theta))
+                  } if config.position_embedding_type == "rope" else {}
+        return position_ids, rotary
+
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
                 head_mask: torch.Tensor | None = None, output_attentions: bool = False,
@@ -403,14 +418,7 @@ class ModernBertModel(PretrainedMixin, nn.Module):
         unpadding = (Unpadding.from_mask(attention_mask, config)
                      if padded and self.unpad and not output_attentions else None)
         length = input_ids.shape[1] if unpadding is None else unpadding.length
-        if position_ids is None:
-            position_ids = torch.arange(length, device=input_ids.device).unsqueeze(0)
-        position_ids = position_ids[:, :length]
-        if unpadding is not None:  # one position per real token
-            position_ids = unpadding.unpad(position_ids.expand(input_ids.shape[0], -1))
-        rotary = {kind: rotary_tables(position_ids, config.head_dim, theta) for kind, theta in
-                  (("full_attention", config.global_rope_theta), (SLIDING, config.local_rope_theta))
-                  } if config.position_embedding_type == "rope" else {}
+        position_ids, rotary = self.positions(input_ids, position_ids, length, unpadding)
         masks = ({} if unpadding is not None else
                  attention_masks(config, length, attention_mask if padded else None, input_ids.device))
 
