@@ -35,7 +35,7 @@ sys.path.insert(0, ROOT)
 
 from bertkit.data.assets import minilm_dir  # noqa: E402
 from bertkit.data.collate import MLMCollator  # noqa: E402
-from bertkit.data.documents import shard_documents, split_documents  # noqa: E402
+from bertkit.data.documents import CorpusDocuments, shard_documents, split_documents  # noqa: E402
 from bertkit.data.examples import SpecialTokens  # noqa: E402
 from bertkit.data.packing import PackedBuilder, packing_efficiency  # noqa: E402
 from bertkit.tokenizer import Tokenizer  # noqa: E402
@@ -64,7 +64,8 @@ def prepare(args, tokenizer, directory: str):
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the one Latin-1 BBC file
-        docs = shard_documents(args.corpus, tokenizer, directory, max_documents=args.max_documents)
+        docs = shard_documents(CorpusDocuments(args.corpus, max_documents=args.max_documents, keep=False), tokenizer,
+                               directory)
     return docs, time.perf_counter() - start, docs.num_tokens
 
 
