@@ -13,7 +13,9 @@ repeat), at `--threads` intra-op threads for every runtime (torch and ONNX Runti
   onnxruntime int8    that graph through onnxruntime.quantization.quantize_dynamic (QInt8)
 
 Batch 32. Texts: BBC articles cut at random token counts in each set's range (short 8-32,
-mixed 8-256, long 256-512 tokens, [CLS]/[SEP] included), so no runtime truncates. Every
+mixed 8-256, long 256-512 tokens, [CLS]/[SEP] included), so no runtime truncates; a user's
+batch in size (hundreds of texts: 512 short, 384 mixed, 128 long). Batches from a handful of
+texts favour whoever sorts best and time start-up noise; `--texts N` overrides the count. Every
 runtime's vectors are compared with bertkit fp32 before timing: max |difference| for fp32,
 min cosine for int8. Every call is timed in wall seconds and in process CPU seconds (at one
 thread the CPU ratio leaves out the waits for a shared machine's cores). Peak memory: each runtime again in a fresh interpreter (this script with
@@ -48,8 +50,8 @@ from bertkit.inference.batches import fixed_batches
 from bertkit.tokenizer import Tokenizer
 
 BATCH = 32
-# tokens lo, hi; number of texts (small: the shared 2-core machine ran at load 8-10 when measured)
-SETS = {"short": (8, 32, 192), "mixed": (8, 256, 64), "long": (256, 512, 16)}
+# tokens lo, hi; number of texts (a user's batch: hundreds of texts, each set ~10-50k tokens)
+SETS = {"short": (8, 32, 512), "mixed": (8, 256, 384), "long": (256, 512, 128)}
 RUNTIMES = ("bertkit fp32", "bertkit fp32 unpacked", "bertkit int8", "transformers", "transformers sorted", "sentence-transformers",
             "onnxruntime fp32", "onnxruntime int8")
 
@@ -166,10 +168,14 @@ def load() -> str:
         return " ".join(f.read().split()[:3])
 
 
-def run_set(name: str, args, workdir: str) -> dict:
+def set_size(name: str, args) -> tuple[int, int, int]:
+    """(lo, hi, number of texts) of a set: its own, `--texts`, or 8 for a smoke run."""
     lo, hi, n = SETS[name]
-    if args.smoke:
-        n = 8
+    return lo, hi, 8 if args.smoke else (args.texts or n)
+
+
+def run_set(name: str, args, workdir: str) -> dict:
+    lo, hi, n = set_size(name, args)
     tokenizer = Tokenizer.from_pretrained(minilm_dir())
     texts = cut_texts(tokenizer, lo, hi, n, seed=0)
     lengths = [len(x) for x in tokenizer(texts, padding=False, truncation=False, return_tensors=None)["input_ids"]]
@@ -188,7 +194,7 @@ def run_set(name: str, args, workdir: str) -> dict:
     if not (args.no_memory or args.smoke):
         for rt in args.runtimes:
             cmd = [sys.executable, os.path.abspath(__file__), "--memory-runtime", rt, "--sets", name,
-                   "--threads", str(args.threads), "--workdir", workdir]
+                   "--threads", str(args.threads), "--workdir", workdir, "--texts", str(n)]
             proc = subprocess.run(cmd, capture_output=True, text=True)
             line = next((x for x in proc.stdout.splitlines() if x.startswith("MEMORY ")), None)
             if proc.returncode or line is None:
@@ -246,6 +252,7 @@ def main(argv=None):
     p = harness.parser(__doc__.splitlines()[0])
     p.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
     p.add_argument("--runtimes", nargs="+", choices=RUNTIMES, default=list(RUNTIMES))
+    p.add_argument("--texts", type=int, default=None, help="texts per set (default: the set's own count)")
     p.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "bertkit-bench-inference"))
     p.add_argument("--memory-runtime", choices=RUNTIMES, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -255,7 +262,7 @@ def main(argv=None):
     transformers.utils.logging.disable_progress_bar()
     os.makedirs(args.workdir, exist_ok=True)
     if args.memory_runtime:
-        lo, hi, n = SETS[args.sets[0]]
+        lo, hi, n = set_size(args.sets[0], args)
         texts = cut_texts(Tokenizer.from_pretrained(minilm_dir()), lo, hi, n, seed=0)
         harness.measure_memory_in_child(make_call(args.memory_runtime, texts, hi, args.threads, args.workdir), 1, 1)
         return

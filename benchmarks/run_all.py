@@ -2,6 +2,12 @@
 
     python benchmarks/run_all.py [--repeats N] [--threads N] [--label NAME] [--only mlm_mini,encode]
                                  [--table-only]
+    python benchmarks/run_all.py --check [--repeats 3]
+
+`--check` re-runs every headline ratio of docs/benchmarks.md briefly (the four below and the
+inference ratios against sentence-transformers and ONNX Runtime), into results labelled "check",
+and flags each one whose min-max range no longer overlaps the recorded one: moved beyond the
+noise of both runs. It exits 1 when any moved.
 
 Each benchmark runs as its own process (`python benchmarks/bench_*.py ...`) and leaves a JSON
 summary in benchmarks/results/; the table and plot are built from those files, so
@@ -39,12 +45,73 @@ TITLES = {
 }
 
 
+# The inference headline: bertkit fp32 `encode` against its anchors, on a user's batch sizes.
+INFERENCE = ["bench_inference.py", "--runtimes", "bertkit fp32", "sentence-transformers", "onnxruntime fp32",
+             "--no-memory"]
+INFERENCE_LABEL = "realistic"  # the label of the recorded results docs/benchmarks.md cites
+# headline -> (script arguments, result file, anchor row or None for a bertkit ÷ transformers
+# result, label of the recorded result)
+HEADLINES = {name: (spec[0], name, None, "") for name, spec in BENCHMARKS.items()}
+for _set in ("mixed", "short", "long"):
+    for _anchor in ("sentence-transformers", "onnxruntime fp32"):
+        HEADLINES[f"encode {_set} ÷ {_anchor}"] = ([*INFERENCE, "--sets", _set], f"inference-{_set}", _anchor,
+                                                   INFERENCE_LABEL)
+
+
 def run(names: list[str], extra: list[str]) -> None:
     for name in names:
-        script, *args = BENCHMARKS[name][0]
-        cmd = [sys.executable, os.path.join(HERE, script), *args, *extra]
-        print("$", " ".join(cmd), flush=True)
-        subprocess.run(cmd, check=True, cwd=ROOT)
+        run_script(BENCHMARKS[name][0], extra)
+
+
+def run_script(script_args: list[str], extra: list[str]) -> None:
+    script, *args = script_args
+    cmd = [sys.executable, os.path.join(HERE, script), *args, *extra]
+    print("$", " ".join(f"'{a}'" if " " in a else a for a in cmd), flush=True)
+    subprocess.run(cmd, check=True, cwd=ROOT)
+
+
+def headline_ratio(result: dict, anchor: str | None) -> tuple[float, float, float]:
+    """(median, min, max) of bertkit's speed over the anchor in one result file."""
+    if anchor is None:  # a bench_* result: bertkit ÷ transformers per repeat
+        return result["ratio_median"], result["ratio_min"], result["ratio_max"]
+    row = result["rows"][anchor]  # bench_inference: the anchor's speed vs bertkit fp32, inverted
+    return 1 / row["speed_vs_bertkit_fp32"], 1 / row["speed_max"], 1 / row["speed_min"]
+
+
+def verdict(recorded: tuple[float, float, float], now: tuple[float, float, float]) -> str:
+    """"moved up"/"moved down" when the two min-max ranges do not overlap, else "held"."""
+    if now[1] > recorded[2]:
+        return "moved up"
+    if now[2] < recorded[1]:
+        return "moved down"
+    return "held"
+
+
+def check(repeats: int, threads: int | None) -> bool:
+    """Re-run each headline's script once (labelled "check"), print recorded against now;
+    True when every headline held."""
+    extra = ["--repeats", str(repeats), "--label", "check"] + (["--threads", str(threads)] if threads else [])
+    for script_args in {tuple(spec[0]): None for spec in HEADLINES.values()}:
+        run_script(list(script_args), extra)
+    return print_check()
+
+
+def print_check() -> bool:
+    rows = ["| headline | recorded (median, min – max) | now | verdict |", "|---|---|---|---|"]
+    held = True
+    for name, (_, result_name, anchor, label) in HEADLINES.items():
+        recorded_file, now_file = load(result_name, label), load(result_name, "check")
+        if recorded_file is None or now_file is None:
+            rows.append(f"| {name} | {'-' if recorded_file is None else 'recorded'} | "
+                        f"{'-' if now_file is None else 'measured'} | not compared |")
+            continue
+        recorded, now = headline_ratio(recorded_file, anchor), headline_ratio(now_file, anchor)
+        result = verdict(recorded, now)
+        held &= result == "held"
+        rows.append(f"| {name} | {recorded[0]:.2f}x ({recorded[1]:.2f} – {recorded[2]:.2f}) | "
+                    f"{now[0]:.2f}x ({now[1]:.2f} – {now[2]:.2f}) | {result} |")
+    print("\n".join(rows))
+    return held
 
 
 def markers(label: str) -> tuple[str, str]:
@@ -140,7 +207,11 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=None, help="passed to every benchmark")
     p.add_argument("--label", default="", help="passed to every benchmark; its own table and plot")
     p.add_argument("--table-only", action="store_true", help="rebuild table and plot from results/")
+    p.add_argument("--check", action="store_true",
+                   help="re-run the headline ratios briefly and flag any that moved (exit 1)")
     args = p.parse_args(argv)
+    if args.check:
+        sys.exit(0 if check(args.repeats, args.threads) else 1)
     names = args.only.split(",")
     if not args.table_only:
         extra = ["--repeats", str(args.repeats)]

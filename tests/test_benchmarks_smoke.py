@@ -45,6 +45,19 @@ def test_predict_anchors_smoke():
         assert diff < 1e-4, row
 
 
+@pytest.mark.slow
+def test_inference_headline_smoke():
+    # The inference headline's own command at smoke size: bertkit fp32 against both anchors,
+    # every vector within float error of bertkit's.
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_inference.py"), "--smoke",
+                           "--threads", "1", "--sets", "mixed", "--runtimes", "bertkit fp32", "sentence-transformers",
+                           "onnxruntime fp32"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for runtime in ("sentence-transformers", "onnxruntime fp32"):
+        row = next(line for line in proc.stdout.splitlines() if line.startswith(f"| {runtime} |"))
+        assert float(re.search(r"max diff ([0-9.e+-]+)", row).group(1)) < 1e-5, row
+
+
 def test_loader_tiny():
     # The data loader alone (no model, no transformers): shards -> packing -> masking, --tiny sizes.
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_loader.py"), "--tiny"],
@@ -56,17 +69,57 @@ def test_loader_tiny():
         assert re.search(rf"^LOADER {stage} \(.*\): [0-9,]+ tokens/s", proc.stdout, re.M), proc.stdout
 
 
-def test_run_all_table_only(tmp_path, monkeypatch):
+def _run_all_module():
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     try:
         import run_all
     finally:
         sys.path.pop(0)
+    return run_all
+
+
+def test_run_all_table_only(tmp_path, monkeypatch):
+    run_all = _run_all_module()
     monkeypatch.setattr(run_all, "DOC", str(tmp_path / "benchmarks.md"))
     monkeypatch.setattr(run_all, "PLOT", str(tmp_path / "img" / "benchmarks.png"))
     monkeypatch.setattr(run_all, "RESULTS", str(tmp_path / "results"))
     run_all.main(["--table-only"])  # no results yet: an empty table, no plot, no crash
     assert run_all.START in (tmp_path / "benchmarks.md").read_text()
+
+
+def test_run_all_check_flags_a_moved_ratio(tmp_path, monkeypatch, capsys):
+    # --check compares each headline's recorded min-max range with a rerun's: overlapping ranges
+    # held, disjoint ones moved; an inference anchor's speed is inverted to bertkit ÷ anchor.
+    run_all = _run_all_module()
+    monkeypatch.setattr(run_all, "RESULTS", str(tmp_path))
+
+    def write(name, payload):
+        (tmp_path / f"{name}.json").write_text(json.dumps(payload))
+
+    def ratios(median, low, high):
+        return {"ratio_median": median, "ratio_min": low, "ratio_max": high}
+
+    write("mlm_mini", ratios(3.0, 2.8, 3.2))
+    write("mlm_mini-check", ratios(3.1, 2.9, 3.3))  # overlaps: held
+    write("encode", ratios(2.4, 2.2, 2.7))
+    write("encode-check", ratios(1.6, 1.5, 1.7))  # below the recorded range: moved down
+    anchor = {"speed_vs_bertkit_fp32": 0.5, "speed_min": 0.45, "speed_max": 0.55}
+    write("inference-mixed-realistic", {"rows": {"sentence-transformers": anchor, "onnxruntime fp32": anchor}})
+    write("inference-mixed-check", {"rows": {"sentence-transformers": anchor,
+                                             "onnxruntime fp32": {"speed_vs_bertkit_fp32": 0.25, "speed_min": 0.24,
+                                                                  "speed_max": 0.26}}})
+    assert run_all.print_check() is False
+    out = capsys.readouterr().out
+    assert re.search(r"\| mlm_mini \| 3.00x \(2.80 – 3.20\) \| 3.10x \(2.90 – 3.30\) \| held \|", out)
+    assert re.search(r"\| encode \| .* \| moved down \|", out)
+    assert re.search(r"\| encode mixed ÷ sentence-transformers \| 2.00x \(1.82 – 2.22\) \| 2.00x .* \| held \|", out)
+    assert re.search(r"\| encode mixed ÷ onnxruntime fp32 \| 2.00x .* \| 4.00x .* \| moved up \|", out)
+    assert re.search(r"\| mlm_small \| - \| - \| not compared \|", out)
+    for name in ("mlm_small", "finetune", "encode", "encode mixed ÷ sentence-transformers"):
+        (tmp_path / f"{name}-check.json").unlink(missing_ok=True)
+    write("encode-check", ratios(2.5, 2.3, 2.6))
+    write("inference-mixed-check", {"rows": {"sentence-transformers": anchor, "onnxruntime fp32": anchor}})
+    assert run_all.print_check() is True
 
 
 @pytest.mark.slow
