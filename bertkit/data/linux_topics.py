@@ -12,9 +12,9 @@ order until a passage holds at least 100 words, and a paragraph that would push 
 starts the next one; a paragraph longer than 150 words is cut between sentences first
 (`corpus.split_sentences`). Passages under 30 words (a page's last scraps, short pages) are
 dropped, and so are passages in which under 80% of the words hold a letter (tables of registers
-and numbers that survive as prose lines: Gopher's rule, as `data.min_alpha_fraction`), and every
-passage whose text (case and spacing aside) occurs on two or more pages:
-licence boilerplate and copied notes, which would otherwise sit in two splits. Then, with the
+and numbers that survive as prose lines: Gopher's rule, as `data.min_alpha_fraction`) and every
+passage whose text (case and spacing aside) occurs on two or more pages (licence boilerplate,
+copied notes: they would sit in two splits). Then, with the
 seed, at most `PER_PAGE` passages are kept per page (so a few huge pages do not make a class) and
 at most `PER_CLASS` per class (networking and filesystems alone have thousands). All passages of a
 page go to one split (`stratified_split` grouped by page, 70/10/20 of each class's passages).
