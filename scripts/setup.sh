@@ -29,12 +29,15 @@ fi
 
 # Debian packages: WordNet (supersense data sets, the wordnet corpus), GCIDE (the gcide
 # pre-training corpus), the Python and Linux kernel manuals (the python-docs and linux-docs
-# corpora: 12.6 + 37 MB of downloads, 3.5M words of prose) and, for the tests, Chromium (viewer test).
+# corpora: 12.6 + 37 MB of downloads, 3.5M words of prose; linux-doc also makes the
+# linux-docs-topics data set), fortune cookies (the fortunes data set: 0.9 MB of downloads) and,
+# for the tests, Chromium (viewer test).
 debs=()
 [ -f /usr/share/wordnet/data.noun ] || debs+=(wordnet-base)
 [ -f /usr/share/dictd/gcide.index ] || debs+=(dict-gcide)
 compgen -G "/usr/share/doc/python3*/html/_sources" >/dev/null || debs+=(python3-doc)
 compgen -G "/usr/share/doc/linux-doc-*/html/_sources" >/dev/null || debs+=(linux-doc)
+[ -f /usr/share/games/fortunes/computers ] || debs+=(fortunes)
 if [ "$with_tests" = 1 ]; then
     command -v chromium >/dev/null || debs+=(chromium)
 fi
@@ -43,7 +46,7 @@ if [ "${#debs[@]}" -gt 0 ]; then
         apt-get update -qq >/dev/null
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${debs[@]}" >/dev/null
     else
-        echo "note: install ${debs[*]} with apt-get for the WordNet data sets and the viewer test" >&2
+        echo "note: install ${debs[*]} with apt-get for the WordNet, linux-docs-topics and fortunes data sets, the corpora and the viewer test" >&2
     fi
 fi
 echo "bertkit is set up in .venv ($(.venv/bin/python -c 'import torch; print("torch", torch.__version__)'))"

@@ -28,7 +28,7 @@ from typing import Iterator
 from bertkit.errors import DataError
 from bertkit.io import iter_text_lines
 
-__all__ = ["SPHINX_SOURCES", "sphinx_sources_dir", "rst_paragraphs", "sphinx_pages", "page_documents", "sphinx_documents"]
+__all__ = ["SPHINX_SOURCES", "sphinx_sources_dir", "rst_paragraphs", "page_paragraphs", "sphinx_pages", "page_documents", "sphinx_documents"]
 
 # corpus name -> (where Debian puts the sources (a glob), the install line)
 SPHINX_SOURCES = {
@@ -136,11 +136,15 @@ def sphinx_pages(root: Path) -> list[Path]:
     return sorted(root.rglob("*.rst.txt"))
 
 
+def page_paragraphs(path: Path) -> list[str]:
+    """The prose paragraphs of one ``*.rst.txt`` page (none for a page without prose)."""
+    return rst_paragraphs("\n".join(line for _, line in iter_text_lines(path)))
+
+
 def page_documents(pages: list[Path]) -> Iterator[list[str]]:
     """One document (its prose paragraphs) per page; pages without prose give none."""
     for path in pages:
-        text = "\n".join(line for _, line in iter_text_lines(path))
-        paragraphs = rst_paragraphs(text)
+        paragraphs = page_paragraphs(path)
         if paragraphs:
             yield paragraphs
 

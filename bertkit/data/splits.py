@@ -8,7 +8,7 @@ share one split function and therefore one split.
 from __future__ import annotations
 
 import random
-from typing import Sequence, TypeVar
+from typing import Callable, Hashable, Sequence, TypeVar
 
 from bertkit.errors import DataError
 
@@ -23,7 +23,8 @@ def _split_size(n: int, fraction: float) -> int:
 
 
 def stratified_split(
-    examples: Sequence[Example], seed: int = 0, dev_fraction: float = 0.1, test_fraction: float = 0.2
+    examples: Sequence[Example], seed: int = 0, dev_fraction: float = 0.1, test_fraction: float = 0.2,
+    group: Callable[[Example], Hashable] | None = None,
 ) -> dict[str, list[Example]]:
     """Stratified, duplicate-aware train/dev/test split.
 
@@ -32,24 +33,32 @@ def stratified_split(
     the shuffled sequence is cut into test, dev and train. Each cut is the first group
     boundary at or after floor(n*fraction + 0.5), so the label proportions are kept and no
     text is in two splits (sizes can exceed the target by a duplicate or two).
+
+    `group(example)` names the groups instead (a passage's page: all passages of a page in one
+    split). Such groups can be large, so a group then goes to test (dev) only while that leaves
+    the split nearer its target than without it (filled + size / 2 <= target), in shuffled
+    order; a group too big for both goes to train.
     """
     if not (0 <= dev_fraction and 0 <= test_fraction and dev_fraction + test_fraction < 1):
         raise DataError(
             f"dev_fraction={dev_fraction} and test_fraction={test_fraction} must be >= 0 and sum to < 1"
         )
-    by_label: dict[str, dict[tuple, list[Example]]] = {}
+    key = group or (lambda e: (e.text, getattr(e, "text_pair", None)))
+    by_label: dict[str, dict[Hashable, list[Example]]] = {}
     for example in examples:
-        groups = by_label.setdefault(str(example.label), {})
-        groups.setdefault((example.text, getattr(example, "text_pair", None)), []).append(example)
+        by_label.setdefault(str(example.label), {}).setdefault(key(example), []).append(example)
     splits: dict[str, list[Example]] = {"train": [], "dev": [], "test": []}
     for label in sorted(by_label):
         groups = list(by_label[label].values())
         random.Random(f"{seed}:{label}").shuffle(groups)
-        n = sum(len(group) for group in groups)
+        n = sum(len(members) for members in groups)
         targets = {"test": _split_size(n, test_fraction), "dev": _split_size(n, dev_fraction)}
         filled = {"test": 0, "dev": 0, "train": 0}
-        for group in groups:
-            name = next((k for k in ("test", "dev") if filled[k] < targets[k]), "train")
-            filled[name] += len(group)
-            splits[name] += group
+        for members in groups:
+            # the duplicate rule is kept as it was, so the existing splits (bbc, wordnet) do not move
+            fits = ((lambda k: filled[k] < targets[k]) if group is None
+                    else (lambda k: filled[k] + len(members) / 2 <= targets[k]))
+            name = next((k for k in ("test", "dev") if fits(k)), "train")
+            filled[name] += len(members)
+            splits[name] += members
     return splits

