@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Issue 31.3: the fine-tuning defaults across real labelled sets, each beside TF-IDF on its split.
+# For every set: all-MiniLM-L6-v2 fine-tuned with `bertkit finetune`'s defaults (no config: 3
+# epochs, lr 5e-5, batch 16, 128 tokens), then scored on the test split by `bertkit evaluate`,
+# which also fits TF-IDF (word 1-2 grams, sublinear tf) + logistic regression on the same
+# training split (C chosen on dev) and prints the majority-class baseline. With SEARCH_MINUTES
+# > 0, also `finetune --search` in that budget (settings chosen on dev only), scored the same way.
+# Each evaluation's JSON line goes to OUT_ROOT/table.jsonl with the set and the arm.
+# Usage: [SETS="linux-docs-topics fortunes"] [SEARCH_MINUTES=0] [SEED=0] \
+#        scripts/defaults_table.sh [OUT_ROOT]
+set -eo pipefail
+cd "$(dirname "$0")/.." && . .venv/bin/activate
+ROOT=${1:-/tmp/defaults_table}
+SETS=${SETS:-bbc linux-docs-topics fortunes}
+SEARCH_MINUTES=${SEARCH_MINUTES:-0}
+SEED=${SEED:-0}
+mkdir -p "$ROOT"
+M=$(python -c "import bertkit.data.assets as a; print(a.minilm_dir())")
+
+score() {  # score SET ARM: evaluate OUT_ROOT/SET-ARM on SET:test, append its JSON line to the table
+  local set=$1 arm=$2 started=$3
+  echo "== $set $arm: bertkit evaluate --model $ROOT/$set-$arm --data $set:test"
+  bertkit evaluate --model "$ROOT/$set-$arm" --data "$set:test" 2>&1 | grep -v Warning | tail -1 |
+      python -c "import json, sys; row = json.loads(sys.stdin.read()); print(json.dumps(
+          {'set': '$set', 'arm': '$arm', 'seed': $SEED, 'minutes': round(($(date +%s) - $started) / 60, 1), **row}))" |
+      tee -a "$ROOT/table.jsonl"
+}
+
+for set in $SETS; do
+  started=$(date +%s)
+  echo "== $set default: bertkit finetune --task classification --model MINILM --train $set --seed $SEED"
+  bertkit finetune --task classification --model "$M" --train "$set" --out "$ROOT/$set-default" \
+      --seed "$SEED" --overwrite --no-progress 2>&1 | grep -v Warning
+  score "$set" default "$started"
+  if [ "$SEARCH_MINUTES" -gt 0 ]; then
+    started=$(date +%s)
+    echo "== $set search: bertkit finetune --search ... --set search.max_minutes=$SEARCH_MINUTES"
+    bertkit finetune --search --task classification --model "$M" --train "$set" --out "$ROOT/$set-search" \
+        --seed "$SEED" --overwrite --no-progress --set "search.max_minutes=$SEARCH_MINUTES" 2>&1 | grep -v Warning
+    score "$set" search "$started"
+  fi
+done
