@@ -3,16 +3,17 @@
 # For every set: all-MiniLM-L6-v2 fine-tuned with `bertkit finetune`'s defaults (no config: 3
 # epochs, lr 5e-5, batch 16, 128 tokens), then scored on the test split by `bertkit evaluate`,
 # which also fits TF-IDF (word 1-2 grams, sublinear tf) + logistic regression on the same
-# training split (C chosen on dev) and prints the majority-class baseline. With SEARCH_MINUTES
-# > 0, also `finetune --search` in that budget (settings chosen on dev only), scored the same way.
-# Each evaluation's JSON line goes to OUT_ROOT/table.jsonl with the set and the arm.
-# Usage: [SETS="linux-docs-topics fortunes"] [SEARCH_MINUTES=0] [SEED=0] \
+# training split (C chosen on dev) and prints the majority-class baseline. The arm "search" runs
+# `finetune --search` in a budget of SEARCH_MINUTES (settings chosen on dev only), scored the same
+# way. Each evaluation's JSON line goes to OUT_ROOT/table.jsonl with the set and the arm.
+# Usage: [SETS="linux-docs-topics fortunes"] [ARMS="default search"] [SEARCH_MINUTES=20] [SEED=0] \
 #        scripts/defaults_table.sh [OUT_ROOT]
 set -eo pipefail
 cd "$(dirname "$0")/.." && . .venv/bin/activate
 ROOT=${1:-/tmp/defaults_table}
 SETS=${SETS:-bbc linux-docs-topics fortunes}
-SEARCH_MINUTES=${SEARCH_MINUTES:-0}
+ARMS=${ARMS:-default}
+SEARCH_MINUTES=${SEARCH_MINUTES:-20}
 SEED=${SEED:-0}
 mkdir -p "$ROOT"
 M=$(python -c "import bertkit.data.assets as a; print(a.minilm_dir())")
@@ -27,12 +28,14 @@ score() {  # score SET ARM: evaluate OUT_ROOT/SET-ARM on SET:test, append its JS
 }
 
 for set in $SETS; do
-  started=$(date +%s)
-  echo "== $set default: bertkit finetune --task classification --model MINILM --train $set --seed $SEED"
-  bertkit finetune --task classification --model "$M" --train "$set" --out "$ROOT/$set-default" \
-      --seed "$SEED" --overwrite --no-progress 2>&1 | grep -v Warning
-  score "$set" default "$started"
-  if [ "$SEARCH_MINUTES" -gt 0 ]; then
+  if [[ " $ARMS " == *" default "* ]]; then
+    started=$(date +%s)
+    echo "== $set default: bertkit finetune --task classification --model MINILM --train $set --seed $SEED"
+    bertkit finetune --task classification --model "$M" --train "$set" --out "$ROOT/$set-default" \
+        --seed "$SEED" --overwrite --no-progress 2>&1 | grep -v Warning
+    score "$set" default "$started"
+  fi
+  if [[ " $ARMS " == *" search "* ]]; then
     started=$(date +%s)
     echo "== $set search: bertkit finetune --search ... --set search.max_minutes=$SEARCH_MINUTES"
     bertkit finetune --search --task classification --model "$M" --train "$set" --out "$ROOT/$set-search" \
