@@ -87,7 +87,7 @@ def bbc_topics(split_seed: int = 0, dev_fraction: float = 0.1, test_fraction: fl
     text = the whole article as stored (title line, blank line, body); label = the topic
     directory name (business, entertainment, politics, sports, tech). The split is
     `data.bbc.bbc_split(split_seed)`, shared with the `bbc:train` corpus: the 98 articles stored twice keep both copies
-    in one split; with the defaults about 1558 / 223 / 444 articles (70 / 10 / 20 %).
+    in one split; with the defaults 1,556 / 223 / 446 articles (70 / 10 / 20 %).
     """
     return _text_examples(bbc_split(split_seed, dev_fraction, test_fraction))
 
