@@ -6,6 +6,7 @@
 # training split (C chosen on dev) and prints the majority-class baseline. The arm "search" runs
 # `finetune --search` in a budget of SEARCH_MINUTES (settings chosen on dev only), scored the same
 # way. Each evaluation's JSON line goes to OUT_ROOT/table.jsonl with the set and the arm.
+# EXTRA="data.max_train_examples=4000" adds --set values to every fine-tune (a subsample of a large set).
 # Usage: [SETS="linux-docs-topics fortunes"] [ARMS="default search"] [SEARCH_MINUTES=20] [SEED=0] \
 #        scripts/defaults_table.sh [OUT_ROOT]
 set -eo pipefail
@@ -32,14 +33,15 @@ for set in $SETS; do
     started=$(date +%s)
     echo "== $set default: bertkit finetune --task classification --model MINILM --train $set --seed $SEED"
     bertkit finetune --task classification --model "$M" --train "$set" --out "$ROOT/$set-default" \
-        --seed "$SEED" --overwrite --no-progress 2>&1 | grep -v Warning
+        --seed "$SEED" --overwrite --no-progress ${EXTRA:+--set $EXTRA} 2>&1 | grep -v Warning
     score "$set" default "$started"
   fi
   if [[ " $ARMS " == *" search "* ]]; then
     started=$(date +%s)
     echo "== $set search: bertkit finetune --search ... --set search.max_minutes=$SEARCH_MINUTES"
+    rm -rf "$ROOT/$set-search"  # a search starts in a new --out (this script's own scratch folder)
     bertkit finetune --search --task classification --model "$M" --train "$set" --out "$ROOT/$set-search" \
-        --seed "$SEED" --overwrite --no-progress --set "search.max_minutes=$SEARCH_MINUTES" 2>&1 | grep -v Warning
+        --seed "$SEED" --no-progress --set "search.max_minutes=$SEARCH_MINUTES" $EXTRA 2>&1 | grep -v Warning
     score "$set" search "$started"
   fi
 done
