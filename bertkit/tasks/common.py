@@ -133,10 +133,10 @@ class TruncationWarning(UserWarning):
     model was fine-tuned with (evaluate then leaves it out)."""
 
 
-def truncation_warning(count: int, total: int, max_length: int, name: str, what: str) -> None:
+def truncation_warning(count: int, total: int, max_length: int, name: str, what: str, hint: str = "") -> None:
     if count:
         warnings.warn(f"{name}: {count} of {total} {what} were cut to data.max_length={max_length} "
-                      "tokens", TruncationWarning, stacklevel=3)
+                      f"tokens{hint}", TruncationWarning, stacklevel=3)
 
 
 # ---------------------------------------------------------------------------- batching

@@ -84,6 +84,18 @@ def test_words_keep_their_own_boundaries_and_first_subword_labels(tokenizer):
     assert (g["labels"][g["word_ids"] == 1][1:] == 2).all()  # continuation pieces become I-LOC
 
 
+def test_many_cut_texts_get_a_way_forward_in_the_warning(tokenizer):
+    long, short = TextExample("word " * 40), TextExample("a short one")
+    with pytest.warns(UserWarning) as caught:
+        encode_texts(tokenizer, [long, short], 16)  # half the texts cut: say what to do
+    (message,) = [str(w.message) for w in caught]
+    assert message.startswith("data: 1 of 2 texts were cut to data.max_length=16 tokens; if their ends matter")
+    assert "data.long_text to head_tail or chunks" in message
+    with pytest.warns(UserWarning) as caught:
+        encode_texts(tokenizer, [long] + [short] * 19, 16)  # one in twenty: the count alone
+    assert [str(w.message) for w in caught] == ["data: 1 of 20 texts were cut to data.max_length=16 tokens"]
+
+
 def test_pairs_get_segment_ids_and_empty_texts_are_refused(tokenizer):
     examples = [TextExample("a cat sat", "on the mat", "x"), TextExample("dogs bark", "loudly", "y")]
     features = encode_texts(tokenizer, examples, 32, class_ids, {"x": 0, "y": 1})
