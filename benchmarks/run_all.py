@@ -51,11 +51,10 @@ INFERENCE = ["bench_inference.py", "--runtimes", "bertkit fp32", "sentence-trans
 INFERENCE_LABEL = "realistic"  # the label of the recorded results docs/benchmarks.md cites
 # headline -> (script arguments, result file, anchor row or None for a bertkit ÷ transformers
 # result, label of the recorded result)
-HEADLINES = {name: (spec[0], name, None, "") for name, spec in BENCHMARKS.items()}
-for _set in ("mixed", "short", "long"):
-    for _anchor in ("sentence-transformers", "onnxruntime fp32"):
-        HEADLINES[f"encode {_set} ÷ {_anchor}"] = ([*INFERENCE, "--sets", _set], f"inference-{_set}", _anchor,
-                                                   INFERENCE_LABEL)
+HEADLINES = {**{name: (spec[0], name, None, "") for name, spec in BENCHMARKS.items()},
+             **{f"encode {set_name} ÷ {anchor}": ([*INFERENCE, "--sets", set_name], f"inference-{set_name}", anchor,
+                                                  INFERENCE_LABEL)
+                for set_name in ("mixed", "short", "long") for anchor in ("sentence-transformers", "onnxruntime fp32")}}
 
 
 def run(names: list[str], extra: list[str]) -> None:
