@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertkit.data.cleaning import word_counts
+from bertkit.data.cleaning import CleaningRules, sentence_passes
 from bertkit.data.corpus import split_sentences
 from bertkit.data.sphinx_text import SPHINX_SOURCES, page_paragraphs, sphinx_pages, sphinx_sources_dir
 from bertkit.data.splits import stratified_split
@@ -45,7 +45,9 @@ LINUX_DOC_HINT = "install it with: apt-get install linux-doc"
 TOPICS = ("PCI", "RCU", "bpf", "filesystems", "gpu", "hwmon", "i2c", "input", "mm", "networking", "power",
           "scsi", "security", "sound", "trace", "usb", "virt")
 TARGET_WORDS, MAX_WORDS, MIN_WORDS = 100, 150, 30
-MIN_ALPHA = 0.8  # Gopher's share of words holding a letter (data.min_alpha_fraction): drops register tables
+# Gopher's share of words holding a letter (data.min_alpha_fraction), the corpus cleaner's own rule:
+# drops register tables
+LETTER_RULE = CleaningRules(min_alpha_fraction=0.8)
 PER_PAGE, PER_CLASS = 20, 600
 
 
@@ -86,12 +88,7 @@ def page_passages(paragraphs: list[str]) -> list[str]:
     units: list[str] = []
     for paragraph in paragraphs:  # a long paragraph is cut between sentences, not mid-sentence
         units.extend(_pack(split_sentences(paragraph)) if _words(paragraph) > MAX_WORDS else [paragraph])
-    return [p for p in _pack(units) if _words(p) >= MIN_WORDS and _letter_share(p) >= MIN_ALPHA]
-
-
-def _letter_share(text: str) -> float:
-    words, with_letters = word_counts(text)
-    return with_letters / words if words else 0.0
+    return [p for p in _pack(units) if _words(p) >= MIN_WORDS and sentence_passes(p, LETTER_RULE)]
 
 
 def _normal(text: str) -> str:

@@ -22,6 +22,13 @@ def _split_size(n: int, fraction: float) -> int:
     return int(n * fraction + 0.5)
 
 
+def _takes(filled: int, target: int, size: int, named_groups: bool) -> bool:
+    """Whether a split below its target takes the next group. Duplicates (small groups) fill it up
+    to the target, as always, so the existing splits (bbc, wordnet) do not move; a named group
+    only while the split ends nearer its target with it than without it."""
+    return filled + size / 2 <= target if named_groups else filled < target
+
+
 def stratified_split(
     examples: Sequence[Example], seed: int = 0, dev_fraction: float = 0.1, test_fraction: float = 0.2,
     group: Callable[[Example], Hashable] | None = None,
@@ -55,10 +62,8 @@ def stratified_split(
         targets = {"test": _split_size(n, test_fraction), "dev": _split_size(n, dev_fraction)}
         filled = {"test": 0, "dev": 0, "train": 0}
         for members in groups:
-            # the duplicate rule is kept as it was, so the existing splits (bbc, wordnet) do not move
-            fits = ((lambda k: filled[k] < targets[k]) if group is None
-                    else (lambda k: filled[k] + len(members) / 2 <= targets[k]))
-            name = next((k for k in ("test", "dev") if fits(k)), "train")
+            name = next((k for k in ("test", "dev") if _takes(filled[k], targets[k], len(members), group is not None)),
+                        "train")
             filled[name] += len(members)
             splits[name] += members
     return splits
