@@ -15,6 +15,9 @@ as benchmarks/harness.py does on the CPU; one CUDA synchronize ends every call):
                             bertkit unpadded, bertkit padded, transformers
     bert_base_encode_varied    inference forward, BERT-base, batch 128, lengths 8..256: the same three
     modern_base_encode_varied  the same for ModernBERT-base
+    mini_recipe_mlm_train   the one-hour CPU recipe's step (modern mini, batch 16 x 128, full rows):
+                            bertkit, transformers; is a small model launch-bound?
+    gpu_recipe_mlm_train    the ten-minute GPU recipe's step (modern medium, batch 64 x 512, full rows)
 
 Everything runs under bertkit's autocast for precision "auto" (runtime/precision.py: bf16 on a
 bf16 GPU, fp32 on the CPU), the same context for both libraries; training uses fused AdamW on CUDA.
@@ -48,6 +51,7 @@ BERT_BASE = dict(num_hidden_layers=12, hidden_size=768, num_attention_heads=12, 
 BERT_TINY = dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=2, intermediate_size=128)
 # name -> (batch, sequence length, shortest row) at the real and the tiny sizes
 SHAPES = {"bert_mlm": ((128, 128, None), (4, 32, None)), "modern_mlm": ((32, 512, 32), (4, 64, 8)),
+          "mini_recipe": ((16, 128, None), (4, 32, None)), "gpu_recipe": ((64, 512, None), (4, 64, None)),
           "finetune": ((32, 256, 16), (4, 32, 4)), "encode": ((128, 256, 8), (4, 32, 4))}
 
 
@@ -77,12 +81,15 @@ def bert_pair(tiny: bool, bk_class, hf_class, **extra):
     return bk.to(DEVICE), hf.to(DEVICE)
 
 
-def modern_pair(tiny: bool, bk_class, hf_class):
-    """transformers' ModernBert (sdpa) loaded from bertkit's saved weights."""
+def modern_pair(tiny: bool, bk_class, hf_class, preset: str = "base", **fields):
+    """transformers' ModernBert (sdpa) loaded from bertkit's saved weights (`fields` override the preset's)."""
     import transformers  # test-only dependency: a speed baseline
 
     torch.manual_seed(0)
-    bk = bk_class(ModernBertConfig.preset("tiny" if tiny else "base", vocab_size=TINY_VOCAB if tiny else VOCAB))
+    fields = {"vocab_size": VOCAB, **fields}
+    if tiny:
+        preset, fields = "tiny", {**fields, "vocab_size": TINY_VOCAB}
+    bk = bk_class(ModernBertConfig.preset(preset, **fields))
     with tempfile.TemporaryDirectory() as directory:
         bk.save_pretrained(directory)
         hf = getattr(transformers, hf_class).from_pretrained(directory, attn_implementation="sdpa")
@@ -229,6 +236,23 @@ def modern_mlm_train(args, packed: bool) -> dict:
     return measure(name, calls, sum(lengths), args)
 
 
+# The two pre-training recipes' shapes (configs/pretrain-mini.toml, configs/pretrain-gpu-10min.toml):
+# preset, attention pattern, vocabulary and full (packed) rows of batch x length.
+RECIPES = {"mini_recipe": ("mini", dict(global_attn_every_n_layers=2, local_attention=64, vocab_size=8000)),
+           "gpu_recipe": ("medium", dict(global_attn_every_n_layers=3, local_attention=128, vocab_size=8000))}
+
+
+def recipe_mlm_train(args, name: str) -> dict:
+    """A recipe's MLM training step on packed rows, bertkit against transformers: steps/s is 1000 / ms."""
+    batch_size, length, _ = shape(name, args.tiny)
+    preset, fields = RECIPES[name]
+    bk, hf = modern_pair(args.tiny, ModernBertForMaskedLM, "ModernBertForMaskedLM", preset, **fields)
+    lengths = lengths_for(batch_size, length, None)
+    batch = mlm_batch(lengths, length, bk.config.vocab_size)
+    calls = {"bertkit": train_step(bk, batch), "transformers": train_step(hf, batch)}
+    return measure(f"{name}_mlm_train", calls, sum(lengths), args)
+
+
 def bert_finetune(args) -> dict:
     batch_size, length, shortest = shape("finetune", args.tiny)
     bk, hf = bert_pair(args.tiny, bertkit.BertForSequenceClassification, "BertForSequenceClassification",
@@ -265,6 +289,8 @@ WORKLOADS = {
     "bert_base_finetune_varied": lambda args, probe: bert_finetune(args),
     "bert_base_encode_varied": lambda args, probe: encode(args, modern=False),
     "modern_base_encode_varied": lambda args, probe: encode(args, modern=True),
+    "mini_recipe_mlm_train": lambda args, probe: recipe_mlm_train(args, "mini_recipe"),
+    "gpu_recipe_mlm_train": lambda args, probe: recipe_mlm_train(args, "gpu_recipe"),
 }
 
 

@@ -9,6 +9,8 @@
 #                                              # (or run-pretrain, then run-finetune: two calls
 #                                              # where one command may run 10 minutes at most)
 #   bash scripts/gpu_recipe_check.sh smoke     # here: the same steps at tiny sizes on the CPU
+#   bash scripts/gpu_recipe_check.sh run train.max_minutes=4 -- train.lr=1e-4
+#                                              # --set overrides for pre-training, "--", for fine-tuning
 #
 # The GPU machine has torch, tokenizers and safetensors but no package registry: `prepare`
 # bundles the BBC package, GCIDE and the two manuals' rst sources (35 MB, compressed) and
@@ -19,6 +21,7 @@
 # else python3).
 set -euo pipefail
 mode=${1:-}
+shift || true  # the rest: --set overrides for pre-training, then "--" and those for fine-tuning
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 export PYTHONPATH=$root${PYTHONPATH:+:$PYTHONPATH}  # this checkout's bertkit, whatever the venv has installed
@@ -73,36 +76,41 @@ pretrain_step() {  # the recipe into $RESULTS/pretrain; its wall time (data prep
     echo "pretrain: $(cat "$RESULTS/pretrain_wall_s") s from start to the last checkpoint" | tee -a "$RESULTS/timeline.txt"
 }
 
-finetune_step() {  # each seed fine-tuned from the last checkpoint and scored on bbc:test; the table
-    local ck start
+finetune_seed() {  # $1 the checkpoint, $2 the seed: fine-tuned, then scored on bbc:test
+    "$PY" -m bertkit finetune --task classification --model "$1" --train bbc --out "$RESULTS/ft-s$2" \
+        --config configs/finetune-bbc-gpu.toml --seed "$2" --device "$device" --no-progress --overwrite \
+        "${ft_set[@]}" > "$RESULTS/finetune-s$2.log" 2>&1 || { tail -20 "$RESULTS/finetune-s$2.log"; return 1; }
+    "$PY" -m bertkit evaluate --model "$RESULTS/ft-s$2" --data bbc:test --device "$device" \
+        > "$RESULTS/test-s$2.json" 2> "$RESULTS/evaluate-s$2.log"
+}
+
+finetune_step() {  # the seeds side by side (small runs share the GPU), each from the last checkpoint; the table
+    local ck start seed failed=0
     ck=$(ls -d "$RESULTS"/pretrain/checkpoint-* | sort -t- -k2 -n | tail -1)
     start=$(date +%s)
-    for seed in $SEEDS; do
-        "$PY" -m bertkit finetune --task classification --model "$ck" --train bbc --out "$RESULTS/ft-s$seed" \
-            --config configs/finetune-bbc-gpu.toml --seed "$seed" --device "$device" --no-progress --overwrite \
-            "${ft_set[@]}" > "$RESULTS/finetune-s$seed.log" 2>&1 || { tail -20 "$RESULTS/finetune-s$seed.log"; exit 1; }
-        "$PY" -m bertkit evaluate --model "$RESULTS/ft-s$seed" --data bbc:test --device "$device" \
-            > "$RESULTS/test-s$seed.json" 2> "$RESULTS/evaluate-s$seed.log"
-        echo "seed $seed: fine-tuned and scored ($(( $(date +%s) - start )) s)" | tee -a "$RESULTS/timeline.txt"
-    done
+    local pids=()
+    for seed in $SEEDS; do finetune_seed "$ck" "$seed" & pids+=($!); done
+    for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+    [ "$failed" = 0 ] || exit 1
+    echo "seeds $SEEDS: fine-tuned and scored side by side in $(( $(date +%s) - start )) s" | tee -a "$RESULTS/timeline.txt"
     "$PY" scripts/gpu_recipe_table.py "$RESULTS" "$(cat "$RESULTS/pretrain_wall_s")" | tee "$RESULTS/table.md"
 }
 
 on_gpu() {
     install_bundle
     export PYTHONUNBUFFERED=1 TRANSFORMERS_VERBOSITY=error HF_HUB_OFFLINE=1
-    split_overrides cuda
+    split_overrides cuda "$@"
 }
 
 case "$mode" in
     prepare) prepare ;;
-    run) on_gpu; pretrain_step; finetune_step ;;
-    run-pretrain) on_gpu; pretrain_step ;;  # the two halves of run, for a 10-minute limit per command
-    run-finetune) on_gpu; finetune_step ;;
+    run) on_gpu "$@"; pretrain_step; finetune_step ;;
+    run-pretrain) on_gpu "$@"; pretrain_step ;;  # the two halves of run, for a 10-minute limit per command
+    run-finetune) on_gpu "$@"; finetune_step ;;
     smoke)  # the recipe shrunk by --set (tiny encoder, 64-token rows, the first documents); fp32 on the CPU
         split_overrides cpu 'model.preset="tiny"' model.local_attention=16 tokenizer.vocab_size=800 \
             data.max_documents=60 data.general_max_documents=120 data.max_length=64 data.max_eval_examples=8 \
-            train.max_steps=4 train.warmup_steps=1 train.batch_size=4 train.eval_every=4 train.log_every=2 \
+            train.max_steps=4 train.warmup_ratio=0.25 train.batch_size=4 train.eval_every=4 train.log_every=2 \
             'train.precision="fp32"' -- train.max_steps=2 data.max_length=64 'train.precision="fp32"'
         pretrain_step; finetune_step ;;
     *) echo "usage: bash scripts/gpu_recipe_check.sh prepare|run|run-pretrain|run-finetune|smoke" >&2; exit 2 ;;

@@ -14,10 +14,13 @@ reaches it, with the final evaluation and checkpoint as at `max_steps`. Training
 of the steps' wall times (drawing and masking the batch, forward, backward, update), not
 evaluations or checkpoint writes, so how often a run evaluates does not change how far it
 trains; it is saved in checkpoints (a resumed run continues the same budget) and logged as
-`train_seconds` in every metrics row. The lr schedule stays defined over `max_steps`: a decaying
-schedule (linear, cosine, polynomial) cut by the clock ends above its final lr, without the
-last anneal. To decay fully within a budget, set max_steps to the steps it allows (a short run's
-steps per second, from `train_seconds`).
+`train_seconds` in every metrics row. By default the lr schedule stays defined over `max_steps`:
+a decaying schedule (linear, cosine, polynomial, wsd) cut by the clock ends above its final lr,
+without the last anneal. `schedule_over = "minutes"` runs the schedule over the budget instead
+(Cramming's budgeted schedule): after each step the lr is the schedule's at step
+max_steps * min(1, t / (60 max_minutes)), t the training time so far (rank 0's clock), so the
+warmup is the first warmup_steps / max_steps of the minutes, the decay ends as they run out on any
+hardware, and max_steps is only an upper bound on the steps.
 
 A checkpoint `OUT/checkpoint-<step>/` is a Hugging Face model directory (config.json,
 model.safetensors, tokenizer files) plus `trainer_state.pt`: optimizer, scheduler, grad
@@ -97,6 +100,7 @@ class TrainConfig:
     warmup_steps: int = 0
     warmup_ratio: float = 0.0  # used when warmup_steps is 0: warmup = round(ratio * max_steps)
     schedule: str = "linear"  # "linear" | "cosine" | "polynomial" | "noam" | "wsd" | "constant" (schedule.py)
+    schedule_over: str = "steps"  # "minutes": the schedule runs over max_minutes of training time (module doc)
     lr_end: float = 1e-7  # polynomial: the lr the decay ends at (transformers' default)
     schedule_power: float = 1.0  # polynomial: the exponent (1 = BERT's linear decay to lr_end)
     decay_ratio: float = 0.2  # wsd: the share of max_steps spent decaying (Hagele et al. 2024 use 0.2)
@@ -139,6 +143,12 @@ class TrainConfig:
             raise ConfigError(f"train.lr must be a positive number, got {self.lr!r}")
         if self.schedule not in SCHEDULES:
             raise ConfigError(f"train.schedule {self.schedule!r} is not known; use one of {SCHEDULES}")
+        if self.schedule_over not in ("steps", "minutes"):
+            raise ConfigError(f"train.schedule_over must be \"steps\" (the lr schedule runs over train.max_steps) "
+                              f"or \"minutes\" (over train.max_minutes of training time), got {self.schedule_over!r}")
+        if self.schedule_over == "minutes" and self.max_minutes is None:
+            raise ConfigError("train.schedule_over = \"minutes\" runs the lr schedule over the time budget: "
+                              "set train.max_minutes too (e.g. --set train.max_minutes=10)")
         if self.schedule == "polynomial" and not (0 <= self.lr_end < self.lr and self.schedule_power > 0):
             raise ConfigError(f"the polynomial schedule decays from train.lr ({self.lr}) to train.lr_end "
                               f"({self.lr_end}) with exponent train.schedule_power ({self.schedule_power}): "
@@ -345,7 +355,10 @@ class Trainer:
                 if bar is not None:
                     bar.update(1)
                     bar.set_postfix(loss=f"{loss:.4f}", lr=f"{self._lr():.2e}")
-                done = self.step == cfg.max_steps or self._out_of_time()
+                spent = self._shared_clock()
+                done = self.step == cfg.max_steps or (spent is not None and spent >= 60.0 * cfg.max_minutes)
+                if cfg.schedule_over == "minutes":
+                    self._follow_clock(spent)
                 if self.step % cfg.log_every == 0 or done:
                     last_metrics = self._log_window()
                 if (cfg.eval_every and self.step % cfg.eval_every == 0) or done:
@@ -460,11 +473,25 @@ class Trainer:
                              f"{self.config.max_steps}; {where}", signum)
 
     # ------------------------------------------------------------------ time budget
-    def _out_of_time(self) -> bool:
-        """True once the training time reaches train.max_minutes (rank 0's clock decides)."""
+    def _shared_clock(self) -> float | None:
+        """Rank 0's training time in seconds, on every rank (None without train.max_minutes): the
+        budget and a clock-driven lr must agree across ranks."""
         if self.config.max_minutes is None:
-            return False
-        return bool(self.ctx.broadcast(self.train_seconds >= 60.0 * self.config.max_minutes))
+            return None
+        return float(self.ctx.broadcast(self.train_seconds))
+
+    def _follow_clock(self, spent: float) -> None:
+        """schedule_over = "minutes": the next step's lr is the schedule's at the step that this
+        share of the budget stands for (module doc)."""
+        cfg = self.config
+        position = cfg.max_steps * min(1.0, spent / (60.0 * cfg.max_minutes))
+        self._set_lr_factor(self.scheduler.lr_lambdas[0](position))
+
+    def _set_lr_factor(self, factor: float) -> None:
+        """Every parameter group at its base lr times `factor` (LLRD keeps its per-group bases)."""
+        for group, base in zip(self.optimizer.param_groups, self.scheduler.base_lrs):
+            group["lr"] = base * factor
+        self.scheduler._last_lr = [g["lr"] for g in self.optimizer.param_groups]
 
     # ------------------------------------------------------------------ one step
     def _autocast(self):
@@ -516,7 +543,7 @@ class Trainer:
         if cfg.grad_clip:
             self.scaler.unscale_(self.optimizer)
             nn.utils.clip_grad_norm_(self.ddp_model.parameters(), cfg.grad_clip)  # FSDP: over every shard
-        self._step_lr = self.scheduler.get_last_lr()[-1]  # the lr this update used, for the log
+        self._step_lr = self.optimizer.param_groups[-1]["lr"]  # the lr this update uses, for the log
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.scheduler.step()
@@ -709,6 +736,8 @@ class Trainer:
         self.step = int(state["step"])
         self.train_seconds = float(state.get("train_seconds", 0.0))  # absent in older checkpoints
         self._apply_current_schedule(checkpoint_dir)
+        if self.config.schedule_over == "minutes":  # the lr of the clock the run stopped at
+            self._follow_clock(self.train_seconds)
         self.epoch = int(state["epoch"])
         self.batches_in_epoch = int(state["batches_in_epoch"])
         self.window = dict(state["window"])
@@ -743,10 +772,7 @@ class Trainer:
         warnings.warn(f"the lr schedule differs from the one {checkpoint_dir} was trained with; "
                       f"from step {self.step} the lr follows the new one", stacklevel=3)
         self.scheduler.lr_lambdas = [current] * len(self.optimizer.param_groups)
-        factor = current(self.scheduler.last_epoch)
-        for group, base in zip(self.optimizer.param_groups, self.scheduler.base_lrs):
-            group["lr"] = base * factor
-        self.scheduler._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+        self._set_lr_factor(current(self.scheduler.last_epoch))
 
     def _truncate_metrics(self, step: int) -> None:
         """Keep the metric rows up to `step` (a killed run may have logged past its checkpoint)."""

@@ -117,3 +117,51 @@ def test_a_finished_run_scores_as_the_benchmark_arm(tmp_path, monkeypatch):
     assert info["steps"] == 4 and info["stopped_by"] == "clock"
     assert points[2]["mlm_loss"] < points[0]["mlm_loss"]  # trained weights, not the random start
     assert examples and sum(len(b["input_ids"]) for b in batches) > 0
+
+
+def test_schedule_over_minutes_decays_as_the_budget_runs_out(tmp_path, bbc_tok_examples, monkeypatch):
+    """schedule_over = "minutes": after a step at training time t the lr is the schedule's at step
+    max_steps * t / budget, so the warmup and the decay follow the clock, not the step count, and a
+    resumed run takes the same lrs and losses as one that never stopped."""
+    tok, _, examples = bbc_tok_examples
+    settings = dict(max_steps=100, max_minutes=0.5, warmup_steps=10, schedule="linear", lr=1e-3,
+                    schedule_over="minutes", save_every=0, log_every=1, hidden=32)
+
+    def lrs_and_losses(out):
+        return [(r["step"], r["lr"], r["loss"]) for r in rows(out) if r["split"] == "train"]
+
+    monkeypatch.setattr(trainer_module, "time", SteppingClock(5.0))  # 5 s a step: 30 s = 6 steps
+    one = make_trainer(tmp_path / "one", examples, tok.vocab_size, **settings)
+    one.train()
+    assert one.step == 6  # the budget ended it, far before max_steps
+    # step k+1 runs at the schedule's step 100 * 5k / 30: warmup 10 steps = the first 3 s
+    expected = [0.0] + [1e-3 * (100 - 100 * 5 * k / 30) / 90 for k in range(1, 6)]
+    got = lrs_and_losses(tmp_path / "one")
+    assert [lr for _, lr, _ in got] == pytest.approx(expected)
+    assert one.optimizer.param_groups[0]["lr"] == pytest.approx(0.0)  # fully decayed as time ran out
+
+    monkeypatch.setattr(trainer_module, "time", SteppingClock(5.0))
+    first = make_trainer(tmp_path / "two", examples, tok.vocab_size, **settings)
+
+    def stop_at_three(model):
+        first.stop_requested = first.step == 3
+        return {"probe": 1.0}
+
+    first.eval_fn = stop_at_three
+    first.config.eval_every = 1
+    first.train()
+    assert first.step == 3
+    rest = make_trainer(tmp_path / "two", examples, tok.vocab_size, **settings)
+    rest.train(resume=True)
+    assert rest.step == 6
+    resumed = lrs_and_losses(tmp_path / "two")
+    assert [s for s, *_ in resumed] == [1, 2, 3, 4, 5, 6]
+    assert [lr for _, lr, _ in resumed] == pytest.approx(expected)
+    assert [loss for *_, loss in resumed] == pytest.approx([loss for *_, loss in got], rel=1e-6)
+
+
+def test_schedule_over_minutes_needs_a_budget():
+    with pytest.raises(ConfigError, match="train.max_minutes"):
+        TrainConfig(schedule_over="minutes")
+    with pytest.raises(ConfigError, match="schedule_over"):
+        TrainConfig(schedule_over="hours", max_minutes=1.0)
