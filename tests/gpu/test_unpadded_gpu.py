@@ -21,14 +21,36 @@ def loss_and_grads(model, batch, precision):
     return loss.detach().float(), [p.grad.float().clone() for p in model.parameters() if p.grad is not None]
 
 
-def compare(model, encoder, batch, precision, atol):
+def worst_gap(grads, reference) -> float:
+    """The largest gradient difference, each tensor's relative to its own largest entry."""
+    return max(float((a - b).abs().max() / (b.abs().max() + 1e-6)) for a, b in zip(grads, reference))
+
+
+def run_both(model, encoder, batch, precision):
     encoder.unpad = False
-    loss_padded, grads_padded = loss_and_grads(model, batch, precision)
+    padded = loss_and_grads(model, batch, precision)
     encoder.unpad = True
-    loss_packed, grads_packed = loss_and_grads(model, batch, precision)
+    return padded, loss_and_grads(model, batch, precision)
+
+
+def compare_fp32(model, encoder, batch, atol=1e-4):
+    """fp32: the packed path equals the padded one within fp32 rounding."""
+    (loss_padded, grads_padded), (loss_packed, grads_packed) = run_both(model, encoder, batch, "fp32")
     torch.testing.assert_close(loss_packed, loss_padded, atol=atol, rtol=atol)
-    worst = max(float((a - b).abs().max() / (b.abs().max() + 1e-6)) for a, b in zip(grads_packed, grads_padded))
-    assert worst < atol, worst
+    assert worst_gap(grads_packed, grads_padded) < atol
+
+
+def compare_bf16(model, encoder, batch):
+    """bf16: both paths round differently (the flash kernel against the dense one), so each is
+    measured against the fp32 gradients; the packed path must be as close to them as the padded
+    one is, up to 2x. (On an H100 the two bf16 paths differed from each other by 5.1% of a
+    gradient's largest entry: comparing them with each other measured bf16 noise twice.)"""
+    encoder.unpad = False
+    loss_fp32, grads_fp32 = loss_and_grads(model, batch, "fp32")
+    (loss_padded, grads_padded), (loss_packed, grads_packed) = run_both(model, encoder, batch, "bf16")
+    torch.testing.assert_close(loss_packed, loss_fp32, atol=3e-2, rtol=3e-2)
+    padded_gap, packed_gap = worst_gap(grads_padded, grads_fp32), worst_gap(grads_packed, grads_fp32)
+    assert packed_gap <= max(2 * padded_gap, 1e-2), (packed_gap, padded_gap)
 
 
 def spy_on_flash(monkeypatch) -> list:
@@ -46,9 +68,9 @@ def test_bert_packed_equals_padded_in_fp32_and_bf16(monkeypatch):
                         intermediate_size=1024, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     model = BertForMaskedLM(config).cuda()
     batch = mlm_batches(1000, 16, 128, 1)[0]
-    compare(model, model.bert, batch, "fp32", 1e-4)
+    compare_fp32(model, model.bert, batch)
     assert not calls  # fp32: flash has no fp32 path, the padded kernel serves the packed tokens
-    compare(model, model.bert, batch, "bf16", 3e-2)
+    compare_bf16(model, model.bert, batch)
     assert calls  # bf16: torch's varlen flash kernel ran
 
 
@@ -62,7 +84,7 @@ def test_modern_packed_equals_padded(monkeypatch):
     config = ModernBertConfig.preset("mini", vocab_size=1000, local_attention=64)
     model = ModernBertForMaskedLM(config).cuda()
     batch = mlm_batches(1000, 8, 256, 1)[0]
-    compare(model, model.model, batch, "fp32", 1e-4)
+    compare_fp32(model, model.model, batch)
     assert not calls
-    compare(model, model.model, batch, "bf16", 3e-2)
+    compare_bf16(model, model.model, batch)
     assert {None, (32, 32)} <= set(calls)  # global and sliding-window layers through flash
