@@ -20,7 +20,8 @@ without the last anneal. `schedule_over = "minutes"` runs the schedule over the 
 (Cramming's budgeted schedule): after each step the lr is the schedule's at step
 max_steps * min(1, t / (60 max_minutes)), t the training time so far (rank 0's clock), so the
 warmup is the first warmup_steps / max_steps of the minutes, the decay ends as they run out on any
-hardware, and max_steps is only an upper bound on the steps.
+hardware, and max_steps is only an upper bound on the steps. A resume with a larger max_minutes
+then stretches the rest of the schedule over the new budget (no longer the run it continues).
 
 A checkpoint `OUT/checkpoint-<step>/` is a Hugging Face model directory (config.json,
 model.safetensors, tokenizer files) plus `trainer_state.pt`: optimizer, scheduler, grad
