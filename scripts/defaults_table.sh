@@ -7,8 +7,10 @@
 # `finetune --search` in a budget of SEARCH_MINUTES (settings chosen on dev only), scored the same
 # way. Each evaluation's JSON line goes to OUT_ROOT/table.jsonl with the set and the arm.
 # EXTRA="data.max_train_examples=4000" adds --set values to every fine-tune (a subsample of a large set).
+# MODEL (default MiniLM) fine-tunes another encoder, CONFIG adds its --config to every fine-tune:
+#   MODEL=runs/mini/checkpoint-9400 CONFIG=configs/finetune-bbc-scratch.toml (the one-hour model).
 # Usage: [SETS="linux-docs-topics fortunes"] [ARMS="default search"] [SEARCH_MINUTES=20] [SEED=0] \
-#        scripts/defaults_table.sh [OUT_ROOT]
+#        [MODEL=DIR] [CONFIG=FILE] scripts/defaults_table.sh [OUT_ROOT]
 set -eo pipefail
 cd "$(dirname "$0")/.." && . .venv/bin/activate
 ROOT=${1:-/tmp/defaults_table}
@@ -17,7 +19,8 @@ ARMS=${ARMS:-default}
 SEARCH_MINUTES=${SEARCH_MINUTES:-20}
 SEED=${SEED:-0}
 mkdir -p "$ROOT"
-M=$(python -c "import bertkit.data.assets as a; print(a.minilm_dir())")
+M=${MODEL:-$(python -c "import bertkit.data.assets as a; print(a.minilm_dir())")}
+CONFIG_ARGS=(); [ -n "${CONFIG:-}" ] && CONFIG_ARGS=(--config "$CONFIG")
 
 score() {  # score SET ARM: evaluate OUT_ROOT/SET-ARM on SET:test, append its JSON line to the table
   local set=$1 arm=$2 started=$3
@@ -31,9 +34,9 @@ score() {  # score SET ARM: evaluate OUT_ROOT/SET-ARM on SET:test, append its JS
 for set in $SETS; do
   if [[ " $ARMS " == *" default "* ]]; then
     started=$(date +%s)
-    echo "== $set default: bertkit finetune --task classification --model MINILM --train $set --seed $SEED"
+    echo "== $set default: bertkit finetune --task classification --model $M --train $set --seed $SEED ${CONFIG_ARGS[*]}"
     bertkit finetune --task classification --model "$M" --train "$set" --out "$ROOT/$set-default" \
-        --seed "$SEED" --overwrite --no-progress ${EXTRA:+--set $EXTRA} 2>&1 | grep -v Warning
+        --seed "$SEED" --overwrite --no-progress "${CONFIG_ARGS[@]}" ${EXTRA:+--set $EXTRA} 2>&1 | grep -v Warning
     score "$set" default "$started"
   fi
   if [[ " $ARMS " == *" search "* ]]; then
@@ -41,7 +44,7 @@ for set in $SETS; do
     echo "== $set search: bertkit finetune --search ... --set search.max_minutes=$SEARCH_MINUTES"
     rm -rf "$ROOT/$set-search"  # a search starts in a new --out (this script's own scratch folder)
     bertkit finetune --search --task classification --model "$M" --train "$set" --out "$ROOT/$set-search" \
-        --seed "$SEED" --no-progress --set "search.max_minutes=$SEARCH_MINUTES" $EXTRA 2>&1 | grep -v Warning
+        --seed "$SEED" --no-progress "${CONFIG_ARGS[@]}" --set "search.max_minutes=$SEARCH_MINUTES" $EXTRA 2>&1 | grep -v Warning
     score "$set" search "$started"
   fi
 done
