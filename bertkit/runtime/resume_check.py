@@ -30,7 +30,7 @@ MAY_CHANGE = frozenset({
     "train.max_steps", "train.epochs", "train.max_minutes",  # extend (or shorten) the run
     "train.eval_every", "train.evals_per_epoch", "train.save_every", "train.log_every", "train.keep_last",
     "train.patience", "early_stopping.patience",  # wait longer (or less) before stopping early
-    "train.device",
+    "train.device", "train.compile",  # where and how the same steps run
     "train.baseline",  # the TF-IDF baseline beside the score: computed after training, changes no step
 })
 

@@ -89,6 +89,16 @@ from bertkit.train.schedule import SCHEDULES, WarmupDecay
 STATE_KEYS = ("step", "optimizer", "scheduler", "train_config")
 
 
+def compile_layers(model: nn.Module) -> None:
+    """train.compile: the encoder's layers compiled in place (state-dict keys unchanged, so
+    checkpoints are the same files); the first steps pay the compilation."""
+    inner = unwrap(model)
+    if not hasattr(inner, "compile_layers"):
+        raise ConfigError(f"train.compile needs a bertkit encoder with compile_layers(); {type(inner).__name__} "
+                          "has none: leave train.compile off for this model")
+    inner.compile_layers()
+
+
 # ---------------------------------------------------------------------------- config
 @dataclass
 class TrainConfig:
@@ -121,6 +131,7 @@ class TrainConfig:
     adam_beta2: float = 0.999
     report_to: str = "none"  # "tensorboard": the metric rows also as TensorBoard scalars (reporting.py)
     strategy: str = "ddp"  # under torchrun: "ddp" = a full copy per process, "fsdp" = sharded (fsdp.py)
+    compile: bool = False  # torch.compile each encoder layer (the model's compile_layers): measured on GPUs only
 
     def __post_init__(self) -> None:
         for name in ("max_steps", "grad_accum", "batch_size", "log_every"):
@@ -168,6 +179,11 @@ class TrainConfig:
         if self.head_lr is not None and not (isinstance(self.head_lr, (int, float)) and self.head_lr > 0):
             raise ConfigError(f"train.head_lr must be a positive number (or unset: the head trains at train.lr), "
                               f"got {self.head_lr!r}")
+        if not isinstance(self.compile, bool):
+            raise ConfigError(f"train.compile must be true or false, got {self.compile!r}")
+        if self.compile and self.strategy == "fsdp":
+            raise ConfigError("train.compile compiles the layers of one full model: not with train.strategy = "
+                              "\"fsdp\" (use ddp, or leave compile off)")
         check_report_to(self.report_to)  # an unknown target, or tensorboard without its package
         # fsdp needs torchrun (whose WORLD_SIZE init_distributed reads too): said before any work
         check_strategy(self.strategy, self.precision, int(os.environ.get("WORLD_SIZE", "1")))
@@ -306,6 +322,8 @@ class Trainer:
         self.out_dir = os.fspath(out_dir)
         self.ctx = ctx or init_distributed(config.device)
         self.model = model.to(self.ctx.device)
+        if config.compile:
+            compile_layers(self.model)
         self.data = data(self.ctx) if callable(data) and not hasattr(data, "__iter__") else data
         self.eval_fn = eval_fn
         self.collator = collator

@@ -119,6 +119,9 @@ class _WithModernEncoder(PretrainedMixin, nn.Module):
     def set_gradient_checkpointing(self, enabled: bool = True) -> None:
         self.model.set_gradient_checkpointing(enabled)
 
+    def compile_layers(self, **options) -> None:
+        self.model.compile_layers(**options)
+
 
 class ModernBertForMaskedLM(_WithModernEncoder):
     """logits = decoder(head(h)); loss = CE over labelled positions (label -100 = no loss)."""

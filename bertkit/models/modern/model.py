@@ -492,6 +492,13 @@ class ModernBertModel(PretrainedMixin, nn.Module):
     def set_gradient_checkpointing(self, enabled: bool = True) -> None:
         self.gradient_checkpointing = enabled
 
+    def compile_layers(self, **options) -> None:
+        """`torch.compile` each encoder layer (options go to it): the norms, GeGLU, dropouts and
+        residual adds around the matmuls run fused (2.31x transformers on packed ModernBERT-base
+        rows on an H100, 1.22x uncompiled: docs/benchmarks.md). Same numbers and state-dict keys."""
+        for layer in self.layers:
+            layer.compile(**options)
+
 
 def refuse_head_mask(head_mask) -> None:
     if head_mask is not None:

@@ -1,0 +1,57 @@
+"""train.compile: the encoder's layers compiled in place train the same steps as eager ones (the
+GPU is where it pays: docs/benchmarks.md), checkpoints keep their keys, and what cannot compile
+is refused before any work."""
+
+import json
+import os
+
+import pytest
+import torch
+from test_trainer import make_trainer
+
+from bertkit.errors import ConfigError
+from bertkit.models.modern import ModernBertConfig, ModernBertForMaskedLM
+from bertkit.train import Trainer, TrainConfig
+
+
+def losses(out):
+    with open(os.path.join(out, "metrics.jsonl")) as f:
+        return [r["loss"] for r in map(json.loads, f) if r["split"] == "train"]
+
+
+def test_compiled_layers_train_the_same_steps(tmp_path, bbc_tok_examples):
+    tok, _, examples = bbc_tok_examples
+    settings = dict(max_steps=3, save_every=0, log_every=1, hidden=32)
+    eager = make_trainer(tmp_path / "eager", examples, tok.vocab_size, **settings)
+    eager.train()
+    compiled = make_trainer(tmp_path / "compiled", examples, tok.vocab_size, compile=True, **settings)
+    assert all(layer._compiled_call_impl is not None for layer in compiled.model.bert.encoder.layer)
+    compiled.train()
+    assert losses(tmp_path / "compiled") == pytest.approx(losses(tmp_path / "eager"), rel=1e-4)
+    saved = torch.load(tmp_path / "compiled" / "checkpoint-3" / "trainer_state.pt", weights_only=True)
+    assert saved["train_config"]["compile"] is True
+    eager_keys = set(eager.model.state_dict())
+    assert set(compiled.model.state_dict()) == eager_keys  # the same checkpoint files
+
+
+def test_the_modern_encoder_compiles_its_layers():
+    model = ModernBertForMaskedLM(ModernBertConfig.preset("tiny", vocab_size=100))
+    keys = set(model.state_dict())
+    model.compile_layers()
+    assert all(layer._compiled_call_impl is not None for layer in model.model.layers)
+    assert set(model.state_dict()) == keys
+
+
+def test_what_cannot_compile_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="train.compile"):
+        TrainConfig(compile="yes")
+    with pytest.raises(ConfigError, match="fsdp"):
+        TrainConfig(compile=True, strategy="fsdp")
+
+    class Plain(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(2, 2)
+
+    with pytest.raises(ConfigError, match="compile_layers"):
+        Trainer(Plain(), [], TrainConfig(compile=True, max_steps=1), out_dir=str(tmp_path), progress=False)
