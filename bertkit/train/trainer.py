@@ -50,6 +50,7 @@ batch order to be a function of the epoch, and a collator with random masking to
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import math
 import os
@@ -82,6 +83,7 @@ from bertkit.train.early_stopping import BestKeeper
 from bertkit.train.fsdp import ShardedTraining, check_model, check_strategy, local_gradients
 from bertkit.train.optim import build_optimizer
 from bertkit.train.plots import plot_curves
+from bertkit.train.prefetch import Prefetcher
 from bertkit.train.reporting import check_report_to, open_reporter
 from bertkit.train.schedule import SCHEDULES, WarmupDecay
 
@@ -303,13 +305,15 @@ class Trainer:
                a field that is None in a step counts as 0 there
     keeper     a `BestKeeper` (early_stopping.py) told every evaluation: it keeps the best model
                and stops the run after its patience; a resumed run replays the logged evaluations
+    prefetch   draw each next batch in a background thread during the step (prefetch.py); None
+               = on a CUDA device, where the GPU would otherwise wait for the host
     """
 
     def __init__(self, model: nn.Module, data: Iterable | Callable, config: TrainConfig,
                  out_dir: str, eval_fn: Callable[[nn.Module], dict] | None = None,
                  collator: Any = None, tokenizer: Any = None, ctx: DistContext | None = None,
                  progress: bool = True, log_outputs: Iterable[str] | dict[str, str] = (),
-                 keeper: BestKeeper | None = None):
+                 keeper: BestKeeper | None = None, prefetch: bool | None = None):
         self.config = config
         if keeper is not None and keeper.patience and not config.eval_every:
             raise ConfigError("early stopping counts evaluations, but train.eval_every = 0 evaluates only at "
@@ -330,6 +334,8 @@ class Trainer:
         self.tokenizer = tokenizer
         self.progress = progress and self.ctx.is_main
         self.device_type = self.ctx.device.type
+        self.prefetch = self.device_type == "cuda" if prefetch is None else prefetch
+        self.prefetcher: Prefetcher | None = None
 
         # What runs: "auto" resolved for this device (FSDP has no gradient scaler: no fp16 there).
         self.precision = resolve_precision(config.precision, self.ctx.device, scaler_ok=config.strategy != "fsdp")
@@ -413,6 +419,8 @@ class Trainer:
             if self.ctx.is_main:
                 atomic_write_text(self._metrics_path(), "")
         batches = self._batches()
+        if self.prefetch:
+            batches = self.prefetcher = Prefetcher(batches, self._data_position, pin=self.device_type == "cuda")
         if self.ctx.is_main:
             self.reporter = open_reporter(cfg.report_to, self.out_dir, self.step)
 
@@ -452,6 +460,10 @@ class Trainer:
             self.sharded.close(ok=finished)
             self.sharded = None
         self.ddp_model = None
+        if self.prefetcher is not None:  # the thread ran ahead: back to the batches trained on
+            self.prefetcher.close()
+            self._set_data_position(self.prefetcher.consumed)
+            self.prefetcher = None
 
     # ------------------------------------------------------------------ signals
     def _catch_stop_signals(self) -> dict:
@@ -606,6 +618,21 @@ class Trainer:
 
     _pending_rng: dict | None = None
 
+    def _data_position(self) -> dict:
+        """Where the batches stand: epoch, batches drawn in it, the collator's RNG (a copy)."""
+        collator = (copy.deepcopy(self.collator.state_dict())
+                    if self.collator is not None and hasattr(self.collator, "state_dict") else None)
+        return {"epoch": self.epoch, "batches_in_epoch": self.batches_in_epoch, "collator": collator}
+
+    def _set_data_position(self, position: dict) -> None:
+        self.epoch, self.batches_in_epoch = position["epoch"], position["batches_in_epoch"]
+        if position["collator"] is not None:
+            self.collator.load_state_dict(position["collator"])
+
+    def _trained_position(self) -> dict:
+        """The data position of the last batch trained on (the prefetch thread may be ahead)."""
+        return self.prefetcher.consumed if self.prefetcher is not None else self._data_position()
+
     # ------------------------------------------------------------------ logging
     def _metrics_path(self) -> str:
         return os.path.join(self.out_dir, "metrics.jsonl")
@@ -631,7 +658,8 @@ class Trainer:
         row = {"step": self.step, "split": "train", "loss": w["loss"] / steps,
                **{name: w.get(name, 0.0) / steps for name in self.log_outputs},
                "lr": self._lr(), "tokens_per_s": w["tokens"] / max(w["time"], 1e-9),
-               "epoch": self.epoch, "train_seconds": round(self.train_seconds, 3), "precision": self.precision}
+               "epoch": self._trained_position()["epoch"], "train_seconds": round(self.train_seconds, 3),
+               "precision": self.precision}
         self.window = self._empty_window()
         self._write_row(row)
         return row
@@ -683,8 +711,9 @@ class Trainer:
     # ------------------------------------------------------------------ save / restore
     def _rank_state(self) -> dict:
         state = {"rng": rng_state()}
-        if self.collator is not None and hasattr(self.collator, "state_dict"):
-            state["collator"] = self.collator.state_dict()
+        collator = self._trained_position()["collator"]
+        if collator is not None:
+            state["collator"] = collator
         return state
 
     def _apply_rank_state(self, state: dict) -> None:
@@ -701,9 +730,10 @@ class Trainer:
             self.sharded.sync()
             optimizer_state = self.sharded.optimizer_state()
         path = None
+        position = self._trained_position()
         if self.ctx.is_main:
             state = {
-                "step": self.step, "epoch": self.epoch, "batches_in_epoch": self.batches_in_epoch,
+                "step": self.step, "epoch": position["epoch"], "batches_in_epoch": position["batches_in_epoch"],
                 "train_seconds": self.train_seconds,
                 "world_size": self.ctx.world_size, "window": dict(self.window),
                 "optimizer": self.optimizer.state_dict() if optimizer_state is None else optimizer_state,
