@@ -92,13 +92,23 @@ class FittedBaseline:
 
 def fit_tfidf(task_name: str, train: Sequence, strength: float) -> FittedBaseline:
     """TF-IDF (word 1-2 grams, sublinear tf) + logistic regression (C) or ridge (alpha) on `train`."""
+    return fit_linear(task_name, train, *vectorize(train), strength)
+
+
+def vectorize(train: Sequence) -> tuple[object, object]:
+    """(the TF-IDF vectorizer fitted on `train`, train's feature matrix): one per grid, not per point."""
     from sklearn.feature_extraction.text import TfidfVectorizer  # optional: bertkit[baseline]
+
+    vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)
+    return vectorizer, vectorizer.fit_transform([baseline_text(e) for e in train])
+
+
+def fit_linear(task_name: str, train: Sequence, vectorizer, features, strength: float) -> FittedBaseline:
+    """The linear model of one grid point on `train`'s features."""
     from sklearn.linear_model import LogisticRegression, Ridge  # optional: bertkit[baseline]
     from sklearn.multiclass import OneVsRestClassifier  # optional: bertkit[baseline]
     from sklearn.preprocessing import MultiLabelBinarizer  # optional: bertkit[baseline]
 
-    vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)
-    features = vectorizer.fit_transform([baseline_text(e) for e in train])
     if task_name == "regression":
         return FittedBaseline(task_name, vectorizer, Ridge(alpha=strength).fit(features, [float(e.label) for e in train]), [])
     if task_name == "multi-label-classification":
@@ -130,8 +140,9 @@ def choose_on_dev(task_name: str, train: Sequence, dev: Sequence, metric: str, t
     task = get_task(task_name)
     name, param, grid = LINEAR_MODELS[task_name]
     best_value, best, tried = None, None, []
+    vectorizer, features = vectorize(train)  # the same for every grid point
     for value in grid:
-        metrics = fit_tfidf(task_name, train, value).metrics(dev)
+        metrics = fit_linear(task_name, train, vectorizer, features, value).metrics(dev)
         tried.append(clean_metrics({param: value, **metrics}))
         if _better(task, metric, tie, metrics, best):
             best_value, best = value, metrics
