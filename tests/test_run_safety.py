@@ -238,7 +238,7 @@ def test_finetune_sigterm_saves_a_checkpoint_and_resume_is_bit_identical(encoder
     changed = ["train.lr=1e-3", "model.hidden_dropout_prob=0.2", "train.seed=3", "data.max_length=24"]
     assert_refused(finetune_argv(encoder, out, "--resume", *sets(changed)), capsys, tmp_path,
                    "these differ: data.max_length: 32 -> 24; model.hidden_dropout_prob: (unset) -> 0.2; "
-                   "train.lr: 5e-05 -> 0.001; train.seed: 0 -> 3;", "only train.baseline, train.device, train.epochs")
+                   "train.lr: 5e-05 -> 0.001; train.seed: 0 -> 3;", "only train.baseline, train.compile, train.device, train.epochs")
     code, _, err = run(finetune_argv(encoder, out, "--resume", *sets(["train.eval_every=2"])), capsys)
     assert code == 0, err
     assert train_rows(out) == train_rows(reference)
