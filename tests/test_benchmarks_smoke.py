@@ -135,5 +135,7 @@ def test_gpu_bench_tiny(tmp_path):
     for name in ("modern_base_mlm_varied", "bert_base_finetune_varied", "bert_base_encode_varied",
                  "modern_base_encode_varied"):
         assert variants[name] == {"bertkit", "bertkit_padded", "transformers"}, name
-    assert 0 < result["rows"][0]["variants"]["bertkit"]["fraction_of_probe"] < 1
+    # above 0; no upper bound here: on a busy CPU the probe can be timed slower than the model
+    # (it measured 1.2 once beside a fine-tune), which a GPU run's table shows at once
+    assert result["rows"][0]["variants"]["bertkit"]["fraction_of_probe"] > 0
     assert "| bert_base_mlm_train | bertkit |" in (tmp_path / "gpu-bench.md").read_text()

@@ -146,7 +146,8 @@ def test_a_new_task_runs_through_every_command(polarity, tmp_path, capsys):
     out = str(tmp_path / "out")
     run_cli(["finetune", "--task", "review-polarity", "--model", model, "--train", train, "--dev", dev,
              "--out", out, "--no-progress", "--seed", "0", "--set", "data.max_length=16", "train.epochs=2",
-             "train.evals_per_epoch=2", "train.class_weights=balanced", "train.batch_size=8"], capsys)
+             "train.evals_per_epoch=2", "train.class_weights=balanced", "train.batch_size=8",
+             "train.patience=0"], capsys)  # all four evaluations, even without a better one
     with open(os.path.join(out, "finetune_summary.json")) as f:
         summary = json.load(f)
     assert summary["spec"]["task"] == "review-polarity" and summary["select_metric"] == "accuracy"
