@@ -1,8 +1,9 @@
-"""Batches drawn one step ahead in a background thread, so a GPU never waits for the host.
+"""Batches drawn one step ahead in a background thread, so the GPU need not wait for the host.
 
 The trainer reads the loss of every step, which waits for the GPU to finish it; drawing, padding
 and masking the next batch in the same thread then leaves the GPU idle for that long (the ten-minute
-GPU recipe's loop ran at 83% of its step's speed alone on an H100, docs/gpu-recipe.md). Here a
+GPU recipe's loop ran at 83% of its step's speed alone on an H100, this wait a part of the gap:
+docs/gpu-recipe.md). Here a
 thread draws batch k+1 (and pins it, for an asynchronous copy) while step k runs.
 
 Exact resume survives it: the thread runs ahead, so the data position and the collator's RNG it
