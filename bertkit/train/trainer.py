@@ -420,7 +420,9 @@ class Trainer:
                 atomic_write_text(self._metrics_path(), "")
         batches = self._batches()
         if self.prefetch:
-            batches = self.prefetcher = Prefetcher(batches, self._data_position, pin=self.device_type == "cuda")
+            # the thread's snapshots are copies: the collator's state moves on with the next batch
+            batches = self.prefetcher = Prefetcher(batches, lambda: copy.deepcopy(self._data_position()),
+                                                   pin=self.device_type == "cuda")
         if self.ctx.is_main:
             self.reporter = open_reporter(cfg.report_to, self.out_dir, self.step)
 
@@ -619,8 +621,8 @@ class Trainer:
     _pending_rng: dict | None = None
 
     def _data_position(self) -> dict:
-        """Where the batches stand: epoch, batches drawn in it, the collator's RNG (a copy)."""
-        collator = (copy.deepcopy(self.collator.state_dict())
+        """Where the batches stand: epoch, batches drawn in it, the collator's RNG state."""
+        collator = (self.collator.state_dict()
                     if self.collator is not None and hasattr(self.collator, "state_dict") else None)
         return {"epoch": self.epoch, "batches_in_epoch": self.batches_in_epoch, "collator": collator}
 
