@@ -192,6 +192,9 @@ def open_corpus(source: str | Path | Iterable[str | Path], mode: str = "file", t
     """
     if mode not in MODES:
         raise DataError(f"unknown corpus mode {mode!r}; use one of {', '.join(MODES)}")
+    if isinstance(source, str) and not source.strip():  # Path("") is the working directory: never read it
+        raise DataError("the corpus is empty (\"\"); give a text file, a directory, a .jsonl file or one of the "
+                        f"named corpora {', '.join(NAMED_CORPORA)}, e.g. --set data.corpus=train.jsonl")
     if isinstance(source, str) and source in NAMED_CORPORA and not Path(source).exists():
         return _named_corpus(source)
     if isinstance(source, str) and "+" in source and not Path(source).exists():

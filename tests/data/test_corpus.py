@@ -81,6 +81,9 @@ def test_bad_path_and_mode():
         open_corpus("/no/such/corpus/dir")
     with pytest.raises(DataError, match="unknown corpus mode"):
         open_corpus("bbc", mode="paragraphs")
+    for empty in ("", "  "):  # not the working directory (Path("") is "."): a clear refusal
+        with pytest.raises(DataError, match="corpus is empty"):
+            open_corpus(empty)
 
 
 def test_named_bbc_corpus_streams_articles():
