@@ -58,7 +58,8 @@ def add_arguments(parser) -> None:
                         help="choose lr, dropout and pooling on the dev split: one fine-tune per grid point "
                              "(early stopping picks the epochs), the best kept in --out, the trials in "
                              "OUT/search/trials.csv; settings and budget: --set search.max_trials=6 "
-                             "search.max_minutes=30 'search.lr=[1e-4,3e-4]' (bertkit/recipes/search.py)")
+                             "search.max_minutes=30 'search.lr=[1e-4,3e-4]'; --set search.strategy=halving: "
+                             "short trials first, the best third trained longer (bertkit/recipes/search.py)")
     parser.add_argument("--no-baseline", action="store_true",
                         help="skip the TF-IDF + linear model baseline on the same split (same as --set "
                              "train.baseline=false; it is fitted for classification and regression)")

@@ -16,8 +16,19 @@ trial, as a fine-tune picks its checkpoint):
               evaluations) ends each trial at its best number of epochs
 
 Trials run in the order lr, then dropout, then pooling vary (so a budget cut still tried every
-learning rate first). The budget: `max_trials` (default 12, the whole default grid) and
-`max_minutes` (0 = none; a trial that starts gets the rest of it as its train.max_minutes).
+learning rate first). `strategy` says how many epochs each gets:
+
+    grid      every grid point for `epochs` (early stopping may end it sooner)
+    halving   successive halving (Jamieson & Talwalkar 2016) in rungs: every grid point trains
+              for epochs / 3^(R-1) epochs, the best third on dev trains again for 3 times the
+              epochs, and so on until one trains for `epochs` (12 points: 12 trials of 2/3
+              epoch, 4 of 2, 1 of 6: 22 epochs of training where the grid takes 72). Each trial
+              is a whole fine-tune with its own schedule (a promoted point starts afresh, so its
+              learning rate decays over its own epochs rather than being cut mid-schedule).
+
+The budget: `max_trials` (0 = every trial of the strategy) and `max_minutes` (0 = none; a trial
+that starts gets the rest of it as its train.max_minutes). A halving rung that the budget cut
+promotes nobody: the best trial run so far is the result.
 All settings are the `[search]` section (`--set search.lr=[1e-4,3e-4] search.max_minutes=30`);
 every other section applies to every trial (the same seed: the settings alone differ).
 
@@ -35,6 +46,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import itertools
 import json
 import os
@@ -58,6 +70,8 @@ RECORD_FILES = (SUMMARY_FILE, "metrics.jsonl", "curves.png", "finetune_config.js
 BUDGET_KEYS = ("max_trials", "max_minutes")  # may change on --resume
 POOLED_HEADS = (BertForSequenceClassification, BertForMultipleChoice)  # heads that read classifier_pooling
 SMALL_LRS, BASE_LRS = (5e-5, 1e-4, 3e-4), (2e-5, 3e-5, 5e-5)
+STRATEGIES = ("grid", "halving")
+HALVING_RATE = 3  # each rung keeps the best third and gives it 3x the epochs (Hyperband's eta)
 
 
 @dataclass
@@ -69,7 +83,8 @@ class SearchSpace:
     pooling: list | None = None  # None: the checkpoint's pooling and "mean"
     epochs: float = 6.0
     patience: int = 2
-    max_trials: int = 12
+    strategy: str = "grid"
+    max_trials: int = 0  # 0 = every trial of the strategy
     max_minutes: float = 0.0  # 0 = no time limit
 
     def __post_init__(self) -> None:
@@ -83,10 +98,13 @@ class SearchSpace:
             raise ConfigError(f"search.dropout must hold numbers in [0, 1), got {self.dropout!r}")
         if not (_number(self.epochs) and self.epochs > 0):
             raise ConfigError(f"search.epochs must be a positive number, got {self.epochs!r}")
-        for name, low in (("patience", 0), ("max_trials", 1)):
+        if self.strategy not in STRATEGIES:
+            raise ConfigError(f"search.strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
+        for name, low in (("patience", 0), ("max_trials", 0)):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise ConfigError(f"search.{name} must be an integer >= {low}, got {value!r}")
+                raise ConfigError(f"search.{name} must be an integer >= {low}"
+                                  f"{' (0: no limit)' if name == 'max_trials' else ''}, got {value!r}")
         if not (_number(self.max_minutes) and self.max_minutes >= 0):
             raise ConfigError(f"search.max_minutes must be a number >= 0 (0: no limit), got {self.max_minutes!r}")
 
@@ -111,6 +129,17 @@ def trial_grid(space: SearchSpace, model_dir: str, task_name: str) -> list[dict]
             for pooling, dropout, lr in itertools.product(poolings, space.dropout, lrs)]
 
 
+def rungs(space: SearchSpace, points: int) -> list[tuple[int, float]]:
+    """(trials, most epochs of each) per rung: [(points, epochs)] for the grid; for halving the
+    counts shrink by HALVING_RATE to 1 and the epochs grow by it to `epochs` (12 -> 12, 4, 1)."""
+    if space.strategy == "grid":
+        return [(points, space.epochs)]
+    counts = [points]
+    while counts[-1] > 1:
+        counts.append(max(1, counts[-1] // HALVING_RATE))
+    return [(count, space.epochs / HALVING_RATE ** (len(counts) - 1 - k)) for k, count in enumerate(counts)]
+
+
 def trial_sections(sections: dict, settings: dict, space: SearchSpace, model_dir: str, extra: dict) -> dict:
     """The user's sections with one trial's settings (and `extra` train keys) in place."""
     family = family_of(read_config(model_dir))
@@ -120,7 +149,7 @@ def trial_sections(sections: dict, settings: dict, space: SearchSpace, model_dir
             model[key] = settings["dropout"]
     if settings["pooling"] is not None:
         model["classifier_pooling"] = settings["pooling"]
-    train = {**sections.get("train", {}), "lr": settings["lr"], "epochs": space.epochs,
+    train = {**sections.get("train", {}), "lr": settings["lr"], "epochs": settings.get("epochs", space.epochs),
              "patience": space.patience, **extra}
     return {**sections, "model": model, "train": train}
 
@@ -176,28 +205,38 @@ def check_search_dir(out_dir: str, resume: bool, record: dict) -> None:
 
 def run_trials(task: str, model_dir: str, sources: tuple, out_dir: str, sections: dict, space: SearchSpace,
                grid: list[dict], progress: bool, log) -> list[dict]:
-    """Each trial in turn within the budget; after each, OUT holds the best so far. The table rows.
-    A trial finished by an earlier run is read back; its model, moved to OUT when it was the best,
-    stays there until a better trial replaces it."""
-    rows, best = [], None
-    for index, settings in enumerate(grid):
-        spent = sum(r.get("wall_time_s") or 0 for r in rows)
-        left = space.max_minutes * 60 - spent if space.max_minutes else None
-        if index >= space.max_trials or (left is not None and left <= 0):
-            rows.append({"trial": index, **settings, "status": "not run (budget)"})
-            continue
-        trial_dir = os.path.join(out_dir, SEARCH_DIR, f"trial-{index:03d}")
-        summary = run_trial(task, model_dir, sources, trial_dir, sections, space, settings, left, progress)
-        rows.append(table_row(index, settings, summary))
-        log(" ".join(f"{k}={v}" for k, v in rows[-1].items()))
-        wins = best is None or better(summary, best[1])
-        if wins:
-            best = (index, summary)
-        if wins and os.path.isfile(os.path.join(trial_dir, "config.json")):  # its model is still in the trial
-            publish(trial_dir, out_dir)
-        elif not wins:
-            drop_weights(trial_dir)
-        write_out_summary(out_dir, best, rows)
+    """Each rung's trials in turn within the budget; after each trial, OUT holds the best so far.
+    The table rows. A trial finished by an earlier run is read back; its model, moved to OUT when
+    it was the best, stays there until a better trial replaces it."""
+    rows, summaries, best, points = [], {}, None, grid
+    for rung, (count, epochs) in enumerate(rungs(space, len(grid))):
+        if rung:  # the previous rung's best `count` points, each afresh with more epochs
+            previous = [r["trial"] for r in rows if r["rung"] == rung - 1]
+            if any(index not in summaries for index in previous):
+                break  # the budget cut that rung: its ranking is incomplete, nobody is promoted
+            ranked = sorted(previous, key=functools.cmp_to_key(
+                lambda a, b: -1 if better(summaries[a], summaries[b]) else int(better(summaries[b], summaries[a]))))
+            points = [{k: rows[index][k] for k in ("lr", "dropout", "pooling")} for index in ranked[:count]]
+        for settings in points:
+            index, settings = len(rows), {**settings, "epochs": epochs}
+            spent = sum(r.get("wall_time_s") or 0 for r in rows)
+            left = space.max_minutes * 60 - spent if space.max_minutes else None
+            if (space.max_trials and index >= space.max_trials) or (left is not None and left <= 0):
+                rows.append({"trial": index, "rung": rung, **settings, "status": "not run (budget)"})
+                continue
+            trial_dir = os.path.join(out_dir, SEARCH_DIR, f"trial-{index:03d}")
+            summary = run_trial(task, model_dir, sources, trial_dir, sections, space, settings, left, progress)
+            summaries[index] = summary
+            rows.append(table_row(index, rung, settings, summary))
+            log(" ".join(f"{k}={v}" for k, v in rows[-1].items()))
+            wins = best is None or better(summary, best[1])
+            if wins:
+                best = (index, summary)
+            if wins and os.path.isfile(os.path.join(trial_dir, "config.json")):  # its model is still in the trial
+                publish(trial_dir, out_dir)
+            elif not wins:
+                drop_weights(trial_dir)
+            write_out_summary(out_dir, best, rows)
     write_out_summary(out_dir, best, rows)
     return rows
 
@@ -234,9 +273,9 @@ def better(summary: dict, best: dict) -> bool:
     return False
 
 
-def table_row(index: int, settings: dict, summary: dict) -> dict:
+def table_row(index: int, rung: int, settings: dict, summary: dict) -> dict:
     metric = summary["select_metric"]
-    return {"trial": index, **settings, "status": "done", f"dev_{metric}": summary["best_dev"].get(metric),
+    return {"trial": index, "rung": rung, **settings, "status": "done", f"dev_{metric}": summary["best_dev"].get(metric),
             "best_step": summary["best_step"], "epochs_run": round(summary["epochs_run"], 2),
             "stopped_early": summary["stopped_early"], "wall_time_s": summary["wall_time_s"]}
 
@@ -266,7 +305,7 @@ def write_out_summary(out_dir: str, best: tuple, rows: list[dict]) -> None:
     first = os.path.join(out_dir, SEARCH_DIR, "trial-000", SUMMARY_FILE)
     baseline = loads_json(read_text(first), first).get("tfidf_baseline") if os.path.isfile(first) else None
     settings = next(r for r in rows if r["trial"] == index)
-    entry = {"best_trial": index, "settings": {k: settings[k] for k in ("lr", "dropout", "pooling")},
+    entry = {"best_trial": index, "settings": {k: settings[k] for k in ("lr", "dropout", "pooling", "epochs")},
              "trials": rows, "table": f"{SEARCH_DIR}/trials.csv"}
     write_table(os.path.join(out_dir, SEARCH_DIR), rows)
     atomic_write_json(os.path.join(out_dir, SUMMARY_FILE), {**summary, "tfidf_baseline": baseline, "search": entry})

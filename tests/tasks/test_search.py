@@ -158,3 +158,42 @@ def test_the_grid_follows_the_model_family_and_size(files, tmp_path):
     assert {g["pooling"] for g in grid} == {"cls", "mean"}
     model = search_recipe.trial_sections({}, grid[0], space, str(modern), {})["model"]
     assert model == {"mlp_dropout": 0.1, "classifier_dropout": 0.1, "classifier_pooling": "cls"}
+
+
+def test_halving_rungs_shrink_by_three_and_grow_the_epochs():
+    halving = search_recipe.SearchSpace(strategy="halving")
+    assert search_recipe.rungs(halving, 12) == [(12, 6 / 9), (4, 2.0), (1, 6.0)]  # 22 epochs, not the grid's 72
+    assert search_recipe.rungs(halving, 2) == [(2, 2.0), (1, 6.0)]
+    assert search_recipe.rungs(halving, 1) == [(1, 6.0)]
+    assert search_recipe.rungs(search_recipe.SearchSpace(), 12) == [(12, 6.0)]
+    with pytest.raises(ConfigError, match="search.strategy must be one of grid, halving"):
+        search_recipe.SearchSpace(strategy="random")
+
+
+def test_halving_promotes_the_best_dev_point_to_the_full_epochs(files, tmp_path, monkeypatch, capsys):
+    root, tiny = files
+    out = str(tmp_path / "out")
+    calls = count_trials(monkeypatch)
+    assert run_search(root, tiny, out, "--set", "search.strategy=\"halving\"") == 0
+    table = json.load(open(os.path.join(out, SUMMARY_FILE)))["search"]["trials"]
+    assert len(calls) == 5 and [r["rung"] for r in table] == [0, 0, 0, 0, 1]  # 4 points: rungs of 4 and 1
+    assert [r["epochs"] for r in table] == [1 / 3] * 4 + [1.0]
+    trials = [json.load(open(os.path.join(out, "search", f"trial-00{i}", SUMMARY_FILE))) for i in range(5)]
+    assert [t["train_config"]["max_steps"] for t in trials] == [2] * 4 + [4]  # 28 examples, batch 8: 4 steps/epoch
+    # the promoted point is rung 0's best on dev (accuracy, then the lower loss, then the earlier trial)
+    first = min(range(4), key=lambda i: (-trials[i]["best_dev"]["accuracy"], trials[i]["best_dev"]["loss"], i))
+    assert {k: table[4][k] for k in ("lr", "dropout", "pooling")} == {k: table[first][k] for k in ("lr", "dropout", "pooling")}
+    best = json.load(open(os.path.join(out, SUMMARY_FILE)))["search"]["best_trial"]
+    assert trials[best]["best_dev"] == json.load(open(os.path.join(out, SUMMARY_FILE)))["best_dev"]
+
+    calls.clear()  # a finished search resumed runs nothing; another strategy is another search
+    assert run_search(root, tiny, out, "--resume", "--set", "search.strategy=\"halving\"") == 0 and calls == []
+    capsys.readouterr()
+    assert run_search(root, tiny, out, "--resume") == 2
+    assert "was started with other space" in capsys.readouterr().err
+
+    # a budget that cuts rung 0 promotes nobody: the best trial run so far is the result
+    cut = str(tmp_path / "cut")
+    assert run_search(root, tiny, cut, "--set", "search.strategy=\"halving\"", "search.max_trials=3") == 0
+    table = json.load(open(os.path.join(cut, SUMMARY_FILE)))["search"]["trials"]
+    assert [(r["rung"], r["status"]) for r in table] == [(0, "done")] * 3 + [(0, "not run (budget)")]
