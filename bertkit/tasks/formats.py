@@ -14,7 +14,6 @@ record) at fault and what to do about it.
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import os
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Iterable, Sequence, Union
 
 from bertkit.errors import DataError
-from bertkit.io import MAX_LINE_BYTES, check_regular_file, iter_text_lines, loads_json, read_text
+from bertkit.io import check_regular_file, iter_csv_rows, iter_text_lines, loads_json, read_text
 from bertkit.tasks.tables import is_table, iter_records
 
 Label = Union[str, float, list, None]
@@ -153,38 +152,6 @@ def _label_to_str(value) -> str:
     return str(value)
 
 
-def _csv_rows(path: str, delimiter: str):
-    """Yield (line_number, row_dict, fieldnames) from a CSV/TSV file with a header row."""
-    quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
-    # csv's default field limit (131,072 characters) is below a long article; a field may be
-    # as long as the longest line we stream. Raised, never lowered: the limit is process-wide.
-    csv.field_size_limit(max(csv.field_size_limit(), MAX_LINE_BYTES))
-    lines = (line for _, line in iter_text_lines(path, keepends=True))
-    reader = csv.DictReader(lines, delimiter=delimiter, quoting=quoting)
-    try:
-        fieldnames = reader.fieldnames or []
-        if not fieldnames:
-            raise DataError(f"{path}: file is empty; expected a header row naming the columns")
-        repeated = sorted({name for name in fieldnames if fieldnames.count(name) > 1})
-        if repeated:
-            raise DataError(f"{path}: line 1 names the column {repeated[0]!r} twice; rename or remove one")
-        for row in reader:
-            line = reader.line_num
-            if None in row:
-                raise DataError(
-                    f"{path}: line {line} has {len(fieldnames) + len(row[None])} fields but the "
-                    f"header has {len(fieldnames)}; quote fields that contain the delimiter"
-                )
-            if any(value is None for value in row.values()):
-                raise DataError(
-                    f"{path}: line {line} has fewer fields than the {len(fieldnames)} in the header"
-                )
-            yield line, row, fieldnames
-    except csv.Error as err:
-        raise DataError(f"{path}: line {reader.line_num} is not valid {'TSV' if delimiter == chr(9) else 'CSV'} "
-                        f"({err})") from None
-
-
 def read_text_dataset(
     path: str | os.PathLike,
     text_column: str = "text",
@@ -233,7 +200,7 @@ def _csv_records(path: str, delimiter: str, columns: tuple, multilabel_sep: str)
     """(line, text, pair, raw label) of each CSV/TSV row; "a|b" labels are lists."""
     text_column, pair_column, label_column = columns
     wanted = _wanted(columns)
-    for line, row, fieldnames in _csv_rows(path, delimiter):
+    for line, row, fieldnames in iter_csv_rows(path, delimiter):
         missing = [name for name in wanted if name not in row]
         if missing:
             raise DataError(

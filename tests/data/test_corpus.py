@@ -122,3 +122,17 @@ def test_bbc_train_corpus_holds_the_training_split_only():
     assert documents == {tuple(split_sentences(e.text)) for e in splits["train"]}
     held_out = {tuple(split_sentences(e.text)) for e in splits["dev"] + splits["test"]}
     assert len(held_out) > 600 and not documents & held_out
+
+
+def test_a_fine_tuning_table_is_a_corpus_of_its_text_column(tmp_path):
+    """train.csv / train.tsv (text and label columns): one document per row, the labels unread,
+    so a task's own training file feeds continued pre-training as it is (configs/tapt-mini.toml)."""
+    (tmp_path / "train.csv").write_text('text,label\n"Shares fell. The bank, a lender, lost money.",business\n'
+                                        '"The striker scored.",sport\n', encoding="utf-8")
+    assert list(open_corpus(tmp_path / "train.csv")) == [["Shares fell.", "The bank, a lender, lost money."],
+                                                         ["The striker scored."]]
+    (tmp_path / "train.tsv").write_text("label\ttext\nsport\tA goal. Then another.\n", encoding="utf-8")
+    assert list(open_corpus(tmp_path / "train.tsv")) == [["A goal.", "Then another."]]
+    (tmp_path / "bad.csv").write_text("sentence,label\nA goal.,sport\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"no 'text' column \(the header has sentence, label\)"):
+        list(open_corpus(tmp_path / "bad.csv"))
