@@ -9,8 +9,11 @@
 # EXTRA="data.max_train_examples=4000" adds --set values to every fine-tune (a subsample of a large set).
 # MODEL (default MiniLM) fine-tunes another encoder, CONFIG adds its --config to every fine-tune:
 #   MODEL=runs/mini/checkpoint-9400 CONFIG=configs/finetune-bbc-scratch.toml (the one-hour model).
+# TAPT=configs/tapt-mini.toml first continues MODEL's pre-training on each set's training texts
+# (scripts/train_texts.py: the training split only, the subset EXTRA's data.max_train_examples
+# names), then fine-tunes that model: OUT_ROOT/SET-tapt holds it. TAPT_SET adds --set values to it.
 # Usage: [SETS="linux-docs-topics fortunes"] [ARMS="default search"] [SEARCH_MINUTES=20] [SEED=0] \
-#        [MODEL=DIR] [CONFIG=FILE] scripts/defaults_table.sh [OUT_ROOT]
+#        [MODEL=DIR] [CONFIG=FILE] [TAPT=FILE] [TAPT_SET="train.max_steps=500"] scripts/defaults_table.sh [OUT_ROOT]
 set -eo pipefail
 cd "$(dirname "$0")/.." && . .venv/bin/activate
 ROOT=${1:-/tmp/defaults_table}
@@ -31,7 +34,21 @@ score() {  # score SET ARM: evaluate OUT_ROOT/SET-ARM on SET:test, append its JS
       tee -a "$ROOT/table.jsonl"
 }
 
+tapt() {  # tapt SET: continue MODEL's pre-training on SET's training texts; sets M to its checkpoint
+  local set=$1 subset=0
+  [[ "${EXTRA:-}" =~ data\.max_train_examples=([0-9]+) ]] && subset=${BASH_REMATCH[1]}
+  python scripts/train_texts.py "$set" "$ROOT/$set-train.jsonl" --max-train-examples "$subset" --seed "$SEED"
+  rm -rf "$ROOT/$set-tapt"  # this script's own scratch folder
+  echo "== $set tapt: bertkit pretrain --config $TAPT --set model.init=$BASE data.corpus=$ROOT/$set-train.jsonl"
+  bertkit pretrain --config "$TAPT" --out "$ROOT/$set-tapt" --no-progress \
+      --set "model.init=$BASE" "data.corpus=$ROOT/$set-train.jsonl" "train.seed=$SEED" ${TAPT_SET:-} 2>&1 |
+      grep -v Warning | tail -2
+  M=$(ls -d "$ROOT/$set-tapt"/checkpoint-* | sort -V | tail -1)
+}
+
+BASE=$M
 for set in $SETS; do
+  [ -n "${TAPT:-}" ] && tapt "$set"
   if [[ " $ARMS " == *" default "* ]]; then
     started=$(date +%s)
     echo "== $set default: bertkit finetune --task classification --model $M --train $set --seed $SEED ${CONFIG_ARGS[*]}"
