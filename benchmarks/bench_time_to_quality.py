@@ -4,6 +4,11 @@ sequences, with the same wall budget and threads, one arm after the other.
 
     python benchmarks/bench_time_to_quality.py [--minutes 30] [--threads 2] [--eval-every 60] [--finetune]
     python benchmarks/bench_time_to_quality.py --bertkit-run runs/mini --minutes 60 ...
+    python benchmarks/bench_time_to_quality.py --bertkit-run RUN --minutes 7 --device cuda --hf-precision bf16
+        (on a GPU: RUN is a finished GPU-recipe run that kept checkpoints along the way, e.g.
+        `bertkit pretrain --config configs/pretrain-gpu-10min.toml --out RUN --set
+        train.save_every=500 train.keep_last=0`; its lr schedule follows its own clock, so it is
+        scored from one run rather than trained in resumed chunks)
 
 The arms
   bertkit       `bertkit pretrain --config configs/pretrain-mini.toml --set train.max_minutes=M`
@@ -35,6 +40,11 @@ What makes it a fair race
     own recipe ends (bertkit: train.max_steps; transformers: 3 epochs).
   * Threads: torch.set_num_threads(--threads) and OMP_WAIT_POLICY=PASSIVE for both; the arms
     run one after the other, never at the same time.
+  * Device: --device (default: the GPU when CUDA is available) for both arms' training and
+    scoring. On a GPU each transformers step is timed to its end (a synchronisation), as
+    bertkit's trainer reads its loss every step. Precision: bertkit's recipe as configured
+    ("auto": bf16 on a bf16 GPU); transformers --hf-precision, fp32 by default as run_mlm.py
+    (TrainingArguments' bf16=False), or bf16 autocast as with its --bf16 flag.
   * Yardstick: the same held-out sequences (the recipe's held-out documents, up to
     data.max_eval_examples sequences) masked once at BERT's 15% (80/10/10, the recipe's fixed
     evaluation seed), neither arm's training rate (bertkit trains at 30%), scored by bertkit's
@@ -51,6 +61,7 @@ its test accuracy, beside the TF-IDF + logistic regression baseline (scripts/tfi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import importlib.util
 import json
@@ -89,6 +100,9 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--minutes", type=float, default=30.0, help="training-time budget of each arm")
     p.add_argument("--threads", type=int, default=2, help="torch threads, the same for both arms")
+    p.add_argument("--device", default="auto", help="auto (the GPU when CUDA is available), cpu or cuda[:N]")
+    p.add_argument("--hf-precision", choices=("fp32", "bf16"), default="fp32",
+                   help="the transformers arm: fp32 (run_mlm.py's default) or bf16 autocast (its --bf16)")
     p.add_argument("--eval-every", type=float, default=60.0, help="seconds of training between evaluations")
     p.add_argument("--config", default=os.path.join(ROOT, "configs", "pretrain-mini.toml"),
                    help="bertkit's recipe (its corpus, tokenizer, split and sequences are both arms')")
@@ -151,6 +165,7 @@ def run_bertkit(*arguments: str) -> str:
 
 def pretrain_chunk(args, out: str, minutes: float, resume: bool) -> None:
     run_bertkit("pretrain", "--config", args.config, "--out", out, "--threads", str(args.threads), "--no-progress",
+                "--device", str(args.device),
                 "--set", *args.set, f"train.max_minutes={minutes!r}", *(["--resume"] if resume else []))
 
 
@@ -166,10 +181,11 @@ def bertkit_arm(args, cfg) -> tuple[list[dict], dict, tuple]:
         if shared is None:  # the first chunk has trained the tokenizer and written the shards
             shared = recipe_data(cfg, out)
             tokenizer, _, batches = shared
-            points.append({"step": 0, "train_seconds": 0.0, **heldout(make_model(cfg, tokenizer), batches)})
+            points.append({"step": 0, "train_seconds": 0.0,
+                           **heldout(make_model(cfg, tokenizer).to(args.device), batches)})
         checkpoint = latest_checkpoint(out)
         state = load_trainer_state(checkpoint)
-        model = family_class(BertkitMaskedLM, checkpoint).from_pretrained(checkpoint)
+        model = family_class(BertkitMaskedLM, checkpoint).from_pretrained(checkpoint).to(args.device)
         step, seconds = int(state["step"]), float(state["train_seconds"])
         points.append({"step": step, "train_seconds": seconds, **heldout(model, batches)})
         print(f"bertkit       {seconds / 60:6.2f} min  step {step:6d}  {fmt(points[-1])}", flush=True)
@@ -198,7 +214,7 @@ def finished_arm(args, cfg) -> tuple[list[dict], dict, tuple]:
     shared = recipe_data(cfg, run)
     tokenizer, _, batches = shared
     torch.manual_seed(cfg.train.seed)
-    points = [{"step": 0, "train_seconds": 0.0, **heldout(make_model(cfg, tokenizer), batches)}]
+    points = [{"step": 0, "train_seconds": 0.0, **heldout(make_model(cfg, tokenizer).to(args.device), batches)}]
     checkpoints = sorted((os.path.join(run, name) for name in os.listdir(run) if name.startswith("checkpoint-")),
                          key=lambda path: int(path.rsplit("-", 1)[1]))
     scored = None
@@ -207,7 +223,7 @@ def finished_arm(args, cfg) -> tuple[list[dict], dict, tuple]:
         step, seconds = int(state["step"]), float(state["train_seconds"])
         if seconds > 60.0 * args.minutes + args.eval_every:
             break  # past the budget (one evaluation interval of slack, as the chunks stop)
-        model = family_class(BertkitMaskedLM, checkpoint).from_pretrained(checkpoint)
+        model = family_class(BertkitMaskedLM, checkpoint).from_pretrained(checkpoint).to(args.device)
         points.append({"step": step, "train_seconds": seconds, **heldout(model, batches)})
         print(f"bertkit       {seconds / 60:6.2f} min  step {step:6d}  {fmt(points[-1])}", flush=True)
         scored = checkpoint, step
@@ -237,13 +253,17 @@ def transformers_arm(args, cfg, tokenizer, tokenizer_dir: str, examples, batches
     import transformers  # the reference library: a test-only dependency of bertkit
 
     torch.manual_seed(HF_SEED)  # run_mlm.py: set_seed(training_args.seed) before the model
-    model = hf_model(cfg, tokenizer)
+    device = torch.device(args.device)
+    model = hf_model(cfg, tokenizer).to(device)
+    cuda = device.type == "cuda"
+    precision = (torch.autocast("cuda", dtype=torch.bfloat16) if cuda and args.hf_precision == "bf16"
+                 else contextlib.nullcontext())
     hf_tokenizer = transformers.AutoTokenizer.from_pretrained(tokenizer_dir)
     collator = transformers.DataCollatorForLanguageModeling(hf_tokenizer, mlm_probability=0.15)
     per_epoch = math.ceil(len(examples) / HF_BATCH)
     total = HF_EPOCHS * per_epoch
     optimizer = torch.optim.AdamW(model.parameters(), lr=HF_LR, betas=(0.9, 0.999), eps=HF_EPS,
-                                  weight_decay=0.0, fused=True)
+                                  weight_decay=0.0, fused=True)  # the Trainer's default optimizer (adamw_torch_fused)
     scheduler = transformers.get_linear_schedule_with_warmup(optimizer, 0, total)
     order_rng = torch.Generator().manual_seed(HF_SEED)
     rows = [{"input_ids": [int(t) for t in e["input_ids"]]} for e in examples]
@@ -258,12 +278,16 @@ def transformers_arm(args, cfg, tokenizer, tokenizer_dir: str, examples, batches
         model.train()
         first = (step % per_epoch) * HF_BATCH
         batch = collator([rows[int(i)] for i in order[first:first + HF_BATCH]])
-        loss = model(**batch).loss
+        batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+        with precision:
+            loss = model(**batch).loss
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), HF_CLIP)
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
+        if cuda:  # the step's kernels have finished before its time is read
+            torch.cuda.synchronize(device)
         seconds += time.perf_counter() - start
         step += 1
         if seconds >= next_eval or step == total or seconds >= budget:
@@ -276,6 +300,7 @@ def transformers_arm(args, cfg, tokenizer, tokenizer_dir: str, examples, batches
     info = {"model": type(model).__name__, "parameters": sum(p.numel() for p in model.parameters()),
             "steps": step, "stopped_by": "epochs" if step == total else "clock", "checkpoint": out,
             "recipe": {"batch_size": HF_BATCH, "lr": HF_LR, "schedule": f"linear over {total} steps (3 epochs)",
+                       "precision": args.hf_precision if cuda else "fp32",
                        "mlm_probability": 0.15, "weight_decay": 0.0, "adam_eps": HF_EPS, "grad_clip": HF_CLIP}}
     return points, info
 
@@ -288,9 +313,11 @@ def finetune_scores(args, checkpoint: str, name: str) -> list[float]:
         out = os.path.join(args.work, f"finetune-{name}-seed{seed}")
         run_bertkit("finetune", "--task", "classification", "--model", checkpoint, "--train", "bbc", "--out", out,
                     "--overwrite", "--no-progress", "--threads", str(args.threads), "--seed", str(seed),
+                    "--device", str(args.device),
                     "--set", "train.epochs=3", "train.lr=1e-4", "train.batch_size=16", "data.max_length=128",
                     *args.finetune_set)
-        report = run_bertkit("evaluate", "--model", out, "--data", "bbc:test", "--threads", str(args.threads))
+        report = run_bertkit("evaluate", "--model", out, "--data", "bbc:test", "--threads", str(args.threads),
+                             "--device", str(args.device))
         scores.append(json.loads(report.strip().splitlines()[-1])["accuracy"])
         print(f"fine-tuned {name} seed {seed}: BBC test accuracy {scores[-1]:.3f}", flush=True)
     return scores
@@ -310,12 +337,16 @@ def tfidf_rows() -> dict:
 
 
 # ---------------------------------------------------------------------------- report
+def device_name(device: str) -> str:
+    return torch.cuda.get_device_name(torch.device(device)) if device.startswith("cuda") else "cpu"
+
+
 def fmt(point: dict) -> str:
     return (f"loss {point['mlm_loss']:.3f}  accuracy {point['mlm_accuracy']:.3f}  "
             f"where replaced {point.get('mlm_replaced_accuracy', float('nan')):.3f}")
 
 
-def plot(curves: dict, path: str, minutes: float, threads: int) -> None:
+def plot(curves: dict, path: str, minutes: float, where: str) -> None:
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for name, points in curves.items():
@@ -329,7 +360,7 @@ def plot(curves: dict, path: str, minutes: float, threads: int) -> None:
     axes[1].set_title("held-out MLM accuracy")
     axes[1].set_ylim(bottom=0)
     for ax in axes:
-        ax.set_xlabel(f"training minutes ({threads} threads, budget {minutes:g})")
+        ax.set_xlabel(f"training minutes ({where}, budget {minutes:g})")
         ax.legend(fontsize=8)
     fig.tight_layout()
     save_png(fig, path)
@@ -338,6 +369,8 @@ def plot(curves: dict, path: str, minutes: float, threads: int) -> None:
 def main(argv=None) -> dict:
     args = parse_args(argv)
     args.config = os.path.abspath(args.config)
+    if args.device == "auto":
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
     torch.set_num_threads(args.threads)
     if any(os.path.exists(os.path.join(args.work, arm)) for arm in ("bertkit", "transformers")):
         raise SystemExit(f"{args.work} holds an earlier run; remove it or pass another --work")
@@ -354,7 +387,7 @@ def main(argv=None) -> dict:
     result = {
         "command": " ".join(["python benchmarks/bench_time_to_quality.py",
                              *(sys.argv[1:] if argv is None else argv)]),
-        "minutes": args.minutes, "threads": args.threads, "eval_every_s": args.eval_every,
+        "minutes": args.minutes, "threads": args.threads, "eval_every_s": args.eval_every, "device": device_name(args.device),
         "train_sequences": len(examples), "heldout_sequences": sum(len(b["input_ids"]) for b in batches),
         "heldout_masking": EVAL_RATE, "torch": torch.__version__,
         "arms": {"bertkit": {**bertkit_info, "curve": bertkit_points},
@@ -373,7 +406,7 @@ def main(argv=None) -> dict:
     with open(stem + ".json", "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)
     plot({"bertkit (default recipe)": bertkit_points, "transformers (run_mlm defaults)": hf_points},
-         stem + ".png", args.minutes, args.threads)
+         stem + ".png", args.minutes, f"{args.threads} threads" if args.device == "cpu" else result["device"])
     print(f"wrote {stem}.json and {stem}.png", flush=True)
     return result
 

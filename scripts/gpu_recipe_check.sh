@@ -86,7 +86,7 @@ finetune_seed() {  # $1 the checkpoint, $2 the seed: fine-tuned, then scored on 
 
 finetune_step() {  # the seeds side by side (small runs share the GPU), each from the last checkpoint; the table
     local ck start seed failed=0
-    ck=$(ls -d "$RESULTS"/pretrain/checkpoint-* | sort -t- -k2 -n | tail -1)
+    ck=$(ls -d "$RESULTS"/pretrain/checkpoint-* | sort -V | tail -1)  # the newest: version order sorts checkpoint-500 before -3993
     start=$(date +%s)
     local pids=()
     for seed in $SEEDS; do finetune_seed "$ck" "$seed" & pids+=($!); done

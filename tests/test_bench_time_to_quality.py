@@ -40,3 +40,28 @@ def test_the_yardstick_gives_both_libraries_the_same_metrics(tmp_path):
     assert set(mine) == {"mlm_loss", "mlm_accuracy", "mlm_replaced_accuracy"}
     for key in mine:
         assert mine[key] == pytest.approx(reference[key], abs=1e-5), key
+
+
+def test_the_transformers_arm_trains_on_the_device_it_is_given(tmp_path):
+    """run_mlm.py's loop on --device (here the CPU; the same code moves model and batches to a
+    GPU and times each step to its end): its clock stops at the budget, its curve starts at step
+    0, and it records the precision it trained in."""
+    from types import SimpleNamespace
+
+    from bertkit.data.assets import minilm_dir
+    from bertkit.recipes.pretrain import load_config
+    from bertkit.tokenizer import Tokenizer
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    cfg = load_config(os.path.join(root, "configs", "pretrain-tiny.toml"), [])
+    tokenizer = Tokenizer.from_pretrained(minilm_dir())
+    generator = torch.Generator().manual_seed(0)
+    examples = [{"input_ids": [101, *torch.randint(1000, 5000, (30,), generator=generator).tolist(), 102]}
+                for _ in range(24)]
+    batches = [MLMCollator(tokenizer, mlm_probability=0.15, seed=0)(examples[:4])]
+    args = SimpleNamespace(minutes=0.02, eval_every=0.5, device="cpu", hf_precision="bf16", work=str(tmp_path))
+    points, info = bench.transformers_arm(args, cfg, tokenizer, minilm_dir(), examples, batches)
+    assert points[0]["step"] == 0 and points[-1]["step"] == info["steps"] >= 1
+    assert points[-1]["train_seconds"] >= 60 * args.minutes or info["stopped_by"] == "epochs"
+    assert info["recipe"]["precision"] == "fp32"  # bf16 autocast is a GPU setting: the CPU runs fp32
+    assert next(transformers.BertForMaskedLM.from_pretrained(info["checkpoint"]).parameters()).device.type == "cpu"
