@@ -105,7 +105,26 @@ def report(summary: dict, out: str) -> None:
     tfidf = summary.get("tfidf_baseline")
     if tfidf is not None:
         print(tfidf.get("note") or describe(recorded_result(tfidf)))
+    hint = baseline_hint(summary)
+    if hint:
+        print(hint)
     print(f"model saved in {out}")
     if recorded_result(tfidf) is not None:  # the baselines beside the model's dev scores
         best = {**best, "baselines": {"trivial": summary["dev_baseline"], "tfidf": recorded_result(tfidf)}}
     print(json.dumps(best))
+
+
+def baseline_hint(summary: dict) -> str | None:
+    """What to try, in one line, when TF-IDF is level with or ahead of the model on dev (the
+    levers measured in docs/results.md, "Fine-tuning defaults across real sets"); None otherwise."""
+    metric, tfidf = summary["select_metric"], recorded_result(summary.get("tfidf_baseline")) or {}
+    ours, theirs = summary["best_dev"].get(metric), tfidf.get(metric)
+    if ours is None or theirs is None:
+        return None
+    if (ours < theirs) if metric in TASKS[summary["spec"]["task"]].lower_is_better else (ours > theirs):
+        return None
+    tries = [] if "search" in summary else ["--search (lr, dropout and pooling chosen on dev)"]
+    tries += [f"a longer --set data.max_length (now {summary['spec']['data']['max_length']}) if texts were cut",
+              "continued pre-training on your training texts first (configs/tapt-mini.toml, docs/dapt.md)"]
+    return (f"TF-IDF is {'level with' if ours == theirs else 'ahead of'} the model on dev ({metric} "
+            f"{rounded(theirs)} against {rounded(ours)}); to beat it, try: {'; '.join(tries)}")

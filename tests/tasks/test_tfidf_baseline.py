@@ -172,3 +172,22 @@ def test_multi_label_fits_one_logistic_regression_per_class(bbc_files, capsys):
     chosen = max(baseline.C_GRID, key=lambda c: micro[c])  # the first of equal scores
     assert (record["model"], record["value"]) == ("one_vs_rest_logistic_regression", chosen)
     assert record["dev"]["micro_f1"] == pytest.approx(micro[chosen])
+
+
+def test_a_fine_tune_that_does_not_beat_tfidf_on_dev_says_what_to_try():
+    from bertkit.commands.finetune import baseline_hint
+
+    def summary(ours: float, theirs: float | None, task="classification", metric="accuracy", **extra) -> dict:
+        record = None if theirs is None else {"param": "C", "value": 10.0, "dev": {metric: theirs}}
+        return {"select_metric": metric, "best_dev": {metric: ours}, "tfidf_baseline": record,
+                "spec": {"task": task, "data": {"max_length": 128}}, **extra}
+
+    assert baseline_hint(summary(0.62, 0.61)) is None  # the model wins: nothing to say
+    assert baseline_hint(summary(0.60, None)) is None  # no baseline fitted (--no-baseline, no scikit-learn)
+    hint = baseline_hint(summary(0.60, 0.61))
+    assert hint.startswith("TF-IDF is ahead of the model on dev (accuracy 0.61 against 0.6)")
+    assert "--search" in hint and "data.max_length (now 128)" in hint and "configs/tapt-mini.toml" in hint
+    assert baseline_hint(summary(0.61, 0.61)).startswith("TF-IDF is level with")
+    assert "--search" not in baseline_hint(summary(0.60, 0.61, search={"best_trial": 0}))  # it was a search
+    assert baseline_hint(summary(0.5, 0.7, task="regression", metric="mse")) is None  # lower mse wins
+    assert baseline_hint(summary(0.7, 0.5, task="regression", metric="mse")).startswith("TF-IDF is ahead")
