@@ -12,8 +12,10 @@ trial, as a fine-tune picks its checkpoint):
               and the classifier's; default 0.1, 0.0
     pooling   what a sequence head reads (model.classifier_pooling); default the checkpoint's
               own and "mean"; only for the tasks with a pooled head
-    epochs    the most epochs of a trial (default 6); early stopping (`patience`, default 2
-              evaluations) ends each trial at its best number of epochs
+    epochs    the most epochs of a trial; early stopping (`patience` evaluations) ends each trial
+              at its best number of epochs. Both default to the fine-tune's own (train.epochs and
+              train.patience: 6 and 2 unless --config or --set gives them), so a recipe's length
+              (configs/finetune-bbc-scratch.toml: 8 epochs, no early stop) holds in its search
 
 Trials run in the order lr, then dropout, then pooling vary (so a budget cut still tried every
 learning rate first). `strategy` says how many epochs each gets:
@@ -59,7 +61,7 @@ from bertkit.io import atomic_write_json, atomic_write_text, loads_json, read_te
 from bertkit.models.checkpoint import read_config
 from bertkit.models.families import family_of
 from bertkit.models.heads import BertForMultipleChoice, BertForSequenceClassification
-from bertkit.recipes.finetune import finetune
+from bertkit.recipes.finetune import FinetuneOptions, finetune
 from bertkit.runtime.run_dir import LOCK_FILE, check_apart, list_checkpoints, run_lock
 from bertkit.settings.config_io import dataclass_from_dict
 from bertkit.tasks import SUMMARY_FILE, get_task, parse_source
@@ -81,8 +83,8 @@ class SearchSpace:
     lr: list | None = None  # None: by the model's hidden size
     dropout: list = dataclasses.field(default_factory=lambda: [0.1, 0.0])
     pooling: list | None = None  # None: the checkpoint's pooling and "mean"
-    epochs: float = 6.0
-    patience: int = 2
+    epochs: float | None = None  # None: the fine-tune's train.epochs
+    patience: int | None = None  # None: the fine-tune's train.patience
     strategy: str = "grid"
     max_trials: int = 0  # 0 = every trial of the strategy
     max_minutes: float = 0.0  # 0 = no time limit
@@ -96,17 +98,27 @@ class SearchSpace:
             raise ConfigError(f"search.lr must hold positive numbers, got {self.lr!r}")
         if not all(_number(v) and 0 <= v < 1 for v in self.dropout):
             raise ConfigError(f"search.dropout must hold numbers in [0, 1), got {self.dropout!r}")
-        if not (_number(self.epochs) and self.epochs > 0):
+        if self.epochs is not None and not (_number(self.epochs) and self.epochs > 0):
             raise ConfigError(f"search.epochs must be a positive number, got {self.epochs!r}")
         if self.strategy not in STRATEGIES:
             raise ConfigError(f"search.strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
         for name, low in (("patience", 0), ("max_trials", 0)):
             value = getattr(self, name)
+            if name == "patience" and value is None:
+                continue
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ConfigError(f"search.{name} must be an integer >= {low}"
                                   f"{' (0: no limit)' if name == 'max_trials' else ''}, got {value!r}")
         if not (_number(self.max_minutes) and self.max_minutes >= 0):
             raise ConfigError(f"search.max_minutes must be a number >= 0 (0: no limit), got {self.max_minutes!r}")
+
+
+    def resolved(self, train: dict) -> "SearchSpace":
+        """epochs and patience that were left unset, from the user's [train] or the fine-tune's defaults."""
+        defaults = FinetuneOptions()
+        return dataclasses.replace(
+            self, epochs=self.epochs if self.epochs is not None else train.get("epochs", defaults.epochs),
+            patience=self.patience if self.patience is not None else train.get("patience", defaults.patience))
 
 
 def _number(value) -> bool:
@@ -164,7 +176,8 @@ def search(task: str, model_dir: str, train_source: str, dev_source: str | None,
         raise ConfigError("finetune --search runs in one process, not under torchrun; run the search without "
                           "torchrun, then fine-tune with its settings under torchrun if you need to")
     sections = dict(sections or {})
-    space = dataclass_from_dict(SearchSpace, dict(sections.pop("search", {})), "search")
+    space = dataclass_from_dict(SearchSpace, dict(sections.pop("search", {})), "search").resolved(
+        sections.get("train", {}))
     check_dev_source(dev_source)
     check_apart(model_dir, out_dir)
     grid = trial_grid(space, model_dir, task)

@@ -140,7 +140,7 @@ def test_the_grid_follows_the_model_family_and_size(files, tmp_path):
     from bertkit.models.modern import ModernBertConfig, ModernBertModel
 
     _, tiny = files  # a BERT, hidden 32
-    space = search_recipe.SearchSpace()
+    space = search_recipe.SearchSpace().resolved({})  # the fine-tune's defaults: 6 epochs, patience 2
     grid = search_recipe.trial_grid(space, tiny, "classification")
     assert len(grid) == 12 and [g["lr"] for g in grid[:3]] == list(search_recipe.SMALL_LRS)
     assert {g["pooling"] for g in grid} == {"pooler", "mean"} and grid[3]["dropout"] == 0.0
@@ -161,11 +161,15 @@ def test_the_grid_follows_the_model_family_and_size(files, tmp_path):
 
 
 def test_halving_rungs_shrink_by_three_and_grow_the_epochs():
-    halving = search_recipe.SearchSpace(strategy="halving")
+    halving = search_recipe.SearchSpace(strategy="halving").resolved({})
     assert search_recipe.rungs(halving, 12) == [(12, 6 / 9), (4, 2.0), (1, 6.0)]  # 22 epochs, not the grid's 72
     assert search_recipe.rungs(halving, 2) == [(2, 2.0), (1, 6.0)]
     assert search_recipe.rungs(halving, 1) == [(1, 6.0)]
-    assert search_recipe.rungs(search_recipe.SearchSpace(), 12) == [(12, 6.0)]
+    assert search_recipe.rungs(search_recipe.SearchSpace().resolved({}), 12) == [(12, 6.0)]
+    # a recipe's own length holds in its search unless search.epochs / search.patience say otherwise
+    recipe = {"epochs": 8, "patience": 0}
+    assert (search_recipe.SearchSpace().resolved(recipe).epochs, search_recipe.SearchSpace().resolved(recipe).patience) == (8, 0)
+    assert search_recipe.SearchSpace(epochs=3.0, patience=1).resolved(recipe).epochs == 3.0
     with pytest.raises(ConfigError, match="search.strategy must be one of grid, halving"):
         search_recipe.SearchSpace(strategy="random")
 
