@@ -111,7 +111,7 @@ def test_a_finished_run_scores_as_the_benchmark_arm(tmp_path, monkeypatch):
     assert run_command("pretrain", ["--config", CONFIG, "--out", str(out), "--no-progress", *sets(settings)]) == 0
     cfg = bench.run_recipe(str(out))
     assert cfg.train.max_steps == 6 and cfg.data.max_length == 32  # the run's recipe, not the config file's
-    args = Namespace(bertkit_run=str(out), minutes=20 / 60, eval_every=4.0)  # 20 s (+4 s): steps 2 and 4
+    args = Namespace(bertkit_run=str(out), minutes=20 / 60, eval_every=4.0, device="cpu")  # 20 s (+4 s): steps 2 and 4
     points, info, (tokenizer, examples, batches) = bench.finished_arm(args, cfg)
     assert [(p["step"], p["train_seconds"]) for p in points] == [(0, 0.0), (2, 10.0), (4, 20.0)]
     assert info["steps"] == 4 and info["stopped_by"] == "clock"
