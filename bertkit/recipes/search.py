@@ -112,7 +112,6 @@ class SearchSpace:
         if not (_number(self.max_minutes) and self.max_minutes >= 0):
             raise ConfigError(f"search.max_minutes must be a number >= 0 (0: no limit), got {self.max_minutes!r}")
 
-
     def resolved(self, train: dict) -> "SearchSpace":
         """epochs and patience that were left unset, from the user's [train] or the fine-tune's defaults."""
         defaults = FinetuneOptions()
