@@ -22,6 +22,7 @@ numbers are a lower bound (other jobs run beside it).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -52,6 +53,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--mlm-probability", type=float, default=0.3)
     p.add_argument("--device", default="auto", help="auto (cuda when present), cpu or cuda")
     p.add_argument("--threads", type=int, default=1, help="torch threads (the collator's masking)")
+    p.add_argument("--tokenizer", default="",
+                   help="a tokenizer or run directory (default MiniLM's vocabulary; the GPU machine, which lacks "
+                        "that package, passes the recipe run's own)")
+    p.add_argument("--json", default="", help="also write the result here")
     p.add_argument("--tiny", action="store_true", help="200 BBC articles, 128 tokens, 20 batches: a smoke run")
     args = p.parse_args(argv)
     if args.tiny:
@@ -109,7 +114,7 @@ def main(argv=None) -> dict:
     torch.set_num_threads(args.threads)
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
                           ("cpu" if args.device == "auto" else args.device))
-    tokenizer = Tokenizer.from_pretrained(minilm_dir())
+    tokenizer = Tokenizer.from_pretrained(args.tokenizer or minilm_dir())
     with tempfile.TemporaryDirectory() as tmp:
         docs, prep_s, n_tokens = prepare(args, tokenizer, os.path.join(tmp, "shards"))
         examples, pack_s = pack(args, tokenizer, docs)
@@ -128,6 +133,9 @@ def main(argv=None) -> dict:
           f"{' + pinned non-blocking copy to ' + str(device) if device.type == 'cuda' else ''}, every step): "
           f"{result['load_tokens_per_s']:,.0f} tokens/s (batch {args.batch_size} x {args.max_length}, "
           f"{args.batches} batches, {torch.get_num_threads()} torch thread(s))")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
     return result
 
 

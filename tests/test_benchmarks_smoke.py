@@ -1,5 +1,6 @@
 """Every benchmark script runs in --smoke mode (tiny sizes, one repeat) and prints its ratio."""
 
+import glob
 import json
 import os
 import re
@@ -67,6 +68,26 @@ def test_loader_tiny():
     assert efficiency >= 99.0, proc.stdout
     for stage in ("prepare", "pack", "load"):
         assert re.search(rf"^LOADER {stage} \(.*\): [0-9,]+ tokens/s", proc.stdout, re.M), proc.stdout
+
+
+def test_loader_with_a_runs_own_tokenizer(tmp_path, bbc_dir):
+    # The GPU machine has no MiniLM package: the loader reads the recipe run's own tokenizer
+    # (--tokenizer) and writes its numbers (--json). A 300-piece vocabulary cuts the same articles
+    # into more tokens than MiniLM's 30,522 pieces do.
+    from bertkit.tokenizer import Tokenizer
+    articles = sorted(glob.glob(os.path.join(bbc_dir, "business", "*.txt")))[:40]
+    Tokenizer.train_wordpiece(articles, vocab_size=300, min_frequency=1, show_progress=False).save_pretrained(
+        str(tmp_path / "tok"))
+    results = {}
+    for name, extra in (("own", ["--tokenizer", str(tmp_path / "tok")]), ("minilm", [])):
+        out = tmp_path / f"{name}.json"
+        proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_loader.py"), "--tiny",
+                               "--json", str(out), *extra], capture_output=True, text=True, cwd=ROOT, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        results[name] = json.loads(out.read_text())
+    assert results["own"]["corpus_tokens"] > 1.5 * results["minilm"]["corpus_tokens"]
+    assert results["own"]["documents"] == results["minilm"]["documents"]
+    assert results["own"]["load_tokens_per_s"] > 0 and results["own"]["packing_efficiency"] >= 0.99
 
 
 def _run_all_module():
