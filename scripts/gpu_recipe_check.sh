@@ -17,8 +17,8 @@
 # `run` puts them where bertkit looks (/usr/share/..., which needs root there). Results: $RESULTS
 # (default /tmp/gpu-recipe-out; not the device tool's $OUT, which is new at every call): the logs,
 # gpu_recipe.json and the table (table.md).
-# SEEDS (default "0 1 2") chooses the fine-tuning seeds; PY the python (default .venv/bin/python,
-# else python3).
+# SEEDS (default "0 1 2") chooses the fine-tuning seeds; LOADER=0 skips timing the loader alone
+# beside them; PY the python (default .venv/bin/python, else python3).
 set -euo pipefail
 mode=${1:-}
 shift || true  # the rest: --set overrides for pre-training, then "--" and those for fine-tuning
@@ -28,6 +28,8 @@ export PYTHONPATH=$root${PYTHONPATH:+:$PYTHONPATH}  # this checkout's bertkit, w
 bundle=$root/.gpu-recipe
 RESULTS=${RESULTS:-/tmp/gpu-recipe-out}
 SEEDS=${SEEDS:-0 1 2}
+LOADER=${LOADER:-1}  # 1: run-finetune also times the loader alone (benchmarks/bench_loader.py) beside the seeds
+LOADER_CORPUS="bbc:train+gcide+python-docs+linux-docs"  # the recipe's data.corpus + data.general_corpus
 if [ -z "${PY:-}" ]; then
     if [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python3; fi
 fi
@@ -84,16 +86,25 @@ finetune_seed() {  # $1 the checkpoint, $2 the seed: fine-tuned, then scored on 
         > "$RESULTS/test-s$2.json" 2> "$RESULTS/evaluate-s$2.log"
 }
 
+loader_alone() {  # $1 the checkpoint: the recipe's data path without a model, in its own vocabulary (one CPU thread)
+    OMP_NUM_THREADS=1 "$PY" benchmarks/bench_loader.py --corpus "$LOADER_CORPUS" --tokenizer "$1" --device "$device" \
+        --json "$RESULTS/loader.json" ${LOADER_ARGS:-} > "$RESULTS/loader.log" 2>&1 || { tail -20 "$RESULTS/loader.log"; return 1; }
+}
+
 finetune_step() {  # the seeds side by side (small runs share the GPU), each from the last checkpoint; the table
     local ck start seed failed=0
     ck=$(ls -d "$RESULTS"/pretrain/checkpoint-* | sort -V | tail -1)  # the newest: version order sorts checkpoint-500 before -3993
     start=$(date +%s)
     local pids=()
+    # the loader alone beside the seeds: the GPU machine's 16 cores leave it a core of its own
+    [ "$LOADER" = 1 ] && { loader_alone "$ck" & pids+=($!); }
     for seed in $SEEDS; do finetune_seed "$ck" "$seed" & pids+=($!); done
     for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
     [ "$failed" = 0 ] || exit 1
     echo "seeds $SEEDS: fine-tuned and scored side by side in $(( $(date +%s) - start )) s" | tee -a "$RESULTS/timeline.txt"
     "$PY" scripts/gpu_recipe_table.py "$RESULTS" "$(cat "$RESULTS/pretrain_wall_s")" | tee "$RESULTS/table.md"
+    [ "$LOADER" = 1 ] && grep '^LOADER' "$RESULTS/loader.log" | tee -a "$RESULTS/table.md"
+    return 0
 }
 
 on_gpu() {
@@ -112,6 +123,7 @@ case "$mode" in
             data.max_documents=60 data.general_max_documents=120 data.max_length=64 data.max_eval_examples=8 \
             train.max_steps=4 train.warmup_ratio=0.25 train.batch_size=4 train.eval_every=4 train.log_every=2 \
             'train.precision="fp32"' -- train.max_steps=2 data.max_length=64 'train.precision="fp32"'
+        LOADER_ARGS=--tiny  # the loader on 200 BBC articles
         pretrain_step; finetune_step ;;
     *) echo "usage: bash scripts/gpu_recipe_check.sh prepare|run|run-pretrain|run-finetune|smoke" >&2; exit 2 ;;
 esac

@@ -59,3 +59,6 @@ def test_the_check_script_runs_the_recipe_shrunk_on_the_cpu(tmp_path):
     assert result["pretraining"]["steps"] == 4 and result["pretraining"]["passes_shards"] > 0
     assert [s["seed"] for s in result["finetuning"]] == [0] and 0 <= result["finetuning"][0]["test"] <= 1
     assert "| seed 0 |" in proc.stdout and "TF-IDF" in proc.stdout
+    loader = json.loads((out / "loader.json").read_text())  # the loader alone, timed beside the seeds
+    assert loader["packing_efficiency"] >= 0.99 and loader["load_tokens_per_s"] > 0
+    assert "LOADER load" in proc.stdout
