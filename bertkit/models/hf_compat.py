@@ -28,6 +28,13 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
           "float64": torch.float64}
 
 
+def tied_to(module: nn.Module, embedding: nn.Embedding) -> bool:
+    """Whether `module` is a decoder that reads `embedding`'s matrix without owning it: BERT's
+    prediction head keeps it as `word_embeddings`, the modern encoder's TiedDecoder as `embeddings`
+    (both outside the submodules, so the weight is saved once)."""
+    return any(module.__dict__.get(name) is embedding for name in ("word_embeddings", "embeddings"))
+
+
 def count_parameters(module: nn.Module, only_trainable: bool = False, exclude_embeddings: bool = False) -> int:
     """Parameters of `module` (each shared tensor once); without the nn.Embedding tables when
     `exclude_embeddings` (as transformers counts them)."""
@@ -145,7 +152,7 @@ class TransformersHabits:
         embedding.weight = nn.Parameter(rows, requires_grad=weight.requires_grad)
         embedding.num_embeddings = new_num_tokens
         for module in self.modules():  # per-token biases of heads tied to this table
-            if module.__dict__.get("word_embeddings") is embedding and isinstance(
+            if tied_to(module, embedding) and isinstance(
                     getattr(module, "bias", None), nn.Parameter) and module.bias.shape[0] == old:
                 bias = module.bias
                 with torch.no_grad():

@@ -75,7 +75,9 @@ from bertkit.data.documents import CorpusDocuments, shard_documents, split_docum
 from bertkit.errors import CheckpointError, ConfigError, DataError
 from bertkit.io import atomic_open
 from bertkit.models.encoder import BertPooler
+from bertkit.models.hf_compat import tied_to
 from bertkit.tasks.realdata import bbc_topics
+from bertkit.tokenizer.extend import old_pieces
 
 INIT_KEYS = ("init", "head_init", "freeze_encoder")
 HEAD_INITS = ("identity", "normal")
@@ -218,6 +220,28 @@ def load_init_model(model_section: dict, build: Callable, vocab_size: int,
             "other_new_weights": [k for k in report.missing_keys if k not in new_head],
             "trainable_parameters": model.num_parameters(trainable_only=True)}
     return model, info
+
+
+def grow_vocabulary(model, tokenizer, old_size: int) -> int:
+    """Give every id of `tokenizer` from `old_size` on (words added by tokenizer.extend_vocab,
+    tokenizer/extend.py) a row: the mean of the rows of the old pieces the word was split into,
+    in the word embeddings (and so the tied MLM decoder) and in the decoder's bias. A word the
+    model read as "km ##all ##oc" starts where those pieces were on average, not at a random
+    point (Gee et al. 2022). Returns how many rows were added."""
+    pieces = old_pieces(tokenizer, old_size)
+    if not pieces:
+        return 0
+    new_size = max(pieces) + 1
+    model.resize_token_embeddings(new_size)
+    embedding = model.get_input_embeddings()
+    biases = [m.bias for m in model.modules() if m is not embedding and tied_to(m, embedding)
+              and isinstance(getattr(m, "bias", None), nn.Parameter)]
+    with torch.no_grad():
+        for new_id, parts in pieces.items():
+            embedding.weight[new_id] = embedding.weight[parts].mean(0)
+            for bias in biases:
+                bias[new_id] = bias[parts].mean()
+    return len(pieces)
 
 
 # ---------------------------------------------------------------------------- general text

@@ -68,6 +68,7 @@ from bertkit.models.families import families, family_for, family_of
 from bertkit.objectives import OBJECTIVES, Objective, get_objective, import_objective_module
 from bertkit.runtime.run_dir import check_apart, check_saved_options, latest_checkpoint, refuse_unresumed, run_lock
 from bertkit.tokenizer import Tokenizer
+from bertkit.tokenizer.extend import extended, words_to_add
 from bertkit.train.batching import LengthBucketedBatches
 from bertkit.settings.config_io import apply_overrides, check_keys, dataclass_from_dict, load_toml, Override, split_override, suggest
 from bertkit.train.distributed import DistContext, init_distributed, shutdown
@@ -75,8 +76,8 @@ from bertkit.train.early_stopping import EarlyStoppingSection
 from bertkit.objectives.metrics import unigram_baseline
 from bertkit.data.streaming import streaming_batches, take_examples
 from bertkit.train.trainer import TrainConfig, Trainer, seed_everything
-from bertkit.recipes.continued import (INIT_KEYS, GeneralCorpus, check_data_section, check_model_section, load_init_model,
-                        mix_examples, open_general)
+from bertkit.recipes.continued import (INIT_KEYS, GeneralCorpus, check_data_section, check_model_section, grow_vocabulary,
+                        load_init_model, mix_examples, open_general, read_init_config)
 
 TOKENIZER_KINDS = ("wordpiece", "bpe")
 RUN_FILE = "pretrain_config.json"  # the options of the run, checked when it is resumed
@@ -92,11 +93,17 @@ class TokenizerSection:
     vocab_size: int = 8000
     min_frequency: int = 2
     lowercase: bool | None = None  # WordPiece: None = True (uncased); byte-level BPE keeps case
+    # With model.init: add up to this many words of data.corpus that the checkpoint's WordPiece
+    # vocabulary splits (those saving the most tokens), their rows the mean of their old pieces'
+    # (tokenizer/extend.py). 0 keeps the checkpoint's vocabulary as it is.
+    extend_vocab: int = 0
 
     def __post_init__(self):
         if self.kind not in TOKENIZER_KINDS:
             raise ConfigError(f"tokenizer.kind {self.kind!r} is not known; use one of "
                               f"{', '.join(TOKENIZER_KINDS)}")
+        if not isinstance(self.extend_vocab, int) or isinstance(self.extend_vocab, bool) or self.extend_vocab < 0:
+            raise ConfigError(f"tokenizer.extend_vocab must be a number of words >= 0, got {self.extend_vocab!r}")
         if self.kind == "bpe" and self.lowercase:
             raise ConfigError("tokenizer.lowercase does not apply to kind \"bpe\" (byte-level BPE keeps "
                               "case, as RoBERTa's); remove tokenizer.lowercase or use kind \"wordpiece\"")
@@ -243,6 +250,10 @@ def parse_config(raw: dict, overrides: Sequence[Override] = ()) -> PretrainConfi
         objective_settings=settings,
         early_stopping=dataclass_from_dict(EarlyStoppingSection, raw.get("early_stopping", {}), "early_stopping"),
     )
+    if cfg.tokenizer.extend_vocab and (not model.get("init") or cfg.tokenizer.path):
+        raise ConfigError("tokenizer.extend_vocab grows the vocabulary of model.init's checkpoint: set model.init "
+                          "(and leave tokenizer.path empty), or remove tokenizer.extend_vocab (a run from scratch "
+                          "trains its own vocabulary on data.corpus)")
     return cfg
 
 
@@ -264,26 +275,27 @@ def tokenizer_and_config(cfg: PretrainConfig, corpus: CorpusDocuments, out_dir: 
         except ConfigError as e:
             raise ConfigError(f"[model] {e}".replace("; fix it in config.json", "")) from None
 
-    # Continued pre-training keeps the checkpoint's vocabulary: its embeddings are indexed by it.
+    # Continued pre-training keeps the checkpoint's vocabulary (its embeddings are indexed by it),
+    # unless tokenizer.extend_vocab adds words after its ids.
     given = cfg.tokenizer.path or cfg.model.get("init", "")
-    if given:
+    if given and not cfg.tokenizer.extend_vocab:
         tokenizer = Tokenizer.from_pretrained(given)
         return tokenizer, configure(tokenizer)
     directory = os.path.join(out_dir, "tokenizer")
     origin = {**shard_origin(corpus.source, corpus.opened(), corpus.max_documents),
-              "tokenizer": dataclasses.asdict(cfg.tokenizer)}
+              "tokenizer": dataclasses.asdict(cfg.tokenizer), **({"init": given} if given else {})}
     config = None
     # A resumed run must see exactly the vocabulary it started with: reuse the saved one. One a
-    # failed run left before any checkpoint used it is reused only if trained on the same data.
+    # failed run left before any checkpoint used it is reused only if made from the same data.
     if not latest_checkpoint(out_dir):
         if ctx.is_main:
             drop_stale_tokenizer(directory, origin)
         ctx.barrier()  # the other ranks look at the directory only after it is settled
     if not os.path.exists(os.path.join(directory, "tokenizer.json")):
         if ctx.is_main:
-            trained = train_tokenizer(cfg.tokenizer, corpus)
-            config = configure(trained)
-            trained.save_pretrained(directory)
+            made = extend_tokenizer(given, cfg.tokenizer, corpus) if given else train_tokenizer(cfg.tokenizer, corpus)
+            config = configure(made)
+            made.save_pretrained(directory)
             atomic_write_json(os.path.join(directory, TOKENIZER_ORIGIN), origin)
         ctx.barrier()
     tokenizer = Tokenizer.from_pretrained(directory)
@@ -291,6 +303,18 @@ def tokenizer_and_config(cfg: PretrainConfig, corpus: CorpusDocuments, out_dir: 
         raise ConfigError(f"{directory} holds a {tokenizer.kind} tokenizer but tokenizer.kind = "
                           f"{cfg.tokenizer.kind!r}; keep the kind the run started with, or use a new --out")
     return tokenizer, config if config is not None else configure(tokenizer)
+
+
+def extend_tokenizer(init: str, section: TokenizerSection, corpus: CorpusDocuments) -> Tokenizer:
+    """The tokenizer of `init` with up to `section.extend_vocab` words of the corpus added
+    (tokenizer/extend.py), and one line saying what they save."""
+    tokenizer = Tokenizer.from_pretrained(init)
+    extension = words_to_add(tokenizer, corpus.lines(), section.extend_vocab, section.min_frequency)
+    saved = 1 - extension.tokens_after / extension.tokens_before
+    print(f"pretrain: {len(extension.words)} words of data.corpus added to the {len(tokenizer)} pieces of {init} "
+          f"(e.g. {', '.join(w.word for w in extension.words[:5])}): the corpus's words take {saved:.1%} fewer "
+          f"tokens ({extension.tokens_before} -> {extension.tokens_after})", flush=True)
+    return extended(tokenizer, extension.words)
 
 
 def drop_stale_tokenizer(directory: str, origin: dict) -> None:
@@ -481,7 +505,12 @@ def make_model(cfg: PretrainConfig, tokenizer, config=None):
     """The model (of `config`, the run's model config, if given), initialised from train.seed: the
     same weights on every rank and every run."""
     seed_everything(cfg.train.seed)
-    model = build_model(cfg, vocab_size_of(tokenizer), tokenizer.pad_token_id, config)
+    if not cfg.tokenizer.extend_vocab:
+        model = build_model(cfg, vocab_size_of(tokenizer), tokenizer.pad_token_id, config)
+    else:  # the checkpoint as it is, then a row for each word added to its vocabulary
+        old_size = read_init_config(cfg.model).vocab_size
+        model = build_model(cfg, old_size, tokenizer.pad_token_id, config)
+        model.init_info["added_words"] = grow_vocabulary(model, tokenizer, old_size)
     check_segments(cfg.data, model.config, tokenizer.kind)
     return model
 
@@ -532,11 +561,11 @@ def run_pretraining(cfg: PretrainConfig, out_dir: str, resume: bool = False, pro
     ctx = init_distributed(cfg.train.device)
     os.makedirs(out_dir, exist_ok=True)
     objective = cfg.objective
-    # A tokenizer trained here and the shards read the documents once (kept in memory between
-    # the two), unless streamed (data.streaming: read at each use, never held whole).
-    trained = not (cfg.tokenizer.path or cfg.model.get("init"))
+    # A tokenizer trained (or extended) here and the shards read the documents once (kept in memory
+    # between the two), unless streamed (data.streaming: read at each use, never held whole).
+    reads_text = cfg.tokenizer.extend_vocab or not (cfg.tokenizer.path or cfg.model.get("init"))
     corpus = CorpusDocuments(cfg.data.corpus, cfg.data.mode, cfg.data.max_documents,
-                             keep=trained and not cfg.data.streaming)
+                             keep=bool(reads_text) and not cfg.data.streaming)
     tokenizer, config = tokenizer_and_config(cfg, corpus, out_dir, ctx)
     data = build_data(cfg.data, cfg.train, objective, tokenizer, corpus, out_dir, ctx)
     del corpus  # the shards hold the documents now: their text is not kept while training
