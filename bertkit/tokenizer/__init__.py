@@ -15,7 +15,8 @@ arrays. Files written by `Tokenizer.save_pretrained` load in `transformers`
 
 The package: `core.py` (the `Tokenizer` class and its call API), `training.py` (WordPiece and
 BPE training), `files.py` (loading and saving the files), `kinds.py` (special tokens and pair
-templates), `encoding.py` (call arguments and `BatchEncoding`).
+templates), `encoding.py` (call arguments and `BatchEncoding`), `extend.py` (a WordPiece
+vocabulary grown with the words of new text).
 """
 
 from bertkit.tokenizer.core import Tokenizer

@@ -95,6 +95,17 @@ class Tokenizer:
         """Load from a Hugging Face tokenizer directory, or from one tokenizer file (files.py)."""
         return cls(*read_tokenizer(directory))
 
+    @property
+    def backend_tokenizer(self) -> _RustTokenizer:
+        """The Rust `tokenizers.Tokenizer` underneath (transformers' name): to read its normalizer,
+        pre-tokenizer and model; a call sets its truncation and padding for its own duration."""
+        return self._backend
+
+    def with_backend(self, backend: _RustTokenizer) -> "Tokenizer":
+        """A tokenizer of this kind, special tokens and length limit over another Rust tokenizer
+        (e.g. this one's with a grown vocabulary: tokenizer/extend.py)."""
+        return type(self)(backend, self.kind, self._special, self.model_max_length)
+
     def __call__(
         self,
         texts,

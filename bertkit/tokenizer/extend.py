@@ -33,7 +33,7 @@ class AddedWord:
 
 def check_wordpiece(tokenizer: Tokenizer) -> dict:
     """The tokenizer's JSON description; refused unless it is a WordPiece vocabulary."""
-    spec = json.loads(tokenizer._backend.to_str())
+    spec = json.loads(tokenizer.backend_tokenizer.to_str())
     if tokenizer.kind != "wordpiece" or spec["model"]["type"] != "WordPiece":
         raise ConfigError("tokenizer.extend_vocab grows WordPiece vocabularies (BERT's); this checkpoint's "
                           f"tokenizer is {tokenizer.kind} ({spec['model']['type']}): remove tokenizer.extend_vocab")
@@ -53,7 +53,7 @@ def words_to_add(tokenizer: Tokenizer, lines: Iterable[str], n: int, min_frequen
     spec = check_wordpiece(tokenizer)
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise ConfigError(f"tokenizer.extend_vocab must be a positive number of words, got {n!r}")
-    backend = tokenizer._backend
+    backend = tokenizer.backend_tokenizer
     counts: Counter = Counter()
     for line in lines:
         text = backend.normalizer.normalize_str(line) if backend.normalizer else line
@@ -87,8 +87,7 @@ def extended(tokenizer: Tokenizer, words: list[AddedWord]) -> Tokenizer:
             raise DataError(f"{word.word!r} is in the vocabulary already")
         vocab[word.word] = next_id
         next_id += 1
-    backend = _RustTokenizer.from_str(json.dumps(spec))
-    return Tokenizer(backend, tokenizer.kind, tokenizer._special, tokenizer.model_max_length)
+    return tokenizer.with_backend(_RustTokenizer.from_str(json.dumps(spec)))
 
 
 def old_pieces(tokenizer: Tokenizer, old_size: int) -> dict[int, list[int]]:
