@@ -30,7 +30,7 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 
 def tied_to(module: nn.Module, embedding: nn.Embedding) -> bool:
     """Whether `module` is a decoder that reads `embedding`'s matrix without owning it: BERT's
-    prediction head keeps it as `word_embeddings`, the modern encoder's TiedDecoder as `embeddings`
+    prediction head keeps it as `word_embeddings`, the other family's TiedDecoder as `embeddings`
     (both outside the submodules, so the weight is saved once)."""
     return any(module.__dict__.get(name) is embedding for name in ("word_embeddings", "embeddings"))
 
