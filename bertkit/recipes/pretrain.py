@@ -57,6 +57,7 @@ from typing import Sequence
 
 import torch
 
+from bertkit.models.checkpoint import read_config
 from bertkit.models.config import SIZE_PRESETS
 from bertkit.data.cleaning import CleaningRules, clean_documents
 from bertkit.data.collate import STRATEGIES
@@ -309,6 +310,10 @@ def extend_tokenizer(init: str, section: TokenizerSection, corpus: CorpusDocumen
     """The tokenizer of `init` with up to `section.extend_vocab` words of the corpus added
     (tokenizer/extend.py), and one line saying what they save."""
     tokenizer = Tokenizer.from_pretrained(init)
+    rows = read_config(init).vocab_size
+    if rows != vocab_size_of(tokenizer):  # the new words' ids must be the rows right after the old ones
+        raise ConfigError(f"{init} embeds {rows} rows but its tokenizer has {vocab_size_of(tokenizer)} ids; "
+                          "tokenizer.extend_vocab needs the two equal: remove tokenizer.extend_vocab")
     extension = words_to_add(tokenizer, corpus.lines(), section.extend_vocab, section.min_frequency)
     saved = 1 - extension.tokens_after / extension.tokens_before
     print(f"pretrain: {len(extension.words)} words of data.corpus added to the {len(tokenizer)} pieces of {init} "

@@ -11,7 +11,7 @@ import torch
 from bertkit.errors import ConfigError
 from bertkit.models.checkpoint import read_state_dict
 from bertkit.recipes.continued import grow_vocabulary
-from bertkit.recipes.pretrain import parse_config
+from bertkit.recipes.pretrain import TokenizerSection, extend_tokenizer, parse_config
 from bertkit.tokenizer import Tokenizer
 from bertkit.tokenizer.extend import extended, old_pieces, words_to_add
 from tests.cli_checks import run_command
@@ -74,6 +74,12 @@ def test_bad_extension_settings_are_refused(news_tokenizer, tmp_path):
         parse_config({"tokenizer": {"extend_vocab": 100}})
     with pytest.raises(ConfigError, match=">= 0"):
         parse_config({"tokenizer": {"extend_vocab": -1}})
+    # a checkpoint with more embedding rows than its tokenizer has ids: the new ids would land on old rows
+    model = _tiny("bert", len(news_tokenizer) + 8)
+    model.save_pretrained(tmp_path / "padded")
+    news_tokenizer.save_pretrained(tmp_path / "padded")
+    with pytest.raises(ConfigError, match="needs the two equal"):
+        extend_tokenizer(str(tmp_path / "padded"), TokenizerSection(extend_vocab=5), corpus=None)
 
 
 def _tiny(kind: str, vocab_size: int):
