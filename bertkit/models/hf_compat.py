@@ -28,11 +28,13 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
           "float64": torch.float64}
 
 
-def tied_to(module: nn.Module, embedding: nn.Embedding) -> bool:
-    """Whether `module` is a decoder that reads `embedding`'s matrix without owning it: BERT's
-    prediction head keeps it as `word_embeddings`, the other family's TiedDecoder as `embeddings`
-    (both outside the submodules, so the weight is saved once)."""
-    return any(module.__dict__.get(name) is embedding for name in ("word_embeddings", "embeddings"))
+def tied_decoders(model: nn.Module, embedding: nn.Embedding) -> list[nn.Module]:
+    """The modules of `model` that read `embedding`'s matrix without owning it and add a per-token
+    bias: BERT's prediction head keeps the table as `word_embeddings`, the other family's
+    TiedDecoder as `embeddings` (both outside the submodules, so the weight is saved once)."""
+    return [m for m in model.modules()
+            if any(m.__dict__.get(name) is embedding for name in ("word_embeddings", "embeddings"))
+            and isinstance(getattr(m, "bias", None), nn.Parameter)]
 
 
 def count_parameters(module: nn.Module, only_trainable: bool = False, exclude_embeddings: bool = False) -> int:
@@ -151,9 +153,8 @@ class TransformersHabits:
                     rows[old:].normal_(0.0, self.config.initializer_range)
         embedding.weight = nn.Parameter(rows, requires_grad=weight.requires_grad)
         embedding.num_embeddings = new_num_tokens
-        for module in self.modules():  # per-token biases of heads tied to this table
-            if tied_to(module, embedding) and isinstance(
-                    getattr(module, "bias", None), nn.Parameter) and module.bias.shape[0] == old:
+        for module in tied_decoders(self, embedding):  # their per-token biases grow with the table
+            if module.bias.shape[0] == old:
                 bias = module.bias
                 with torch.no_grad():
                     new_bias = torch.zeros(new_num_tokens, dtype=bias.dtype, device=bias.device)

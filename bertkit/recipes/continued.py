@@ -75,7 +75,7 @@ from bertkit.data.documents import CorpusDocuments, shard_documents, split_docum
 from bertkit.errors import CheckpointError, ConfigError, DataError
 from bertkit.io import atomic_open
 from bertkit.models.encoder import BertPooler
-from bertkit.models.hf_compat import tied_to
+from bertkit.models.hf_compat import tied_decoders
 from bertkit.tasks.realdata import bbc_topics
 from bertkit.tokenizer.extend import old_pieces
 
@@ -234,8 +234,7 @@ def grow_vocabulary(model, tokenizer, old_size: int) -> int:
     new_size = max(pieces) + 1
     model.resize_token_embeddings(new_size)
     embedding = model.get_input_embeddings()
-    biases = [m.bias for m in model.modules() if m is not embedding and tied_to(m, embedding)
-              and isinstance(getattr(m, "bias", None), nn.Parameter)]
+    biases = [decoder.bias for decoder in tied_decoders(model, embedding)]
     with torch.no_grad():
         for new_id, parts in pieces.items():
             embedding.weight[new_id] = embedding.weight[parts].mean(0)

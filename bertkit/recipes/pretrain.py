@@ -568,9 +568,9 @@ def run_pretraining(cfg: PretrainConfig, out_dir: str, resume: bool = False, pro
     objective = cfg.objective
     # A tokenizer trained (or extended) here and the shards read the documents once (kept in memory
     # between the two), unless streamed (data.streaming: read at each use, never held whole).
-    reads_text = cfg.tokenizer.extend_vocab or not (cfg.tokenizer.path or cfg.model.get("init"))
+    reads_text = cfg.tokenizer.extend_vocab > 0 or not (cfg.tokenizer.path or cfg.model.get("init"))
     corpus = CorpusDocuments(cfg.data.corpus, cfg.data.mode, cfg.data.max_documents,
-                             keep=bool(reads_text) and not cfg.data.streaming)
+                             keep=reads_text and not cfg.data.streaming)
     tokenizer, config = tokenizer_and_config(cfg, corpus, out_dir, ctx)
     data = build_data(cfg.data, cfg.train, objective, tokenizer, corpus, out_dir, ctx)
     del corpus  # the shards hold the documents now: their text is not kept while training
