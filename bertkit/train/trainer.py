@@ -34,6 +34,13 @@ continues from the newest one with the same loss at every later step as an unint
 `torch.load(weights_only=True)`: resuming never unpickles code. A resume refuses a TrainConfig
 that differs from the checkpoint's outside `resume_check.MAY_CHANGE` (e.g. lr, batch_size, seed).
 
+The host reads a step's loss (which waits for the GPU to finish the step) only after it has queued
+the next step, and at once where a log row, an evaluation or a checkpoint needs it: the GPU never
+waits for the host between steps. A step whose loss is not finite must still never reach the
+weights, so it is skipped on the device (the fused AdamW kernel's found_inf flag; fp16's gradient
+scaler), and the run stops when the host reads it. Where the optimizer has no fused kernel, the
+loss is read before each update, as it must be.
+
 SIGINT (Ctrl-C) or SIGTERM (a scheduler's preemption) during `train()` let the current step
 finish, write a checkpoint and raise `RunInterrupted` (the command exits 130 / 143); a second
 signal stops at once. Every rank learns of a signal through the step's all-reduce, so all of
@@ -81,7 +88,7 @@ from bertkit.settings.config_io import dataclass_from_dict
 from bertkit.train.distributed import DistContext, init_distributed, unwrap, wrap_model
 from bertkit.train.early_stopping import BestKeeper
 from bertkit.train.fsdp import ShardedTraining, check_model, check_strategy, local_gradients
-from bertkit.train.optim import build_optimizer
+from bertkit.train.optim import build_optimizer, is_fused, load_optimizer_state, step_unless_non_finite
 from bertkit.train.plots import plot_curves
 from bertkit.train.prefetch import Prefetcher
 from bertkit.train.reporting import check_report_to, open_reporter
@@ -290,6 +297,14 @@ def load_trainer_state(checkpoint_dir: str) -> dict:
 
 
 # ---------------------------------------------------------------------------- the trainer
+@dataclass
+class LaunchedStep:
+    """An optimizer step queued on the device whose numbers the host has not read yet."""
+
+    step: int
+    totals: torch.Tensor  # Trainer._train_step's [loss sum, tokens, SIGINT, SIGTERM, *log parts]
+
+
 class Trainer:
     """Train `model` on `data` for `config.max_steps` optimizer steps.
 
@@ -349,6 +364,10 @@ class Trainer:
         # one multiplier for every param group's own base lr (keeps the LLRD ratios)
         self.scheduler = LambdaLR(self.optimizer, config.lr_schedule())
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.precision == "fp16")
+        # A step whose loss is not finite must not reach the weights. fp16's scaler and the fused
+        # AdamW kernel skip it on the device, so the host reads each loss one step later (and the
+        # GPU never waits for it); the per-tensor loop needs the loss read before its update.
+        self.reads_late = self.scaler.is_enabled() or is_fused(self.optimizer)
         self.ddp_model = None  # the DDP wrapper lives only inside train(): see there
         self.sharded: ShardedTraining | None = None  # train.strategy = "fsdp": likewise
 
@@ -374,23 +393,35 @@ class Trainer:
         handlers = self._catch_stop_signals()
         finished = False
         try:
+            unread: LaunchedStep | None = None  # the last step's numbers, still on the device
             while self.step < cfg.max_steps:
-                loss, tokens, seconds, parts = self._train_step(batches)
-                self._count_step(loss, tokens, seconds, parts)
+                started = time.perf_counter()
+                launched = LaunchedStep(self.step + 1, self._train_step(batches))
+                self.step += 1
                 if bar is not None:
                     bar.update(1)
-                    bar.set_postfix(loss=f"{loss:.4f}", lr=f"{self._lr():.2e}")
+                if unread is not None:  # the step before: the device is done with it or nearly
+                    self._settle(unread, bar)
+                unread = launched
+                logging, evaluating, saving = self._due()
+                if logging or evaluating or saving or not self.reads_late or self._agreed_signal is not None:
+                    self._settle(unread, bar)  # what follows needs this step's numbers
+                    unread = None
+                self._add_time(time.perf_counter() - started)
                 spent = self._shared_clock()
                 done = self.step == cfg.max_steps or (spent is not None and spent >= 60.0 * cfg.max_minutes)
+                if done and unread is not None:  # the budget ended the run (this wait is not timed)
+                    self._settle(unread, bar)
                 if cfg.schedule_over == "minutes":
                     self._follow_clock(spent)
-                if self.step % cfg.log_every == 0 or done:
+                logging, evaluating = logging or done, evaluating or done
+                saving = cfg.save_every >= 0 and (saving or done)
+                if logging:
                     last_metrics = self._log_window()
-                if (cfg.eval_every and self.step % cfg.eval_every == 0) or done:
+                if evaluating:
                     last_metrics = self._evaluate() or last_metrics
                     self.stop_requested = bool(self.ctx.broadcast(self.stop_requested))
-                saving = cfg.save_every >= 0 and ((cfg.save_every and self.step % cfg.save_every == 0)
-                                                  or done or self.stop_requested)
+                saving = saving or (cfg.save_every >= 0 and self.stop_requested)
                 if saving:
                     self.save_checkpoint()
                 if self.stop_requested or done:  # done early: the time budget is spent
@@ -437,16 +468,42 @@ class Trainer:
                                         find_unused_parameters=may_skip_parameters(unwrap(self.model)))
         return batches
 
-    def _count_step(self, loss: float, tokens: int, seconds: float, parts: dict) -> None:
-        """One more step done: its loss, tokens, time and loss parts into the log window."""
-        self.step += 1
+    def _due(self) -> tuple[bool, bool, bool]:
+        """Whether this step writes a log row, evaluates, saves a checkpoint, by its number."""
+        cfg, step = self.config, self.step
+        last = step == cfg.max_steps
+        return (step % cfg.log_every == 0 or last, bool(cfg.eval_every and step % cfg.eval_every == 0) or last,
+                cfg.save_every >= 0 and (bool(cfg.save_every and step % cfg.save_every == 0) or last))
+
+    def _add_time(self, seconds: float) -> None:
+        """Training time: into the budget's clock and the log window's speed."""
         self.train_seconds += seconds
-        for name, value in parts.items():
-            self.window[name] = self.window.get(name, 0.0) + value
+        self.window["time"] += seconds
+
+    def _settle(self, launched: "LaunchedStep", bar) -> None:
+        """Read a launched step's numbers (waiting for the device to finish that step): the signal
+        the ranks agreed on, the non-finite check, its loss, tokens and loss parts into the log
+        window."""
+        values = launched.totals.tolist()
+        if values[2] or values[3]:
+            self._agreed_signal = signal.SIGTERM if values[3] else signal.SIGINT
+        world = self.ctx.world_size
+        loss = values[0] / world
+        self._check_finite(loss, launched.step)
         self.window["loss"] += loss
         self.window["steps"] += 1
-        self.window["tokens"] += tokens
-        self.window["time"] += seconds
+        self.window["tokens"] += int(values[1])
+        for name, value in zip(self.log_outputs, values[4:]):
+            self.window[name] = self.window.get(name, 0.0) + value / world
+        if bar is not None:
+            bar.set_postfix(loss=f"{loss:.4f}", lr=f"{self._lr():.2e}")
+
+    def _check_finite(self, loss: float, step: int) -> None:
+        if not math.isfinite(loss):
+            last = latest_checkpoint(self.out_dir)
+            kept = f"the last good checkpoint {last} is untouched" if last else "no checkpoint was written"
+            raise BertkitError(f"loss became {loss} at step {step}; stopped ({kept}); "
+                               "lower train.lr, raise warmup, or use precision=\"fp32\"")
 
     def _end(self, handlers: dict, bar, finished: bool) -> None:
         """Put the signal handlers back, close the bar and reporter, and drop the DDP/FSDP wrapper
@@ -530,9 +587,10 @@ class Trainer:
     def _autocast(self):
         return autocast(self.precision, self.ctx.device)
 
-    def _train_step(self, batches) -> tuple[float, int, float, dict[str, float]]:
+    def _train_step(self, batches) -> torch.Tensor:
+        """Queue one optimizer step on the device; returns its numbers, unread (see `_settle`):
+        [loss sum, tokens, SIGINT, SIGTERM, *log parts], summed over ranks."""
         cfg = self.config
-        start = time.perf_counter()
         self.ddp_model.train()
         accum = cfg.grad_accum
         loss_sum = torch.zeros((), device=self.ctx.device, dtype=torch.float64)
@@ -564,24 +622,20 @@ class Trainer:
         signals = torch.tensor([self._signal == signal.SIGINT, self._signal == signal.SIGTERM],
                                device=self.ctx.device, dtype=torch.float64)
         totals = self.ctx.all_reduce_sum(torch.cat([torch.stack([loss_sum, tokens]), signals, parts]))
-        if totals[2] or totals[3]:
-            self._agreed_signal = signal.SIGTERM if totals[3] else signal.SIGINT
-        loss_value = float(totals[0]) / self.ctx.world_size
-        part_values = {name: float(v) / self.ctx.world_size for name, v in zip(self.log_outputs, totals[4:])}
-        if not math.isfinite(loss_value):
-            last = latest_checkpoint(self.out_dir)
-            kept = f"the last good checkpoint {last} is untouched" if last else "no checkpoint was written"
-            raise BertkitError(f"loss became {loss_value} at step {self.step + 1}; stopped ({kept}); "
-                               "lower train.lr, raise warmup, or use precision=\"fp32\"")
+        if not self.reads_late:  # the per-tensor loop cannot skip an update: check before it
+            self._check_finite(float(totals[0]) / self.ctx.world_size, self.step + 1)
         if cfg.grad_clip:
             self.scaler.unscale_(self.optimizer)
             nn.utils.clip_grad_norm_(self.ddp_model.parameters(), cfg.grad_clip)  # FSDP: over every shard
         self._step_lr = self.optimizer.param_groups[-1]["lr"]  # the lr this update uses, for the log
-        self.scaler.step(self.optimizer)
+        if self.scaler.is_enabled() or not self.reads_late:  # fp16: the scaler skips non-finite gradients
+            self.scaler.step(self.optimizer)
+        else:
+            step_unless_non_finite(self.optimizer, totals[0])
         self.scaler.update()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return loss_value, int(totals[1]), time.perf_counter() - start, part_values
+        return totals
 
     _step_lr = 0.0
 
@@ -778,7 +832,7 @@ class Trainer:
                                       f"{report.missing_keys[:3]}, unused {report.unexpected_keys[:3]}); "
                                       "resume with the model class that wrote it")
         try:
-            self.optimizer.load_state_dict(state["optimizer"])
+            load_optimizer_state(self.optimizer, state["optimizer"])
         except (ValueError, KeyError) as e:
             raise CheckpointError(f"the optimizer state in {checkpoint_dir} does not fit this model "
                                   f"({e}); resume with the same model and train config") from None

@@ -1,4 +1,6 @@
-"""bf16 training on the GPU (precision "auto"): the loss falls and tracks fp32's; resume is exact."""
+"""bf16 training on the GPU (precision "auto"): the loss falls and tracks fp32's; resume is exact;
+the loop reads each loss a step late with the fused AdamW kernel, which keeps a non-finite step
+from the weights."""
 
 from __future__ import annotations
 
@@ -8,9 +10,11 @@ import os
 import pytest
 import torch
 
+from bertkit.errors import BertkitError
 from bertkit.models.config import BertConfig
 from bertkit.models.heads import BertForMaskedLM
 from bertkit.train import Trainer, TrainConfig
+from bertkit.train.optim import is_fused
 
 from .conftest import mlm_batches
 
@@ -33,14 +37,18 @@ class Batches:
             yield batch
 
 
-def train(out, precision="auto", max_steps=40, crash_at=None, resume=False, model_seed=0):
+def make_trainer(out, precision="auto", max_steps=40, crash_at=None, model_seed=0, log_every=1, save_every=5):
     torch.manual_seed(model_seed)
     config = BertConfig(vocab_size=500, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=256, max_position_embeddings=64)
-    cfg = TrainConfig(max_steps=max_steps, lr=2e-3, warmup_steps=4, log_every=1, save_every=5, precision=precision,
-                      device="cuda", seed=0)
+    cfg = TrainConfig(max_steps=max_steps, lr=2e-3, warmup_steps=4, log_every=log_every, save_every=save_every,
+                      precision=precision, device="cuda", seed=0)
     data = Batches(mlm_batches(500, 16, 64, 8), crash_at)
-    trainer = Trainer(BertForMaskedLM(config), data, cfg, out_dir=str(out), progress=False)
+    return Trainer(BertForMaskedLM(config), data, cfg, out_dir=str(out), progress=False)
+
+
+def train(out, precision="auto", max_steps=40, crash_at=None, resume=False, model_seed=0):
+    trainer = make_trainer(out, precision, max_steps, crash_at, model_seed)
     trainer.train(resume=resume)
     return trainer
 
@@ -72,3 +80,19 @@ def test_resume_is_exact_on_the_gpu(tmp_path):
     for (step, a, _), (_, b, _) in zip(expected, got):
         # 1e-5, not the CPU test's 1e-6: CUDA's atomic adds (gradients of gathers) may sum in any order
         assert a == pytest.approx(b, abs=1e-5), step
+
+
+def test_the_loop_reads_late_and_a_non_finite_step_never_reaches_the_weights(tmp_path):
+    trainer = make_trainer(tmp_path, max_steps=12, log_every=100, save_every=6)
+    assert trainer.reads_late and is_fused(trainer.optimizer)  # the fused kernel on CUDA: read a step late
+
+    def poison(module, args, output):  # from the 5th forward on, the loss is NaN
+        poison.calls += 1
+        return output * float("nan") if poison.calls >= 5 else output
+
+    poison.calls = 0
+    trainer.model.bert.embeddings.register_forward_hook(poison)
+    with pytest.raises(BertkitError, match="loss became nan at step 5"):
+        trainer.train()
+    assert all(torch.isfinite(p).all() for p in trainer.model.parameters())  # steps 5 and 6 skipped on the GPU
+    assert not (tmp_path / "checkpoint-6").exists()
