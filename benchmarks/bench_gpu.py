@@ -18,6 +18,11 @@ as benchmarks/harness.py does on the CPU; one CUDA synchronize ends every call):
     mini_recipe_mlm_train   the one-hour CPU recipe's step (modern mini, batch 16 x 128, full rows):
                             bertkit, transformers; is a small model launch-bound?
     gpu_recipe_mlm_train    the ten-minute GPU recipe's step (modern medium, batch 64 x 512, full rows)
+    gpu_recipe_trainer_loop the same model and batch, 10 steps a call: the bare step (bertkit_step,
+                            transformers) against bertkit's Trainer (host batch copied in, grad clip,
+                            schedule, log row), reading each loss a step late (bertkit_trainer, the
+                            default) or at once (bertkit_trainer_read_each_step): what the loop costs;
+                            with train.compile too (bertkit_trainer_compiled; not with --tiny)
 
 Everything runs under bertkit's autocast for precision "auto" (runtime/precision.py: bf16 on a
 bf16 GPU, fp32 on the CPU), the same context for both libraries; training uses fused AdamW on CUDA.
@@ -44,6 +49,7 @@ import harness
 import bertkit
 from bertkit.models.modern import ModernBertConfig, ModernBertForMaskedLM, ModernBertModel
 from bertkit.runtime.precision import autocast, resolve_precision
+from bertkit.train import Trainer, TrainConfig
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 VOCAB, TINY_VOCAB = 30522, 1000
@@ -163,16 +169,18 @@ def compiled_layers(model) -> None:
 
 
 # ---------------------------------------------------------------------------- measuring
-def measure(name: str, calls: dict, real_tokens: int, args, flops: float = 0.0, probe: float = 0.0) -> dict:
-    """Alternate the variants; per variant the median ms, real tokens/s, ratio over transformers
-    and (given FLOPs and the probe) the fraction of the probe's FLOP/s."""
+def measure(name: str, calls: dict, real_tokens: int, args, flops: float = 0.0, probe: float = 0.0,
+            steps_per_call: int = 1) -> dict:
+    """Alternate the variants; per variant the median ms (per step: a call's time / steps_per_call),
+    real tokens/s (`real_tokens` a call), ratio over transformers and (given FLOPs and the probe)
+    the fraction of the probe's FLOP/s."""
     started = time.time()
     times = harness.alternate(calls, args.rounds, args.warmup, args.steps)
     row = {"workload": name, "real_tokens": real_tokens, "variants": {}}
     base = statistics.median(times["transformers"])
     for variant, seconds in times.items():
         t = statistics.median(seconds)
-        entry = {"ms": round(t * 1e3, 3), "tokens_per_s": round(real_tokens / t),
+        entry = {"ms": round(t * 1e3 / steps_per_call, 3), "tokens_per_s": round(real_tokens / t),
                  "vs_transformers": round(base / t, 3)}
         if flops and probe:
             entry["fraction_of_probe"] = round(flops / t / probe, 4)
@@ -253,6 +261,60 @@ def recipe_mlm_train(args, name: str) -> dict:
     return measure(f"{name}_mlm_train", calls, sum(lengths), args)
 
 
+class RepeatedBatch:
+    """The same host batch forever: the Trainer's data protocol (an iterable of batches)."""
+
+    def __init__(self, batch: dict):
+        self.batch = {k: v.cpu() for k, v in batch.items()}
+
+    def __iter__(self):
+        while True:
+            yield self.batch
+
+
+def trainer_steps(model, batch: dict, steps: int, out_dir: str, read_late: bool = True, compile: bool = False):
+    """`steps` optimizer steps through bertkit's Trainer per call (the recipe's clip and lr; no
+    evaluation or checkpoint; one log row a call); `compile`: train.compile (compiled layers)."""
+    config = TrainConfig(max_steps=steps, lr=1e-3, warmup_steps=0, schedule="constant", grad_clip=1.0,
+                         log_every=steps, eval_every=0, save_every=-1, seed=0, compile=compile)
+    trainer = Trainer(model, RepeatedBatch(batch), config, out_dir=out_dir, progress=False)
+    trainer.reads_late = read_late and trainer.reads_late
+
+    def call():
+        trainer.config.max_steps = trainer.step + steps
+        trainer.train()
+    return synced(call)
+
+
+def repeated(call, steps: int):
+    def calls():
+        for _ in range(steps):
+            call()
+    return calls
+
+
+def recipe_trainer_loop(args, steps: int = 10) -> dict:
+    """The GPU recipe's step bare and inside the Trainer, `steps` a call (so ms / step is per call / steps)."""
+    batch_size, length, _ = shape("gpu_recipe", args.tiny)
+    preset, fields = RECIPES["gpu_recipe"]
+    bk, hf = modern_pair(args.tiny, ModernBertForMaskedLM, "ModernBertForMaskedLM", preset, **fields)
+    def model():
+        return modern_pair(args.tiny, ModernBertForMaskedLM, "ModernBertForMaskedLM", preset, **fields)[0]
+
+    lengths = lengths_for(batch_size, length, None)
+    batch = mlm_batch(lengths, length, bk.config.vocab_size)
+    runs = tempfile.mkdtemp(prefix="bench-gpu-trainer-")
+    calls = {"bertkit_step": repeated(train_step(bk, batch), steps),
+             "bertkit_trainer": trainer_steps(model(), batch, steps, os.path.join(runs, "late")),
+             "bertkit_trainer_read_each_step": trainer_steps(model(), batch, steps, os.path.join(runs, "each"),
+                                                             read_late=False),
+             "transformers": repeated(train_step(hf, batch), steps)}
+    if args.compile:  # train.compile inside the loop: the candidate default for GPU training
+        calls["bertkit_trainer_compiled"] = trainer_steps(model(), batch, steps, os.path.join(runs, "compiled"),
+                                                          compile=True)
+    return measure("gpu_recipe_trainer_loop", calls, sum(lengths) * steps, args, steps_per_call=steps)
+
+
 def bert_finetune(args) -> dict:
     batch_size, length, shortest = shape("finetune", args.tiny)
     bk, hf = bert_pair(args.tiny, bertkit.BertForSequenceClassification, "BertForSequenceClassification",
@@ -291,6 +353,7 @@ WORKLOADS = {
     "modern_base_encode_varied": lambda args, probe: encode(args, modern=True),
     "mini_recipe_mlm_train": lambda args, probe: recipe_mlm_train(args, "mini_recipe"),
     "gpu_recipe_mlm_train": lambda args, probe: recipe_mlm_train(args, "gpu_recipe"),
+    "gpu_recipe_trainer_loop": lambda args, probe: recipe_trainer_loop(args),
 }
 
 

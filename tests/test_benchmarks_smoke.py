@@ -156,6 +156,8 @@ def test_gpu_bench_tiny(tmp_path):
     for name in ("modern_base_mlm_varied", "bert_base_finetune_varied", "bert_base_encode_varied",
                  "modern_base_encode_varied"):
         assert variants[name] == {"bertkit", "bertkit_padded", "transformers"}, name
+    assert variants["gpu_recipe_trainer_loop"] == {"bertkit_step", "bertkit_trainer", "bertkit_trainer_read_each_step",
+                                                   "transformers"}
     # above 0; no upper bound here: on a busy CPU the probe can be timed slower than the model
     # (it measured 1.2 once beside a fine-tune), which a GPU run's table shows at once
     assert result["rows"][0]["variants"]["bertkit"]["fraction_of_probe"] > 0
