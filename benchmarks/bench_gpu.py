@@ -17,6 +17,7 @@ as benchmarks/harness.py does on the CPU; one CUDA synchronize ends every call):
     modern_base_encode_varied  the same for ModernBERT-base
     mini_recipe_mlm_train   the one-hour CPU recipe's step (modern mini, batch 16 x 128, full rows):
                             bertkit, transformers; is a small model launch-bound?
+    mini_recipe_batch128_mlm_train  the same model at batch 128 x 128: the tokens/s a larger batch buys
     gpu_recipe_mlm_train    the ten-minute GPU recipe's step (modern medium, batch 64 x 512, full rows)
     gpu_recipe_trainer_loop the same model and batch, 10 steps a call: the bare step (bertkit_step,
                             transformers) against bertkit's Trainer (host batch copied in, grad clip,
@@ -58,6 +59,7 @@ BERT_TINY = dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=2, int
 # name -> (batch, sequence length, shortest row) at the real and the tiny sizes
 SHAPES = {"bert_mlm": ((128, 128, None), (4, 32, None)), "modern_mlm": ((32, 512, 32), (4, 64, 8)),
           "mini_recipe": ((16, 128, None), (4, 32, None)), "gpu_recipe": ((64, 512, None), (4, 64, None)),
+          "mini_recipe_batch128": ((128, 128, None), (8, 32, None)),
           "finetune": ((32, 256, 16), (4, 32, 4)), "encode": ((128, 256, 8), (4, 32, 4))}
 
 
@@ -250,15 +252,16 @@ RECIPES = {"mini_recipe": ("mini", dict(global_attn_every_n_layers=2, local_atte
            "gpu_recipe": ("medium", dict(global_attn_every_n_layers=3, local_attention=128, vocab_size=8000))}
 
 
-def recipe_mlm_train(args, name: str) -> dict:
-    """A recipe's MLM training step on packed rows, bertkit against transformers: steps/s is 1000 / ms."""
-    batch_size, length, _ = shape(name, args.tiny)
+def recipe_mlm_train(args, name: str, batch_shape: str | None = None) -> dict:
+    """A recipe's MLM training step on packed rows, bertkit against transformers: steps/s is 1000 / ms.
+    `batch_shape`: another SHAPES entry for the batch (the model stays the recipe's)."""
+    batch_size, length, _ = shape(batch_shape or name, args.tiny)
     preset, fields = RECIPES[name]
     bk, hf = modern_pair(args.tiny, ModernBertForMaskedLM, "ModernBertForMaskedLM", preset, **fields)
     lengths = lengths_for(batch_size, length, None)
     batch = mlm_batch(lengths, length, bk.config.vocab_size)
     calls = {"bertkit": train_step(bk, batch), "transformers": train_step(hf, batch)}
-    return measure(f"{name}_mlm_train", calls, sum(lengths), args)
+    return measure(f"{batch_shape or name}_mlm_train", calls, sum(lengths), args)
 
 
 class RepeatedBatch:
@@ -353,6 +356,7 @@ WORKLOADS = {
     "modern_base_encode_varied": lambda args, probe: encode(args, modern=True),
     "mini_recipe_mlm_train": lambda args, probe: recipe_mlm_train(args, "mini_recipe"),
     "gpu_recipe_mlm_train": lambda args, probe: recipe_mlm_train(args, "gpu_recipe"),
+    "mini_recipe_batch128_mlm_train": lambda args, probe: recipe_mlm_train(args, "mini_recipe", "mini_recipe_batch128"),
     "gpu_recipe_trainer_loop": lambda args, probe: recipe_trainer_loop(args),
 }
 
