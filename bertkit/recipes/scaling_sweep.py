@@ -47,6 +47,7 @@ from bertkit.runtime.run_dir import run_lock
 from bertkit.models.families import family_for
 from bertkit.tokenizer import Tokenizer
 from bertkit.train.distributed import init_distributed
+from bertkit.train.optim import build_optimizer
 from bertkit.recipes.pretrain import build_model, load_config, parse_config, run_pretraining, tokenizer_and_config
 
 MIN_SIZES = 4  # L(N) = (N_c/N)^alpha + L_inf has 3 parameters; one more size estimates their errors
@@ -202,7 +203,7 @@ def calibrate(cfg, spec: dict, vocab: int, steps: int = 3) -> float:
     torch.manual_seed(0)
     model = build_model(run_config(cfg, spec, 1), vocab)
     model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    opt = build_optimizer(model, lr=1e-4)  # the Trainer's optimizer: the runs' own update cost
     B, T = cfg.train.batch_size, cfg.data.max_length
     ids = torch.randint(5, vocab, (B, T))
     labels = torch.full((B, T), -100)
