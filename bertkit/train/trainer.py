@@ -18,7 +18,8 @@ trains; it is saved in checkpoints (a resumed run continues the same budget) and
 a decaying schedule (linear, cosine, polynomial, wsd) cut by the clock ends above its final lr,
 without the last anneal. `schedule_over = "minutes"` runs the schedule over the budget instead
 (Cramming's budgeted schedule): after each step the lr is the schedule's at step
-max_steps * min(1, t / (60 max_minutes)), t the training time so far (rank 0's clock), so the
+max_steps * min(1, t / (60 max_minutes)), t the training time so far (under torchrun rank 0's,
+as it came with the last step read: _shared_clock), so the
 warmup is the first warmup_steps / max_steps of the minutes, the decay ends as they run out on any
 hardware, and max_steps is only an upper bound on the steps. A resume with a larger max_minutes
 then stretches the rest of the schedule over the new budget (no longer the run it continues).
@@ -302,7 +303,7 @@ class LaunchedStep:
     """An optimizer step queued on the device whose numbers the host has not read yet."""
 
     step: int
-    totals: torch.Tensor  # Trainer._train_step's [loss sum, tokens, SIGINT, SIGTERM, *log parts]
+    totals: torch.Tensor  # Trainer._train_step's [loss sum, tokens, SIGINT, SIGTERM, rank 0's time, *log parts]
 
 
 class Trainer:
@@ -493,7 +494,8 @@ class Trainer:
         self.window["loss"] += loss
         self.window["steps"] += 1
         self.window["tokens"] += int(values[1])
-        for name, value in zip(self.log_outputs, values[4:]):
+        self._agreed_clock = values[4]
+        for name, value in zip(self.log_outputs, values[5:]):
             self.window[name] = self.window.get(name, 0.0) + value / world
         if bar is not None:
             bar.set_postfix(loss=f"{loss:.4f}", lr=f"{self._lr():.2e}")
@@ -564,11 +566,15 @@ class Trainer:
 
     # ------------------------------------------------------------------ time budget
     def _shared_clock(self) -> float | None:
-        """Rank 0's training time in seconds, on every rank (None without train.max_minutes): the
-        budget and a clock-driven lr must agree across ranks."""
+        """The training time in seconds that the budget and a clock-driven lr follow (None without
+        train.max_minutes). With several ranks they must agree: rank 0's time, as it came with the
+        last step read (`_train_step` adds it to the all-reduced numbers, so no extra
+        communication and no wait for the GPU), one or two steps behind its own clock."""
         if self.config.max_minutes is None:
             return None
-        return float(self.ctx.broadcast(self.train_seconds))
+        return self._agreed_clock if self.ctx.enabled else self.train_seconds
+
+    _agreed_clock = 0.0  # rank 0's train_seconds as the ranks last agreed on it (with a step's numbers)
 
     def _follow_clock(self, spent: float) -> None:
         """schedule_over = "minutes": the next step's lr is the schedule's at the step that this
@@ -589,7 +595,7 @@ class Trainer:
 
     def _train_step(self, batches) -> torch.Tensor:
         """Queue one optimizer step on the device; returns its numbers, unread (see `_settle`):
-        [loss sum, tokens, SIGINT, SIGTERM, *log parts], summed over ranks."""
+        [loss sum, tokens, SIGINT, SIGTERM, rank 0's training time, *log parts], summed over ranks."""
         cfg = self.config
         self.ddp_model.train()
         accum = cfg.grad_accum
@@ -618,10 +624,12 @@ class Trainer:
             tokens += mask.sum() if mask is not None else batch["input_ids"].numel()
         # One all-reduce gives the global loss (mean over ranks) and token count for the log,
         # and lets every rank see a non-finite loss on any rank and stop together.
-        # Two more numbers say whether any rank got a SIGINT or a SIGTERM (see _on_signal).
-        signals = torch.tensor([self._signal == signal.SIGINT, self._signal == signal.SIGTERM],
-                               device=self.ctx.device, dtype=torch.float64)
-        totals = self.ctx.all_reduce_sum(torch.cat([torch.stack([loss_sum, tokens]), signals, parts]))
+        # Two more say whether any rank got a SIGINT or a SIGTERM (see _on_signal), one more is
+        # rank 0's training time (the budget's clock: _shared_clock).
+        flags = torch.tensor([self._signal == signal.SIGINT, self._signal == signal.SIGTERM,
+                              self.train_seconds if self.ctx.is_main else 0.0],
+                             device=self.ctx.device, dtype=torch.float64)
+        totals = self.ctx.all_reduce_sum(torch.cat([torch.stack([loss_sum, tokens]), flags, parts]))
         if not self.reads_late:  # the per-tensor loop cannot skip an update: check before it
             self._check_finite(float(totals[0]) / self.ctx.world_size, self.step + 1)
         if cfg.grad_clip:
@@ -840,6 +848,7 @@ class Trainer:
         self.scaler.load_state_dict(state["scaler"])
         self.step = int(state["step"])
         self.train_seconds = float(state.get("train_seconds", 0.0))  # absent in older checkpoints
+        self._agreed_clock = self.train_seconds  # the same on every rank: read from the checkpoint
         self._apply_current_schedule(checkpoint_dir)
         if self.config.schedule_over == "minutes":  # the lr of the clock the run stopped at
             self._follow_clock(self.train_seconds)

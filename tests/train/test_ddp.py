@@ -16,7 +16,7 @@ from bertkit.train import LengthBucketedBatches, Trainer, TrainConfig
 STEPS = 4
 
 
-def run_training(examples, vocab, out, ctx=None, grad_accum=1):
+def run_training(examples, vocab, out, ctx=None, grad_accum=1, **overrides):
     from bertkit.train.distributed import init_distributed
 
     ctx = ctx or init_distributed("cpu")
@@ -25,9 +25,12 @@ def run_training(examples, vocab, out, ctx=None, grad_accum=1):
     # Static masks: a batch is masked the same way whichever process collates it.
     masker = SimpleMasker(static=True)
     data = LengthBucketedBatches(examples, 8, masker, seed=0, rank=ctx.rank, world_size=ctx.world_size)
-    cfg = TrainConfig(max_steps=STEPS, lr=1e-3, warmup_steps=0, batch_size=8, grad_accum=grad_accum,
-                      log_every=1, seed=0, device="cpu")
-    Trainer(model, data, cfg, out_dir=out, collator=masker, ctx=ctx, progress=False).train()
+    settings = dict(max_steps=STEPS, lr=1e-3, warmup_steps=0, batch_size=8, grad_accum=grad_accum,
+                    log_every=1, seed=0, device="cpu")
+    cfg = TrainConfig(**{**settings, **overrides})
+    trainer = Trainer(model, data, cfg, out_dir=out, collator=masker, ctx=ctx, progress=False)
+    trainer.train()
+    return trainer
 
 
 SCRIPT = textwrap.dedent("""
