@@ -187,6 +187,19 @@ def test_modern_flash_path_equals_padded_with_sliding_windows(flash_reference):
     assert (37, 37, 14, 14) in flash_reference
 
 
+def test_the_modern_flash_path_builds_no_length_buckets(flash_reference, monkeypatch):
+    """The buckets (rows sorted by length, their masks) serve the bucketed kernels only: building
+    them reads every bucket's width on the host, a wait for the GPU each, so the flash path skips it."""
+    from bertkit.models.modern import ModernBertConfig, ModernBertForMaskedLM, model as modern_model
+
+    built = []
+    monkeypatch.setattr(modern_model, "_bucket_masks", lambda *args: built.append(1) or {})
+    model = ModernBertForMaskedLM(ModernBertConfig.preset("tiny", vocab_size=120, max_position_embeddings=64))
+    ids, mask, labels = batch()
+    model(input_ids=ids, attention_mask=mask, labels=labels).loss.backward()
+    assert flash_reference and not built
+
+
 def test_an_older_varlen_attn_without_scale_or_windows_is_called_within_its_keywords(monkeypatch):
     """torch's first varlen_attn releases took neither `scale` nor `window_size`: then only calls
     at the default 1/sqrt(d) without a window take the flash kernel, and they pass neither."""

@@ -46,6 +46,7 @@ positions carry no meaning (the unpadded path returns zeros there).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -98,14 +99,15 @@ class Unpadding:
     Attention runs through torch's variable-length flash kernel where it runs (CUDA, half
     precision, no attention dropout: `attention.flash_varlen_runs`), with `cu_seqlens` (B+1,) the
     rows' cumulative lengths; elsewhere per bucket of rows sorted by length (`buckets`), each
-    padded only to its own longest row; `order` lists the token rows in bucket order.
+    padded only to its own longest row (built on first use); `order` lists the token rows in
+    bucket order.
     """
 
     indices: torch.Tensor
     batch: int
     length: int
-    buckets: list[Bucket]
-    order: torch.Tensor
+    counts: torch.Tensor  # (B,) real tokens per row
+    config: ModernBertConfig
     cu_seqlens: torch.Tensor | None = None  # None when a row has no real token (the buckets skip it)
     max_len: int = 0
 
@@ -119,24 +121,36 @@ class Unpadding:
         if indices.numel() == 0:
             raise BertkitError("attention_mask marks no token as real (all 0); pass 1 at real tokens")
         counts = real.sum(1)
-        starts = torch.cumsum(counts, 0) - counts  # each row's first token row among the N
-        column = indices % length  # distances for the sliding window are in columns
-        buckets = []
-        by_length = [r for r in counts.argsort().tolist() if counts[r] > 0]
-        for i in range(0, len(by_length), BUCKET_ROWS):
-            rows = torch.tensor(by_length[i:i + BUCKET_ROWS], device=real.device)
-            width = int(counts[rows].max())
-            slot = torch.arange(width, device=real.device)
-            in_row = slot[None] < counts[rows, None]
-            token = torch.where(in_row, starts[rows, None] + slot[None], starts[rows, None])
-            buckets.append(Bucket(token, in_row, _bucket_masks(config, in_row, column[token]),
-                                  in_row.flatten().nonzero().squeeze(1)))
-        order = torch.cat([b.rows.flatten()[b.real_slots] for b in buckets])
         cu_seqlens = None
         if bool(counts.all()):
             cu_seqlens = torch.zeros(real.shape[0] + 1, dtype=torch.int32, device=real.device)
             cu_seqlens[1:] = counts.cumsum(0)
-        return cls(indices, real.shape[0], length, buckets, order, cu_seqlens, int(counts.max()))
+        return cls(indices, real.shape[0], length, counts, config, cu_seqlens, int(counts.max()))
+
+    @functools.cached_property
+    def buckets(self) -> list[Bucket]:
+        """The rows sorted by length in buckets of BUCKET_ROWS, built on first use: the flash
+        kernel needs none, and building them reads the lengths on the host, bucket by bucket
+        (each a wait for the GPU)."""
+        counts = self.counts
+        starts = torch.cumsum(counts, 0) - counts  # each row's first token row among the N
+        column = self.indices % self.length  # distances for the sliding window are in columns
+        buckets = []
+        by_length = [r for r in counts.argsort().tolist() if counts[r] > 0]
+        for i in range(0, len(by_length), BUCKET_ROWS):
+            rows = torch.tensor(by_length[i:i + BUCKET_ROWS], device=counts.device)
+            width = int(counts[rows].max())
+            slot = torch.arange(width, device=counts.device)
+            in_row = slot[None] < counts[rows, None]
+            token = torch.where(in_row, starts[rows, None] + slot[None], starts[rows, None])
+            buckets.append(Bucket(token, in_row, _bucket_masks(self.config, in_row, column[token]),
+                                  in_row.flatten().nonzero().squeeze(1)))
+        return buckets
+
+    @functools.cached_property
+    def order(self) -> torch.Tensor:
+        """The token rows in bucket order."""
+        return torch.cat([b.rows.flatten()[b.real_slots] for b in self.buckets])
 
     def unpad(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T'' >= T', ...) -> (N, ...)"""
