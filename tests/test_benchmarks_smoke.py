@@ -162,3 +162,19 @@ def test_gpu_bench_tiny(tmp_path):
     # (it measured 1.2 once beside a fine-tune), which a GPU run's table shows at once
     assert result["rows"][0]["variants"]["bertkit"]["fraction_of_probe"] > 0
     assert "| bert_base_mlm_train | bertkit |" in (tmp_path / "gpu-bench.md").read_text()
+
+
+def test_gpu_profile_tiny(tmp_path):
+    """profile_gpu.py runs anywhere with --tiny (on the CPU the kinds come from operator times)."""
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "profile_gpu.py"), "--tiny", "--steps", "2",
+                           "--warmup", "1", "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((tmp_path / "gpu-profile.json").read_text())
+    assert set(result["rows"]) == {"bert_base_mlm_train", "gpu_recipe_mlm_train"}
+    for variants in result["rows"].values():
+        assert set(variants) == {"bertkit", "transformers"}
+        for v in variants.values():
+            assert v["busy_ms"] > 0 and v["wall_ms"] > 0 and "matmul" in v["by_kind_ms"]
+            assert sum(v["by_kind_ms"].values()) == pytest.approx(v["busy_ms"], abs=0.01)
+    assert "### bert_base_mlm_train" in (tmp_path / "gpu-profile.md").read_text()

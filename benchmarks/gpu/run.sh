@@ -3,8 +3,10 @@
 #   bash benchmarks/gpu/run.sh          tests/gpu, then benchmarks/bench_gpu.py (about 5-7 minutes)
 #   bash benchmarks/gpu/run.sh bench    the benchmark only (at most about 4 minutes)
 #   bash benchmarks/gpu/run.sh tests    tests/gpu only
+#   bash benchmarks/gpu/run.sh profile  where the time of a step goes: benchmarks/profile_gpu.py (about a minute)
 # A machine without a package registry needs .gpu/site from benchmarks/gpu/prepare.sh (BBC corpus, pytest).
-# Results land in $OUT (default /tmp/gpu-out): gpu-bench.json, gpu-bench.md, tests.log, bench.log, timeline.txt.
+# Results land in $OUT (default /tmp/gpu-out): gpu-bench.json, gpu-bench.md, tests.log, bench.log, timeline.txt
+# (profile: gpu-profile.json, gpu-profile.md, profile.log).
 set -u
 export PYTHONUNBUFFERED=1 TRANSFORMERS_VERBOSITY=error HF_HUB_OFFLINE=1
 root=$PWD; OUT=${OUT:-/tmp/gpu-out}; mkdir -p "$OUT"
@@ -15,6 +17,11 @@ part=${1:-all}
 start=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - start ))s] $*" | tee -a "$OUT/timeline.txt"; }
 stamp begin; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/nvidia.txt"
+if [ "$part" = profile ]; then
+  stamp profile; timeout 240 $PY benchmarks/profile_gpu.py --out "$OUT" > "$OUT/profile.log" 2>&1
+  stamp "profile rc $?"; cat "$OUT/gpu-profile.md" 2>/dev/null || tail -20 "$OUT/profile.log"
+  stamp end; exit 0
+fi
 if [ "$part" != bench ]; then
   stamp tests; timeout 240 $PY -m pytest -q -x -p no:cacheprovider tests/gpu > "$OUT/tests.log" 2>&1
   stamp "tests rc $?"; tail -5 "$OUT/tests.log"
