@@ -17,6 +17,8 @@ as benchmarks/harness.py does on the CPU; one CUDA synchronize ends every call):
     modern_base_encode_varied  the same for ModernBERT-base
     mini_recipe_mlm_train   the one-hour CPU recipe's step (modern mini, batch 16 x 128, full rows):
                             bertkit, transformers; is a small model launch-bound?
+    mini_recipe_graphed_mlm_train  the same, and bertkit_cuda_graphs: each layer compiled in
+                            "reduce-overhead" mode, replayed as a CUDA graph (GPU only)
     mini_recipe_batch128_mlm_train  the same model at batch 128 x 128: the tokens/s a larger batch buys
     gpu_recipe_mlm_train    the ten-minute GPU recipe's step (modern medium, batch 64 x 512, full rows)
     gpu_recipe_trainer_loop the same model and batch, 10 steps a call: the bare step (bertkit_step,
@@ -161,13 +163,26 @@ def with_unpad(encoder, unpad: bool, make):
     return call
 
 
-def compiled_layers(model) -> None:
+def compiled_layers(model, **options) -> None:
     """torch.compile each transformer layer (bertkit's compile_layers; the modern encoder's layers alike)."""
     if hasattr(model, "compile_layers"):
-        model.compile_layers()
+        model.compile_layers(**options)
     else:
         for layer in model.model.layers:
-            layer.compile()
+            layer.compile(**options)
+
+
+def graphed_train_step(model, batch):
+    """train_step with each layer compiled in "reduce-overhead" mode, which replays it as a CUDA
+    graph (one launch for the layer's kernels); a new step marks where the graphs' outputs may be
+    overwritten. An experiment for the launch-bound mini shape, not a bertkit option yet."""
+    compiled_layers(model, mode="reduce-overhead")
+    step = train_step(model, batch)
+
+    def call():
+        torch.compiler.cudagraph_mark_step_begin()
+        step()
+    return call
 
 
 # ---------------------------------------------------------------------------- measuring
@@ -252,16 +267,22 @@ RECIPES = {"mini_recipe": ("mini", dict(global_attn_every_n_layers=2, local_atte
            "gpu_recipe": ("medium", dict(global_attn_every_n_layers=3, local_attention=128, vocab_size=8000))}
 
 
-def recipe_mlm_train(args, name: str, batch_shape: str | None = None) -> dict:
+def recipe_mlm_train(args, name: str, batch_shape: str | None = None, graphed: bool = False) -> dict:
     """A recipe's MLM training step on packed rows, bertkit against transformers: steps/s is 1000 / ms.
-    `batch_shape`: another SHAPES entry for the batch (the model stays the recipe's)."""
+    `batch_shape`: another SHAPES entry for the batch (the model stays the recipe's); `graphed`:
+    also bertkit with its layers replayed as CUDA graphs (a row of its own: an error there keeps
+    the others)."""
     batch_size, length, _ = shape(batch_shape or name, args.tiny)
     preset, fields = RECIPES[name]
     bk, hf = modern_pair(args.tiny, ModernBertForMaskedLM, "ModernBertForMaskedLM", preset, **fields)
     lengths = lengths_for(batch_size, length, None)
     batch = mlm_batch(lengths, length, bk.config.vocab_size)
     calls = {"bertkit": train_step(bk, batch), "transformers": train_step(hf, batch)}
-    return measure(f"{batch_shape or name}_mlm_train", calls, sum(lengths), args)
+    if graphed:
+        copy = modern_pair(args.tiny, ModernBertForMaskedLM, "ModernBertForMaskedLM", preset, **fields)[0]
+        calls["bertkit_cuda_graphs"] = graphed_train_step(copy, batch)
+    return measure(f"{batch_shape or name}_mlm_train" if not graphed else f"{name}_graphed_mlm_train",
+                   calls, sum(lengths), args)
 
 
 class RepeatedBatch:
@@ -357,8 +378,11 @@ WORKLOADS = {
     "mini_recipe_mlm_train": lambda args, probe: recipe_mlm_train(args, "mini_recipe"),
     "gpu_recipe_mlm_train": lambda args, probe: recipe_mlm_train(args, "gpu_recipe"),
     "mini_recipe_batch128_mlm_train": lambda args, probe: recipe_mlm_train(args, "mini_recipe", "mini_recipe_batch128"),
+    "mini_recipe_graphed_mlm_train": lambda args, probe: recipe_mlm_train(args, "mini_recipe", graphed=True),
     "gpu_recipe_trainer_loop": lambda args, probe: recipe_trainer_loop(args),
 }
+
+NEEDS_CUDA_AND_COMPILE = {"mini_recipe_graphed_mlm_train"}  # CUDA graphs exist on a GPU only
 
 
 # ---------------------------------------------------------------------------- the table
@@ -405,6 +429,8 @@ def main(argv=None) -> int:
         "transformers": transformers.__version__, "probe_tflops": round(probe / 1e12, 3), "tiny": args.tiny}}
     os.makedirs(args.out, exist_ok=True)
     for name in args.only or WORKLOADS:
+        if name in NEEDS_CUDA_AND_COMPILE and not (DEVICE.type == "cuda" and args.compile):
+            continue
         try:
             result["rows"].append(WORKLOADS[name](args, probe))
         except Exception as e:  # keep going: the other rows still report (the error is in the table)
