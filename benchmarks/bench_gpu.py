@@ -336,7 +336,9 @@ def recipe_trainer_loop(args, steps: int = 10) -> dict:
     if args.compile:  # train.compile inside the loop: the candidate default for GPU training
         calls["bertkit_trainer_compiled"] = trainer_steps(model(), batch, steps, os.path.join(runs, "compiled"),
                                                           compile=True)
-    return measure("gpu_recipe_trainer_loop", calls, sum(lengths) * steps, args, steps_per_call=steps)
+    # a call is `steps` steps: fewer calls per round keep the row within the script's few minutes
+    fewer = argparse.Namespace(**{**vars(args), "steps": max(1, args.steps // 2), "warmup": max(1, args.warmup // 2)})
+    return measure("gpu_recipe_trainer_loop", calls, sum(lengths) * steps, fewer, steps_per_call=steps)
 
 
 def bert_finetune(args) -> dict:
