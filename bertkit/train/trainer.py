@@ -626,9 +626,11 @@ class Trainer:
         # and lets every rank see a non-finite loss on any rank and stop together.
         # Two more say whether any rank got a SIGINT or a SIGTERM (see _on_signal), one more is
         # rank 0's training time (the budget's clock: _shared_clock).
+        # Built on the host and copied without blocking: torch.tensor(..., device=cuda) would wait
+        # for the GPU to finish this step first.
         flags = torch.tensor([self._signal == signal.SIGINT, self._signal == signal.SIGTERM,
                               self.train_seconds if self.ctx.is_main else 0.0],
-                             device=self.ctx.device, dtype=torch.float64)
+                             dtype=torch.float64).to(self.ctx.device, non_blocking=True)
         totals = self.ctx.all_reduce_sum(torch.cat([torch.stack([loss_sum, tokens]), flags, parts]))
         if not self.reads_late:  # the per-tensor loop cannot skip an update: check before it
             self._check_finite(float(totals[0]) / self.ctx.world_size, self.step + 1)

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+from types import SimpleNamespace
 
 import pytest
 import torch
+from torch import nn
 
 from bertkit.errors import BertkitError
 from bertkit.models.config import BertConfig
@@ -96,3 +98,35 @@ def test_the_loop_reads_late_and_a_non_finite_step_never_reaches_the_weights(tmp
         trainer.train()
     assert all(torch.isfinite(p).all() for p in trainer.model.parameters())  # steps 5 and 6 skipped on the GPU
     assert not (tmp_path / "checkpoint-6").exists()
+
+
+class WithoutHostReads(nn.Module):
+    """A loss from one of the model's weights and the batch, by operations that never read the
+    GPU's results (not the embedding lookup: its backward on CUDA counts unique ids on the host)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask=None, labels=None):
+        weight = self.model.bert.encoder.layer[0].attention.output.dense.weight
+        return SimpleNamespace(loss=(input_ids.float().mean() * weight).pow(2).mean())
+
+
+def test_the_trainers_own_step_never_waits_for_the_gpu(tmp_path):
+    """Everything the Trainer does around the model in a step (the batch's copy, the numbers it
+    all-reduces, clipping, the update that skips a non-finite loss, the schedule) queues work
+    without a host sync: CUDA's sync debug mode raises on any."""
+    trainer = make_trainer(tmp_path, max_steps=8, log_every=100, save_every=-1)
+    trainer.config.grad_clip = 1.0
+    batches = trainer._begin(resume=False)
+    trainer.ddp_model = WithoutHostReads(trainer.model)
+    trainer._train_step(batches)  # the first step creates the optimizer's state
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        totals = trainer._train_step(batches)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+        trainer._end({}, None, finished=True)
+    assert torch.isfinite(totals[0])
