@@ -12,7 +12,8 @@ as benchmarks/harness.py does on the CPU; one CUDA synchronize ends every call):
                             variants: bertkit unpadded, bertkit padded, transformers
     modern_base_mlm_packed  the same, full (packed) rows: bertkit, bertkit compiled layers, transformers
     bert_base_finetune_varied  sequence classification step, BERT-base, batch 32, lengths 16..256:
-                            bertkit unpadded, bertkit padded, transformers
+                            bertkit unpadded, bertkit padded, bertkit unpadded with attention
+                            dropout inside SDPA on jagged tensors (bertkit_jagged_dropout), transformers
     bert_base_encode_varied    inference forward, BERT-base, batch 128, lengths 8..256: the same three
     modern_base_encode_varied  the same for ModernBERT-base
     mini_recipe_mlm_train   the one-hour CPU recipe's step (modern mini, batch 16 x 128, full rows):
@@ -50,6 +51,7 @@ import torch
 import harness
 
 import bertkit
+from bertkit.models import attention
 from bertkit.models.modern import ModernBertConfig, ModernBertForMaskedLM, ModernBertModel
 from bertkit.runtime.precision import autocast, resolve_precision
 from bertkit.train import Trainer, TrainConfig
@@ -160,6 +162,19 @@ def with_unpad(encoder, unpad: bool, make):
             inner()
         finally:
             encoder.unpad = before
+    return call
+
+
+def with_jagged_dropout(make):
+    """The call `make()` builds, run with attention.SETTINGS.jagged_dropout on (off again after)."""
+    inner = make()
+
+    def call():
+        attention.SETTINGS.jagged_dropout = True
+        try:
+            inner()
+        finally:
+            attention.SETTINGS.jagged_dropout = False
     return call
 
 
@@ -351,6 +366,7 @@ def bert_finetune(args) -> dict:
              "labels": torch.arange(batch_size, device=DEVICE) % 4}
     calls = {"bertkit": with_unpad(bk.bert, True, lambda: train_step(bk, batch)),
              "bertkit_padded": with_unpad(bk.bert, False, lambda: train_step(bk, batch)),
+             "bertkit_jagged_dropout": with_jagged_dropout(lambda: with_unpad(bk.bert, True, lambda: train_step(bk, batch))),
              "transformers": train_step(hf, batch)}
     return measure("bert_base_finetune_varied", calls, sum(lengths), args)
 

@@ -200,6 +200,40 @@ def test_the_modern_flash_path_builds_no_length_buckets(flash_reference, monkeyp
     assert flash_reference and not built
 
 
+@pytest.mark.parametrize("head", ["mlm", "classifier"])
+def test_the_jagged_sdpa_path_equals_padded(monkeypatch, head):
+    """Packed attention through SDPA on nested jagged tensors (the GPU's route with attention
+    dropout, switched on and forced here at dropout 0 on the CPU): the padded path's loss and
+    gradients, the MLM model's last layer with its (B, M) grid of queries too."""
+    used = []
+    jagged = attention.jagged_attention
+    monkeypatch.setattr(attention, "flash_jagged_runs", lambda q, call: True)
+    monkeypatch.setattr(attention, "jagged_attention", lambda *args: used.append(args[0].shape[0]) or jagged(*args))
+    torch.manual_seed(0)
+    ids, mask, labels = batch()
+    if head == "mlm":
+        model, inputs = BertForMaskedLM(small_config()), {"input_ids": ids, "attention_mask": mask, "labels": labels}
+    else:
+        model = BertForSequenceClassification(small_config(num_labels=3))
+        inputs = {"input_ids": ids, "attention_mask": mask, "labels": torch.tensor([0, 2, 1, 2])}
+    (loss_padded, grads_padded), (loss_packed, grads_packed) = run_both(model, inputs, lambda out: out.loss)
+    torch.testing.assert_close(loss_packed, loss_padded, atol=1e-6, rtol=1e-5)
+    assert_grads_equal(grads_packed, grads_padded)
+    assert used and used[0] == 37  # every real token, then (MLM) the last layer's query grid
+    assert head == "classifier" or used[-1] != 37
+
+
+def test_jagged_dropout_is_off_by_default_and_gpu_only():
+    call = attention.AttentionCall(0.25, dropout_p=0.1)
+    q = torch.zeros(6, 2, 16, dtype=torch.bfloat16)
+    assert not attention.SETTINGS.jagged_dropout and not attention.flash_jagged_runs(q, call)
+    attention.SETTINGS.jagged_dropout = True
+    try:
+        assert not attention.flash_jagged_runs(q, call)  # CPU
+    finally:
+        attention.SETTINGS.jagged_dropout = False
+
+
 def test_an_older_varlen_attn_without_scale_or_windows_is_called_within_its_keywords(monkeypatch):
     """torch's first varlen_attn releases took neither `scale` nor `window_size`: then only calls
     at the default 1/sqrt(d) without a window take the flash kernel, and they pass neither."""

@@ -20,8 +20,10 @@ added by the model before the kernel runs, so every kernel serves every position
 sparse pattern asked for with probabilities is the explicit kernel under the pattern's mask.
 Packed batches (models/packing.py: the N real tokens of a padded batch in one (N, h, d) tensor
 with cumulative sequence lengths) go through `packed_attention`: torch's variable-length flash
-kernel where it runs (`flash_varlen_runs`: CUDA, bf16/fp16, no attention dropout, torch >= 2.10),
-else the dense kernels above on the padded layout, so the numbers are the same either way.
+kernel where it runs (`flash_varlen_runs`: CUDA, bf16/fp16, no attention dropout, torch >= 2.10);
+with attention dropout, optionally SDPA on nested jagged tensors (`jagged_attention`: FlashAttention's
+variable-length kernel with its dropout, `SETTINGS.jagged_dropout`); else the dense kernels above on
+the padded layout, so the numbers are the same either way.
 A decoder's self-attention sets `call.causal`: the M queries are the last M of the T positions
 (T > M with a KV cache), and query i sees keys j <= T - M + i (`causal_bias`). Cross-attention
 is an ordinary call whose keys and values come from the encoder and whose bias masks its padding.
@@ -57,6 +59,10 @@ class KernelSettings:
     # False: CPU training with attention dropout takes SDPA's own (slow) dropout path
     # instead of the explicit kernel with bertkit's mask (benchmarks/bench_levers.py).
     fast_cpu_dropout: bool = True
+    # True: packed batches with attention dropout on a GPU run SDPA on nested (jagged) tensors,
+    # FlashAttention's variable-length kernel with its dropout, instead of the padded layout.
+    # Off until measured on a GPU (bench_gpu.py's bertkit_jagged_dropout variant).
+    jagged_dropout: bool = False
 
 
 SETTINGS = KernelSettings()
@@ -178,6 +184,26 @@ def flash_varlen(q, k, v, queries, keys, scale: float, window: int = -1) -> torc
     return FLASH_VARLEN(q, k, v, queries.cu_seqlens, keys.cu_seqlens, queries.max_len, keys.max_len, **options)
 
 
+def flash_jagged_runs(q: torch.Tensor, call: AttentionCall) -> bool:
+    """Whether a packed call with attention dropout takes SDPA on jagged tensors (the switch
+    `SETTINGS.jagged_dropout`): CUDA, half precision, no head mask or causal mask."""
+    return (SETTINGS.jagged_dropout and q.device.type == "cuda" and q.dtype in (torch.float16, torch.bfloat16)
+            and call.dropout_p > 0 and call.head_mask is None and not call.causal)
+
+
+def jagged_attention(q, k, v, queries: Packing, keys: Packing, call: AttentionCall) -> torch.Tensor:
+    """Packed q (Nq, h, d), k, v (N, h, d) -> context (Nq, h, d) by SDPA on nested jagged tensors
+    (B, h, j, d) with the packings' offsets: on a GPU, FlashAttention's variable-length kernel,
+    attention dropout included (torch's varlen_attn has none)."""
+    def jagged(x: torch.Tensor, packing: Packing) -> torch.Tensor:
+        return torch.nested.nested_tensor_from_jagged(x, packing.cu_seqlens.long(), max_seqlen=packing.max_len
+                                                      ).transpose(1, 2)
+
+    context = F.scaled_dot_product_attention(jagged(q, queries), jagged(k, keys), jagged(v, keys),
+                                             dropout_p=call.dropout_p, scale=call.scale)
+    return context.transpose(1, 2).values()
+
+
 def packed_attention(q, k, v, bias, keys: Packing, call: AttentionCall):
     """q (Nq, h, d), k, v (N, h, d) of packed tokens (`keys` says where they sit) -> context (Nq, h, d).
 
@@ -188,6 +214,8 @@ def packed_attention(q, k, v, bias, keys: Packing, call: AttentionCall):
     queries = keys if q.shape[0] == keys.tokens else Packing.full(keys.batch, q.shape[0] // keys.batch, q.device)
     if flash_varlen_runs(q, call):
         return flash_varlen(q, k, v, queries, keys, call.scale)
+    if flash_jagged_runs(q, call):
+        return jagged_attention(q, k, v, queries, keys, call)
     q, k, v = (p.pad(x).transpose(1, 2) for p, x in ((queries, q), (keys, k), (keys, v)))  # (B, h, T, d)
     kernel = choose_kernel(call.head_mask is not None, call.dropout_p > 0 and q.device.type == "cpu", 0)
     context, _ = KERNELS[kernel](q, k, v, bias, call)

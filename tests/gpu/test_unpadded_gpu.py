@@ -88,3 +88,30 @@ def test_modern_packed_equals_padded(monkeypatch):
     assert not calls
     compare_bf16(model, model.model, batch)
     assert {None, (32, 32)} <= set(calls)  # global and sliding-window layers through flash
+
+
+def test_bert_jagged_sdpa_with_attention_dropout(monkeypatch):
+    """attention.SETTINGS.jagged_dropout: packed attention through SDPA on jagged tensors. Forced at
+    dropout 0 it is measured against the fp32 gradients like the flash path; with BERT's attention
+    dropout 0.1 in training it runs (the route it is for) and gives finite gradients."""
+    monkeypatch.setattr(attention.SETTINGS, "jagged_dropout", True)
+    calls = []
+    jagged = attention.jagged_attention
+    monkeypatch.setattr(attention, "jagged_attention", lambda *args: calls.append(1) or jagged(*args))
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=1000, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+                        intermediate_size=1024, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    model = BertForMaskedLM(config).cuda()
+    batch = mlm_batches(1000, 16, 128, 1)[0]
+    monkeypatch.setattr(attention, "flash_varlen_runs", lambda q, call, window=-1: False)
+    monkeypatch.setattr(attention, "flash_jagged_runs", lambda q, call: q.dtype == torch.bfloat16)
+    compare_bf16(model, model.bert, batch)
+    assert calls
+    monkeypatch.undo()
+    monkeypatch.setattr(attention.SETTINGS, "jagged_dropout", True)
+    monkeypatch.setattr(attention, "jagged_attention", lambda *args: calls.append(2) or jagged(*args))
+    for layer in model.bert.encoder.layer:  # BERT's default attention dropout
+        layer.attention.self.dropout_prob = 0.1
+    model.train()
+    loss, grads = loss_and_grads(model, batch, "bf16")
+    assert 2 in calls and torch.isfinite(loss) and all(torch.isfinite(g).all() for g in grads)
