@@ -163,8 +163,10 @@ def test_shape_mismatch_is_refused(saved_mlm):
 
 def test_model_input_errors():
     model = bertkit.BertModel(BertConfig(**TINY)).eval()
-    with pytest.raises(bertkit.BertkitError, match="outside the model's vocabulary"):
+    with pytest.raises(bertkit.BertkitError, match="token id 50 is outside the model's vocabulary"):
         model(torch.tensor([[1, 50]]))
+    with pytest.raises(bertkit.BertkitError, match="token id -3 is outside"):  # the bad id named, not the largest
+        model(torch.tensor([[-3, 7]]))
     with pytest.raises(bertkit.BertkitError, match="exceeds max_position_embeddings"):
         model(torch.ones(1, 33, dtype=torch.long))
     with pytest.raises(bertkit.BertkitError, match="shape"):

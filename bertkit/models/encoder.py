@@ -510,10 +510,7 @@ class BertModel(PretrainedMixin, nn.Module):
                 f"sequence length {past + input_ids.shape[1]} exceeds max_position_embeddings "
                 f"({self.config.max_position_embeddings} rows: at most {self.config.max_sequence_length} "
                 f"tokens); tokenize with truncation and max_length={self.config.max_sequence_length}")
-        if input_ids.numel() and (int(input_ids.max()) >= self.config.vocab_size or int(input_ids.min()) < 0):
-            raise BertkitError(
-                f"token id {int(input_ids.max())} is outside the model's vocabulary of "
-                f"{self.config.vocab_size}; the tokenizer does not fit this model")
+        check_token_ids(input_ids, self.config.vocab_size)
         if attention_mask is not None and attention_mask.shape != (input_ids.shape[0], past + input_ids.shape[1]):
             raise BertkitError(f"attention_mask shape {tuple(attention_mask.shape)} differs from "
                                f"input_ids shape {tuple(input_ids.shape)}"
@@ -554,6 +551,18 @@ class BertModel(PretrainedMixin, nn.Module):
 def gather_positions(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     """(B, T, H) states, (B, M) positions -> (B, M, H): hidden[b, positions[b, j]]."""
     return hidden.gather(1, positions.unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))
+
+
+def check_token_ids(input_ids: torch.Tensor, vocab_size: int) -> None:
+    """Every id in [0, vocab_size), else a message naming a bad one (an index error deep in torch
+    otherwise, a device-side assert on a GPU). The range is read in one host read: on a GPU each
+    read waits for the work queued before it."""
+    if not input_ids.numel():
+        return
+    low, high = torch.stack(torch.aminmax(input_ids)).tolist()
+    if low < 0 or high >= vocab_size:
+        raise BertkitError(f"token id {low if low < 0 else high} is outside the model's vocabulary of "
+                           f"{vocab_size}; the tokenizer does not fit this model")
 
 
 def attention_bias(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:

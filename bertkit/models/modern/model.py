@@ -59,7 +59,7 @@ from bertkit.models import attention as kernels
 from bertkit.models.checkpoint import PretrainedMixin
 from bertkit.models.dropout import Dropout, drop_mask
 from bertkit.errors import BertkitError
-from bertkit.models.encoder import EncoderOutput, activation
+from bertkit.models.encoder import EncoderOutput, activation, check_token_ids
 from bertkit.models.variants.sinusoidal import sinusoidal_table
 from bertkit.models.modern.config import SLIDING, ModernBertConfig
 
@@ -488,9 +488,7 @@ class ModernBertModel(PretrainedMixin, nn.Module):
             raise BertkitError(f"sequence length {input_ids.shape[1]} exceeds max_position_embeddings "
                                f"({self.config.max_position_embeddings}); tokenize with truncation and "
                                f"max_length={self.config.max_position_embeddings}")
-        if input_ids.numel() and (int(input_ids.max()) >= self.config.vocab_size or int(input_ids.min()) < 0):
-            raise BertkitError(f"token id {int(input_ids.max())} is outside the model's vocabulary of "
-                               f"{self.config.vocab_size}; the tokenizer does not fit this model")
+        check_token_ids(input_ids, self.config.vocab_size)
         if attention_mask is not None and attention_mask.shape != input_ids.shape:
             raise BertkitError(f"attention_mask shape {tuple(attention_mask.shape)} differs from "
                                f"input_ids shape {tuple(input_ids.shape)}")
