@@ -135,9 +135,6 @@ def mlm_logits_and_loss(head: BertLMPredictionHead, hidden: torch.Tensor,
     """
     if labels is None:
         return head(hidden), None
-    if hidden.dim() == 2:  # already only the labelled positions (see labelled_positions)
-        logits = head(hidden)
-        return logits, F.cross_entropy(logits, labels[labels != IGNORE_INDEX])
     if full_logits:
         logits = head(hidden)
         return logits, F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
@@ -208,11 +205,17 @@ class BertForMaskedLM(_WithEncoder):
                 full_logits: bool = False) -> MaskedLMOutput:
         # With labels, the encoder's last layer too runs only at the labelled positions.
         found = None if labels is None or full_logits else labelled_positions(labels)
+        if found is not None:  # read before the encoder is queued: on a GPU a host read after it
+            rows = found[1].flatten().nonzero().squeeze(1)  # waits for the whole forward pass
+            targets = labels[labels != IGNORE_INDEX]
         out = self.encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask,
                           output_attentions, output_hidden_states,
                           output_positions=None if found is None else found[0])
-        hidden = out.last_hidden_state if found is None else out.last_hidden_state[found[1]]
-        logits, loss = mlm_logits_and_loss(self.cls.predictions, hidden, labels, full_logits)
+        if found is None:
+            logits, loss = mlm_logits_and_loss(self.cls.predictions, out.last_hidden_state, labels, full_logits)
+        else:  # the (B, M) grid's real entries, in the row-major order of the targets
+            logits = self.cls.predictions(out.last_hidden_state.flatten(0, 1).index_select(0, rows))
+            loss = F.cross_entropy(logits, targets)
         return MaskedLMOutput(with_aux(loss, out), logits, out.hidden_states, out.attentions, out.aux_loss)
 
 

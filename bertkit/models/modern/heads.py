@@ -141,12 +141,14 @@ class ModernBertForMaskedLM(_WithModernEncoder):
         # With labels, the last layer's output map and MLP, the head and the vocabulary
         # projection run only at the labelled positions: logits (N, V), row-major.
         selected = None if labels is None or full_logits else labels != IGNORE_INDEX
+        # read before the encoder is queued: on a GPU a host read after it waits for the whole forward
+        targets = None if selected is None else labels[selected]
         out = self.encode(input_ids, attention_mask, position_ids, output_attentions, output_hidden_states,
                           selected)
         logits = self.decoder(self.head(out.last_hidden_state))
         loss = None
         if selected is not None:
-            loss = F.cross_entropy(logits, labels[selected])
+            loss = F.cross_entropy(logits, targets)
         elif labels is not None:
             loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
         return MaskedLMOutput(loss, logits, out.hidden_states, out.attentions)
