@@ -83,6 +83,16 @@ class SimpleMasker:
         self.gen.set_state(state["rng"])
 
 
+def poison_from_forward(model, n: int) -> None:
+    """From the model's n-th forward pass on, its embeddings' output (so the loss) is NaN."""
+    def poison(module, args, output):
+        poison.calls += 1
+        return output * float("nan") if poison.calls >= n else output
+
+    poison.calls = 0
+    model.bert.embeddings.register_forward_hook(poison)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -10,8 +10,9 @@ from helpers import torchrun
 
 from bertkit.train import list_checkpoints
 
-SCRIPT = textwrap.dedent("""
-    import json, os, signal, sys
+# Both scripts: two gloo ranks on the same examples, then each writes OUT/rank<r>.json.
+PREAMBLE = textwrap.dedent("""
+    import json, os, signal, sys, time
     import numpy as np, torch
     torch.set_num_threads(1)
     sys.path.insert(0, {tests!r})
@@ -21,6 +22,9 @@ SCRIPT = textwrap.dedent("""
     from bertkit.train.distributed import init_distributed, shutdown
     examples = [{{"input_ids": np.array(x)}} for x in json.load(open({data!r}))]
     ctx = init_distributed("cpu")
+""")
+
+SCRIPT = PREAMBLE + textwrap.dedent("""
     original = trainer_module.Trainer._train_step
 
     def step(self, batches):  # only rank 1 is signalled, as step 2 begins
@@ -40,15 +44,21 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_a_signal_on_one_rank_stops_all_ranks_after_the_same_step(tmp_path, bbc_tok_examples):
+def run_ranks(template: str, tmp_path, bbc_tok_examples):
+    """`template` in two torchrun ranks over 96 BBC examples; their output goes to tmp_path/ddp."""
     tok, _, examples = bbc_tok_examples
     data = tmp_path / "examples.json"
     data.write_text(json.dumps([e["input_ids"].tolist() for e in examples[:96]]))
     out = tmp_path / "ddp"
     script = tmp_path / "ddp_script.py"
-    script.write_text(SCRIPT.format(tests=os.path.dirname(__file__), data=str(data), out=str(out),
-                                    vocab=tok.vocab_size, root=str(tmp_path)))
+    script.write_text(template.format(tests=os.path.dirname(__file__), data=str(data), out=str(out),
+                                      vocab=tok.vocab_size, root=str(tmp_path)))
     torchrun(script)
+    return out
+
+
+def test_a_signal_on_one_rank_stops_all_ranks_after_the_same_step(tmp_path, bbc_tok_examples):
+    out = run_ranks(SCRIPT, tmp_path, bbc_tok_examples)
     for rank in (0, 1):
         result = json.loads((tmp_path / f"rank{rank}.json").read_text())
         assert result["exit_code"] == 143, result
@@ -58,17 +68,7 @@ def test_a_signal_on_one_rank_stops_all_ranks_after_the_same_step(tmp_path, bbc_
     assert [r["step"] for r in rows] == [1, 2]
 
 
-BUDGET_SCRIPT = textwrap.dedent("""
-    import json, os, sys, time
-    import numpy as np, torch
-    torch.set_num_threads(1)
-    sys.path.insert(0, {tests!r})
-    from test_ddp import run_training
-    from bertkit.train import trainer as trainer_module
-    from bertkit.train.distributed import init_distributed, shutdown
-    examples = [{{"input_ids": np.array(x)}} for x in json.load(open({data!r}))]
-    ctx = init_distributed("cpu")
-
+BUDGET_SCRIPT = PREAMBLE + textwrap.dedent("""
     class SteppingClock:  # each perf_counter call moves on `seconds`: a step takes exactly that long
         def __init__(self, seconds):
             self.now, self.seconds = 0.0, seconds
@@ -88,14 +88,7 @@ BUDGET_SCRIPT = textwrap.dedent("""
 
 
 def test_the_budget_stops_all_ranks_after_the_same_step_on_rank_0s_clock(tmp_path, bbc_tok_examples):
-    tok, _, examples = bbc_tok_examples
-    data = tmp_path / "examples.json"
-    data.write_text(json.dumps([e["input_ids"].tolist() for e in examples[:96]]))
-    out = tmp_path / "ddp"
-    script = tmp_path / "budget_script.py"
-    script.write_text(BUDGET_SCRIPT.format(tests=os.path.dirname(__file__), data=str(data), out=str(out),
-                                           vocab=tok.vocab_size, root=str(tmp_path)))
-    torchrun(script)
+    out = run_ranks(BUDGET_SCRIPT, tmp_path, bbc_tok_examples)
     steps = {json.loads((tmp_path / f"rank{rank}.json").read_text())["step"] for rank in (0, 1)}
     # 15 s of rank 0's 5-s steps is 3 steps; the loss (and the clock with it) is read a step late,
     # and step k carries the clock as step k began: 2 steps more

@@ -6,6 +6,7 @@ with the other."""
 
 import pytest
 import torch
+from helpers import poison_from_forward
 from test_trainer import losses, make_trainer
 
 import bertkit.train.trainer as trainer_module
@@ -63,7 +64,7 @@ def test_a_non_finite_loss_never_reaches_the_weights_or_a_checkpoint(tmp_path, b
     reads = record_reads(monkeypatch)
     trainer = make_trainer(tmp_path, examples, tok.vocab_size, max_steps=12, log_every=100, save_every=6, hidden=32)
     assert trainer.reads_late == fused
-    poison_from_forward(trainer, 5)
+    poison_from_forward(trainer.model, 5)
     weights = {k: v.clone() for k, v in trainer.model.state_dict().items()}
     with pytest.raises(BertkitError, match="loss became nan at step 5"):
         trainer.train()
@@ -75,16 +76,6 @@ def test_a_non_finite_loss_never_reaches_the_weights_or_a_checkpoint(tmp_path, b
     steps = {float(state["step"]) for state in trainer.optimizer.state.values()}
     assert steps == {4.0}, steps  # four updates counted: the skipped ones left no trace
     assert any(not torch.equal(weights[k], v) for k, v in trainer.model.state_dict().items())
-
-
-def poison_from_forward(trainer, n: int) -> None:
-    """From the n-th forward pass on, the embeddings' output (so the loss) is NaN."""
-    def poison(module, args, output):
-        poison.calls += 1
-        return output * float("nan") if poison.calls >= n else output
-
-    poison.calls = 0
-    trainer.model.bert.embeddings.register_forward_hook(poison)
 
 
 def test_the_fused_kernel_skips_an_update_whose_loss_is_not_finite():

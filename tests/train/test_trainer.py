@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 import torch
-from helpers import SimpleMasker, tiny_config
+from helpers import SimpleMasker, poison_from_forward, tiny_config
 
 from bertkit.errors import BertkitError, CheckpointError, ConfigError
 from bertkit.models.heads import BertForMaskedLM
@@ -130,13 +130,7 @@ def test_non_finite_loss_stops_and_keeps_last_checkpoint(tmp_path, bbc_tok_examp
     tok, _, examples = bbc_tok_examples
     trainer = make_trainer(tmp_path, examples, tok.vocab_size, max_steps=10, save_every=2)
     weight = trainer.model.bert.embeddings.LayerNorm.weight
-
-    def poison(module, args, output):  # from the 5th forward on, the loss is NaN
-        poison.calls += 1
-        return output * float("nan") if poison.calls >= 5 else output
-
-    poison.calls = 0
-    trainer.model.bert.embeddings.register_forward_hook(poison)
+    poison_from_forward(trainer.model, 5)
     with pytest.raises(BertkitError, match="loss became nan at step 5"):
         trainer.train()
     assert [s for s, _ in list_checkpoints(str(tmp_path))] == [2, 4]
