@@ -124,7 +124,7 @@ def build_optimizer(model: nn.Module, lr: float, weight_decay: float = 0.01,
         raise ConfigError("the model has no trainable parameters; unfreeze some before training")
     # The extra keys ("names", "layer") are kept by torch.
     settings = {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay}
-    try:  # one kernel for every parameter: 1.19x on the CPU recipe's step (docs/benchmarks.md)
+    try:  # one kernel for every parameter: 1.19x on the mini MLM step (docs/benchmarks.md)
         return torch.optim.AdamW(groups, fused=True, **settings)
     except RuntimeError:  # this torch has no fused kernel for the parameters' device: the per-tensor loop
         return torch.optim.AdamW(groups, **settings)
