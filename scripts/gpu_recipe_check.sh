@@ -8,6 +8,10 @@
 #   bash scripts/gpu_recipe_check.sh run       # on the GPU machine, from the project's root
 #                                              # (or run-pretrain, then run-finetune: two calls
 #                                              # where one command may run 10 minutes at most)
+#   bash scripts/gpu_recipe_check.sh ablate    # on the GPU machine, after run-pretrain (any budget): the
+#                                              # recipe's ablation rows, ABLATION_MINUTES (default 1) each,
+#                                              # ABLATION_ROWS (default "base mask-40 lr-2e-3 seq-128"),
+#                                              # from that run's tokenizer and shards: $RESULTS/ablation
 #   bash scripts/gpu_recipe_check.sh smoke     # here: the same steps at tiny sizes on the CPU
 #   bash scripts/gpu_recipe_check.sh run train.max_minutes=4 -- train.lr=1e-4
 #                                              # --set overrides for pre-training, "--", for fine-tuning
@@ -107,6 +111,19 @@ finetune_step() {  # the seeds side by side (small runs share the GPU), each fro
     return 0
 }
 
+ablate_step() {  # scripts/pretrain_ablation.py on the recipe, from the run in $RESULTS/pretrain
+    local run=$RESULTS/pretrain
+    [ -d "$run/shards" ] || { echo "no $run/shards: run 'run-pretrain' first (train.max_minutes=1 is enough)" >&2; exit 2; }
+    # shellcheck disable=SC2086  # the rows are words
+    "$PY" scripts/pretrain_ablation.py --recipe configs/pretrain-gpu-10min.toml --minutes "${ABLATION_MINUTES:-1}" \
+        --out "$RESULTS/ablation" --tokenizer "$run/tokenizer" --shards "$run/shards" \
+        --general-shards "$run/general-shards" --threads 4 --rows ${ABLATION_ROWS:-base mask-40 lr-2e-3 seq-128} \
+        "${ablate_set[@]}" > "$RESULTS/ablation.log" 2>&1 || { tail -20 "$RESULTS/ablation.log"; exit 1; }
+    grep '^|' "$RESULTS/ablation.log" | tee "$RESULTS/ablation.md"
+}
+
+ablate_set=()
+
 on_gpu() {
     install_bundle
     export PYTHONUNBUFFERED=1 TRANSFORMERS_VERBOSITY=error HF_HUB_OFFLINE=1
@@ -118,12 +135,16 @@ case "$mode" in
     run) on_gpu "$@"; pretrain_step; finetune_step ;;
     run-pretrain) on_gpu "$@"; pretrain_step ;;  # the two halves of run, for a 10-minute limit per command
     run-finetune) on_gpu "$@"; finetune_step ;;
+    ablate) on_gpu "$@"; ablate_step ;;
     smoke)  # the recipe shrunk by --set (tiny encoder, 64-token rows, the first documents); fp32 on the CPU
         split_overrides cpu 'model.preset="tiny"' model.local_attention=16 tokenizer.vocab_size=800 \
             data.max_documents=60 data.general_max_documents=120 data.max_length=64 data.max_eval_examples=8 \
             train.max_steps=4 train.warmup_ratio=0.25 train.batch_size=4 train.eval_every=4 train.log_every=2 \
             'train.precision="fp32"' -- train.max_steps=2 data.max_length=64 'train.precision="fp32"'
         LOADER_ARGS=--tiny  # the loader on 200 BBC articles
-        pretrain_step; finetune_step ;;
-    *) echo "usage: bash scripts/gpu_recipe_check.sh prepare|run|run-pretrain|run-finetune|smoke" >&2; exit 2 ;;
+        pretrain_step; finetune_step
+        ablate_set=(--set 'model.preset="tiny"' model.local_attention=16 data.max_length=64 data.max_eval_examples=8
+                    train.batch_size=4 'train.precision="fp32"')
+        ABLATION_MINUTES=0.02 ABLATION_ROWS="base lr-2e-3" ablate_step ;;
+    *) echo "usage: bash scripts/gpu_recipe_check.sh prepare|run|run-pretrain|run-finetune|ablate|smoke" >&2; exit 2 ;;
 esac

@@ -1,9 +1,19 @@
-"""The pre-training ablation: one change at a time to the mini recipe, on the same budget.
+"""The pre-training ablation: one change at a time to a recipe, on the same budget.
 
     python scripts/pretrain_ablation.py --out runs/ablation --steps 600 --threads 1 \
         --tokenizer runs/mini60/tokenizer --shards runs/mini60/shards --general-shards runs/mini60/general-shards
 
-Every row starts from configs/pretrain-mini.toml cut to `--steps` optimizer steps (warm-up 10%
+    # the ten-minute GPU recipe, each row one minute on its own clock (on a GPU machine)
+    python scripts/pretrain_ablation.py --recipe configs/pretrain-gpu-10min.toml --minutes 1 --out runs/gpu-ablation \
+        --tokenizer RUN/tokenizer --shards RUN/shards --general-shards RUN/general-shards \
+        --rows base mask-15 mask-40 lr-5e-4 lr-2e-3 seq-128
+
+With `--minutes M` (for a recipe whose schedule follows the clock, `train.schedule_over =
+"minutes"`) every row trains M minutes instead of `--steps` steps: max_steps stays the recipe's
+upper bound, its warm-up and decay are shares of the M minutes, and a row that changes the batch
+gets the tokens the clock lets it reach.
+
+Every row starts from `--recipe` (default configs/pretrain-mini.toml) cut to `--steps` optimizer steps (warm-up 10%
 of them, one evaluation at the end), applies its changes, and pre-trains with `bertkit
 pretrain` into OUT/ROW. All rows share one tokenizer and, when given, the token shards of an
 earlier run (the same held-out documents: the split depends only on the seed and the number of
@@ -41,6 +51,11 @@ The rows (each against "base"):
                   (tokenized into OUT/wordnet/general-shards; its dictionary columns are WordNet's)
     length-phases BERT's two sequence lengths: 90% of the steps at 128 tokens, then 10% at 512 from
                   that checkpoint (model.init) with batch 8, the same tokens per step and in all
+Rows for the GPU recipe (the model rows and length-phases above are the mini recipe's):
+    lr-5e-4, lr-2e-3    half and twice the GPU recipe's peak lr
+    batch-32, batch-128 half and twice its batch (for --steps: the same tokens)
+    seq-128       128-token rows, batch 256: the recipe's 32,768 tokens a step
+    linear        linear decay instead of warmup-stable-decay
 
 The cleaning rows use the shards given (cleaning acts after the split, on token ids), so they hold
 out and score the same documents as base. The length-phases row reads the same shards too (packing
@@ -66,6 +81,7 @@ import torch
 
 from bertkit.data.documents import CorpusDocuments
 from bertkit.recipes.pretrain import build_data, evaluation, make_model, parse_config
+from bertkit.settings.config_io import split_override
 from bertkit.tokenizer import Tokenizer
 from bertkit.train.distributed import DistContext
 
@@ -103,25 +119,38 @@ ROWS = {
     "dedup-filter": {"data": {"dedup": True, "min_words": 3, "min_alpha_fraction": 0.8}},
     "wordnet": {"data": {"general_corpus": "wordnet"}},
     "length-phases": {},  # two runs: see length_phases()
+    "lr-5e-4": {"train": {"lr": 5e-4}},
+    "lr-2e-3": {"train": {"lr": 2e-3}},
+    "batch-32": {"train": {"batch_size": 32, "steps_factor": 2.0}},
+    "batch-128": {"train": {"batch_size": 128, "steps_factor": 0.5}},
+    "seq-128": {"data": {"max_length": 128}, "train": {"batch_size": 256}},
+    "linear": {"train": {"schedule": "linear"}},
 }
 PHASE_1_SHARE = 0.9  # BERT: 90% of the steps at 128 tokens, the rest at 512
 LONG_LENGTH = 512
 METRICS = ("mlm_loss", "mlm_accuracy", "mlm_replaced_accuracy", "general_mlm_loss", "general_mlm_accuracy")
 
 
-def load_base() -> dict:
-    """configs/pretrain-mini.toml at the ablation's batch size: what every row changes one thing of."""
-    with open(RECIPE, "rb") as f:
+def load_base(recipe: str = RECIPE) -> dict:
+    """The recipe every row changes one thing of (the mini recipe at the ablation's batch size)."""
+    with open(recipe, "rb") as f:
         base = tomllib.load(f)
-    base["train"]["batch_size"] = ABLATION_BATCH
+    if os.path.samefile(recipe, RECIPE):
+        base["train"]["batch_size"] = ABLATION_BATCH
     return base
 
 
 def row_config(base: dict, changes: dict, steps: int, args) -> dict:
-    """The recipe of one row: the mini recipe cut to `steps`, shared data, then the changes."""
+    """The recipe of one row: the base cut to `steps` (or to `args.minutes` on its own clock),
+    shared data, then the changes."""
     cfg = copy.deepcopy(base)
-    cfg["train"].update(max_steps=steps, warmup_steps=max(1, steps // 10), eval_every=0, save_every=0,
-                        keep_last=1, log_every=25)
+    minutes = getattr(args, "minutes", None)
+    if minutes:  # the schedule follows the clock: max_steps stays an upper bound
+        cfg["train"].update(max_minutes=minutes, eval_every=0, save_every=0, keep_last=1, log_every=50)
+    else:
+        cfg["train"].pop("warmup_ratio", None)  # the warm-up is 10% of the steps
+        cfg["train"].update(max_steps=steps, warmup_steps=max(1, steps // 10), eval_every=0, save_every=0,
+                            keep_last=1, log_every=25)
     cfg["tokenizer"] = {"path": args.tokenizer}
     if args.shards:
         cfg["data"]["corpus"] = args.shards
@@ -137,9 +166,13 @@ def row_config(base: dict, changes: dict, steps: int, args) -> dict:
         values = dict(values)
         factor = values.pop("steps_factor", 1.0)
         cfg[section].update(values)
-        if factor != 1.0:  # the same tokens with a larger batch: fewer steps
+        if factor != 1.0 and not minutes:  # the same tokens with a larger batch: fewer steps
             cfg["train"]["max_steps"] = round(steps * factor)
             cfg["train"]["warmup_steps"] = max(1, cfg["train"]["max_steps"] // 10)
+    for item in getattr(args, "overrides", None) or []:  # --set: every row alike, after its changes
+        dotted, value = split_override(item)
+        section, key = dotted.split(".", 1)
+        cfg.setdefault(section, {})[key] = value
     return cfg
 
 
@@ -167,7 +200,8 @@ def final_eval(run_dir: str) -> dict | None:
 def run_row(name: str, cfg: dict, out: str, threads: int) -> dict:
     run_dir = os.path.join(out, name)
     done = final_eval(run_dir)
-    if done and done["step"] == cfg["train"]["max_steps"]:
+    budget = 60.0 * cfg["train"].get("max_minutes", float("inf"))
+    if done and (done["step"] == cfg["train"]["max_steps"] or done.get("train_seconds", 0.0) >= budget):
         return {"row": name, **{k: done.get(k) for k in METRICS}, "minutes": None, "steps": done["step"]}
     os.makedirs(out, exist_ok=True)
     config_path = os.path.join(out, f"{name}.toml")
@@ -249,14 +283,19 @@ def markdown(results: list[dict]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
+    parser.add_argument("--recipe", default=RECIPE, help="the recipe every row changes (default: the mini one)")
     parser.add_argument("--steps", type=int, default=600)
+    parser.add_argument("--minutes", type=float, default=None,
+                        help="train every row this many minutes on the recipe's clock instead of --steps")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--tokenizer", required=True, help="a trained tokenizer directory (shared by all rows)")
     parser.add_argument("--shards", default="", help="token shards of bbc:train written by an earlier run")
     parser.add_argument("--general-shards", default="", help="token shards of the general corpus")
     parser.add_argument("--rows", nargs="*", default=list(ROWS), choices=list(ROWS))
+    parser.add_argument("--set", dest="overrides", nargs="*", default=[], metavar="SECTION.KEY=VALUE",
+                        help='applied to every row after its changes (e.g. train.precision="fp32")')
     args = parser.parse_args()
-    base = load_base()
+    base = load_base(args.recipe)
     results = []
     for name in args.rows:
         if name == "length-phases":

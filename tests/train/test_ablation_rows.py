@@ -72,3 +72,17 @@ def test_modern_block_rows_change_one_switch_of_the_recipe(ablation, base):
         row = config.to_dict()
         assert {k: v for k, v in row.items() if recipe.get(k) != v} == change, name
         assert config.max_position_embeddings == 128  # a learned table of the trained length only
+
+
+def test_the_gpu_recipe_rows_train_minutes_on_its_clock(ablation):
+    gpu = ablation.load_base(str(SCRIPT.parents[1] / "configs" / "pretrain-gpu-10min.toml"))
+    assert gpu["train"]["batch_size"] == 64  # its own batch: only the mini recipe's is set to 32
+    args = SimpleNamespace(**vars(ARGS), minutes=1.0)
+    for name in ("base", "mask-15", "mask-40", "lr-5e-4", "lr-2e-3", "batch-32", "batch-128", "seq-128", "linear"):
+        cfg = parse_config(ablation.row_config(gpu, ablation.ROWS[name], 300, args))
+        assert cfg.train.max_minutes == 1.0 and cfg.train.schedule_over == "minutes", name
+        assert cfg.train.max_steps == gpu["train"]["max_steps"], name  # an upper bound, not cut
+    seq = parse_config(ablation.row_config(gpu, ablation.ROWS["seq-128"], 300, args))
+    assert seq.train.batch_size * seq.data.max_length == 64 * 512  # the same tokens a step
+    by_steps = parse_config(ablation.row_config(gpu, ablation.ROWS["batch-128"], 300, ARGS))
+    assert by_steps.train.max_steps == 150 and by_steps.train.warmup_steps == 15

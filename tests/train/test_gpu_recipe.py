@@ -42,7 +42,8 @@ def general_text_installed() -> bool:
 @pytest.mark.skipif(not general_text_installed(), reason="dict-gcide, python3-doc or linux-doc is not installed")
 def test_the_check_script_runs_the_recipe_shrunk_on_the_cpu(tmp_path):
     """`gpu_recipe_check.sh smoke`: the recipe with `--set` overrides that shrink it (the tiny
-    encoder, 64-token rows, the first documents), 4 steps on the CPU, one fine-tuning seed, the table."""
+    encoder, 64-token rows, the first documents), 4 steps on the CPU, one fine-tuning seed, the table,
+    then two ablation rows of about a second each from the run's tokenizer and shards."""
     out = tmp_path / "out"
     env = {**os.environ, "RESULTS": str(out), "SEEDS": "0", "PY": sys.executable, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(["bash", os.path.join(ROOT, "scripts", "gpu_recipe_check.sh"), "smoke"], env=env,
@@ -62,3 +63,6 @@ def test_the_check_script_runs_the_recipe_shrunk_on_the_cpu(tmp_path):
     loader = json.loads((out / "loader.json").read_text())  # the loader alone, timed beside the seeds
     assert loader["packing_efficiency"] >= 0.99 and loader["load_tokens_per_s"] > 0
     assert "LOADER load" in proc.stdout
+    ablation = json.loads((out / "ablation" / "ablation.json").read_text())  # `ablate`, from the run's shards
+    assert [r["row"] for r in ablation] == ["base", "lr-2e-3"] and all(r["steps"] > 0 for r in ablation)
+    assert "| lr-2e-3 |" in (out / "ablation.md").read_text()
