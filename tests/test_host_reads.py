@@ -1,0 +1,100 @@
+"""On a GPU every host read of a device value (`.item()`, `bool(t)`, `nonzero`, a boolean-mask
+index...) waits for all the work queued before it. The Trainer reads each step's loss a step late
+so that the GPU never waits between steps (docs/gpu.md); a read in the middle of a forward pass
+would undo that, leaving the GPU idle while the host launches the rest. So the MLM training
+forward passes of both families read only before their first layer runs: counted here on the CPU,
+on the paths a GPU takes (unpadding on, the flash branch standing in for torch's kernel)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+
+from bertkit.models import attention
+from bertkit.models.config import BertConfig
+from bertkit.models.heads import BertForMaskedLM
+from bertkit.models.modern import ModernBertConfig, ModernBertForMaskedLM
+
+READS = {"item", "tolist", "__bool__", "__int__", "__float__", "__index__", "nonzero", "argwhere", "masked_select"}
+
+
+class HostReads(TorchFunctionMode):
+    """Records each host read of a tensor, with the phase (`before` or `layers`) it came in."""
+
+    def __init__(self):
+        super().__init__()
+        self.phase, self.reads, self.paused = "before", [], False
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        boolean_index = name == "__getitem__" and any(
+            isinstance(a, torch.Tensor) and a.dtype == torch.bool for a in _flat(args[1:]))
+        if not self.paused and (name in READS or boolean_index):
+            self.reads.append((name, self.phase))
+        return func(*args, **(kwargs or {}))
+
+
+def _flat(items):
+    for item in items:
+        yield from (_flat(item) if isinstance(item, (tuple, list)) else (item,))
+
+
+def stand_in_flash(mode: HostReads):
+    """torch's varlen flash kernel, one sequence at a time, for the CPU: its own reads (the row
+    boundaries) are not the model's, so the mode pauses while it runs."""
+    def kernel(q, k, v, cu_q, cu_k, max_q, max_k, *, scale=None, window_size=(-1, -1)):
+        mode.paused = True
+        try:
+            pieces = []
+            for b in range(len(cu_q) - 1):
+                qs, ks, vs = (x[c[b]:c[b + 1]].transpose(0, 1) for x, c in ((q, cu_q), (k, cu_k), (v, cu_k)))
+                position = torch.arange(qs.shape[1])
+                band = None if window_size[0] < 0 else (position[:, None] - position[None, :]).abs() <= window_size[0]
+                pieces.append(F.scaled_dot_product_attention(qs, ks, vs, attn_mask=band, scale=scale).transpose(0, 1))
+            return torch.cat(pieces)
+        finally:
+            mode.paused = False
+    return kernel
+
+
+def reads_of_a_step(monkeypatch, model, first_layer, batch) -> HostReads:
+    """The host reads of one forward and backward pass on the branches a GPU takes (the flash call)."""
+    mode = HostReads()
+    monkeypatch.setattr(attention, "FLASH_VARLEN", stand_in_flash(mode))
+    monkeypatch.setattr(attention, "flash_varlen_runs", lambda q, call, window=-1: True)
+    first_layer.register_forward_pre_hook(lambda module, args: setattr(mode, "phase", "layers"))
+    with mode:
+        model(**batch).loss.backward()
+    return mode
+
+
+def mlm_batch(vocab: int, padded: bool) -> dict:
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, vocab, (4, 32), generator=g)
+    mask = torch.ones_like(ids)
+    if padded:
+        mask[1, 20:] = 0
+        mask[3, 9:] = 0
+    labels = ids.masked_fill((torch.rand(ids.shape, generator=g) > 0.3) | (mask == 0), -100)
+    labels[:, 1] = ids[:, 1]
+    return {"input_ids": ids.masked_fill(mask == 0, 0), "attention_mask": mask, "labels": labels}
+
+
+def test_bert_mlm_reads_the_device_only_before_its_layers(monkeypatch):
+    torch.manual_seed(0)
+    model = BertForMaskedLM(BertConfig(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                       intermediate_size=64, max_position_embeddings=40)).train()
+    model.bert.unpad = True  # as on a GPU
+    for padded in (False, True):
+        mode = reads_of_a_step(monkeypatch, model, model.bert.encoder.layer[0], mlm_batch(120, padded))
+        assert mode.reads and all(phase == "before" for _, phase in mode.reads), (padded, mode.reads)
+
+
+def test_modern_mlm_reads_the_device_only_before_its_layers(monkeypatch):
+    torch.manual_seed(0)
+    model = ModernBertForMaskedLM(ModernBertConfig.preset("tiny", vocab_size=120, local_attention=8,
+                                                          max_position_embeddings=64)).train()
+    for padded in (False, True):
+        mode = reads_of_a_step(monkeypatch, model, model.model.layers[0], mlm_batch(120, padded))
+        assert mode.reads and all(phase == "before" for _, phase in mode.reads), (padded, mode.reads)
