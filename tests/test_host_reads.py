@@ -1,20 +1,21 @@
 """On a GPU every host read of a device value (`.item()`, `bool(t)`, `nonzero`, a boolean-mask
 index...) waits for all the work queued before it. The Trainer reads each step's loss a step late
 so that the GPU never waits between steps (docs/gpu.md); a read in the middle of a forward pass
-would undo that, leaving the GPU idle while the host launches the rest. So the MLM training
-forward passes of both families read only before their first layer runs: counted here on the CPU,
-on the paths a GPU takes (unpadding on, the flash branch standing in for torch's kernel)."""
+would undo that, leaving the GPU idle while the host launches the rest. So the training passes of
+both families (MLM, classifier, tagger) read only before their first layer runs: counted here on
+the CPU, on the paths a GPU takes (unpadding on, a stand-in for torch's flash kernel)."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from bertkit.models import attention
 from bertkit.models.config import BertConfig
-from bertkit.models.heads import BertForMaskedLM
-from bertkit.models.modern import ModernBertConfig, ModernBertForMaskedLM
+from bertkit.models.heads import BertForMaskedLM, BertForSequenceClassification, BertForTokenClassification
+from bertkit.models.modern import ModernBertConfig, ModernBertForMaskedLM, ModernBertForSequenceClassification
 
 READS = {"item", "tolist", "__bool__", "__int__", "__float__", "__index__", "nonzero", "argwhere", "masked_select"}
 
@@ -81,20 +82,34 @@ def mlm_batch(vocab: int, padded: bool) -> dict:
     return {"input_ids": ids.masked_fill(mask == 0, 0), "attention_mask": mask, "labels": labels}
 
 
-def test_bert_mlm_reads_the_device_only_before_its_layers(monkeypatch):
-    torch.manual_seed(0)
-    model = BertForMaskedLM(BertConfig(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                       intermediate_size=64, max_position_embeddings=40)).train()
+def bert(cls):
+    model = cls(BertConfig(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                           intermediate_size=64, max_position_embeddings=40, num_labels=3)).train()
     model.bert.unpad = True  # as on a GPU
-    for padded in (False, True):
-        mode = reads_of_a_step(monkeypatch, model, model.bert.encoder.layer[0], mlm_batch(120, padded))
-        assert mode.reads and all(phase == "before" for _, phase in mode.reads), (padded, mode.reads)
+    return model, model.bert.encoder.layer[0]
 
 
-def test_modern_mlm_reads_the_device_only_before_its_layers(monkeypatch):
+def modern(cls):
+    model = cls(ModernBertConfig.preset("tiny", vocab_size=120, local_attention=8, max_position_embeddings=64,
+                                        num_labels=3)).train()
+    return model, model.model.layers[0]
+
+
+MODELS = {"bert-mlm": lambda: bert(BertForMaskedLM), "bert-classifier": lambda: bert(BertForSequenceClassification),
+          "bert-tagger": lambda: bert(BertForTokenClassification), "modern-mlm": lambda: modern(ModernBertForMaskedLM),
+          "modern-classifier": lambda: modern(ModernBertForSequenceClassification)}
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_a_training_step_reads_the_device_only_before_the_first_layer(monkeypatch, name):
+    """Pre-training and fine-tuning, full rows and padded ones."""
     torch.manual_seed(0)
-    model = ModernBertForMaskedLM(ModernBertConfig.preset("tiny", vocab_size=120, local_attention=8,
-                                                          max_position_embeddings=64)).train()
+    model, first_layer = MODELS[name]()
     for padded in (False, True):
-        mode = reads_of_a_step(monkeypatch, model, model.model.layers[0], mlm_batch(120, padded))
+        batch = mlm_batch(120, padded)
+        if "classifier" in name:
+            batch["labels"] = torch.tensor([0, 1, 2, 1])
+        elif "tagger" in name:
+            batch["labels"] = (batch["labels"] % 3).masked_fill(batch["attention_mask"] == 0, -100)
+        mode = reads_of_a_step(monkeypatch, model, first_layer, batch)
         assert mode.reads and all(phase == "before" for _, phase in mode.reads), (padded, mode.reads)
