@@ -16,6 +16,8 @@ as benchmarks/harness.py does on the CPU; one CUDA synchronize ends every call):
                             dropout inside SDPA on jagged tensors (bertkit_jagged_dropout), transformers
     bert_base_encode_varied    inference forward, BERT-base, batch 128, lengths 8..256: the same three
     modern_base_encode_varied  the same for ModernBERT-base
+    bert_base_predict_varied, modern_base_predict_varied  the same batch through a sequence classifier
+                            (what `bertkit predict` runs): unpadded, padded, transformers
     mini_recipe_mlm_train   the one-hour CPU recipe's step (modern mini, batch 16 x 128, full rows):
                             bertkit, transformers; is a small model launch-bound?
     mini_recipe_graphed_mlm_train  the same, and bertkit_cuda_graphs: each layer compiled in
@@ -52,7 +54,8 @@ import harness
 
 import bertkit
 from bertkit.models import attention
-from bertkit.models.modern import ModernBertConfig, ModernBertForMaskedLM, ModernBertModel
+from bertkit.models.modern import (ModernBertConfig, ModernBertForMaskedLM, ModernBertForSequenceClassification,
+                                   ModernBertModel)
 from bertkit.runtime.precision import autocast, resolve_precision
 from bertkit.train import Trainer, TrainConfig
 
@@ -386,6 +389,26 @@ def encode(args, modern: bool) -> dict:
     return measure("modern_base_encode_varied" if modern else "bert_base_encode_varied", calls, sum(lengths), args)
 
 
+def predict(args, modern: bool) -> dict:
+    """Sequence-classification logits on varied lengths, what `bertkit predict` runs: bertkit
+    unpadded and padded against transformers, the encode row's batch."""
+    batch_size, length, shortest = shape("encode", args.tiny)
+    if modern:
+        bk, hf = modern_pair(args.tiny, ModernBertForSequenceClassification, "ModernBertForSequenceClassification",
+                             num_labels=4)
+    else:
+        bk, hf = bert_pair(args.tiny, bertkit.BertForSequenceClassification, "BertForSequenceClassification",
+                           num_labels=4)
+    encoder = bk.model if modern else bk.bert
+    lengths = lengths_for(batch_size, length, shortest, seed=3)
+    batch = mlm_batch(lengths, length, bk.config.vocab_size)
+    inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+    calls = {"bertkit": with_unpad(encoder, True, lambda: forward_call(bk, inputs)),
+             "bertkit_padded": with_unpad(encoder, False, lambda: forward_call(bk, inputs)),
+             "transformers": forward_call(hf, inputs)}
+    return measure("modern_base_predict_varied" if modern else "bert_base_predict_varied", calls, sum(lengths), args)
+
+
 WORKLOADS = {
     "bert_base_mlm_train": lambda args, probe: bert_mlm_train(args, probe),
     "modern_base_mlm_varied": lambda args, probe: modern_mlm_train(args, packed=False),
@@ -393,6 +416,8 @@ WORKLOADS = {
     "bert_base_finetune_varied": lambda args, probe: bert_finetune(args),
     "bert_base_encode_varied": lambda args, probe: encode(args, modern=False),
     "modern_base_encode_varied": lambda args, probe: encode(args, modern=True),
+    "bert_base_predict_varied": lambda args, probe: predict(args, modern=False),
+    "modern_base_predict_varied": lambda args, probe: predict(args, modern=True),
     "mini_recipe_mlm_train": lambda args, probe: recipe_mlm_train(args, "mini_recipe"),
     "gpu_recipe_mlm_train": lambda args, probe: recipe_mlm_train(args, "gpu_recipe"),
     "mini_recipe_batch128_mlm_train": lambda args, probe: recipe_mlm_train(args, "mini_recipe", "mini_recipe_batch128"),
