@@ -374,39 +374,38 @@ def bert_finetune(args) -> dict:
     return measure("bert_base_finetune_varied", calls, sum(lengths), args)
 
 
-def encode(args, modern: bool) -> dict:
+def varied_forward(args, name: str, bk, hf, encoder, seed: int) -> dict:
+    """A bf16 forward pass on varied lengths (the encode shape): bertkit with `encoder` unpadded
+    and padded against transformers."""
     batch_size, length, shortest = shape("encode", args.tiny)
+    lengths = lengths_for(batch_size, length, shortest, seed=seed)
+    batch = mlm_batch(lengths, length, bk.config.vocab_size)
+    inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+    calls = {"bertkit": with_unpad(encoder, True, lambda: forward_call(bk, inputs)),
+             "bertkit_padded": with_unpad(encoder, False, lambda: forward_call(bk, inputs)),
+             "transformers": forward_call(hf, inputs)}
+    return measure(name, calls, sum(lengths), args)
+
+
+def encode(args, modern: bool) -> dict:
     if modern:
         bk, hf = modern_pair(args.tiny, ModernBertModel, "ModernBertModel")
     else:
         bk, hf = bert_pair(args.tiny, bertkit.BertModel, "BertModel")
-    lengths = lengths_for(batch_size, length, shortest, seed=2)
-    batch = mlm_batch(lengths, length, bk.config.vocab_size)
-    inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
-    calls = {"bertkit": with_unpad(bk, True, lambda: forward_call(bk, inputs)),
-             "bertkit_padded": with_unpad(bk, False, lambda: forward_call(bk, inputs)),
-             "transformers": forward_call(hf, inputs)}
-    return measure("modern_base_encode_varied" if modern else "bert_base_encode_varied", calls, sum(lengths), args)
+    return varied_forward(args, "modern_base_encode_varied" if modern else "bert_base_encode_varied", bk, hf, bk,
+                          seed=2)
 
 
 def predict(args, modern: bool) -> dict:
-    """Sequence-classification logits on varied lengths, what `bertkit predict` runs: bertkit
-    unpadded and padded against transformers, the encode row's batch."""
-    batch_size, length, shortest = shape("encode", args.tiny)
+    """Sequence-classification logits on varied lengths, what `bertkit predict` runs."""
     if modern:
         bk, hf = modern_pair(args.tiny, ModernBertForSequenceClassification, "ModernBertForSequenceClassification",
                              num_labels=4)
     else:
         bk, hf = bert_pair(args.tiny, bertkit.BertForSequenceClassification, "BertForSequenceClassification",
                            num_labels=4)
-    encoder = bk.model if modern else bk.bert
-    lengths = lengths_for(batch_size, length, shortest, seed=3)
-    batch = mlm_batch(lengths, length, bk.config.vocab_size)
-    inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
-    calls = {"bertkit": with_unpad(encoder, True, lambda: forward_call(bk, inputs)),
-             "bertkit_padded": with_unpad(encoder, False, lambda: forward_call(bk, inputs)),
-             "transformers": forward_call(hf, inputs)}
-    return measure("modern_base_predict_varied" if modern else "bert_base_predict_varied", calls, sum(lengths), args)
+    return varied_forward(args, "modern_base_predict_varied" if modern else "bert_base_predict_varied", bk, hf,
+                          bk.model if modern else bk.bert, seed=3)
 
 
 WORKLOADS = {
