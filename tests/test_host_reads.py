@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from bertkit.models import attention
 from bertkit.models.config import BertConfig
 from bertkit.models.heads import BertForMaskedLM, BertForSequenceClassification, BertForTokenClassification
 from bertkit.models.modern import ModernBertConfig, ModernBertForMaskedLM, ModernBertForSequenceClassification
+
+from .test_unpadded import reference_varlen
 
 READS = {"item", "tolist", "__bool__", "__int__", "__float__", "__index__", "nonzero", "argwhere", "masked_select"}
 
@@ -42,18 +43,14 @@ def _flat(items):
 
 
 def stand_in_flash(mode: HostReads):
-    """torch's varlen flash kernel, one sequence at a time, for the CPU: its own reads (the row
-    boundaries) are not the model's, so the mode pauses while it runs."""
-    def kernel(q, k, v, cu_q, cu_k, max_q, max_k, *, scale=None, window_size=(-1, -1)):
+    """test_unpadded's per-sequence reference of torch's varlen flash kernel, for the CPU: its own
+    reads (the row boundaries) are not the model's, so the mode pauses while it runs."""
+    reference = reference_varlen([])
+
+    def kernel(*args, **kwargs):
         mode.paused = True
         try:
-            pieces = []
-            for b in range(len(cu_q) - 1):
-                qs, ks, vs = (x[c[b]:c[b + 1]].transpose(0, 1) for x, c in ((q, cu_q), (k, cu_k), (v, cu_k)))
-                position = torch.arange(qs.shape[1])
-                band = None if window_size[0] < 0 else (position[:, None] - position[None, :]).abs() <= window_size[0]
-                pieces.append(F.scaled_dot_product_attention(qs, ks, vs, attn_mask=band, scale=scale).transpose(0, 1))
-            return torch.cat(pieces)
+            return reference(*args, **kwargs)
         finally:
             mode.paused = False
     return kernel
