@@ -155,30 +155,24 @@ def forward_call(model, inputs):
     return synced(call)
 
 
+def switched(owner, name: str, value, make):
+    """The call `make()` builds, run with `owner.<name>` set to `value` (put back after): a lever
+    on or off for one variant (an encoder's `unpad`, a kernel setting)."""
+    inner = make()
+
+    def call():
+        before = getattr(owner, name)
+        setattr(owner, name, value)
+        try:
+            inner()
+        finally:
+            setattr(owner, name, before)
+    return call
+
+
 def with_unpad(encoder, unpad: bool, make):
-    """The call `make()` builds, run with the encoder's unpadding switched to `unpad` (restored after)."""
-    inner = make()
-
-    def call():
-        before, encoder.unpad = encoder.unpad, unpad
-        try:
-            inner()
-        finally:
-            encoder.unpad = before
-    return call
-
-
-def with_jagged_dropout(make):
-    """The call `make()` builds, run with attention.SETTINGS.jagged_dropout on (off again after)."""
-    inner = make()
-
-    def call():
-        attention.SETTINGS.jagged_dropout = True
-        try:
-            inner()
-        finally:
-            attention.SETTINGS.jagged_dropout = False
-    return call
+    """The call `make()` builds, run with the encoder's unpadding switched to `unpad`."""
+    return switched(encoder, "unpad", unpad, make)
 
 
 def compiled_layers(model, **options) -> None:
@@ -369,7 +363,8 @@ def bert_finetune(args) -> dict:
              "labels": torch.arange(batch_size, device=DEVICE) % 4}
     calls = {"bertkit": with_unpad(bk.bert, True, lambda: train_step(bk, batch)),
              "bertkit_padded": with_unpad(bk.bert, False, lambda: train_step(bk, batch)),
-             "bertkit_jagged_dropout": with_jagged_dropout(lambda: with_unpad(bk.bert, True, lambda: train_step(bk, batch))),
+             "bertkit_jagged_dropout": switched(attention.SETTINGS, "jagged_dropout", True,
+                                                lambda: with_unpad(bk.bert, True, lambda: train_step(bk, batch))),
              "transformers": train_step(hf, batch)}
     return measure("bert_base_finetune_varied", calls, sum(lengths), args)
 
