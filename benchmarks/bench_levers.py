@@ -10,7 +10,8 @@ Levers (each a switch on the same bertkit model, so nothing else differs):
   adamw    fused AdamW (off: the per-parameter loop); applies to any model alike
   sort     SentenceEncoder batches texts by length (off: the given order)
   dropout  bertkit's dropout mask on CPU (bertkit/models/dropout.py; off: nn.Dropout and SDPA's dropout)
-Workloads: mlm_mini, mlm_small, finetune, encode (as in the bench_*.py scripts).
+Workloads: mlm_mini, mlm_small, finetune, encode (as in the bench_*.py scripts); recipe_update, the
+AdamW update alone over the parameters of configs/pretrain-mini.toml's model (adamw only).
 Printed: "LEVER <lever> on <workload>: on / off speed = R x (min, max)".
 """
 
@@ -26,15 +27,19 @@ import torch
 
 import bertkit
 from bertkit.models import attention
+from bertkit.models.modern import ModernBertConfig, ModernBertForMaskedLM
 from bertkit.data.assets import minilm_dir
+from bertkit.train.optim import param_groups
 
 LEVERS = ("head", "prune", "compile", "adamw", "sort", "dropout")
-WORKLOADS = ("mlm_mini", "mlm_small", "finetune", "encode")
+WORKLOADS = ("mlm_mini", "mlm_small", "finetune", "encode", "recipe_update")
 
 
 def build(workload: str, lever: str, on: bool, smoke: bool):
     """A zero-argument call running one step (or one encode) of bertkit with the lever on/off."""
     torch.manual_seed(0)
+    if workload == "recipe_update":
+        return update_call(on, smoke)
     if workload == "encode":
         import bench_encode
 
@@ -86,6 +91,16 @@ def build(workload: str, lever: str, on: bool, smoke: bool):
     return step
 
 
+def update_call(fused: bool, smoke: bool):
+    """One AdamW update, fused or the per-tensor loop, over the CPU recipe's model (its parameter
+    groups as the Trainer builds them; gradients drawn once): the optimizer's share of a step."""
+    model = ModernBertForMaskedLM(ModernBertConfig.preset("tiny" if smoke else "mini", vocab_size=8000,
+                                                          global_attn_every_n_layers=2, local_attention=64))
+    for param in model.parameters():
+        param.grad = torch.randn_like(param)
+    return torch.optim.AdamW(param_groups(model, 1e-3, 0.01, None), lr=1e-3, fused=fused).step
+
+
 def use_torch_dropout(model: torch.nn.Module) -> None:
     """Put torch's nn.Dropout modules back (SDPA's dropout inside attention: the step's switch)."""
     from bertkit.models.dropout import Dropout
@@ -101,6 +116,8 @@ def main(argv=None):
     p.add_argument("--lever", choices=LEVERS, required=True)
     p.add_argument("--workload", choices=WORKLOADS, required=True)
     args = p.parse_args(argv)
+    if args.workload == "recipe_update" and args.lever != "adamw":
+        p.error("--workload recipe_update times the optimizer alone: it takes --lever adamw only")
     harness.setup_threads(args.threads)
     calls = {"on": build(args.workload, args.lever, True, args.smoke),
              "off": build(args.workload, args.lever, False, args.smoke)}

@@ -13,6 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = [["bench_mlm.py"], ["bench_finetune.py"], ["bench_encode.py"],
            ["bench_levers.py", "--lever", "prune", "--workload", "mlm_mini"],
            ["bench_levers.py", "--lever", "dropout", "--workload", "finetune"], ["bench_predict.py"],
+           ["bench_levers.py", "--lever", "adamw", "--workload", "recipe_update"],
            ["bench_fp32_levers.py", "--levers", "qkv", "int8-fused"]]
 RATIO_LINE = r"^(RATIO \S+: bertkit / transformers|LEVER \S+ on \S+( \(.*\))?: on / off speed) = [0-9.]+x"
 
