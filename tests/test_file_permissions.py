@@ -48,7 +48,7 @@ def test_saved_model_tokenizer_and_best_checkpoint_are_world_readable(minilm_dir
 
 
 def test_trainer_checkpoint_directory_is_world_readable(tmp_path, umask_022):
-    from bertkit.train.trainer import Trainer, TrainConfig
+    from bertkit.train import Trainer, TrainConfig
 
     torch.manual_seed(0)
     model = bertkit.BertForSequenceClassification(bertkit.BertConfig(

@@ -19,7 +19,7 @@ from bertkit.runtime import precision
 from bertkit.runtime.precision import autocast, describe, resolve_precision
 from bertkit.tokenizer import Tokenizer
 from bertkit.runtime.resume_check import changed_options
-from bertkit.train.trainer import TrainConfig
+from bertkit.train.config import TrainConfig
 
 
 def test_auto_is_fp32_on_the_cpu():

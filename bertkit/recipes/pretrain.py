@@ -76,7 +76,9 @@ from bertkit.train.distributed import DistContext, init_distributed, shutdown
 from bertkit.train.early_stopping import EarlyStoppingSection
 from bertkit.objectives.metrics import unigram_baseline
 from bertkit.data.streaming import streaming_batches, take_examples
-from bertkit.train.trainer import TrainConfig, Trainer, seed_everything
+from bertkit.train.config import TrainConfig
+from bertkit.train.rng import seed_everything
+from bertkit.train.trainer import Trainer
 from bertkit.recipes.continued import (INIT_KEYS, GeneralCorpus, check_data_section, check_model_section, grow_vocabulary,
                         load_init_model, mix_examples, open_general, read_init_config)
 

@@ -5,7 +5,8 @@ from bertkit.train.distributed import DistContext, init_distributed
 from bertkit.train.optim import build_optimizer, layer_index, param_groups
 from bertkit.train.schedule import WarmupDecay, build_scheduler
 from bertkit.runtime.run_dir import latest_checkpoint, list_checkpoints
-from bertkit.train.trainer import TrainConfig, Trainer
+from bertkit.train.config import TrainConfig
+from bertkit.train.trainer import Trainer
 
 __all__ = ["Trainer", "TrainConfig", "LengthBucketedBatches", "DistContext", "init_distributed",
            "build_optimizer", "param_groups", "layer_index", "build_scheduler", "WarmupDecay",

@@ -8,7 +8,7 @@ from bertkit.settings.config_io import apply_overrides, parse_value
 from bertkit.train.optim import build_optimizer, layer_index, param_groups
 from bertkit.recipes.pretrain import parse_config
 from bertkit.train.schedule import WarmupDecay, build_scheduler
-from bertkit.train.trainer import TrainConfig
+from bertkit.train.config import TrainConfig
 
 
 def small(layers=3):

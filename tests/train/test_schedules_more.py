@@ -7,7 +7,8 @@ from helpers import tiny_config
 from bertkit.errors import ConfigError
 from bertkit.models.heads import BertForSequenceClassification
 from bertkit.train.schedule import WarmupDecay, build_scheduler
-from bertkit.train.trainer import TrainConfig, Trainer
+from bertkit.train.config import TrainConfig
+from bertkit.train.trainer import Trainer
 
 
 def sgd(lr=1.0):
