@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from bertkit.commands import cli
-from bertkit.runtime.devices import resolve_device
+from bertkit.runtime.devices import copy_without_wait, resolve_device
 from bertkit.errors import ConfigError
 
 NO_MPS = not torch.backends.mps.is_available()
@@ -94,3 +94,11 @@ def test_cpu_device_gives_the_default_results(tmp_path, minilm_dir, capsys):
         assert cli.main(["attention", *lines["attention"], *device]) == 0
         summaries.append(capsys.readouterr().out)
     assert summaries[0] == summaries[1] and "[CLS]" in summaries[0]
+
+
+def test_copy_without_wait_is_a_plain_copy_off_the_gpu():
+    """On the CPU nothing is pinned (pinning needs CUDA); the values arrive. tests/gpu times the
+    CUDA route behind a busy GPU."""
+    source = torch.arange(6, dtype=torch.float64)
+    moved = copy_without_wait(source, torch.device("cpu"))
+    assert moved.device.type == "cpu" and moved.tolist() == source.tolist()

@@ -78,6 +78,7 @@ from bertkit.models.checkpoint import load_into, read_state_dict
 from bertkit.models.families import FAMILIES
 from bertkit.errors import BertkitError, CheckpointError, ConfigError, DataError, RunInterrupted
 from bertkit.io import append_text, atomic_directory, atomic_open, atomic_write_text
+from bertkit.runtime.devices import copy_without_wait
 from bertkit.runtime.precision import autocast, resolve_precision
 from bertkit.runtime.progress import progress
 from bertkit.runtime.resume_check import check_resume_options
@@ -426,7 +427,7 @@ class Trainer:
         tokens = torch.zeros((), device=self.ctx.device, dtype=torch.float64)
         parts = torch.zeros(len(self.log_outputs), device=self.ctx.device, dtype=torch.float64)
         for micro in range(accum):
-            batch = {k: v.to(self.ctx.device, non_blocking=True) if torch.is_tensor(v) else v
+            batch = {k: copy_without_wait(v, self.ctx.device) if torch.is_tensor(v) else v
                      for k, v in next(batches).items()}
             # Only the last micro-batch all-reduces gradients; the others accumulate locally.
             sync = (local_gradients(self.ddp_model) if self.ctx.enabled and micro < accum - 1
@@ -449,11 +450,11 @@ class Trainer:
         # and lets every rank see a non-finite loss on any rank and stop together.
         # Two more say whether any rank got a SIGINT or a SIGTERM (see _on_signal), one more is
         # rank 0's training time (the budget's clock: _shared_clock).
-        # Built on the host and copied without blocking: torch.tensor(..., device=cuda) would wait
+        # Built on the host and queued behind the step: torch.tensor(..., device=cuda) would wait
         # for the GPU to finish this step first.
-        flags = torch.tensor([self._signal == signal.SIGINT, self._signal == signal.SIGTERM,
-                              self.train_seconds if self.ctx.is_main else 0.0],
-                             dtype=torch.float64).to(self.ctx.device, non_blocking=True)
+        flags = copy_without_wait(torch.tensor([self._signal == signal.SIGINT, self._signal == signal.SIGTERM,
+                                                self.train_seconds if self.ctx.is_main else 0.0],
+                                               dtype=torch.float64), self.ctx.device)
         totals = self.ctx.all_reduce_sum(torch.cat([torch.stack([loss_sum, tokens]), flags, parts]))
         if not self.reads_late:  # the per-tensor loop cannot skip an update: check before it
             self._check_finite(float(totals[0]) / self.ctx.world_size, self.step + 1)

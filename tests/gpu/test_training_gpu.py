@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -39,14 +40,15 @@ class Batches:
             yield batch
 
 
-def make_trainer(out, precision="auto", max_steps=40, crash_at=None, model_seed=0, log_every=1, save_every=5):
+def make_trainer(out, precision="auto", max_steps=40, crash_at=None, model_seed=0, log_every=1, save_every=5,
+                 prefetch=None):
     torch.manual_seed(model_seed)
     config = BertConfig(vocab_size=500, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=256, max_position_embeddings=64)
     cfg = TrainConfig(max_steps=max_steps, lr=2e-3, warmup_steps=4, log_every=log_every, save_every=save_every,
                       precision=precision, device="cuda", seed=0)
     data = Batches(mlm_batches(500, 16, 64, 8), crash_at)
-    return Trainer(BertForMaskedLM(config), data, cfg, out_dir=str(out), progress=False)
+    return Trainer(BertForMaskedLM(config), data, cfg, out_dir=str(out), progress=False, prefetch=prefetch)
 
 
 def train(out, precision="auto", max_steps=40, crash_at=None, resume=False, model_seed=0):
@@ -63,7 +65,7 @@ def losses(out):
 def test_bf16_is_the_default_and_tracks_fp32(tmp_path):
     auto = train(tmp_path / "auto")
     assert auto.precision == ("bf16" if torch.cuda.is_bf16_supported() else "fp16")
-    fp32 = train(tmp_path / "fp32", precision="fp32")
+    train(tmp_path / "fp32", precision="fp32")
     low, full = losses(tmp_path / "auto"), losses(tmp_path / "fp32")
     assert {p for _, _, p in low} == {auto.precision} and {p for _, _, p in full} == {"fp32"}
     first, last = sum(x for _, x, _ in low[:5]) / 5, sum(x for _, x, _ in low[-5:]) / 5
@@ -129,4 +131,38 @@ def test_the_trainers_own_step_never_waits_for_the_gpu(tmp_path):
     finally:
         torch.cuda.set_sync_debug_mode(0)
         trainer._end({}, None, finished=True)
+    assert torch.isfinite(totals[0])
+
+
+def keep_the_gpu_busy(seconds: float) -> None:
+    """Queue one kernel that spins about `seconds` on the GPU (its clock measured first)."""
+    cycles = 10**7
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    torch.cuda._sleep(cycles)
+    torch.cuda.synchronize()
+    torch.cuda._sleep(int(seconds * cycles / (time.perf_counter() - start)))
+
+
+@pytest.mark.parametrize("prefetch", [True, False])
+def test_a_step_is_queued_while_the_gpu_is_still_busy(tmp_path, prefetch):
+    """The host queues a whole step behind a GPU that is still busy: no copy in it waits. Sync
+    debug mode (above) does not see a copy from pageable memory that CUDA stages through a pinned
+    buffer after waiting for the stream; the clock does. Without prefetching the batches are not
+    pinned by the loader, so both routes of the batch's copy are checked."""
+    trainer = make_trainer(tmp_path, max_steps=8, log_every=100, save_every=-1, prefetch=prefetch)
+    batches = trainer._begin(resume=False)
+    trainer.ddp_model = WithoutHostReads(trainer.model)
+    trainer._train_step(batches)
+    keep_the_gpu_busy(1.0)
+    start = time.perf_counter()
+    try:
+        totals = trainer._train_step(batches)
+        queued = time.perf_counter() - start
+        torch.cuda.synchronize()
+        waited = time.perf_counter() - start
+    finally:
+        trainer._end({}, None, finished=True)
+    assert waited > 0.8, "the GPU was not kept busy: the check below would mean nothing"
+    assert queued < 0.4, f"queuing the step took {queued:.2f} s of the GPU's {waited:.2f} s: something waited for it"
     assert torch.isfinite(totals[0])
