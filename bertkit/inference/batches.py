@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
+
 # What one more forward call costs, in padded token slots of compute (MiniLM on this CPU: a
 # 1 x 8 batch took about as long as 10-20 tokens inside a large one; docs/inference.md).
 BATCH_OVERHEAD_TOKENS = 16
@@ -54,3 +56,13 @@ def fixed_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
 
+
+def pad_rows(rows: Sequence[Sequence[int]], width: int, value: int) -> np.ndarray:
+    """Rows of ids (lists or arrays) as one (len(rows), width) int64 array, each padded with
+    `value` after its end. A numpy copy per row: with the mask from the lengths, a batch of 128 BBC
+    paragraphs of 4-256 tokens is built in 0.47 ms against 4.40 ms filling tensors row by row with
+    `torch.tensor` (9.5x on this CPU: benchmarks/micro_batch_build.py), time a GPU would wait."""
+    out = np.full((len(rows), width), value, dtype=np.int64)
+    for i, row in enumerate(rows):
+        out[i, :len(row)] = row
+    return out

@@ -30,9 +30,11 @@ import torch
 from bertkit.errors import CheckpointError, DataError
 from bertkit.inference.fastpath import pack_for_cpu, weights_key
 from bertkit.models.hub_cache import resolve_model_dir
-from bertkit.inference.batches import fixed_batches, length_batches
+from bertkit.inference.batches import fixed_batches, length_batches, pad_rows
+from bertkit.inference.overlap import HostCopy, run_one_ahead
 from bertkit.models.encoder import BertModel
 from bertkit.models.heads import mean_pool
+from bertkit.runtime.devices import copy_without_wait
 from bertkit.runtime.precision import autocast, check_precision, resolve_precision
 from bertkit.runtime.progress import progress
 from bertkit.inference.quantize import check_quantize, quantize_int8
@@ -153,23 +155,25 @@ class SentenceEncoder:
         pad_id = self.model.config.pad_token_id
         device = next(self.model.parameters()).device
         runner = self._current_runner()
+
+        def launch(rows: list[int]) -> HostCopy:
+            lengths = np.fromiter((len(ids[i]) for i in rows), dtype=np.int64, count=len(rows))
+            width = int(lengths.max())
+            mask = torch.from_numpy((np.arange(width) < lengths[:, None]).astype(np.int64))
+            input_ids = torch.from_numpy(pad_rows([ids[i] for i in rows], width, pad_id))
+            token_types = torch.from_numpy(pad_rows([types[i] for i in rows], width, 0))
+            input_ids, mask, token_types = (copy_without_wait(t, device) for t in (input_ids, mask, token_types))
+            hidden = runner(input_ids, mask, token_types).last_hidden_state
+            pooled = pool(hidden.float(), mask, layout.pooling, prompt_length)
+            if normalize:
+                pooled = torch.nn.functional.normalize(pooled, dim=-1)
+            return HostCopy(pooled.float())
+
+        def collect(rows: list[int], pooled: HostCopy) -> None:
+            out[rows] = pooled.numpy()
+
         with torch.inference_mode(), autocast(self.precision, device):
-            for rows in _progress(batches, show_progress):
-                width = max(len(ids[i]) for i in rows)
-                input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-                token_types = torch.zeros((len(rows), width), dtype=torch.long)
-                mask = torch.zeros((len(rows), width), dtype=torch.long)
-                for j, i in enumerate(rows):
-                    n = len(ids[i])
-                    input_ids[j, :n] = torch.tensor(ids[i])
-                    token_types[j, :n] = torch.tensor(types[i])
-                    mask[j, :n] = 1
-                input_ids, mask, token_types = input_ids.to(device), mask.to(device), token_types.to(device)
-                hidden = runner(input_ids, mask, token_types).last_hidden_state
-                pooled = pool(hidden.float(), mask, layout.pooling, prompt_length)
-                if normalize:
-                    pooled = torch.nn.functional.normalize(pooled, dim=-1)
-                out[rows] = pooled.float().cpu().numpy()
+            run_one_ahead(_progress(batches, show_progress), launch, collect)
         return out
 
 

@@ -24,7 +24,9 @@ import torch
 
 from bertkit.data.masking import IGNORE_INDEX
 from bertkit.errors import ConfigError, DataError
-from bertkit.inference.batches import fixed_batches, length_batches
+from bertkit.inference.batches import fixed_batches, length_batches, pad_rows
+from bertkit.inference.overlap import HostCopy, run_one_ahead
+from bertkit.runtime.devices import copy_without_wait
 from bertkit.tasks.long_text import check_long_text
 
 SUMMARY_FILE = "finetune_summary.json"  # written last by `bertkit finetune`: marks a finished run
@@ -152,13 +154,6 @@ def batching_length(feature: dict) -> int:
     return feature_length(feature) + (len(feature["labels"]) if feature.get("decoder_target") else 0)
 
 
-def _pad(rows: Sequence[np.ndarray], width: int, value: int) -> np.ndarray:
-    out = np.full((len(rows), width), value, dtype=np.int64)
-    for i, row in enumerate(rows):
-        out[i, :len(row)] = row
-    return out
-
-
 class Collator:
     """Pad features to the longest row of the batch; model inputs only.
 
@@ -175,20 +170,20 @@ class Collator:
         choices = isinstance(features[0]["input_ids"], list)
         rows = [row for f in features for row in (f["input_ids"] if choices else [f["input_ids"]])]
         types = [row for f in features for row in (f["token_type_ids"] if choices else [f["token_type_ids"]])]
-        ids = _pad(rows, width, self.pad_token_id)
-        mask = _pad([np.ones(len(r), dtype=np.int64) for r in rows], width, 0)
+        ids = pad_rows(rows, width, self.pad_token_id)
+        mask = pad_rows([np.ones(len(r), dtype=np.int64) for r in rows], width, 0)
         shape = (len(features), -1, width) if choices else (len(features), width)
         batch = {"input_ids": torch.from_numpy(ids.reshape(shape)),
-                 "token_type_ids": torch.from_numpy(_pad(types, width, 0).reshape(shape)),
+                 "token_type_ids": torch.from_numpy(pad_rows(types, width, 0).reshape(shape)),
                  "attention_mask": torch.from_numpy(mask.reshape(shape))}
         first = features[0]
         if "labels" in first:
             label = np.asarray(first["labels"])
             if label.ndim == 1 and "word_ids" in first:  # per-token labels
-                batch["labels"] = torch.from_numpy(_pad([f["labels"] for f in features], width, IGNORE_INDEX))
+                batch["labels"] = torch.from_numpy(pad_rows([f["labels"] for f in features], width, IGNORE_INDEX))
             elif "decoder_target" in first:  # a decoder's target ids: padded to the longest target
                 longest = max(len(f["labels"]) for f in features)
-                batch["labels"] = torch.from_numpy(_pad([f["labels"] for f in features], longest, IGNORE_INDEX))
+                batch["labels"] = torch.from_numpy(pad_rows([f["labels"] for f in features], longest, IGNORE_INDEX))
             else:
                 batch["labels"] = torch.from_numpy(np.stack([np.asarray(f["labels"]) for f in features]))
         for key in ("start_positions", "end_positions"):
@@ -229,22 +224,28 @@ def forward_features(model, features: Sequence[dict], batch_size: int, pad_token
     was_training = model.training
     model.eval()
     outputs: list = [None] * len(features)
+
+    def launch(index: np.ndarray) -> tuple[HostCopy, ...]:
+        batch = collate([{k: features[i][k] for k in ("input_ids", "token_type_ids")} for i in index])
+        out = model(**{k: copy_without_wait(v, device) for k, v in batch.items()})
+        if hasattr(out, "start_logits"):  # QA (also through a PEFT wrapper)
+            return HostCopy(out.start_logits.float()), HostCopy(out.end_logits.float())
+        return (HostCopy(out.logits.float()),)
+
+    def collect(index: np.ndarray, launched: tuple[HostCopy, ...]) -> None:
+        if len(launched) == 2:
+            start, end = (copy.numpy() for copy in launched)
+            for row, i in enumerate(index):
+                n = len(features[i]["input_ids"])
+                outputs[i] = (start[row, :n], end[row, :n])
+            return
+        logits = launched[0].numpy()
+        token_level = logits.ndim == 3
+        for row, i in enumerate(index):
+            outputs[i] = logits[row, :len(features[i]["input_ids"])] if token_level else logits[row]
+
     try:
-        for index in eval_order(features, batch_size, cut=batching == "length"):
-            chunk = [features[i] for i in index]
-            batch = collate([{k: f[k] for k in ("input_ids", "token_type_ids")} for f in chunk])
-            out = model(**{k: v.to(device) for k, v in batch.items()})
-            if hasattr(out, "start_logits"):  # QA (also through a PEFT wrapper)
-                start = out.start_logits.float().cpu().numpy()
-                end = out.end_logits.float().cpu().numpy()
-                for row, i in enumerate(index):
-                    n = len(features[i]["input_ids"])
-                    outputs[i] = (start[row, :n], end[row, :n])
-            else:
-                logits = out.logits.float().cpu().numpy()
-                token_level = logits.ndim == 3
-                for row, i in enumerate(index):
-                    outputs[i] = logits[row, :len(features[i]["input_ids"])] if token_level else logits[row]
+        run_one_ahead(eval_order(features, batch_size, cut=batching == "length"), launch, collect)
     finally:
         model.train(was_training)
     return outputs
