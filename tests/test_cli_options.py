@@ -161,3 +161,21 @@ def test_help_imports_only_the_command_it_shows():
     top, info = [line for line in out.splitlines() if line.startswith("[")]
     assert top == "['bertkit.commands.cli']"
     assert info == "['bertkit.commands.cli', 'bertkit.commands.info', 'bertkit.commands.options']"
+
+
+def test_the_readmes_config_paths_work_from_any_folder(tmp_path, monkeypatch, capsys):
+    """`--config configs/NAME.toml` as the README writes it, run from the user's data folder:
+    bertkit's own recipe is read and stderr says so; a name it does not ship is one error that
+    says where bertkit's recipes are."""
+    from bertkit.settings.config_io import BUILT_IN_CONFIGS, load_toml
+
+    monkeypatch.chdir(tmp_path)
+    assert load_toml("configs/pretrain-tiny.toml") == load_toml(os.path.join(BUILT_IN_CONFIGS, "pretrain-tiny.toml"))
+    assert "reading bertkit's own" in capsys.readouterr().err
+    (tmp_path / "configs").mkdir()  # the user's own file of that name comes first
+    (tmp_path / "configs" / "pretrain-tiny.toml").write_text("[train]\nmax_steps = 7\n")
+    assert load_toml("configs/pretrain-tiny.toml") == {"train": {"max_steps": 7}}
+    with pytest.raises(ConfigError, match="does not exist.*bertkit's own are in .*configs"):
+        load_toml("configs/no-such-recipe.toml")
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_toml("elsewhere/pretrain-tiny.toml")  # only the README's configs/ folder is looked up

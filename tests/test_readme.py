@@ -99,22 +99,25 @@ def test_readme_own_data_commands_run(minilm_dir, tmp_path, monkeypatch, capsys)
     from bertkit.commands.cli import main
 
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "configs").symlink_to(README.parent / "configs")  # the README runs in a checkout
+    # no configs/ here: the README's --config configs/NAME.toml are bertkit's own, found from any folder
     csv_block = re.search(r"```csv\n(.*?)\s*```", own_data_section(), flags=re.S).group(1)
-    for name in ("train.csv", "dev.csv"):
+    for name in ("train.csv", "dev.csv", "test.csv"):
         (tmp_path / name).write_text(unindented(csv_block), encoding="utf-8")
     (tmp_path / "new.txt").write_text("Markets rallied on Monday.\nThe goalkeeper saved a penalty.\n")
     documents = ["Shares fell after the warning. Banks lost most.", "The striker scored twice. Fans sang.",
                  "The phone has a larger screen. Its battery lasts."]
     (tmp_path / "my_texts.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in documents))
     commands = readme_commands()
-    assert [c[0] for c in commands] == ["finetune", "evaluate", "predict", "pretrain", "fill-mask", "pretrain"]
+    assert [c[0] for c in commands] == ["finetune", "evaluate", "predict", "pretrain", "fill-mask", "pretrain",
+                                        "pretrain"]
     saved = None  # the model the last pretrain said it saved
     for argv in commands:
         argv = [minilm_dir if a == "$MODEL" else a for a in argv]
         argv = [a.replace("model.init=$MODEL", f"model.init={minilm_dir}") for a in argv]
         if argv[0] == "fill-mask":  # the README's step count is the recipe's; this run took 2
             argv = [saved if a.startswith("runs/mytext/checkpoint-") else a for a in argv]
+        if argv[0] == "pretrain":  # the DAPT stage 2 starts from stage 1's model (also 2 steps here)
+            argv = [re.sub(r"runs/my-head/checkpoint-\d+", saved, a) if saved else a for a in argv]
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             assert main(argv + TINY.get(argv[0], [])) == 0, argv

@@ -62,9 +62,9 @@ def run(args) -> int:
         line = clean_metrics({k: float(v) for k, v in metrics.items()})
         if not args.no_baseline and has_tfidf_baseline(spec.task.name):
             baselines, note = score_like_finetune(args.model, spec.task.name, spec.data, examples)
-            for text in ([note] if note else [f"trivial baseline: {json.dumps(baselines['trivial'])}",
-                                              describe(baselines["tfidf"])]):
-                print(text)
+            if "trivial" in baselines:
+                print(f"trivial baseline: {json.dumps(baselines['trivial'])}")
+            print(note or describe(baselines["tfidf"]))
             line = {**line, "baselines": baselines} if baselines else line
         print(json.dumps(line))
     return 0

@@ -35,7 +35,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--model", required=True,
                         help="pre-trained model directory (weights + tokenizer), or ORG/NAME in the local Hugging "
                              "Face cache")
-    parser.add_argument("--train", required=True, help="training data file, built-in: " + ", ".join(BUILTIN_DATA)
+    parser.add_argument("--train", required=True, help="training data file (classification, regression: CSV, TSV or "
+                        "JSONL with 'text' and 'label' columns; token-classification: CoNLL; qa: SQuAD JSON; the "
+                        "README's \"Your own data\" shows each), built-in: " + ", ".join(BUILTIN_DATA)
                         + ", or a data set in the local Hugging Face datasets cache (NAME[:SPLIT])")
     parser.add_argument("--dev", help="dev data file (picks the best checkpoint); default with built-in "
                                       "data: its dev split, with a cached data set: its validation split")
@@ -99,9 +101,10 @@ def report(summary: dict, out: str) -> None:
         print(f"search: trial {summary['search']['best_trial']} of the {done} run is the best on dev "
               f"({json.dumps(summary['search']['settings'])}); the table: {os.path.join(out, summary['search']['table'])}")
     best = summary["best_dev"]
+    ended = "stopped early" if summary.get("stopped_early") else "as many as asked"
     print(f"best dev {summary['select_metric']} = {rounded(best.get(summary['select_metric']))} at step "
-          f"{summary['best_step']} of {summary['steps']} ({summary['epochs_run']:.2f} epochs, "
-          f"{summary['wall_time_s']} s); trivial baseline: {metrics_text(summary['dev_baseline'])}")
+          f"{summary['best_step']}, kept; the run trained {summary['steps']} steps ({summary['epochs_run']:.2f} "
+          f"epochs, {ended}; {summary['wall_time_s']} s); trivial baseline: {metrics_text(summary['dev_baseline'])}")
     tfidf = summary.get("tfidf_baseline")
     if tfidf is not None:
         print(tfidf.get("note") or describe(recorded_result(tfidf)))

@@ -317,6 +317,11 @@ def extend_tokenizer(init: str, section: TokenizerSection, corpus: CorpusDocumen
         raise ConfigError(f"{init} embeds {rows} rows but its tokenizer has {vocab_size_of(tokenizer)} ids; "
                           "tokenizer.extend_vocab needs the two equal: remove tokenizer.extend_vocab")
     extension = words_to_add(tokenizer, corpus.lines(), section.extend_vocab, section.min_frequency)
+    if not extension.words:  # every frequent word is already one piece, or none is frequent enough
+        print(f"pretrain: no word of data.corpus added to the {len(tokenizer)} pieces of {init}: none that "
+              f"occurs {section.min_frequency}+ times splits into several pieces (tokenizer.min_frequency)",
+              flush=True)
+        return extended(tokenizer, [])
     saved = 1 - extension.tokens_after / extension.tokens_before
     print(f"pretrain: {len(extension.words)} words of data.corpus added to the {len(tokenizer)} pieces of {init} "
           f"(e.g. {', '.join(w.word for w in extension.words[:5])}): the corpus's words take {saved:.1%} fewer "
@@ -522,6 +527,31 @@ def make_model(cfg: PretrainConfig, tokenizer, config=None):
     return model
 
 
+MANY_PASSES = 50  # from scratch, more reads of each example than this mostly memorise it
+FEW_HELD_OUT = 50  # held-out examples below which a score moves by points from chance alone
+
+
+def small_corpus_note(model_section: dict, train: TrainConfig, data: PretrainData, world_size: int) -> str | None:
+    """A line for a from-scratch run on little text: how often it reads each training example and
+    how few held-out examples score it (None when neither is a concern). Continued pre-training
+    (model.init: TAPT reads a small set many times on purpose), streamed data and runs bounded by
+    the clock (max_steps only a bound) get none."""
+    if model_section.get("init") or not data.num_train_examples or train.max_minutes is not None:
+        return None
+    rows = train.max_steps * train.batch_size * train.grad_accum * world_size
+    passes = rows / data.num_train_examples
+    notes = []
+    if passes > MANY_PASSES:
+        notes.append(f"{train.max_steps:,} steps of {rows // train.max_steps} rows read each of the "
+                     f"{data.num_train_examples:,} training examples about {passes:.0f} times, so the model will "
+                     "memorise them (training loss far under the held-out loss); more text (a larger data.corpus, "
+                     "or data.general_corpus) or fewer steps (--set train.max_steps=...) fits it better")
+    if 0 < data.num_eval_examples < FEW_HELD_OUT:
+        notes.append(f"the held-out scores rest on {data.num_eval_examples} examples: a few points of difference "
+                     "between runs are noise")
+    return "pretrain: note: " + "; ".join(notes) if notes else None
+
+
 def report_start(model_section: dict, data_section: DataSection, model, data: PretrainData) -> None:
     """One line on the model and the data, and one on a newly created MLM head."""
     source = model_section.get("init") or model_section["preset"]
@@ -581,6 +611,9 @@ def run_pretraining(cfg: PretrainConfig, out_dir: str, resume: bool = False, pro
         atomic_write_json(os.path.join(out_dir, RUN_FILE), cfg.to_dict())
         if progress:
             report_start(cfg.model, cfg.data, model, data)
+        note = small_corpus_note(cfg.model, cfg.train, data, ctx.world_size)
+        if note:
+            print(note, flush=True)
         if objective.unigram_baseline and data.eval_batches:
             write_baseline(data, tokenizer, out_dir, progress)
     trainer = Trainer(model, data.batches, cfg.train, out_dir, eval_fn=evaluation(objective, data, cfg.train.seed),

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import os
+import sys
 import tomllib
 import types
 import typing
@@ -135,13 +137,31 @@ def dataclass_from_dict(cls, values: dict, section: str):
         raise ConfigError(f"[{section}] {e}") from None
 
 
+# bertkit's own recipes (configs/ beside the package in a source checkout, which setup.sh installs)
+BUILT_IN_CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                "configs")
+
+
+def find_config(path: str) -> str:
+    """`path`, or bertkit's own recipe of that name when the README's `configs/NAME.toml` is given
+    from another folder (said on stderr); ConfigError naming both places when neither exists."""
+    if os.path.exists(path):
+        return path
+    built_in = os.path.join(BUILT_IN_CONFIGS, os.path.basename(path))
+    if not os.path.isabs(path) and os.path.dirname(os.path.normpath(path)) == "configs" and os.path.isfile(built_in):
+        print(f"bertkit: no {path} under {os.getcwd()}; reading bertkit's own {built_in}", file=sys.stderr)
+        return built_in
+    shipped = sorted(f for f in os.listdir(BUILT_IN_CONFIGS) if f.endswith(".toml")) if os.path.isdir(BUILT_IN_CONFIGS) else []
+    where = f"bertkit's own are in {BUILT_IN_CONFIGS} ({', '.join(shipped[:4])}, ...)" if shipped else \
+        "e.g. configs/pretrain-tiny.toml of bertkit's source"
+    raise ConfigError(f"config file {path} does not exist; pass --config with a TOML file: {where}")
+
+
 def load_toml(path: str) -> dict:
+    path = find_config(path)
     try:
         with open(path, "rb") as f:
             return tomllib.load(f)
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} does not exist; pass --config with a TOML file "
-                          "such as configs/pretrain-tiny.toml") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path} is not valid TOML: {e}") from None
 

@@ -150,37 +150,36 @@ def choose_on_dev(task_name: str, train: Sequence, dev: Sequence, metric: str, t
 
 
 # ---------------------------------------------------------------------------- the record
-def baseline_record(task_name: str, train_source: str, train: Sequence, data: DataConfig, seed: int,
-                    metric: str, dev: Sequence, tie: str | None = None) -> dict:
-    """finetune_summary.json's `tfidf_baseline`: the choice on dev and what evaluate needs to
-    fit the same baseline again (the training source, its subset, a hash of its examples)."""
-    chosen = choose_on_dev(task_name, train, dev, metric, tie)
+def training_data_record(train_source: str, train: Sequence, data: DataConfig, seed: int) -> dict:
+    """What evaluate needs to read the fine-tune's training examples again: the source, its
+    subset, a hash of the examples (the trivial baseline needs these alone, TF-IDF its choice too)."""
     where = os.path.abspath(train_source) if os.path.exists(train_source) else train_source  # a file from anywhere
-    return {**chosen, "select_metric": metric, "train_data": where, "max_train_examples": data.max_train_examples,
-            "seed": seed, "train_examples": len(train), "train_sha256": examples_hash(train)}
+    return {"train_data": where, "max_train_examples": data.max_train_examples, "seed": seed,
+            "train_examples": len(train), "train_sha256": examples_hash(train)}
 
 
 def summary_entry(enabled: bool, task_name: str, train_source: str, train: Sequence, dev: Sequence,
                   data: DataConfig, seed: int, metric: str, tie: str | None = None) -> dict | None:
-    """`tfidf_baseline` of a fine-tune's summary: the record, {"note": why not} without
-    scikit-learn, None when switched off or for a task it does not serve."""
+    """`tfidf_baseline` of a fine-tune's summary: the choice on dev and the training data it was
+    fitted on; without scikit-learn or with one class the training data and {"note": why not}
+    (evaluate still gives the trivial baseline); None when switched off or for a task it does not serve."""
     if not enabled or not has_tfidf_baseline(task_name):
         return None
+    record = training_data_record(train_source, train, data, seed)
     if not sklearn_available():
-        return {"note": INSTALL_HINT}
+        return {"note": INSTALL_HINT, **record}
     if task_name == "classification" and len({e.label for e in train}) < 2:
-        return {"note": "TF-IDF baseline: none, the training data has one class"}
-    return baseline_record(task_name, train_source, train, data, seed, metric, dev, tie)
+        return {"note": "TF-IDF baseline: none, the training data has one class", **record}
+    return {**choose_on_dev(task_name, train, dev, metric, tie), "select_metric": metric, **record}
 
 
-def refit_from_record(record: dict, task_name: str, data: DataConfig) -> tuple[list, FittedBaseline]:
-    """(training examples, the baseline a fine-tune chose fitted again on them); DataError when
-    the training data is gone or changed."""
+def recorded_training_examples(record: dict, task_name: str, data: DataConfig) -> list:
+    """The fine-tune's training examples, read again; DataError when they are gone or changed."""
     train = load_examples(task_name, record["train_data"], "train", data)
     train = subsample(train, record["max_train_examples"], record["seed"])
     if examples_hash(train) != record["train_sha256"]:
         raise DataError(f"the training data {record['train_data']} changed since the fine-tune")
-    return train, fit_tfidf(task_name, train, record["value"])
+    return train
 
 
 def recorded_result(record: dict | None) -> dict | None:
@@ -192,25 +191,29 @@ def recorded_result(record: dict | None) -> dict | None:
 
 def score_like_finetune(model_dir: str, task_name: str, data: DataConfig, examples: Sequence) -> tuple[dict, str]:
     """For `evaluate`: ({"trivial": metrics, "tfidf": {C: ..., metrics}}, note) on `examples`,
-    both fitted on the fine-tune's training examples; ({}, the reason in one line) when that
-    cannot be done (no record, no scikit-learn, training data gone or changed)."""
+    both fitted on the fine-tune's training examples. What cannot be done is left out and said in
+    the note, one line: no record or the training data gone or changed (neither baseline), no
+    TF-IDF choice (fine-tuned without scikit-learn) or no scikit-learn now (the trivial one only)."""
     path = os.path.join(model_dir, SUMMARY_FILE)
     try:
         with open(path, encoding="utf-8") as f:
             record = json.load(f).get("tfidf_baseline")
     except (OSError, ValueError):
         record = None
-    if not record or "value" not in record:
-        return {}, (f"TF-IDF baseline: none, {model_dir} records no training data for it "
-                    "(fine-tuned with train.baseline=false, without scikit-learn, or by an older bertkit)")
-    if not sklearn_available():
-        return {}, INSTALL_HINT
+    if not record or "train_sha256" not in record:
+        return {}, (f"baselines: none, {model_dir} records no training data for them "
+                    "(fine-tuned with train.baseline=false or by an older bertkit)")
     try:
-        train, fitted = refit_from_record(record, task_name, data)
+        train = recorded_training_examples(record, task_name, data)
     except DataError as e:
-        return {}, f"TF-IDF baseline: not computed, {e}"
-    tfidf = clean_metrics({record["param"]: record["value"], **fitted.metrics(examples)})
-    return {"trivial": clean_metrics(get_task(task_name).baseline(train, examples)), "tfidf": tfidf}, ""
+        return {}, f"baselines: not computed, {e}"
+    baselines = {"trivial": clean_metrics(get_task(task_name).baseline(train, examples))}
+    if "value" not in record:  # the fine-tune could not choose one: say why, and how to get it
+        return baselines, f"{record.get('note', 'TF-IDF baseline: none')} (then fine-tune again: --overwrite)"
+    if not sklearn_available():
+        return baselines, INSTALL_HINT
+    fitted = fit_tfidf(task_name, train, record["value"])
+    return {**baselines, "tfidf": clean_metrics({record["param"]: record["value"], **fitted.metrics(examples)})}, ""
 
 
 def describe(result: dict) -> str:

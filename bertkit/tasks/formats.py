@@ -196,6 +196,15 @@ def _wanted(columns: tuple) -> list[str]:
     return [columns[0]] + [c for c in columns[1:] if c]
 
 
+def _column_fix(missing: str, columns: tuple, present: list[str]) -> str:
+    """What to do about a missing column: the option that names it, or a header line when the
+    first row of a CSV/TSV file reads like data (a header of sentences)."""
+    if any(len(str(name).split()) > 3 for name in present):
+        return "the first line looks like a data row: add a header line naming the columns (e.g. text,label)"
+    option = ("data.text_column", "data.pair_column", "data.label_column")[columns.index(missing)]
+    return f"name the column that holds it with --set {option}=NAME"
+
+
 def _csv_records(path: str, delimiter: str, columns: tuple, multilabel_sep: str):
     """(line, text, pair, raw label) of each CSV/TSV row; "a|b" labels are lists."""
     text_column, pair_column, label_column = columns
@@ -203,10 +212,8 @@ def _csv_records(path: str, delimiter: str, columns: tuple, multilabel_sep: str)
     for line, row, fieldnames in iter_csv_rows(path, delimiter):
         missing = [name for name in wanted if name not in row]
         if missing:
-            raise DataError(
-                f"{path}: header has no column {missing[0]!r} (columns: {', '.join(fieldnames)}); "
-                "pass the right column name"
-            )
+            raise DataError(f"{path}: header has no column {missing[0]!r} (columns: {', '.join(fieldnames)}); "
+                            f"{_column_fix(missing[0], columns, fieldnames)}")
         pair = row[pair_column] if pair_column else None
         cell = row[label_column].strip() if label_column is not None else ""
         if cell == "":
@@ -225,10 +232,8 @@ def _jsonl_records(path: str, columns: tuple):
     for line, record in iter_records(path):
         missing = [name for name in wanted if name not in record]
         if missing:
-            raise DataError(
-                f"{path}: line {line} has no key {missing[0]!r} (keys: {', '.join(record)}); "
-                "pass the right column name"
-            )
+            raise DataError(f"{path}: line {line} has no key {missing[0]!r} (keys: {', '.join(record)}); "
+                            f"{_column_fix(missing[0], columns, list(record))}")
         for name in wanted[:2] if pair_column else wanted[:1]:
             if not isinstance(record[name], str):
                 raise DataError(f"{path}: line {line} field {name!r} must be a string")

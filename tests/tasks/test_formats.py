@@ -226,3 +226,23 @@ def test_squad_round_trip(tmp_path):
     document = json.loads(path.read_text())
     assert len(document["data"][0]["paragraphs"]) == 2
     assert read_squad(path) == examples
+
+
+def test_a_missing_column_says_which_option_names_it(tmp_path):
+    """A wrong column name gets the --set option that names the column; a CSV without a header
+    line (its first row read as one) gets told to add one."""
+    renamed = tmp_path / "renamed.csv"
+    renamed.write_text("sentence,category\nShares fell.,business\n")
+    with pytest.raises(DataError, match=r"no column 'text' \(columns: sentence, category\); name the column "
+                                        r"that holds it with --set data.text_column=NAME"):
+        read_text_dataset(renamed)
+    with pytest.raises(DataError, match=r"--set data.label_column=NAME"):
+        read_text_dataset(renamed, text_column="sentence")
+    jsonl = tmp_path / "renamed.jsonl"
+    jsonl.write_text(json.dumps({"text": "Shares fell.", "topic": "business"}) + "\n")
+    with pytest.raises(DataError, match=r"no key 'label' \(keys: text, topic\); .*data.label_column=NAME"):
+        read_text_dataset(jsonl)
+    headless = tmp_path / "headless.csv"
+    headless.write_text("The striker scored twice in the final.,sport\nShares in the bank fell.,business\n")
+    with pytest.raises(DataError, match="the first line looks like a data row: add a header line"):
+        read_text_dataset(headless)

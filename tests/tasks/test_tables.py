@@ -69,7 +69,7 @@ def test_class_label_columns_give_their_names(tmp_path):
 @pytest.mark.parametrize("kind", ["jsonl", "parquet", "dataset"])
 def test_the_same_errors_as_jsonl(tmp_path, kind):
     paths = write_all(tmp_path, [{"body": "a text", "label": "x"}, {"body": "more", "label": "y"}])
-    with pytest.raises(DataError, match=r"line 1 has no key 'text' \(keys: body, label\); pass the right column"):
+    with pytest.raises(DataError, match=r"line 1 has no key 'text' \(keys: body, label\); name the column"):
         read_text_dataset(paths[kind])
     numbers = write_all(tmp_path, [{"text": 3, "label": "x"}], name="numbers")
     with pytest.raises(DataError, match="line 1 field 'text' must be a string"):

@@ -100,7 +100,7 @@ def test_finetune_and_evaluate_report_the_baseline_scikit_learn_gives(bbc_files,
         dst.write(src.read())
     printed = run_cli(["evaluate", "--model", out, "--data", files["test"]], capsys)
     assert "baselines" not in json.loads(printed[-1])
-    assert printed[-2].startswith("TF-IDF baseline: not computed") and "changed" in printed[-2]
+    assert printed[-2].startswith("baselines: not computed") and "changed" in printed[-2]
     write_csv(files["train"], data["train"])  # restored for the other tests
 
 
@@ -143,6 +143,13 @@ def test_no_baseline_and_no_scikit_learn_say_so(bbc_files, capsys, monkeypatch):
                        "--dev", files["dev"], "--out", out, *FAST], capsys)
     assert baseline.INSTALL_HINT in printed and "bertkit[baseline]" in baseline.INSTALL_HINT
     assert "baselines" not in json.loads(printed[-1])
+    # scikit-learn installed afterwards: evaluate gives the trivial baseline at once (it needs only
+    # the recorded training data) and says how to get TF-IDF's, which was not chosen on dev then
+    monkeypatch.setattr(baseline, "sklearn_available", lambda: True)
+    printed = run_cli(["evaluate", "--model", out, "--data", files["test"]], capsys)
+    assert set(json.loads(printed[-1])["baselines"]) == {"trivial"}
+    assert printed[-3].startswith("trivial baseline: ")
+    assert printed[-2].startswith(baseline.INSTALL_HINT) and "--overwrite" in printed[-2]
 
 
 def test_multi_label_fits_one_logistic_regression_per_class(bbc_files, capsys):

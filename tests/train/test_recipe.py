@@ -118,3 +118,24 @@ def test_a_bad_model_value_stops_the_run_before_anything_is_written(tmp_path):
     with pytest.raises(ConfigError, match=r"^\[model\] .*num_attention_heads"):
         pretrain.run_and_leave(cfg, str(tmp_path / "run"), progress=False)
     assert not (tmp_path / "run").exists()  # no tokenizer/, no shards/
+
+
+def test_a_small_corpus_from_scratch_gets_a_note_on_how_often_it_is_read():
+    """2,500 steps of 16 rows over 542 examples read each about 74 times; 15 held-out examples
+    make a noisy score. Continued pre-training (TAPT reads small sets often on purpose), a run
+    bounded by the clock and enough text get no note."""
+    from types import SimpleNamespace
+
+    from bertkit.train import TrainConfig
+
+    small = SimpleNamespace(num_train_examples=542, num_eval_examples=15)
+    train = TrainConfig(max_steps=2500, batch_size=16)
+    note = pretrain.small_corpus_note({"preset": "tiny"}, train, small, world_size=1)
+    assert note.startswith("pretrain: note: ") and "542 training examples about 74 times" in note
+    assert "--set train.max_steps" in note and "rest on 15 examples" in note
+    assert pretrain.small_corpus_note({"init": "runs/mini/checkpoint-9400"}, train, small, 1) is None
+    assert pretrain.small_corpus_note({}, TrainConfig(max_steps=2500, max_minutes=5.0), small, 1) is None
+    enough = SimpleNamespace(num_train_examples=8800, num_eval_examples=300)
+    assert pretrain.small_corpus_note({}, TrainConfig(max_steps=2500, batch_size=32), enough, 1) is None
+    many_ranks = pretrain.small_corpus_note({}, TrainConfig(max_steps=400, batch_size=32), enough, world_size=40)
+    assert "about 58 times" in many_ranks  # 400 x 32 x 40 rows / 8,800
