@@ -26,6 +26,12 @@ import torch
 _DONE = object()  # the source is exhausted
 
 
+def pinned(batch: dict) -> dict:
+    """The batch with its host tensors in pinned memory; tensors already on a device (a data
+    source that yields GPU tensors) pass as they are: torch cannot pin them."""
+    return {k: v.pin_memory() if torch.is_tensor(v) and v.device.type == "cpu" else v for k, v in batch.items()}
+
+
 class Prefetcher:
     """Iterate `source` one batch (`depth` batches) ahead in a daemon thread.
 
@@ -47,7 +53,7 @@ class Prefetcher:
         try:
             for batch in self._source:
                 if self._pin:
-                    batch = {k: v.pin_memory() if torch.is_tensor(v) else v for k, v in batch.items()}
+                    batch = pinned(batch)
                 if not self._put((batch, self._snapshot())):
                     return
             self._put((_DONE, None))

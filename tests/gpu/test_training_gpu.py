@@ -41,13 +41,13 @@ class Batches:
 
 
 def make_trainer(out, precision="auto", max_steps=40, crash_at=None, model_seed=0, log_every=1, save_every=5,
-                 prefetch=None):
+                 prefetch=None, batch_device="cuda"):
     torch.manual_seed(model_seed)
     config = BertConfig(vocab_size=500, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=256, max_position_embeddings=64)
     cfg = TrainConfig(max_steps=max_steps, lr=2e-3, warmup_steps=4, log_every=log_every, save_every=save_every,
                       precision=precision, device="cuda", seed=0)
-    data = Batches(mlm_batches(500, 16, 64, 8), crash_at)
+    data = Batches(mlm_batches(500, 16, 64, 8, device=batch_device), crash_at)
     return Trainer(BertForMaskedLM(config), data, cfg, out_dir=str(out), progress=False, prefetch=prefetch)
 
 
@@ -149,8 +149,9 @@ def test_a_step_is_queued_while_the_gpu_is_still_busy(tmp_path, prefetch):
     """The host queues a whole step behind a GPU that is still busy: no copy in it waits. Sync
     debug mode (above) does not see a copy from pageable memory that CUDA stages through a pinned
     buffer after waiting for the stream; the clock does. Without prefetching the batches are not
-    pinned by the loader, so both routes of the batch's copy are checked."""
-    trainer = make_trainer(tmp_path, max_steps=8, log_every=100, save_every=-1, prefetch=prefetch)
+    pinned by the loader, so both routes of the batch's copy are checked (the batches start on the
+    host, as a loader gives them; the other tests give them on the GPU, which the loop takes as they are)."""
+    trainer = make_trainer(tmp_path, max_steps=8, log_every=100, save_every=-1, prefetch=prefetch, batch_device="cpu")
     batches = trainer._begin(resume=False)
     trainer.ddp_model = WithoutHostReads(trainer.model)
     trainer._train_step(batches)

@@ -11,7 +11,7 @@ import torch
 from test_trainer import Crash, losses, make_trainer
 
 from bertkit.train import list_checkpoints
-from bertkit.train.prefetch import Prefetcher
+from bertkit.train.prefetch import Prefetcher, pinned
 
 
 def prefetching(trainer):
@@ -68,3 +68,11 @@ def test_the_thread_hands_over_errors_and_stops_when_closed():
     endless.close()
     assert not endless._thread.is_alive()
     assert list(Prefetcher(iter([]), snapshot=lambda: None)) == []
+
+
+def test_tensors_already_on_a_device_are_not_pinned():
+    """A data source may yield batches already on the GPU; torch cannot pin those, so they pass as
+    they are (meta tensors stand in for them here; a host tensor would be pinned, which needs CUDA)."""
+    on_device = torch.empty(2, 3, device="meta")
+    batch = pinned({"input_ids": on_device, "note": "kept"})
+    assert batch["input_ids"] is on_device and batch["note"] == "kept"
