@@ -7,7 +7,8 @@ Rows (each a workload; its variants alternate in the same run, the order flipped
 as benchmarks/harness.py does on the CPU; one CUDA synchronize ends every call):
 
     bert_base_mlm_train     MLM training step, BERT-base, seq 128, batch 128, full rows
-                            variants: bertkit, bertkit compiled layers, transformers
+                            variants: bertkit, bertkit compiled layers, bertkit without dropout
+                            (bertkit_no_dropout: what dropout costs), transformers
     modern_base_mlm_varied  MLM training step, ModernBERT-base, seq 512, batch 32, lengths 32..512
                             variants: bertkit unpadded, bertkit padded, transformers
     modern_base_mlm_packed  the same, full (packed) rows: bertkit, bertkit compiled layers, transformers
@@ -256,7 +257,12 @@ def bert_mlm_train(args, probe: float) -> dict:
     lengths = lengths_for(batch_size, length, shortest)
     batch = mlm_batch(lengths, length, bk.config.vocab_size)
     flops = training_flops(bk.config, lengths, int((batch["labels"] != -100).sum()))
-    calls = {"bertkit": train_step(bk, batch), "transformers": train_step(hf, batch)}
+    # without dropout (Cramming and ModernBERT pre-train so): what BERT's three dropouts a layer cost,
+    # a recipe's lever rather than a kernel's, so it stands beside the row's ratio, not in it
+    still = bert_pair(args.tiny, bertkit.BertForMaskedLM, "BertForMaskedLM", hidden_dropout_prob=0.0,
+                      attention_probs_dropout_prob=0.0)[0]
+    calls = {"bertkit": train_step(bk, batch), "bertkit_no_dropout": train_step(still, batch),
+             "transformers": train_step(hf, batch)}
     if args.compile:
         compiled = bert_pair(args.tiny, bertkit.BertForMaskedLM, "BertForMaskedLM")[0]
         compiled_layers(compiled)
