@@ -37,9 +37,12 @@ class HostCopy:
             self._host = tensor.cpu()
 
     def numpy(self) -> np.ndarray:
-        if self._done is not None:
-            self._done.synchronize()
-        return self._host.numpy()
+        if self._done is None:
+            return self._host.numpy()
+        self._done.synchronize()
+        # a copy: views kept by the caller (one row per input) would hold the pinned block, which
+        # torch's allocator could otherwise give to the next batch's copy
+        return self._host.numpy().copy()
 
 
 def run_one_ahead(batches: Iterable[Batch], launch: Callable[[Batch], object],
