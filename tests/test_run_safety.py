@@ -351,3 +351,15 @@ def test_bad_set_values_are_one_line_before_any_work(command, assignment, fragme
     argv = finetune_argv(encoder, out) if command == "finetune" else pretrain_argv(out)
     assert_refused(argv + ["--set", assignment], capsys, tmp_path, *fragments)
     assert not out.exists()  # nothing built (no tokenizer/, shards/, metrics.jsonl)
+
+
+def test_the_run_record_leaves_what_the_epochs_set_unset():
+    """finetune_config.json holds the options as given: max_steps and eval_every come from
+    train.epochs once the data is known, so the record says null rather than a placeholder step count."""
+    from bertkit.recipes.finetune import build_recipe, run_record
+
+    derived = run_record("classification", ".", "train.csv", "dev.csv", build_recipe({}))["train"]
+    assert derived["max_steps"] is None and derived["eval_every"] is None and derived["epochs"] == 6.0
+    given = run_record("classification", ".", "train.csv", "dev.csv",
+                       build_recipe({"train": {"max_steps": 40, "eval_every": 10}}))["train"]
+    assert (given["max_steps"], given["eval_every"]) == (40, 10)

@@ -259,10 +259,15 @@ def run_record(task: str, model_dir: str, train_source: str, dev_source: str | N
     def where(source):  # a file by its absolute path (the same file from another directory)
         return os.path.abspath(source) if source and os.path.exists(source) else source
 
+    train = dataclasses.asdict(recipe.train)
+    derived = {"max_steps": recipe.explicit_max_steps, "eval_every": recipe.explicit_eval_every}
+    for name, given in derived.items():
+        if not given:  # set from train.epochs once the data is known (run_length): no placeholder here
+            train[name] = None
     return {"run": {"task": task, "model": os.path.abspath(model_dir), "train_data": where(train_source),
                     "dev_data": where(dev_source)},
             "data": dataclasses.asdict(recipe.data),
-            "train": {**dataclasses.asdict(recipe.train), **dataclasses.asdict(recipe.options)},
+            "train": {**train, **dataclasses.asdict(recipe.options)},
             "model": {**recipe.model, "freeze_encoder": recipe.freeze_encoder}, "peft": recipe.peft}
 
 
