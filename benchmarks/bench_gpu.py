@@ -497,6 +497,14 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def run_record(rows, **info) -> dict:
+    """A results file's frame, here and in profile_gpu.py: the command that made it, its `rows`, and
+    what it ran on (the GPU's name, the precision "auto" picked, torch's version) with `info` added."""
+    return {"command": " ".join([os.path.basename(sys.executable), *sys.argv]), "rows": rows, "info": {
+        "device_name": torch.cuda.get_device_name(0) if DEVICE.type == "cuda" else "cpu",
+        "precision": resolve_precision("auto", DEVICE), "torch": torch.__version__, **info}}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--tiny", action="store_true", help="tiny sizes (any device, seconds): checks the script runs")
@@ -515,10 +523,8 @@ def main(argv=None) -> int:
 
     torch.backends.cuda.matmul.allow_tf32 = True  # both libraries alike: fp32 leftovers use TF32
     probe = matmul_probe(args.tiny)
-    result = {"command": " ".join([os.path.basename(sys.executable), *sys.argv]), "rows": [], "info": {
-        "device_name": torch.cuda.get_device_name(0) if DEVICE.type == "cuda" else "cpu",
-        "precision": resolve_precision("auto", DEVICE), "torch": torch.__version__,
-        "transformers": transformers.__version__, "probe_tflops": round(probe / 1e12, 3), "tiny": args.tiny}}
+    result = run_record([], transformers=transformers.__version__, probe_tflops=round(probe / 1e12, 3),
+                        tiny=args.tiny)
     os.makedirs(args.out, exist_ok=True)
     for name in args.only or WORKLOADS:
         if name in NEEDS_CUDA_AND_COMPILE and not (DEVICE.type == "cuda" and args.compile):

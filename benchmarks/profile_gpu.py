@@ -36,7 +36,6 @@ import harness
 
 import bertkit
 from bertkit.models.modern import ModernBertForMaskedLM
-from bertkit.runtime.precision import resolve_precision
 
 # Kernel name -> kind, first match wins (CUDA kernel names of cuBLAS/CUTLASS, flash attention,
 # torch's ATen kernels; on the CPU the ATen operator names).
@@ -135,9 +134,7 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=3, help="untimed steps per variant first")
     args = p.parse_args(argv)
     torch.backends.cuda.matmul.allow_tf32 = True
-    result = {"command": " ".join([os.path.basename(sys.executable), *sys.argv]), "rows": {}, "info": {
-        "device_name": torch.cuda.get_device_name(0) if bench_gpu.DEVICE.type == "cuda" else "cpu",
-        "precision": resolve_precision("auto", bench_gpu.DEVICE), "torch": torch.__version__, "steps": args.steps}}
+    result = bench_gpu.run_record({}, steps=args.steps)
     for name, variants in workloads(args.tiny).items():
         result["rows"][name] = {variant: profile_call(call, args.steps, args.warmup) for variant, call in variants.items()}
         if bench_gpu.DEVICE.type == "cuda":
