@@ -200,16 +200,23 @@ def check_regular_file(path: str | os.PathLike) -> str:
     return path
 
 
-def missing_file(path: str | os.PathLike) -> DataError:
-    """The error for a file that is not there: "PATH: no such file", with the nearest name in its
-    folder when one is close ("did you mean data/train.csv?": trian.csv, train.cvs, Train.csv)."""
-    folder, name = os.path.split(os.fspath(path))
+def nearest_sibling(path: str | os.PathLike) -> str | None:
+    """The path of the name in `path`'s folder closest to its own when one is close (data/trian.csv,
+    train.cvs, Train.csv -> data/train.csv; runs/mien -> runs/mine), else None."""
+    folder, name = os.path.split(os.fspath(path).rstrip(os.sep))
     try:
         names = os.listdir(folder or ".")
     except OSError:  # the folder is missing too (or unreadable): nothing to suggest
         names = []
     close = difflib.get_close_matches(name, names, n=1, cutoff=0.75)
-    return DataError(f"{path}: no such file" + (f"; did you mean {os.path.join(folder, close[0])}?" if close else ""))
+    return os.path.join(folder, close[0]) if close else None
+
+
+def missing_file(path: str | os.PathLike) -> DataError:
+    """The error for a file that is not there: "PATH: no such file", with the nearest name in its
+    folder when one is close ("did you mean data/train.csv?")."""
+    near = nearest_sibling(path)
+    return DataError(f"{path}: no such file" + (f"; did you mean {near}?" if near else ""))
 
 
 def _decode(raw: bytes, path: str, first_line: int) -> str:

@@ -23,6 +23,7 @@ from bertkit.data.assets import minilm_dir
 from bertkit.inference.encode import SentenceEncoder
 from bertkit.errors import ConfigError
 from bertkit.runtime.run_dir import latest_checkpoint
+from bertkit.settings.config_io import BUILT_IN_CONFIGS
 from bertkit.commands.options import add_device, device_of
 
 
@@ -37,7 +38,7 @@ FILL_MASK_TEXTS = [
     "shares in the [MASK] fell sharply on monday.",
     "the film won an [MASK] for best actress.",
 ]
-PRETRAIN_CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "pretrain-tiny.toml")
+PRETRAIN_CONFIG = os.path.join(BUILT_IN_CONFIGS, "pretrain-tiny.toml")
 
 
 def add_arguments(parser) -> None:

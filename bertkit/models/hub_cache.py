@@ -15,11 +15,11 @@ so a local directory always wins over a cached name.
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 
 from bertkit.errors import CheckpointError
+from bertkit.io import nearest_sibling
 
 # A hub repository id: NAME or ORG/NAME, letters, digits, "-", "_", "." (not leading, no "--" or "..").
 _REPO_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*$")
@@ -57,11 +57,10 @@ def resolve_model_dir(name: str | os.PathLike) -> str:
     if os.path.exists(path) or not is_repo_id(path):
         return path
     snapshot = cached_snapshot(path)
-    parent, name = os.path.split(path.rstrip("/"))
-    near = difflib.get_close_matches(name, os.listdir(parent), n=1) if snapshot is None and os.path.isdir(parent) else []
-    if near:  # "runs/mien" beside "runs/mine": a typo of a local folder, not a hub name
-        raise CheckpointError(f"{path} does not exist; did you mean {os.path.join(parent, near[0])}?")
     if snapshot is None:
+        near = nearest_sibling(path)
+        if near:  # "runs/mien" beside "runs/mine": a typo of a local folder, not a hub name
+            raise CheckpointError(f"{path} does not exist; did you mean {near}?")
         raise CheckpointError(f"{path} is not a local directory, and not in the local Hugging Face cache "
                               f"({hub_cache_dir()}); bertkit does not download: fetch it where there is "
                               f"network (`hf download {path}`, or any transformers from_pretrained), set "

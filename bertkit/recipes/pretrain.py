@@ -538,11 +538,11 @@ def small_corpus_note(model_section: dict, train: TrainConfig, data: PretrainDat
     the clock (max_steps only a bound) get none."""
     if model_section.get("init") or not data.num_train_examples or train.max_minutes is not None:
         return None
-    rows = train.max_steps * train.batch_size * train.grad_accum * world_size
-    passes = rows / data.num_train_examples
+    rows_per_step = train.batch_size * train.grad_accum * world_size
+    passes = train.max_steps * rows_per_step / data.num_train_examples
     notes = []
     if passes > MANY_PASSES:
-        notes.append(f"{train.max_steps:,} steps of {rows // train.max_steps} rows read each of the "
+        notes.append(f"{train.max_steps:,} steps of {rows_per_step} rows read each of the "
                      f"{data.num_train_examples:,} training examples about {passes:.0f} times, so the model will "
                      "memorise them (training loss far under the held-out loss); more text (a larger data.corpus, "
                      "or data.general_corpus) or fewer steps (--set train.max_steps=...) fits it better")
