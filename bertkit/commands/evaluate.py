@@ -5,7 +5,9 @@ finetune_summary.json, else from its config.json; `--task` and `--set data.key=v
 them. The last line of stdout is one JSON object of metrics, e.g. {"accuracy": 0.97, ...}; for
 classification and regression it also holds "baselines": the trivial one and the TF-IDF one,
 fitted again on the fine-tune's training data with the C chosen on its dev split
-(bertkit/tasks/baseline.py; `--no-baseline` skips them).
+(bertkit/tasks/baseline.py; `--no-baseline` skips them); for embedding, chance and BM25 on the same
+queries and corpus. `--task embedding --model DIR` scores any encoder (the one you would start from,
+too) as a sentence-embedding model.
 Under torchrun (`torchrun --nproc_per_node N -m bertkit evaluate ...`) each process scores
 1/N of the examples and rank 0 prints the metrics of all of them.
 """
@@ -17,7 +19,7 @@ import warnings
 
 from bertkit.errors import ConfigError, DataError
 from bertkit.inference.quantize import inference_copy
-from bertkit.tasks.baseline import describe, has_tfidf_baseline, score_like_finetune
+from bertkit.tasks.baseline import describe, describe_reference, has_tfidf_baseline, score_like_finetune
 from bertkit.tasks import (TASKS, check_model_labels, clean_metrics, evaluate_examples,
                            load_examples, load_for_inference, subsample)
 from bertkit.settings.config_io import split_override
@@ -66,6 +68,12 @@ def run(args) -> int:
                 print(f"trivial baseline: {json.dumps(baselines['trivial'])}")
             print(note or describe(baselines["tfidf"]))
             line = {**line, "baselines": baselines} if baselines else line
+        if not args.no_baseline and spec.task.reference is not None:  # needs no training data
+            baselines = {"trivial": clean_metrics(spec.task.baseline([], examples)),
+                         "reference": clean_metrics(spec.task.reference(examples))}
+            print(f"trivial baseline: {json.dumps(baselines['trivial'])}")
+            print(describe_reference(baselines["reference"]))
+            line = {**line, "baselines": baselines}
         print(json.dumps(line))
     return 0
 

@@ -23,7 +23,7 @@ from bertkit.errors import ConfigError
 from bertkit.recipes.finetune import finetune, section_keys
 from bertkit.recipes.search import SEARCH_KEYS, search
 from bertkit.tasks import BUILTIN_DATA, TASKS
-from bertkit.tasks.baseline import describe, recorded_result
+from bertkit.tasks.baseline import describe, describe_reference, recorded_result
 from bertkit.settings.config_io import apply_overrides, load_toml
 
 from bertkit.commands.options import (add_device, add_progress, add_seed, add_set, metrics_text, resolve_models,
@@ -102,18 +102,23 @@ def report(summary: dict, out: str) -> None:
               f"({json.dumps(summary['search']['settings'])}); the table: {os.path.join(out, summary['search']['table'])}")
     best = summary["best_dev"]
     ended = "stopped early" if summary.get("stopped_early") else "as many as asked"
+    start = " (the model before fine-tuning: no later evaluation beat it)" if summary["best_step"] == 0 else ""
     print(f"best dev {summary['select_metric']} = {rounded(best.get(summary['select_metric']))} at step "
-          f"{summary['best_step']}, kept; the run trained {summary['steps']} steps ({summary['epochs_run']:.2f} "
+          f"{summary['best_step']}{start}, kept; the run trained {summary['steps']} steps ({summary['epochs_run']:.2f} "
           f"epochs, {ended}; {summary['wall_time_s']} s); trivial baseline: {metrics_text(summary['dev_baseline'])}")
-    tfidf = summary.get("tfidf_baseline")
+    tfidf, reference = summary.get("tfidf_baseline"), summary.get("reference_baseline")
     if tfidf is not None:
         print(tfidf.get("note") or describe(recorded_result(tfidf)))
+    if reference:
+        print(describe_reference(reference))
     hint = baseline_hint(summary)
     if hint:
         print(hint)
     print(f"model saved in {out}")
     if recorded_result(tfidf) is not None:  # the baselines beside the model's dev scores
         best = {**best, "baselines": {"trivial": summary["dev_baseline"], "tfidf": recorded_result(tfidf)}}
+    if reference:
+        best = {**best, "baselines": {"trivial": summary["dev_baseline"], "reference": reference}}
     print(json.dumps(best))
 
 

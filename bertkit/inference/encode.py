@@ -1,13 +1,6 @@
 """Sentence embeddings: the encoder's last hidden states pooled into one vector, as
 sentence-transformers defines it (all-MiniLM-L6-v2 and friends were trained with mean pooling):
-
-    mean                  e = sum_t m_t h_t / sum_t m_t
-    mean_sqrt_len_tokens  e = sum_t m_t h_t / sqrt(sum_t m_t)
-    weightedmean          e = sum_t t m_t h_t / sum_t t m_t          (t = 1, 2, ... the position)
-    max                   e_j = max_{t: m_t = 1} h_tj
-    cls                   e = h at the first counted token ([CLS] unless a prompt is left out)
-    lasttoken             e = h at the last counted token
-
+the modes of `bertkit.models.sentence_embedding.pool` (mean, max, cls, ... with their formulas),
 with m the attention mask (1 on real tokens, 0 on padding; also 0 on a prompt's tokens when the
 layout says include_prompt = false); several modes are concatenated; then e / ||e||_2 when the
 layout normalises. A sentence-transformers directory says which (see sentence_layout.py); a plain
@@ -33,11 +26,11 @@ from bertkit.models.hub_cache import resolve_model_dir
 from bertkit.inference.batches import fixed_batches, length_batches, pad_rows
 from bertkit.inference.overlap import HostCopy, run_one_ahead
 from bertkit.models.encoder import BertModel
-from bertkit.models.heads import mean_pool
 from bertkit.runtime.devices import copy_without_wait
 from bertkit.runtime.precision import autocast, check_precision, resolve_precision
 from bertkit.runtime.progress import progress
 from bertkit.inference.quantize import check_quantize, quantize_int8
+from bertkit.models.sentence_embedding import pool
 from bertkit.models.sentence_layout import SentenceLayout, read_layout, write_layout
 from bertkit.tokenizer import Tokenizer
 
@@ -212,38 +205,6 @@ class SentenceEncoder:
         if name not in self.layout.prompts:
             raise DataError(f"no prompt named {name!r}; this model has {sorted(self.layout.prompts) or 'none'}")
         return self.layout.prompts[name]
-
-
-def pool(hidden: torch.Tensor, mask: torch.Tensor, modes: Sequence[str], prompt_length: int = 0
-         ) -> torch.Tensor:
-    """(B, T, H) states and a right-padded (B, T) 0/1 mask -> (B, len(modes) * H): each mode of
-    the module docstring, concatenated. `prompt_length` > 0 leaves the first tokens out."""
-    if prompt_length:
-        mask = mask.clone()
-        mask[:, :prompt_length] = 0
-    batch, length, _ = hidden.shape
-    rows = torch.arange(batch, device=hidden.device)
-    m = mask.unsqueeze(-1).to(hidden.dtype)
-    counted = m.sum(1).clamp(min=1e-9)
-    out = []
-    for mode in modes:
-        if mode == "mean":
-            out.append(mean_pool(hidden, mask))
-        elif mode == "mean_sqrt_len_tokens":
-            out.append((hidden * m).sum(1) / counted.sqrt())
-        elif mode == "weightedmean":
-            weights = m * torch.arange(1, length + 1, device=hidden.device, dtype=hidden.dtype).view(1, -1, 1)
-            out.append((hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9))
-        elif mode == "max":
-            out.append(hidden.masked_fill(m == 0, float("-inf")).max(1).values)
-        elif mode == "cls":
-            out.append(hidden[rows, mask.int().argmax(1)])
-        elif mode == "lasttoken":
-            last = length - 1 - mask.flip(1).int().argmax(1)
-            out.append((hidden * m)[rows, last])
-        else:
-            raise DataError(f"unknown pooling mode {mode!r}")
-    return torch.cat(out, dim=-1)
 
 
 def _progress(items, show: bool):

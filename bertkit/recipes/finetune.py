@@ -134,6 +134,7 @@ class Recipe:
     model: dict
     explicit_max_steps: bool
     explicit_eval_every: bool
+    explicit_eval_at_start: bool = False
     peft: dict = dataclasses.field(default_factory=dict)  # [peft]: method = "lora" | ..., settings
     freeze_encoder: bool = False
 
@@ -179,7 +180,8 @@ def build_recipe(sections: dict | None) -> Recipe:
         raise ConfigError(f"model.freeze_encoder must be true or false, got {freeze!r}")
     if freeze and peft:
         raise ConfigError("model.freeze_encoder and [peft] both choose what trains; use one of them")
-    return Recipe(data, train, options, model, explicit_max_steps, explicit_eval_every, peft, freeze)
+    return Recipe(data, train, options, model, explicit_max_steps, explicit_eval_every,
+                  "eval_at_start" in train_only, peft, freeze)
 
 
 # ---------------------------------------------------------------------------- model
@@ -404,10 +406,11 @@ def build_model(model_dir: str, data: TaskData, recipe: Recipe, model_fn=None, p
     return model
 
 
-def run_length(recipe: Recipe, batches: LengthBucketedBatches) -> tuple[TrainConfig, int]:
-    """TrainConfig with max_steps from the epoch count and eval_every from evals_per_epoch."""
+def run_length(recipe: Recipe, batches: LengthBucketedBatches, task: Task) -> tuple[TrainConfig, int]:
+    """TrainConfig with max_steps from the epoch count and eval_every from evals_per_epoch (and
+    eval_at_start for a task whose checkpoint is already a model of it)."""
     steps_per_epoch = max(1, len(batches) // recipe.train.grad_accum)
-    changes = {}
+    changes = {"eval_at_start": True} if task.starts_trained and not recipe.explicit_eval_at_start else {}
     if not recipe.explicit_max_steps:
         changes["max_steps"] = max(1, math.ceil(recipe.options.epochs * steps_per_epoch))
     if not recipe.explicit_eval_every:
@@ -450,6 +453,8 @@ def _finetune(task_name: Task | str, model_dir: str, train_source: str, dev_sour
               train_wrapper) -> dict:
     started = time.time()
     task = get_task(task_name)  # the one look-up: the entry travels from here
+    if recipe.peft and not task.peft:
+        raise ConfigError(f"--peft is not available for --task {task.name}: its model trains whole; drop --peft")
     check_apart(model_dir, out_dir)
     record = run_record(task.name, model_dir, train_source, dev_source, recipe)
     with run_lock(out_dir, f"finetune --task {task.name}"):
@@ -491,7 +496,7 @@ def train_task_model(work: str, recipe: Recipe, data: TaskData, tokenizer, model
     batches = LengthBucketedBatches(features, recipe.train.batch_size, Collator(tokenizer.pad_token_id),
                                     lengths=[batching_length(f) for f in features], seed=recipe.train.seed,
                                     rank=ctx.rank, world_size=ctx.world_size)  # this rank's share
-    train_config, steps_per_epoch = run_length(recipe, batches)
+    train_config, steps_per_epoch = run_length(recipe, batches, data.task)
     keeper = BestKeeper(work, metric, recipe.options.patience, tokenizer, metric in data.task.lower_is_better,
                         tie_metric=tie_metric(data.task, metric))
     dev_features = data.task.encode(tokenizer, data.dev, recipe.data, None, False, "dev")  # once per run
@@ -534,6 +539,7 @@ def run_summary(data: TaskData, recipe: Recipe, train_config: TrainConfig, model
         "best_step": keeper.best_step,
         "best_dev": clean_metrics(keeper.best_metrics),
         "dev_baseline": clean_metrics(baseline_metrics(data.spec, data.train, data.dev)),
+        "reference_baseline": clean_metrics(data.task.reference(data.dev)) if data.task.reference else None,
         "tfidf_baseline": tfidf_summary(recipe.options.baseline, data.task.name, train_source, data.train, data.dev,
                                         recipe.data, recipe.train.seed, metric, keeper.tie_metric),
         "dev_history": [clean_metrics(row) for row in keeper.history],

@@ -17,7 +17,7 @@ import os
 
 from bertkit.errors import DataError
 from bertkit.io import missing_file
-from bertkit.tasks import multiple_choice, qa, realdata, seq2seq, sequence, tagging
+from bertkit.tasks import embedding, multiple_choice, qa, realdata, seq2seq, sequence, tagging
 from bertkit.tasks.hub_datasets import DEFAULT_SPLITS, is_reference, parse_name, resolve
 from bertkit.tasks.common import DataConfig
 from bertkit.tasks.registry import TASKS, get_task
@@ -29,7 +29,7 @@ BUILTIN_DATA: dict[str, Task] = {
     "linux-docs-topics": sequence.CLASSIFICATION, "fortunes": sequence.CLASSIFICATION,
     "wordnet-tagging": tagging.TOKEN_CLASSIFICATION, "wordnet-qa": qa.QA, "wordnet-usage-qa": qa.QA,
     "wordnet-gloss-choice": multiple_choice.MULTIPLE_CHOICE, "wordnet-reverse-dictionary": seq2seq.SEQ2SEQ,
-    "wordnet-definitions": seq2seq.SEQ2SEQ}
+    "wordnet-definitions": seq2seq.SEQ2SEQ, "bbc-headlines": embedding.EMBEDDING}
 SPLITS = ("train", "dev", "test")
 # Extensions of the files the task readers take: a missing name with one is a file, not a data set name.
 FILE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json", ".txt", ".conll", ".parquet")
@@ -70,6 +70,8 @@ def builtin_splits(name: str) -> dict:
     """{"train", "dev", "test"} of a built-in real data set (fixed, seeded splits)."""
     if name == "bbc":
         return realdata.bbc_topics(split_seed=0)
+    if name == "bbc-headlines":  # the bbc split: the same articles in each split
+        return realdata.bbc_headlines(split_seed=0)
     if name == "wordnet-supersense":
         return realdata.stratified_split(realdata.wordnet_supersense(seed=0), seed=0)
     if name == "linux-docs-topics":  # all passages of a page in one split

@@ -62,6 +62,8 @@ class DataConfig:
     eval_batching: str = "length"
     source_column: str = "source"  # seq2seq: JSONL field of the input text
     target_column: str = "target"  # seq2seq: JSONL field of the text to generate
+    positive_column: str = "positive"  # embedding: the text each row's text should be near
+    negative_column: str = "negative"  # embedding: an optional hard negative per row (read when present)
     max_target_length: int = 32  # seq2seq: target tokens trained on ([SEP] included) and generated at most
     num_beams: int = 1  # seq2seq: beam width of generation; 1 = greedy
 
@@ -217,7 +219,8 @@ def subsample(examples: list, limit: int, seed: int) -> list:
 def forward_features(model, features: Sequence[dict], batch_size: int, pad_token_id: int,
                      batching: str = "length") -> list:
     """Per feature, in input order: logits (C,) for sequence and multiple-choice heads, (T, C)
-    for token heads, or a (start, end) pair of (T,) arrays for QA, each cut to the feature's
+    for token heads, a (start, end) pair of (T,) arrays for QA, or a sentence-embedding model's
+    vector (D,), each cut to the feature's
     length. `batching` is `data.eval_batching` (see `eval_order`)."""
     collate = Collator(pad_token_id)
     device = next(model.parameters()).device
@@ -230,7 +233,8 @@ def forward_features(model, features: Sequence[dict], batch_size: int, pad_token
         out = model(**{k: copy_without_wait(v, device) for k, v in batch.items()})
         if hasattr(out, "start_logits"):  # QA (also through a PEFT wrapper)
             return HostCopy(out.start_logits.float()), HostCopy(out.end_logits.float())
-        return (HostCopy(out.logits.float()),)
+        scores = out.logits if getattr(out, "logits", None) is not None else out.embeddings  # (a sentence-embedding model's vectors)
+        return (HostCopy(scores.float()),)
 
     def collect(index: np.ndarray, launched: tuple[HostCopy, ...]) -> None:
         if len(launched) == 2:

@@ -30,6 +30,7 @@ Label = Union[str, float, list, None]
 
 __all__ = [
     "TextExample",
+    "PairExample",
     "TokenExample",
     "QAExample",
     "ChoiceExample",
@@ -58,6 +59,21 @@ class TextExample:
     text_pair: str | None = None
     label: Label = None
     line: int | None = field(default=None, compare=False)  # where it starts in its file (1-based)
+
+
+@dataclass
+class PairExample:
+    """A text, the text it should be near (`positive`) and optionally one it should not (`negative`)."""
+
+    text: str
+    positive: str
+    negative: str | None = None
+    line: int | None = field(default=None, compare=False)  # where it is in its file (1-based)
+
+    @property
+    def candidates(self) -> list[str]:
+        """Its texts of the corpus: the positive first."""
+        return [self.positive] + ([self.negative] if self.negative is not None else [])
 
 
 @dataclass

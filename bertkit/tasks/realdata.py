@@ -40,7 +40,7 @@ from bertkit.data.linux_topics import TOPICS as LINUX_TOPICS
 from bertkit.data.linux_topics import linux_topic_split
 from bertkit.data.splits import stratified_split
 from bertkit.errors import DataError
-from bertkit.tasks.formats import ChoiceExample, QAExample, TextExample, TokenExample
+from bertkit.tasks.formats import ChoiceExample, PairExample, QAExample, TextExample, TokenExample
 
 __all__ = [
     "LEXNAMES",
@@ -49,6 +49,7 @@ __all__ = [
     "Synset",
     "stratified_split",
     "bbc_texts",
+    "bbc_headlines",
     "bbc_topics",
     "linux_docs_topics",
     "fortune_categories",
@@ -90,6 +91,22 @@ def bbc_topics(split_seed: int = 0, dev_fraction: float = 0.1, test_fraction: fl
     in one split; with the defaults 1,556 / 223 / 446 articles (70 / 10 / 20 %).
     """
     return _text_examples(bbc_split(split_seed, dev_fraction, test_fraction))
+
+
+def bbc_headlines(split_seed: int = 0) -> dict:
+    """BBC News headline -> article retrieval: {"train", "dev", "test"} lists of PairExample.
+
+    text = an article's title line, positive = its body (the rest of the file). The split is
+    `bbc_topics`' (so a model pre-trained on `bbc:train` never read a dev or test article). The 98
+    articles stored twice give a query twice with the same positive: one document of the corpus.
+    """
+    return {name: [PairExample(*_title_and_body(item.text)) for item in items]
+            for name, items in bbc_split(split_seed).items()}
+
+
+def _title_and_body(text: str) -> tuple[str, str]:
+    title, _, body = text.strip().partition("\n")
+    return title.strip(), body.strip()
 
 
 def _text_examples(splits: dict) -> dict:

@@ -60,6 +60,15 @@ class Task:
                     distillation loss (bertkit/distill); None: the task is not distillable
     export_outputs  ONNX graph outputs: output attribute of the model -> its dynamic axes, in order
                     ("batch", "sequence"); empty: no ONNX export (bertkit/inference/onnx.py)
+    reference       examples -> {"method": name, **metrics} of the strongest simple method that
+                    needs no training, on the evaluated examples (retrieval: BM25); reported beside
+                    the score by finetune and evaluate. None: the task has none (classification's
+                    TF-IDF baseline is fitted: bertkit/tasks/baseline.py)
+    peft            whether `--peft` applies: an adapter file names its head class for PEFT (an
+                    embedding model has none: it trains whole)
+    starts_trained  the checkpoint is already a model of this task (an embedding model): fine-tuning
+                    scores it on dev before the first step (train.eval_at_start), and keeps it when
+                    no later evaluation beats it
     """
 
     name: str
@@ -88,6 +97,9 @@ class Task:
     file_only: bool = False
     distiller: Callable[..., Any] | None = None
     export_outputs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    reference: Callable[[Sequence], dict] | None = None
+    peft: bool = True
+    starts_trained: bool = False
 
     @property
     def default_metric(self) -> str:

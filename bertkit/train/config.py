@@ -44,6 +44,7 @@ class TrainConfig:
     llrd: float | None = None  # layer-wise lr decay factor, e.g. 0.8 for fine-tuning
     head_lr: float | None = None  # lr of the task head (outside the encoder); None = lr
     eval_every: int = 0  # steps between evaluations; 0 = only at the end
+    eval_at_start: bool = False  # also evaluate before the first step (step 0): the score the start model brings
     save_every: int = 0  # steps between checkpoints; 0 = only at the end; -1 = never (no resume)
     keep_last: int = 2  # checkpoints kept on disk (older ones deleted); 0 = keep every one (a whole curve to score)
     log_every: int = 10  # steps averaged into one metrics row
@@ -101,8 +102,9 @@ class TrainConfig:
         if self.head_lr is not None and not (isinstance(self.head_lr, (int, float)) and self.head_lr > 0):
             raise ConfigError(f"train.head_lr must be a positive number (or unset: the head trains at train.lr), "
                               f"got {self.head_lr!r}")
-        if not isinstance(self.compile, bool):
-            raise ConfigError(f"train.compile must be true or false, got {self.compile!r}")
+        for name in ("compile", "eval_at_start"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"train.{name} must be true or false, got {getattr(self, name)!r}")
         if self.compile and self.strategy == "fsdp":
             raise ConfigError("train.compile compiles the layers of one full model: not with train.strategy = "
                               "\"fsdp\" (use ddp, or leave compile off)")

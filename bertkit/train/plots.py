@@ -1,4 +1,4 @@
-"""Training curves as a PNG: loss (train and eval), eval accuracies, learning rate vs step.
+"""Training curves as a PNG: loss (train and eval), eval accuracies (and ranking scores), learning rate vs step.
 
 With a pre-training run's baseline (OUT/baseline.json, see train/evaluate.unigram_baseline)
 the context-free references are drawn as dashed lines: the unigram loss and the accuracy of
@@ -30,9 +30,11 @@ def plot_curves(rows: list[dict], out: IO[bytes], baseline: dict | None = None) 
         ax.axhline(baseline["unigram_loss"], color="grey", linestyle="--", label="unigram loss")
     ax.set_xlabel("step")
     ax.set_title("loss")
-    ax.legend()
+    if ax.get_legend_handles_labels()[0]:  # (an evaluation at step 0 comes before any train row)
+        ax.legend()
     ax = axes[1]
-    keys = sorted({k for r in evals for k in r if k.endswith("accuracy") or k in ("f1", "exact")})
+    keys = sorted({k for r in evals for k in r
+                   if k.endswith("accuracy") or k in ("f1", "exact") or k.startswith(("mrr@", "recall@"))})
     for key in keys:
         points = [(r["step"], r[key]) for r in evals if key in r]
         ax.plot(*zip(*points), "o-", label=key)

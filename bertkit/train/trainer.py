@@ -218,6 +218,8 @@ class Trainer:
         handlers = self._catch_stop_signals()
         finished = False
         try:
+            if cfg.eval_at_start and self.step == 0:  # (a resumed run logged it already)
+                last_metrics = self._evaluate() or last_metrics
             unread: LaunchedStep | None = None  # the last step's numbers, still on the device
             while self.step < cfg.max_steps:
                 started = time.perf_counter()

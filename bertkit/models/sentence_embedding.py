@@ -1,0 +1,142 @@
+"""A sentence-embedding model: an encoder, a pooling and the contrastive loss that trains it.
+
+sentence-transformers' bi-encoder: a text's vector is its token states pooled (`pool`, the modes
+of the model's sentence-transformers layout, sentence_layout.py). Fine-tuning on (anchor,
+positive[, negative]) text pairs minimises the in-batch negatives loss (sentence-transformers'
+MultipleNegativesRankingLoss; Henderson et al. 2017, "Efficient Natural Language Response
+Suggestion"): for a batch of B anchors a_i, their positives p_i and optional hard negatives n_i,
+
+    s_ij = scale * cos(a_i, c_j),    c = (p_1 .. p_B, n_1 .. n_B)
+    loss = mean_i CE(softmax_j s_ij, i)
+
+so every other anchor's positive (and every hard negative) is a negative of a_i; scale = 20
+(sentence-transformers' default; a temperature of 0.05). Saved, the directory is an ordinary
+checkpoint with sentence-transformers' files beside it: `SentenceEncoder`, `bertkit embed` and
+`sentence_transformers.SentenceTransformer` load it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bertkit.errors import DataError
+from bertkit.models.checkpoint import LoadReport
+from bertkit.models.encoder import BertModel, ModelOutput
+from bertkit.models.heads import mean_pool
+from bertkit.models.hub_cache import resolve_model_dir
+from bertkit.models.sentence_layout import SentenceLayout, read_layout, write_layout
+
+SCALE = 20.0  # 1 / temperature of the cosine scores (sentence-transformers' default)
+
+
+def pool(hidden: torch.Tensor, mask: torch.Tensor, modes: Sequence[str], prompt_length: int = 0
+         ) -> torch.Tensor:
+    """(B, T, H) states and a right-padded (B, T) 0/1 mask -> (B, len(modes) * H): each mode of
+    sentence_layout.POOLING_MODES, concatenated. `prompt_length` > 0 leaves the first tokens out.
+
+        mean                  e = sum_t m_t h_t / sum_t m_t
+        mean_sqrt_len_tokens  e = sum_t m_t h_t / sqrt(sum_t m_t)
+        weightedmean          e = sum_t t m_t h_t / sum_t t m_t          (t = 1, 2, ... the position)
+        max                   e_j = max_{t: m_t = 1} h_tj
+        cls                   e = h at the first counted token ([CLS] unless a prompt is left out)
+        lasttoken             e = h at the last counted token
+    """
+    if prompt_length:
+        mask = mask.clone()
+        mask[:, :prompt_length] = 0
+    batch, length, _ = hidden.shape
+    rows = torch.arange(batch, device=hidden.device)
+    m = mask.unsqueeze(-1).to(hidden.dtype)
+    counted = m.sum(1).clamp(min=1e-9)
+    out = []
+    for mode in modes:
+        if mode == "mean":
+            out.append(mean_pool(hidden, mask))
+        elif mode == "mean_sqrt_len_tokens":
+            out.append((hidden * m).sum(1) / counted.sqrt())
+        elif mode == "weightedmean":
+            weights = m * torch.arange(1, length + 1, device=hidden.device, dtype=hidden.dtype).view(1, -1, 1)
+            out.append((hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9))
+        elif mode == "max":
+            out.append(hidden.masked_fill(m == 0, float("-inf")).max(1).values)
+        elif mode == "cls":
+            out.append(hidden[rows, mask.int().argmax(1)])
+        elif mode == "lasttoken":
+            last = length - 1 - mask.flip(1).int().argmax(1)
+            out.append((hidden * m)[rows, last])
+        else:
+            raise DataError(f"unknown pooling mode {mode!r}")
+    return torch.cat(out, dim=-1)
+
+
+def in_batch_negatives_loss(anchors: torch.Tensor, candidates: torch.Tensor, scale: float = SCALE) -> torch.Tensor:
+    """(B, D) anchors and (N >= B, D) candidates whose first B rows are the anchors' positives:
+    mean_i CE(scale * cos(a_i, c_.), i) (the module docstring)."""
+    scores = scale * F.normalize(anchors, dim=-1) @ F.normalize(candidates, dim=-1).T
+    return F.cross_entropy(scores.float(), torch.arange(len(anchors), device=anchors.device))
+
+
+@dataclass
+class SentenceEmbeddingOutput(ModelOutput):
+    loss: torch.Tensor | None = None
+    embeddings: torch.Tensor | None = None  # (B, D) pooled vectors (normalised when the layout says so)
+
+
+class SentenceEmbeddingModel(nn.Module):
+    """`encoder` + `layout`: forward(input_ids (B, T)) -> embeddings; forward(input_ids (B, C, T))
+    with C = 2 (anchor, positive) or 3 (+ a hard negative) texts per row -> the in-batch
+    negatives loss. Any family's encoder serves (`BertModel.from_pretrained` finds the family)."""
+
+    base_model_prefix = "encoder"
+
+    def __init__(self, encoder: nn.Module, layout: SentenceLayout | None = None, scale: float = SCALE):
+        super().__init__()
+        self.encoder = encoder
+        self.config = encoder.config
+        self.layout = layout or SentenceLayout()
+        self.scale = scale
+
+    def embed(self, input_ids, attention_mask=None, token_type_ids=None) -> torch.Tensor:
+        """(B, T) inputs -> (B, D) pooled vectors (not normalised: the loss normalises)."""
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        hidden = self.encoder(input_ids, attention_mask, token_type_ids).last_hidden_state
+        return pool(hidden, attention_mask, self.layout.pooling)
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, **_) -> SentenceEmbeddingOutput:
+        if input_ids.dim() == 2:
+            vectors = self.embed(input_ids, attention_mask, token_type_ids)
+            return SentenceEmbeddingOutput(embeddings=F.normalize(vectors, dim=-1) if self.layout.normalize
+                                           else vectors)
+        batch, texts, width = input_ids.shape
+        flat = [None if t is None else t.reshape(batch * texts, width) for t in (attention_mask, token_type_ids)]
+        vectors = self.embed(input_ids.reshape(batch * texts, width), *flat).view(batch, texts, -1)
+        # candidates: the positives first (row i is anchor i's), then every hard negative
+        candidates = vectors[:, 1:].transpose(0, 1).reshape(batch * (texts - 1), -1)
+        return SentenceEmbeddingOutput(loss=in_batch_negatives_loss(vectors[:, 0], candidates, self.scale),
+                                       embeddings=vectors[:, 0])
+
+    @classmethod
+    def from_pretrained(cls, directory: str | os.PathLike, output_loading_info: bool = False, **config_overrides):
+        """The encoder of `directory` (a sentence-transformers directory or a plain checkpoint:
+        mean pooling + normalisation) with its layout; `config_overrides` change the encoder's
+        config (dropout). The report lists the encoder's missing weights under "encoder."."""
+        directory = resolve_model_dir(directory)
+        layout = read_layout(directory)
+        encoder, report = BertModel.from_pretrained(os.path.join(directory, layout.transformer_path),
+                                                    output_loading_info=True, **config_overrides)
+        model = cls(encoder, layout)
+        report = LoadReport([f"encoder.{k}" for k in report.missing_keys], list(report.unexpected_keys))
+        return (model, report) if output_loading_info else model
+
+    def save_pretrained(self, directory: str | os.PathLike, tokenizer=None) -> None:
+        """The encoder's checkpoint and tokenizer, and sentence-transformers' files beside them."""
+        self.encoder.save_pretrained(directory, tokenizer=tokenizer)
+        layout = SentenceLayout(**{**self.layout.__dict__, "transformer_path": ""})
+        write_layout(directory, layout, self.config.hidden_size)

@@ -1,0 +1,185 @@
+"""Sentence embeddings for search: train a bi-encoder so that a text lands near its match.
+
+`bertkit finetune --task embedding` trains on (text, positive[, negative]) rows: a query or
+question and the passage that answers it, a title and its article, two paraphrases. The model
+is the checkpoint's encoder with its sentence-transformers pooling (mean pooling and
+normalisation for a plain checkpoint), trained with the in-batch negatives loss
+(bertkit/models/sentence_embedding.py); the saved directory loads in `bertkit embed`,
+`SentenceEncoder` and sentence-transformers.
+
+Scoring is retrieval (bertkit/tasks/retrieval.py): every text of the evaluated set is a query,
+ranked by cosine against the corpus of all the set's positives (and negatives); metrics
+mrr@10 (selects the checkpoint), recall@1, recall@10. The dev set scores the model before the
+first step too (`Task.starts_trained`): a checkpoint that was already an embedding model is
+the score to beat, and stays the kept model when fine-tuning does not beat it. Beside the score:
+chance (the trivial baseline) and BM25 on the same queries and corpus (the reference).
+
+Files: CSV, TSV or JSONL with a `text` and a `positive` column, and optionally a `negative`
+column (a hard negative on every row): `data.text_column`, `data.positive_column`,
+`data.negative_column`. Two rows sharing a positive are negatives of each other when they meet
+in a batch; keep positives distinct. `predict` reads .txt (one text per line) or a table's text
+column and writes {"embedding": [...]} per text (`bertkit embed` writes the same vectors as .npy).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Sequence
+
+import numpy as np
+
+from bertkit.errors import DataError
+from bertkit.io import check_regular_file, iter_csv_rows
+from bertkit.models.families import families
+from bertkit.models.sentence_embedding import SentenceEmbeddingModel
+from bertkit.tasks import retrieval
+from bertkit.tasks.common import (DataConfig, PredictionInput, TaskSpec, check_texts, forward_features,
+                                  truncation_warning)
+from bertkit.tasks.formats import PairExample, TextExample, read_text_dataset
+from bertkit.tasks.sequence import read_lines
+from bertkit.tasks.spec import Task
+from bertkit.tasks.tables import is_table, iter_records
+
+
+# ---------------------------------------------------------------------------- reading
+def read(path: str, data: DataConfig) -> list[PairExample]:
+    """Rows of a CSV, TSV or JSONL file (or Parquet / a saved `datasets` directory) with the text
+    and positive columns; the negative column is read when the file has it."""
+    table = is_table(path)
+    if not table:
+        check_regular_file(path)
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix in (".csv", ".tsv"):
+        records = ((line, row) for line, row, _ in iter_csv_rows(path, "\t" if suffix == ".tsv" else ","))
+    elif suffix == ".jsonl" or table:
+        records = iter_records(path)
+    else:
+        raise DataError(f"{path}: unknown extension {suffix!r}; embedding data is .csv, .tsv or .jsonl with "
+                        f"{data.text_column!r} and {data.positive_column!r} columns")
+    examples = [_example(path, line, record, data) for line, record in records]
+    if not examples:
+        raise DataError(f"{path}: no rows; put one (text, positive) pair per row")
+    with_negative = [e.negative is not None for e in examples]
+    if any(with_negative) and not all(with_negative):
+        line = examples[with_negative.index(False)].line
+        raise DataError(f"{path}: line {line} has no {data.negative_column!r} while other rows have one; give "
+                        f"every row a hard negative, or none (drop the column)")
+    return examples
+
+
+def _example(path: str, line: int, record: dict, data: DataConfig) -> PairExample:
+    columns = {"text": data.text_column, "positive": data.positive_column}
+    for role, column in columns.items():
+        if column not in record:
+            raise DataError(f"{path}: line {line} has no {column!r} column (columns: {', '.join(record)}); "
+                            f"name the column that holds the {role} with --set data.{role}_column=NAME")
+    values = {role: record[column] for role, column in columns.items()}
+    negative = record.get(data.negative_column)
+    if negative is not None and not (isinstance(negative, str) and negative.strip()):
+        negative = None  # an empty cell: the row has no hard negative (refused above if others have one)
+    for role, value in [*values.items(), ("negative", negative)]:
+        if value is not None and not isinstance(value, str):
+            raise DataError(f"{path}: line {line}: the {role} must be a string, got {value!r}")
+    return PairExample(values["text"], values["positive"], negative, line)
+
+
+def read_inputs(path: str, data: DataConfig) -> PredictionInput:
+    """.txt (one text per line) or a table's text column: the texts to embed."""
+    if os.path.splitext(path)[1].lower() == ".txt":
+        return PredictionInput([TextExample(text=line, line=n) for n, line in read_lines(path)])
+    return PredictionInput(read_text_dataset(path, data.text_column, None, None))
+
+
+# ---------------------------------------------------------------------------- features
+def _texts_of(example) -> list[str]:
+    """Every text of an example: a pair's text and candidates, or a text to embed."""
+    return [example.text, *example.candidates] if isinstance(example, PairExample) else [example.text]
+
+
+def encode(tokenizer, examples, data: DataConfig, label2id: dict | None, training: bool, name: str) -> list[dict]:
+    """Training: one feature per pair, its rows (text, positive[, negative]) as a multiple-choice
+    feature's (the collator makes (B, C, T) batches). Otherwise one feature per text, each
+    recording its example ("example") for `decode` to regroup."""
+    texts, owners = [], []
+    for index, example in enumerate(examples):
+        own = _texts_of(example)
+        texts += own
+        owners += [index] * len(own)
+    check_texts(texts, "text (or positive / negative)", name)
+    with warnings.catch_warnings():  # one summary warning below instead of the tokenizer's
+        warnings.simplefilter("ignore")
+        ids = tokenizer(texts, padding=False, truncation=True, max_length=data.max_length,
+                        return_tensors=None)["input_ids"]
+    rows = [np.asarray(row, dtype=np.int64) for row in ids]
+    truncation_warning(sum(len(r) >= data.max_length for r in rows), len(rows), data.max_length, name, "texts")
+    if not training:
+        return [{"input_ids": row, "token_type_ids": np.zeros_like(row), "example": owner}
+                for row, owner in zip(rows, owners)]
+    features, start = [], 0
+    for example in examples:
+        own = rows[start:start + len(_texts_of(example))]
+        start += len(own)
+        features.append({"input_ids": own, "token_type_ids": [np.zeros_like(r) for r in own]})
+    return features
+
+
+# ---------------------------------------------------------------------------- decoding
+def decode(model, tokenizer, examples: Sequence, spec: TaskSpec, name: str = "data",
+           features: list | None = None) -> list[np.ndarray]:
+    """Per example, its texts' vectors (text, positive, negative; or the one text), L2-normalised."""
+    if features is None:
+        features = encode(tokenizer, examples, spec.data, None, False, name)
+    vectors = forward_features(model, features, spec.data.eval_batch_size, tokenizer.pad_token_id,
+                               spec.data.eval_batching)
+    grouped: list[list] = [[] for _ in examples]
+    for feature, vector in zip(features, vectors):
+        grouped[feature["example"]].append(vector)
+    out = [np.stack(rows).astype(np.float64) for rows in grouped]
+    return [v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12) for v in out]
+
+
+def metrics(examples: Sequence[PairExample], predictions: Sequence[np.ndarray]) -> dict:
+    """Each text ranked by cosine against the corpus of every example's candidates."""
+    documents, ids = retrieval.corpus_of([e.candidates for e in examples])
+    corpus = np.zeros((len(documents), predictions[0].shape[1]))
+    for own, vectors in zip(ids, predictions):
+        corpus[own] = vectors[1:]
+    queries = np.stack([vectors[0] for vectors in predictions])
+    relevant = np.array([own[0] for own in ids])
+    return retrieval.ranking_metrics(*retrieval.ranks(queries @ corpus.T, relevant))
+
+
+def baseline(train: Sequence[PairExample], examples: Sequence[PairExample]) -> dict:
+    """Chance: a random order of the corpus."""
+    return retrieval.chance_metrics(len(retrieval.corpus_of([e.candidates for e in examples])[0]))
+
+
+def reference(examples: Sequence[PairExample]) -> dict:
+    """BM25 on the same queries and corpus."""
+    return {"method": "BM25", **retrieval.bm25_metrics([e.text for e in examples], [e.candidates for e in examples])}
+
+
+def rows(model, predictions: Sequence[np.ndarray], inputs: PredictionInput) -> list[dict]:
+    return [{"embedding": [round(float(x), 6) for x in vectors[0]]} for vectors in predictions]
+
+
+def build_model(model_dir: str, task: Task, labels, overrides: dict) -> SentenceEmbeddingModel:
+    """The checkpoint's encoder with its pooling; `overrides` (dropout) change the encoder's config."""
+    return SentenceEmbeddingModel.from_pretrained(model_dir, **overrides)
+
+
+EMBEDDING = Task(
+    name="embedding",
+    description="sentence embeddings for search: (text, positive[, negative]) pairs, in-batch negatives",
+    model_class=SentenceEmbeddingModel,
+    read=read, read_inputs=read_inputs, encode=encode, decode=decode, metrics=metrics, baseline=baseline,
+    rows=rows, metric_names=retrieval.METRIC_NAMES,
+    build_model=build_model,
+    # every family's encoder serves (the model wraps it): no per-family head class
+    head_classes={model_type: SentenceEmbeddingModel for family in families() for model_type in family.model_types},
+    blank_row=lambda example: {"embedding": None},
+    reference=reference,
+    peft=False,  # PEFT's adapter files name a transformers head class; a sentence-transformers model has none
+    starts_trained=True,
+)

@@ -1,0 +1,231 @@
+"""The embedding task: retrieval metrics and BM25 against their references, the in-batch
+negatives loss against sentence-transformers' MultipleNegativesRankingLoss, the reader's
+errors, the CLI from fine-tune to predict (the saved model loads in sentence-transformers with
+the same vectors), the start model kept when fine-tuning does not beat it, a tiny model that
+learns, and the modern encoder in the same wrapper."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from bertkit.commands.cli import main
+from bertkit.errors import DataError
+from bertkit.inference.encode import SentenceEncoder
+from bertkit.models.sentence_embedding import SentenceEmbeddingModel
+from bertkit.models.sentence_layout import has_layout
+from bertkit.tasks import Collator, DataConfig, builtin_splits, get_task
+from bertkit.tasks.formats import PairExample
+from bertkit.tasks.retrieval import bm25_scores, chance_metrics, ranking_metrics, ranks, words
+from bertkit.tokenizer import Tokenizer
+
+from .helpers import make_tiny_model
+
+PAIRS = [("shares fell sharply on monday", "the bank's shares dropped after the profit warning"),
+         ("the striker scored twice", "a late goal won the cup final for the visitors"),
+         ("the film won an award", "the actress took the prize for best drama"),
+         ("rain is coming tomorrow", "forecasters expect heavy showers and wind"),
+         ("new phone has a faster chip", "the handset's processor runs quicker than before"),
+         ("minister resigns over report", "the politician quit after the inquiry was published"),
+         ("oil prices rise again", "crude costs climbed for the third week running"),
+         ("band announces world tour", "the group will play forty cities next year")]
+
+
+def write_pairs(path, pairs, negatives=None):
+    rows = [{"text": t, "positive": p, **({"negative": negatives[i]} if negatives else {})}
+            for i, (t, p) in enumerate(pairs)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return make_tiny_model(tmp_path_factory.mktemp("tiny-embedding"), [t for pair in PAIRS for t in pair] * 3)
+
+
+# ---------------------------------------------------------------------------- metrics and BM25
+def test_bm25_equals_bm25s_lucene_scores():
+    bm25s = pytest.importorskip("bm25s")
+    examples = builtin_splits("bbc-headlines")["dev"][:40]
+    queries, documents = [e.text for e in examples], [e.positive for e in examples]
+    reference = bm25s.BM25(method="lucene", k1=1.2, b=0.75)
+    reference.index([words(d) for d in documents], show_progress=False)
+    expected = np.stack([reference.get_scores(words(q)) for q in queries])
+    np.testing.assert_allclose(bm25_scores(queries, documents), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_ties_are_broken_at_random_and_chance_is_the_mean_over_every_order():
+    scores = np.array([[0.5, 0.5, 0.1], [0.0, 0.9, 0.2], [0.0, 0.0, 0.0]])
+    best, worst = ranks(scores, np.array([0, 1, 2]))
+    assert best.tolist() == [1, 1, 1] and worst.tolist() == [2, 1, 3]
+    tied = ranking_metrics(np.array([1]), np.array([2]))  # first or second, alike
+    assert tied == pytest.approx({"mrr@10": 0.75, "recall@1": 0.5, "recall@10": 1.0})
+    for documents in (3, 12):  # every rank equally likely under a random order
+        expected = ranking_metrics(np.arange(1, documents + 1))
+        assert chance_metrics(documents) == pytest.approx(expected)
+        assert ranking_metrics(*ranks(np.zeros((1, documents)), np.array([0]))) == pytest.approx(expected)
+
+
+# ---------------------------------------------------------------------------- the loss
+@pytest.mark.parametrize("with_negative", [False, True])
+def test_loss_equals_sentence_transformers_multiple_negatives_ranking_loss(minilm_dir, with_negative):
+    st = pytest.importorskip("sentence_transformers")
+    from sentence_transformers.sentence_transformer import losses
+
+    anchors = [t for t, _ in PAIRS[:4]]
+    positives = [PAIRS[(i + 1) % 4][1] if i == 0 else p for i, (_, p) in enumerate(PAIRS[:4])]  # one wrong: a real loss
+    negatives = [p for _, p in PAIRS[4:8]]
+    groups = [anchors, positives] + ([negatives] if with_negative else [])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reference_model = st.SentenceTransformer(minilm_dir, device="cpu").eval()
+        with torch.no_grad():
+            expected = losses.MultipleNegativesRankingLoss(reference_model)(
+                [reference_model.tokenize(g) for g in groups], None).item()
+    tokenizer = Tokenizer.from_pretrained(minilm_dir)
+    examples = [PairExample(a, p, negatives[i] if with_negative else None) for i, (a, p) in
+                enumerate(zip(anchors, positives))]
+    features = get_task("embedding").encode(tokenizer, examples, DataConfig(max_length=64), None, True, "train")
+    batch = Collator(tokenizer.pad_token_id)(features)
+    assert batch["input_ids"].shape[:2] == (4, len(groups))
+    model = SentenceEmbeddingModel.from_pretrained(minilm_dir).eval()
+    with torch.no_grad():
+        ours = model(**batch).loss.item()
+    assert expected > 0.1 and ours == pytest.approx(expected, rel=1e-4)
+
+
+# ---------------------------------------------------------------------------- reading
+def test_reader_takes_csv_and_jsonl_and_says_what_to_do_about_bad_rows(tmp_path):
+    task = get_task("embedding")
+    csv = tmp_path / "pairs.csv"
+    csv.write_text("text,positive,negative\nq1,p1,n1\nq2,p2,n2\n", encoding="utf-8")
+    assert task.read(str(csv), DataConfig()) == [PairExample("q1", "p1", "n1"), PairExample("q2", "p2", "n2")]
+    jsonl = write_pairs(tmp_path / "pairs.jsonl", PAIRS[:2])
+    assert [e.candidates for e in task.read(jsonl, DataConfig())] == [[PAIRS[0][1]], [PAIRS[1][1]]]
+    csv.write_text("query,passage\nq1,p1\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"no 'text' column .*--set data.text_column=NAME"):
+        task.read(str(csv), DataConfig())
+    with pytest.raises(DataError, match=r"no 'positive' column .*--set data.positive_column=NAME"):
+        task.read(str(csv), DataConfig(text_column="query"))
+    assert task.read(str(csv), DataConfig(text_column="query", positive_column="passage"))[0].positive == "p1"
+    csv.write_text("text,positive,negative\nq1,p1,n1\nq2,p2,\n", encoding="utf-8")
+    with pytest.raises(DataError, match="line 3 has no 'negative' while other rows have one"):
+        task.read(str(csv), DataConfig())
+    (tmp_path / "pairs.conll").write_text("a O\n", encoding="utf-8")
+    with pytest.raises(DataError, match="unknown extension '.conll'"):
+        task.read(str(tmp_path / "pairs.conll"), DataConfig())
+
+
+def test_bbc_headlines_pairs_each_title_with_its_own_body_in_the_bbc_split():
+    headlines, topics = builtin_splits("bbc-headlines"), builtin_splits("bbc")
+    for split in ("train", "dev", "test"):
+        assert len(headlines[split]) == len(topics[split])
+        for pair, article in zip(headlines[split][:50], topics[split][:50]):
+            assert article.text.startswith(pair.text) and pair.positive in article.text
+            assert pair.text and pair.positive and pair.text not in pair.positive[:len(pair.text)]
+
+
+# ---------------------------------------------------------------------------- the commands
+def run_cli(argv, capsys) -> list[str]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(argv) == 0
+    return capsys.readouterr().out.strip().splitlines()
+
+
+def test_finetune_evaluate_predict_and_sentence_transformers_reads_the_result(tiny, tmp_path, capsys):
+    st = pytest.importorskip("sentence_transformers")
+    train = write_pairs(tmp_path / "train.jsonl", PAIRS)
+    out = str(tmp_path / "embedder")
+    lines = run_cli(["finetune", "--task", "embedding", "--model", tiny, "--train", train, "--dev", train,
+                     "--out", out, "--no-progress", "--set", "train.max_steps=4", "train.batch_size=4",
+                     "train.eval_every=2", "data.max_length=24"], capsys)
+    summary = json.load(open(f"{out}/finetune_summary.json"))
+    assert summary["select_metric"] == "mrr@10" and summary["reference_baseline"]["method"] == "BM25"
+    assert [row["step"] for row in summary["dev_history"]] == [0, 2, 4]  # the start model is scored first
+    assert lines[-1].startswith("{") and "BM25 baseline" in "\n".join(lines)
+    assert has_layout(out)  # sentence-transformers' files beside the checkpoint
+
+    texts = [t for t, _ in PAIRS[:3]]
+    ours = SentenceEncoder.from_pretrained(out).encode(texts)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = st.SentenceTransformer(out, device="cpu").encode(texts)
+    np.testing.assert_allclose(ours, theirs, atol=1e-5)
+
+    report = json.loads(run_cli(["evaluate", "--model", out, "--data", train], capsys)[-1])
+    assert set(report["baselines"]) == {"trivial", "reference"} and 0 < report["mrr@10"] <= 1
+    inputs = tmp_path / "in.txt"
+    inputs.write_text(f"{texts[0]}\n\n{texts[1]}\n{texts[2]}\n", encoding="utf-8")
+    run_cli(["predict", "--model", out, "--input", str(inputs), "--output", str(tmp_path / "p.jsonl")], capsys)
+    rows = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
+    assert [r["line"] for r in rows] == [1, 2, 3, 4] and rows[1]["embedding"] is None
+    np.testing.assert_allclose([rows[i]["embedding"] for i in (0, 2, 3)], ours, atol=1e-5)
+
+
+def test_any_encoder_is_scored_as_an_embedding_model_before_fine_tuning(tiny, tmp_path, capsys):
+    data = write_pairs(tmp_path / "pairs.jsonl", PAIRS)
+    report = json.loads(run_cli(["evaluate", "--task", "embedding", "--model", tiny, "--data", data], capsys)[-1])
+    assert report["baselines"]["trivial"]["recall@1"] == pytest.approx(1 / len(PAIRS))
+
+
+def test_peft_is_refused_before_any_work(tiny, tmp_path):
+    from bertkit.errors import ConfigError
+    from bertkit.recipes.finetune import finetune
+
+    out = tmp_path / "lora"
+    with pytest.raises(ConfigError, match="--peft is not available for --task embedding"):
+        finetune("embedding", tiny, "missing.jsonl", "missing.jsonl", str(out), {"peft": {"method": "lora"}})
+    assert not out.exists()
+
+
+def test_the_start_model_is_kept_when_no_evaluation_beats_it(tiny, tmp_path, capsys):
+    from bertkit.models.checkpoint import read_state_dict
+
+    train = write_pairs(tmp_path / "train.jsonl", PAIRS)
+    out = str(tmp_path / "kept")
+    lines = run_cli(["finetune", "--task", "embedding", "--model", tiny, "--train", train, "--dev", train,
+                     "--out", out, "--no-progress", "--set", "train.max_steps=2", "train.batch_size=4",
+                     "train.lr=1e-12", "data.max_length=24"], capsys)  # later scores only tie
+    assert json.load(open(f"{out}/finetune_summary.json"))["best_step"] == 0
+    assert any("at step 0 (the model before fine-tuning" in line for line in lines)
+    start, kept = read_state_dict(tiny), read_state_dict(out)
+    for name, value in kept.items():
+        torch.testing.assert_close(value, start[name], rtol=0, atol=0)
+
+
+def test_a_tiny_model_learns_to_find_its_pairs(tiny, tmp_path):
+    from bertkit.recipes.finetune import finetune
+
+    train = write_pairs(tmp_path / "train.jsonl", PAIRS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        summary = finetune("embedding", tiny, train, train, str(tmp_path / "m"),
+                           {"train": {"max_steps": 40, "batch_size": 8, "lr": 3e-3, "warmup_ratio": 0.0,
+                                      "eval_every": 20, "seed": 0}, "data": {"max_length": 24}}, progress=False)
+    start, best = summary["dev_history"][0], summary["best_dev"]
+    assert best["recall@1"] == 1.0 and start["recall@1"] < 0.8  # chance: 1/8
+
+
+def test_the_modern_encoder_serves_in_the_same_wrapper(tmp_path):
+    from bertkit.models.modern import ModernBertConfig, ModernBertModel
+
+    config = ModernBertConfig(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                              num_attention_heads=2, pad_token_id=0, cls_token_id=2, sep_token_id=3,
+                              bos_token_id=2, eos_token_id=3)
+    ModernBertModel(config).save_pretrained(str(tmp_path / "modern"))
+    model = SentenceEmbeddingModel.from_pretrained(str(tmp_path / "modern"))
+    ids = torch.randint(4, 120, (3, 2, 10))
+    out = model.train()(input_ids=ids, attention_mask=torch.ones_like(ids))
+    out.loss.backward()
+    assert torch.isfinite(out.loss) and model.encoder.embeddings.tok_embeddings.weight.grad is not None
+    model.save_pretrained(str(tmp_path / "saved"))
+    again = SentenceEmbeddingModel.from_pretrained(str(tmp_path / "saved")).eval()
+    flat = ids[:, 0]
+    with torch.no_grad():
+        torch.testing.assert_close(again(input_ids=flat).embeddings, model.eval()(input_ids=flat).embeddings)
+    assert again.layout.pooling == ("mean",) and again.layout.normalize  # a plain checkpoint's layout
