@@ -1,9 +1,9 @@
 """`bertkit finetune --task T --model DIR --train DATA --dev DATA --out DIR`: fine-tune an encoder.
 
 DATA is a file (CSV/TSV/JSONL for classification and regression, CoNLL for token
-classification, SQuAD JSON for QA, JSONL for multiple choice) or a built-in real data set
-(bbc, wordnet-supersense, wordnet-tagging, wordnet-qa, wordnet-usage-qa, wordnet-gloss-choice,
-wordnet-reverse-dictionary, wordnet-definitions;
+classification, SQuAD JSON for QA, JSONL for multiple choice, CSV/TSV/JSONL with text and
+positive columns for embedding) or a built-in real data set (bertkit/tasks/builtin.py: bbc,
+wordnet-supersense, ..., bbc-headlines;
 optionally NAME:train|dev|test), or a data set in the local Hugging Face datasets cache
 (NAME[:SPLIT], NAME:CONFIG:SPLIT; bertkit/tasks/hub_datasets.py). Settings come from `--config FILE.toml` (sections [data],
 [train], [model], [peft]) and `--set section.key=value`, e.g.
@@ -36,8 +36,8 @@ def add_arguments(parser) -> None:
                         help="pre-trained model directory (weights + tokenizer), or ORG/NAME in the local Hugging "
                              "Face cache")
     parser.add_argument("--train", required=True, help="training data file (classification, regression: CSV, TSV or "
-                        "JSONL with 'text' and 'label' columns; token-classification: CoNLL; qa: SQuAD JSON; the "
-                        "README's \"Your own data\" shows each), built-in: " + ", ".join(BUILTIN_DATA)
+                        "JSONL with 'text' and 'label' columns; token-classification: CoNLL; qa: SQuAD JSON; embedding: "
+                        "CSV, TSV or JSONL with 'text' and 'positive' columns; the README's \"Your own data\" shows each), built-in: " + ", ".join(BUILTIN_DATA)
                         + ", or a data set in the local Hugging Face datasets cache (NAME[:SPLIT])")
     parser.add_argument("--dev", help="dev data file (picks the best checkpoint); default with built-in "
                                       "data: its dev split, with a cached data set: its validation split")

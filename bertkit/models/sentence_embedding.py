@@ -98,6 +98,10 @@ class SentenceEmbeddingModel(nn.Module):
     def __init__(self, encoder: nn.Module, layout: SentenceLayout | None = None, scale: float = SCALE):
         super().__init__()
         self.encoder = encoder
+        if getattr(encoder, "pooler", None) is not None:
+            # BERT's pooler is no part of the vector: frozen, it is saved as loaded, and DDP meets
+            # no parameter left without a gradient
+            encoder.pooler.requires_grad_(False)
         self.config = encoder.config
         self.layout = layout or SentenceLayout()
         self.scale = scale

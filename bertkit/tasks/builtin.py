@@ -29,7 +29,8 @@ BUILTIN_DATA: dict[str, Task] = {
     "linux-docs-topics": sequence.CLASSIFICATION, "fortunes": sequence.CLASSIFICATION,
     "wordnet-tagging": tagging.TOKEN_CLASSIFICATION, "wordnet-qa": qa.QA, "wordnet-usage-qa": qa.QA,
     "wordnet-gloss-choice": multiple_choice.MULTIPLE_CHOICE, "wordnet-reverse-dictionary": seq2seq.SEQ2SEQ,
-    "wordnet-definitions": seq2seq.SEQ2SEQ, "bbc-headlines": embedding.EMBEDDING}
+    "wordnet-definitions": seq2seq.SEQ2SEQ, "bbc-headlines": embedding.EMBEDDING,
+    "wordnet-usage-definitions": embedding.EMBEDDING}
 SPLITS = ("train", "dev", "test")
 # Extensions of the files the task readers take: a missing name with one is a file, not a data set name.
 FILE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json", ".txt", ".conll", ".parquet")
@@ -91,6 +92,8 @@ def builtin_splits(name: str) -> dict:
         return _contiguous_split(realdata.wordnet_gloss_choice(seed=0), key=lambda e: e.id)
     if name == "wordnet-reverse-dictionary":  # one example per synset
         return _contiguous_split(realdata.wordnet_reverse_dictionary(seed=0), key=lambda e: e.text)
+    if name == "wordnet-usage-definitions":  # one pair per definition
+        return _contiguous_split(realdata.wordnet_usage_definitions(seed=0), key=lambda e: e.positive)
     if name == "wordnet-definitions":  # a word's examples are adjacent: test words are unseen
         return _contiguous_split(realdata.wordnet_definitions(seed=0), key=lambda e: realdata.definition_word(e.text))
     raise DataError(f"unknown built-in data {name!r}; use one of {', '.join(BUILTIN_DATA)}")

@@ -35,6 +35,7 @@ def export_target(model_dir: str, name: str | Task | None = None):
         target = target or get_task(name)
     else:
         target = task_of_directory(model_dir) or graph_of_directory(model_dir)
+        target = GRAPHS.get(target.name, target)  # a model fine-tuned for embedding: the embedding graph
     if not target.export_outputs:
         raise ConfigError(f"--task {target.name} has no ONNX graph; export one of {', '.join(export_names())}")
     return target

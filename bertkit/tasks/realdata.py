@@ -51,6 +51,7 @@ __all__ = [
     "bbc_texts",
     "bbc_headlines",
     "bbc_topics",
+    "wordnet_usage_definitions",
     "linux_docs_topics",
     "fortune_categories",
     "read_wordnet",
@@ -503,6 +504,24 @@ def wordnet_gloss_choice(
         if limit is not None and len(examples) >= limit:
             break
     return examples
+
+
+def wordnet_usage_definitions(seed: int = 0, pos: Sequence[str] = POS_FILES,
+                              wordnet_dir: str | None = None) -> list[PairExample]:
+    """Which definition is this sentence using? Retrieval pairs from real WordNet entries: text =
+    a synset's first example sentence ("he sat on the bank of the river"), positive = its
+    definition ("sloping land (especially the slope beside a body of water)").
+
+    One pair per distinct definition (the first synset in file order that has one with an
+    example), in a seeded order. The definition rarely shares a word with the sentence, so a bag
+    of words gets little: what the sentence means has to be matched, not its words.
+    """
+    first: dict[str, str] = {}
+    for synset in read_wordnet(wordnet_dir, pos):
+        if synset.definition and synset.examples:
+            first.setdefault(synset.definition, synset.examples[0])
+    pairs = [PairExample(example, definition) for definition, example in first.items()]
+    return _shuffled(pairs, seed, "usage-definitions")
 
 
 def wordnet_reverse_dictionary(

@@ -129,6 +129,20 @@ def test_bbc_headlines_pairs_each_title_with_its_own_body_in_the_bbc_split():
             assert pair.text and pair.positive and pair.text not in pair.positive[:len(pair.text)]
 
 
+def test_wordnet_usage_definitions_keeps_each_definition_in_one_split_and_shares_few_words():
+    from bertkit.tasks.realdata import read_wordnet
+
+    splits = builtin_splits("wordnet-usage-definitions")
+    definitions = {name: {e.positive for e in pairs} for name, pairs in splits.items()}
+    assert sum(len(d) for d in definitions.values()) == sum(len(p) for p in splits.values())  # one pair each
+    assert not (definitions["train"] & definitions["test"]) and not (definitions["dev"] & definitions["test"])
+    examples = {(s.examples[0], s.definition) for s in read_wordnet() if s.examples}
+    assert all((e.text, e.positive) in examples for e in splits["test"][:200])  # real entries, paired right
+    shared = np.mean([bool(set(words(e.text)) & set(words(e.positive)) - {"a", "the", "of", "to", "or"})
+                      for e in splits["test"][:500]])
+    assert shared < 0.5  # mostly no content word in common: a bag of words gets little
+
+
 # ---------------------------------------------------------------------------- the commands
 def run_cli(argv, capsys) -> list[str]:
     with warnings.catch_warnings():
@@ -149,6 +163,9 @@ def test_finetune_evaluate_predict_and_sentence_transformers_reads_the_result(ti
     assert [row["step"] for row in summary["dev_history"]] == [0, 2, 4]  # the start model is scored first
     assert lines[-1].startswith("{") and "BM25 baseline" in "\n".join(lines)
     assert has_layout(out)  # sentence-transformers' files beside the checkpoint
+    from bertkit.inference.onnx import GRAPHS
+    from bertkit.tasks.export import export_target
+    assert export_target(out) is GRAPHS["embedding"]  # `bertkit export` writes the embedding graph
 
     texts = [t for t, _ in PAIRS[:3]]
     ours = SentenceEncoder.from_pretrained(out).encode(texts)

@@ -55,6 +55,29 @@ def finetune_args(model, train, dev, out):
             "data.max_length=16", "train.eval_every=100"]
 
 
+def test_embedding_trains_under_ddp_and_evaluate_ranks_against_the_whole_corpus(setup, capsys):
+    """Each rank embeds half of the pairs; the ranking (a query against every positive) happens
+    on the gathered vectors, so two processes give one process's metrics."""
+    root, model, _, _ = setup
+    pairs = root / "pairs.csv"
+    rows = [(TEXTS[label][i % 3].format(i), TEXTS[label][(i + 1) % 3].format(i)) for i in range(6) for label in TEXTS]
+    pairs.write_text("text,positive\n" + "".join(f"{t},{p}\n" for t, p in rows))
+    args = ["finetune", "--task", "embedding", "--model", model, "--train", str(pairs), "--dev", str(pairs),
+            "--no-progress", "--device", "cpu", "--set", "train.max_steps=2", "train.batch_size=4", "data.max_length=16"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main([*args, "--out", str(root / "emb-single")]) == 0
+        capsys.readouterr()
+        assert main(["evaluate", "--model", str(root / "emb-single"), "--data", str(pairs)]) == 0
+    alone = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    printed = torchrun(root, [*args, "--out", str(root / "emb-ddp")],
+                       ["evaluate", "--model", str(root / "emb-single"), "--data", str(pairs)])
+    assert json.load(open(root / "emb-ddp" / "finetune_summary.json"))["steps"] == 2
+    split = json.loads(printed.strip().splitlines()[-1])
+    scores = {k: v for k, v in alone.items() if k != "baselines"}
+    assert {k: split[k] for k in scores} == pytest.approx(scores, abs=1e-6) and split["baselines"] == alone["baselines"]
+
+
 def test_two_processes_take_half_the_steps_and_evaluate_splits_the_examples(setup, capsys):
     root, model, train, dev = setup
     single = str(root / "single")
