@@ -64,6 +64,7 @@ FORMAT_EXAMPLES = [
     ("train.json", "qa", {}, 1),
     ("choices.jsonl", "multiple-choice", {}, 1),
     ("seq2seq.jsonl", "seq2seq", {}, 1),
+    ("search.csv", "embedding", {}, 1),
 ]
 
 

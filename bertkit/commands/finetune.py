@@ -101,7 +101,7 @@ def report(summary: dict, out: str) -> None:
         print(f"search: trial {summary['search']['best_trial']} of the {done} run is the best on dev "
               f"({json.dumps(summary['search']['settings'])}); the table: {os.path.join(out, summary['search']['table'])}")
     best = summary["best_dev"]
-    ended = "stopped early" if summary.get("stopped_early") else "as many as asked"
+    ended = ENDINGS.get(summary.get("stopped_by", "patience" if summary.get("stopped_early") else None))
     start = " (the model before fine-tuning: no later evaluation beat it)" if summary["best_step"] == 0 else ""
     print(f"best dev {summary['select_metric']} = {rounded(best.get(summary['select_metric']))} at step "
           f"{summary['best_step']}{start}, kept; the run trained {summary['steps']} steps ({summary['epochs_run']:.2f} "
@@ -111,15 +111,37 @@ def report(summary: dict, out: str) -> None:
         print(tfidf.get("note") or describe(recorded_result(tfidf)))
     if reference:
         print(describe_reference(reference))
-    hint = baseline_hint(summary)
-    if hint:
-        print(hint)
+    for hint in (baseline_hint(summary), *training_hints(summary)):
+        if hint:
+            print(hint)
     print(f"model saved in {out}")
     if recorded_result(tfidf) is not None:  # the baselines beside the model's dev scores
         best = {**best, "baselines": {"trivial": summary["dev_baseline"], "tfidf": recorded_result(tfidf)}}
     if reference:
         best = {**best, "baselines": {"trivial": summary["dev_baseline"], "reference": reference}}
     print(json.dumps(best))
+
+
+ENDINGS = {"patience": "stopped early: no better dev score in train.patience evaluations",
+           "train.max_minutes": "stopped by the time budget, train.max_minutes", None: "as many as asked"}
+
+
+def training_hints(summary: dict) -> list[str]:
+    """What the dev history says to try: more epochs when the best score came at the last
+    evaluation of a run that was not stopped; a look at the data when the model is not above the
+    trivial baseline."""
+    metric, best = summary["select_metric"], summary["best_dev"].get(summary["select_metric"])
+    history, hints = summary.get("dev_history") or [], []
+    if len(history) > 1 and summary["best_step"] == history[-1]["step"] and not summary.get("stopped_early"):
+        hints.append(f"the best dev {metric} came at the last evaluation, so it may still be rising: try a longer "
+                     f"run (train.epochs, now {summary['options']['epochs']:g}; or train.max_steps, now "
+                     f"{summary['train_config']['max_steps']})")
+    trivial = (summary.get("dev_baseline") or {}).get(metric)
+    lower = metric in TASKS[summary["spec"]["task"]].lower_is_better
+    if best is not None and trivial is not None and (best >= trivial if lower else best <= trivial):
+        hints.append(f"the model is not above the trivial baseline on dev ({metric} {rounded(best)} against "
+                     f"{rounded(trivial)}): check the labels, and try more epochs or a larger lr")
+    return hints
 
 
 def baseline_hint(summary: dict) -> str | None:

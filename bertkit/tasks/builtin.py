@@ -12,6 +12,7 @@ cache (`resolve_source`, hub_datasets.py).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 
@@ -121,7 +122,27 @@ def load_examples(task: Task | str, source: str, split: str, data: DataConfig) -
         if BUILTIN_DATA[name] is not task:
             raise DataError(f"built-in data {name} is for --task {BUILTIN_DATA[name].name}, not {task.name}")
         return list(builtin_splits(name)[explicit or split])
-    return task.read(resolve_source(task, source, split), data)
+    path = resolve_source(task, source, split)
+    with naming_the_task_of_the_format(task, path):
+        return task.read(path, data)
+
+
+# Extensions that one task alone reads: a file of another task's format refused by this one is
+# more likely the wrong --task than a broken file.
+FORMAT_TASKS = {".conll": "token-classification", ".json": "qa"}
+
+
+@contextlib.contextmanager
+def naming_the_task_of_the_format(task: Task, path: str):
+    """Add to a reader's DataError which task reads the file's format, when another one does."""
+    try:
+        yield
+    except DataError as e:
+        owner = FORMAT_TASKS.get(os.path.splitext(path)[1].lower())
+        if owner is None or owner == task.name:
+            raise
+        raise DataError(f"{e} ({os.path.splitext(path)[1]} is the {owner} format: did you mean "
+                        f"--task {owner}?)") from None
 
 
 def resolve_source(task: Task, source: str, split: str) -> str:

@@ -220,8 +220,8 @@ def forward_features(model, features: Sequence[dict], batch_size: int, pad_token
                      batching: str = "length") -> list:
     """Per feature, in input order: logits (C,) for sequence and multiple-choice heads, (T, C)
     for token heads, a (start, end) pair of (T,) arrays for QA, or a sentence-embedding model's
-    vector (D,), each cut to the feature's
-    length. `batching` is `data.eval_batching` (see `eval_order`)."""
+    vector (D,), each cut to the feature's length. `batching` is `data.eval_batching` (see
+    `eval_order`)."""
     collate = Collator(pad_token_id)
     device = next(model.parameters()).device
     was_training = model.training
@@ -233,7 +233,7 @@ def forward_features(model, features: Sequence[dict], batch_size: int, pad_token
         out = model(**{k: copy_without_wait(v, device) for k, v in batch.items()})
         if hasattr(out, "start_logits"):  # QA (also through a PEFT wrapper)
             return HostCopy(out.start_logits.float()), HostCopy(out.end_logits.float())
-        scores = out.logits if getattr(out, "logits", None) is not None else out.embeddings  # (a sentence-embedding model's vectors)
+        scores = out.logits if getattr(out, "logits", None) is not None else out.embeddings  # a sentence model's
         return (HostCopy(scores.float()),)
 
     def collect(index: np.ndarray, launched: tuple[HostCopy, ...]) -> None:

@@ -204,7 +204,25 @@ def read_text_dataset(
                         "saved by datasets")
     read = list(records)  # (line, text, pair, raw label)
     labels = _finish_labels([r[3] for r in read], [f"line {r[0]}" for r in read], path, label_type)
+    if read and pair_column is None and label_column is not None:
+        _warn_unread_text(path, _first_record(path, suffix, table), columns)
     return [TextExample(text=t, text_pair=p, label=l, line=n) for (n, t, p, _), l in zip(read, labels)]
+
+
+def _first_record(path: str, suffix: str, table: bool) -> dict:
+    if suffix in (".csv", ".tsv"):
+        return next(iter_csv_rows(path, "\t" if suffix == ".tsv" else ","))[1]
+    return next(iter_records(path))[1]
+
+
+def _warn_unread_text(path: str, first: dict, columns: tuple) -> None:
+    """A labelled set with another column of sentences beside its text: perhaps the second text of
+    a pair, which is read only when named (else the model learns from the first text alone)."""
+    unread = [name for name, value in first.items()
+              if name not in columns and isinstance(value, str) and len(value.split()) >= 3]
+    if unread:
+        warnings.warn(f"{path}: column {unread[0]!r} holds text but is not read; if it is the second text of "
+                      f"a pair, pass --set data.pair_column={unread[0]}", stacklevel=3)
 
 
 def _wanted(columns: tuple) -> list[str]:
@@ -218,7 +236,8 @@ def _column_fix(missing: str, columns: tuple, present: list[str]) -> str:
     if any(len(str(name).split()) > 3 for name in present):
         return "the first line looks like a data row: add a header line naming the columns (e.g. text,label)"
     option = ("data.text_column", "data.pair_column", "data.label_column")[columns.index(missing)]
-    return f"name the column that holds it with --set {option}=NAME"
+    pair = " (and a pair's second text: data.pair_column=NAME)" if missing == columns[0] and not columns[1] else ""
+    return f"name the column that holds it with --set {option}=NAME{pair}"
 
 
 def _csv_records(path: str, delimiter: str, columns: tuple, multilabel_sep: str):
@@ -320,10 +339,12 @@ def check_labels_known(labels: Iterable, label2id: dict, split_name: str) -> Non
 # ----------------------------------------------------------------------------------------
 
 
-def read_conll(path: str | os.PathLike, token_col: int = 0, tag_col: int = -1) -> list[TokenExample]:
+def read_conll(path: str | os.PathLike, token_col: int = 0, tag_col: int = -1,
+               labelled: bool = True) -> list[TokenExample]:
     """Read a CoNLL file: one token per line with whitespace-separated columns, a blank line
     between sentences, `-DOCSTART-` lines skipped. Every token line must have the same number
-    of columns as the first one."""
+    of columns as the first one. `labelled=False` (words to tag) also takes one column, the words
+    alone; their tags read "O"."""
     path = str(path)
     sentences: list[TokenExample] = []
     tokens: list[str] = []
@@ -343,7 +364,7 @@ def read_conll(path: str | os.PathLike, token_col: int = 0, tag_col: int = -1) -
             n_columns = len(fields)
             needed = max(token_col if token_col >= 0 else -token_col - 1,
                          tag_col if tag_col >= 0 else -tag_col - 1) + 1
-            if n_columns < needed or n_columns < 2:
+            if labelled and (n_columns < needed or n_columns < 2):
                 raise DataError(
                     f"{path}: line {line_number} has {n_columns} column(s) but token_col={token_col} "
                     f"and tag_col={tag_col} need at least {max(needed, 2)}"
@@ -356,7 +377,7 @@ def read_conll(path: str | os.PathLike, token_col: int = 0, tag_col: int = -1) -
         if not tokens:
             first_line = line_number
         tokens.append(fields[token_col])
-        tags.append(fields[tag_col])
+        tags.append(fields[tag_col] if n_columns > 1 else "O")
     if tokens:
         sentences.append(TokenExample(tokens, tags, first_line))
     return sentences

@@ -23,7 +23,8 @@ import torch
 from bertkit.models.checkpoint import read_config
 from bertkit.errors import CheckpointError, ConfigError, DataError
 from bertkit.peft import adapter_task_config, is_adapter_dir, load_peft_model, tokenizer_dir
-from bertkit.tasks.builtin import BUILTIN_DATA, load_examples, parse_source, resolve_source
+from bertkit.tasks.builtin import (BUILTIN_DATA, load_examples, naming_the_task_of_the_format, parse_source,
+                                   resolve_source)
 from bertkit.tasks.common import SUMMARY_FILE, DataConfig, PredictionInput, TaskSpec, model_labels
 from bertkit.tasks.formats import QAExample, TextExample, TokenExample
 from bertkit.tasks.registry import get_task, task_of_config
@@ -146,7 +147,9 @@ def read_prediction_input(task: Task | str, source: str, data: DataConfig) -> Pr
     task = get_task(task)
     if parse_source(source)[0] in BUILTIN_DATA:
         return PredictionInput(load_examples(task, source, "test", data))
-    return task.read_inputs(resolve_source(task, source, "test"), data)
+    path = resolve_source(task, source, "test")
+    with naming_the_task_of_the_format(task, path):
+        return task.read_inputs(path, data)
 
 
 def prediction_rows(model, tokenizer, spec: TaskSpec, inputs: PredictionInput, name: str = "input") -> list[dict]:

@@ -137,8 +137,14 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 
 
 def baseline(train, examples: Sequence[QAExample]) -> dict:
-    """The first sentence of the context as the answer of every question."""
-    return _scores(examples, {e.id: _SENTENCE_END.split(e.context, maxsplit=1)[0] for e in examples})
+    """The better (by F1) of two answers given to every question: the context's first sentence,
+    and, where some questions have no answer (SQuAD 2.0), "no answer": the score of a model that
+    learnt only to abstain."""
+    first = _scores(examples, {e.id: _SENTENCE_END.split(e.context, maxsplit=1)[0] for e in examples})
+    if not any(e.is_impossible for e in [*train, *examples]):
+        return first
+    abstain = _scores(examples, {e.id: "" for e in examples})
+    return abstain if abstain["f1"] > first["f1"] else first
 
 
 def rows(model, predictions: Sequence[SpanPrediction], inputs: PredictionInput) -> list[dict]:

@@ -53,8 +53,13 @@ def read_lines(path: str) -> list[tuple[int, str]]:
 
 
 def read_inputs(path: str, data: DataConfig) -> PredictionInput:
-    """.txt (one text per line) or .csv/.tsv/.jsonl with the text column (and the pair column)."""
+    """.txt (one text per line) or .csv/.tsv/.jsonl with the text column (and the pair column).
+    A model of text pairs refuses .txt: a line holds one text, and the model would score it alone."""
     if os.path.splitext(path)[1].lower() == ".txt":
+        if data.pair_column:
+            raise DataError(f"{path}: this model reads text pairs (columns {data.text_column!r} and "
+                            f"{data.pair_column!r}); a .txt file holds one text per line: give a CSV, TSV or "
+                            "JSONL file with both columns")
         return PredictionInput([TextExample(text=line, line=n) for n, line in read_lines(path)])
     return PredictionInput(read_text_dataset(path, data.text_column, data.pair_column or None, None))
 

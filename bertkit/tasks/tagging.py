@@ -64,10 +64,15 @@ def _jsonl_texts(path: str) -> list[tuple[int, str]]:
 
 
 def read_inputs(path: str, data: DataConfig) -> PredictionInput:
-    """Raw text (.txt one per line, .jsonl {"text"}) split into words, or CoNLL words."""
+    """Raw text (.txt one per line, .jsonl {"text"}) split into words (`words_of_text`: at spaces
+    and around punctuation, so "£5m" is "£", "5m"), or CoNLL words as given: one per line, a tag
+    column or none, a blank line between sentences."""
     suffix = os.path.splitext(path)[1].lower()
     if suffix not in (".txt", ".jsonl"):
-        return PredictionInput(read(path, data))
+        examples = read_conll(path, data.token_col, data.tag_col, labelled=False)
+        if not examples:
+            raise DataError(f"{path}: no sentences; put one word per line and a blank line between sentences")
+        return PredictionInput(examples)
     numbered = read_lines(path) if suffix == ".txt" else _jsonl_texts(path)
     examples, spans, texts = [], [], []
     for line, text in numbered:

@@ -1,0 +1,94 @@
+"""Mistakes that used to pass without a word, or with a message that did not say what to do
+(found by a newcomer walking the README with their own data): a pair model given single texts,
+a pair file read as single texts, words that predict split differently from the user, a file of
+another task's format, a QA model that only abstains, a run whose best score came last."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from bertkit.commands.finetune import training_hints
+from bertkit.errors import DataError
+from bertkit.tasks import DataConfig, builtin_splits, get_task, load_examples
+from bertkit.tasks.formats import QAExample, read_text_dataset
+from bertkit.tasks.inference import read_prediction_input
+
+
+def test_a_pair_model_refuses_single_texts_in_a_txt_file(tmp_path):
+    path = tmp_path / "new.txt"
+    path.write_text("a gloss\tan example\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"reads text pairs \(columns 'text' and 'example'\); a .txt file holds one"):
+        read_prediction_input("classification", str(path), DataConfig(pair_column="example"))
+    assert len(read_prediction_input("classification", str(path), DataConfig()).examples) == 1
+
+
+def test_a_second_text_column_left_unread_is_named_with_the_setting_that_reads_it(tmp_path):
+    path = tmp_path / "pairs.csv"
+    path.write_text('text,example,id,label\n"a gloss of many words","he sat on the bank",7,match\n',
+                    encoding="utf-8")
+    with pytest.warns(UserWarning, match=r"column 'example' holds text but is not read; .*data.pair_column=example"):
+        read_text_dataset(str(path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # read as a pair: nothing to say (and "id" holds no text)
+        assert read_text_dataset(str(path), pair_column="example")[0].text_pair == "he sat on the bank"
+    path.write_text("sentence1,sentence2,label\na b c,d e f,x\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"data.text_column=NAME \(and a pair's second text: data.pair_column=NAME\)"):
+        read_text_dataset(str(path))
+
+
+def test_predict_takes_conll_words_without_tags_as_the_user_split_them(tmp_path):
+    path = tmp_path / "words.conll"
+    path.write_text("Gordon\nBrown\npaid\n£5m\n\nHi\nthere\n", encoding="utf-8")
+    examples = read_prediction_input("token-classification", str(path), DataConfig()).examples
+    assert [e.tokens for e in examples] == [["Gordon", "Brown", "paid", "£5m"], ["Hi", "there"]]
+    with pytest.raises(DataError, match="need at least 2"):  # training data still needs its tags
+        load_examples("token-classification", str(path), "train", DataConfig())
+
+
+@pytest.mark.parametrize("task", ["classification", "qa", "embedding"])
+def test_a_file_of_another_tasks_format_names_that_task(tmp_path, task):
+    path = tmp_path / "train.conll"
+    path.write_text("Alice B-PER\nlives O\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"\.conll is the token-classification format: did you mean --task "
+                                        "token-classification\\?"):
+        load_examples(task, str(path), "train", DataConfig())
+
+
+def test_the_qa_baseline_abstains_where_abstaining_scores_better():
+    answered = QAExample("1", "Where?", "Alice lives in Paris. She likes it.", [{"text": "Paris", "answer_start": 15}])
+    unanswerable = [QAExample(str(i), "Who?", "Nobody is here. Really.", [], True) for i in range(2, 5)]
+    baseline = get_task("qa").baseline
+    assert baseline([], [answered, *unanswerable])["exact"] == pytest.approx(75.0)  # "no answer" on all four
+    squad1 = builtin_splits("wordnet-usage-qa")["dev"][:50]
+    assert baseline(squad1, squad1) == baseline([], squad1)  # no unanswerable question: the first sentence
+
+
+def summary(history, *, stopped_early=False, trivial=0.5, task="classification", metric="accuracy"):
+    best = max(history, key=lambda row: row[metric])
+    return {"select_metric": metric, "best_dev": best, "best_step": best["step"], "dev_history": history,
+            "stopped_early": stopped_early, "dev_baseline": {metric: trivial}, "spec": {"task": task},
+            "options": {"epochs": 6.0}, "train_config": {"max_steps": 60}}
+
+
+def test_the_report_says_when_the_best_score_came_last_or_is_not_above_the_trivial_one():
+    rising = [{"step": 20, "accuracy": 0.6}, {"step": 40, "accuracy": 0.7}, {"step": 60, "accuracy": 0.8}]
+    (hint,) = training_hints(summary(rising))
+    assert "came at the last evaluation" in hint and "train.epochs, now 6" in hint
+    assert training_hints(summary(rising, stopped_early=True)) == []  # a budget stop is said elsewhere
+    peaked = [{"step": 20, "accuracy": 0.45}, {"step": 40, "accuracy": 0.4}]
+    (hint,) = training_hints(summary(peaked))
+    assert "not above the trivial baseline on dev (accuracy 0.45 against 0.5)" in hint
+
+
+def test_the_report_says_what_ended_the_run(capsys):
+    from bertkit.commands.finetune import report
+
+    base = {**summary([{"step": 10, "accuracy": 0.9}, {"step": 20, "accuracy": 0.8}]), "steps": 20,
+            "epochs_run": 2.0, "wall_time_s": 1.0, "tfidf_baseline": None}
+    for stopped_by, said in (("patience", "stopped early: no better dev score in train.patience evaluations"),
+                             ("train.max_minutes", "stopped by the time budget, train.max_minutes"),
+                             (None, "as many as asked")):
+        report({**base, "stopped_by": stopped_by, "stopped_early": stopped_by is not None}, "out")
+        assert said in capsys.readouterr().out
