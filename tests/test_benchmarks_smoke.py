@@ -32,6 +32,14 @@ def test_every_script_smoke():
         assert re.search(RATIO_LINE, out, re.M), f"{script}: {out}"
 
 
+def test_embedding_training_bench_smoke():
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_embedding_train.py"), "--smoke",
+                           "--threads", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.search(r"equal losses .*\n(.*\n)*  bertkit / sentence-transformers speed: [0-9.]+x", proc.stdout), proc.stdout
+
+
 def test_batch_build_micro_smoke():
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "micro_batch_build.py"), "--rows", "8",
                            "--repeats", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,

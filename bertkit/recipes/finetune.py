@@ -394,6 +394,8 @@ def build_model(model_dir: str, data: TaskData, recipe: Recipe, model_fn=None, p
     check_model_overrides(config, recipe.model)
     torch.manual_seed(recipe.train.seed)  # the new head's initialisation
     model = (model_fn or data.task.build_model or build_task_model)(model_dir, data.task, data.labels, recipe.model)
+    if getattr(model, "layout", None) is not None:  # a sentence model (sentence_layout.py): its saved layout reads
+        model.layout.max_seq_length = recipe.data.max_length  # texts at the length it is fine-tuned and scored at
     if recipe.model.get("attention_low_rank") is not None and getattr(config, "attention_low_rank", None) is None:
         # new projections on a dense checkpoint: start from its attention, not random token mixtures
         linformer.init_segment_means(model, recipe.data.max_length)

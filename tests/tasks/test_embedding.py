@@ -17,7 +17,7 @@ from bertkit.commands.cli import main
 from bertkit.errors import DataError
 from bertkit.inference.encode import SentenceEncoder
 from bertkit.models.sentence_embedding import SentenceEmbeddingModel
-from bertkit.models.sentence_layout import has_layout
+from bertkit.models.sentence_layout import has_layout, read_layout
 from bertkit.tasks import Collator, DataConfig, builtin_splits, get_task
 from bertkit.tasks.formats import PairExample
 from bertkit.tasks.retrieval import bm25_scores, chance_metrics, ranking_metrics, ranks, words
@@ -85,7 +85,7 @@ def test_loss_equals_sentence_transformers_multiple_negatives_ranking_loss(minil
         reference_model = st.SentenceTransformer(minilm_dir, device="cpu").eval()
         with torch.no_grad():
             expected = losses.MultipleNegativesRankingLoss(reference_model)(
-                [reference_model.tokenize(g) for g in groups], None).item()
+                [reference_model.preprocess(g) for g in groups], None).item()
     tokenizer = Tokenizer.from_pretrained(minilm_dir)
     examples = [PairExample(a, p, negatives[i] if with_negative else None) for i, (a, p) in
                 enumerate(zip(anchors, positives))]
@@ -163,6 +163,7 @@ def test_finetune_evaluate_predict_and_sentence_transformers_reads_the_result(ti
     assert [row["step"] for row in summary["dev_history"]] == [0, 2, 4]  # the start model is scored first
     assert lines[-1].startswith("{") and "BM25 baseline" in "\n".join(lines)
     assert has_layout(out)  # sentence-transformers' files beside the checkpoint
+    assert read_layout(out).max_seq_length == 24  # embed and sentence-transformers read what it was tuned on
     from bertkit.inference.onnx import GRAPHS
     from bertkit.tasks.export import export_target
     assert export_target(out) is GRAPHS["embedding"]  # `bertkit export` writes the embedding graph
