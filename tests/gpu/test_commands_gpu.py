@@ -74,3 +74,25 @@ def test_finetune_evaluate_predict_on_cuda(pretrained, tmp_path, capsys):
     run(["predict", "--model", model, "--input", tmp_path / "in.txt", "--output", tmp_path / "p.jsonl",
          "--device", "cuda"], capsys)
     assert len((tmp_path / "p.jsonl").read_text().splitlines()) == 2
+
+
+def test_embedding_finetune_evaluate_predict_on_cuda(pretrained, tmp_path, capsys):
+    """The sentence model trains in bf16 on the GPU (the loss in fp32), scores by ranking, and
+    predict gives one finite vector per line."""
+    pairs = [(a, b) for (a, _), (b, _) in zip(TEXTS, TEXTS[1:] + TEXTS[:1])]
+    data = tmp_path / "pairs.csv"
+    data.write_text("text,positive\n" + "".join(f"{a},{b}\n" for a, b in pairs * 3), encoding="utf-8")
+    model = tmp_path / "emb"
+    run(["finetune", "--task", "embedding", "--model", pretrained, "--train", data, "--dev", data, "--out", model,
+         "--no-progress", "--device", "cuda", "--set", "train.max_steps=4", "train.batch_size=4",
+         "data.max_length=16"], capsys)
+    rows = [json.loads(line) for line in (model / "metrics.jsonl").read_text().splitlines()]
+    assert {r["precision"] for r in rows if r["split"] == "train"} <= {"bf16", "fp16"}
+    assert all(np.isfinite(r["loss"]) for r in rows if r["split"] == "train")
+    out, _ = run(["evaluate", "--model", model, "--data", data, "--device", "cuda"], capsys)
+    assert 0 < json.loads(out.strip().splitlines()[-1])["mrr@10"] <= 1
+    (tmp_path / "in.txt").write_text("a late goal\nrates rose\n", encoding="utf-8")
+    run(["predict", "--model", model, "--input", tmp_path / "in.txt", "--output", tmp_path / "p.jsonl",
+         "--device", "cuda"], capsys)
+    vectors = [json.loads(line)["embedding"] for line in (tmp_path / "p.jsonl").read_text().splitlines()]
+    assert len(vectors) == 2 and np.isfinite(vectors).all()
