@@ -129,7 +129,7 @@ ENDINGS = {"patience": "stopped early: no better dev score in train.patience eva
 def training_hints(summary: dict) -> list[str]:
     """What the dev history says to try: more epochs when the best score came at the last
     evaluation of a run that was not stopped; a look at the data when the model is not above the
-    trivial baseline."""
+    trivial baseline; more when the task's reference method (BM25) is level or ahead."""
     metric, best = summary["select_metric"], summary["best_dev"].get(summary["select_metric"])
     history, hints = summary.get("dev_history") or [], []
     if len(history) > 1 and summary["best_step"] == history[-1]["step"] and not summary.get("stopped_early"):
@@ -141,6 +141,12 @@ def training_hints(summary: dict) -> list[str]:
     if best is not None and trivial is not None and (best >= trivial if lower else best <= trivial):
         hints.append(f"the model is not above the trivial baseline on dev ({metric} {rounded(best)} against "
                      f"{rounded(trivial)}): check the labels, and try more epochs or a larger lr")
+    reference = summary.get("reference_baseline") or {}
+    theirs = reference.get(metric)
+    if best is not None and theirs is not None and (best >= theirs if lower else best <= theirs):
+        hints.append(f"{reference['method']} is {'level with' if best == theirs else 'ahead of'} the model on dev "
+                     f"({metric} {rounded(theirs)} against {rounded(best)}); to beat it, try --search, more "
+                     "training data or a longer run")
     return hints
 
 

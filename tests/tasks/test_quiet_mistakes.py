@@ -80,6 +80,9 @@ def test_the_report_says_when_the_best_score_came_last_or_is_not_above_the_trivi
     peaked = [{"step": 20, "accuracy": 0.45}, {"step": 40, "accuracy": 0.4}]
     (hint,) = training_hints(summary(peaked))
     assert "not above the trivial baseline on dev (accuracy 0.45 against 0.5)" in hint
+    behind_bm25 = {**summary(peaked, trivial=0.1), "reference_baseline": {"method": "BM25", "accuracy": 0.6}}
+    (hint,) = training_hints(behind_bm25)
+    assert hint.startswith("BM25 is ahead of the model on dev (accuracy 0.6 against 0.45)")
 
 
 def test_the_report_says_what_ended_the_run(capsys):
