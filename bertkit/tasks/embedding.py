@@ -101,6 +101,9 @@ def encode(tokenizer, examples, data: DataConfig, label2id: dict | None, trainin
     """Training: one feature per pair, its rows (text, positive[, negative]) as a multiple-choice
     feature's (the collator makes (B, C, T) batches). Otherwise one feature per text, each
     recording its example ("example") for `decode` to regroup."""
+    if training and len(examples) < 2:
+        raise DataError(f"{name}: {len(examples)} pair(s); the in-batch negatives loss needs at least 2 (each "
+                        "pair's negatives are the other pairs' positives): add pairs")
     texts, owners = [], []
     for index, example in enumerate(examples):
         own = _texts_of(example)

@@ -115,6 +115,8 @@ def test_reader_takes_csv_and_jsonl_and_says_what_to_do_about_bad_rows(tmp_path)
     csv.write_text("text,positive,negative\nq1,p1,n1\nq2,p2,\n", encoding="utf-8")
     with pytest.raises(DataError, match="line 3 has no 'negative' while other rows have one"):
         task.read(str(csv), DataConfig())
+    with pytest.raises(DataError, match="1 pair\\(s\\); the in-batch negatives loss needs at least 2"):
+        task.encode(None, [PairExample("q", "p")], DataConfig(), None, True, "train")
     (tmp_path / "pairs.conll").write_text("a O\n", encoding="utf-8")
     with pytest.raises(DataError, match="unknown extension '.conll'"):
         task.read(str(tmp_path / "pairs.conll"), DataConfig())
