@@ -98,6 +98,29 @@ def test_loss_equals_sentence_transformers_multiple_negatives_ranking_loss(minil
     assert expected > 0.1 and ours == pytest.approx(expected, rel=1e-4)
 
 
+def test_runs_of_similar_length_give_the_padded_forwards_loss_and_gradients(tiny, monkeypatch):
+    """The CPU path embeds a batch's texts in length-sorted runs; one forward of the whole padded
+    batch (the GPU path) must give the same loss and the same gradients."""
+    tokenizer = Tokenizer.from_pretrained(tiny)
+    examples = [PairExample(t, p + " and more words" * (i % 3)) for i, (t, p) in enumerate(PAIRS)]
+    batch = Collator(tokenizer.pad_token_id)(
+        get_task("embedding").encode(tokenizer, examples, DataConfig(max_length=48), None, True, "train"))
+    model = SentenceEmbeddingModel.from_pretrained(tiny).eval()
+    results = []
+    for whole in (False, True):
+        if whole:  # one call, as on a GPU
+            monkeypatch.setattr(model, "embed_by_length", model.embed)
+        model.zero_grad()
+        loss = model(**batch).loss
+        loss.backward()
+        results.append((loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}))
+    (runs, run_grads), (padded, padded_grads) = results
+    torch.testing.assert_close(runs, padded, rtol=1e-5, atol=1e-6)
+    assert run_grads.keys() == padded_grads.keys() and len(run_grads) > 10
+    for name in run_grads:
+        torch.testing.assert_close(run_grads[name], padded_grads[name], rtol=1e-4, atol=1e-6)
+
+
 # ---------------------------------------------------------------------------- reading
 def test_reader_takes_csv_and_jsonl_and_says_what_to_do_about_bad_rows(tmp_path):
     task = get_task("embedding")
