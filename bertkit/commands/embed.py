@@ -1,4 +1,5 @@
-"""`bertkit embed --model DIR --input FILE --output FILE.npy`: sentence embeddings, one per line.
+"""`bertkit embed --model DIR --input FILE --output FILE.npy`: sentence embeddings, one per line
+(or, for a CSV, TSV or JSONL table, one per row of its text column: `--text-column`).
 
 The pooling the model directory names (a sentence-transformers layout: cls, mean, max, ...,
 with or without normalisation); a plain model directory gets mean pooling over real tokens and
@@ -19,12 +20,16 @@ import numpy as np
 from bertkit.inference.encode import SentenceEncoder
 from bertkit.errors import DataError
 from bertkit.io import atomic_open, iter_text_lines
+from bertkit.tasks.formats import read_text_dataset
+from bertkit.tasks.tables import is_table
 from bertkit.commands.options import add_device, add_int8, add_precision, device_of, precision_of, resolve_models
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--model", required=True, help="model directory (weights + tokenizer)")
-    parser.add_argument("--input", required=True, help="UTF-8 text file, one text per line")
+    parser.add_argument("--input", required=True, help="UTF-8 text file, one text per line; or a .csv, .tsv or "
+                                                       ".jsonl table: one text per row of --text-column")
+    parser.add_argument("--text-column", default="text", help="the column a table's texts are in (default: text)")
     parser.add_argument("--output", required=True, help="where to write the (n, hidden) float32 .npy")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-length", type=int, default=None,
@@ -33,6 +38,17 @@ def add_arguments(parser) -> None:
     add_int8(parser)
     add_device(parser)
     add_precision(parser)
+
+
+TABLES = (".csv", ".tsv", ".jsonl", ".parquet")
+
+
+def read_texts(path: str, text_column: str) -> list[str]:
+    """A table's text column, one text per row; else every line of `path`, blank ones too (see the
+    module note): a CSV read as lines would embed its header and whole rows."""
+    if os.path.splitext(path)[1].lower() in TABLES or is_table(path):
+        return [example.text for example in read_text_dataset(path, text_column, None, None)]
+    return read_lines(path)
 
 
 def read_lines(path: str) -> list[str]:
@@ -45,7 +61,7 @@ def read_lines(path: str) -> list[str]:
 
 def run(args) -> int:
     resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
-    texts = read_lines(args.input)  # before loading the model: bad input fails fast
+    texts = read_texts(args.input, args.text_column)  # before loading the model: bad input fails fast
     device = device_of(args)
     encoder = SentenceEncoder.from_pretrained(args.model, quantize="int8" if args.int8 else None, device=device,
                                               precision=args.precision)

@@ -107,18 +107,22 @@ def report(summary: dict, out: str) -> None:
           f"{summary['best_step']}{start}, kept; the run trained {summary['steps']} steps ({summary['epochs_run']:.2f} "
           f"epochs, {ended}; {summary['wall_time_s']} s); trivial baseline: {metrics_text(summary['dev_baseline'])}")
     tfidf, reference = summary.get("tfidf_baseline"), summary.get("reference_baseline")
+    history = summary.get("dev_history") or []
+    before = {k: v for k, v in history[0].items() if k != "step"} if history and history[0]["step"] == 0 else None
     if tfidf is not None:
         print(tfidf.get("note") or describe(recorded_result(tfidf)))
     if reference:
         print(describe_reference(reference))
+    if before and summary["best_step"] != 0:
+        print(f"the model before fine-tuning (step 0): {metrics_text(before)}")
     for hint in (baseline_hint(summary), *training_hints(summary)):
         if hint:
             print(hint)
     print(f"model saved in {out}")
-    if recorded_result(tfidf) is not None:  # the baselines beside the model's dev scores
-        best = {**best, "baselines": {"trivial": summary["dev_baseline"], "tfidf": recorded_result(tfidf)}}
-    if reference:
-        best = {**best, "baselines": {"trivial": summary["dev_baseline"], "reference": reference}}
+    baselines = {"tfidf": recorded_result(tfidf), "reference": reference, "before_fine_tuning": before}
+    baselines = {name: value for name, value in baselines.items() if value}
+    if baselines:  # beside the model's dev scores, with the trivial one
+        best = {**best, "baselines": {"trivial": summary["dev_baseline"], **baselines}}
     print(json.dumps(best))
 
 

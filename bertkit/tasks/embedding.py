@@ -70,10 +70,13 @@ def read(path: str, data: DataConfig) -> list[PairExample]:
 
 def _example(path: str, line: int, record: dict, data: DataConfig) -> PairExample:
     columns = {"text": data.text_column, "positive": data.positive_column}
-    for role, column in columns.items():
-        if column not in record:
-            raise DataError(f"{path}: line {line} has no {column!r} column (columns: {', '.join(record)}); "
-                            f"name the column that holds the {role} with --set data.{role}_column=NAME")
+    missing = [role for role, column in columns.items() if column not in record]
+    if missing:
+        names = " and ".join(repr(columns[role]) for role in missing)
+        settings = " ".join(f"data.{role}_column=NAME" for role in missing)
+        raise DataError(f"{path}: line {line} has no {names} column (columns: {', '.join(record)}); name the "
+                        f"column{'s' if len(missing) > 1 else ''} that hold{'' if len(missing) > 1 else 's'} "
+                        f"the {' and the '.join(missing)} with --set {settings}")
     values = {role: record[column] for role, column in columns.items()}
     negative = record.get(data.negative_column)
     if negative is not None and not (isinstance(negative, str) and negative.strip()):
@@ -101,15 +104,16 @@ def encode(tokenizer, examples, data: DataConfig, label2id: dict | None, trainin
     """Training: one feature per pair, its rows (text, positive[, negative]) as a multiple-choice
     feature's (the collator makes (B, C, T) batches). Otherwise one feature per text, each
     recording its example ("example") for `decode` to regroup."""
-    if training and len(examples) < 2:
-        raise DataError(f"{name}: {len(examples)} pair(s); the in-batch negatives loss needs at least 2 (each "
-                        "pair's negatives are the other pairs' positives): add pairs")
+    pairs = examples and isinstance(examples[0], PairExample)
+    if pairs:
+        _check_pairs(examples, training, name)
+    else:
+        check_texts([e.text for e in examples], "text", name)
     texts, owners = [], []
     for index, example in enumerate(examples):
         own = _texts_of(example)
         texts += own
         owners += [index] * len(own)
-    check_texts(texts, "text (or positive / negative)", name)
     with warnings.catch_warnings():  # one summary warning below instead of the tokenizer's
         warnings.simplefilter("ignore")
         ids = tokenizer(texts, padding=False, truncation=True, max_length=data.max_length,
@@ -125,6 +129,27 @@ def encode(tokenizer, examples, data: DataConfig, label2id: dict | None, trainin
         start += len(own)
         features.append({"input_ids": own, "token_type_ids": [np.zeros_like(r) for r in own]})
     return features
+
+
+def _check_pairs(examples: Sequence[PairExample], training: bool, name: str) -> None:
+    """Empty texts (by their line), too few pairs to learn or rank, shared positives (a warning)."""
+    for index, example in enumerate(examples):
+        for role in ("text", "positive", "negative"):
+            value = getattr(example, role)
+            if value is not None and not value.strip():
+                where = f"line {example.line}" if example.line else f"example {index + 1}"
+                raise DataError(f"{name}: {where} has an empty {role}; fill it in or remove that row")
+    candidates = {text for example in examples for text in example.candidates}
+    if training and len(examples) < 2:
+        raise DataError(f"{name}: {len(examples)} pair; the in-batch negatives loss needs at least 2 (each pair's "
+                        "negatives are the other pairs' positives): add pairs")
+    if not training and len(candidates) < 2:
+        raise DataError(f"{name}: {len(candidates)} distinct positive; ranking needs at least 2 (every score would "
+                        "be 1): add pairs")
+    shared = len(examples) - len({example.positive for example in examples})
+    if training and shared:
+        warnings.warn(f"{name}: {shared} row(s) repeat another row's positive; two rows sharing a positive are "
+                      "each other's negatives when they meet in a batch: merge or drop them", stacklevel=3)
 
 
 # ---------------------------------------------------------------------------- decoding

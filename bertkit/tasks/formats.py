@@ -235,6 +235,8 @@ def _column_fix(missing: str, columns: tuple, present: list[str]) -> str:
     first row of a CSV/TSV file reads like data (a header of sentences)."""
     if any(len(str(name).split()) > 3 for name in present):
         return "the first line looks like a data row: add a header line naming the columns (e.g. text,label)"
+    if missing == columns[2] and "positive" in present:  # a search pair file given to a labelled task
+        return "a text and its positive (no label) is the embedding format: --task embedding"
     option = ("data.text_column", "data.pair_column", "data.label_column")[columns.index(missing)]
     pair = " (and a pair's second text: data.pair_column=NAME)" if missing == columns[0] and not columns[1] else ""
     return f"name the column that holds it with --set {option}=NAME{pair}"

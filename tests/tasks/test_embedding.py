@@ -77,7 +77,7 @@ def test_loss_equals_sentence_transformers_multiple_negatives_ranking_loss(minil
     from sentence_transformers.sentence_transformer import losses
 
     anchors = [t for t, _ in PAIRS[:4]]
-    positives = [PAIRS[(i + 1) % 4][1] if i == 0 else p for i, (_, p) in enumerate(PAIRS[:4])]  # one wrong: a real loss
+    positives = ["a recipe for lemon cake"] + [p for _, p in PAIRS[1:4]]  # one wrong: a real loss
     negatives = [p for _, p in PAIRS[4:8]]
     groups = [anchors, positives] + ([negatives] if with_negative else [])
     with warnings.catch_warnings():
@@ -122,7 +122,7 @@ def test_runs_of_similar_length_give_the_padded_forwards_loss_and_gradients(tiny
 
 
 # ---------------------------------------------------------------------------- reading
-def test_reader_takes_csv_and_jsonl_and_says_what_to_do_about_bad_rows(tmp_path):
+def test_reader_takes_csv_and_jsonl_and_says_what_to_do_about_bad_rows(tmp_path, tiny):
     task = get_task("embedding")
     csv = tmp_path / "pairs.csv"
     csv.write_text("text,positive,negative\nq1,p1,n1\nq2,p2,n2\n", encoding="utf-8")
@@ -130,7 +130,8 @@ def test_reader_takes_csv_and_jsonl_and_says_what_to_do_about_bad_rows(tmp_path)
     jsonl = write_pairs(tmp_path / "pairs.jsonl", PAIRS[:2])
     assert [e.candidates for e in task.read(jsonl, DataConfig())] == [[PAIRS[0][1]], [PAIRS[1][1]]]
     csv.write_text("query,passage\nq1,p1\n", encoding="utf-8")
-    with pytest.raises(DataError, match=r"no 'text' column .*--set data.text_column=NAME"):
+    with pytest.raises(DataError, match=r"no 'text' and 'positive' column .*the text and the positive with "
+                                        r"--set data.text_column=NAME data.positive_column=NAME"):
         task.read(str(csv), DataConfig())
     with pytest.raises(DataError, match=r"no 'positive' column .*--set data.positive_column=NAME"):
         task.read(str(csv), DataConfig(text_column="query"))
@@ -138,8 +139,16 @@ def test_reader_takes_csv_and_jsonl_and_says_what_to_do_about_bad_rows(tmp_path)
     csv.write_text("text,positive,negative\nq1,p1,n1\nq2,p2,\n", encoding="utf-8")
     with pytest.raises(DataError, match="line 3 has no 'negative' while other rows have one"):
         task.read(str(csv), DataConfig())
-    with pytest.raises(DataError, match="1 pair\\(s\\); the in-batch negatives loss needs at least 2"):
+    with pytest.raises(DataError, match="1 pair; the in-batch negatives loss needs at least 2"):
         task.encode(None, [PairExample("q", "p")], DataConfig(), None, True, "train")
+    with pytest.raises(DataError, match="1 distinct positive; ranking needs at least 2"):
+        task.encode(None, [PairExample("q", "p"), PairExample("r", "p")], DataConfig(), None, False, "dev")
+    csv.write_text("text,positive\nq1,p1\n   ,p2\n", encoding="utf-8")
+    with pytest.raises(DataError, match="train: line 3 has an empty text; fill it in"):
+        task.encode(None, task.read(str(csv), DataConfig()), DataConfig(), None, True, "train")
+    with pytest.warns(UserWarning, match="1 row\\(s\\) repeat another row's positive"):
+        task.encode(Tokenizer.from_pretrained(tiny), [PairExample("a", "p"), PairExample("b", "p"),
+                                                      PairExample("c", "q")], DataConfig(), None, True, "train")
     (tmp_path / "pairs.conll").write_text("a O\n", encoding="utf-8")
     with pytest.raises(DataError, match="unknown extension '.conll'"):
         task.read(str(tmp_path / "pairs.conll"), DataConfig())
@@ -187,6 +196,11 @@ def test_finetune_evaluate_predict_and_sentence_transformers_reads_the_result(ti
     assert summary["select_metric"] == "mrr@10" and summary["reference_baseline"]["method"] == "BM25"
     assert [row["step"] for row in summary["dev_history"]] == [0, 2, 4]  # the start model is scored first
     assert lines[-1].startswith("{") and "BM25 baseline" in "\n".join(lines)
+    baselines = json.loads(lines[-1])["baselines"]
+    assert set(baselines) >= {"trivial", "reference"}  # and the start model's, unless it was kept
+    if summary["best_step"] != 0:
+        assert baselines["before_fine_tuning"]["mrr@10"] == summary["dev_history"][0]["mrr@10"]
+        assert any(line.startswith("the model before fine-tuning (step 0): mrr@10=") for line in lines)
     assert has_layout(out)  # sentence-transformers' files beside the checkpoint
     assert read_layout(out).max_seq_length == 24  # embed and sentence-transformers read what it was tuned on
     from bertkit.inference.onnx import GRAPHS

@@ -47,6 +47,27 @@ def test_predict_takes_conll_words_without_tags_as_the_user_split_them(tmp_path)
         load_examples("token-classification", str(path), "train", DataConfig())
 
 
+def test_embed_reads_a_tables_text_column_and_a_pair_file_names_its_task(tmp_path, tiny_encoder, capsys):
+    import numpy as np
+
+    from bertkit.commands.cli import main
+
+    path = tmp_path / "pairs.csv"
+    path.write_text("text,positive\n\"the striker scored\",a goal\n\"shares fell\",the market dropped\n",
+                    encoding="utf-8")
+    assert main(["embed", "--model", tiny_encoder, "--input", str(path), "--output", str(tmp_path / "v.npy")]) == 0
+    assert np.load(tmp_path / "v.npy").shape[0] == 2  # the rows' texts, not the header and whole lines
+    with pytest.raises(DataError, match="a text and its positive .* is the embedding format: --task embedding"):
+        load_examples("classification", str(path), "train", DataConfig())
+
+
+@pytest.fixture(scope="module")
+def tiny_encoder(tmp_path_factory):
+    from .helpers import make_tiny_model
+
+    return make_tiny_model(tmp_path_factory.mktemp("tiny-encoder"), ["the striker scored a goal", "shares fell"] * 5)
+
+
 @pytest.mark.parametrize("task", ["classification", "qa", "embedding"])
 def test_a_file_of_another_tasks_format_names_that_task(tmp_path, task):
     path = tmp_path / "train.conll"
