@@ -9,7 +9,7 @@ min-max. Before timing, the two encoders' vectors are compared (max |difference|
   packed    oneDNN-packed weights + fused GELU        off: SentenceEncoder.pack_weights = False
   qkv       Q, K, V as one packed GEMM                off: pack_for_cpu(fuse_qkv=False)
   residual  residual add fused into the output GEMMs  off: pack_for_cpu(fuse_residual=False)
-  batches   sorted texts cut where padding costs more than a call (inference_batches.length_batches)
+  batches   sorted texts cut where padding costs more than a call (data.batches.length_batches)
             off: fixed batches of 32 sorted texts; the padding share of both is printed
   int8-fused  (both arms int8, quantize="int8") the passes around the int8 products as one
             compiled kernel each (int8_kernels.py)    off: int8_kernels.FUSE = False
@@ -36,7 +36,7 @@ from bertkit.inference import int8_kernels
 from bertkit.data.assets import minilm_dir
 from bertkit.inference.encode import SentenceEncoder
 from bertkit.inference.fastpath import pack_for_cpu
-from bertkit.inference.batches import fixed_batches, length_batches
+from bertkit.data.batches import fixed_batches, length_batches
 from bertkit.tokenizer import Tokenizer
 
 LEVERS = ("packed", "qkv", "residual", "batches", "int8-fused")

@@ -46,7 +46,7 @@ import transformers
 from bertkit.data.assets import minilm_dir
 from bertkit.inference.encode import SentenceEncoder
 from bertkit.inference.onnx import export_model, onnx_session
-from bertkit.inference.batches import fixed_batches
+from bertkit.data.batches import fixed_batches
 from bertkit.tokenizer import Tokenizer
 
 BATCH = 32

@@ -8,7 +8,7 @@ family (BERT or the modern encoder), run as `predict` runs it on the CPU
 after loading: tokenization, batches, forwards, decoding, JSON rows (`tasks.prediction_rows`),
 with eval_batch_size 32. `--lever`:
 
-  batches  on: batches cut where padding costs more than a forward call (inference_batches.length_batches)
+  batches  on: batches cut where padding costs more than a forward call (data.batches.length_batches)
            off: fixed batches of 32 features sorted by length (what predict and evaluate ran before)
   packed   on: the oneDNN-packed fp32 copy (fastpath.py)   off: the model as loaded
   int8     on: the int8 copy (`--int8`, quantize.py)       off: the packed fp32 copy

@@ -4,7 +4,7 @@ What a GPU waits for between batches unless the host builds the next one while i
 (bertkit/inference/overlap.py). Real BBC paragraphs tokenized with MiniLM's vocabulary, the 128
 first of a fixed random sample, cut at 256 tokens (the GPU benchmark's encode shape: varied lengths), built the way
 `SentenceEncoder.encode` did before (a tensor filled row by row with `torch.tensor`) and with
-`inference.batches.pad_rows` (a numpy copy per row, the mask from the lengths). Same arrays;
+`data.batches.pad_rows` (a numpy copy per row, the mask from the lengths). Same arrays;
 timed alternately (harness.alternate), median ratio.
 
     python benchmarks/micro_batch_build.py [--rows 128] [--repeats 15]
@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from bertkit.data.assets import minilm_dir
-from bertkit.inference.batches import pad_rows
+from bertkit.data.batches import pad_rows
 from bertkit.tokenizer import Tokenizer
 
 

@@ -13,7 +13,7 @@ from bertkit import BertConfig, BertModel
 from bertkit.inference.encode import SentenceEncoder
 from bertkit.models.heads import mean_pool
 from bertkit.errors import CheckpointError, DataError
-from bertkit.inference.batches import length_batches
+from bertkit.data.batches import length_batches
 from bertkit.tokenizer import Tokenizer
 
 

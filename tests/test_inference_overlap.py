@@ -5,7 +5,7 @@ sentence-transformers in test_encode.py and the task tests; tests/gpu runs them 
 import numpy as np
 import torch
 
-from bertkit.inference.batches import pad_rows
+from bertkit.data.batches import pad_rows
 from bertkit.inference.overlap import HostCopy, run_one_ahead
 
 

@@ -8,7 +8,7 @@ Hugging Face directory gets mean pooling + normalisation. Texts are encoded in b
 similar length: sorting by token count before batching removes most padding, which is pure
 waste (measured 1.7x on BBC paragraphs, see docs/benchmarks.md), and the sorted texts are cut
 into batches where that removes more padding than the extra forward call costs
-(`inference_batches.length_batches`); results come back in the caller's order.
+(`data.batches.length_batches`); results come back in the caller's order.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import torch
 from bertkit.errors import CheckpointError, DataError
 from bertkit.inference.fastpath import pack_for_cpu, weights_key
 from bertkit.models.hub_cache import resolve_model_dir
-from bertkit.inference.batches import fixed_batches, length_batches, pad_rows
+from bertkit.data.batches import fixed_batches, length_batches, pad_rows
 from bertkit.inference.overlap import HostCopy, run_one_ahead
 from bertkit.models.encoder import BertModel
 from bertkit.runtime.devices import copy_without_wait

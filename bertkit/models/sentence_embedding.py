@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertkit.errors import DataError
-from bertkit.inference.batches import length_batches
+from bertkit.data.batches import length_batches
 from bertkit.models.checkpoint import LoadReport
 from bertkit.models.encoder import BertModel, ModelOutput
 from bertkit.models.heads import mean_pool

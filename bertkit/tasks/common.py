@@ -7,7 +7,7 @@ A *feature* is one model input row as a dict of numpy arrays, unpadded: `input_i
 A multiple-choice feature holds one row per choice (`input_ids` is a list of C arrays).
 `Collator` pads a list of features into a batch (dynamic padding: to the longest row of the
 batch, not to max_length); `eval_order` gives length-sorted batches for inference, cut where
-padding costs more than a forward call (`inference_batches.length_batches`, as
+padding costs more than a forward call (`data.batches.length_batches`, as
 `SentenceEncoder.encode` does), and `forward_features` puts the outputs back in input order.
 """
 
@@ -24,7 +24,7 @@ import torch
 
 from bertkit.data.masking import IGNORE_INDEX
 from bertkit.errors import ConfigError, DataError
-from bertkit.inference.batches import fixed_batches, length_batches, pad_rows
+from bertkit.data.batches import fixed_batches, length_batches, pad_rows
 from bertkit.inference.overlap import HostCopy, run_one_ahead
 from bertkit.runtime.devices import copy_without_wait
 from bertkit.tasks.long_text import check_long_text

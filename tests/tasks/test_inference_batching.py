@@ -1,4 +1,4 @@
-"""predict and evaluate batch by padding cost (`inference_batches.length_batches`, through
+"""predict and evaluate batch by padding cost (`data.batches.length_batches`, through
 `tasks.common.eval_order`) and give the same outputs, in input order, as the fixed batches of
 sorted features they replace (`data.eval_batching = "fixed"`) and as each input run alone (no
 padding, no batching at all): tiny random models, inputs of very different lengths."""

@@ -1,10 +1,11 @@
-"""Inference batches: inputs sorted by length and cut where padding costs more than a call.
+"""Batches of token rows: inputs sorted by length and cut where padding costs more than a call.
 
 A batch is padded to its longest row, so its compute is rows x longest token slots; sorting by
 length puts similar lengths together, and cutting the sorted run into batches of different sizes
-removes most of the padding that is left. Both `SentenceEncoder.encode` (encode.py) and the task
-inference behind `bertkit predict` / `evaluate` (tasks/common.py `forward_features`) batch this
-way; the caller puts each output back at its input's position.
+removes most of the padding that is left. `SentenceEncoder.encode` (inference/encode.py), the task
+inference behind `bertkit predict` / `evaluate` (tasks/common.py `forward_features`) and the
+sentence model's training step on the CPU (models/sentence_embedding.py) batch this way; the
+caller puts each output back at its input's position.
 """
 
 from __future__ import annotations
