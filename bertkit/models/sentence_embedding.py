@@ -10,7 +10,8 @@ Suggestion"): for a batch of B anchors a_i, their positives p_i and optional har
     loss = mean_i CE(softmax_j s_ij, i)
 
 so every other anchor's positive (and every hard negative) is a negative of a_i; scale = 20
-(sentence-transformers' default; a temperature of 0.05). Saved, the directory is an ordinary
+(sentence-transformers' default; a temperature of 0.05). A candidate that is the same text as
+p_i (two rows sharing a positive) is left out of a_i's softmax rather than counted as a negative. Saved, the directory is an ordinary
 checkpoint with sentence-transformers' files beside it: `SentenceEncoder`, `bertkit embed` and
 `sentence_transformers.SentenceTransformer` load it.
 """
@@ -76,11 +77,25 @@ def pool(hidden: torch.Tensor, mask: torch.Tensor, modes: Sequence[str], prompt_
     return torch.cat(out, dim=-1)
 
 
-def in_batch_negatives_loss(anchors: torch.Tensor, candidates: torch.Tensor, scale: float = SCALE) -> torch.Tensor:
+def in_batch_negatives_loss(anchors: torch.Tensor, candidates: torch.Tensor, scale: float = SCALE,
+                            copies: torch.Tensor | None = None) -> torch.Tensor:
     """(B, D) anchors and (N >= B, D) candidates whose first B rows are the anchors' positives:
-    mean_i CE(scale * cos(a_i, c_.), i) (the module docstring)."""
+    mean_i CE(scale * cos(a_i, c_.), i) (the module docstring). `copies` (B, N), True where
+    candidate j is the same text as anchor i's positive but not that row (two rows sharing a
+    positive): left out of anchor i's softmax, so the right answer is never a negative."""
     scores = scale * F.normalize(anchors, dim=-1) @ F.normalize(candidates, dim=-1).T
+    if copies is not None:
+        scores = scores.masked_fill(copies, float("-inf"))
     return F.cross_entropy(scores.float(), torch.arange(len(anchors), device=anchors.device))
+
+
+def copies_of_positives(candidate_ids: torch.Tensor, batch: int) -> torch.Tensor:
+    """(N, T) token rows of the candidates (the first `batch` the positives, padded alike) ->
+    (batch, N): True where candidate j holds the same tokens as positive i and j != i. Compared on
+    the device, with no read back to the host."""
+    same = (candidate_ids[:batch, None, :] == candidate_ids[None, :, :]).all(-1)
+    own = torch.arange(batch, device=same.device)[:, None] == torch.arange(len(candidate_ids), device=same.device)
+    return same & ~own
 
 
 @dataclass
@@ -144,7 +159,8 @@ class SentenceEmbeddingModel(nn.Module):
         vectors = self.embed_by_length(input_ids.reshape(batch * texts, width), *flat).view(batch, texts, -1)
         # candidates: the positives first (row i is anchor i's), then every hard negative
         candidates = vectors[:, 1:].transpose(0, 1).reshape(batch * (texts - 1), -1)
-        return SentenceEmbeddingOutput(loss=in_batch_negatives_loss(vectors[:, 0], candidates, self.scale),
+        copies = copies_of_positives(input_ids[:, 1:].transpose(0, 1).reshape(batch * (texts - 1), width), batch)
+        return SentenceEmbeddingOutput(loss=in_batch_negatives_loss(vectors[:, 0], candidates, self.scale, copies),
                                        embeddings=vectors[:, 0])
 
     @classmethod

@@ -16,8 +16,8 @@ chance (the trivial baseline) and BM25 on the same queries and corpus (the refer
 
 Files: CSV, TSV or JSONL with a `text` and a `positive` column, and optionally a `negative`
 column (a hard negative on every row): `data.text_column`, `data.positive_column`,
-`data.negative_column`. Two rows sharing a positive are negatives of each other when they meet
-in a batch; keep positives distinct. `predict` reads .txt (one text per line) or a table's text
+`data.negative_column`. Rows may share a positive (several questions, one answer): in a batch,
+the copy is left out of the other row's negatives. `predict` reads .txt (one text per line) or a table's text
 column and writes {"embedding": [...]} per text (`bertkit embed` writes the same vectors as .npy).
 """
 
@@ -132,7 +132,7 @@ def encode(tokenizer, examples, data: DataConfig, label2id: dict | None, trainin
 
 
 def _check_pairs(examples: Sequence[PairExample], training: bool, name: str) -> None:
-    """Empty texts (by their line), too few pairs to learn or rank, shared positives (a warning)."""
+    """Empty texts (by their line), too few pairs to learn or rank."""
     for index, example in enumerate(examples):
         for role in ("text", "positive", "negative"):
             value = getattr(example, role)
@@ -146,10 +146,6 @@ def _check_pairs(examples: Sequence[PairExample], training: bool, name: str) -> 
     if not training and len(candidates) < 2:
         raise DataError(f"{name}: {len(candidates)} distinct positive; ranking needs at least 2 (every score would "
                         "be 1): add pairs")
-    shared = len(examples) - len({example.positive for example in examples})
-    if training and shared:
-        warnings.warn(f"{name}: {shared} row(s) repeat another row's positive; two rows sharing a positive are "
-                      "each other's negatives when they meet in a batch: merge or drop them", stacklevel=3)
 
 
 # ---------------------------------------------------------------------------- decoding

@@ -121,6 +121,30 @@ def test_runs_of_similar_length_give_the_padded_forwards_loss_and_gradients(tiny
         torch.testing.assert_close(run_grads[name], padded_grads[name], rtol=1e-4, atol=1e-6)
 
 
+def test_a_shared_positive_is_no_negative_of_the_other_row(tiny):
+    """Rows 0 and 1 share a positive: anchor 0's softmax must leave out row 1's copy (the same
+    text, so the same vector) and be the plain loss over the other candidates."""
+    from bertkit.models.sentence_embedding import SCALE
+
+    tokenizer = Tokenizer.from_pretrained(tiny)
+    answer = PAIRS[0][1]
+    examples = [PairExample(PAIRS[0][0], answer), PairExample(PAIRS[1][0], answer),
+                *[PairExample(t, p) for t, p in PAIRS[2:5]]]
+    batch = Collator(tokenizer.pad_token_id)(
+        get_task("embedding").encode(tokenizer, examples, DataConfig(max_length=24), None, True, "train"))
+    model = SentenceEmbeddingModel.from_pretrained(tiny).eval()
+    with torch.no_grad():
+        loss = model(**batch).loss
+        flat = [batch[k].reshape(-1, batch["input_ids"].shape[-1]) for k in ("input_ids", "attention_mask")]
+        vectors = torch.nn.functional.normalize(model.embed(*flat), dim=-1).view(len(examples), 2, -1)
+    scores = SCALE * vectors[:, 0] @ vectors[:, 1].T
+    keep = ~torch.eye(len(examples), dtype=torch.bool)
+    keep[0, 1] = keep[1, 0] = False  # the copies
+    expected = torch.stack([torch.logsumexp(scores[i][keep[i] | (torch.arange(len(examples)) == i)], 0) - scores[i, i]
+                            for i in range(len(examples))]).mean()
+    torch.testing.assert_close(loss, expected, rtol=1e-5, atol=1e-5)
+
+
 # ---------------------------------------------------------------------------- reading
 def test_reader_takes_csv_and_jsonl_and_says_what_to_do_about_bad_rows(tmp_path, tiny):
     task = get_task("embedding")
@@ -146,9 +170,6 @@ def test_reader_takes_csv_and_jsonl_and_says_what_to_do_about_bad_rows(tmp_path,
     csv.write_text("text,positive\nq1,p1\n   ,p2\n", encoding="utf-8")
     with pytest.raises(DataError, match="train: line 3 has an empty text; fill it in"):
         task.encode(None, task.read(str(csv), DataConfig()), DataConfig(), None, True, "train")
-    with pytest.warns(UserWarning, match="1 row\\(s\\) repeat another row's positive"):
-        task.encode(Tokenizer.from_pretrained(tiny), [PairExample("a", "p"), PairExample("b", "p"),
-                                                      PairExample("c", "q")], DataConfig(), None, True, "train")
     (tmp_path / "pairs.conll").write_text("a O\n", encoding="utf-8")
     with pytest.raises(DataError, match="unknown extension '.conll'"):
         task.read(str(tmp_path / "pairs.conll"), DataConfig())
