@@ -17,8 +17,9 @@ chance (the trivial baseline) and BM25 on the same queries and corpus (the refer
 Files: CSV, TSV or JSONL with a `text` and a `positive` column, and optionally a `negative`
 column (a hard negative on every row): `data.text_column`, `data.positive_column`,
 `data.negative_column`. Rows may share a positive (several questions, one answer): in a batch,
-the copy is left out of the other row's negatives. `predict` reads .txt (one text per line) or a table's text
-column and writes {"embedding": [...]} per text (`bertkit embed` writes the same vectors as .npy).
+the copy is left out of the other row's negatives. `predict` reads .txt (one text per line) or a
+table's text column and writes {"embedding": [...]} per text (`bertkit embed` writes the same
+vectors as .npy).
 """
 
 from __future__ import annotations
@@ -104,8 +105,7 @@ def encode(tokenizer, examples, data: DataConfig, label2id: dict | None, trainin
     """Training: one feature per pair, its rows (text, positive[, negative]) as a multiple-choice
     feature's (the collator makes (B, C, T) batches). Otherwise one feature per text, each
     recording its example ("example") for `decode` to regroup."""
-    pairs = examples and isinstance(examples[0], PairExample)
-    if pairs:
+    if examples and isinstance(examples[0], PairExample):
         _check_pairs(examples, training, name)
     else:
         check_texts([e.text for e in examples], "text", name)
