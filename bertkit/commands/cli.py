@@ -27,6 +27,8 @@ COMMANDS = {
     "info": ("info", "show a model directory's config and parameter counts by part"),
     "tokenize": ("tokenize", "show how a tokenizer splits a text (tokens, ids, segment ids, word ids, offsets)"),
     "embed": ("embed", "embed each line of a text file (the model's pooling; default mean + L2) into a .npy matrix"),
+    "nearest": ("nearest", "search a corpus with a sentence-embedding model: the texts nearest each query, by "
+                           "cosine"),
     "tokenizer": ("tokenizer", "train a WordPiece (BERT) or byte-level BPE (RoBERTa) tokenizer on text files"),
     "prepare": ("prepare", "tokenize a corpus into memory-mapped token shards for pre-training"),
     "pretrain": ("pretrain", "pre-train an encoder from a TOML recipe: MLM (+ NSP/SOP), ELECTRA or a registered "
@@ -47,7 +49,7 @@ COMMANDS = {
     "export": ("export", "export a model (any task head, or the sentence encoder) to ONNX, with its tokenizer"),
 }
 # Commands that run a model get --threads (`scale` has its own, defaulting to torch's choice).
-THREADED = ("quickstart", "embed", "pretrain", "fill-mask", "finetune", "evaluate", "predict", "distill",
+THREADED = ("quickstart", "embed", "nearest", "pretrain", "fill-mask", "finetune", "evaluate", "predict", "distill",
             "attention", "probe")
 
 

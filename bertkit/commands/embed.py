@@ -18,10 +18,8 @@ import warnings
 import numpy as np
 
 from bertkit.inference.encode import SentenceEncoder
-from bertkit.errors import DataError
-from bertkit.io import atomic_open, iter_text_lines
-from bertkit.tasks.formats import read_text_dataset
-from bertkit.tasks.tables import is_table
+from bertkit.io import atomic_open
+from bertkit.tasks.formats import read_texts
 from bertkit.commands.options import add_device, add_int8, add_precision, device_of, precision_of, resolve_models
 
 
@@ -40,23 +38,6 @@ def add_arguments(parser) -> None:
     add_precision(parser)
 
 
-TABLES = (".csv", ".tsv", ".jsonl", ".parquet")
-
-
-def read_texts(path: str, text_column: str) -> list[str]:
-    """A table's text column, one text per row; else every line of `path`, blank ones too (see the
-    module note): a CSV read as lines would embed its header and whole rows."""
-    if os.path.splitext(path)[1].lower() in TABLES or is_table(path):
-        return [example.text for example in read_text_dataset(path, text_column, None, None)]
-    return read_lines(path)
-
-
-def read_lines(path: str) -> list[str]:
-    """Every line of `path`, blank ones too (see the module note); refused when all are blank."""
-    lines = [line for _, line in iter_text_lines(path)]
-    if not any(line.strip() for line in lines):
-        raise DataError(f"{path} holds no non-empty lines; put one text per line")
-    return lines
 
 
 def run(args) -> int:

@@ -36,6 +36,7 @@ __all__ = [
     "ChoiceExample",
     "SquadReadStats",
     "read_text_dataset",
+    "read_texts",
     "read_conll",
     "write_conll",
     "read_squad",
@@ -223,6 +224,21 @@ def _warn_unread_text(path: str, first: dict, columns: tuple) -> None:
     if unread:
         warnings.warn(f"{path}: column {unread[0]!r} holds text but is not read; if it is the second text of "
                       f"a pair, pass --set data.pair_column={unread[0]}", stacklevel=3)
+
+
+TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
+
+
+def read_texts(path: str, text_column: str = "text") -> list[str]:
+    """Texts to embed: a table's text column, one text per row; else every line of `path`, blank
+    ones too (`embed` gives each line its row), refused when all are blank. A CSV read as lines
+    would give its header and whole rows."""
+    if Path(path).suffix.lower() in TABLE_SUFFIXES or is_table(path):
+        return [example.text for example in read_text_dataset(path, text_column, None, None)]
+    lines = [line for _, line in iter_text_lines(path)]
+    if not any(line.strip() for line in lines):
+        raise DataError(f"{path} holds no non-empty lines; put one text per line")
+    return lines
 
 
 def _wanted(columns: tuple) -> list[str]:

@@ -107,3 +107,12 @@ def bm25_metrics(queries: Sequence[str], candidates: Sequence[Sequence[str]]) ->
     documents, ids = corpus_of(candidates)
     relevant = np.array([own[0] for own in ids])
     return ranking_metrics(*ranks(bm25_scores(queries, documents), relevant))
+
+
+def top_matches(queries: np.ndarray, corpus: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(Q, D) and (N, D) L2-normalised vectors -> per query the k best corpus rows by cosine,
+    best first: (indices (Q, min(k, N)), scores); equal scores keep corpus order."""
+    scores = queries @ corpus.T
+    k = min(k, corpus.shape[0])
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    return order, np.take_along_axis(scores, order, axis=1)

@@ -244,6 +244,14 @@ def test_finetune_evaluate_predict_and_sentence_transformers_reads_the_result(ti
     assert [r["line"] for r in rows] == [1, 2, 3, 4] and rows[1]["embedding"] is None
     np.testing.assert_allclose([rows[i]["embedding"] for i in (0, 2, 3)], ours, atol=1e-5)
 
+    # search with it: a query that is a corpus text finds itself first (the blank line never)
+    lines = run_cli(["nearest", "--model", out, "--corpus", str(inputs), texts[2], "--top", "3",
+                     "--output", str(tmp_path / "n.jsonl")], capsys)
+    (found,) = [json.loads(line) for line in (tmp_path / "n.jsonl").read_text().splitlines()]
+    assert found["matches"][0]["text"] == texts[2] and found["matches"][0]["score"] == pytest.approx(1.0, abs=1e-4)
+    assert [m["index"] for m in found["matches"]] != [] and 1 not in [m["index"] for m in found["matches"]]
+    assert lines[0] == f"query: {texts[2]}" and lines[1].startswith("  1. 1.000  [4] ")
+
 
 def test_any_encoder_is_scored_as_an_embedding_model_before_fine_tuning(tiny, tmp_path, capsys):
     data = write_pairs(tmp_path / "pairs.jsonl", PAIRS)

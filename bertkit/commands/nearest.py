@@ -1,0 +1,66 @@
+"""`bertkit nearest --model DIR --corpus FILE "query" ...`: the corpus texts nearest each query.
+
+Search with a sentence-embedding model (one fine-tuned with `finetune --task embedding`, any
+sentence-transformers directory, or a plain encoder: mean pooling): the corpus (a .txt, one text
+per line, or a table's text column) and the queries are embedded as `bertkit embed` embeds them,
+and each query's `--top` corpus texts by cosine are printed, best first, with their line (or row)
+number. `--output FILE.jsonl` also writes one JSON line per query: {"query", "matches": [{"rank",
+"index", "score", "text"}]}. Blank corpus lines are never matched.
+"""
+
+from __future__ import annotations
+
+import json
+
+from bertkit.errors import DataError
+from bertkit.inference.encode import SentenceEncoder
+from bertkit.io import atomic_open
+from bertkit.tasks.formats import read_texts
+from bertkit.tasks.retrieval import top_matches
+from bertkit.commands.options import add_device, add_precision, device_of, precision_of, resolve_models
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--model", required=True, help="sentence-embedding model directory")
+    parser.add_argument("--corpus", required=True, help="the texts to search: a .txt (one per line) or a .csv, "
+                                                        ".tsv or .jsonl table (its --text-column)")
+    parser.add_argument("queries", nargs="*", help="query texts (or --queries FILE)")
+    parser.add_argument("--queries", dest="query_file", help="a file of queries, one per line (or a table)")
+    parser.add_argument("--text-column", default="text", help="the column a table's texts are in (default: text)")
+    parser.add_argument("--top", type=int, default=5, help="matches per query")
+    parser.add_argument("--output", help="also write the matches as JSON lines, one per query")
+    add_device(parser)
+    add_precision(parser)
+
+
+def read_queries(args) -> list[str]:
+    queries = list(args.queries) + (read_texts(args.query_file, args.text_column) if args.query_file else [])
+    queries = [q for q in queries if q.strip()]
+    if not queries:
+        raise DataError("no query: give query texts after the options, or --queries FILE")
+    return queries
+
+
+def run(args) -> int:
+    resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
+    if args.top < 1:
+        raise DataError(f"--top must be at least 1, got {args.top}")
+    queries, corpus = read_queries(args), read_texts(args.corpus, args.text_column)  # before the model loads
+    kept = [i for i, text in enumerate(corpus) if text.strip()]
+    device = device_of(args)
+    encoder = SentenceEncoder.from_pretrained(args.model, device=device, precision=args.precision)
+    precision_of(args, device)
+    vectors = encoder.encode([corpus[i] for i in kept], normalize=True)
+    order, scores = top_matches(encoder.encode(queries, normalize=True), vectors, args.top)
+    rows = []
+    for query, found, score in zip(queries, order, scores):
+        matches = [{"rank": rank, "index": kept[j], "score": round(float(s), 4), "text": corpus[kept[j]]}
+                   for rank, (j, s) in enumerate(zip(found, score), 1)]
+        rows.append({"query": query, "matches": matches})
+        print(f"query: {query}")
+        for match in matches:
+            print(f"  {match['rank']}. {match['score']:.3f}  [{match['index'] + 1}] {match['text'][:100]}")
+    if args.output:
+        with atomic_open(args.output, "w") as f:
+            f.writelines(json.dumps(row) + "\n" for row in rows)
+    return 0
