@@ -55,6 +55,7 @@ def command_lines(tmp_path, minilm_dir):
     out = str(tmp_path / "out")
     return {
         "embed": ["--model", minilm_dir, "--input", str(text), "--output", str(tmp_path / "e.npy")],
+        "nearest": ["--model", minilm_dir, "--corpus", str(text), "a query"],
         "predict": ["--model", minilm_dir, "--input", str(text), "--output", str(tmp_path / "p.jsonl")],
         "evaluate": ["--model", minilm_dir, "--data", "bbc"],
         "fill-mask": ["--model", minilm_dir, "a [MASK] line"],
