@@ -205,20 +205,15 @@ def read_text_dataset(
                         "saved by datasets")
     read = list(records)  # (line, text, pair, raw label)
     labels = _finish_labels([r[3] for r in read], [f"line {r[0]}" for r in read], path, label_type)
-    if read and pair_column is None and label_column is not None:
-        _warn_unread_text(path, _first_record(path, suffix, table), columns)
     return [TextExample(text=t, text_pair=p, label=l, line=n) for (n, t, p, _), l in zip(read, labels)]
 
 
-def _first_record(path: str, suffix: str, table: bool) -> dict:
-    if suffix in (".csv", ".tsv"):
-        return next(iter_csv_rows(path, "\t" if suffix == ".tsv" else ","))[1]
-    return next(iter_records(path))[1]
-
-
 def _warn_unread_text(path: str, first: dict, columns: tuple) -> None:
-    """A labelled set with another column of sentences beside its text: perhaps the second text of
-    a pair, which is read only when named (else the model learns from the first text alone)."""
+    """A labelled set (read without a pair column) with another column of sentences beside its text,
+    judged by its first record: perhaps the second text of a pair, which is read only when named
+    (else the model learns from the first text alone)."""
+    if columns[1] or columns[2] is None:
+        return
     unread = [name for name, value in first.items()
               if name not in columns and isinstance(value, str) and len(value.split()) >= 3]
     if unread:
@@ -262,11 +257,13 @@ def _csv_records(path: str, delimiter: str, columns: tuple, multilabel_sep: str)
     """(line, text, pair, raw label) of each CSV/TSV row; "a|b" labels are lists."""
     text_column, pair_column, label_column = columns
     wanted = _wanted(columns)
-    for line, row, fieldnames in iter_csv_rows(path, delimiter):
+    for index, (line, row, fieldnames) in enumerate(iter_csv_rows(path, delimiter)):
         missing = [name for name in wanted if name not in row]
         if missing:
             raise DataError(f"{path}: header has no column {missing[0]!r} (columns: {', '.join(fieldnames)}); "
                             f"{_column_fix(missing[0], columns, fieldnames)}")
+        if index == 0:
+            _warn_unread_text(path, row, columns)
         pair = row[pair_column] if pair_column else None
         cell = row[label_column].strip() if label_column is not None else ""
         if cell == "":
@@ -282,11 +279,13 @@ def _jsonl_records(path: str, columns: tuple):
     """(line, text, pair, raw label) of each JSONL record (or table row), its types checked."""
     text_column, pair_column, label_column = columns
     wanted = _wanted(columns)
-    for line, record in iter_records(path):
+    for index, (line, record) in enumerate(iter_records(path)):
         missing = [name for name in wanted if name not in record]
         if missing:
             raise DataError(f"{path}: line {line} has no key {missing[0]!r} (keys: {', '.join(record)}); "
                             f"{_column_fix(missing[0], columns, list(record))}")
+        if index == 0:
+            _warn_unread_text(path, record, columns)
         for name in wanted[:2] if pair_column else wanted[:1]:
             if not isinstance(record[name], str):
                 raise DataError(f"{path}: line {line} field {name!r} must be a string")
