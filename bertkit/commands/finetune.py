@@ -141,30 +141,42 @@ def training_hints(summary: dict) -> list[str]:
                      f"run (train.epochs, now {summary['options']['epochs']:g}; or train.max_steps, now "
                      f"{summary['train_config']['max_steps']})")
     trivial = (summary.get("dev_baseline") or {}).get(metric)
-    lower = metric in TASKS[summary["spec"]["task"]].lower_is_better
-    if best is not None and trivial is not None and (best >= trivial if lower else best <= trivial):
+    if not_ahead(summary, trivial):
         hints.append(f"the model is not above the trivial baseline on dev ({metric} {rounded(best)} against "
                      f"{rounded(trivial)}): check the labels, and try more epochs or a larger lr")
     reference = summary.get("reference_baseline") or {}
-    theirs = reference.get(metric)
-    if best is not None and theirs is not None and (best >= theirs if lower else best <= theirs):
-        hints.append(f"{reference['method']} is {'level with' if best == theirs else 'ahead of'} the model on dev "
-                     f"({metric} {rounded(theirs)} against {rounded(best)}); to beat it, try --search, more "
-                     "training data or a longer run")
+    if not_ahead(summary, reference.get(metric)):
+        tries = [] if "search" in summary else ["--search"]
+        hints.append(behind(reference["method"], summary, reference[metric], [*tries, "more training data",
+                                                                              "a longer run"]))
     return hints
+
+
+def not_ahead(summary: dict, theirs: float | None) -> bool:
+    """Whether the model's best dev score is level with or behind `theirs` (False when either is
+    unknown); lower is better for the task's loss-like metrics."""
+    metric = summary["select_metric"]
+    ours = summary["best_dev"].get(metric)
+    if ours is None or theirs is None:
+        return False
+    return ours >= theirs if metric in TASKS[summary["spec"]["task"]].lower_is_better else ours <= theirs
+
+
+def behind(method: str, summary: dict, theirs: float, tries: list[str]) -> str:
+    """One line: `method` is level with or ahead of the model on dev, and what to try."""
+    metric = summary["select_metric"]
+    ours = summary["best_dev"][metric]
+    return (f"{method} is {'level with' if ours == theirs else 'ahead of'} the model on dev ({metric} "
+            f"{rounded(theirs)} against {rounded(ours)}); to beat it, try: {'; '.join(tries)}")
 
 
 def baseline_hint(summary: dict) -> str | None:
     """What to try, in one line, when TF-IDF is level with or ahead of the model on dev (the
     levers measured in docs/results.md, "Fine-tuning defaults across real sets"); None otherwise."""
-    metric, tfidf = summary["select_metric"], recorded_result(summary.get("tfidf_baseline")) or {}
-    ours, theirs = summary["best_dev"].get(metric), tfidf.get(metric)
-    if ours is None or theirs is None:
-        return None
-    if (ours < theirs) if metric in TASKS[summary["spec"]["task"]].lower_is_better else (ours > theirs):
+    theirs = (recorded_result(summary.get("tfidf_baseline")) or {}).get(summary["select_metric"])
+    if not not_ahead(summary, theirs):
         return None
     tries = [] if "search" in summary else ["--search (lr, dropout and pooling chosen on dev)"]
     tries += [f"a longer --set data.max_length (now {summary['spec']['data']['max_length']}) if texts were cut",
               "continued pre-training on your training texts first (configs/tapt-mini.toml, docs/dapt.md)"]
-    return (f"TF-IDF is {'level with' if ours == theirs else 'ahead of'} the model on dev ({metric} "
-            f"{rounded(theirs)} against {rounded(ours)}); to beat it, try: {'; '.join(tries)}")
+    return behind("TF-IDF", summary, theirs, tries)
