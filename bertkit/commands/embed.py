@@ -38,8 +38,6 @@ def add_arguments(parser) -> None:
     add_precision(parser)
 
 
-
-
 def run(args) -> int:
     resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
     texts = read_texts(args.input, args.text_column)  # before loading the model: bad input fails fast

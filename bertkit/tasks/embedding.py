@@ -34,11 +34,10 @@ from bertkit.errors import DataError
 from bertkit.io import check_regular_file, iter_csv_rows
 from bertkit.models.families import families
 from bertkit.models.sentence_embedding import SentenceEmbeddingModel
-from bertkit.tasks import retrieval
+from bertkit.tasks import retrieval, sequence
 from bertkit.tasks.common import (DataConfig, PredictionInput, TaskSpec, check_texts, forward_features,
                                   truncation_warning)
-from bertkit.tasks.formats import PairExample, TextExample, read_text_dataset
-from bertkit.tasks.sequence import read_lines
+from bertkit.tasks.formats import PairExample
 from bertkit.tasks.spec import Task
 from bertkit.tasks.tables import is_table, iter_records
 
@@ -88,13 +87,6 @@ def _example(path: str, line: int, record: dict, data: DataConfig) -> PairExampl
     return PairExample(values["text"], values["positive"], negative, line)
 
 
-def read_inputs(path: str, data: DataConfig) -> PredictionInput:
-    """.txt (one text per line) or a table's text column: the texts to embed."""
-    if os.path.splitext(path)[1].lower() == ".txt":
-        return PredictionInput([TextExample(text=line, line=n) for n, line in read_lines(path)])
-    return PredictionInput(read_text_dataset(path, data.text_column, None, None))
-
-
 # ---------------------------------------------------------------------------- features
 def _texts_of(example) -> list[str]:
     """Every text of an example: a pair's text and candidates, or a text to embed."""
@@ -139,10 +131,10 @@ def _check_pairs(examples: Sequence[PairExample], training: bool, name: str) -> 
             if value is not None and not value.strip():
                 where = f"line {example.line}" if example.line else f"example {index + 1}"
                 raise DataError(f"{name}: {where} has an empty {role}; fill it in or remove that row")
-    candidates = {text for example in examples for text in example.candidates}
     if training and len(examples) < 2:
         raise DataError(f"{name}: {len(examples)} pair; the in-batch negatives loss needs at least 2 (each pair's "
                         "negatives are the other pairs' positives): add pairs")
+    candidates = {text for example in examples for text in example.candidates}
     if not training and len(candidates) < 2:
         raise DataError(f"{name}: {len(candidates)} distinct positive; ranking needs at least 2 (every score would "
                         "be 1): add pairs")
@@ -197,7 +189,8 @@ EMBEDDING = Task(
     name="embedding",
     description="sentence embeddings for search: (text, positive[, negative]) pairs, in-batch negatives",
     model_class=SentenceEmbeddingModel,
-    read=read, read_inputs=read_inputs, encode=encode, decode=decode, metrics=metrics, baseline=baseline,
+    # predict's texts to embed: .txt lines or a table's text column, as a text classifier reads them
+    read=read, read_inputs=sequence.read_inputs, encode=encode, decode=decode, metrics=metrics, baseline=baseline,
     rows=rows, metric_names=retrieval.METRIC_NAMES,
     build_model=build_model,
     # every family's encoder serves (the model wraps it): no per-family head class
