@@ -26,6 +26,7 @@ import os
 import shutil
 import stat
 import tempfile
+import warnings
 from typing import IO, Any, Iterator
 
 from bertkit.errors import BertkitError, DataError, EncodingError, WriteError
@@ -331,6 +332,42 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
         yield line_number, record
 
 
+def _fields(text: str, delimiter: str) -> int:
+    return len(next(csv.reader([text], delimiter=delimiter)))
+
+
+def _rows_inside(value: str, column: int, width: int, delimiter: str) -> list[str]:
+    """The lines of a multi-line field in `column` (0-based) that look like what a quote left
+    open swallows: the first line holds the rest of its own row (width - column fields), and
+    later lines parse as whole rows of the header's width. Empty for a text that merely runs
+    over lines."""
+    first, *inner = value.split("\n")
+    if _fields(first, delimiter) != width - column:
+        return []
+    return [text for text in inner if text.strip() and _fields(text, delimiter) == width]
+
+
+def _check_open_quote(path: str, row: dict, width: int, delimiter: str, first_line: int, warn: bool) -> bool:
+    """A record that began on `first_line` and holds lines that look like rows of their own.
+    Unclosed to the end of the file (fields missing): an error. Closed by a later quote: a
+    warning (if `warn`; True when given), since a real multi-line text may hold the delimiter
+    on every line."""
+    swallowed = [text for column, value in enumerate(row.values()) if isinstance(value, str) and "\n" in value
+                 for text in _rows_inside(value, column, width, delimiter)]
+    if not swallowed:
+        return False
+    fix = 'close the quote, and write a quote inside a quoted field as two ("")'
+    if any(value is None for value in row.values()):
+        raise DataError(f"{path}: the quote opened on line {first_line} is never closed, so the "
+                        f"{len(swallowed)} rows after it (e.g. {swallowed[0][:60]!r}) were read as one text; {fix}")
+    if warn:
+        rows = "a line that looks like a row" if len(swallowed) == 1 else f"{len(swallowed)} lines that look like rows"
+        warnings.warn(f"{path}: the quoted text that starts on line {first_line} runs over several lines and holds "
+                      f"{rows} (e.g. {swallowed[0][:60]!r}); if the quote should have closed on line "
+                      f"{first_line}, {fix}", stacklevel=3)
+    return warn
+
+
 def iter_csv_rows(path: str | os.PathLike, delimiter: str) -> Iterator[tuple[int, dict, list]]:
     """Yield (line_number, row_dict, fieldnames) from a CSV/TSV file with a header row."""
     path = os.fspath(path)
@@ -347,8 +384,12 @@ def iter_csv_rows(path: str | os.PathLike, delimiter: str) -> Iterator[tuple[int
         repeated = sorted({name for name in fieldnames if fieldnames.count(name) > 1})
         if repeated:
             raise DataError(f"{path}: line 1 names the column {repeated[0]!r} twice; rename or remove one")
+        first_line, warned = reader.line_num + 1, False
         for row in reader:
             line = reader.line_num
+            if line > first_line:  # a quoted field ran over several lines: legitimate, or a quote left open
+                warned |= _check_open_quote(path, row, len(fieldnames), delimiter, first_line, warn=not warned)
+            first_line = line + 1
             if None in row:
                 raise DataError(
                     f"{path}: line {line} has {len(fieldnames) + len(row[None])} fields but the "

@@ -95,6 +95,30 @@ def test_text_dataset_errors_name_file_and_line(tmp_path, name, content, kwargs,
         read_text_dataset(path, **kwargs)
 
 
+def test_csv_quote_never_closed_is_named_by_the_line_it_opened(tmp_path):
+    # csv reads to the end of the file for the closing quote: the rows after it became one text
+    path = write(tmp_path, "a.csv", 'text,label\nhello,a\n"broken quote,b\nthird row,a\nfourth,b\n')
+    with pytest.raises(DataError, match=r"a\.csv: the quote opened on line 3 is never closed, so the 2 rows "
+                                         r"after it \(e\.g\. 'third row,a'\)"):
+        read_text_dataset(path)
+
+
+def test_csv_quote_closed_later_warns_once_and_keeps_rows(tmp_path):
+    # a stray quote closed by a later one silently merged rows 3-5 into one text
+    text = 'text,label\nhello,a\n"stray,b\nthird,a\nfourth "x",b\n"a, b\nc, d",a\nlast,b\n'
+    path = write(tmp_path, "a.csv", text)
+    with pytest.warns(UserWarning, match=r"starts on line 3 .* holds a line that looks like a row \(e\.g\. 'third,a'\)") as seen:
+        examples = read_text_dataset(path)
+    assert len([w for w in seen if "looks like" in str(w.message)]) == 1  # once per file, not per record
+    assert [e.label for e in examples] == ["a", "b", "a", "b"]
+
+
+def test_csv_multi_line_text_without_row_lookalikes_is_quiet(tmp_path, recwarn):
+    path = write(tmp_path, "a.csv", 'text,label\n"first line\nsecond line, no label",pos\nbad,neg\n')
+    assert read_text_dataset(path)[0].text == "first line\nsecond line, no label"
+    assert not [w for w in recwarn if "looks like" in str(w.message)]
+
+
 def test_mixed_label_kinds_rejected():
     with pytest.raises(DataError, match="mixed kinds"):
         infer_task_kind([TextExample("a", label="x"), TextExample("b", label=1.0)])
