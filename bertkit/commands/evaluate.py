@@ -15,6 +15,7 @@ Under torchrun (`torchrun --nproc_per_node N -m bertkit evaluate ...`) each proc
 from __future__ import annotations
 
 import json
+import sys
 import warnings
 
 from bertkit.errors import ConfigError, DataError
@@ -42,6 +43,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--limit", type=int, default=0,
                         help="evaluate on a seeded random subset of this many examples (0 = all)")
     add_seed(parser, "of the --limit subset; default 0")
+    parser.add_argument("--allow-unseen-labels", action="store_true",
+                        help="score data holding labels the model never saw (they count as errors) "
+                             "instead of refusing it")
     parser.add_argument("--no-baseline", action="store_true",
                         help="skip the baselines (classification, regression: the trivial one and TF-IDF + a "
                              "linear model, fitted again on the fine-tune's training data)")
@@ -86,7 +90,10 @@ def score(args, ctx):
     if not examples:
         raise DataError(f"{args.data}: no examples to evaluate")
     examples = subsample(examples, args.limit, args.seed or 0)
-    check_model_labels(model, spec, examples, args.data)
+    unseen = check_model_labels(model, spec, examples, args.data, allow=args.allow_unseen_labels)
+    if unseen and ctx.is_main:
+        print(f"{len(unseen)} label(s) the model never saw ({', '.join(unseen[:10])}"
+              f"{', ...' if len(unseen) > 10 else ''}): counted as errors", file=sys.stderr)
     with running_in(args, ctx.device), warnings.catch_warnings():
         if not any(split_override(item)[0] == "data.max_length" for item in args.set):
             # the length the model was fine-tuned at: texts are cut as they were in training

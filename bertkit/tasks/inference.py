@@ -126,18 +126,22 @@ def baseline_metrics(spec: TaskSpec, train: Sequence, examples: Sequence) -> dic
     return spec.task.baseline(train, examples)
 
 
-def check_model_labels(model, spec: TaskSpec, examples: Sequence, source: str) -> None:
-    """Labels in the data that the model cannot predict -> DataError listing them."""
+def check_model_labels(model, spec: TaskSpec, examples: Sequence, source: str, allow: bool = False) -> list[str]:
+    """The labels in the data that the model cannot predict, sorted. Any -> DataError listing
+    them, unless `allow`: then they are returned, and the examples holding them count as errors
+    (the model never predicts them; a classification loss becomes inf)."""
     task = spec.task
     if task.labels_of is None:
-        return
+        return []
     known = set(model_labels(model))
     unknown = sorted(str(x) for x in set(task.labels_of(examples)) - known)
-    if unknown:
+    if unknown and not allow:
         shown = ", ".join(repr(x) for x in unknown[:20]) + (f" and {len(unknown) - 20} more" if len(unknown) > 20 else "")
         raise DataError(f"{source} has {len(unknown)} label(s) the model never saw: {shown}; the model knows "
                         f"{len(known)} labels ({', '.join(sorted(known)[:10])}{', ...' if len(known) > 10 else ''}); "
-                        "evaluate on data with the model's label set, or fine-tune on these labels")
+                        "evaluate on data with the model's label set, fine-tune on these labels, or pass "
+                        "--allow-unseen-labels to score them as errors")
+    return unknown
 
 
 # ---------------------------------------------------------------------------- predict

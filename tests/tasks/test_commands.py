@@ -123,6 +123,14 @@ def test_evaluate_refuses_labels_the_model_never_saw(tagger, capsys, tmp_path):
     code, _, err = run_cli(["evaluate", "--model", tagger, "--data", str(tmp_path / "odd.conll")], capsys)
     assert code == 2
     assert "'B-LOC'" in err and "never saw" in err and len(err.strip().splitlines()) == 1
+    assert "--allow-unseen-labels" in err
+    # asked for: scored, the unseen entity a miss (recall 0), the tag accuracy the two O words right
+    code, out, err = run_cli(["evaluate", "--model", tagger, "--data", str(tmp_path / "odd.conll"),
+                              "--allow-unseen-labels"], capsys)
+    assert code == 0, err
+    assert "1 label(s) the model never saw (B-LOC): counted as errors" in err
+    metrics = json.loads(out.strip().splitlines()[-1])
+    assert metrics["recall"] == 0.0 and metrics["tag_accuracy"] <= 2 / 3
 
 
 def test_classification_predict_and_evaluate_from_files(tiny, capsys, tmp_path):
@@ -156,6 +164,13 @@ def test_classification_predict_and_evaluate_from_files(tiny, capsys, tmp_path):
     (tmp_path / "other.csv").write_text("text,label\nrain tomorrow,weather\nsun,weather\n", encoding="utf-8")
     code, _, err = run_cli(["evaluate", "--model", out, "--data", str(tmp_path / "other.csv")], capsys)
     assert code == 2 and "'weather'" in err
+    (tmp_path / "mixed.csv").write_text("text,label\nrain tomorrow,weather\nthe match ended 3 nil,sport\n",
+                                        encoding="utf-8")
+    code, stdout, err = run_cli(["evaluate", "--model", out, "--data", str(tmp_path / "mixed.csv"),
+                                 "--allow-unseen-labels"], capsys)
+    assert code == 0 and "(weather): counted as errors" in err
+    metrics = json.loads(stdout.strip().splitlines()[-1])
+    assert metrics["accuracy"] <= 0.5 and metrics["loss"] is None  # ln p(weather) = ln 0: no finite loss
     # an existing model in --out is not overwritten silently
     code, _, err = run_cli(["finetune", "--task", "classification", "--model", tiny, "--train",
                             str(tmp_path / "train.csv"), "--dev", str(tmp_path / "dev.csv"), "--out", out,
