@@ -1,9 +1,10 @@
 """`bertkit peft merge|info`: work with adapter directories (bertkit.peft).
 
-    bertkit peft merge --model ADAPTER_DIR [--base BASE_DIR] --out DIR
+    bertkit peft merge --model ADAPTER_DIR [--base BASE_DIR] --out DIR [--overwrite]
         LoRA only: fold W += (alpha / r) B A into the base weights and write a plain checkpoint
         (config.json, model.safetensors, tokenizer files) that loads in bertkit and in the
-        matching transformers class. --base defaults to the base recorded in the adapter.
+        matching transformers class. --base defaults to the base recorded in the adapter. --out
+        must be empty or new (--overwrite replaces it whole) and apart from the adapter and base.
     bertkit peft info --model ADAPTER_DIR (or: bertkit peft info ADAPTER_DIR)
         method, settings, what it changes, its base and its size.
 """
@@ -14,7 +15,9 @@ import json
 import os
 
 from bertkit.errors import CheckpointError
+from bertkit.io import atomic_directory
 from bertkit.peft import load_peft_model, read_adapter_config
+from bertkit.runtime.run_dir import check_apart
 from bertkit.tokenizer import Tokenizer
 from bertkit.commands.options import add_model_dir, resolve_models
 
@@ -29,6 +32,8 @@ def add_arguments(parser) -> None:
     merge.add_argument("--model", required=True, help="adapter directory (adapter_config.json + weights)")
     merge.add_argument("--base", help="base model directory (default: the one recorded in the adapter)")
     merge.add_argument("--out", required=True, help="where to write the merged model directory")
+    merge.add_argument("--overwrite", action="store_true",
+                       help="replace a non-empty --out whole (its old files go, once the merged model is written)")
     merge.add_argument("--no-check-base", action="store_true",
                        help="merge even if the base weights differ from those the adapter was trained on")
     info = sub.add_parser("info", help="show an adapter directory's method, settings, base and size",
@@ -45,21 +50,33 @@ def run(args) -> int:
 
 
 def merge(args) -> int:
-    if os.path.abspath(args.out) == os.path.abspath(args.model):
-        raise CheckpointError("--out must differ from --model: the adapter directory would be "
-                              "overwritten by a full checkpoint")
+    check_apart(args.model, args.out)
     peft = load_peft_model(args.model, args.base, check_base=not args.no_check_base)
     peft._check_mergeable(peft.active_adapter)  # a clear message for adapters / prefixes, before work
-    tokenizer = _tokenizer(args.model) or _tokenizer(args.base or peft.base_model_path)
+    base = args.base or peft.base_model_path
+    if base:  # the base is only read: writing over it would change every adapter trained on it
+        check_apart(base, args.out, "base")
+    _refuse_a_model_in(args.out, args.overwrite)
+    tokenizer = _tokenizer(args.model) or _tokenizer(base)
     plain = peft.merge_and_unload()
-    plain.save_pretrained(args.out, tokenizer=tokenizer)
+    with atomic_directory(args.out, prefix=f".{os.path.basename(os.path.abspath(args.out))}.new-") as tmp:
+        plain.save_pretrained(tmp, tokenizer=tokenizer)  # whole, or --out as it was
     size = os.path.getsize(os.path.join(args.out, "model.safetensors"))
-    # the base directory is only read: the merged weights are a new model in --out
     print(f"merged {peft.peft_configs[peft.active_adapter].method} adapter {args.model} and its base "
           f"{peft.base_model_path} into {os.path.abspath(args.out)}: {type(plain).__name__}, {size / 1e6:.1f} MB")
     if tokenizer is None:
         print("note: no tokenizer files in the adapter or base directory; copy them next to the model")
     return 0
+
+
+def _refuse_a_model_in(out: str, overwrite: bool) -> None:
+    """A non-empty --out (another model, a run's files) is replaced whole only with --overwrite."""
+    held = sorted(os.listdir(out)) if os.path.isdir(out) else []
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise CheckpointError(f"--out {out} is a file, not a directory; choose another --out")
+    if held and not overwrite:
+        raise CheckpointError(f"--out {out} is not empty ({', '.join(held[:3])}{', ...' if len(held) > 3 else ''}); "
+                              "choose a new --out directory, or pass --overwrite to replace it whole")
 
 
 def _tokenizer(directory):

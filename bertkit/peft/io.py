@@ -409,11 +409,15 @@ def check_fingerprint(meta: dict, fingerprint: str, base: str, adapter_dir: str)
     """Refuse other base weights than the adapter was trained on (when it records them: PEFT's
     own adapters do not)."""
     if meta.get("base_fingerprint") is not None and meta["base_fingerprint"] != fingerprint:
-        recorded = meta.get("base_model") or "(not recorded)"
+        recorded = meta.get("base_model")
+        same = recorded and os.path.realpath(recorded) == os.path.realpath(base)
+        which = (f"the weights in {base} changed since it was trained on them" if same else
+                 f"it records {recorded} as its base" if recorded else "it does not record which base that was")
         raise CheckpointError(
             f"adapter {adapter_dir} was trained on other base weights than {base} (fingerprint "
-            f"{str(meta.get('base_fingerprint'))[:12]} vs {fingerprint[:12]}); the recorded base is "
-            f"{recorded}: pass that with --base, or check_base=False to load anyway")
+            f"{str(meta.get('base_fingerprint'))[:12]} vs {fingerprint[:12]}); {which}; give it the base it was "
+            f"trained on ({_GIVE_BASE}), or load anyway with check_base=False in Python, --no-check-base in "
+            "`bertkit peft merge`")
 
 
 def copy_adapter_weights(peft, weights: dict[str, torch.Tensor], name: str, source: str) -> None:
@@ -446,18 +450,22 @@ def task_class(name: str) -> type:
     return cls
 
 
+# Where a base model directory can be given, in every context the errors below reach.
+_GIVE_BASE = "pass base=DIR in Python or --base DIR to `bertkit peft merge`"
+
+
 def base_directory(saved: SavedAdapter) -> str:
     """The recorded base model directory, or an error that names what is missing."""
     base = saved.meta.get("base_model")
     where = ("base_model_name_or_path in adapter_config.json" if saved.meta.get("format") == "peft"
              else "base_model in the adapter config")
     if not base:
-        raise CheckpointError(f"adapter {saved.directory} does not record its base model; pass the base "
-                              f"model directory (--base DIR), base=DIR in Python ({where} is empty)")
+        raise CheckpointError(f"adapter {saved.directory} does not record its base model ({where} is empty); "
+                              f"set it to the base model directory, or {_GIVE_BASE}")
     if not os.path.isdir(base):
         raise CheckpointError(f"adapter {saved.directory} needs its base model {base!r} ({where}), which "
-                              "is not a directory here (bertkit reads local directories only); pass the "
-                              "base model directory (--base DIR), base=DIR in Python, or copy the base there")
+                              "is not a directory here (bertkit reads local directories only); set it to the "
+                              f"base model directory here, or {_GIVE_BASE}")
     return base
 
 

@@ -72,7 +72,7 @@ def test_merge_errors_are_one_line(minilm_classifier, minilm_dir, tmp_path, caps
     assert not os.path.exists(tmp_path / "m")
 
     assert main(["peft", "merge", "--model", str(tmp_path / "ad"), "--out", str(tmp_path / "ad")]) == 2
-    assert "--out must differ from --model" in capsys.readouterr().err
+    assert "is --model" in capsys.readouterr().err
 
     assert main(["peft", "merge", "--model", minilm_dir, "--out", str(tmp_path / "m")]) == 2
     assert "plain model directory" in capsys.readouterr().err
@@ -80,8 +80,32 @@ def test_merge_errors_are_one_line(minilm_classifier, minilm_dir, tmp_path, caps
     lora = get_peft_model(bertkit.BertForSequenceClassification(minilm_classifier.config), LoraConfig())
     lora.save_pretrained(tmp_path / "lora")  # no base recorded
     assert main(["peft", "merge", "--model", str(tmp_path / "lora"), "--out", str(tmp_path / "m")]) == 2
-    assert "pass the base model directory (--base DIR)" in capsys.readouterr().err
+    assert "is empty); set it to the base model directory, or pass base=DIR in Python or --base DIR to" in capsys.readouterr().err
     # a base that is not the one it was trained on (random weights vs MiniLM)
     assert main(["peft", "merge", "--model", str(tmp_path / "lora"), "--base", minilm_dir,
                  "--out", str(tmp_path / "m")]) == 2
     assert "other base weights" in capsys.readouterr().err
+
+
+def test_merge_never_writes_over_the_base_and_replaces_a_model_only_with_overwrite(
+        minilm_classifier, minilm_dir, tmp_path, capsys):
+    base = tmp_path / "base"
+    minilm_classifier.save_pretrained(base, tokenizer=Tokenizer.from_pretrained(minilm_dir))
+    peft = get_peft_model(minilm_classifier, LoraConfig(r=4), base_model_path=str(base))
+    peft.save_pretrained(tmp_path / "lora")
+    base_bytes = (base / "model.safetensors").read_bytes()
+    for out in (base, base / "sub"):  # the base, or a folder inside it: refused, even with --overwrite
+        assert main(["peft", "merge", "--model", str(tmp_path / "lora"), "--out", str(out), "--overwrite"]) == 2
+        assert f"--out {out} " in capsys.readouterr().err
+    assert (base / "model.safetensors").read_bytes() == base_bytes and not (base / "sub").exists()
+
+    full = tmp_path / "full"  # another model's run folder
+    full.mkdir()
+    (full / "model.safetensors").write_bytes(b"the full fine-tune")
+    (full / "finetune_summary.json").write_text("{}")
+    assert main(["peft", "merge", "--model", str(tmp_path / "lora"), "--out", str(full)]) == 2
+    assert "is not empty (finetune_summary.json, model.safetensors); choose a new --out" in capsys.readouterr().err
+    assert (full / "model.safetensors").read_bytes() == b"the full fine-tune"
+    # --overwrite replaces it whole: the old run's summary does not stay beside the merged weights
+    assert main(["peft", "merge", "--model", str(tmp_path / "lora"), "--out", str(full), "--overwrite"]) == 0
+    assert "finetune_summary.json" not in os.listdir(full) and "config.json" in os.listdir(full)

@@ -201,8 +201,18 @@ def test_wrong_base_is_refused(minilm_classifier, minilm_dir, tmp_path):
     same_shape.save_pretrained(tmp_path / "changed")
     with pytest.raises(CheckpointError, match="other base weights") as info:
         PeftModel.from_pretrained(tmp_path / "adapter", base=tmp_path / "changed")
-    assert minilm_dir in str(info.value)  # names the recorded base
+    assert f"it records {minilm_dir} as its base" in str(info.value)
     PeftModel.from_pretrained(tmp_path / "adapter", base=tmp_path / "changed", check_base=False)
+    # the recorded base itself changed: not "pass the recorded base", which is the one that failed
+    peft = get_peft_model(bertkit.BertForSequenceClassification.from_pretrained(tmp_path / "changed", num_labels=5),
+                          LoraConfig(r=2), base_model_path=str(tmp_path / "changed"))
+    peft.save_pretrained(tmp_path / "adapter2")
+    with torch.no_grad():
+        same_shape.encoder.layer[3].output.dense.weight.mul_(1.01)
+    same_shape.save_pretrained(tmp_path / "changed")
+    with pytest.raises(CheckpointError, match=r"the weights in .*changed changed since it was trained on them; "
+                                              r"give it the base .* --no-check-base in `bertkit peft merge`"):
+        PeftModel.from_pretrained(tmp_path / "adapter2")
 
     with pytest.raises(CheckpointError, match="plain model directory"):
         PeftModel.from_pretrained(tmp_path / "changed")
