@@ -1,9 +1,21 @@
-"""`bertkit tokenizer train --files F [F ...] --vocab-size N --out DIR`: train a tokenizer."""
+"""`bertkit tokenizer train --files F [F ...] --vocab-size N --out DIR`: train a tokenizer.
+
+Text files are read as they are; a .csv, .tsv or .jsonl file gives the texts of its text column
+(`--text-field`, default "text"), one document per row, as `pretrain` reads `data.corpus`: a
+fine-tuning file's header and labels are not text to learn words from.
+"""
 
 from __future__ import annotations
 
+import os
+
+from bertkit.data.documents import CorpusDocuments
+from bertkit.errors import ConfigError
 from bertkit.runtime.progress import on_terminal
 from bertkit.tokenizer import Tokenizer
+
+TABLES = (".csv", ".tsv", ".jsonl")
+VOCABULARY_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "merges.txt")
 
 
 def add_arguments(parser) -> None:
@@ -13,23 +25,48 @@ def add_arguments(parser) -> None:
                                        "(RoBERTa) tokenizer on UTF-8 text files and save it in Hugging Face "
                                        "layout (tokenizer.json, vocab.txt or vocab.json + merges.txt) in --out. "
                                        "The same files give the same vocabulary every run.")
-    train.add_argument("--files", nargs="+", required=True, help="UTF-8 text files")
+    train.add_argument("--files", nargs="+", required=True,
+                       help="UTF-8 text files; .csv/.tsv/.jsonl: the texts of their --text-field column")
+    train.add_argument("--text-field", default="text", help="the column or JSONL field holding the text of a table")
     train.add_argument("--vocab-size", type=int, required=True, help="tokens in the vocabulary, specials included")
     train.add_argument("--out", required=True, help="output directory (tokenizer.json, vocab.txt, ...)")
+    train.add_argument("--overwrite", action="store_true", help="replace a tokenizer already in --out")
     train.add_argument("--kind", choices=("wordpiece", "bpe"), default="wordpiece",
                        help="wordpiece (BERT) or bpe (byte-level, RoBERTa)")
     train.add_argument("--min-frequency", type=int, default=2, help="merges of pairs seen fewer times are not made")
-    train.add_argument("--cased", action="store_true", help="keep case (WordPiece only; default lowercases)")
+    train.add_argument("--cased", action="store_true", help="keep case (WordPiece only; byte-level BPE always does)")
 
 
 def run(args) -> int:
+    _check_options(args)
     bar = on_terminal()  # the tokenizers library's own bar: only on a terminal, as bertkit's
+    source = _training_text(args.files, args.text_field)
     if args.kind == "wordpiece":
-        tok = Tokenizer.train_wordpiece(args.files, vocab_size=args.vocab_size, min_frequency=args.min_frequency,
+        tok = Tokenizer.train_wordpiece(**source, vocab_size=args.vocab_size, min_frequency=args.min_frequency,
                                         lowercase=not args.cased, show_progress=bar)
     else:
-        tok = Tokenizer.train_bpe(args.files, vocab_size=args.vocab_size, min_frequency=args.min_frequency,
+        tok = Tokenizer.train_bpe(**source, vocab_size=args.vocab_size, min_frequency=args.min_frequency,
                                   show_progress=bar)
     tok.save_pretrained(args.out)
     print(f"saved a {args.kind} tokenizer with {tok.vocab_size} tokens to {args.out}")
+    if tok.vocab_size > args.vocab_size:  # every character of the text, and the specials, is a token
+        print(f"note: above --vocab-size {args.vocab_size}: the alphabet (every character; every byte for "
+              f"BPE) and the special tokens alone are {tok.vocab_size} tokens")
     return 0
+
+
+def _check_options(args) -> None:
+    if args.cased and args.kind == "bpe":
+        raise ConfigError("--cased is for --kind wordpiece: byte-level BPE keeps case always; drop --cased")
+    held = [name for name in VOCABULARY_FILES if os.path.isfile(os.path.join(args.out, name))]
+    if held and not args.overwrite:
+        raise ConfigError(f"--out {args.out} already holds a tokenizer ({', '.join(held)}); choose a new --out "
+                          "directory, or pass --overwrite to replace it")
+
+
+def _training_text(files: list[str], text_field: str) -> dict:
+    """Tokenizer training's source: the files as they are, or (any table among them) the lines of
+    every file's documents as `pretrain` reads them."""
+    if not any(os.path.splitext(f)[1].lower() in TABLES for f in files):
+        return {"files": files}
+    return {"texts": CorpusDocuments(files, text_field=text_field).lines()}

@@ -46,15 +46,17 @@ class CorpusDocuments:
     memory and later walks read no file (a tokenizer trained on them and the shards tokenized
     from them read the corpus once), without it every walk streams the corpus again."""
 
-    def __init__(self, source: str, mode: str = "file", max_documents: int = 0, keep: bool = True):
+    def __init__(self, source: str | list, mode: str = "file", max_documents: int = 0, keep: bool = True,
+                 text_field: str = "text"):
         self.source, self.mode, self.max_documents, self.keep = source, mode, max_documents, keep
+        self.text_field = text_field  # a table's text column
         self._kept: list | None = None
         self._corpus: Corpus | None = None
 
     def opened(self) -> Corpus:
         """The `Corpus` (its files found, none read yet): what the shards record they came from."""
         if self._corpus is None:
-            self._corpus = open_corpus(self.source, self.mode)
+            self._corpus = open_corpus(self.source, self.mode, self.text_field)
         return self._corpus
 
     def __iter__(self) -> Iterator[list[str]]:

@@ -292,13 +292,18 @@ class Tokenizer:
         vocabulary files (vocab.txt, or vocab.json + merges.txt) into `directory`.
 
         Each file is written to a temporary name and renamed, so an interrupted save never
-        leaves a half-written file under the real name.
+        leaves a half-written file under the real name. The other kind's vocabulary files
+        (vocab.json + merges.txt beside a WordPiece, vocab.txt beside a BPE) are removed: a
+        reader that looks at them first would get another tokenizer's tokens.
         """
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
         special_map = {f"{r}_token": self._special[r] for r in ROLES if self._id_of(self._special[r]) is not None}
-        for name, text in tokenizer_files(self._backend, self.kind, special_map, self.model_max_length).items():
+        files = tokenizer_files(self._backend, self.kind, special_map, self.model_max_length)
+        for name, text in files.items():
             atomic_write_text(out / name, text)  # 0644 under the umask, as transformers writes
+        for name in {"vocab.txt", "vocab.json", "merges.txt"} - set(files):
+            (out / name).unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ internals
 

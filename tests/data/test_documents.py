@@ -53,7 +53,8 @@ def counting_reads(monkeypatch) -> list:
         def __getattr__(self, name):  # the rest (mode, fingerprint) is the corpus's
             return getattr(self.corpus, name)
 
-    monkeypatch.setattr(documents_module, "open_corpus", lambda source, mode="file": Counted(real(source, mode)))
+    monkeypatch.setattr(documents_module, "open_corpus",
+                        lambda source, mode="file", text_field="text": Counted(real(source, mode, text_field)))
     return reads
 
 

@@ -75,6 +75,32 @@ def test_tokenizer_train_command(tmp_path, bbc_dir, capsys):
     assert run_command("tokenizer", ["train", "--files", *bbc_files(bbc_dir, 10), "--vocab-size", "300", "--out", out]) == 0
     assert os.path.exists(os.path.join(out, "tokenizer.json"))
     assert "300 tokens" in capsys.readouterr().out
+    # a tokenizer in --out is replaced only with --overwrite, and a BPE leaves no stale vocab.txt
+    again = ["train", "--files", *bbc_files(bbc_dir, 10), "--vocab-size", "300", "--out", out, "--kind", "bpe"]
+    assert run_command("tokenizer", again) == 2
+    assert "already holds a tokenizer (tokenizer.json, vocab.txt); choose a new --out" in capsys.readouterr().err
+    again[again.index("300")] = "200"  # below the 256 bytes + specials: said so
+    assert run_command("tokenizer", again + ["--overwrite"]) == 0
+    assert {"vocab.json", "merges.txt"} <= set(os.listdir(out)) and "vocab.txt" not in os.listdir(out)
+    assert "above --vocab-size 200" in capsys.readouterr().out
+    assert Tokenizer.from_pretrained(out).kind == "bpe"
+    assert run_command("tokenizer", again[:-2] + ["--out", str(tmp_path / "c"), "--cased", "--kind", "bpe"]) == 2
+    assert "--cased is for --kind wordpiece" in capsys.readouterr().err
+
+
+def test_tokenizer_train_reads_a_tables_text_column_not_its_header_and_labels(tmp_path, capsys):
+    rows = [("The striker scored twice, said the manager.", "sportlabel"), ("Shares fell sharply.", "businesslabel")]
+    (tmp_path / "train.csv").write_text("text,label\n" + "".join(f'"{t}",{l}\n' for t, l in rows * 20),
+                                        encoding="utf-8")
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps({"body": t, "label": l}) + "\n" for t, l in rows * 20),
+                                          encoding="utf-8")
+    for name, extra in (("train.csv", []), ("train.jsonl", ["--text-field", "body"])):
+        out = str(tmp_path / name.replace(".", "-"))
+        assert run_command("tokenizer", ["train", "--files", str(tmp_path / name), "--vocab-size", "500",
+                                         "--out", out, *extra]) == 0
+        vocabulary = Tokenizer.from_pretrained(out).get_vocab()
+        assert "striker" in vocabulary and "shares" in vocabulary
+        assert not {"sportlabel", "businesslabel", "label", "text", "body"} & set(vocabulary)
 
 
 # Files the recipe's tokenizer training wrote before it read the corpus once (it wrote the corpus
