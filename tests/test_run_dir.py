@@ -117,3 +117,26 @@ def test_prepare_and_the_scale_sweep_hold_the_lock_of_their_out(command, tmp_pat
     finally:
         held.release()
     assert not (tmp_path / "out" / "meta.json").exists()
+
+
+def test_the_python_loaders_say_what_a_run_folder_or_an_adapter_is(tmp_path, minilm_dir):
+    """from_pretrained / Tokenizer.from_pretrained on a folder with no model of its own: the loader's
+    "no config / weights / tokenizer files" line ends with what the folder is, as the commands say."""
+    import bertkit
+    from bertkit.errors import CheckpointError
+    from bertkit.peft import LoraConfig, get_peft_model
+
+    run = tmp_path / "run"
+    checkpoint(run, 60)
+    (run / "checkpoint-60" / "config.json").write_text("{}")
+    with pytest.raises(ConfigError, match=r"no config file at .*config.json; .*run is a run folder: the model is .*checkpoint-60"):
+        bertkit.BertModel.from_pretrained(run)
+    with pytest.raises(CheckpointError, match=r"no tokenizer files in .*is a run folder: the model is .*checkpoint-60"):
+        bertkit.Tokenizer.from_pretrained(run)
+
+    model = bertkit.BertForSequenceClassification.from_pretrained(minilm_dir, num_labels=2)
+    get_peft_model(model, LoraConfig(r=2), base_model_path=minilm_dir).save_pretrained(tmp_path / "lora")
+    for load in (bertkit.BertForSequenceClassification.from_pretrained, bertkit.SentenceEncoder.from_pretrained):
+        with pytest.raises(BertkitError, match=r"lora is a PEFT adapter, not a whole model: load it with "
+                                               r"bertkit.peft.PeftModel.from_pretrained, or fold it"):
+            load(tmp_path / "lora")

@@ -28,6 +28,7 @@ from bertkit.errors import CheckpointError, DataError
 from bertkit.models.hf_compat import TransformersHabits, check_attn_implementation, resolve_dtype
 from bertkit.models.hub_cache import resolve_model_dir
 from bertkit.io import atomic_open, check_regular_file, read_json_object
+from bertkit.runtime.run_dir import not_a_model
 from bertkit.models.variants.keymaps import from_hf, hf_architecture, to_hf, warn_if_transformers_cannot_run
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
@@ -68,7 +69,8 @@ def read_state_dict(directory: str | os.PathLike) -> dict[str, torch.Tensor]:
             raise CheckpointError(
                 f"cannot read {path} as plain weights ({type(e).__name__}: {str(e)[:200]}); bertkit "
                 "never unpickles code: convert it to model.safetensors with a trusted tool") from None
-    raise CheckpointError(f"no weights in {directory}: expected one of {', '.join(WEIGHT_FILES)}")
+    raise CheckpointError(f"no weights in {directory}: expected one of {', '.join(WEIGHT_FILES)}"
+                          f"{not_a_model(directory)}")
 
 
 def _regular(path: str) -> None:

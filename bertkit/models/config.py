@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 from bertkit.errors import ConfigError
 from bertkit.io import atomic_write_text, read_json_object
+from bertkit.runtime.run_dir import not_a_model
 from bertkit.models.variants.switches import validate_switches
 
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish", "tanh")
@@ -287,7 +288,8 @@ class BertConfig:
     def from_json_file(cls, path: str | os.PathLike) -> "BertConfig":
         path = os.fspath(path)
         if not os.path.exists(path):
-            raise ConfigError(f"no config file at {path}; a model directory needs config.json")
+            raise ConfigError(f"no config file at {path}; a model directory needs config.json"
+                              f"{not_a_model(os.path.dirname(path) or '.')}")
         return cls.from_dict(read_json_object(path, "restore it from the original checkpoint", ConfigError))
 
     @classmethod

@@ -32,6 +32,7 @@ from bertkit.data.masking import IGNORE_INDEX
 from bertkit.errors import ConfigError, DataError
 from bertkit.models.generation import Generates
 from bertkit.io import atomic_write_text, loads_json, read_text
+from bertkit.runtime.run_dir import not_a_model
 from bertkit.models.kv_cache import KVCache
 from bertkit.models.lm_head import BertLMHeadModel
 from bertkit.models.encoder import BertModel, EncoderOutput, ModelOutput
@@ -105,7 +106,8 @@ class EncoderDecoderConfig:
     def from_pretrained(cls, directory: str | os.PathLike) -> "EncoderDecoderConfig":
         path = os.path.join(directory, "config.json") if os.path.isdir(directory) else os.fspath(directory)
         if not os.path.exists(path):
-            raise ConfigError(f"no config file at {path}; a model directory needs config.json")
+            raise ConfigError(f"no config file at {path}; a model directory needs config.json"
+                              f"{not_a_model(os.path.dirname(path) or '.')}")
         try:
             data = loads_json(read_text(path), path)
         except DataError as e:

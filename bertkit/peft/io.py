@@ -48,10 +48,12 @@ from bertkit.models.encoder import BertModel
 from bertkit.peft.base import CONFIG_CLASSES, PeftConfig, base_shape, encoder_of
 from bertkit.peft.lora import LoraConfig
 from bertkit.peft.prefix import PrefixConfig
+from bertkit.runtime import run_dir
 
-ADAPTER_CONFIG = "adapter_config.json"  # PEFT's names: LoRA
+# PEFT's names (LoRA), bertkit's own (bottleneck adapters, prefixes): defined with the run folders,
+# whose "not a model" hint also names an adapter directory
+ADAPTER_CONFIG, OWN_CONFIG = run_dir.ADAPTER_CONFIG, run_dir.OWN_ADAPTER_CONFIG
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
-OWN_CONFIG = "bertkit_adapter_config.json"  # bertkit's names: bottleneck adapters, prefixes
 OWN_WEIGHTS = "bertkit_adapter.safetensors"
 FORMAT = "bertkit-peft"  # "format" of bertkit's own config (and of old adapter_config.json files)
 FORMAT_VERSION = 2

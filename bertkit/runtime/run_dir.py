@@ -216,6 +216,23 @@ def refuse_run_folder(path: str, option: str) -> None:
         raise CheckpointError(f"{path} is a run folder; the model is {model}: pass --{option} {model}")
 
 
+# An adapter directory's config file: PEFT's (LoRA), bertkit's own (bottleneck adapters, prefixes).
+ADAPTER_CONFIG, OWN_ADAPTER_CONFIG = "adapter_config.json", "bertkit_adapter_config.json"
+
+
+def not_a_model(directory: str | os.PathLike) -> str:
+    """What a folder bertkit writes that holds no model of its own is, for the end of a loader's
+    "no config / weights / tokenizer files" error: a PEFT adapter (how to load it) or a run
+    folder (the model inside); "" for any other folder."""
+    directory = os.path.normpath(directory)
+    if any(os.path.isfile(os.path.join(directory, name)) for name in (ADAPTER_CONFIG, OWN_ADAPTER_CONFIG)):
+        return (f"; {directory} is a PEFT adapter, not a whole model: load it with "
+                f"bertkit.peft.PeftModel.from_pretrained, or fold it into one with `bertkit peft merge --model "
+                f"{directory} --out DIR`")
+    model = None if os.path.isfile(os.path.join(directory, "config.json")) else final_model(directory)
+    return f"; {directory} is a run folder: the model is {model}" if model else ""
+
+
 # ---------------------------------------------------------------------------- before any work
 def check_apart(source: str | os.PathLike, out_dir: str | os.PathLike, option: str = "--model") -> None:
     """Refuse an --out that is `source` (a model the run reads), lies inside it, or contains it:

@@ -11,6 +11,7 @@ from tokenizers import Tokenizer as _RustTokenizer
 
 from bertkit.errors import CheckpointError, DataError
 from bertkit.io import iter_text_lines, read_json_object
+from bertkit.runtime.run_dir import not_a_model
 from bertkit.models.hub_cache import resolve_model_dir
 from bertkit.tokenizer.kinds import (REQUIRED_ROLES, ROLES, SPECIALS, add_bpe_specials, bert_post_processor,
                                      roberta_post_processor)
@@ -40,7 +41,7 @@ def read_tokenizer(directory) -> tuple[_RustTokenizer, str, dict[str, str], int 
     if path.is_dir():
         file = next((path / n for n in ("tokenizer.json", "vocab.txt", "vocab.json") if (path / n).is_file()), None)
         if file is None:
-            raise CheckpointError(f"no tokenizer files in {path}; expected {_EXPECTED_FILES}")
+            raise CheckpointError(f"no tokenizer files in {path}; expected {_EXPECTED_FILES}{not_a_model(path)}")
     else:
         file = path
 

@@ -223,7 +223,7 @@ def test_wrong_base_is_refused(minilm_classifier, minilm_dir, tmp_path):
 def test_damaged_adapter_directory(minilm_classifier, tmp_path):
     peft = get_peft_model(minilm_classifier, LoraConfig(r=2))  # no base path recorded
     peft.save_pretrained(tmp_path / "a")
-    with pytest.raises(CheckpointError, match="does not record its base model; pass the base"):
+    with pytest.raises(CheckpointError, match=r"does not record its base model .*is empty\); set it to the base model directory"):
         PeftModel.from_pretrained(tmp_path / "a")
     (tmp_path / "a" / "adapter_model.safetensors").write_bytes(b"not a safetensors file")
     with pytest.raises(CheckpointError, match="not a valid safetensors"):
