@@ -27,7 +27,6 @@ from bertkit.analysis.probe_data import (ProbeData, features, load_items, resolv
 from bertkit.analysis.probing import control_task_labels, plot_probe, probe_layers
 from bertkit.errors import ConfigError, DataError
 from bertkit.io import atomic_open, atomic_write_json
-from bertkit.models.encoder import BertModel
 
 POOLINGS = {"sentence": ("mean", "cls"), "token": ("first", "mean")}  # the first is the default
 
@@ -94,7 +93,8 @@ def probe_encoders(model, tokenizer, inputs: ProbeInputs, s: ProbeSettings, max_
     encoders = [("pretrained", model)]
     if s.random_init:
         torch.manual_seed(s.seed)
-        encoders.append(("random-init", BertModel(model.config).eval().to(s.device)))
+        # the same class: the loaded encoder's family (BERT's, the modern one) with fresh weights
+        encoders.append(("random-init", type(model)(model.config).eval().to(s.device)))
     results: dict[str, list[dict]] = {}
     for name, encoder in encoders:
         t0 = time.perf_counter()

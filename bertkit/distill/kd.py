@@ -22,6 +22,7 @@ recipe that uses them is `bertkit/recipes/distill.py`.
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,26 +91,53 @@ def every_other_layer(teacher_layers: int, student_layers: int | None = None) ->
 
 def student_from_teacher(teacher: nn.Module, num_layers: int | None = None,
                          layer_map: list[int] | None = None) -> nn.Module:
-    """A model of the teacher's class with fewer layers; student layer i = teacher layer layer_map[i]."""
+    """A model of the teacher's class with fewer layers; student layer i = teacher layer layer_map[i].
+    Any family whose layers sit under `...layer.N` (BERT's encoder.layer) or `...layers.N`."""
     config = teacher.config
-    if config.shares_layers:
+    if getattr(config, "shares_layers", False):
         raise ConfigError("the teacher shares its layers (ALBERT): there are no separate layers to pick; "
                           "distil into a student with num_hidden_groups set instead")
     layer_map = layer_map or every_other_layer(config.num_hidden_layers, num_layers)
     if any(not 0 <= i < config.num_hidden_layers for i in layer_map):
         raise ConfigError(f"layer_map {layer_map} names layers the teacher ({config.num_hidden_layers} "
                           "layers) does not have")
+    warn_if_attention_kinds_move(config, layer_map)
     student = type(teacher)(config.replace(num_hidden_layers=len(layer_map)))
     source = teacher.state_dict()
     state = {}
     for key in student.state_dict():
         parts = key.split(".")
-        if "layer" in parts and parts[parts.index("layer") - 1] == "encoder":
-            at = parts.index("layer") + 1
+        at = _layer_index_position(parts)
+        if at is not None:
             parts[at] = str(layer_map[int(parts[at])])
         state[key] = source[".".join(parts)].clone()
     student.load_state_dict(state)
     return student
+
+
+def _layer_index_position(parts: list[str]) -> int | None:
+    """Where a state-dict key's layer number is: after the first "layer" / "layers" part
+    followed by a number (encoder.layer.3..., model.layers.3...); None outside the layers."""
+    for i, part in enumerate(parts[:-1]):
+        if part in ("layer", "layers") and parts[i + 1].isdigit():
+            return i + 1
+    return None
+
+
+def warn_if_attention_kinds_move(config, layer_map: list[int]) -> None:
+    """A model that alternates global and sliding-window attention by layer number (every n-th
+    layer global): a student layer whose position gives the other kind than its teacher layer had
+    runs the teacher's weights on another attention span."""
+    every = getattr(config, "global_attn_every_n_layers", None)
+    if not every:
+        return
+    moved = [(i, t) for i, t in enumerate(layer_map) if (i % every == 0) != (t % every == 0)]
+    if moved:
+        i, t = moved[0]
+        kinds = ("global", "sliding-window")
+        warnings.warn(f"student layer {i} runs {kinds[i % every != 0]} attention where teacher layer {t} ran "
+                      f"{kinds[t % every != 0]} ({len(moved)} such layers); a layer map of every "
+                      f"{every}-th-aligned layers (e.g. every other layer from 0) keeps each layer's kind")
 
 
 class Distiller(nn.Module):

@@ -68,8 +68,13 @@ def qa_distillation_loss(student_start: torch.Tensor, student_end: torch.Tensor,
     return DistillationOutput((start.loss + end.loss) / 2, None, ce, (start.kd_loss + end.kd_loss) / 2)
 
 
-# The heads whose outputs are softmax distributions the loss can compare.
-HEADS = ("BertForSequenceClassification", "BertForTokenClassification", "BertForQuestionAnswering")
+# The heads whose outputs are softmax distributions the loss can compare, by their class names'
+# task part (BertFor..., ModernBertFor...: every family's head of that task).
+HEADS = ("ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering")
+
+
+def _head(model) -> str | None:
+    return next((head for head in HEADS if type(model).__name__.endswith(head)), None)
 
 
 class TaskDistiller(Distiller):
@@ -80,14 +85,14 @@ class TaskDistiller(Distiller):
         if type(student) is not type(teacher):
             raise ConfigError(f"student ({type(student).__name__}) and teacher ({type(teacher).__name__}) "
                               "need the same head")
-        if type(student).__name__ not in HEADS:
-            raise ConfigError(f"TaskDistiller distils {', '.join(HEADS)}, not {type(student).__name__}; "
-                              "use Distiller for MLM")
+        if _head(student) is None:
+            raise ConfigError(f"TaskDistiller distils the heads {', '.join('*' + h for h in HEADS)}, not "
+                              f"{type(student).__name__}; use Distiller for MLM")
         super().__init__(student, teacher, alpha=alpha, temperature=temperature)
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None,
                 start_positions=None, end_positions=None, **kwargs: Any) -> DistillationOutput:
-        if type(self.student).__name__ == "BertForSequenceClassification":
+        if _head(self.student) == "ForSequenceClassification":
             return super().forward(input_ids, attention_mask, token_type_ids, labels, **kwargs)
         teacher = self.teacher
         if next(teacher.parameters()).device != input_ids.device:

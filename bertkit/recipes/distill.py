@@ -22,6 +22,7 @@ import time
 import torch
 from torch import nn
 
+from bertkit.models.checkpoint import read_config
 from bertkit.models.config import BertConfig
 from bertkit.distill import every_other_layer, student_from_teacher
 from bertkit.errors import ConfigError
@@ -59,7 +60,7 @@ def distill_finetuned(task: Task | str, teacher_dir: str, train_source: str, dev
     sections = distillation_sections(task, teacher_dir, sections, alpha, temperature)
     teacher = load_model(teacher_dir, task)
     teacher_labels = model_labels(teacher)
-    if teacher.config.shares_layers:
+    if getattr(teacher.config, "shares_layers", False):
         raise ConfigError("the teacher shares its layers (ALBERT): there are no separate layers to cut a "
                           "student from")
     chosen = layer_map or every_other_layer(teacher.config.num_hidden_layers, num_layers)
@@ -214,7 +215,12 @@ def pretrain_distillation_config(teacher_dir: str, config_path: str | None = Non
     if cfg.tokenizer.path != teacher:
         raise ConfigError(f"tokenizer.path {cfg.tokenizer.path!r} is not the teacher's ({teacher!r}): the soft "
                           "targets are distributions over the teacher's vocabulary; remove tokenizer.path")
-    longest = BertConfig.from_pretrained(teacher).max_sequence_length
+    config = read_config(teacher)
+    if not isinstance(config, BertConfig):  # the "distil" objective cuts a BertForMaskedLM student
+        raise ConfigError(f"{teacher} is a {config.model_type} model; pre-training distillation takes BERT-family "
+                          "teachers (bert, roberta, albert, electra, deberta-v2); distil a fine-tuned model of it "
+                          "at the task stage instead (bertkit distill --teacher FINE_TUNED_DIR --train ...)")
+    longest = config.max_sequence_length
     if cfg.data.max_length > longest:
         raise ConfigError(f"data.max_length={cfg.data.max_length} exceeds the teacher's {longest} positions; "
                           f"set data.max_length <= {longest}")

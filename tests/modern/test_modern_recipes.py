@@ -174,3 +174,38 @@ def test_the_from_scratch_finetune_config_sets_the_modern_dropouts(pretrained, t
     with open(os.path.join(out, "config.json")) as f:
         config = json.load(f)
     assert (config["embedding_dropout"], config["mlp_dropout"], config["attention_dropout"]) == (0.1, 0.1, 0.1)
+
+
+def test_a_modern_classifier_distils_and_probes_with_a_random_twin(pretrained, tmp_path, capsys):
+    """distill (a teacher with no ALBERT sharing field, layers under model.layers.N) and probe
+    --random-init (the random encoder of the model's own family) on the modern encoder."""
+    from bertkit.models.heads import BertForSequenceClassification
+
+    train = labelled_csv(tmp_path, 8)
+    teacher, student = str(tmp_path / "teacher"), str(tmp_path / "student")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(_finetune_args(pretrained, train, teacher)) == 0
+        assert main(["distill", "--teacher", teacher, "--train", str(train), "--dev", str(train), "--out", student,
+                     "--no-progress", "--set", "train.max_steps=1", "train.lr=1e-9"]) == 0
+    big, small = (BertForSequenceClassification.from_pretrained(d) for d in (teacher, student))
+    assert type(small).__name__ == "ModernBertForSequenceClassification"
+    assert small.config.num_hidden_layers == big.config.num_hidden_layers // 2
+    # student layer 0 is teacher layer 0 (a step at lr 1e-9 moves nothing measurable)
+    torch.testing.assert_close(small.model.layers[0].attn.Wqkv.weight, big.model.layers[0].attn.Wqkv.weight,
+                               rtol=0, atol=1e-6)
+    capsys.readouterr()
+    probe = tmp_path / "probe.csv"
+    probe.write_text("text,label\n" + "".join(f"the match ended {i} nil,sport\nshares fell {i} percent,business\n"
+                                              for i in range(10)), encoding="utf-8")
+    assert main(["probe", "--model", pretrained, "--data", str(probe), "--random-init", "--out",
+                 str(tmp_path / "p")]) == 0
+    assert "random-init" in capsys.readouterr().out
+
+
+def test_pre_training_distillation_of_a_modern_teacher_is_refused_with_the_task_stage_named(pretrained, tmp_path,
+                                                                                         capsys):
+    assert main(["distill", "--stage", "pretrain", "--teacher", pretrained, "--out", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err
+    assert "is a modernbert model; pre-training distillation takes BERT-family teachers" in err
+    assert "at the task stage" in err and not (tmp_path / "s").exists()
