@@ -80,11 +80,12 @@ def resolve_level(task: str, level: str | None) -> str:
     return natural
 
 
-def _sentence_items(task: str, limit: int | None, seed: int) -> ProbeData:
+def _sentence_items(task: str, limit: int | None, seed: int, columns: tuple[str, str]) -> ProbeData:
     if task == "wordnet-supersense":
         examples = wordnet_supersense(limit=limit, seed=seed)
     else:
-        examples = read_text_dataset(task, label_type="category")
+        examples = read_text_dataset(task, columns[0], None, columns[1], label_type="category")
+        refuse_numeric_labels(task, [e.label for e in examples])
         random.Random(f"probe:{seed}").shuffle(examples)
         examples = examples[:limit]
     examples = [e for e in examples if e.label is not None and e.text.strip()]
@@ -99,11 +100,31 @@ def _sentence_items(task: str, limit: int | None, seed: int) -> ProbeData:
     return data
 
 
-def load_items(task: str, level: str, limit: int | None, seed: int) -> ProbeData:
+def refuse_numeric_labels(task: str, labels: list) -> None:
+    """A probe is a classifier over label names: a numeric target (a regression file) read as
+    classes gives hundreds of one-example classes and a meaningless accuracy."""
+    names = {str(label) for label in labels if label is not None and not isinstance(label, list)}
+    numbers = [name for name in names if _is_number(name)]
+    if len(names) > 20 and len(numbers) == len(names):
+        raise DataError(f"{task}: the labels are {len(names)} distinct numbers; a probe predicts classes, so put "
+                        "the numbers into a few bins (e.g. low / mid / high) in the label column first")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def load_items(task: str, level: str, limit: int | None, seed: int,
+               columns: tuple[str, str] = ("text", "label")) -> ProbeData:
     """The task's examples (a seeded shuffle, at most `limit`); token level leaves the labels to
-    `token_labels`, which knows which words survive truncation."""
+    `token_labels`, which knows which words survive truncation. `columns`: a table's text and
+    label columns."""
     if level == "sentence":
-        return _sentence_items(task, limit, seed)
+        return _sentence_items(task, limit, seed, columns)
     if task == "wordnet-tokens":
         sentences = wordnet_examples_tagged(limit=limit, seed=seed)
         # only the words that spell the lemma; their label is the synset's supersense

@@ -44,6 +44,8 @@ class ProbeSettings:
     batch_size: int = 64
     seed: int = 0  # data shuffle, split, control labels, random init
     device: str = "cpu"  # where the encoders run (bertkit/runtime/devices.py names)
+    text_column: str = "text"  # a .csv/.tsv/.jsonl file's columns
+    label_column: str = "label"
 
 
 @dataclass
@@ -74,7 +76,7 @@ def check_settings(task: str, s: ProbeSettings) -> str:
 
 
 def prepare_inputs(task: str, level: str, tokenizer, s: ProbeSettings, max_length: int) -> ProbeInputs:
-    data = load_items(task, level, s.limit, s.seed)
+    data = load_items(task, level, s.limit, s.seed, (s.text_column, s.label_column))
     prepared = None
     if level == "token":
         prepared = token_inputs(tokenizer, data, max_length)
@@ -154,6 +156,9 @@ def run_probe(model_dir: str, task: str, out: str, settings: ProbeSettings | Non
     classes, examples = len(set(data.labels)), len(set(data.groups))
     log(f"probe: {task} ({level} level), {inputs.labels.size} items from {examples} "
         f"examples, {classes} labels; {train.size} train / {test.size} test")
+    if test.size < 30:  # one item is 3+ points: differences between layers are noise
+        log(f"note: the accuracies rest on {test.size} test items; give more data (or a larger --limit) "
+            "to compare layers")
     results = probe_encoders(model, tokenizer, inputs, s, max_length, log)
     write_results(out, task, level, results, f"{model_name(model_dir)}: {os.path.basename(task)} ({level} level)")
     best = max(results["pretrained"], key=lambda r: r["accuracy"])

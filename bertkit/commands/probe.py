@@ -20,7 +20,8 @@ probe_data.py).
 from __future__ import annotations
 
 from bertkit.analysis.probe_run import ProbeSettings, run_probe
-from bertkit.commands.options import add_device, add_seed, device_of, resolve_models, say
+from bertkit.commands.options import add_device, add_seed, add_set, device_of, resolve_models, say
+from bertkit.settings.config_io import apply_overrides
 
 
 def add_arguments(parser) -> None:
@@ -44,6 +45,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-length", type=int, default=defaults.max_length,
                         help="tokens per input (longer ones are cut)")
     parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
+    add_set(parser, "data.text_column=body data.label_column=topic (a table's columns)")
     add_seed(parser, f"data shuffle, split, control labels, random init; default {defaults.seed}")
     parser.set_defaults(seed=defaults.seed)
     add_device(parser)
@@ -51,7 +53,8 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
-    settings = ProbeSettings(level=args.level, limit=args.limit, control=args.control, random_init=args.random_init,
+    columns = apply_overrides({}, args.set, {"data": ("text_column", "label_column")}).get("data", {})
+    settings = ProbeSettings(**columns, level=args.level, limit=args.limit, control=args.control, random_init=args.random_init,
                              pooling=args.pooling, test_fraction=args.test_fraction, weight_decay=args.weight_decay,
                              max_length=args.max_length, batch_size=args.batch_size, seed=args.seed,
                              device=str(device_of(args)))

@@ -131,6 +131,21 @@ def test_probe_finds_labels_that_are_in_the_features(minilm2_dir, tmp_path, caps
     assert "--level token" in _one_line_error(capsys)
 
 
+def test_probe_reads_other_columns_and_refuses_a_numeric_target(minilm2_dir, tmp_path, capsys):
+    rows = [f"the striker scored goal {i}\tsport" if i % 2 else f"shares fell {i} percent\tbusiness" for i in range(40)]
+    (tmp_path / "t.tsv").write_text("body\ttopic\n" + "\n".join(rows) + "\n")
+    base = ["probe", "--model", minilm2_dir, "--data", str(tmp_path / "t.tsv"), "--out", str(tmp_path / "o")]
+    assert main(base) == 2
+    assert "--set data.text_column=NAME" in _one_line_error(capsys)  # the hint names an option probe has
+    assert main(base + ["--set", "data.text_column=body", "data.label_column=topic"]) == 0
+    printed = capsys.readouterr().out
+    assert "32 train / 8 test" in printed and "rest on 8 test items" in printed
+    numbers = [f"page {i} of the manual\t{1 + i / 7:.4f}" for i in range(40)]  # a regression file
+    (tmp_path / "r.tsv").write_text("text\tlabel\n" + "\n".join(numbers) + "\n")
+    assert main(["probe", "--model", minilm2_dir, "--data", str(tmp_path / "r.tsv"), "--out", str(tmp_path / "r")]) == 2
+    assert "the labels are 40 distinct numbers; a probe predicts classes" in _one_line_error(capsys)
+
+
 def test_probe_wordnet_tokens_with_baselines(minilm2_dir, tmp_path, capsys):
     out = tmp_path / "wn"
     assert main(["probe", "--model", minilm2_dir, "--task", "wordnet-tokens", "--limit", "80",
