@@ -23,6 +23,7 @@ from bertkit.errors import ConfigError
 from bertkit.recipes.distill import DISTILLABLE, compare_on_test, distill_finetuned, distill_pretraining
 from bertkit.recipes.finetune import section_keys
 from bertkit.settings.config_io import apply_overrides, load_toml
+from bertkit.tasks import read_spec
 
 from bertkit.commands.options import add_device, add_progress, add_seed, add_set, metrics_text, resolve_models, rounded, typed_settings
 
@@ -38,7 +39,7 @@ def add_arguments(parser) -> None:
                                                          "--stage pretrain: an MLM checkpoint")
     parser.add_argument("--out", required=True, help="output directory: the best student ends here")
     parser.add_argument("--task", choices=DISTILLABLE,
-                        help="the teacher's task (default: classification, single-label)")
+                        help="the teacher's task (default: the one it was fine-tuned for)")
     parser.add_argument("--train", help="training data file, or built-in: bbc, wordnet-supersense, "
                                         "wordnet-tagging, wordnet-qa (--stage task; required there)")
     parser.add_argument("--dev", help="dev data (picks the best checkpoint); default with built-in data: its dev split")
@@ -103,7 +104,8 @@ def run(args) -> int:
     sections = load_toml(args.config) if args.config else {}
     assignments = list(args.set) + typed_settings(args)
     sections = apply_overrides(sections, assignments, section_keys())
-    summary = distill_finetuned(args.task or "classification", args.teacher, args.train, args.dev, args.out, sections,
+    task = args.task or read_spec(args.teacher).task  # the teacher's own task
+    summary = distill_finetuned(task, args.teacher, args.train, args.dev, args.out, sections,
                                 num_layers=args.layers, layer_map=parse_layer_map(args.layer_map),
                                 alpha=args.alpha, temperature=args.temperature, overwrite=args.overwrite,
                                 progress=not args.no_progress, student_dir=args.student)

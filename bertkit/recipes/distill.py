@@ -96,8 +96,9 @@ def distillation_sections(task: Task, teacher_dir: str, sections: dict | None, a
     no class weights or PEFT, alpha and temperature in range; data.max_length the teacher's."""
     if task.distiller is None:
         *others, last = [name for name, entry in TASKS.items() if entry.distiller is not None]
-        raise ConfigError(f"distillation needs one softmax per example, token or answer boundary (single-label): "
-                          f"--task {', '.join(others)} or {last}, not {task.name!r}")
+        raise ConfigError(f"distillation needs one softmax per example, token or answer boundary: a "
+                          f"{', '.join(others)} or {last} teacher (single-label); {teacher_dir} is a "
+                          f"{task.name} model")
     spec = read_spec(teacher_dir, task)
     if spec.task is not task:
         raise ConfigError(f"{teacher_dir} is a {spec.task.name} model; distillation's KL term needs a {task.name} "

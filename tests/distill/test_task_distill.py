@@ -130,7 +130,8 @@ def test_recipe_and_command_route_tagging_and_qa_to_the_task_distiller(tmp_path,
     from bertkit.recipes.distill import DISTILLABLE, distill_finetuned
 
     assert DISTILLABLE == ("classification", "token-classification", "qa")
-    with pytest.raises(ConfigError, match="single-label.*token-classification or qa"):
+    with pytest.raises(ConfigError, match=r"token-classification or qa teacher \(single-label\); .*teacher is a "
+                                          r"regression model"):
         distill_finetuned("regression", str(tmp_path / "teacher"), "bbc", None, str(tmp_path / "out"))
     argv = ["distill", "--task", "qa", "--teacher", str(tmp_path / "teacher"), "--train", "wordnet-qa",
             "--out", str(tmp_path / "out"), "--test", "wordnet-qa:test", "--limit", "-1"]
@@ -152,6 +153,17 @@ def tagger(tmp_path_factory, minilm2_dir):
         assert cli.main(["finetune", "--task", "token-classification", "--model", minilm2_dir, "--train",
                          "wordnet-tagging", "--out", str(out), "--no-progress", "--set", *SMALL_TAGGING]) == 0
     return out
+
+
+def test_without_task_the_teacher_s_own_task_is_distilled(tagger, tmp_path, monkeypatch):
+    """No --task: the task the teacher was fine-tuned for, not classification (which had named a
+    --task the user never gave)."""
+    from bertkit.commands import cli, distill
+
+    seen = {}
+    monkeypatch.setattr(distill, "distill_finetuned", lambda task, *a, **k: seen.setdefault("task", task) and {})
+    cli.main(["distill", "--teacher", str(tagger), "--train", "wordnet-tagging", "--out", str(tmp_path / "s")])
+    assert seen["task"].name == "token-classification"
 
 
 def test_test_comparison_of_a_tagger_scores_the_evaluate_subset_and_times_both(tmp_path, tagger, capsys):
