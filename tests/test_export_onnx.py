@@ -93,6 +93,14 @@ def test_task_model_from_a_directory(minilm_dir, tmp_path, capsys):
     assert main(["export", "--model", str(tmp_path / "tagger"), "--out", str(tmp_path / "x")]) == 0
     assert "token-classification graph" in capsys.readouterr().out  # read from config.json
     assert BertConfig.from_pretrained(tmp_path / "x").num_labels == 4
+    # another task's graph on this head (4 tag logits called a regression score) is refused by name
+    assert main(["export", "--model", str(tmp_path / "tagger"), "--out", str(tmp_path / "y"),
+                 "--task", "classification"]) == 2
+    assert "--task classification but " in capsys.readouterr().err and not (tmp_path / "y").exists()
+    choice = target("multiple-choice").model_class(config)  # a task with no graph, --task never given
+    choice.save_pretrained(tmp_path / "mc", tokenizer=Tokenizer.from_pretrained(minilm_dir))
+    assert main(["export", "--model", str(tmp_path / "mc"), "--out", str(tmp_path / "z")]) == 2
+    assert "mc is a multiple-choice model, which has no ONNX graph" in capsys.readouterr().err
 
 
 def test_head_the_checkpoint_lacks_is_refused(minilm_dir, tmp_path):

@@ -32,12 +32,18 @@ def export_target(model_dir: str, name: str | Task | None = None):
     fine-tuned for (`task_of_directory`), else `graph_of_directory` (MLM logits or the embedding)."""
     if name is not None:
         target = GRAPHS.get(name) if isinstance(name, str) else None
-        target = target or get_task(name)
+        if target is None:  # a task's graph: the task of the directory's head, never another one's
+            target, found = get_task(name), task_of_directory(model_dir)
+            if found is not None and not target.names(found):
+                raise ConfigError(f"--task {target.name} but {model_dir} was fine-tuned for {found.name}; drop "
+                                  "--task (its own graph), or --task encoder for the encoder alone")
     else:
         target = task_of_directory(model_dir) or graph_of_directory(model_dir)
         target = GRAPHS.get(target.name, target)  # a model fine-tuned for embedding: the embedding graph
     if not target.export_outputs:
-        raise ConfigError(f"--task {target.name} has no ONNX graph; export one of {', '.join(export_names())}")
+        what = f"--task {target.name}" if name is not None else f"{model_dir} is a {target.name} model, which"
+        raise ConfigError(f"{what} has no ONNX graph; export one of {', '.join(export_names())} (--task encoder: "
+                          "the encoder alone)")
     return target
 
 
