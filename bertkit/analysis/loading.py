@@ -6,7 +6,9 @@ import os
 import sys
 import warnings
 
+from bertkit.models.checkpoint import read_config
 from bertkit.models.encoder import BertModel
+from bertkit.models.encoder_decoder import EncoderDecoderConfig, EncoderDecoderModel
 from bertkit.tokenizer import Tokenizer
 
 
@@ -15,8 +17,12 @@ def load_encoder(directory: str):
 
     A checkpoint with task heads (e.g. a pre-training run's MLM head) loads fine: the unused
     head weights are dropped silently. Missing encoder weights (other than the pooler, which
-    neither analysis uses) are reported, since they would make the model partly random.
+    neither analysis uses) are reported, since they would make the model partly random. An
+    encoder-decoder (`finetune --task seq2seq`) gives its encoder.
     """
+    if isinstance(read_config(directory), EncoderDecoderConfig):  # a seq2seq model: its encoder is analysed
+        model = EncoderDecoderModel.from_pretrained(directory).encoder.eval()
+        return model, Tokenizer.from_pretrained(directory)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model, report = BertModel.from_pretrained(directory, output_loading_info=True)

@@ -117,6 +117,10 @@ def test_finetune_evaluate_predict_through_the_cli(tiny, tmp_path, capsys):
     rows = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
     assert [r["index"] for r in rows] == [0, 1, 2] and rows[1]["generated"] is None
     assert isinstance(rows[0]["generated"], str) and rows[2]["source"] == "the car is blue and fast"
+    # the analysis commands read its encoder (they had refused model_type 'encoder-decoder')
+    stats = tmp_path / "a.jsonl"
+    assert main(["attention", "--model", out, "the car is red", "--stats", str(stats)]) == 0
+    assert stats.read_text().strip()
 
 
 def test_a_tiny_bert2bert_learns_its_training_pairs(tiny, tmp_path):
