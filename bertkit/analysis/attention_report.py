@@ -176,6 +176,8 @@ def attention_report(model_dir: str, text: str, pair: str | None = None, *, max_
     """Analyse one text: log the summary, write the files asked for, return the attention."""
     if top < 1:
         raise ConfigError(f"--top must be at least 1, got {top}")
+    if png is not None and not png.lower().endswith(".png"):  # the heatmaps are PNG bytes, whatever the name
+        raise ConfigError(f"--png {png}: the heatmaps are written as PNG; give a file name ending in .png")
     result = text_attention(model_dir, text, pair, max_length=max_length, head=head, rollout=rollout, device=device)
     for line in describe(result, top):
         log(line)

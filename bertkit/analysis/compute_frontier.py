@@ -54,18 +54,23 @@ def training_compute(n_params, tokens):
     return 6.0 * n * d
 
 
+def _run_name(record: dict, index: int) -> str:
+    """A sweep record's name, its size, or (a file written by hand) its place among the finished runs."""
+    return str(record.get("name") or record.get("size") or f"finished run {index + 1}")
+
+
 def curve_points(records: Sequence[dict]) -> list[CurvePoint]:
     """Every learning-curve point of the finished ("ok") sweep records, step 0 left out."""
     ok = [r for r in records if r.get("status", "ok") == "ok"]
     if not ok:
         raise DataError("the sweep has no finished runs to draw a frontier from")
-    missing = [r.get("name", r.get("size")) for r in ok if not r.get("curve")]
+    missing = [_run_name(r, i) for i, r in enumerate(ok) if not r.get("curve")]
     if missing:
         raise DataError(f"runs without a learning curve: {missing[:3]}; the frontier needs the held-out loss at "
                         "several steps of each size (`bertkit scale sweep` records it every --eval-every steps)")
     points = []
-    for r in ok:
-        name = r.get("name") or str(r.get("size"))
+    for i, r in enumerate(ok):
+        name = _run_name(r, i)
         for p in r["curve"]:
             if p["step"] <= 0:
                 continue

@@ -67,10 +67,10 @@ def resolve_level(task: str, level: str | None) -> str:
     if task in BUILTIN_TASKS:
         natural = BUILTIN_TASKS[task]
         if level is not None and level != natural:
-            raise ConfigError(f"--task {task} is a {natural}-level task; drop --level or use --level {natural}")
+            raise ConfigError(f"--data {task} is a {natural}-level task; drop --level or use --level {natural}")
         return natural
     if not os.path.isfile(task):
-        raise ConfigError(f"--task {task!r} is neither a built-in task ({', '.join(BUILTIN_TASKS)}) "
+        raise ConfigError(f"--data {task!r} is neither a built-in task ({', '.join(BUILTIN_TASKS)}) "
                           "nor an existing file")
     natural = "sentence" if task.lower().endswith(SENTENCE_SUFFIXES) else "token"
     if level is not None and level != natural:

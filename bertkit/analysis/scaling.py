@@ -193,8 +193,8 @@ def _fit_points(n_params, losses, n_par: int, what: str) -> tuple[np.ndarray, np
     distinct = np.unique(n).size
     if distinct < n_par + 1:
         raise DataError(
-            f"a sweep budget too small to fit anything: {distinct} distinct {what}, need at "
-            f"least {n_par + 1} to fit {n_par} parameters and estimate their errors; add sizes"
+            f"too few points to fit: {distinct} distinct {what}, need at least {n_par + 1} to fit "
+            f"{n_par} parameters and estimate their errors; add sizes (or a larger sweep budget)"
         )
     return n, y
 

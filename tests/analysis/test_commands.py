@@ -56,6 +56,8 @@ def test_attention_writes_viewer_png_and_stats(minilm_dir, tmp_path, capsys):
 
 
 def test_attention_single_head_png_and_bad_indexes(minilm_dir, tmp_path, capsys):
+    assert main(["attention", "--model", minilm_dir, "A cat.", "--png", str(tmp_path / "a.jpg")]) == 2
+    assert "give a file name ending in .png" in _one_line_error(capsys)
     png = tmp_path / "head.png"
     assert main(["attention", "--model", minilm_dir, "Dogs bark.", "--png", str(png), "--head", "5", "11"]) == 0
     assert png.read_bytes()[:8] == PNG_MAGIC

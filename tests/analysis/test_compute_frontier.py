@@ -109,6 +109,8 @@ def test_bad_sweeps_are_refused_with_the_reason():
         curve_points([{"name": "a", "status": "diverged"}])
     with pytest.raises(DataError, match="without a learning curve.*--eval-every"):
         curve_points([{"name": "old", "n_params": 10, "loss": 3.0, "status": "ok"}])
+    with pytest.raises(DataError, match=r"\['finished run 1', 'finished run 2'\]"):  # unnamed: not [None, None]
+        curve_points([{"n_params": 10, "loss": 3.0}, {"n_params": 20, "loss": 2.0}])
     with pytest.raises(DataError, match="positive and finite"):
         curve_points([_record("a", 10.0, [(1, 100.0, float("nan"))])])
     with pytest.raises(DataError, match="no learning-curve points"):

@@ -93,7 +93,7 @@ def test_fit_recovers_kaplan_exponent_without_offset():
 
 
 def test_too_few_sizes_and_bad_points_raise():
-    with pytest.raises(DataError, match="sweep budget too small to fit anything: 3 distinct"):
+    with pytest.raises(DataError, match="too few points to fit: 3 distinct"):
         fit_power_law([1e6, 1e6, 1e7, 1e8, 1e8], [3.0, 3.1, 2.5, 2.2, 2.1])
     with pytest.raises(DataError, match="2 model sizes but 1 losses; give one loss per point"):
         fit_power_law([1e6, 1e7], [3.0])
