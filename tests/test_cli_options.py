@@ -91,6 +91,21 @@ def test_typed_options_reach_the_settings_as_values():
         apply_overrides({}, [("train.sed", 7)], sections)
 
 
+def test_a_flag_and_a_set_value_that_disagree_are_refused(minilm_dir, tmp_path, capsys):
+    """The flag was applied after --set and won silently (--peft lora trained LoRA under
+    --set peft.method=adapter)."""
+    base = ["finetune", "--task", "classification", "--model", minilm_dir, "--train", str(tmp_path / "t.csv"),
+            "--out", str(tmp_path / "o")]
+    for extra, message in ((["--peft", "lora", "--set", "peft.method=adapter"], "--peft lora and --set peft.method"),
+                           (["--seed", "1", "--set", "train.seed=2"], "--seed 1 and --set train.seed=2 disagree"),
+                           (["--no-baseline", "--set", "train.baseline=true"], "--no-baseline and --set")):
+        assert main(base + extra) == 2
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+    args = build_parser().parse_args(base + ["--seed", "3", "--set", "train.seed=3"])  # agreeing: fine
+    assert typed_settings(args) == [("train.seed", 3)]
+
+
 def fake_checkpoint(directory):
     os.makedirs(directory)
     for name in ("config.json", "trainer_state.pt"):

@@ -27,7 +27,7 @@ from bertkit.tasks.baseline import describe, describe_reference, recorded_result
 from bertkit.settings.config_io import apply_overrides, load_toml
 
 from bertkit.commands.options import (add_device, add_progress, add_seed, add_set, metrics_text, resolve_models,
-                                      rounded, say, typed_settings)
+                                      refuse_disagreeing, rounded, say, typed_settings)
 
 
 def add_arguments(parser) -> None:
@@ -71,8 +71,10 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
     sections = load_toml(args.config) if args.config else {}
-    assignments = (list(args.set) + typed_settings(args) + ([("peft.method", args.peft)] if args.peft else [])
-                   + ([("train.baseline", False)] if args.no_baseline else []))
+    flags = {**({f"--peft {args.peft}": ("peft.method", args.peft)} if args.peft else {}),
+             **({"--no-baseline": ("train.baseline", False)} if args.no_baseline else {})}
+    refuse_disagreeing(args.set, flags)
+    assignments = list(args.set) + typed_settings(args) + list(flags.values())
     sections = apply_overrides(sections, assignments, {**section_keys(), "search": SEARCH_KEYS})
     summary = train_or_search(args, sections)
     if summary:  # (empty on a non-zero rank of a distributed run)

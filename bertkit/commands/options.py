@@ -21,6 +21,7 @@ from bertkit.runtime.devices import DEVICES, resolve_device
 from bertkit.runtime.precision import PRECISIONS, autocast, describe
 from bertkit.models.hub_cache import resolve_model_dir
 from bertkit.runtime.run_dir import refuse_run_folder
+from bertkit.settings.config_io import split_override
 
 
 def add_set(parser, example: str = "train.epochs=3 train.lr=5e-5 data.max_length=128") -> None:
@@ -65,7 +66,19 @@ def typed_settings(args) -> list[tuple[str, Any]]:
     if getattr(args, "device", None) is not None:
         device_of(args)
         settings.append(("train.device", args.device))
+    refuse_disagreeing(getattr(args, "set", []), {f"--{key.split('.')[1]} {value}": (key, value)
+                                                  for key, value in settings})
     return settings
+
+
+def refuse_disagreeing(set_items, flags: dict[str, tuple[str, Any]]) -> None:
+    """A flag and a `--set` naming one setting with different values (`--peft lora` and `--set
+    peft.method=adapter`) are refused: the flag would win silently. `flags`: {flag as typed:
+    (section.key, value)}."""
+    given = dict(split_override(item) for item in set_items)
+    for flag, (key, value) in flags.items():
+        if key in given and given[key] != value:
+            raise ConfigError(f"{flag} and --set {key}={given[key]} disagree; give one of them")
 
 
 def add_model_dir(parser, what: str) -> None:
