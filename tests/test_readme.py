@@ -34,6 +34,7 @@ def test_readme_python_example_runs(minilm_dir, tmp_path, monkeypatch):
             assert vectors.shape == (2, 384)
             assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     assert (tmp_path / "out" / "classifier" / "model.safetensors").is_file()
+    assert (tmp_path / "out" / "classifier" / "tokenizer.json").is_file()  # predict and evaluate can read it
     assert (tmp_path / "out" / "embedder" / "modules.json").is_file()
 
 

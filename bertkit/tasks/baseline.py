@@ -200,6 +200,9 @@ def score_like_finetune(model_dir: str, task_name: str, data: DataConfig, exampl
             record = json.load(f).get("tfidf_baseline")
     except (OSError, ValueError):
         record = None
+    if not os.path.isfile(path):
+        return {}, (f"baselines: none, {model_dir} has no {SUMMARY_FILE} naming its training data (it was not "
+                    "saved by `bertkit finetune`: from Python, or by another library)")
     if not record or "train_sha256" not in record:
         return {}, (f"baselines: none, {model_dir} records no training data for them "
                     "(fine-tuned with train.baseline=false or by an older bertkit)")

@@ -41,7 +41,8 @@ def read_tokenizer(directory) -> tuple[_RustTokenizer, str, dict[str, str], int 
     if path.is_dir():
         file = next((path / n for n in ("tokenizer.json", "vocab.txt", "vocab.json") if (path / n).is_file()), None)
         if file is None:
-            raise CheckpointError(f"no tokenizer files in {path}; expected {_EXPECTED_FILES}{not_a_model(path)}")
+            raise CheckpointError(f"no tokenizer files in {path}; expected {_EXPECTED_FILES}"
+                                  f"{not_a_model(path) or _saved_without_one(path)}")
     else:
         file = path
 
@@ -56,6 +57,13 @@ def read_tokenizer(directory) -> tuple[_RustTokenizer, str, dict[str, str], int 
             backend = _bpe_from_vocab(file, config, {**SPECIALS["bpe"], **specials})
             kind = "bpe"
     return backend, kind, specials, config.get("model_max_length")
+
+def _saved_without_one(path: Path) -> str:
+    """The fix for a model directory saved without its tokenizer (`save_pretrained(DIR)` in Python)."""
+    if not (path / "config.json").is_file():
+        return ""
+    return ("; a model saved without its tokenizer: save it with save_pretrained(DIR, tokenizer=tok), or copy "
+            "the tokenizer files of the model it came from into it")
 
 # ------------------------------------------------------------------ encoding
 

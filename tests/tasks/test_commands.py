@@ -206,3 +206,17 @@ def test_user_errors_are_one_line_and_say_where(tiny, capsys, tmp_path):
                            capsys)
     assert code == 2 and "max_length=128 exceeds the model's 64 positions" in err
     assert not os.path.exists(tmp_path / "o" / "model.safetensors")
+
+
+def test_evaluate_of_a_classifier_saved_from_python_says_why_there_is_no_baseline(tiny, capsys, tmp_path):
+    model = BertForSequenceClassification.from_pretrained(tiny, num_labels=2, id2label={0: "business", 1: "sport"})
+    model.save_pretrained(tmp_path / "py", tokenizer=Tokenizer.from_pretrained(tiny))
+    (tmp_path / "test.csv").write_text("text,label\nthe striker scored,sport\nshares fell,business\n")
+    code, out, err = run_cli(["evaluate", "--model", str(tmp_path / "py"), "--data", str(tmp_path / "test.csv")],
+                             capsys)
+    assert code == 0, err
+    assert "has no finetune_summary.json naming its training data (it was not saved by `bertkit finetune`" in out
+    model.save_pretrained(tmp_path / "bare")  # no tokenizer: the error says how to give it one
+    code, _, err = run_cli(["evaluate", "--model", str(tmp_path / "bare"), "--data", str(tmp_path / "test.csv")],
+                           capsys)
+    assert code == 2 and "save_pretrained(DIR, tokenizer=tok)" in err
