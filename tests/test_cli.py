@@ -94,3 +94,17 @@ def test_set_takes_several_values_per_flag_and_seed_everywhere():
     assert args.set == ["a.b=1", "c.d=2", "e.f=3"] and args.seed == 4
     args = build_parser().parse_args(["probe", "--model", "m", "--task", "t", "--out", "o"])
     assert args.seed == 0
+
+
+def test_a_closed_pipe_ends_the_command_quietly(minilm_dir):
+    """`bertkit info ... | head -1`: the reader closing the pipe is no error (it had printed
+    "error: Broken pipe")."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "bertkit", "info", "--model", minilm_dir],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.readline()
+    proc.stdout.close()  # the reader goes before the command has written the rest
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode in (0, 141) and b"error" not in err, err

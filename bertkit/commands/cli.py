@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib
+import os
 import sys
 import warnings
 
@@ -153,6 +154,10 @@ def main(argv: list[str] | None = None) -> int:
     except BertkitError as e:  # a user mistake: one line that says what to do, no traceback
         print(f"bertkit {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `bertkit ... | head`: the reader has what it wanted; no error to report
+        # stdout's buffered rest would fail again at exit: point it at /dev/null (Python's docs, signal)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a command stopped by a closed pipe
     except OSError as e:  # the disk or file system refused (full, read-only, no permission): one line too
         print(f"bertkit {args.command}: error: {describe_os_error(e)}", file=sys.stderr)
         return 2
