@@ -95,7 +95,7 @@ def probe_encoders(model, tokenizer, inputs: ProbeInputs, s: ProbeSettings, max_
     encoders = [("pretrained", model)]
     if s.random_init:
         torch.manual_seed(s.seed)
-        # the same class: the loaded encoder's family (BERT's, the modern one) with fresh weights
+        # the same class: the loaded encoder's own family (whichever it is) with fresh weights
         encoders.append(("random-init", type(model)(model.config).eval().to(s.device)))
     results: dict[str, list[dict]] = {}
     for name, encoder in encoders:

@@ -69,7 +69,7 @@ def qa_distillation_loss(student_start: torch.Tensor, student_end: torch.Tensor,
 
 
 # The heads whose outputs are softmax distributions the loss can compare, by their class names'
-# task part (BertFor..., ModernBertFor...: every family's head of that task).
+# task part (BertForSequenceClassification and every other family's head of that task).
 HEADS = ("ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering")
 
 
