@@ -542,6 +542,8 @@ class PeftModel(nn.Module):
         _, encoder_path = encoder_of(self.model)
         paths = [p for p, _ in self._walk() if p]
         if names is None:  # the task head: top-level modules with parameters besides the encoder
+            if not encoder_path:  # a bare encoder has no head (as PEFT's FEATURE_EXTRACTION on AutoModel)
+                return []
             return [n for n, m in self.model.named_children()
                     if n != encoder_path and any(True for _ in m.parameters())]
         chosen = _match(names, paths, "modules_to_save", "module")

@@ -110,6 +110,35 @@ def test_peft_saved_lora_loads_in_bertkit_with_the_same_logits(tmp_path):
         assert (again(input_ids=ids, attention_mask=mask).logits - expected).abs().max() < 1e-5
 
 
+def test_lora_on_a_bare_encoder_loads_in_peft_as_feature_extraction(tmp_path):
+    """LoRA on a BertModel (no head, nothing else saved) is written with PEFT's task type for
+    AutoModel, FEATURE_EXTRACTION; PEFT loads it onto transformers' BertModel with bertkit's
+    hidden states, and bertkit loads it back."""
+    torch.manual_seed(0)
+    base = bertkit.BertModel(tiny_config())
+    base.save_pretrained(tmp_path / "base")
+    model = get_peft_model(base, LoraConfig(r=4, alpha=8), base_model_path=str(tmp_path / "base"))
+    _randomise(model, 8)
+    model.eval()
+    model.save_pretrained(tmp_path / "lora")
+    written = json.loads((tmp_path / "lora" / "adapter_config.json").read_text())
+    assert written["task_type"] == "FEATURE_EXTRACTION" and written["modules_to_save"] is None
+
+    ids, mask = padded_batch()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hf = transformers.BertModel.from_pretrained(tmp_path / "base", attn_implementation="eager").eval()
+    theirs = peft.PeftModel.from_pretrained(hf, str(tmp_path / "lora")).eval()
+    again = PeftModel.from_pretrained(tmp_path / "lora")
+    with torch.no_grad():
+        expected = model(input_ids=ids, attention_mask=mask).last_hidden_state
+        got = theirs(input_ids=ids, attention_mask=mask).last_hidden_state
+        assert (expected - got).abs().max() < 1e-5
+        assert (again(input_ids=ids, attention_mask=mask).last_hidden_state - expected).abs().max() < 1e-6
+        plain = bertkit.BertModel.from_pretrained(tmp_path / "base")(input_ids=ids, attention_mask=mask)
+        assert (plain.last_hidden_state - expected).abs().max() > 1e-2  # the adapter changed them
+
+
 @pytest.mark.filterwarnings("ignore:.*were cut to data.max_length")
 def test_peft_saved_lora_runs_through_predict_and_evaluate(minilm_dir, tmp_path, capsys):
     theirs, adapter = _peft_saved_lora(tmp_path, minilm_dir, num_labels=3, seed=3)
