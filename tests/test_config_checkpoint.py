@@ -220,3 +220,24 @@ def test_new_label_names_replace_a_stale_label2id():
         assert renamed.label2id == {name: i for i, name in topics.items()} and renamed.num_labels == 5
     own = {"pos": 1, "neg": 0}
     assert BertConfig(id2label={0: "neg", 1: "pos"}, label2id=own).label2id == own
+
+
+def test_a_misspelt_keyword_is_refused_with_the_field_meant(saved_mlm, tmp_path):
+    """A keyword that is no config field would only land in config.extra and change nothing:
+    from_pretrained and replace refuse it, naming the field meant, in both families; unknown keys
+    of a config.json are still kept, and registered switch fields still pass."""
+    from bertkit.models.modern.config import ModernBertConfig
+
+    _, path = saved_mlm
+    with pytest.raises(ConfigError, match="'hidden_dropout' is not a BertConfig field.*did you mean hidden_dropout_prob"):
+        bertkit.BertModel.from_pretrained(path, hidden_dropout=0.2)
+    with pytest.raises(ConfigError, match="output_attentions.*pass it to the model's call"):
+        bertkit.BertModel.from_pretrained(path, output_attentions=True)
+    assert bertkit.BertModel.from_pretrained(path, hidden_dropout_prob=0.2).config.hidden_dropout_prob == 0.2
+    for config in (BertConfig(**TINY), ModernBertConfig.preset("tiny")):
+        with pytest.raises(ConfigError, match="did you mean num_labels"):
+            config.replace(num_label=3)
+    assert BertConfig(**TINY).replace(moe_top_k=2).moe_top_k == 2
+    data = dict(TINY, some_future_field=1)
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    assert BertConfig.from_pretrained(tmp_path).extra == {"some_future_field": 1}

@@ -23,7 +23,7 @@ import torch
 from safetensors.torch import load_file, save
 from torch import nn
 
-from bertkit.models.config import BertConfig
+from bertkit.models.config import BertConfig, check_keywords
 from bertkit.errors import CheckpointError, DataError
 from bertkit.models.hf_compat import TransformersHabits, check_attn_implementation, resolve_dtype
 from bertkit.models.hub_cache import resolve_model_dir
@@ -250,6 +250,7 @@ class PretrainedMixin(TransformersHabits):
             if target is not cls:
                 return target.from_pretrained(directory, None, output_loading_info, **config_overrides)
             config = cls.config_class.from_pretrained(directory)
+        check_keywords(type(config), config_overrides, f"{cls.__name__}.from_pretrained")
         if config_overrides:
             config = config.replace(**config_overrides)
         model = cls(config)

@@ -9,6 +9,7 @@ one dataclass rather than separate classes.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import importlib.metadata
 import json
@@ -19,7 +20,7 @@ from typing import Any, ClassVar
 
 from bertkit.errors import ConfigError
 from bertkit.io import atomic_write_text, read_json_object
-from bertkit.models.variants.switches import validate_switches
+from bertkit.models.variants.switches import switch_fields, validate_switches
 
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish", "tanh")
 POSITION_EMBEDDING_TYPES = ("absolute", "relative_key", "relative_key_query", "sinusoidal", "t5_bias")
@@ -307,8 +308,40 @@ class BertConfig:
         atomic_write_text(os.path.join(directory, "config.json"), self.to_json_string())
 
     def replace(self, **changes: Any) -> "BertConfig":
-        """A copy with some fields changed (validated again)."""
+        """A copy with some fields changed (validated again); a name that is no field is refused."""
+        check_keywords(type(self), changes, "replace")
         return dataclasses.replace(self, extra=dict(self.extra), **changes)
+
+
+# transformers' keys without a BertConfig field that bertkit still reads from `extra` (generation's
+# ids): a caller may pass them by keyword.
+EXTRA_KEYWORDS = ("bos_token_id", "eos_token_id", "decoder_start_token_id")
+# transformers' config keys that are arguments of a bertkit model's call instead.
+CALL_ARGUMENTS = ("output_attentions", "output_hidden_states", "use_cache")
+
+
+def keyword_names(config_class: type) -> set[str]:
+    """The names a caller may pass to `from_pretrained` or `replace` for a config of this class:
+    its fields, and for BertConfig the registered switches' fields and EXTRA_KEYWORDS."""
+    names = {f.name for f in dataclasses.fields(config_class)} - {"extra"}
+    if issubclass(config_class, BertConfig):
+        names |= set(switch_fields()) | set(EXTRA_KEYWORDS)
+    return names
+
+
+def check_keywords(config_class: type, keywords: Any, where: str) -> None:
+    """Refuse a keyword that names no field: it would only land in `extra` and change nothing
+    (`hidden_dropout=0.2` for hidden_dropout_prob). A config.json's unknown keys are still kept."""
+    valid = keyword_names(config_class)
+    for key in keywords:
+        if key not in valid:
+            if key in CALL_ARGUMENTS:
+                raise ConfigError(f"{where}: {key} is not a config field in bertkit; pass it to the model's "
+                                  f"call instead (model(input_ids, {key}=True))")
+            near = difflib.get_close_matches(key, sorted(valid), n=1, cutoff=0.6)
+            hint = f"did you mean {near[0]}?" if near else f"see the fields of {config_class.__name__}"
+            raise ConfigError(f"{where}: {key!r} is not a {config_class.__name__} field and would have no "
+                              f"effect; {hint} (only a config.json may hold keys bertkit does not know)")
 
 
 def default_labels(n: int) -> dict[int, str]:

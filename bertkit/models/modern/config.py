@@ -20,7 +20,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from bertkit.models.config import BertConfig, known_and_extra, label2id_for
+from bertkit.models.config import BertConfig, check_keywords, known_and_extra, label2id_for
 from bertkit.errors import ConfigError
 
 FULL, SLIDING = "full_attention", "sliding_attention"
@@ -260,6 +260,7 @@ class ModernBertConfig:
     def replace(self, **changes: Any) -> "ModernBertConfig":
         """A copy with some fields changed (validated again). A layer pattern that was derived
         from global_attn_every_n_layers is derived again, so e.g. num_hidden_layers may change."""
+        check_keywords(type(self), changes, "replace")
         if "layer_types" not in changes and self.layer_types == self.default_layer_types():
             changes["layer_types"] = None
         return dataclasses.replace(self, extra=dict(self.extra), **changes)
