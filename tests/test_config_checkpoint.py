@@ -241,3 +241,23 @@ def test_a_misspelt_keyword_is_refused_with_the_field_meant(saved_mlm, tmp_path)
     data = dict(TINY, some_future_field=1)
     (tmp_path / "config.json").write_text(json.dumps(data))
     assert BertConfig.from_pretrained(tmp_path).extra == {"some_future_field": 1}
+
+
+def test_num_labels_and_id2label_that_disagree_are_refused(tmp_path):
+    """num_labels=3 with two names gave a 2-way head silently: now refused in both families; a
+    new count alone renames the labels LABEL_i (as transformers' setter), new names alone set the
+    count, and a config.json's names still win over a stale count in the same file."""
+    from bertkit.models.modern.config import ModernBertConfig
+
+    for make in (BertConfig, ModernBertConfig):
+        with pytest.raises(ConfigError, match=r"num_labels=3 but id2label names 2 labels \(neg, pos\)"):
+            make(num_labels=3, id2label={0: "neg", 1: "pos"})
+    named = BertConfig(**TINY, id2label={0: "neg", 1: "pos"})
+    with pytest.raises(ConfigError, match="they disagree"):
+        named.replace(num_labels=3, id2label={0: "a", 1: "b"})
+    assert named.replace(num_labels=3).id2label == {0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2"}
+    assert named.replace(num_labels=2).id2label == {0: "neg", 1: "pos"}
+    assert named.replace(id2label={0: "a", 1: "b", 2: "c"}).num_labels == 3
+    (tmp_path / "config.json").write_text(json.dumps(dict(TINY, num_labels=5, id2label={"0": "neg", "1": "pos"})))
+    assert BertConfig.from_pretrained(tmp_path).num_labels == 2
+

@@ -310,7 +310,7 @@ class BertConfig:
     def replace(self, **changes: Any) -> "BertConfig":
         """A copy with some fields changed (validated again); a name that is no field is refused."""
         check_keywords(type(self), changes, "replace")
-        return dataclasses.replace(self, extra=dict(self.extra), **changes)
+        return dataclasses.replace(self, extra=dict(self.extra), **label_changes(self, changes))
 
 
 # transformers' keys without a BertConfig field that bertkit still reads from `extra` (generation's
@@ -348,6 +348,30 @@ def default_labels(n: int) -> dict[int, str]:
     return {i: f"LABEL_{i}" for i in range(n)}
 
 
+def labels_agree(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A config's keyword arguments with num_labels and id2label agreeing: generated names
+    (LABEL_i) follow num_labels; real names of another count are refused, since either could be
+    the one meant (both config families use this)."""
+    names, count = kwargs.get("id2label"), kwargs.get("num_labels")
+    if names is None or not isinstance(count, int) or len(names) == count:
+        return kwargs
+    if {int(k): str(v) for k, v in names.items()} == default_labels(len(names)):
+        return {**kwargs, "id2label": None, "label2id": None}
+    shown = ", ".join(str(v) for v in list(names.values())[:4]) + (", ..." if len(names) > 4 else "")
+    raise ConfigError(f"num_labels={count} but id2label names {len(names)} labels ({shown}); they disagree: "
+                      f"pass id2label alone (it sets num_labels) or num_labels alone (LABEL_0..LABEL_{count - 1})")
+
+
+def label_changes(config: Any, changes: dict[str, Any]) -> dict[str, Any]:
+    """replace()'s changes with the labels kept consistent: a new num_labels alone drops the old
+    names (as transformers' num_labels setter does), new names alone set num_labels."""
+    if "num_labels" in changes and "id2label" not in changes and changes["num_labels"] != config.num_labels:
+        return {**changes, "id2label": None, "label2id": None}
+    if changes.get("id2label") is not None and "num_labels" not in changes:
+        return {**changes, "num_labels": len(changes["id2label"])}
+    return changes
+
+
 def label2id_for(id2label: dict[int, str], label2id: dict[str, int] | None) -> dict[str, int]:
     """`label2id` when it maps id2label's names, else the inverse of id2label: a head given new
     labels keeps no stale map of the checkpoint's (both config families use this)."""
@@ -378,13 +402,7 @@ def _init_keeping_unknown_keys(self, *args: Any, **kwargs: Any) -> None:
     unknown = {k: kwargs.pop(k) for k in list(kwargs) if k not in known}
     if unknown:
         kwargs["extra"] = {**kwargs.get("extra", {}), **unknown}
-    names, count = kwargs.get("id2label"), kwargs.get("num_labels")
-    if names is not None and count is not None and len(names) != count and \
-            {int(k): str(v) for k, v in names.items()} == default_labels(len(names)):
-        # Generated names follow num_labels (replace(num_labels=5) on a 2-label config);
-        # real names win over a number, as before.
-        kwargs["id2label"] = kwargs["label2id"] = None
-    _dataclass_init(self, *args, **kwargs)
+    _dataclass_init(self, *args, **labels_agree(kwargs))
 
 
 BertConfig.__init__ = _init_keeping_unknown_keys  # type: ignore[method-assign]
@@ -505,5 +523,9 @@ def known_and_extra(cls, data: dict[str, Any]) -> dict[str, Any]:
     other key (transformers_version, architectures of other tools, ...) kept in `extra`, except
     bertkit's version (WRITER_KEY), which says who wrote the file and is written anew on save."""
     known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+    names = data.get("id2label")
+    if isinstance(names, dict) and data.get("num_labels") not in (None, len(names)):
+        # A file's names win over its count, as transformers derives num_labels from id2label.
+        data = {k: v for k, v in data.items() if k != "num_labels"}
     return {**{k: v for k, v in data.items() if k in known},
             "extra": {k: v for k, v in data.items() if k not in known and k != WRITER_KEY}}
