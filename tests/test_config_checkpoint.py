@@ -261,3 +261,20 @@ def test_num_labels_and_id2label_that_disagree_are_refused(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(dict(TINY, num_labels=5, id2label={"0": "neg", "1": "pos"})))
     assert BertConfig.from_pretrained(tmp_path).num_labels == 2
 
+
+def test_a_head_of_another_size_needs_ignore_mismatched_sizes(tmp_path):
+    """A 4-label classifier loaded with num_labels=3 kept the old 4-way head and its names
+    silently; now it is refused naming both sizes and the fix, and ignore_mismatched_sizes=True
+    starts a fresh 3-way head (reported), as transformers does. Same sizes keep the head."""
+    torch.manual_seed(0)
+    names = {0: "business", 1: "sport", 2: "tech", 3: "politics"}
+    bertkit.BertForSequenceClassification(BertConfig(**TINY, id2label=names)).save_pretrained(tmp_path)
+    with pytest.raises(CheckpointError, match=r"classifier.weight: checkpoint \(4, 16\) vs model \(3, 16\).*"
+                                              r"head has 4 labels and you asked for 3: pass ignore_mismatched_sizes=True"):
+        bertkit.BertForSequenceClassification.from_pretrained(tmp_path, num_labels=3)
+    with pytest.warns(UserWarning, match="2 weights .* have other shapes .* newly initialised"):
+        fresh = bertkit.BertForSequenceClassification.from_pretrained(tmp_path, num_labels=3,
+                                                                      ignore_mismatched_sizes=True)
+    assert fresh.classifier.out_features == 3 and fresh.config.id2label[2] == "LABEL_2"
+    kept = bertkit.BertForSequenceClassification.from_pretrained(tmp_path, num_labels=4)
+    assert kept.config.id2label == names
