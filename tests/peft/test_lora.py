@@ -98,6 +98,10 @@ def test_targets_that_match_nothing_are_reported_with_near_names(tiny_classifier
     (dict(dropout=1.0), "dropout must be in"),
     (dict(init="xavier"), "init 'xavier' is not known"),
     (dict(target_modules=[]), "target_modules is empty"),
+    # PEFT's names for bertkit's fields name bertkit's; other unknown names the nearest field
+    (dict(lora_alpha=32), r"lora_alpha is PEFT's name; bertkit.peft.LoraConfig calls it alpha \(LoraConfig\(alpha=32\)\)"),
+    (dict(lora_dropout=0.1), "calls it dropout"),
+    (dict(alfa=4), "no setting 'alfa'; did you mean alpha?"),
 ])
 def test_bad_lora_settings(kwargs, message):
     with pytest.raises(ConfigError, match=message):
