@@ -78,6 +78,13 @@ def test_empty_input_is_a_data_error(encoder):
         encoder.encode([])
 
 
+@pytest.mark.parametrize("texts", [None, 123, b"bytes"])
+def test_texts_that_are_not_strings_are_a_data_error(encoder, texts):
+    """encode(None) was a bare "'NoneType' object is not iterable"."""
+    with pytest.raises(DataError, match=f"takes a string or a list of strings, got {type(texts).__name__}"):
+        encoder.encode(texts)
+
+
 def test_tokenizer_larger_than_model_vocabulary(encoder):
     class BigVocab:
         vocab_size = encoder.model.config.vocab_size + 1
@@ -143,3 +150,4 @@ def test_the_packed_copy_follows_the_models_weights(minilm_dir):
     again = encoder.runner
     encoder.encode(texts)
     assert encoder.runner is again  # and kept while the weights stay
+
