@@ -171,6 +171,18 @@ def test_model_input_errors():
         model(torch.ones(1, 33, dtype=torch.long))
     with pytest.raises(bertkit.BertkitError, match="shape"):
         model(torch.ones(3, dtype=torch.long))
+    # not a tensor: was "'list' object has no attribute 'dim'" from inside the model
+    with pytest.raises(bertkit.BertkitError, match="input_ids must be a torch tensor .* got list; .*return_tensors='pt'"):
+        model(input_ids=[[1, 7, 2]])
+    with pytest.raises(bertkit.BertkitError, match="attention_mask must be a torch tensor .* got list"):
+        model(torch.tensor([[1, 7]]), attention_mask=[[1, 1]])
+    with pytest.raises(bertkit.BertkitError, match="integer token ids, got a torch.float32 tensor"):
+        model(torch.tensor([[1.0, 7.0]]))
+    modern = bertkit.ModernBertConfig.preset("tiny")
+    for head in (bertkit.BertForSequenceClassification(BertConfig(**TINY)), bertkit.BertForMultipleChoice(BertConfig(**TINY)),
+                 bertkit.ModernBertForSequenceClassification(modern), bertkit.ModernBertForMultipleChoice(modern)):
+        with pytest.raises(bertkit.BertkitError, match="input_ids must be a torch tensor"):
+            head.eval()(input_ids=[[1, 7, 2]])
 
 
 def test_gradient_checkpointing_gives_same_gradients():
@@ -278,3 +290,4 @@ def test_a_head_of_another_size_needs_ignore_mismatched_sizes(tmp_path):
     assert fresh.classifier.out_features == 3 and fresh.config.id2label[2] == "LABEL_2"
     kept = bertkit.BertForSequenceClassification.from_pretrained(tmp_path, num_labels=4)
     assert kept.config.id2label == names
+
