@@ -291,3 +291,16 @@ def test_a_head_of_another_size_needs_ignore_mismatched_sizes(tmp_path):
     kept = bertkit.BertForSequenceClassification.from_pretrained(tmp_path, num_labels=4)
     assert kept.config.id2label == names
 
+
+def test_saving_onto_an_existing_file_names_it(tmp_path):
+    """save_pretrained("data.csv") on an existing file was a bare FileExistsError; model and
+    config saves (test_encode.py: encoder and tokenizer) say it is a file and to pass a directory."""
+    from bertkit.errors import WriteError
+
+    target = tmp_path / "train.csv"
+    target.write_text("text,label\n")
+    model = bertkit.BertModel(BertConfig(**TINY))
+    for save in (model.save_pretrained, model.config.save_pretrained):
+        with pytest.raises(WriteError, match=f"cannot save into {target}: it is a file, not a directory"):
+            save(target)
+    assert target.read_text() == "text,label\n"

@@ -151,3 +151,14 @@ def test_the_packed_copy_follows_the_models_weights(minilm_dir):
     encoder.encode(texts)
     assert encoder.runner is again  # and kept while the weights stay
 
+
+def test_saving_onto_an_existing_file_names_it(encoder, tmp_path):
+    """enc.save_pretrained("train.csv") (an existing file) was a bare FileExistsError."""
+    from bertkit.errors import WriteError
+
+    target = tmp_path / "train.csv"
+    target.write_text("x")
+    for save in (encoder.save_pretrained, encoder.tokenizer.save_pretrained):
+        with pytest.raises(WriteError, match="it is a file, not a directory; .*pass a new or existing directory"):
+            save(target)
+    assert target.read_text() == "x"

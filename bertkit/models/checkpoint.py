@@ -27,7 +27,7 @@ from bertkit.models.config import BertConfig, check_keywords
 from bertkit.errors import CheckpointError, DataError
 from bertkit.models.hf_compat import TransformersHabits, check_attn_implementation, resolve_dtype
 from bertkit.models.hub_cache import resolve_model_dir
-from bertkit.io import atomic_open, check_regular_file, read_json_object
+from bertkit.io import atomic_open, check_regular_file, make_output_dir, read_json_object
 from bertkit.models.variants.keymaps import from_hf, hf_architecture, to_hf, warn_if_transformers_cannot_run
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
@@ -218,7 +218,7 @@ class PretrainedMixin(TransformersHabits):
 
         directory = os.fspath(directory)
         warn_if_transformers_cannot_run(self.config)
-        os.makedirs(directory, exist_ok=True)
+        make_output_dir(directory)
         name = type(self).__name__
         config = self.config.replace(architectures=[hf_architecture(name, self.config.model_type)])
         # safetensors refuses shared storage: contiguous copies of every tensor.

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from bertkit.errors import ConfigError
-from bertkit.io import atomic_write_text, read_json_object
+from bertkit.io import atomic_write_text, make_output_dir, read_json_object
 from bertkit.models.variants.switches import switch_fields, validate_switches
 
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish", "tanh")
@@ -304,7 +304,7 @@ class BertConfig:
                           ensure_ascii=False) + "\n"
 
     def save_pretrained(self, directory: str | os.PathLike) -> None:
-        os.makedirs(directory, exist_ok=True)
+        make_output_dir(directory)
         atomic_write_text(os.path.join(directory, "config.json"), self.to_json_string())
 
     def replace(self, **changes: Any) -> "BertConfig":

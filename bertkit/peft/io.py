@@ -43,7 +43,7 @@ from bertkit.models import heads
 from bertkit.models.checkpoint import load_into, read_state_dict
 from bertkit.models.config import BertConfig
 from bertkit.errors import CheckpointError, ConfigError
-from bertkit.io import atomic_open, atomic_write_json, read_json_object
+from bertkit.io import atomic_open, atomic_write_json, make_output_dir, read_json_object
 from bertkit.models.encoder import BertModel
 from bertkit.peft.base import CONFIG_CLASSES, PeftConfig, base_shape, encoder_of
 from bertkit.peft.lora import LoraConfig
@@ -101,7 +101,7 @@ def save_adapter(peft, directory, adapter_name: str | None = None, tokenizer: An
     name = peft._name(adapter_name)
     config = peft.peft_configs[name]
     directory = os.fspath(directory)
-    os.makedirs(directory, exist_ok=True)
+    make_output_dir(directory)
     state = {k: v.detach().to("cpu").contiguous().clone() for k, v in peft.adapter_state(name).items()}
     base = os.path.abspath(peft.base_model_path) if peft.base_model_path else None
     meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "method": config.method,
