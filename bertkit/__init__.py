@@ -21,5 +21,6 @@ from bertkit.models.modern import (ModernBertConfig, ModernBertForMaskedLM, Mode
 from bertkit.tokenizer import BatchEncoding, Tokenizer
 from bertkit.distill import Distiller, distillation_loss, student_from_teacher
 from bertkit.objectives.electra import ElectraForPreTraining, ElectraPretrainer, generator_config
+from bertkit import peft  # bertkit.peft.PeftModel after `import bertkit`, as bertkit.data.assets
 
 __version__ = "0.1.0"

@@ -93,6 +93,19 @@ def _writing(path: str, place: str, around_caller: bool = False) -> Iterator[Non
         raise write_error(path, err) from err
 
 
+def make_output_dir(directory: str | os.PathLike) -> str:
+    """Create `directory` (and its parents) for a save_pretrained; a file already at that path is
+    a WriteError saying so, where os.makedirs raised a bare FileExistsError."""
+    directory = os.fspath(directory)
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise WriteError(f"cannot save into {directory}: it is a file, not a directory; save_pretrained writes "
+                         "several files into a directory: pass a new or existing directory path",
+                         errno.EEXIST, directory, "a file is in the way")
+    with _writing(directory, directory):
+        os.makedirs(directory, exist_ok=True)
+    return directory
+
+
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs: Any) -> Iterator[IO]:
     """Open a temporary sibling of `path` for writing; on success it replaces `path`. A failed

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -131,3 +133,12 @@ def test_no_package_circles():
                     seen.add(nxt)
                     frontier.append((nxt, path + [nxt]))
     assert not circles, "package circles:\n" + "\n".join(sorted(set(circles)))
+
+
+def test_peft_is_reachable_after_import_bertkit():
+    """`import bertkit; bertkit.peft.PeftModel` (as bertkit.data.assets): the package's face
+    imports bertkit.peft, which the package-circle test above allows (nothing imports the face)."""
+    code = "import bertkit; print(bertkit.peft.PeftModel.__name__, bertkit.peft.LoraConfig.__name__)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT.parent)
+    assert done.returncode == 0 and done.stdout.split() == ["PeftModel", "LoraConfig"], done.stderr

@@ -171,6 +171,18 @@ def test_model_input_errors():
         model(torch.ones(1, 33, dtype=torch.long))
     with pytest.raises(bertkit.BertkitError, match="shape"):
         model(torch.ones(3, dtype=torch.long))
+    # not a tensor: was "'list' object has no attribute 'dim'" from inside the model
+    with pytest.raises(bertkit.BertkitError, match="input_ids must be a torch tensor .* got list; .*return_tensors='pt'"):
+        model(input_ids=[[1, 7, 2]])
+    with pytest.raises(bertkit.BertkitError, match="attention_mask must be a torch tensor .* got list"):
+        model(torch.tensor([[1, 7]]), attention_mask=[[1, 1]])
+    with pytest.raises(bertkit.BertkitError, match="integer token ids, got a torch.float32 tensor"):
+        model(torch.tensor([[1.0, 7.0]]))
+    modern = bertkit.ModernBertConfig.preset("tiny")
+    for head in (bertkit.BertForSequenceClassification(BertConfig(**TINY)), bertkit.BertForMultipleChoice(BertConfig(**TINY)),
+                 bertkit.ModernBertForSequenceClassification(modern), bertkit.ModernBertForMultipleChoice(modern)):
+        with pytest.raises(bertkit.BertkitError, match="input_ids must be a torch tensor"):
+            head.eval()(input_ids=[[1, 7, 2]])
 
 
 def test_gradient_checkpointing_gives_same_gradients():
@@ -220,3 +232,75 @@ def test_new_label_names_replace_a_stale_label2id():
         assert renamed.label2id == {name: i for i, name in topics.items()} and renamed.num_labels == 5
     own = {"pos": 1, "neg": 0}
     assert BertConfig(id2label={0: "neg", 1: "pos"}, label2id=own).label2id == own
+
+
+def test_a_misspelt_keyword_is_refused_with_the_field_meant(saved_mlm, tmp_path):
+    """A keyword that is no config field would only land in config.extra and change nothing:
+    from_pretrained and replace refuse it, naming the field meant, in both families; unknown keys
+    of a config.json are still kept, and registered switch fields still pass."""
+    from bertkit.models.modern.config import ModernBertConfig
+
+    _, path = saved_mlm
+    with pytest.raises(ConfigError, match="'hidden_dropout' is not a BertConfig field.*did you mean hidden_dropout_prob"):
+        bertkit.BertModel.from_pretrained(path, hidden_dropout=0.2)
+    with pytest.raises(ConfigError, match="output_attentions.*pass it to the model's call"):
+        bertkit.BertModel.from_pretrained(path, output_attentions=True)
+    assert bertkit.BertModel.from_pretrained(path, hidden_dropout_prob=0.2).config.hidden_dropout_prob == 0.2
+    for config in (BertConfig(**TINY), ModernBertConfig.preset("tiny")):
+        with pytest.raises(ConfigError, match="did you mean num_labels"):
+            config.replace(num_label=3)
+    assert BertConfig(**TINY).replace(moe_top_k=2).moe_top_k == 2
+    data = dict(TINY, some_future_field=1)
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    assert BertConfig.from_pretrained(tmp_path).extra == {"some_future_field": 1}
+
+
+def test_num_labels_and_id2label_that_disagree_are_refused(tmp_path):
+    """num_labels=3 with two names gave a 2-way head silently: now refused in both families; a
+    new count alone renames the labels LABEL_i (as transformers' setter), new names alone set the
+    count, and a config.json's names still win over a stale count in the same file."""
+    from bertkit.models.modern.config import ModernBertConfig
+
+    for make in (BertConfig, ModernBertConfig):
+        with pytest.raises(ConfigError, match=r"num_labels=3 but id2label names 2 labels \(neg, pos\)"):
+            make(num_labels=3, id2label={0: "neg", 1: "pos"})
+    named = BertConfig(**TINY, id2label={0: "neg", 1: "pos"})
+    with pytest.raises(ConfigError, match="they disagree"):
+        named.replace(num_labels=3, id2label={0: "a", 1: "b"})
+    assert named.replace(num_labels=3).id2label == {0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2"}
+    assert named.replace(num_labels=2).id2label == {0: "neg", 1: "pos"}
+    assert named.replace(id2label={0: "a", 1: "b", 2: "c"}).num_labels == 3
+    (tmp_path / "config.json").write_text(json.dumps(dict(TINY, num_labels=5, id2label={"0": "neg", "1": "pos"})))
+    assert BertConfig.from_pretrained(tmp_path).num_labels == 2
+
+
+def test_a_head_of_another_size_needs_ignore_mismatched_sizes(tmp_path):
+    """A 4-label classifier loaded with num_labels=3 kept the old 4-way head and its names
+    silently; now it is refused naming both sizes and the fix, and ignore_mismatched_sizes=True
+    starts a fresh 3-way head (reported), as transformers does. Same sizes keep the head."""
+    torch.manual_seed(0)
+    names = {0: "business", 1: "sport", 2: "tech", 3: "politics"}
+    bertkit.BertForSequenceClassification(BertConfig(**TINY, id2label=names)).save_pretrained(tmp_path)
+    with pytest.raises(CheckpointError, match=r"classifier.weight: checkpoint \(4, 16\) vs model \(3, 16\).*"
+                                              r"head has 4 labels and you asked for 3: pass ignore_mismatched_sizes=True"):
+        bertkit.BertForSequenceClassification.from_pretrained(tmp_path, num_labels=3)
+    with pytest.warns(UserWarning, match="2 weights .* have other shapes .* newly initialised"):
+        fresh = bertkit.BertForSequenceClassification.from_pretrained(tmp_path, num_labels=3,
+                                                                      ignore_mismatched_sizes=True)
+    assert fresh.classifier.out_features == 3 and fresh.config.id2label[2] == "LABEL_2"
+    kept = bertkit.BertForSequenceClassification.from_pretrained(tmp_path, num_labels=4)
+    assert kept.config.id2label == names
+
+
+def test_saving_onto_an_existing_file_names_it(tmp_path):
+    """save_pretrained("data.csv") on an existing file was a bare FileExistsError; model and
+    config saves (test_encode.py: encoder and tokenizer) say it is a file and to pass a directory."""
+    from bertkit.errors import WriteError
+
+    target = tmp_path / "train.csv"
+    target.write_text("text,label\n")
+    model = bertkit.BertModel(BertConfig(**TINY))
+    for save in (model.save_pretrained, model.config.save_pretrained):
+        with pytest.raises(WriteError, match=f"cannot save into {target}: it is a file, not a directory"):
+            save(target)
+    assert target.read_text() == "text,label\n"

@@ -78,6 +78,13 @@ def test_empty_input_is_a_data_error(encoder):
         encoder.encode([])
 
 
+@pytest.mark.parametrize("texts", [None, 123, b"bytes"])
+def test_texts_that_are_not_strings_are_a_data_error(encoder, texts):
+    """encode(None) was a bare "'NoneType' object is not iterable"."""
+    with pytest.raises(DataError, match=f"takes a string or a list of strings, got {type(texts).__name__}"):
+        encoder.encode(texts)
+
+
 def test_tokenizer_larger_than_model_vocabulary(encoder):
     class BigVocab:
         vocab_size = encoder.model.config.vocab_size + 1
@@ -143,3 +150,15 @@ def test_the_packed_copy_follows_the_models_weights(minilm_dir):
     again = encoder.runner
     encoder.encode(texts)
     assert encoder.runner is again  # and kept while the weights stay
+
+
+def test_saving_onto_an_existing_file_names_it(encoder, tmp_path):
+    """enc.save_pretrained("train.csv") (an existing file) was a bare FileExistsError."""
+    from bertkit.errors import WriteError
+
+    target = tmp_path / "train.csv"
+    target.write_text("x")
+    for save in (encoder.save_pretrained, encoder.tokenizer.save_pretrained):
+        with pytest.raises(WriteError, match="it is a file, not a directory; .*pass a new or existing directory"):
+            save(target)
+    assert target.read_text() == "x"

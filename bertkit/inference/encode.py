@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Iterable
 from typing import Sequence
 
 import numpy as np
@@ -122,9 +123,7 @@ class SentenceEncoder:
         layout's default prompt) is put in front of every text. `show_progress=None` shows a bar
         when there are many batches.
         """
-        texts = [texts] if isinstance(texts, str) else list(texts)
-        if not texts:
-            raise DataError("encode() got no texts; pass a non-empty list of strings")
+        texts = _text_list(texts)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
             raise DataError(f"batch_size must be a positive integer, got {batch_size!r}")
         layout = self.layout
@@ -209,3 +208,14 @@ class SentenceEncoder:
 
 def _progress(items, show: bool):
     return progress(items, desc="encode", unit="batch") if show else items
+
+
+def _text_list(texts) -> list:
+    """encode()'s texts as a non-empty list: one string, or an iterable of them (a list, an array)."""
+    if not isinstance(texts, str) and (isinstance(texts, (bytes, bytearray)) or not isinstance(texts, Iterable)):
+        raise DataError(f"encode() takes a string or a list of strings, got {type(texts).__name__}; "
+                        "e.g. encode(['first text', 'second text'])")
+    texts = [texts] if isinstance(texts, str) else list(texts)
+    if not texts:
+        raise DataError("encode() got no texts; pass a non-empty list of strings")
+    return texts

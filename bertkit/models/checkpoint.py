@@ -23,11 +23,11 @@ import torch
 from safetensors.torch import load_file, save
 from torch import nn
 
-from bertkit.models.config import BertConfig
+from bertkit.models.config import BertConfig, check_keywords
 from bertkit.errors import CheckpointError, DataError
 from bertkit.models.hf_compat import TransformersHabits, check_attn_implementation, resolve_dtype
 from bertkit.models.hub_cache import resolve_model_dir
-from bertkit.io import atomic_open, check_regular_file, read_json_object
+from bertkit.io import atomic_open, check_regular_file, make_output_dir, read_json_object
 from bertkit.runtime.run_dir import not_a_model
 from bertkit.models.variants.keymaps import from_hf, hf_architecture, to_hf, warn_if_transformers_cannot_run
 
@@ -42,6 +42,7 @@ IGNORED_KEYS = ("embeddings.position_ids", "embeddings.token_type_ids")
 class LoadReport:
     missing_keys: list[str] = field(default_factory=list)
     unexpected_keys: list[str] = field(default_factory=list)
+    mismatched_keys: list[str] = field(default_factory=list)  # skipped (ignore_mismatched_sizes): also missing
 
 
 # ---------------------------------------------------------------------------- reading weights
@@ -159,21 +160,22 @@ def match_prefix(state: dict[str, torch.Tensor], model_keys: set[str], prefix: s
     return state
 
 
-def load_into(model: nn.Module, state: dict[str, torch.Tensor], prefix: str) -> LoadReport:
-    """Copy `state` into `model`; refuse shape mismatches; report missing and unused keys."""
+def load_into(model: nn.Module, state: dict[str, torch.Tensor], prefix: str, ignore_mismatched_sizes: bool = False,
+              mismatch_hint: str = "the config.json does not describe these weights") -> LoadReport:
+    """Copy `state` into `model`; refuse shape mismatches (or, ignoring them, leave those weights
+    as initialised and report them); report missing and unused keys."""
     own = model.state_dict()
     config = getattr(model, "config", None)
     if config is not None:  # RoBERTa/ALBERT/ELECTRA names -> ours
         state = from_hf(state, config, type(model).__name__)
     state = match_prefix(normalize_keys(state), set(own), prefix)
-    mismatched = [f"{k}: checkpoint {tuple(v.shape)} vs model {tuple(own[k].shape)}"
-                  for k, v in state.items() if k in own and v.shape != own[k].shape]
-    if mismatched:
-        shown = "; ".join(mismatched[:5]) + (" ..." if len(mismatched) > 5 else "")
-        raise CheckpointError(f"{len(mismatched)} weight shapes differ from the model config ({shown}); "
-                              "the config.json does not describe these weights")
-    result = model.load_state_dict(state, strict=False)
-    return LoadReport(sorted(result.missing_keys), sorted(result.unexpected_keys))
+    mismatched = {k: f"{k}: checkpoint {tuple(v.shape)} vs model {tuple(own[k].shape)}"
+                  for k, v in state.items() if k in own and v.shape != own[k].shape}
+    if mismatched and not ignore_mismatched_sizes:
+        shown = "; ".join(list(mismatched.values())[:5]) + (" ..." if len(mismatched) > 5 else "")
+        raise CheckpointError(f"{len(mismatched)} weight shapes differ from the model config ({shown}); {mismatch_hint}")
+    result = model.load_state_dict({k: v for k, v in state.items() if k not in mismatched}, strict=False)
+    return LoadReport(sorted(result.missing_keys), sorted(result.unexpected_keys), sorted(mismatched))
 
 
 # ---------------------------------------------------------------------------- the mixin
@@ -218,7 +220,7 @@ class PretrainedMixin(TransformersHabits):
 
         directory = os.fspath(directory)
         warn_if_transformers_cannot_run(self.config)
-        os.makedirs(directory, exist_ok=True)
+        make_output_dir(directory)
         name = type(self).__name__
         config = self.config.replace(architectures=[hf_architecture(name, self.config.model_type)])
         # safetensors refuses shared storage: contiguous copies of every tensor.
@@ -234,11 +236,14 @@ class PretrainedMixin(TransformersHabits):
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike, config: BertConfig | None = None,
                         output_loading_info: bool = False, dtype: Any = None, torch_dtype: Any = None,
-                        attn_implementation: str | None = None, **config_overrides: Any):
+                        attn_implementation: str | None = None, ignore_mismatched_sizes: bool = False,
+                        **config_overrides: Any):
         """Build the model from `directory/config.json` and load its weights.
 
         `config_overrides` change config fields before building (e.g. `num_labels=5` to put a new
         classifier on a pre-trained encoder). Missing and unused weights are reported as a warning.
+        A checkpoint weight whose shape the overrides changed (a 4-label head asked for 3 labels)
+        is refused, or with `ignore_mismatched_sizes=True` initialised anew, as transformers.
         `dtype` (or `torch_dtype`): cast to it after loading ("auto": the dtype config.json
         records); `attn_implementation`: "sdpa" or "eager", as transformers (see hf_compat.py).
         """
@@ -250,12 +255,16 @@ class PretrainedMixin(TransformersHabits):
         if config is None:
             target = family_class(cls, directory)
             if target is not cls:
-                return target.from_pretrained(directory, None, output_loading_info, **config_overrides)
+                return target.from_pretrained(directory, None, output_loading_info,
+                                              ignore_mismatched_sizes=ignore_mismatched_sizes, **config_overrides)
             config = cls.config_class.from_pretrained(directory)
+        check_keywords(type(config), config_overrides, f"{cls.__name__}.from_pretrained")
+        stored = config
         if config_overrides:
             config = config.replace(**config_overrides)
         model = cls(config)
-        report = load_into(model, read_state_dict(directory), cls.base_model_prefix)
+        report = load_into(model, read_state_dict(directory), cls.base_model_prefix, ignore_mismatched_sizes,
+                           _mismatch_hint(stored, config, config_overrides))
         _warn_about(report, cls.__name__, directory)
         cast = resolve_dtype(dtype, torch_dtype, config)
         if cast is not None:
@@ -304,10 +313,26 @@ def read_config(directory: str):
     return config_class_for(_directory_model_type(directory) or "bert").from_pretrained(directory)
 
 
+def _mismatch_hint(stored: Any, config: Any, overrides: dict[str, Any]) -> str:
+    """What to do about weights whose shapes the caller's overrides changed."""
+    if not overrides:
+        return "the config.json does not describe these weights"
+    labels = getattr(stored, "num_labels", None), getattr(config, "num_labels", None)
+    head = (f"the checkpoint's head has {labels[0]} labels and you asked for {labels[1]}: "
+            if labels[0] != labels[1] else "")
+    return (f"{head}pass ignore_mismatched_sizes=True to start these weights anew (as transformers), or leave "
+            f"out {', '.join(sorted(overrides))} to keep the checkpoint's")
+
+
 def _warn_about(report: LoadReport, name: str, directory: str) -> None:
-    if report.missing_keys:
-        warnings.warn(f"{name}: {len(report.missing_keys)} weights not in {directory} were newly "
-                      f"initialised ({_short(report.missing_keys)}); train them before use", stacklevel=3)
+    if report.mismatched_keys:
+        warnings.warn(f"{name}: {len(report.mismatched_keys)} weights of {directory} have other shapes than the "
+                      f"model's and were newly initialised (ignore_mismatched_sizes=True: "
+                      f"{_short(report.mismatched_keys)}); train them before use", stacklevel=3)
+    missing = [k for k in report.missing_keys if k not in report.mismatched_keys]
+    if missing:
+        warnings.warn(f"{name}: {len(missing)} weights not in {directory} were newly "
+                      f"initialised ({_short(missing)}); train them before use", stacklevel=3)
     if report.unexpected_keys:
         warnings.warn(f"{name}: {len(report.unexpected_keys)} weights in {directory} are not used by "
                       f"this model ({_short(report.unexpected_keys)})", stacklevel=3)

@@ -9,6 +9,7 @@ one dataclass rather than separate classes.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import importlib.metadata
 import json
@@ -18,9 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from bertkit.errors import ConfigError
-from bertkit.io import atomic_write_text, read_json_object
+from bertkit.io import atomic_write_text, make_output_dir, read_json_object
 from bertkit.runtime.run_dir import not_a_model
-from bertkit.models.variants.switches import validate_switches
+from bertkit.models.variants.switches import switch_fields, validate_switches
 
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish", "tanh")
 POSITION_EMBEDDING_TYPES = ("absolute", "relative_key", "relative_key_query", "sinusoidal", "t5_bias")
@@ -305,16 +306,72 @@ class BertConfig:
                           ensure_ascii=False) + "\n"
 
     def save_pretrained(self, directory: str | os.PathLike) -> None:
-        os.makedirs(directory, exist_ok=True)
+        make_output_dir(directory)
         atomic_write_text(os.path.join(directory, "config.json"), self.to_json_string())
 
     def replace(self, **changes: Any) -> "BertConfig":
-        """A copy with some fields changed (validated again)."""
-        return dataclasses.replace(self, extra=dict(self.extra), **changes)
+        """A copy with some fields changed (validated again); a name that is no field is refused."""
+        check_keywords(type(self), changes, "replace")
+        return dataclasses.replace(self, extra=dict(self.extra), **label_changes(self, changes))
+
+
+# transformers' keys without a BertConfig field that bertkit still reads from `extra` (generation's
+# ids): a caller may pass them by keyword.
+EXTRA_KEYWORDS = ("bos_token_id", "eos_token_id", "decoder_start_token_id")
+# transformers' config keys that are arguments of a bertkit model's call instead.
+CALL_ARGUMENTS = ("output_attentions", "output_hidden_states", "use_cache")
+
+
+def keyword_names(config_class: type) -> set[str]:
+    """The names a caller may pass to `from_pretrained` or `replace` for a config of this class:
+    its fields, and for BertConfig the registered switches' fields and EXTRA_KEYWORDS."""
+    names = {f.name for f in dataclasses.fields(config_class)} - {"extra"}
+    if issubclass(config_class, BertConfig):
+        names |= set(switch_fields()) | set(EXTRA_KEYWORDS)
+    return names
+
+
+def check_keywords(config_class: type, keywords: Any, where: str) -> None:
+    """Refuse a keyword that names no field: it would only land in `extra` and change nothing
+    (`hidden_dropout=0.2` for hidden_dropout_prob). A config.json's unknown keys are still kept."""
+    valid = keyword_names(config_class)
+    for key in keywords:
+        if key not in valid:
+            if key in CALL_ARGUMENTS:
+                raise ConfigError(f"{where}: {key} is not a config field in bertkit; pass it to the model's "
+                                  f"call instead (model(input_ids, {key}=True))")
+            near = difflib.get_close_matches(key, sorted(valid), n=1, cutoff=0.6)
+            hint = f"did you mean {near[0]}?" if near else f"see the fields of {config_class.__name__}"
+            raise ConfigError(f"{where}: {key!r} is not a {config_class.__name__} field and would have no "
+                              f"effect; {hint} (only a config.json may hold keys bertkit does not know)")
 
 
 def default_labels(n: int) -> dict[int, str]:
     return {i: f"LABEL_{i}" for i in range(n)}
+
+
+def labels_agree(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A config's keyword arguments with num_labels and id2label agreeing: generated names
+    (LABEL_i) follow num_labels; real names of another count are refused, since either could be
+    the one meant (both config families use this)."""
+    names, count = kwargs.get("id2label"), kwargs.get("num_labels")
+    if names is None or not isinstance(count, int) or len(names) == count:
+        return kwargs
+    if {int(k): str(v) for k, v in names.items()} == default_labels(len(names)):
+        return {**kwargs, "id2label": None, "label2id": None}
+    shown = ", ".join(str(v) for v in list(names.values())[:4]) + (", ..." if len(names) > 4 else "")
+    raise ConfigError(f"num_labels={count} but id2label names {len(names)} labels ({shown}); they disagree: "
+                      f"pass id2label alone (it sets num_labels) or num_labels alone (LABEL_0..LABEL_{count - 1})")
+
+
+def label_changes(config: Any, changes: dict[str, Any]) -> dict[str, Any]:
+    """replace()'s changes with the labels kept consistent: a new num_labels alone drops the old
+    names (as transformers' num_labels setter does), new names alone set num_labels."""
+    if "num_labels" in changes and "id2label" not in changes and changes["num_labels"] != config.num_labels:
+        return {**changes, "id2label": None, "label2id": None}
+    if changes.get("id2label") is not None and "num_labels" not in changes:
+        return {**changes, "num_labels": len(changes["id2label"])}
+    return changes
 
 
 def label2id_for(id2label: dict[int, str], label2id: dict[str, int] | None) -> dict[str, int]:
@@ -347,13 +404,7 @@ def _init_keeping_unknown_keys(self, *args: Any, **kwargs: Any) -> None:
     unknown = {k: kwargs.pop(k) for k in list(kwargs) if k not in known}
     if unknown:
         kwargs["extra"] = {**kwargs.get("extra", {}), **unknown}
-    names, count = kwargs.get("id2label"), kwargs.get("num_labels")
-    if names is not None and count is not None and len(names) != count and \
-            {int(k): str(v) for k, v in names.items()} == default_labels(len(names)):
-        # Generated names follow num_labels (replace(num_labels=5) on a 2-label config);
-        # real names win over a number, as before.
-        kwargs["id2label"] = kwargs["label2id"] = None
-    _dataclass_init(self, *args, **kwargs)
+    _dataclass_init(self, *args, **labels_agree(kwargs))
 
 
 BertConfig.__init__ = _init_keeping_unknown_keys  # type: ignore[method-assign]
@@ -474,5 +525,9 @@ def known_and_extra(cls, data: dict[str, Any]) -> dict[str, Any]:
     other key (transformers_version, architectures of other tools, ...) kept in `extra`, except
     bertkit's version (WRITER_KEY), which says who wrote the file and is written anew on save."""
     known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+    names = data.get("id2label")
+    if isinstance(names, dict) and data.get("num_labels") not in (None, len(names)):
+        # A file's names win over its count, as transformers derives num_labels from id2label.
+        data = {k: v for k, v in data.items() if k != "num_labels"}
     return {**{k: v for k, v in data.items() if k in known},
             "extra": {k: v for k, v in data.items() if k not in known and k != WRITER_KEY}}

@@ -503,6 +503,7 @@ class BertModel(PretrainedMixin, nn.Module):
     def check_inputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, past: int = 0) -> None:
         """Turn the usual user mistakes into messages instead of index errors deep in torch.
         `past`: positions already in a decoder's KV cache (they count towards the length)."""
+        check_tensors(input_ids, attention_mask)
         if input_ids.dim() != 2:
             raise BertkitError(f"input_ids must have shape (batch, sequence), got {tuple(input_ids.shape)}")
         if past + input_ids.shape[1] > self.config.max_sequence_length:
@@ -551,6 +552,22 @@ class BertModel(PretrainedMixin, nn.Module):
 def gather_positions(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     """(B, T, H) states, (B, M) positions -> (B, M, H): hidden[b, positions[b, j]]."""
     return hidden.gather(1, positions.unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))
+
+
+def check_tensors(input_ids: Any, attention_mask: Any) -> None:
+    """input_ids (and attention_mask, when given) are integer torch tensors: a list or an array
+    failed deep inside as "'list' object has no attribute 'dim'". Cheap on every call: an
+    isinstance and a dtype test each."""
+    for name, value in (("input_ids", input_ids), ("attention_mask", attention_mask)):
+        if value is None and name == "attention_mask":
+            continue
+        if not isinstance(value, torch.Tensor):
+            raise BertkitError(f"{name} must be a torch tensor of shape (batch, sequence), got {type(value).__name__}; "
+                               "tokenize with bertkit's Tokenizer (tok(texts) returns tensors) or transformers' with "
+                               f"return_tensors='pt', or wrap it: torch.tensor({name})")
+        if value.is_floating_point() and name == "input_ids":
+            raise BertkitError(f"input_ids must hold integer token ids, got a {value.dtype} tensor; "
+                               "pass the tokenizer's ids (torch.long)")
 
 
 def check_token_ids(input_ids: torch.Tensor, vocab_size: int) -> None:

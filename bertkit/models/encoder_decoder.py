@@ -31,7 +31,7 @@ from bertkit.models.config import BertConfig
 from bertkit.data.masking import IGNORE_INDEX
 from bertkit.errors import ConfigError, DataError
 from bertkit.models.generation import Generates
-from bertkit.io import atomic_write_text, loads_json, read_text
+from bertkit.io import atomic_write_text, loads_json, make_output_dir, read_text
 from bertkit.runtime.run_dir import not_a_model
 from bertkit.models.kv_cache import KVCache
 from bertkit.models.lm_head import BertLMHeadModel
@@ -117,7 +117,7 @@ class EncoderDecoderConfig:
         return cls.from_dict(data)
 
     def save_pretrained(self, directory: str | os.PathLike) -> None:
-        os.makedirs(directory, exist_ok=True)
+        make_output_dir(directory)
         text = json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
         atomic_write_text(os.path.join(directory, "config.json"), text)
 

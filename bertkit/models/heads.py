@@ -19,7 +19,7 @@ from bertkit.models.checkpoint import PretrainedMixin
 from bertkit.models.config import BertConfig
 from bertkit.data.masking import IGNORE_INDEX
 from bertkit.models.dropout import Dropout
-from bertkit.models.encoder import BertModel, ModelOutput
+from bertkit.models.encoder import BertModel, ModelOutput, check_tensors
 
 
 def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -323,6 +323,7 @@ class _PooledClassifier(_WithEncoder):
                       output_attentions, output_hidden_states):
         """(encoder output, (B, H) pooled vector); "pooler" and "cls" read [CLS] only, so the
         last layer then runs only there."""
+        check_tensors(input_ids, attention_mask)  # read here before the encoder checks them
         pooling = self.config.classifier_pooling
         cls_position = None if pooling == "mean" else torch.zeros(
             input_ids.shape[0], 1, dtype=torch.long, device=input_ids.device)
@@ -432,6 +433,7 @@ class BertForMultipleChoice(_PooledClassifier):
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None,
                 labels=None, head_mask=None, output_attentions=False, output_hidden_states=False
                 ) -> ClassifierOutput:
+        check_tensors(input_ids, attention_mask)  # reshaped here before the encoder checks them
         num_choices = input_ids.shape[1]
 
         def flat(x):

@@ -43,7 +43,7 @@ from bertkit.models import heads
 from bertkit.models.checkpoint import load_into, read_state_dict
 from bertkit.models.config import BertConfig
 from bertkit.errors import CheckpointError, ConfigError
-from bertkit.io import atomic_open, atomic_write_json, read_json_object
+from bertkit.io import atomic_open, atomic_write_json, make_output_dir, read_json_object
 from bertkit.models.encoder import BertModel
 from bertkit.peft.base import CONFIG_CLASSES, PeftConfig, base_shape, encoder_of
 from bertkit.peft.lora import LoraConfig
@@ -103,7 +103,7 @@ def save_adapter(peft, directory, adapter_name: str | None = None, tokenizer: An
     name = peft._name(adapter_name)
     config = peft.peft_configs[name]
     directory = os.fspath(directory)
-    os.makedirs(directory, exist_ok=True)
+    make_output_dir(directory)
     state = {k: v.detach().to("cpu").contiguous().clone() for k, v in peft.adapter_state(name).items()}
     base = os.path.abspath(peft.base_model_path) if peft.base_model_path else None
     meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "method": config.method,
@@ -333,6 +333,34 @@ def _read_peft(directory: str, peft_config: dict) -> SavedAdapter:
             "base_fingerprint": ours.get("base_fingerprint"), "base_config": ours.get("base_config"),
             "parameters": sum(t.numel() for t in weights.values())}
     return SavedAdapter(directory, config, meta, weights, weights_path)
+
+
+# PEFT LoraConfig fields that describe the adapter's files or bertkit's LoraConfig has (below).
+PEFT_LORA_KNOWN = ("task_type", "peft_type", "auto_mapping", "peft_version", "base_model_name_or_path", "revision",
+                   "inference_mode", "r", "lora_alpha", "lora_dropout", "target_modules", "modules_to_save",
+                   "init_lora_weights")
+
+
+def from_peft_lora_config(config: Any) -> LoraConfig:
+    """The `peft` library's LoraConfig as bertkit's: r, lora_alpha -> alpha, lora_dropout ->
+    dropout, target_modules (None: bertkit's default, also PEFT's for BERT), modules_to_save
+    (None: the task head, what PEFT saves for a task_type), init_lora_weights True / "gaussian" ->
+    init "kaiming" / "normal". Any other field away from PEFT's default is refused by name: the
+    maths would differ (DoRA, rsLoRA, bias, rank patterns, other inits, ...)."""
+    values, defaults = config.to_dict(), type(config)().to_dict()
+    changed = [f"{k}={v!r}" for k, v in values.items() if k not in PEFT_LORA_KNOWN and v != defaults.get(k)]
+    init = values.get("init_lora_weights", True)
+    if init not in (True, "gaussian"):
+        changed.append(f"init_lora_weights={init!r}")
+    if changed:
+        raise ConfigError(f"this peft.LoraConfig sets options bertkit's LoRA does not implement ({', '.join(changed)}); "
+                          "drop them, or train with peft")
+    targets, saved = values.get("target_modules"), values.get("modules_to_save")
+    return LoraConfig(r=values["r"], alpha=values["lora_alpha"], dropout=values.get("lora_dropout") or 0.0,
+                      target_modules=(sorted(targets) if isinstance(targets, (set, list, tuple)) else targets)
+                      or LoraConfig().target_modules,
+                      init="normal" if init == "gaussian" else "kaiming",
+                      modules_to_save=list(saved) if saved is not None else None)
 
 
 def _read_peft_prefix(directory: str, peft_config: dict) -> SavedAdapter:

@@ -14,6 +14,9 @@ the result is a plain checkpoint; unmerging subtracts it again (exact up to floa
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -64,6 +67,29 @@ class LoraConfig:
     @property
     def scaling(self) -> float:
         return self.alpha / self.r
+
+
+# PEFT's LoraConfig names for bertkit's fields: refused naming bertkit's (one name per option;
+# a peft.LoraConfig itself is converted by get_peft_model).
+PEFT_NAMES = {"lora_alpha": "alpha", "lora_dropout": "dropout", "init_lora_weights": "init"}
+_dataclass_init = LoraConfig.__init__
+
+
+@functools.wraps(_dataclass_init)  # keeps the dataclass's signature for help() and inspect
+def _init_naming_fields(self, *args, **kwargs) -> None:
+    fields = [f.name for f in dataclasses.fields(LoraConfig)]
+    for name, value in kwargs.items():
+        if name in PEFT_NAMES:
+            raise ConfigError(f"{name} is PEFT's name; bertkit.peft.LoraConfig calls it {PEFT_NAMES[name]} "
+                              f"(LoraConfig({PEFT_NAMES[name]}={value!r}))")
+        if name not in fields:
+            near = difflib.get_close_matches(name, fields, n=1, cutoff=0.5)
+            hint = f"did you mean {near[0]}? " if near else ""
+            raise ConfigError(f"LoraConfig has no setting {name!r}; {hint}it takes {', '.join(fields)}")
+    _dataclass_init(self, *args, **kwargs)
+
+
+LoraConfig.__init__ = _init_naming_fields  # type: ignore[method-assign]
 
 
 def _names_or_regex(value, what: str) -> list[str] | str:

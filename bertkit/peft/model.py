@@ -44,9 +44,8 @@ from bertkit.models.hf_compat import count_parameters
 from bertkit.models.encoder import BertSelfAttention
 from bertkit.peft import io
 from bertkit.peft.adapters import ADAPTER_PLACES, AdapterConfig, Bottleneck
-from bertkit.peft.base import (CONFIG_CLASSES, SHAPE_FIELDS, PeftConfig, base_fingerprint, base_shape,  # noqa: F401
-                   encoder_of)
-from bertkit.peft.lora import LoraConfig, LoraUpdate
+from bertkit.peft.base import CONFIG_CLASSES, PeftConfig, base_fingerprint, encoder_of
+from bertkit.peft.lora import LoraUpdate
 from bertkit.peft.prefix import PrefixConfig, PrefixEncoder, PrefixHook, PrefixTuning, vocab_init_ids
 
 # ---------------------------------------------------------------------------- modules
@@ -221,8 +220,7 @@ class PeftModel(nn.Module):
         if name in self.peft_configs:
             raise ConfigError(f"an adapter named {name!r} exists already; pick another name or "
                               "delete_adapter() it first")
-        if not isinstance(config, tuple(CONFIG_CLASSES.values())):
-            raise ConfigError(f"expected LoraConfig, AdapterConfig or PrefixConfig, got {type(config).__name__}")
+        config = _bertkit_config(config)
         saved = self._resolve_modules_to_save(config.modules_to_save)
         if config.method == "lora":
             targets = self._resolve_lora_targets(config.target_modules, saved)
@@ -542,6 +540,8 @@ class PeftModel(nn.Module):
         _, encoder_path = encoder_of(self.model)
         paths = [p for p, _ in self._walk() if p]
         if names is None:  # the task head: top-level modules with parameters besides the encoder
+            if not encoder_path:  # a bare encoder has no head (as PEFT's FEATURE_EXTRACTION on AutoModel)
+                return []
             return [n for n, m in self.model.named_children()
                     if n != encoder_path and any(True for _ in m.parameters())]
         chosen = _match(names, paths, "modules_to_save", "module")
@@ -604,6 +604,21 @@ class PeftModel(nn.Module):
             for module in peft_modules:
                 module.active = self.active_adapter
         return torch.stack([captured[i] for i in range(len(self._layers()))])
+
+
+def _bertkit_config(config: Any) -> PeftConfig:
+    """A bertkit method config as it is; the `peft` library's LoraConfig converted (same maths,
+    PEFT's field names: io.from_peft_lora_config); anything else refused, naming its module."""
+    if isinstance(config, tuple(CONFIG_CLASSES.values())):
+        return config
+    kind = type(config)
+    library = kind.__module__.split(".")[0]
+    if library == "peft" and kind.__name__ == "LoraConfig":
+        return io.from_peft_lora_config(config)
+    hint = ("; bertkit converts only peft.LoraConfig: use bertkit.peft's configs (PrefixConfig(shift_positions=True) "
+            "is PEFT's prefix tuning)" if library == "peft" else "")
+    raise ConfigError(f"expected bertkit.peft.LoraConfig, AdapterConfig or PrefixConfig, got "
+                      f"{library}.{kind.__name__} ({kind.__module__}){hint}")
 
 
 def _match(patterns: list[str] | str, paths: list[str], what: str, kind: str) -> list[str]:

@@ -13,7 +13,7 @@ import torch
 from tokenizers import Tokenizer as _RustTokenizer
 
 from bertkit.errors import CheckpointError, ConfigError, DataError
-from bertkit.io import atomic_write_text
+from bertkit.io import atomic_write_text, make_output_dir
 from bertkit.tokenizer.encoding import (BatchEncoding, as_id_list, check_call_options, check_texts, second_texts,
                                         truncation_strategy, with_overflow, word_ids_array)
 from bertkit.tokenizer.files import read_tokenizer, sane_max_length, tokenizer_files
@@ -296,8 +296,7 @@ class Tokenizer:
         (vocab.json + merges.txt beside a WordPiece, vocab.txt beside a BPE) are removed: a
         reader that looks at them first would get another tokenizer's tokens.
         """
-        out = Path(directory)
-        out.mkdir(parents=True, exist_ok=True)
+        out = Path(make_output_dir(directory))
         special_map = {f"{r}_token": self._special[r] for r in ROLES if self._id_of(self._special[r]) is not None}
         files = tokenizer_files(self._backend, self.kind, special_map, self.model_max_length)
         for name, text in files.items():

@@ -48,6 +48,23 @@ def test_trainable_parameters_are_lora_plus_head(minilm_classifier):
     assert f"{count.trainable:,}" in str(count)
 
 
+@pytest.mark.parametrize("method", ["lora", "adapter", "prefix"])
+def test_a_bare_encoder_has_no_head_to_save(method):
+    """A BertModel has no task head: the default modules_to_save is empty (as PEFT's
+    FEATURE_EXTRACTION on AutoModel), so only the method's own parameters train (not a full
+    copy of the encoder), and LoRA finds the encoder's linear layers."""
+    from bertkit.peft import make_config
+
+    encoder = bertkit.BertModel(tiny_config())
+    settings = {"prefix": {"num_virtual_tokens": 4, "init": "normal"}}.get(method, {})
+    peft = get_peft_model(encoder, make_config(method, **settings))
+    count = peft.trainable_parameters()
+    assert peft.saved_modules["default"] == [] and list(count.parts) == [method]
+    assert count.trainable == count.parts[method] and count.share < 0.2
+    if method == "lora":
+        assert peft.targets["default"][0] == "encoder.layer.0.attention.self.query"
+
+
 def test_targets_by_name_and_regex(tiny_classifier):
     peft = get_peft_model(tiny_classifier, LoraConfig(target_modules=["key", "intermediate.dense"]))
     assert peft.targets["default"] == [
@@ -81,6 +98,10 @@ def test_targets_that_match_nothing_are_reported_with_near_names(tiny_classifier
     (dict(dropout=1.0), "dropout must be in"),
     (dict(init="xavier"), "init 'xavier' is not known"),
     (dict(target_modules=[]), "target_modules is empty"),
+    # PEFT's names for bertkit's fields name bertkit's; other unknown names the nearest field
+    (dict(lora_alpha=32), r"lora_alpha is PEFT's name; bertkit.peft.LoraConfig calls it alpha \(LoraConfig\(alpha=32\)\)"),
+    (dict(lora_dropout=0.1), "calls it dropout"),
+    (dict(alfa=4), "no setting 'alfa'; did you mean alpha?"),
 ])
 def test_bad_lora_settings(kwargs, message):
     with pytest.raises(ConfigError, match=message):

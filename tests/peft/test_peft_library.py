@@ -110,6 +110,66 @@ def test_peft_saved_lora_loads_in_bertkit_with_the_same_logits(tmp_path):
         assert (again(input_ids=ids, attention_mask=mask).logits - expected).abs().max() < 1e-5
 
 
+def test_lora_on_a_bare_encoder_loads_in_peft_as_feature_extraction(tmp_path):
+    """LoRA on a BertModel (no head, nothing else saved) is written with PEFT's task type for
+    AutoModel, FEATURE_EXTRACTION; PEFT loads it onto transformers' BertModel with bertkit's
+    hidden states, and bertkit loads it back."""
+    torch.manual_seed(0)
+    base = bertkit.BertModel(tiny_config())
+    base.save_pretrained(tmp_path / "base")
+    model = get_peft_model(base, LoraConfig(r=4, alpha=8), base_model_path=str(tmp_path / "base"))
+    _randomise(model, 8)
+    model.eval()
+    model.save_pretrained(tmp_path / "lora")
+    written = json.loads((tmp_path / "lora" / "adapter_config.json").read_text())
+    assert written["task_type"] == "FEATURE_EXTRACTION" and written["modules_to_save"] is None
+
+    ids, mask = padded_batch()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hf = transformers.BertModel.from_pretrained(tmp_path / "base", attn_implementation="eager").eval()
+    theirs = peft.PeftModel.from_pretrained(hf, str(tmp_path / "lora")).eval()
+    again = PeftModel.from_pretrained(tmp_path / "lora")
+    with torch.no_grad():
+        expected = model(input_ids=ids, attention_mask=mask).last_hidden_state
+        got = theirs(input_ids=ids, attention_mask=mask).last_hidden_state
+        assert (expected - got).abs().max() < 1e-5
+        assert (again(input_ids=ids, attention_mask=mask).last_hidden_state - expected).abs().max() < 1e-6
+        plain = bertkit.BertModel.from_pretrained(tmp_path / "base")(input_ids=ids, attention_mask=mask)
+        assert (plain.last_hidden_state - expected).abs().max() > 1e-2  # the adapter changed them
+
+
+def test_peft_lora_config_is_converted_and_other_peft_configs_are_named(tmp_path):
+    """peft.LoraConfig given to bertkit's get_peft_model becomes bertkit's LoraConfig (lora_alpha
+    -> alpha, ...), trains the same parameters and saves what PEFT loads with bertkit's logits;
+    options bertkit lacks and PEFT's other configs are refused naming the library and the fix."""
+    torch.manual_seed(0)
+    base = bertkit.BertForSequenceClassification(tiny_config())
+    base.save_pretrained(tmp_path / "base")
+    theirs_config = peft.LoraConfig(r=4, lora_alpha=16, lora_dropout=0.1, target_modules=["query", "value"],
+                                    init_lora_weights="gaussian")
+    model = get_peft_model(base, theirs_config, base_model_path=str(tmp_path / "base"))
+    assert model.peft_configs["default"] == LoraConfig(r=4, alpha=16, dropout=0.1, init="normal",
+                                                       target_modules=["query", "value"])
+    assert model.saved_modules["default"] == ["classifier"]
+    _randomise(model, 9)
+    model.eval()
+    model.save_pretrained(tmp_path / "lora")
+    ids, mask = padded_batch()
+    theirs = peft.PeftModel.from_pretrained(_hf_classifier(tmp_path / "base"), str(tmp_path / "lora")).eval()
+    with torch.no_grad():
+        expected = model(input_ids=ids, attention_mask=mask).logits
+        assert (theirs(input_ids=ids, attention_mask=mask).logits - expected).abs().max() < 1e-5
+
+    fresh = bertkit.BertForSequenceClassification(tiny_config())
+    with pytest.raises(bertkit.ConfigError, match=r"peft.LoraConfig sets options bertkit's LoRA does not implement \(use_dora=True\)"):
+        get_peft_model(fresh, peft.LoraConfig(use_dora=True))
+    with pytest.raises(bertkit.ConfigError, match=r"got peft.PrefixTuningConfig .*converts only peft.LoraConfig.*"
+                                                  r"PrefixConfig\(shift_positions=True\)"):
+        get_peft_model(fresh, peft.PrefixTuningConfig(num_virtual_tokens=4))
+    assert all(p.requires_grad for p in fresh.parameters())  # refused before anything changed
+
+
 @pytest.mark.filterwarnings("ignore:.*were cut to data.max_length")
 def test_peft_saved_lora_runs_through_predict_and_evaluate(minilm_dir, tmp_path, capsys):
     theirs, adapter = _peft_saved_lora(tmp_path, minilm_dir, num_labels=3, seed=3)

@@ -17,10 +17,12 @@ checkpoint transformers loads with wrong outputs, and saving one warns (variants
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from bertkit.models.config import BertConfig, known_and_extra, label2id_for
+from bertkit.models.config import (BertConfig, check_keywords, known_and_extra, label2id_for, label_changes,
+                                   labels_agree)
 from bertkit.errors import ConfigError
 
 FULL, SLIDING = "full_attention", "sliding_attention"
@@ -260,6 +262,18 @@ class ModernBertConfig:
     def replace(self, **changes: Any) -> "ModernBertConfig":
         """A copy with some fields changed (validated again). A layer pattern that was derived
         from global_attn_every_n_layers is derived again, so e.g. num_hidden_layers may change."""
+        check_keywords(type(self), changes, "replace")
         if "layer_types" not in changes and self.layer_types == self.default_layer_types():
             changes["layer_types"] = None
-        return dataclasses.replace(self, extra=dict(self.extra), **changes)
+        return dataclasses.replace(self, extra=dict(self.extra), **label_changes(self, changes))
+
+
+_dataclass_init = ModernBertConfig.__init__
+
+
+@functools.wraps(_dataclass_init)  # keeps the dataclass's signature for help() and inspect
+def _init_with_agreeing_labels(self, *args: Any, **kwargs: Any) -> None:
+    _dataclass_init(self, *args, **labels_agree(kwargs))  # num_labels and id2label: as BertConfig
+
+
+ModernBertConfig.__init__ = _init_with_agreeing_labels  # type: ignore[method-assign]

@@ -22,6 +22,7 @@ from torch import nn
 
 from bertkit.models.checkpoint import PretrainedMixin
 from bertkit.models.activations import activation
+from bertkit.models.encoder import check_tensors
 from bertkit.data.masking import IGNORE_INDEX
 from bertkit.models.dropout import Dropout
 from bertkit.models.heads import ClassifierOutput, MaskedLMOutput, QuestionAnsweringOutput, classification_loss, span_loss
@@ -56,6 +57,7 @@ class TiedDecoder(nn.Module):
 
 def first_real_token(input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
     """(B, T) bool, True at each row's first real token ([CLS], also with left padding)."""
+    check_tensors(input_ids, attention_mask)  # read here before the encoder checks them
     first = torch.zeros(input_ids.shape, dtype=torch.bool, device=input_ids.device)
     column = torch.zeros(input_ids.shape[0], dtype=torch.long, device=input_ids.device) \
         if attention_mask is None else attention_mask.argmax(-1)
@@ -235,6 +237,7 @@ class ModernBertForMultipleChoice(_WithModernEncoder):
                 labels=None, head_mask=None, output_attentions=False, output_hidden_states=False
                 ) -> ClassifierOutput:
         refuse_head_mask(head_mask)
+        check_tensors(input_ids, attention_mask)  # reshaped here before the encoder checks them
         num_choices = input_ids.shape[1]
 
         def flat(x):

@@ -59,7 +59,7 @@ from bertkit.models import attention as kernels
 from bertkit.models.checkpoint import PretrainedMixin
 from bertkit.models.dropout import Dropout, drop_mask
 from bertkit.errors import BertkitError
-from bertkit.models.encoder import EncoderOutput, activation, check_token_ids
+from bertkit.models.encoder import EncoderOutput, activation, check_tensors, check_token_ids
 from bertkit.models.variants.sinusoidal import sinusoidal_table
 from bertkit.models.modern.config import SLIDING, ModernBertConfig
 
@@ -482,6 +482,7 @@ class ModernBertModel(PretrainedMixin, nn.Module):
 
     def check_inputs(self, input_ids, attention_mask, head_mask) -> None:
         """Turn the usual user mistakes into messages instead of index errors deep in torch."""
+        check_tensors(input_ids, attention_mask)
         if input_ids.dim() != 2:
             raise BertkitError(f"input_ids must have shape (batch, sequence), got {tuple(input_ids.shape)}")
         if input_ids.shape[1] > self.config.max_position_embeddings:
