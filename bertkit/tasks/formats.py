@@ -347,8 +347,16 @@ def check_labels_known(labels: Iterable, label2id: dict, split_name: str) -> Non
         more = f" and {len(unseen) - 20} more" if len(unseen) > 20 else ""
         raise DataError(
             f"{split_name} split has {len(unseen)} label(s) never seen in training: {shown}{more}; "
-            "add training examples for them or remove them from this split"
+            "add training examples for them or remove them from this split" + _numeric_hint(unseen, label2id)
         )
+
+
+def _numeric_hint(unseen: set, label2id: dict) -> str:
+    """A forgotten --task regression: numbers read as class names rarely repeat between splits, so
+    adding training examples would be the wrong fix."""
+    if all(_parse_number(name) is not None for name in [*unseen, *label2id]):
+        return "; the labels are numbers: for a numeric target use --task regression"
+    return ""
 
 
 # ----------------------------------------------------------------------------------------

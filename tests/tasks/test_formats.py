@@ -133,6 +133,16 @@ def test_label_map_sorted_and_unknown_labels_listed():
         check_labels_known(["a", "e", "d", "e"], label2id, "dev")
     with pytest.raises(DataError, match="'z'"):
         check_labels_known([["a", "z"]], label2id, "test")
+    with pytest.raises(DataError, match="'z'") as refused:
+        check_labels_known(["z"], {"1": 0}, "test")
+    assert "regression" not in str(refused.value)  # said only when every label is a number
+
+
+def test_unseen_numeric_labels_name_the_regression_task():
+    label2id, _ = build_label_map(["1.1461", "0.903", "2"])
+    with pytest.raises(DataError, match=r"never seen in training: '1.2788'.*the labels are numbers: for a "
+                                        r"numeric target use --task regression$"):
+        check_labels_known(["1.2788", "2"], label2id, "dev")
 
 
 # ---------------------------------------------------------------- CoNLL
