@@ -274,7 +274,7 @@ MULTI_LABEL = Task(
     name="multi-label-classification",
     description="a set of classes per text or text pair",
     model_class=BertForSequenceClassification,
-    read=_reader("category"), read_inputs=read_inputs, encode=_encoder(multi_hot),
+    read=_reader("set"), read_inputs=read_inputs, encode=_encoder(multi_hot),
     decode=decode_label_sets, metrics=label_set_metrics, baseline=majority_set_baseline, rows=label_set_rows,
     metric_names=("micro_f1", "macro_f1", "exact_match"),
     labels_of=lambda examples: [name for e in examples for name in label_list(e.label)],
