@@ -582,12 +582,23 @@ class ChoiceExample:
     label: int | None = None
 
 
+def _choice_fields(labelled: bool) -> str:
+    return '"context" (a string), "choices" (a list of strings)' + (' and "label" (the index of the right '
+                                                                     'choice)' if labelled else "")
+
+
 def read_choices(path: str, labelled: bool = True) -> list[ChoiceExample]:
     """ChoiceExamples from a JSON-lines file (or Parquet / a saved dataset with the same fields:
     tables.py); refuses a line with a missing or bad field."""
+    if Path(path).suffix.lower() != ".jsonl" and not is_table(path):  # a CSV read as JSON: "not valid JSON"
+        raise DataError(f"{path}: multiple choice reads JSON lines (.jsonl), one object per line with "
+                        f"{_choice_fields(labelled)}")
     examples: list[ChoiceExample] = []
     for line, record in iter_records(path):
         context, choices, label = record.get("context"), record.get("choices"), record.get("label")
+        if "context" not in record or "choices" not in record:  # other field names: there is no option to map them
+            raise DataError(f"{path}: line {line} has the fields {', '.join(record) or 'none'}; multiple choice "
+                            f"reads {_choice_fields(labelled)}: rename the fields to these")
         if not isinstance(context, str):
             raise DataError(f"{path}: line {line} needs a string field 'context'")
         if not (isinstance(choices, list) and len(choices) >= 2 and all(isinstance(c, str) for c in choices)):
@@ -596,7 +607,7 @@ def read_choices(path: str, labelled: bool = True) -> list[ChoiceExample]:
             raise DataError(f"{path}: line {line} has {len(choices)} choices, line 1 has "
                             f"{len(examples[0].choices)}; every example needs the same number")
         if labelled and (not isinstance(label, int) or isinstance(label, bool) or not 0 <= label < len(choices)):
-            raise DataError(f"{path}: line {line} needs 'label': the index (0..{len(choices) - 1}) of the "
+            raise DataError(f"{path}: line {line} needs 'label': the integer index (0..{len(choices) - 1}) of the "
                             f"right choice, got {label!r}")
         examples.append(ChoiceExample(str(record.get("id", len(examples))), context, choices,
                                       label if labelled else None))

@@ -52,6 +52,11 @@ def test_reader_refuses_bad_lines_with_the_line_number(tmp_path):
         read_pairs(str(tmp_path / "s.csv"), DataConfig())
     other = write_jsonl(tmp_path / "o.jsonl", [{"definition": "a colour", "word": "red"}])
     assert read_pairs(other, DataConfig(source_column="definition", target_column="word"))[0].label == "red"
+    with pytest.raises(DataError, match=r"line 1 needs a string field 'source' \(the input text\); the line has "
+                                        r"definition, word: name yours with --set data\.source_column=NAME$"):
+        read_pairs(other, DataConfig())
+    with pytest.raises(DataError, match=r"needs a non-empty string field 'target' .*--set data\.target_column=NAME$"):
+        read_pairs(other, DataConfig(source_column="definition"))
 
 
 def test_targets_are_padded_as_targets_and_the_model_takes_the_batch(tiny, tmp_path):
