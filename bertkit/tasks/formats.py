@@ -319,7 +319,11 @@ def _jsonl_records(path: str, columns: tuple):
     """(line, text, pair, raw label) of each JSONL record (or table row), its types checked."""
     text_column, pair_column, label_column = columns
     wanted = _wanted(columns)
-    for index, (line, record) in enumerate(iter_records(path)):
+    # unlabelled (predict, embed): a blank line is an input of its own, an empty text (one row per line)
+    for index, (line, record) in enumerate(iter_records(path, blanks=label_column is None)):
+        if record is None:
+            yield line, "", "" if pair_column else None, None
+            continue
         missing = [name for name in wanted if name not in record]
         if missing:
             raise DataError(f"{path}: line {line} has no key {missing[0]!r} (keys: {', '.join(record)}); "
@@ -576,10 +580,11 @@ def write_squad(path: str | os.PathLike, examples: Iterable[QAExample], version:
 class ChoiceExample:
     """A context, its candidate continuations/answers, and the index of the right one."""
 
-    id: str
+    id: str | None
     context: str
     choices: list[str]
     label: int | None = None
+    line: int | None = field(default=None, compare=False)  # its line in a JSON-lines file (1-based)
 
 
 def _choice_fields(labelled: bool) -> str:
@@ -594,7 +599,11 @@ def read_choices(path: str, labelled: bool = True) -> list[ChoiceExample]:
         raise DataError(f"{path}: multiple choice reads JSON lines (.jsonl), one object per line with "
                         f"{_choice_fields(labelled)}")
     examples: list[ChoiceExample] = []
-    for line, record in iter_records(path):
+    first = None  # the first record: the number of choices every line must have
+    for line, record in iter_records(path, blanks=not labelled):
+        if record is None:  # predict: a blank line gets its (blank) row
+            examples.append(ChoiceExample(None, "", [], None, line))
+            continue
         context, choices, label = record.get("context"), record.get("choices"), record.get("label")
         if "context" not in record or "choices" not in record:  # other field names: there is no option to map them
             raise DataError(f"{path}: line {line} has the fields {', '.join(record) or 'none'}; multiple choice "
@@ -603,14 +612,15 @@ def read_choices(path: str, labelled: bool = True) -> list[ChoiceExample]:
             raise DataError(f"{path}: line {line} needs a string field 'context'")
         if not (isinstance(choices, list) and len(choices) >= 2 and all(isinstance(c, str) for c in choices)):
             raise DataError(f"{path}: line {line} needs 'choices': a list of at least 2 strings")
-        if examples and len(choices) != len(examples[0].choices):
-            raise DataError(f"{path}: line {line} has {len(choices)} choices, line 1 has "
-                            f"{len(examples[0].choices)}; every example needs the same number")
+        first = first or ChoiceExample(None, context, choices, None, line)
+        if len(choices) != len(first.choices):
+            raise DataError(f"{path}: line {line} has {len(choices)} choices, line {first.line} has "
+                            f"{len(first.choices)}; every example needs the same number")
         if labelled and (not isinstance(label, int) or isinstance(label, bool) or not 0 <= label < len(choices)):
             raise DataError(f"{path}: line {line} needs 'label': the integer index (0..{len(choices) - 1}) of the "
                             f"right choice, got {label!r}")
         examples.append(ChoiceExample(str(record.get("id", len(examples))), context, choices,
-                                      label if labelled else None))
-    if not examples:
+                                      label if labelled else None, line))
+    if first is None:
         raise DataError(f"{path}: no records; put one JSON object per line")
     return examples

@@ -48,6 +48,10 @@ def test_reader_refuses_bad_lines_with_the_line_number(tmp_path):
     with pytest.raises(DataError, match="line 2 needs a non-empty string field 'target'"):
         read_pairs(str(path), DataConfig())
     assert [e.label for e in read_pairs(str(path), DataConfig(), labelled=False)] == [None, None]
+    path.write_text('{"source": "a"}\n\n{"source": "c"}\n', encoding="utf-8")  # predict: a blank line is an input
+    assert [(e.line, e.text) for e in get_task("seq2seq").read_inputs(str(path), DataConfig()).examples] == [
+        (1, "a"), (2, ""), (3, "c")]
+    assert [e.line for e in read_pairs(str(path), DataConfig(target_column="source"))] == [1, 3]  # training: skipped
     with pytest.raises(DataError, match="JSON lines"):
         read_pairs(str(tmp_path / "s.csv"), DataConfig())
     other = write_jsonl(tmp_path / "o.jsonl", [{"definition": "a colour", "word": "red"}])
