@@ -116,7 +116,12 @@ def test_finetune_evaluate_predict_through_the_cli(tiny, tmp_path, capsys):
         assert set(summary["dev_baseline"]) == {"accuracy"}
         capsys.readouterr()
         assert main(["evaluate", "--model", out, "--data", dev]) == 0
-        assert set(json.loads(capsys.readouterr().out.strip().splitlines()[-1])) == {"accuracy"}
+        printed = capsys.readouterr().out.strip().splitlines()
+        # the trivial baseline (the most frequent training answer position), refitted on the recorded
+        # training data: on the dev file, what finetune reported
+        assert json.loads(printed[-1])["baselines"] == {"trivial": summary["dev_baseline"]}
+        assert printed[-2] == f"trivial baseline: {json.dumps(summary['dev_baseline'])}"
+        assert set(json.loads(printed[-1])) == {"accuracy", "baselines"}
         inputs = write_jsonl(tmp_path / "in.jsonl", colour_examples(5), labelled=False)
         assert main(["predict", "--model", out, "--input", inputs, "--output", str(tmp_path / "p.jsonl")]) == 0
     rows = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]

@@ -119,7 +119,14 @@ def test_finetune_evaluate_predict_through_the_cli(tiny, tmp_path, capsys):
         assert summary["dev_baseline"]["exact_match"] == pytest.approx(1 / 6)
         capsys.readouterr()
         assert main(["evaluate", "--model", out, "--data", dev]) == 0
-        assert set(json.loads(capsys.readouterr().out.strip().splitlines()[-1])) == {"rouge_l", "exact_match"}
+        printed = capsys.readouterr().out.strip().splitlines()
+        # the most frequent training target, refitted on the recorded training data: on dev, finetune's number
+        assert json.loads(printed[-1])["baselines"] == {"trivial": summary["dev_baseline"]}
+        assert printed[-2] == f"trivial baseline: {json.dumps(summary['dev_baseline'])}"
+        (tmp_path / "train.jsonl").write_text("", encoding="utf-8")  # the training data changed since
+        assert main(["evaluate", "--model", out, "--data", dev]) == 0
+        printed = capsys.readouterr().out.strip().splitlines()
+        assert printed[-2].startswith("baselines: not computed, ") and "baselines" not in json.loads(printed[-1])
         inputs = tmp_path / "in.txt"
         inputs.write_text("the car is red and fast\n\nthe car is blue and fast\n", encoding="utf-8")
         assert main(["predict", "--model", out, "--input", str(inputs), "--output", str(tmp_path / "p.jsonl")]) == 0
