@@ -328,8 +328,9 @@ def read_json_object(path: str | os.PathLike, fix: str, error: type[BertkitError
     return data
 
 
-def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
-    """Yield (line_number, object) from a JSON-lines file, streamed; blank lines are skipped.
+def iter_jsonl(path: str | os.PathLike, blanks: bool = False) -> Iterator[tuple[int, dict | None]]:
+    """Yield (line_number, object) from a JSON-lines file, streamed; blank lines are skipped, or
+    with `blanks` (predict's inputs: one row per line) yielded as (line_number, None).
 
     A line that is not JSON, not a JSON object, or gives a key twice raises DataError naming
     the file and line.
@@ -337,6 +338,8 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
     path = os.fspath(path)
     for line_number, line in iter_text_lines(path):
         if not line.strip():
+            if blanks:
+                yield line_number, None
             continue
         record = loads_json(line, path, line_number)
         if not isinstance(record, dict):

@@ -13,7 +13,8 @@ import pytest
 
 from bertkit.commands.cli import main
 from bertkit.models.config import BertConfig
-from bertkit.models.heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
+from bertkit.models.heads import (BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification,
+                                  BertForTokenClassification)
 from bertkit.tokenizer import Tokenizer
 
 from tests.cli_checks import assert_refused
@@ -25,7 +26,7 @@ LATIN1 = "caf\xe9 au lait".encode("latin-1")
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    """Tiny random classification, tagging and QA models sharing one 300-piece vocabulary."""
+    """Tiny random classification, tagging, QA and multiple-choice models sharing one 300-piece vocabulary."""
     root = tmp_path_factory.mktemp("models")
     corpus = root / "corpus.txt"
     corpus.write_text("\n".join(WORDS) + "\n", encoding="utf-8")
@@ -35,7 +36,7 @@ def models(tmp_path_factory):
     out = {}
     for name, cls, id2label in (("clf", BertForSequenceClassification, labels),
                                 ("tag", BertForTokenClassification, tags),
-                                ("qa", BertForQuestionAnswering, None)):
+                                ("qa", BertForQuestionAnswering, None), ("mc", BertForMultipleChoice, None)):
         config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1,
                             num_attention_heads=2, intermediate_size=64, max_position_embeddings=128,
                             **({"id2label": id2label, "label2id": {v: k for k, v in id2label.items()}}
@@ -182,11 +183,14 @@ def _rows(path):
 @pytest.mark.parametrize("model,name,content,lines,blank", [
     ("clf", "in.txt", "the goal\n\n   \nrates fell\n\t\n", [1, 2, 3, 4, 5], [1, 2, 4]),
     ("clf", "in.csv", 'text\nthe goal\n""\n"  "\nrates fell\n', [2, 3, 4, 5], [1, 2]),
-    ("clf", "in.jsonl", '{"text": "goal"}\n\n{"text": " "}\n{"text": "rates"}\n', [1, 3, 4], [1]),
+    ("clf", "in.jsonl", '{"text": "goal"}\n\n{"text": " "}\n{"text": "rates"}\n', [1, 2, 3, 4], [1, 2]),
     ("tag", "in.txt", "Paris is nice\n\nRome too\n", [1, 2, 3], [1]),
+    ("tag", "in.jsonl", '{"text": "Paris is nice"}\n\n{"text": "Rome too"}\n', [1, 2, 3], [1]),
     ("tag", "in.conll", "Paris O\nis O\n\n\nRome O\n", [1, 5], []),
-    ("qa", "in.jsonl", '{"question": "who scored", "context": "the striker scored"}\n'
-                       '{"question": " ", "context": "x"}\n', [1, 2], [1]),
+    ("qa", "in.jsonl", '{"question": "who scored", "context": "the striker scored"}\n\n'
+                       '{"question": " ", "context": "x"}\n', [1, 2, 3], [1, 2]),
+    ("mc", "in.jsonl", '{"context": "the goal", "choices": ["a", "b"]}\n\n{"context": " ", "choices": ["a", "b"]}\n'
+                       '{"context": "rates", "choices": ["c", "d"]}\n', [1, 2, 3, 4], [1, 2]),
 ])
 def test_predict_gives_one_row_per_input_in_order(model, name, content, lines, blank, models, tmp_path, capsys):
     path = tmp_path / name
@@ -198,7 +202,8 @@ def test_predict_gives_one_row_per_input_in_order(model, name, content, lines, b
     assert [row["index"] for row in rows] == list(range(len(lines)))
     assert [row["line"] for row in rows] == lines
     nulls = [i for i, row in enumerate(rows)
-             if row.get("label", 0) is None or row.get("answer", 0) is None or row.get("words") == []]
+             if row.get("label", 0) is None or row.get("answer", 0) is None or row.get("words") == []
+             or row.get("choice", 0) is None]
     assert nulls == blank
     assert all(set(row) == set(rows[0]) for row in rows)  # blank rows: the task's keys, no prediction
 

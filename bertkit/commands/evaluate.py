@@ -6,7 +6,8 @@ them. The last line of stdout is one JSON object of metrics, e.g. {"accuracy": 0
 classification and regression it also holds "baselines": the trivial one and the TF-IDF one,
 fitted again on the fine-tune's training data with the C chosen on its dev split
 (bertkit/tasks/baseline.py; `--no-baseline` skips them); for embedding, chance and BM25 on the same
-queries and corpus. `--task embedding --model DIR` scores any encoder (the one you would start from,
+queries and corpus; for the other tasks (multiple choice, seq2seq, tagging, QA) the trivial one,
+refitted on the fine-tune's recorded training data. `--task embedding --model DIR` scores any encoder (the one you would start from,
 too) as a sentence-embedding model.
 Under torchrun (`torchrun --nproc_per_node N -m bertkit evaluate ...`) each process scores
 1/N of the examples and rank 0 prints the metrics of all of them.
@@ -20,7 +21,8 @@ import warnings
 
 from bertkit.errors import ConfigError, DataError
 from bertkit.inference.quantize import inference_copy
-from bertkit.tasks.baseline import describe, describe_reference, has_tfidf_baseline, score_like_finetune
+from bertkit.tasks.baseline import (describe, describe_reference, has_tfidf_baseline, score_like_finetune,
+                                   score_trivial)
 from bertkit.tasks import (TASKS, check_model_labels, clean_metrics, evaluate_examples,
                            load_examples, load_for_inference, subsample)
 from bertkit.settings.config_io import split_override
@@ -48,7 +50,8 @@ def add_arguments(parser) -> None:
                              "instead of refusing it")
     parser.add_argument("--no-baseline", action="store_true",
                         help="skip the baselines (classification, regression: the trivial one and TF-IDF + a "
-                             "linear model, fitted again on the fine-tune's training data)")
+                             "linear model, fitted again on the fine-tune's training data; other tasks: the "
+                             "trivial one)")
 
 
 def run(args) -> int:
@@ -78,6 +81,10 @@ def run(args) -> int:
             print(f"trivial baseline: {json.dumps(baselines['trivial'])}")
             print(describe_reference(baselines["reference"]))
             line = {**line, "baselines": baselines}
+        elif not args.no_baseline and not has_tfidf_baseline(spec.task.name):  # refitted on the training data
+            baselines, note = score_trivial(args.model, spec.task.name, spec.data, examples)
+            print(f"trivial baseline: {json.dumps(baselines['trivial'])}" if baselines else note)
+            line = {**line, "baselines": baselines} if baselines else line
         print(json.dumps(line))
     return 0
 

@@ -8,7 +8,7 @@ regression {"value"}; token classification {"words", "tags", "entities": [{"type
 
 One row per input, in input order: every row starts with "index" (0-based) and "line" (where
 the input starts in its file; null for SQuAD JSON and built-in data). A blank or
-whitespace-only line (or text, question, context) is an input too: its row has the task's keys
+whitespace-only line (a blank JSONL line too; or text, question, context) is an input too: its row has the task's keys
 with null values (no label, no value, no words, no answer) instead of being dropped. A file
 with no non-blank input at all is refused. SQuAD questions whose gold answer is not in the
 context are predicted like the others (the gold answers are not used).

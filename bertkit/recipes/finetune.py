@@ -55,7 +55,7 @@ from bertkit.runtime.run_dir import (check_apart, check_saved_options, list_chec
 from bertkit.tasks import (SUMMARY_FILE, TASKS, Collator, DataConfig, Task, TaskSpec, baseline_metrics,
                            batching_length, builtin_labels, clean_metrics, evaluate_examples, get_task,
                            load_examples, parse_source, subsample)
-from bertkit.tasks.baseline import summary_entry as tfidf_summary
+from bertkit.tasks.baseline import summary_entry as tfidf_summary, trivial_entry
 from bertkit.tasks.builtin import default_dev
 from bertkit.tasks.formats import build_label_map, check_labels_known
 from bertkit.tasks.long_text import check_long_text_task
@@ -547,6 +547,8 @@ def run_summary(data: TaskData, recipe: Recipe, train_config: TrainConfig, model
         "reference_baseline": clean_metrics(data.task.reference(data.dev)) if data.task.reference else None,
         "tfidf_baseline": tfidf_summary(recipe.options.baseline, data.task.name, train_source, data.train, data.dev,
                                         recipe.data, recipe.train.seed, metric, keeper.tie_metric),
+        "trivial_baseline": trivial_entry(recipe.options.baseline, data.task, train_source, data.train, recipe.data,
+                                          recipe.train.seed),
         "dev_history": [clean_metrics(row) for row in keeper.history],
         "wall_time_s": round(time.time() - started, 1),
     }

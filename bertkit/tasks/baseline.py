@@ -23,6 +23,7 @@ reports say so in one line. `train.baseline=false` (`--no-baseline`) skips it.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -33,6 +34,7 @@ from typing import Sequence
 from bertkit.errors import DataError
 from bertkit.tasks.builtin import load_examples
 from bertkit.tasks.common import SUMMARY_FILE, DataConfig, clean_metrics, subsample
+from bertkit.tasks.formats import TextExample
 from bertkit.tasks.registry import get_task
 from bertkit.tasks.sequence import label_list
 
@@ -63,8 +65,10 @@ def baseline_text(example) -> str:
 
 
 def examples_hash(examples: Sequence) -> str:
-    """sha256 of the examples' texts and labels: evaluate checks it fits the same training data."""
-    rows = [[e.text, e.text_pair, e.label] for e in examples]
+    """sha256 of the examples' texts and labels: evaluate checks it fits the same training data.
+    Another task's examples (choices, tags, QA) by their compared fields (a line number is not one)."""
+    rows = [[e.text, e.text_pair, e.label] if isinstance(e, TextExample)
+            else [getattr(e, f.name) for f in dataclasses.fields(e) if f.compare] for e in examples]
     return hashlib.sha256(json.dumps(rows, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
@@ -173,6 +177,16 @@ def summary_entry(enabled: bool, task_name: str, train_source: str, train: Seque
     return {**choose_on_dev(task_name, train, dev, metric, tie), "select_metric": metric, **record}
 
 
+def trivial_entry(enabled: bool, task, train_source: str, train: Sequence, data: DataConfig, seed: int) -> dict | None:
+    """`trivial_baseline` of a fine-tune's summary: the training data a task's trivial baseline is
+    refitted from by evaluate (seq2seq's most frequent target, multiple choice's most frequent answer
+    position), for the tasks TF-IDF does not serve (its record holds the same) and that have no
+    reference (whose baseline needs no training data); None otherwise or when switched off."""
+    if not enabled or has_tfidf_baseline(task.name) or task.reference is not None:
+        return None
+    return training_data_record(train_source, train, data, seed)
+
+
 def recorded_training_examples(record: dict, task_name: str, data: DataConfig) -> list:
     """The fine-tune's training examples, read again; DataError when they are gone or changed."""
     train = load_examples(task_name, record["train_data"], "train", data)
@@ -189,27 +203,44 @@ def recorded_result(record: dict | None) -> dict | None:
     return {record["param"]: record["value"], **record["dev"]}
 
 
+def _recorded_training(model_dir: str, key: str, task_name: str, data: DataConfig) -> tuple[dict, list | None, str]:
+    """(the summary's record under `key`, the fine-tune's training examples read again, "") or, when
+    that cannot be done, ({...}, None, the one-line note saying why)."""
+    path = os.path.join(model_dir, SUMMARY_FILE)
+    try:
+        with open(path, encoding="utf-8") as f:
+            record = json.load(f).get(key)
+    except (OSError, ValueError):
+        record = None
+    if not os.path.isfile(path):
+        return {}, None, (f"baselines: none, {model_dir} has no {SUMMARY_FILE} naming its training data (it was "
+                          "not saved by `bertkit finetune`: from Python, or by another library)")
+    if not record or "train_sha256" not in record:
+        return {}, None, (f"baselines: none, {model_dir} records no training data for them "
+                          "(fine-tuned with train.baseline=false or by an older bertkit)")
+    try:
+        return record, recorded_training_examples(record, task_name, data), ""
+    except DataError as e:
+        return record, None, f"baselines: not computed, {e}"
+
+
+def score_trivial(model_dir: str, task_name: str, data: DataConfig, examples: Sequence) -> tuple[dict, str]:
+    """For `evaluate` on a task without TF-IDF or reference: ({"trivial": metrics}, "") on
+    `examples`, refitted on the fine-tune's training examples (`trivial_entry`), or ({}, why not)."""
+    _, train, note = _recorded_training(model_dir, "trivial_baseline", task_name, data)
+    if train is None:
+        return {}, note
+    return {"trivial": clean_metrics(get_task(task_name).baseline(train, examples))}, ""
+
+
 def score_like_finetune(model_dir: str, task_name: str, data: DataConfig, examples: Sequence) -> tuple[dict, str]:
     """For `evaluate`: ({"trivial": metrics, "tfidf": {C: ..., metrics}}, note) on `examples`,
     both fitted on the fine-tune's training examples. What cannot be done is left out and said in
     the note, one line: no record or the training data gone or changed (neither baseline), no
     TF-IDF choice (fine-tuned without scikit-learn) or no scikit-learn now (the trivial one only)."""
-    path = os.path.join(model_dir, SUMMARY_FILE)
-    try:
-        with open(path, encoding="utf-8") as f:
-            record = json.load(f).get("tfidf_baseline")
-    except (OSError, ValueError):
-        record = None
-    if not os.path.isfile(path):
-        return {}, (f"baselines: none, {model_dir} has no {SUMMARY_FILE} naming its training data (it was not "
-                    "saved by `bertkit finetune`: from Python, or by another library)")
-    if not record or "train_sha256" not in record:
-        return {}, (f"baselines: none, {model_dir} records no training data for them "
-                    "(fine-tuned with train.baseline=false or by an older bertkit)")
-    try:
-        train = recorded_training_examples(record, task_name, data)
-    except DataError as e:
-        return {}, f"baselines: not computed, {e}"
+    record, train, note = _recorded_training(model_dir, "tfidf_baseline", task_name, data)
+    if train is None:
+        return {}, note
     baselines = {"trivial": clean_metrics(get_task(task_name).baseline(train, examples))}
     if "value" not in record:  # the fine-tune could not choose one: say why, and how to get it
         return baselines, f"{record.get('note', 'TF-IDF baseline: none')} (then fine-tune again: --overwrite)"

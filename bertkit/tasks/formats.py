@@ -130,15 +130,18 @@ def _parse_number(value) -> float | None:
     return None
 
 
-def _finish_labels(raw: list, where: list[str], path: str, label_type: str) -> list:
+def _finish_labels(raw: list, where: list[str], path: str, label_type: str, form: str = "") -> list:
     """Turn raw label cells into final labels, the same kind for every record.
 
     raw[i] is None (missing), a str, a number or a list of str; where[i] names its line.
-    Rules: any list -> all multi-label (missing -> []); otherwise with label_type "auto" all
-    labels become floats when every one parses as a number, else str.
+    Rules: label_type "set" -> every label a list (`_label_sets`); any list -> all multi-label
+    (missing -> []); otherwise with label_type "auto" all labels become floats when every one
+    parses as a number, else str. `form` is how the file writes a label set.
     """
-    if all(value is None for value in raw):
+    if all(value is None for value in raw) and label_type != "set":
         return raw
+    if label_type == "set":
+        return _label_sets(raw, where, path, form)
     if any(isinstance(value, list) for value in raw):
         if label_type == "number":
             raise DataError(f"{path}: label_type='number' but {where[0]} has a list of labels")
@@ -151,7 +154,7 @@ def _finish_labels(raw: list, where: list[str], path: str, label_type: str) -> l
                 "fill it in, or remove the row"
             )
     if label_type == "category":
-        return [_label_to_str(value) for value in raw]
+        return _warn_joined_labels(path, [_label_to_str(value) for value in raw], form)
     numbers = [_parse_number(value) for value in raw]
     if label_type == "number":
         for number, value, loc in zip(numbers, raw, where):
@@ -160,7 +163,40 @@ def _finish_labels(raw: list, where: list[str], path: str, label_type: str) -> l
         return numbers
     if all(number is not None for number in numbers):
         return numbers
-    return [_label_to_str(value) for value in raw]
+    return _warn_joined_labels(path, [_label_to_str(value) for value in raw], form)
+
+
+SEPARATORS = ("|", ";", ",")  # what joins several labels in one cell when the documented form is not used
+
+
+def _label_sets(raw: list, where: list[str], path: str, form: str) -> list:
+    """Multi-label labels (an explicit multi-label task) as lists: no label is the empty set, a
+    single name a set of one. A name holding a separator is refused: trained as it is, each
+    combination of labels would be one class of its own."""
+    sets = []
+    for value, loc in zip(raw, where):
+        if isinstance(value, list) or value is None:
+            sets.append(value or [])
+            continue
+        name = _label_to_str(value).strip()
+        joined = next((sep for sep in SEPARATORS if sep in name), None)
+        if joined:
+            raise DataError(f"{path}: {loc} label {name!r} looks like several labels joined by {joined!r}; "
+                            f"write a multi-label set in this file as {form}")
+        sets.append([name] if name else [])
+    return sets
+
+
+def _warn_joined_labels(path: str, labels: list[str], form: str) -> list[str]:
+    """`labels`, with a warning when many of its distinct class names look like label sets written
+    another way ("a;b" in CSV, "a|b" in JSONL): each combination would be a class of its own."""
+    names = set(labels)
+    joined = sorted(name for name in names if any(sep in name for sep in SEPARATORS[:2]))
+    if len(joined) >= 2 and len(joined) * 4 >= len(names):
+        warnings.warn(f"{path}: {len(joined)} of the {len(names)} classes look like several labels joined "
+                      f"({joined[0]!r}); each is trained as a class of its own. If they are label sets, write "
+                      f"them as {form} (multi-label)", stacklevel=4)
+    return labels
 
 
 def _label_to_str(value) -> str:
@@ -186,11 +222,13 @@ def read_text_dataset(
       * numbers: with `label_type="auto"` labels become floats when EVERY label parses as a
         number (regression). Integer class ids such as 0/1 therefore read as floats: pass
         `label_type="category"` to keep them as class names ("0", "1").
+      * `label_type="set"` (the multi-label task named): every label a list, an empty cell the
+        empty set; a name holding another separator ("a;b" in CSV, "a|b" in JSONL) is refused.
       * `label_column=None` reads an unlabelled set (label None).
     """
     path = str(path)
-    if label_type not in ("auto", "category", "number"):
-        raise DataError(f"label_type must be 'auto', 'category' or 'number', got {label_type!r}")
+    if label_type not in ("auto", "category", "number", "set"):
+        raise DataError(f"label_type must be 'auto', 'category', 'number' or 'set', got {label_type!r}")
     table = is_table(path)
     if not table:  # tables check their own files (a directory, a cached name); a FIFO would hang
         check_regular_file(path)
@@ -204,7 +242,9 @@ def read_text_dataset(
         raise DataError(f"{path}: unknown extension {suffix!r}; use .csv, .tsv, .jsonl, .parquet or a directory "
                         "saved by datasets")
     read = list(records)  # (line, text, pair, raw label)
-    labels = _finish_labels([r[3] for r in read], [f"line {r[0]}" for r in read], path, label_type)
+    form = (f"labels joined by {multilabel_sep!r} in one cell (a{multilabel_sep}b)"
+            if suffix in (".csv", ".tsv") and multilabel_sep else 'a JSON list (["a", "b"])')
+    labels = _finish_labels([r[3] for r in read], [f"line {r[0]}" for r in read], path, label_type, form)
     return [TextExample(text=t, text_pair=p, label=l, line=n) for (n, t, p, _), l in zip(read, labels)]
 
 
@@ -279,7 +319,11 @@ def _jsonl_records(path: str, columns: tuple):
     """(line, text, pair, raw label) of each JSONL record (or table row), its types checked."""
     text_column, pair_column, label_column = columns
     wanted = _wanted(columns)
-    for index, (line, record) in enumerate(iter_records(path)):
+    # unlabelled (predict, embed): a blank line is an input of its own, an empty text (one row per line)
+    for index, (line, record) in enumerate(iter_records(path, blanks=label_column is None)):
+        if record is None:
+            yield line, "", "" if pair_column else None, None
+            continue
         missing = [name for name in wanted if name not in record]
         if missing:
             raise DataError(f"{path}: line {line} has no key {missing[0]!r} (keys: {', '.join(record)}); "
@@ -347,8 +391,16 @@ def check_labels_known(labels: Iterable, label2id: dict, split_name: str) -> Non
         more = f" and {len(unseen) - 20} more" if len(unseen) > 20 else ""
         raise DataError(
             f"{split_name} split has {len(unseen)} label(s) never seen in training: {shown}{more}; "
-            "add training examples for them or remove them from this split"
+            "add training examples for them or remove them from this split" + _numeric_hint(unseen, label2id)
         )
+
+
+def _numeric_hint(unseen: set, label2id: dict) -> str:
+    """A forgotten --task regression: numbers read as class names rarely repeat between splits, so
+    adding training examples would be the wrong fix."""
+    if all(_parse_number(name) is not None for name in [*unseen, *label2id]):
+        return "; the labels are numbers: for a numeric target use --task regression"
+    return ""
 
 
 # ----------------------------------------------------------------------------------------
@@ -528,30 +580,47 @@ def write_squad(path: str | os.PathLike, examples: Iterable[QAExample], version:
 class ChoiceExample:
     """A context, its candidate continuations/answers, and the index of the right one."""
 
-    id: str
+    id: str | None
     context: str
     choices: list[str]
     label: int | None = None
+    line: int | None = field(default=None, compare=False)  # its line in a JSON-lines file (1-based)
+
+
+def _choice_fields(labelled: bool) -> str:
+    return '"context" (a string), "choices" (a list of strings)' + (' and "label" (the index of the right '
+                                                                     'choice)' if labelled else "")
 
 
 def read_choices(path: str, labelled: bool = True) -> list[ChoiceExample]:
     """ChoiceExamples from a JSON-lines file (or Parquet / a saved dataset with the same fields:
     tables.py); refuses a line with a missing or bad field."""
+    if Path(path).suffix.lower() != ".jsonl" and not is_table(path):  # a CSV read as JSON: "not valid JSON"
+        raise DataError(f"{path}: multiple choice reads JSON lines (.jsonl), one object per line with "
+                        f"{_choice_fields(labelled)}")
     examples: list[ChoiceExample] = []
-    for line, record in iter_records(path):
+    first = None  # the first record: the number of choices every line must have
+    for line, record in iter_records(path, blanks=not labelled):
+        if record is None:  # predict: a blank line gets its (blank) row
+            examples.append(ChoiceExample(None, "", [], None, line))
+            continue
         context, choices, label = record.get("context"), record.get("choices"), record.get("label")
+        if "context" not in record or "choices" not in record:  # other field names: there is no option to map them
+            raise DataError(f"{path}: line {line} has the fields {', '.join(record) or 'none'}; multiple choice "
+                            f"reads {_choice_fields(labelled)}: rename the fields to these")
         if not isinstance(context, str):
             raise DataError(f"{path}: line {line} needs a string field 'context'")
         if not (isinstance(choices, list) and len(choices) >= 2 and all(isinstance(c, str) for c in choices)):
             raise DataError(f"{path}: line {line} needs 'choices': a list of at least 2 strings")
-        if examples and len(choices) != len(examples[0].choices):
-            raise DataError(f"{path}: line {line} has {len(choices)} choices, line 1 has "
-                            f"{len(examples[0].choices)}; every example needs the same number")
+        first = first or ChoiceExample(None, context, choices, None, line)
+        if len(choices) != len(first.choices):
+            raise DataError(f"{path}: line {line} has {len(choices)} choices, line {first.line} has "
+                            f"{len(first.choices)}; every example needs the same number")
         if labelled and (not isinstance(label, int) or isinstance(label, bool) or not 0 <= label < len(choices)):
-            raise DataError(f"{path}: line {line} needs 'label': the index (0..{len(choices) - 1}) of the "
+            raise DataError(f"{path}: line {line} needs 'label': the integer index (0..{len(choices) - 1}) of the "
                             f"right choice, got {label!r}")
         examples.append(ChoiceExample(str(record.get("id", len(examples))), context, choices,
-                                      label if labelled else None))
-    if not examples:
+                                      label if labelled else None, line))
+    if first is None:
         raise DataError(f"{path}: no records; put one JSON object per line")
     return examples

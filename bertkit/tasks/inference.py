@@ -26,7 +26,7 @@ from bertkit.peft import adapter_task_config, is_adapter_dir, load_peft_model, t
 from bertkit.tasks.builtin import (BUILTIN_DATA, load_examples, naming_the_task_of_the_format, parse_source,
                                    resolve_source)
 from bertkit.tasks.common import SUMMARY_FILE, DataConfig, PredictionInput, TaskSpec, model_labels
-from bertkit.tasks.formats import QAExample, TextExample, TokenExample
+from bertkit.tasks.formats import ChoiceExample, QAExample, TextExample, TokenExample
 from bertkit.tasks.registry import get_task, task_of_config
 from bertkit.tasks.spec import Task
 from bertkit.tokenizer import Tokenizer
@@ -184,4 +184,6 @@ def _is_blank(example) -> bool:
         return not example.question.strip() or not example.context.strip()
     if isinstance(example, TextExample):
         return not example.text.strip() and not (example.text_pair or "").strip()
-    return False  # (multiple choice: its reader checks its fields)
+    if isinstance(example, ChoiceExample):
+        return not example.context.strip()
+    return False

@@ -101,4 +101,5 @@ MULTIPLE_CHOICE = Task(
     rows=rows, metric_names=("accuracy",),
     head_config=lambda labels: {"num_labels": 2, "id2label": None, "label2id": None, "problem_type": None},
     architectures=architectures_for(BertForMultipleChoice),
+    blank_row=lambda example: {"id": None, "choice": None, "text": None, "probabilities": None},
 )

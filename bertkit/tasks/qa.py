@@ -38,13 +38,16 @@ def read_inputs(path: str, data: DataConfig) -> PredictionInput:
     if os.path.splitext(path)[1].lower() != ".jsonl":
         return PredictionInput(read_squad(path, keep_all_questions=True))  # one row per question
     examples = []
-    for line_number, record in iter_jsonl(path):
+    for line_number, record in iter_jsonl(path, blanks=True):
+        if record is None:  # a blank line gets its (blank) row
+            examples.append(QAExample(str(len(examples)), "", "", line=line_number))
+            continue
         missing = [k for k in ("question", "context") if not isinstance(record.get(k), str)]
         if missing:
             raise DataError(f"{path}: line {line_number} needs a string field {missing[0]!r}")
         examples.append(QAExample(str(record.get("id", len(examples))), record["question"], record["context"],
                                   line=line_number))
-    if not examples:
+    if all(not e.question for e in examples):  # none, or blank lines only
         raise DataError(f"{path}: no records")
     return PredictionInput(examples)
 

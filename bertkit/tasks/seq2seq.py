@@ -44,18 +44,30 @@ def read_pairs(path: str, data: DataConfig, labelled: bool = True) -> list[TextE
     if os.path.splitext(path)[1].lower() != ".jsonl":
         raise DataError(f"{path}: seq2seq data is JSON lines (.jsonl) with \"{data.source_column}\" and "
                         f"\"{data.target_column}\" fields")
-    examples = []
-    for line, record in iter_jsonl(path):
+    examples, blank = [], 0
+    for line, record in iter_jsonl(path, blanks=not labelled):
+        if record is None:  # predict: a blank line gets its (blank) row
+            examples.append(TextExample(text="", line=line))
+            blank += 1
+            continue
         source, target = record.get(data.source_column), record.get(data.target_column)
         if not isinstance(source, str):
-            raise DataError(f"{path}: line {line} needs a string field {data.source_column!r} (the input text)")
+            raise DataError(f"{path}: line {line} needs a string field {data.source_column!r} (the input text)"
+                            + _other_name(record, data.source_column, "source_column"))
         if labelled and not (isinstance(target, str) and target.strip()):
             raise DataError(f"{path}: line {line} needs a non-empty string field {data.target_column!r} "
-                            "(the text to generate)")
+                            "(the text to generate)" + _other_name(record, data.target_column, "target_column"))
         examples.append(TextExample(text=source, label=target if labelled else None, line=line))
-    if not examples:
+    if len(examples) == blank:
         raise DataError(f"{path}: no records; put one JSON object per line")
     return examples
+
+
+def _other_name(record: dict, field: str, option: str) -> str:
+    """How to read a field the line has under another name: the option that names it."""
+    if field in record:
+        return ""
+    return f"; the line has {', '.join(record) or 'no fields'}: name yours with --set data.{option}=NAME"
 
 
 def read(path: str, data: DataConfig) -> list[TextExample]:

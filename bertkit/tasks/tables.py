@@ -36,8 +36,9 @@ def is_table(path: str) -> bool:
             or is_reference(str(path)))
 
 
-def iter_records(path: str) -> Iterator[tuple[int, dict]]:
-    """(1-based record number, record) of a JSONL file, a Parquet file or a saved dataset."""
+def iter_records(path: str, blanks: bool = False) -> Iterator[tuple[int, dict | None]]:
+    """(1-based record number, record) of a JSONL file, a Parquet file or a saved dataset; with
+    `blanks` a blank JSONL line too, as (its number, None)."""
     path = str(path)
     if is_saved_dataset(path):
         return _dataset_records(path)
@@ -45,7 +46,7 @@ def iter_records(path: str) -> Iterator[tuple[int, dict]]:
         return _rows(open_split(path))
     if os.path.splitext(path)[1].lower() in PARQUET_SUFFIXES:
         return _parquet_records(path)
-    return iter_jsonl(path)
+    return iter_jsonl(path, blanks)
 
 
 def _parquet_records(path: str) -> Iterator[tuple[int, dict]]:

@@ -54,11 +54,14 @@ def words_of_text(text: str) -> tuple[list[str], list[tuple[int, int]]]:
 
 def _jsonl_texts(path: str) -> list[tuple[int, str]]:
     texts = []
-    for line_number, record in iter_jsonl(path):
+    for line_number, record in iter_jsonl(path, blanks=True):
+        if record is None:  # a blank line gets its (blank) row, as in a .txt file
+            texts.append((line_number, ""))
+            continue
         if not isinstance(record.get("text"), str):
             raise DataError(f"{path}: line {line_number} needs a string field 'text'")
         texts.append((line_number, record["text"]))
-    if not texts:
+    if not any(text.strip() for _, text in texts):
         raise DataError(f"{path}: no records")
     return texts
 

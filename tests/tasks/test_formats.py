@@ -70,6 +70,41 @@ def test_jsonl_multilabel_and_numbers(tmp_path):
     assert [e.label for e in read_text_dataset(path)] == [1.0, 2.5]
 
 
+def test_named_multi_label_task_reads_label_sets_in_the_documented_form_only(tmp_path):
+    from bertkit.tasks import DataConfig, get_task
+
+    read = get_task("multi-label-classification").read
+    path = write(tmp_path, "ml.csv", "text,label\na,x|y\nb,z\nc,\n")  # no cell of "|" needed, none empty
+    assert [e.label for e in read(str(path), DataConfig())] == [["x", "y"], ["z"], []]
+    path = write(tmp_path, "single.csv", "text,label\na,x\nb,\n")  # once "line 3 has no label"
+    assert [e.label for e in read(str(path), DataConfig())] == [["x"], []]
+    path = write(tmp_path, "ml.jsonl", '{"text": "a", "label": ["x"]}\n{"text": "b", "label": ""}\n'
+                                       '{"text": "c", "label": "z"}\n')
+    assert [e.label for e in read(str(path), DataConfig())] == [["x"], [], ["z"]]  # "" is no class
+    for name, content, config, form in (
+            ("semi.csv", "text,label\na,x;y\nb,z\n", DataConfig(), r"labels joined by '\|' in one cell \(a\|b\)"),
+            ("pipe.jsonl", '{"text": "a", "label": "x|y"}\n', DataConfig(), r'a JSON list \(\["a", "b"\]\)'),
+            ("pipe.csv", "text,label\na,x|y\n", DataConfig(multilabel_sep=";"), r"labels joined by ';' in one cell \(a;b\)")):
+        path = write(tmp_path, name, content)
+        with pytest.raises(DataError, match=rf"{name}: line \d label 'x.y' looks like several labels joined by "
+                                            rf"'.'; write a multi-label set in this file as {form}$"):
+            read(str(path), config)
+
+
+def test_inferred_classes_that_look_like_joined_label_sets_are_warned_about(tmp_path, recwarn):
+    path = write(tmp_path, "semi.csv", "text,label\na,x;y\nb,x;z\nc,x\nd,y\n")
+    with pytest.warns(UserWarning, match=r"semi\.csv: 2 of the 4 classes look like several labels joined \('x;y'\); "
+                                         r"each is trained as a class of its own.*labels joined by '\|'"):
+        assert [e.label for e in read_text_dataset(path, label_type="category")] == ["x;y", "x;z", "x", "y"]
+    path = write(tmp_path, "pipe.jsonl", "".join(json.dumps({"text": t, "label": l}) + "\n"
+                                                 for t, l in (("a", "x|y"), ("b", "y|z"), ("c", "x"))))
+    with pytest.warns(UserWarning, match=r"write them as a JSON list"):
+        read_text_dataset(path)
+    path = write(tmp_path, "one.csv", "text,label\na,rock;pop\nb,x\nc,y\nd,z\ne,w\n")  # one such class: quiet
+    read_text_dataset(path)
+    assert not recwarn.list
+
+
 def test_unlabelled_set(tmp_path):
     path = write(tmp_path, "test.csv", "text\nhello\n")
     assert read_text_dataset(path, label_column=None) == [TextExample("hello")]
@@ -133,6 +168,16 @@ def test_label_map_sorted_and_unknown_labels_listed():
         check_labels_known(["a", "e", "d", "e"], label2id, "dev")
     with pytest.raises(DataError, match="'z'"):
         check_labels_known([["a", "z"]], label2id, "test")
+    with pytest.raises(DataError, match="'z'") as refused:
+        check_labels_known(["z"], {"1": 0}, "test")
+    assert "regression" not in str(refused.value)  # said only when every label is a number
+
+
+def test_unseen_numeric_labels_name_the_regression_task():
+    label2id, _ = build_label_map(["1.1461", "0.903", "2"])
+    with pytest.raises(DataError, match=r"never seen in training: '1.2788'.*the labels are numbers: for a "
+                                        r"numeric target use --task regression$"):
+        check_labels_known(["1.2788", "2"], label2id, "dev")
 
 
 # ---------------------------------------------------------------- CoNLL

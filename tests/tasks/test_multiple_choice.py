@@ -59,9 +59,27 @@ def test_reader_refuses_bad_lines_with_the_line_number(tmp_path):
     with pytest.raises(DataError, match="line 2 has 3 choices, line 1 has 2"):
         read_choices(str(path))
     path.write_text('{"context": "a", "choices": ["x", "y"], "label": 2}\n', encoding="utf-8")
-    with pytest.raises(DataError, match=r"line 1 needs 'label': the index \(0..1\)"):
+    with pytest.raises(DataError, match=r"line 1 needs 'label': the integer index \(0..1\)"):
         read_choices(str(path))
     assert read_choices(str(path), labelled=False)[0].label is None
+
+
+
+def test_reader_says_the_format_and_the_fields_it_reads(tmp_path):
+    fields = r'"context" \(a string\), "choices" \(a list of strings\)'
+    for name in ("mc.csv", "mc.txt"):  # once "line 1 is not valid JSON"
+        path = tmp_path / name
+        path.write_text("context,choices,label\na,x,0\n", encoding="utf-8")
+        with pytest.raises(DataError, match=rf"{name}: multiple choice reads JSON lines \(\.jsonl\), one object per "
+                                            rf"line with {fields} and \"label\""):
+            read_choices(str(path))
+    path = tmp_path / "names.jsonl"
+    path.write_text('{"question": "a", "options": ["x", "y"], "answer": 1}\n', encoding="utf-8")
+    with pytest.raises(DataError, match=rf"line 1 has the fields question, options, answer; multiple choice reads "
+                                        rf"{fields} and \"label\" .*: rename the fields to these$"):
+        read_choices(str(path))
+    with pytest.raises(DataError, match=rf"reads {fields}: rename"):  # predict's inputs need no label
+        read_choices(str(path), labelled=False)
 
 
 def test_batches_are_batch_by_choice_by_token_and_the_head_scores_each_choice(tiny):
@@ -98,7 +116,12 @@ def test_finetune_evaluate_predict_through_the_cli(tiny, tmp_path, capsys):
         assert set(summary["dev_baseline"]) == {"accuracy"}
         capsys.readouterr()
         assert main(["evaluate", "--model", out, "--data", dev]) == 0
-        assert set(json.loads(capsys.readouterr().out.strip().splitlines()[-1])) == {"accuracy"}
+        printed = capsys.readouterr().out.strip().splitlines()
+        # the trivial baseline (the most frequent training answer position), refitted on the recorded
+        # training data: on the dev file, what finetune reported
+        assert json.loads(printed[-1])["baselines"] == {"trivial": summary["dev_baseline"]}
+        assert printed[-2] == f"trivial baseline: {json.dumps(summary['dev_baseline'])}"
+        assert set(json.loads(printed[-1])) == {"accuracy", "baselines"}
         inputs = write_jsonl(tmp_path / "in.jsonl", colour_examples(5), labelled=False)
         assert main(["predict", "--model", out, "--input", inputs, "--output", str(tmp_path / "p.jsonl")]) == 0
     rows = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]

@@ -48,10 +48,19 @@ def test_reader_refuses_bad_lines_with_the_line_number(tmp_path):
     with pytest.raises(DataError, match="line 2 needs a non-empty string field 'target'"):
         read_pairs(str(path), DataConfig())
     assert [e.label for e in read_pairs(str(path), DataConfig(), labelled=False)] == [None, None]
+    path.write_text('{"source": "a"}\n\n{"source": "c"}\n', encoding="utf-8")  # predict: a blank line is an input
+    assert [(e.line, e.text) for e in get_task("seq2seq").read_inputs(str(path), DataConfig()).examples] == [
+        (1, "a"), (2, ""), (3, "c")]
+    assert [e.line for e in read_pairs(str(path), DataConfig(target_column="source"))] == [1, 3]  # training: skipped
     with pytest.raises(DataError, match="JSON lines"):
         read_pairs(str(tmp_path / "s.csv"), DataConfig())
     other = write_jsonl(tmp_path / "o.jsonl", [{"definition": "a colour", "word": "red"}])
     assert read_pairs(other, DataConfig(source_column="definition", target_column="word"))[0].label == "red"
+    with pytest.raises(DataError, match=r"line 1 needs a string field 'source' \(the input text\); the line has "
+                                        r"definition, word: name yours with --set data\.source_column=NAME$"):
+        read_pairs(other, DataConfig())
+    with pytest.raises(DataError, match=r"needs a non-empty string field 'target' .*--set data\.target_column=NAME$"):
+        read_pairs(other, DataConfig(source_column="definition"))
 
 
 def test_targets_are_padded_as_targets_and_the_model_takes_the_batch(tiny, tmp_path):
@@ -110,7 +119,14 @@ def test_finetune_evaluate_predict_through_the_cli(tiny, tmp_path, capsys):
         assert summary["dev_baseline"]["exact_match"] == pytest.approx(1 / 6)
         capsys.readouterr()
         assert main(["evaluate", "--model", out, "--data", dev]) == 0
-        assert set(json.loads(capsys.readouterr().out.strip().splitlines()[-1])) == {"rouge_l", "exact_match"}
+        printed = capsys.readouterr().out.strip().splitlines()
+        # the most frequent training target, refitted on the recorded training data: on dev, finetune's number
+        assert json.loads(printed[-1])["baselines"] == {"trivial": summary["dev_baseline"]}
+        assert printed[-2] == f"trivial baseline: {json.dumps(summary['dev_baseline'])}"
+        (tmp_path / "train.jsonl").write_text("", encoding="utf-8")  # the training data changed since
+        assert main(["evaluate", "--model", out, "--data", dev]) == 0
+        printed = capsys.readouterr().out.strip().splitlines()
+        assert printed[-2].startswith("baselines: not computed, ") and "baselines" not in json.loads(printed[-1])
         inputs = tmp_path / "in.txt"
         inputs.write_text("the car is red and fast\n\nthe car is blue and fast\n", encoding="utf-8")
         assert main(["predict", "--model", out, "--input", str(inputs), "--output", str(tmp_path / "p.jsonl")]) == 0

@@ -181,6 +181,22 @@ def test_multi_label_fits_one_logistic_regression_per_class(bbc_files, capsys):
     assert record["dev"]["micro_f1"] == pytest.approx(micro[chosen])
 
 
+def test_the_trivial_multi_label_baseline_predicts_each_label_held_by_most_training_rows():
+    from bertkit.tasks.formats import TextExample
+    from bertkit.tasks.sequence import MULTI_LABEL
+
+    rows = lambda *sets: [TextExample(f"t{i}", label=list(s)) for i, s in enumerate(sets)]  # noqa: E731
+    train = rows(["options"], ["options", "bugs"], ["options"], ["bugs"], [])  # options: 3 of 5, bugs: 2 of 5
+    test = rows(["options"], ["options", "bugs"], ["examples"], [])
+    scores = MULTI_LABEL.baseline(train, test)
+    gold = [["options"], ["options", "bugs"], ["examples"], []]
+    assert scores["micro_f1"] == pytest.approx(f1_score(  # {options} for every example, not the empty set
+        *[[[name in s for name in ("bugs", "examples", "options")] for s in sets]
+          for sets in (gold, [["options"]] * 4)], average="micro"))
+    assert scores["exact_match"] == 0.25
+    assert MULTI_LABEL.baseline(rows(["a"], ["b"]), test)["micro_f1"] == 0.0  # no label in more than half: {}
+
+
 def test_a_fine_tune_that_does_not_beat_tfidf_on_dev_says_what_to_try():
     from bertkit.commands.finetune import baseline_hint
 
