@@ -119,6 +119,21 @@ def test_from_pretrained_dtype_and_attn_implementation(tmp_path):
         bertkit.BertModel.from_pretrained(tmp_path, dtype="float32", torch_dtype="float32")
 
 
+def test_dtype_reaches_a_model_of_the_other_family(tmp_path):
+    """BertModel.from_pretrained on a modern checkpoint builds the modern class: dtype and
+    attn_implementation go with it (they had been dropped silently)."""
+    from bertkit.models.modern import ModernBertConfig, ModernBertModel
+
+    config = ModernBertConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                              num_attention_heads=2, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                              cls_token_id=1, sep_token_id=2)
+    ModernBertModel(config).save_pretrained(tmp_path)
+    model = bertkit.BertModel.from_pretrained(tmp_path, dtype=torch.float64)
+    assert type(model) is ModernBertModel and next(model.parameters()).dtype == torch.float64
+    with pytest.raises(ConfigError, match="flash_attention_2"):
+        bertkit.BertModel.from_pretrained(tmp_path, attn_implementation="flash_attention_2")
+
+
 def test_gradient_checkpointing_switch_gives_the_same_gradients():
     torch.manual_seed(0)
     model = bertkit.BertForSequenceClassification(tiny(num_labels=2)).train()

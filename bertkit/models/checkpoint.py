@@ -255,8 +255,8 @@ class PretrainedMixin(TransformersHabits):
         if config is None:
             target = family_class(cls, directory)
             if target is not cls:
-                return target.from_pretrained(directory, None, output_loading_info,
-                                              ignore_mismatched_sizes=ignore_mismatched_sizes, **config_overrides)
+                return target.from_pretrained(directory, None, output_loading_info, dtype, torch_dtype,
+                                              attn_implementation, ignore_mismatched_sizes, **config_overrides)
             config = cls.config_class.from_pretrained(directory)
         check_keywords(type(config), config_overrides, f"{cls.__name__}.from_pretrained")
         stored = config
