@@ -70,6 +70,10 @@ def encoder(tmp_path_factory):
                         num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
     torch.manual_seed(0)
     BertModel(config).save_pretrained(root / "model", tokenizer=tokenizer)
+    # as a checkpoint exported by transformers (MiniLM's) records: bertkit's own checkpoints do
+    # not write it, which a resume's config check must not count as a difference
+    saved = json.loads((root / "model" / "config.json").read_text())
+    (root / "model" / "config.json").write_text(json.dumps({"_name_or_path": "org/base", **saved}))
     data = root / "train.csv"
     data.write_text("text,label\n" + "".join(f"{t},{label}\n" for t, label in TEXTS * 3), encoding="utf-8")
     return {"model": str(root / "model"), "data": str(data)}

@@ -75,6 +75,7 @@ from torch.optim.lr_scheduler import LambdaLR
 from tqdm import tqdm
 
 from bertkit.models.checkpoint import load_into, read_state_dict
+from bertkit.models.config import SOURCE_KEYS
 from bertkit.models.families import FAMILIES
 from bertkit.errors import BertkitError, CheckpointError, ConfigError, DataError, RunInterrupted
 from bertkit.io import append_text, atomic_directory, atomic_open, atomic_write_text
@@ -748,7 +749,9 @@ def check_same_config(config, checkpoint_dir: str) -> None:
     # was written takes its default on both and does not count as a difference.
     saved = type(config).from_pretrained(checkpoint_dir).to_dict()
     current = config.to_dict()
-    ignore = {"architectures", "transformers_version", "torch_dtype", "dtype"}
+    # where the weights came from (a base exported by transformers records its hub name; bertkit's
+    # checkpoints write none) and the file's writer are no part of the model's shape
+    ignore = {"architectures", "torch_dtype", "dtype", *SOURCE_KEYS}
     keys = sorted((set(saved) | set(current)) - ignore)
     diff = [f"{k}={saved.get(k)!r} there, {current.get(k)!r} now" for k in keys
             if saved.get(k) != current.get(k)]
