@@ -21,6 +21,7 @@ import contextlib
 import csv
 import difflib
 import errno
+import itertools
 import json
 import os
 import shutil
@@ -384,15 +385,30 @@ def _check_open_quote(path: str, row: dict, width: int, delimiter: str, first_li
     return warn
 
 
+def _unquoted(field: str) -> str:
+    """A TSV field written with CSV quoting (Excel, pandas and Python's csv wrap a field that holds
+    a quote in quotes and double the quote inside) as its text; any other field as it is (TSV is
+    read without quoting, so a lone quote inside a text is text)."""
+    inner = field[1:-1]
+    if len(field) >= 2 and field[0] == field[-1] == '"' and '"' not in inner.replace('""', ""):
+        return inner.replace('""', '"')
+    return field
+
+
 def iter_csv_rows(path: str | os.PathLike, delimiter: str) -> Iterator[tuple[int, dict, list]]:
-    """Yield (line_number, row_dict, fieldnames) from a CSV/TSV file with a header row."""
+    """Yield (line_number, row_dict, fieldnames) from a CSV/TSV file with a header row. A ".csv"
+    whose header holds ';' and no ',' is read with ';' (a spreadsheet in a European locale); a TSV
+    field in CSV quoting is unquoted (`_unquoted`)."""
     path = os.fspath(path)
     quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
     # csv's default field limit (131,072 characters) is below a long article; a field may be
     # as long as the longest line we stream. Raised, never lowered: the limit is process-wide.
     csv.field_size_limit(max(csv.field_size_limit(), MAX_LINE_BYTES))
     lines = (line for _, line in iter_text_lines(path, keepends=True))
-    reader = csv.DictReader(lines, delimiter=delimiter, quoting=quoting)
+    header = next(lines, "")
+    if delimiter == "," and ";" in header and "," not in header:
+        delimiter = ";"  # a CSV from a spreadsheet set to a European locale (Excel writes ';' there)
+    reader = csv.DictReader(itertools.chain([header], lines), delimiter=delimiter, quoting=quoting)
     try:
         fieldnames = reader.fieldnames or []
         if not fieldnames:
@@ -415,6 +431,8 @@ def iter_csv_rows(path: str | os.PathLike, delimiter: str) -> Iterator[tuple[int
                 raise DataError(
                     f"{path}: line {line} has fewer fields than the {len(fieldnames)} in the header"
                 )
+            if quoting == csv.QUOTE_NONE:
+                row = {name: _unquoted(value) for name, value in row.items()}
             yield line, row, fieldnames
     except csv.Error as err:
         raise DataError(f"{path}: line {reader.line_num} is not valid {'TSV' if delimiter == chr(9) else 'CSV'} "

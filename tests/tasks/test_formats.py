@@ -130,6 +130,16 @@ def test_text_dataset_errors_name_file_and_line(tmp_path, name, content, kwargs,
         read_text_dataset(path, **kwargs)
 
 
+def test_a_spreadsheets_semicolon_csv_and_quoted_tsv_fields_are_read_as_written(tmp_path):
+    # European Excel: ';' between fields (and ',' inside them); pandas/Excel TSV: a field holding a
+    # quote is wrapped in quotes with the quote doubled. Both had been read wrongly (one column
+    # "text;label"; the quotes kept in the text).
+    path = write(tmp_path, "eu.csv", 'text;label\r\n"Zut, alors; dit-il";fr\r\nJa, genau;de\r\n')
+    assert read_text_dataset(path) == [TextExample("Zut, alors; dit-il", None, "fr"), TextExample("Ja, genau", None, "de")]
+    path = write(tmp_path, "q.tsv", 'text\tlabel\n"He said ""yes"" twice"\tpos\n"quoted" word\tneg\nA "lone quote\tneg\n')
+    assert [e.text for e in read_text_dataset(path)] == ['He said "yes" twice', '"quoted" word', 'A "lone quote']
+
+
 def test_csv_quote_never_closed_is_named_by_the_line_it_opened(tmp_path):
     # csv reads to the end of the file for the closing quote: the rows after it became one text
     path = write(tmp_path, "a.csv", 'text,label\nhello,a\n"broken quote,b\nthird row,a\nfourth,b\n')
