@@ -242,10 +242,21 @@ def read_text_dataset(
         raise DataError(f"{path}: unknown extension {suffix!r}; use .csv, .tsv, .jsonl, .parquet or a directory "
                         "saved by datasets")
     read = list(records)  # (line, text, pair, raw label)
+    if label_column is not None:  # a labelled set (train, dev, test); predict's blank inputs get blank rows
+        _refuse_empty_texts(path, read, columns[:2])
     form = (f"labels joined by {multilabel_sep!r} in one cell (a{multilabel_sep}b)"
             if suffix in (".csv", ".tsv") and multilabel_sep else 'a JSON list (["a", "b"])')
     labels = _finish_labels([r[3] for r in read], [f"line {r[0]}" for r in read], path, label_type, form)
     return [TextExample(text=t, text_pair=p, label=l, line=n) for (n, t, p, _), l in zip(read, labels)]
+
+
+def _refuse_empty_texts(path: str, read: list, columns: tuple) -> None:
+    """An empty text (or second text) in a labelled file, named by its line there: the model would
+    learn its label from nothing."""
+    for line, text, pair, _ in read:
+        for column, value in zip(columns, (text, pair)):
+            if column and not (isinstance(value, str) and value.strip()):
+                raise DataError(f"{path}: line {line} has an empty {column!r}; fill it in or remove the row")
 
 
 def _warn_unread_text(path: str, first: dict, columns: tuple) -> None:

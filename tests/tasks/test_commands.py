@@ -192,7 +192,7 @@ def test_user_errors_are_one_line_and_say_where(tiny, capsys, tmp_path):
     (tmp_path / "empty.csv").write_text('text,label\ngood film,pos\n"  ",neg\n', encoding="utf-8")
     code, _, err = run_cli(base + ["--task", "classification", "--train", str(tmp_path / "empty.csv"),
                                    "--dev", str(train)], capsys)
-    assert code == 2 and "example 2 has an empty text" in err
+    assert code == 2 and "empty.csv: line 3 has an empty 'text'" in err  # named by the file and its line
 
     (tmp_path / "bad.conll").write_text("Paris B-LOC\nis O\n\nRome B-LOC extra\n", encoding="utf-8")
     code, _, err = run_cli(base + ["--task", "token-classification", "--train", str(tmp_path / "bad.conll"),
