@@ -244,7 +244,8 @@ def _decode(raw: bytes, path: str, first_line: int) -> str:
         column = err.start - (raw.rfind(b"\n", 0, err.start) + 1) + 1
         raise EncodingError(
             f"{path}: line {line} is not UTF-8 (byte {raw[err.start:err.start + 1]!r} at byte {column} "
-            "of the line); re-encode the file as UTF-8, e.g. iconv -f latin1 -t utf-8") from None
+            "of the line); re-encode the file as UTF-8, e.g. iconv -f cp1252 -t utf-8 (a Windows or Excel "
+            "file; -f latin1 for ISO-8859-1)") from None
 
 
 def iter_text_lines(path: str | os.PathLike, keepends: bool = False,

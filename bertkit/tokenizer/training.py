@@ -215,7 +215,7 @@ def _keep_added_tokens(backend: _RustTokenizer, keep: list[str]) -> _RustTokeniz
 
 def _not_utf8(path) -> DataError:
     return DataError(f"training file {path} is not valid UTF-8; re-encode it as UTF-8 "
-                     f"(e.g. iconv -f latin1 -t utf-8) and train again")
+                     f"(e.g. iconv -f cp1252 -t utf-8, for a Windows or Excel file) and train again")
 
 
 def _is_utf8(path: Path, chunk: int = 1 << 20) -> bool:
