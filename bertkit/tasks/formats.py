@@ -154,7 +154,7 @@ def _finish_labels(raw: list, where: list[str], path: str, label_type: str, form
                 "fill it in, or remove the row"
             )
     if label_type == "category":
-        return _warn_joined_labels(path, [_label_to_str(value) for value in raw], form)
+        return _warn_about_classes(path, [_label_to_str(value) for value in raw], form)
     numbers = [_parse_number(value) for value in raw]
     if label_type == "number":
         for number, value, loc in zip(numbers, raw, where):
@@ -163,7 +163,7 @@ def _finish_labels(raw: list, where: list[str], path: str, label_type: str, form
         return numbers
     if all(number is not None for number in numbers):
         return numbers
-    return _warn_joined_labels(path, [_label_to_str(value) for value in raw], form)
+    return _warn_about_classes(path, [_label_to_str(value) for value in raw], form)
 
 
 SEPARATORS = ("|", ";", ",")  # what joins several labels in one cell when the documented form is not used
@@ -187,15 +187,25 @@ def _label_sets(raw: list, where: list[str], path: str, form: str) -> list:
     return sets
 
 
-def _warn_joined_labels(path: str, labels: list[str], form: str) -> list[str]:
-    """`labels`, with a warning when many of its distinct class names look like label sets written
-    another way ("a;b" in CSV, "a|b" in JSONL): each combination would be a class of its own."""
+def _warn_about_classes(path: str, labels: list[str], form: str) -> list[str]:
+    """`labels`, with a warning when its class names look like a mistake: many of them label sets
+    written another way ("a;b" in CSV, "a|b" in JSONL: each combination would be a class of its
+    own), or two that differ only in case ("German", "german": two classes)."""
     names = set(labels)
     joined = sorted(name for name in names if any(sep in name for sep in SEPARATORS[:2]))
     if len(joined) >= 2 and len(joined) * 4 >= len(names):
         warnings.warn(f"{path}: {len(joined)} of the {len(names)} classes look like several labels joined "
                       f"({joined[0]!r}); each is trained as a class of its own. If they are label sets, write "
                       f"them as {form} (multi-label)", stacklevel=4)
+    by_case: dict[str, list[str]] = {}
+    for name in sorted(names):
+        by_case.setdefault(name.casefold(), []).append(name)
+    cased = [group for group in by_case.values() if len(group) > 1]
+    if cased:
+        shown = ", ".join(" / ".join(repr(n) for n in group) for group in cased[:3])
+        warnings.warn(f"{path}: {len(cased)} label(s) differ from another only in case ({shown}); each spelling "
+                      "is trained as a class of its own: write each label one way if they are the same",
+                      stacklevel=4)
     return labels
 
 

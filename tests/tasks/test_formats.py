@@ -105,6 +105,15 @@ def test_inferred_classes_that_look_like_joined_label_sets_are_warned_about(tmp_
     assert not recwarn.list
 
 
+def test_labels_that_differ_only_in_case_are_warned_about(tmp_path, recwarn):
+    path = write(tmp_path, "case.csv", "text,label\na,German\nb,german\nc,GERMAN\nd,French\ne,french\nf,Spanish\n")
+    with pytest.warns(UserWarning, match=r"case\.csv: 2 label\(s\) differ from another only in case \('French' / "
+                                         r"'french', 'GERMAN' / 'German' / 'german'\)"):
+        assert len({e.label for e in read_text_dataset(path)}) == 6  # still read as written
+    read_text_dataset(write(tmp_path, "ok.csv", "text,label\na,German\nb,French\n"))
+    assert not [w for w in recwarn.list if "only in case" in str(w.message)]
+
+
 def test_unlabelled_set(tmp_path):
     path = write(tmp_path, "test.csv", "text\nhello\n")
     assert read_text_dataset(path, label_column=None) == [TextExample("hello")]
