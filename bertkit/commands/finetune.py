@@ -144,8 +144,12 @@ def training_hints(summary: dict) -> list[str]:
                      f"{summary['train_config']['max_steps']})")
     trivial = (summary.get("dev_baseline") or {}).get(metric)
     if not_ahead(summary, trivial):
+        weighted = (TASKS[summary["spec"]["task"]].class_weights
+                    and summary["options"].get("class_weights", "none") == "none")
         hints.append(f"the model is not above the trivial baseline on dev ({metric} {rounded(best)} against "
-                     f"{rounded(trivial)}): check the labels, and try more epochs or a larger lr")
+                     f"{rounded(trivial)}): check the labels, and try more epochs or a larger lr"
+                     + ("; if one class is most of the data, also --set train.class_weights=balanced "
+                        "train.select_metric=macro_f1" if weighted else ""))
     reference = summary.get("reference_baseline") or {}
     if not_ahead(summary, reference.get(metric)):
         tries = [] if "search" in summary else ["--search"]

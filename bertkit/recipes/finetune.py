@@ -318,6 +318,11 @@ def prepare_labels(task: Task, train_source: str, train: Sequence, dev: Sequence
         id2label = dict(enumerate(inventory))
         label2id = {n: i for i, n in id2label.items()}
     check_labels_known(task.labels_of(dev), label2id, "dev")
+    absent = sorted(set(train_labels) - set(task.labels_of(dev)) - {None})
+    if absent and inventory is None:  # a built-in's label inventory may name labels no split holds
+        shown = ", ".join(repr(str(name)) for name in absent[:5]) + (", ..." if len(absent) > 5 else "")
+        warnings.warn(f"the dev split has no example of {len(absent)} training label(s) ({shown}): the dev score, "
+                      "which picks the checkpoint, cannot tell how the model does on them")
     return [id2label[i] for i in range(len(id2label))]
 
 

@@ -101,6 +101,10 @@ def test_the_report_says_when_the_best_score_came_last_or_is_not_above_the_trivi
     peaked = [{"step": 20, "accuracy": 0.45}, {"step": 40, "accuracy": 0.4}]
     (hint,) = training_hints(summary(peaked))
     assert "not above the trivial baseline on dev (accuracy 0.45 against 0.5)" in hint
+    assert "--set train.class_weights=balanced train.select_metric=macro_f1" in hint  # the imbalance settings
+    weighted = summary(peaked)
+    weighted["options"]["class_weights"] = "balanced"
+    assert "class_weights" not in training_hints(weighted)[0]  # already on: not suggested again
     behind_bm25 = {**summary(peaked, trivial=0.1), "reference_baseline": {"method": "BM25", "accuracy": 0.6}}
     (hint,) = training_hints(behind_bm25)
     assert hint.startswith("BM25 is ahead of the model on dev (accuracy 0.6 against 0.45)")
@@ -116,3 +120,14 @@ def test_the_report_says_what_ended_the_run(capsys):
                              (None, "as many as asked")):
         report({**base, "stopped_by": stopped_by, "stopped_early": stopped_by is not None}, "out")
         assert said in capsys.readouterr().out
+
+
+def test_a_training_label_missing_from_dev_is_warned_about():
+    from bertkit.recipes.finetune import prepare_labels
+    from bertkit.tasks import get_task
+    from bertkit.tasks.formats import TextExample
+
+    train = [TextExample("a", label="de"), TextExample("b", label="fr"), TextExample("c", label="ru")]
+    dev = [TextExample("d", label="de"), TextExample("e", label="fr")]
+    with pytest.warns(UserWarning, match=r"the dev split has no example of 1 training label\(s\) \('ru'\)"):
+        assert prepare_labels(get_task("classification"), "train.csv", train, dev) == ["de", "fr", "ru"]
