@@ -52,9 +52,9 @@ from bertkit.peft import DEFAULT_LR as PEFT_DEFAULT_LR
 from bertkit.peft import PEFT_KEYS, get_peft_model, make_config
 from bertkit.runtime.run_dir import (check_apart, check_saved_options, list_checkpoints, publish_best, remove_leftovers,
                                      replacing, run_lock)
-from bertkit.tasks import (SUMMARY_FILE, TASKS, Collator, DataConfig, Task, TaskSpec, baseline_metrics,
-                           batching_length, builtin_labels, clean_metrics, evaluate_examples, get_task,
-                           load_examples, parse_source, subsample)
+from bertkit.tasks import (BUILTIN_DATA, SUMMARY_FILE, TASKS, Collator, DataConfig, Task, TaskSpec,
+                           baseline_metrics, batching_length, builtin_labels, clean_metrics, evaluate_examples,
+                           get_task, load_examples, parse_source, subsample)
 from bertkit.tasks.baseline import summary_entry as tfidf_summary, trivial_entry
 from bertkit.tasks.builtin import default_dev
 from bertkit.tasks.formats import build_label_map, check_labels_known
@@ -349,9 +349,34 @@ def load_task_data(task: Task, train_source: str, dev_source: str | None, recipe
         raise ConfigError(f"train.class_weights=\"balanced\" is for single-label or token classification, "
                           f"not {task.name}")
     check_long_text_task(task.name, recipe.data.long_text)
+    if parse_source(train_source)[0] not in BUILTIN_DATA:  # the user's own data; built-in splits are fixed
+        warn_about_shared_texts(train, dev)
     labels = prepare_labels(task, train_source, train, dev)
     spec = TaskSpec(task, recipe.data, task.allows_no_answer(train))
     return TaskData(task, train, dev, labels, spec, dev_source)
+
+
+def warn_about_shared_texts(train: Sequence, dev: Sequence) -> None:
+    """Texts of the dev split that are also training texts (the dev score, which picks the
+    checkpoint, then measures memory), and training texts given two labels; for examples with a
+    `text` (classification, regression, pairs, embedding)."""
+    def key(example):  # the text and its second text (a pair's, an embedding row's positive)
+        text, second = getattr(example, "text", None), getattr(example, "text_pair", getattr(example, "positive", None))
+        return (text.strip(), (second or "").strip()) if isinstance(text, str) else None
+
+    seen: dict = {}
+    for example in train:
+        label = getattr(example, "label", None)
+        seen.setdefault(key(example), set()).add(tuple(label) if isinstance(label, list) else label)
+    seen.pop(None, None)
+    shared = sum(key(example) in seen for example in dev)
+    if shared:
+        warnings.warn(f"{shared} of the dev split's {len(dev)} texts are also training texts: the dev score, which "
+                      "picks the checkpoint, overstates how the model does on new text; keep each text on one side")
+    mixed = [text for text, labels in seen.items() if len(labels) > 1]
+    if mixed:
+        warnings.warn(f"{len(mixed)} training text(s) are given different labels (e.g. {mixed[0][0][:60]!r}); "
+                      "the model cannot get both right: correct or drop them")
 
 
 TIE_METRIC = "loss"  # settles exact ties of the selected dev score (early_stopping.py says why)

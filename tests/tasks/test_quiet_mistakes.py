@@ -131,3 +131,20 @@ def test_a_training_label_missing_from_dev_is_warned_about():
     dev = [TextExample("d", label="de"), TextExample("e", label="fr")]
     with pytest.warns(UserWarning, match=r"the dev split has no example of 1 training label\(s\) \('ru'\)"):
         assert prepare_labels(get_task("classification"), "train.csv", train, dev) == ["de", "fr", "ru"]
+
+
+def test_dev_texts_seen_in_training_and_texts_with_two_labels_are_warned_about(recwarn):
+    from bertkit.recipes.finetune import warn_about_shared_texts
+    from bertkit.tasks.formats import TextExample
+
+    train = [TextExample("shares fell", label="business"), TextExample("a late goal", label="sport"),
+             TextExample("a late goal ", label="business")]
+    dev = [TextExample("shares fell", label="business"), TextExample("rain later", label="weather")]
+    with pytest.warns(UserWarning) as seen:
+        warn_about_shared_texts(train, dev)
+    messages = [str(w.message) for w in seen]
+    assert any(m.startswith("1 of the dev split's 2 texts are also training texts") for m in messages)
+    assert any(m.startswith("1 training text(s) are given different labels (e.g. 'a late goal')") for m in messages)
+    recwarn.clear()
+    warn_about_shared_texts(train[:2], dev[1:])
+    assert not recwarn.list
