@@ -379,6 +379,25 @@ def warn_about_shared_texts(train: Sequence, dev: Sequence) -> None:
                       "the model cannot get both right: correct or drop them")
 
 
+UNKNOWN_SHARE = 0.05  # above this share of [UNK] tokens the vocabulary misses much of the text
+
+
+def warn_about_unknown_tokens(features: Sequence[dict], tokenizer, model_dir: str) -> None:
+    """A vocabulary that does not cover the training text (another script, emoji): the model reads
+    those words as one [UNK] each, and nothing says so otherwise."""
+    unk = tokenizer.unk_token_id
+    if unk is None or not features or "input_ids" not in features[0]:
+        return
+    total = hidden = 0
+    for feature in features:
+        ids = np.asarray(feature["input_ids"])
+        total, hidden = total + ids.size, hidden + int((ids == unk).sum())
+    if total and hidden / total > UNKNOWN_SHARE:
+        warnings.warn(f"{hidden / total:.1%} of the training tokens are [UNK]: {model_dir}'s vocabulary does not "
+                      "cover much of this text (another script, emoji); start from a model whose vocabulary does "
+                      "(a multilingual one), or pre-train on your text with its own tokenizer (README)")
+
+
 TIE_METRIC = "loss"  # settles exact ties of the selected dev score (early_stopping.py says why)
 
 
@@ -497,6 +516,7 @@ def _finetune(task_name: Task | str, model_dir: str, train_source: str, dev_sour
         model = build_model(model_dir, data, recipe, model_fn, progress)
         label2id = {n: i for i, n in enumerate(data.labels or [])}
         features = data.task.encode(tokenizer, data.train, recipe.data, label2id, True, "train")
+        warn_about_unknown_tokens(features, tokenizer, model_dir)
         trained: nn.Module = model
         if recipe.options.class_weights == "balanced":
             trained = WeightedLoss(model, balanced_weights(features, model.config.num_labels))

@@ -148,3 +148,16 @@ def test_dev_texts_seen_in_training_and_texts_with_two_labels_are_warned_about(r
     recwarn.clear()
     warn_about_shared_texts(train[:2], dev[1:])
     assert not recwarn.list
+
+
+def test_a_vocabulary_that_misses_the_text_is_warned_about(minilm_dir, recwarn):
+    from bertkit.recipes.finetune import warn_about_unknown_tokens
+    from bertkit.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer.from_pretrained(minilm_dir)
+    chinese = [{"input_ids": tokenizer("系统管理员 配置 文件 😀 🚀")["input_ids"]}] * 3
+    with pytest.warns(UserWarning, match=r"% of the training tokens are \[UNK\]: .*vocabulary does not cover"):
+        warn_about_unknown_tokens(chinese, tokenizer, minilm_dir)
+    recwarn.clear()
+    warn_about_unknown_tokens([{"input_ids": tokenizer("shares fell on monday")["input_ids"]}], tokenizer, minilm_dir)
+    assert not recwarn.list
