@@ -237,7 +237,8 @@ def test_finetune_sigterm_saves_a_checkpoint_and_resume_is_bit_identical(encoder
     assert "--resume to continue" in err
     assert signal.getsignal(signal.SIGTERM) is before  # the trainer put the handler back
     monkeypatch.undo()
-    assert_refused(finetune_argv(encoder, out), capsys, tmp_path, "pass --resume to continue it")
+    assert_refused(finetune_argv(encoder, out), capsys, tmp_path, "holds an unfinished run (checkpoint-3); "
+                   "pass --resume to continue it")
     assert_refused(finetune_argv(encoder, out, "--resume", "--overwrite"), capsys, tmp_path, "pass one of them")
     changed = ["train.lr=1e-3", "model.hidden_dropout_prob=0.2", "train.seed=3", "data.max_length=24"]
     assert_refused(finetune_argv(encoder, out, "--resume", *sets(changed)), capsys, tmp_path,

@@ -286,9 +286,10 @@ def check_out_dir(out_dir: str, overwrite: bool, resume: bool = False, record: d
         raise BertkitError(f"{out_dir} holds a finished run ({', '.join(taken[:3])}) and no checkpoint to resume; "
                            "pass --overwrite to train again, or choose a new --out directory")
     if taken and not overwrite:
+        unfinished = all(n.startswith("checkpoint-") for n in taken)  # stopped before its summary was written
         hint = "pass --resume to continue it, " if any(n.startswith("checkpoint-") for n in taken) else ""
-        raise BertkitError(f"{out_dir} already holds a model ({', '.join(taken[:3])}); {hint}choose a new "
-                           "--out directory or pass --overwrite")
+        raise BertkitError(f"{out_dir} already holds {'an unfinished run' if unfinished else 'a model'} "
+                           f"({', '.join(taken[:3])}); {hint}choose a new --out directory or pass --overwrite")
     return False
 
 
