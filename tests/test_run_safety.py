@@ -167,6 +167,21 @@ def test_out_equal_to_or_inside_model_is_refused_before_any_work(encoder, tmp_pa
     assert snapshot(model) == before
 
 
+def test_out_inside_the_corpus_folder_is_refused_before_any_work(encoder, tmp_path, capsys):
+    """The run's files (metrics.jsonl, vocab.txt, shards' meta.json) would be read as documents by
+    the next run or resume on that corpus."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i in range(12):
+        (corpus / f"{i}.txt").write_text(f"document {i} about shares and goals.\n")
+    for out in (corpus, corpus / "run"):
+        assert_refused(pretrain_argv(str(out), *sets([f"data.corpus={corpus}"])), capsys, tmp_path,
+                       f"--out {out} ", f"data.corpus {corpus}: the run would write into")
+        tokenizer = encoder["model"]
+        assert run(["prepare", "--corpus", str(corpus), "--tokenizer", tokenizer, "--out", str(out)], capsys)[0] == 2
+    assert sorted(os.listdir(corpus)) == sorted(f"{i}.txt" for i in range(12))  # nothing written there
+
+
 # ---------------------------------------------------------------------------- --overwrite
 def test_overwrite_keeps_the_old_model_until_the_new_run_succeeded(encoder, tmp_path, capsys, monkeypatch):
     out = tmp_path / "out"

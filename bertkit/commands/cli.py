@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bertkit {args.command}: error: {describe_os_error(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:  # Ctrl-C; a training loop stopped by a signal says more (RunInterrupted)
-        print(f"bertkit {args.command}: {e or 'interrupted'}", file=sys.stderr)
+        print(f"bertkit {args.command}: {str(e) or 'interrupted'}", file=sys.stderr)
         return getattr(e, "exit_code", 130)
     finally:
         torch.set_num_threads(before)  # main() called in-process (tests) leaves torch as it was

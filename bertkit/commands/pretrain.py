@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bertkit.recipes.pretrain import pretrain
-from bertkit.runtime.run_dir import final_model
+from bertkit.runtime.run_dir import final_model, is_main_process
 from bertkit.commands.options import add_device, add_progress, add_seed, add_set, metrics_text, typed_settings
 
 
@@ -21,7 +21,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     overrides = list(args.set) + typed_settings(args)
     metrics = pretrain(args.config, args.out, overrides, resume=args.resume, progress=not args.no_progress)
-    if metrics:  # rank 0 (a run under torchrun reports once)
+    if metrics and is_main_process():  # a run under torchrun reports once (every rank returns its metrics)
         print(f"final: {metrics_text(metrics)}")
         print(f"model saved in {final_model(args.out)}")
     return 0

@@ -8,10 +8,12 @@ boundaries (format: `bertkit/data/shards.py`); `resume` continues an interrupted
 
 from __future__ import annotations
 
+import os
+
 from bertkit.data.corpus import open_corpus
 from bertkit.data.documents import shard_origin
 from bertkit.data.shards import prepare_shards
-from bertkit.runtime.run_dir import run_lock
+from bertkit.runtime.run_dir import check_apart, run_lock
 from bertkit.tokenizer import Tokenizer
 
 
@@ -20,6 +22,8 @@ def prepare(corpus: str, tokenizer: str, out_dir: str, mode: str = "file", text_
     """Tokenize `corpus` (bbc, wordnet, a file or directory) with the tokenizer in directory
     `tokenizer` into shards in `out_dir`; returns the shards' meta.json as a dict. The run owns
     `out_dir` while it writes (runtime/run_dir.py: a second prepare into it is refused)."""
+    if os.path.isdir(corpus):  # the shards' files inside the corpus folder would be read as documents
+        check_apart(corpus, out_dir, "--corpus", inside_only=True)
     documents, tok = open_corpus(corpus, mode, text_field), Tokenizer.from_pretrained(tokenizer)
     with run_lock(out_dir, f"prepare --corpus {corpus}"):
         return prepare_shards(documents, tok, out_dir, shard_tokens=shard_tokens, num_workers=workers,

@@ -628,6 +628,10 @@ def check_run_dir(cfg: PretrainConfig, out_dir: str, resume: bool) -> None:
     options it was started with (OUT/pretrain_config.json; see runtime/resume_check.py)."""
     if cfg.model.get("init"):
         check_apart(cfg.model["init"], out_dir, "model.init")
+    for key in ("corpus", "general_corpus"):  # a run's files inside its corpus folder would be read as text
+        source = getattr(cfg.data, key, None)
+        if isinstance(source, str) and source and os.path.isdir(source):
+            check_apart(source, out_dir, f"data.{key}", inside_only=True)
     existing = latest_checkpoint(out_dir)
     refuse_unresumed(out_dir, existing, resume)
     if existing:

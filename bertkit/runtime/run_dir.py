@@ -234,14 +234,17 @@ def not_a_model(directory: str | os.PathLike) -> str:
 
 
 # ---------------------------------------------------------------------------- before any work
-def check_apart(source: str | os.PathLike, out_dir: str | os.PathLike, option: str = "--model") -> None:
-    """Refuse an --out that is `source` (a model the run reads), lies inside it, or contains it:
-    replacing or filling --out would then change or delete the model being read."""
+def check_apart(source: str | os.PathLike, out_dir: str | os.PathLike, option: str = "--model",
+                inside_only: bool = False) -> None:
+    """Refuse an --out that is `source` (a model or a corpus folder the run reads), lies inside it,
+    or (unless `inside_only`: a run that never replaces --out whole) contains it: filling or
+    replacing --out would then change or delete what is being read."""
     src, out = os.path.realpath(source), os.path.realpath(out_dir)
-    if src == out or out.startswith(src + os.sep) or src.startswith(out + os.sep):
+    contains = src.startswith(out + os.sep) and not inside_only
+    if src == out or out.startswith(src + os.sep) or contains:
         relation = "is" if src == out else "lies inside" if out.startswith(src + os.sep) else "contains"
         raise BertkitError(f"--out {out_dir} {relation} {option} {source}: the run would write into (or replace) "
-                           f"the model it reads; choose an --out outside {source}")
+                           f"what it reads; choose an --out outside {source}")
 
 
 def refuse_unresumed(out_dir: str, existing: str | None, resume: bool) -> None:
