@@ -349,6 +349,7 @@ SET_CASES = [
     ("both", "train.lr_end=abc", ["train.lr_end must be a number, got 'abc'"]),
     ("both", "train.schedule=3", ["train.schedule must be a string, got 3"]),
     ("both", "data.max_length=abc", ["data.max_length must be an integer, got 'abc'"]),
+    ("pretrain", "data.max_length=100000", ["data.max_length must be between 8 and 8192", "got 100000"]),
     ("pretrain", "data.mlm_probability=0", ["data.mlm_probability must be in (0, 1)", "got 0"]),
     ("pretrain", "data.masking=everything", ["data.masking 'everything' is not known", "whole_word"]),
     ("pretrain", "tokenizer.vocab_size=abc", ["tokenizer.vocab_size must be an integer, got 'abc'"]),

@@ -112,6 +112,9 @@ class TokenizerSection:
                               "case, as RoBERTa's); remove tokenizer.lowercase or use kind \"wordpiece\"")
 
 
+MAX_LENGTH = 8192  # tokens per sequence (ModernBERT's longest context); far above it a batch's masks outgrow memory
+
+
 @dataclass
 class DataSection:
     corpus: str = "bbc"
@@ -149,8 +152,9 @@ class DataSection:
                               f"{' or '.join(repr(b) for b in builders)} (got {self.builder!r})")
         if not 0.0 < self.eval_fraction < 1.0:
             raise ConfigError(f"data.eval_fraction must be in (0, 1), got {self.eval_fraction}")
-        if self.max_length < 8:
-            raise ConfigError(f"data.max_length must be at least 8, got {self.max_length}")
+        if not 8 <= self.max_length <= MAX_LENGTH:
+            raise ConfigError(f"data.max_length must be between 8 and {MAX_LENGTH} (ModernBERT's longest "
+                              f"context), got {self.max_length}")
         # checked here, not when the collator is built: that is after the tokenizer and shards
         if self.masking not in STRATEGIES:
             raise ConfigError(f"data.masking {self.masking!r} is not known; use one of {', '.join(STRATEGIES)}")
