@@ -85,14 +85,18 @@ class _Lines:
             yield from "\n".join(doc).split("\n")
 
 
-ORIGIN_DATA_KEYS = ("corpus", "mode", "max_documents")  # the [data] settings in a shard_origin
+ORIGIN_DATA_KEYS = ("corpus", "mode", "max_documents", "text_field")  # the [data] settings in a shard_origin
 
 
 def shard_origin(source, corpus: Corpus, max_documents: int = 0) -> dict:
     """What shards of `corpus` are built from, as meta.json records it: the source as given,
     the mode, the document limit and the corpus files' fingerprint (path, size, time)."""
-    return {"corpus": source if isinstance(source, str) else [str(s) for s in source], "mode": corpus.mode,
-            "max_documents": max_documents, "files": corpus.fingerprint()}
+    origin = {"corpus": source if isinstance(source, str) else [str(s) for s in source], "mode": corpus.mode,
+              "max_documents": max_documents, "files": corpus.fingerprint()}
+    field = getattr(corpus, "text_field", "text")  # (a named corpus has none)
+    if field != "text":  # recorded only when set, so shards built before the setting still match
+        origin["text_field"] = field
+    return origin
 
 
 def _meta(directory: str) -> dict | None:
@@ -133,7 +137,8 @@ def origin_changes(old, new: dict) -> str | None:
         return None
     if not isinstance(old, dict):
         return "no record of what it was built from (an older bertkit)"
-    changed = [f"data.{key} {old.get(key)!r} -> {new[key]!r}" for key in ORIGIN_DATA_KEYS if old.get(key) != new[key]]
+    changed = [f"data.{key} {old.get(key)!r} -> {new.get(key)!r}" for key in ORIGIN_DATA_KEYS
+               if old.get(key) != new.get(key)]
     if not changed and old.get("files") != new["files"]:
         changed.append("the corpus files changed since")
     changed += [f"the [{key}] settings" for key in new if key not in (*ORIGIN_DATA_KEYS, "files")

@@ -119,6 +119,7 @@ MAX_LENGTH = 8192  # tokens per sequence (ModernBERT's longest context); far abo
 class DataSection:
     corpus: str = "bbc"
     mode: str = "file"  # how text files split into documents: "file" | "blank" | "jsonl"
+    text_field: str = "text"  # the text's field (.jsonl) or column (.csv, .tsv) of a table corpus
     objective: str = "mlm"  # a name in the objective registry (bertkit/objectives/)
     objective_module: str = ""  # a module (dotted name or .py file) imported first: it registers objectives
     builder: str = ""  # empty: the objective's first builder (full_sentences for mlm, nsp/sop for pairs); "packed": packing.py
@@ -606,7 +607,7 @@ def run_pretraining(cfg: PretrainConfig, out_dir: str, resume: bool = False, pro
     # between the two), unless streamed (data.streaming: read at each use, never held whole).
     reads_text = cfg.tokenizer.extend_vocab > 0 or not (cfg.tokenizer.path or cfg.model.get("init"))
     corpus = CorpusDocuments(cfg.data.corpus, cfg.data.mode, cfg.data.max_documents,
-                             keep=reads_text and not cfg.data.streaming)
+                             keep=reads_text and not cfg.data.streaming, text_field=cfg.data.text_field)
     tokenizer, config = tokenizer_and_config(cfg, corpus, out_dir, ctx)
     data = build_data(cfg.data, cfg.train, objective, tokenizer, corpus, out_dir, ctx)
     del corpus  # the shards hold the documents now: their text is not kept while training

@@ -275,7 +275,7 @@ def prepare_data(cfg, directory: str) -> tuple[str, str]:
     ctx = init_distributed(cfg.train.device)
     os.makedirs(directory, exist_ok=True)
     corpus = CorpusDocuments(cfg.data.corpus, cfg.data.mode, cfg.data.max_documents,  # read once for both
-                             keep=not (cfg.tokenizer.path or cfg.data.streaming))
+                             keep=not (cfg.tokenizer.path or cfg.data.streaming), text_field=cfg.data.text_field)
     tokenizer, _ = tokenizer_and_config(cfg, corpus, directory, ctx)
     shard_documents(corpus, tokenizer, os.path.join(directory, "shards"), is_main=ctx.is_main, barrier=ctx.barrier)
     tokenizer_path = cfg.tokenizer.path or os.path.join(directory, "tokenizer")

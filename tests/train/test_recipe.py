@@ -165,3 +165,18 @@ def test_a_small_corpus_from_scratch_gets_a_note_on_how_often_it_is_read():
     assert pretrain.small_corpus_note({}, TrainConfig(max_steps=2500, batch_size=32), enough, 1) is None
     many_ranks = pretrain.small_corpus_note({}, TrainConfig(max_steps=400, batch_size=32), enough, world_size=40)
     assert "about 58 times" in many_ranks  # 400 x 32 x 40 rows / 8,800
+
+
+def test_a_table_corpus_with_another_text_field_is_named_by_data_text_field(tmp_path, capsys):
+    """A .jsonl corpus whose text is under "body": the error names the setting, which exists (it had
+    said `pass text_field=`, and --set data.text_field was an unknown key)."""
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"body": f"the match ended {i} nil after a late goal by the striker."})
+                              + "\n" for i in range(40)), encoding="utf-8")
+    args = ["--config", CONFIG, "--out", str(tmp_path / "run"), "--no-progress",
+            *sets(SMALL + ["train.max_steps=2", f"data.corpus={corpus}"])]
+    assert run_command("pretrain", args) == 2
+    assert "--set data.text_field=NAME" in capsys.readouterr().err
+    assert run_command("pretrain", args + sets(["data.text_field=body"])) == 0
+    meta = json.load(open(tmp_path / "run" / "shards" / "meta.json"))
+    assert meta["built_from"]["text_field"] == "body"
