@@ -356,11 +356,17 @@ def train_tokenizer(section: TokenizerSection, corpus: CorpusDocuments) -> Token
     if section.kind == "bpe":
         # Sentences are tokenized one at a time and then packed, so every sentence
         # starts with a space token, as a word inside running text does.
-        return Tokenizer.train_bpe(texts=corpus.lines(), vocab_size=section.vocab_size,
-                                   min_frequency=section.min_frequency, add_prefix_space=True, show_progress=False)
-    return Tokenizer.train_wordpiece(texts=corpus.lines(), vocab_size=section.vocab_size,
-                                     min_frequency=section.min_frequency, lowercase=section.lowercase is not False,
-                                     show_progress=False)
+        tokenizer = Tokenizer.train_bpe(texts=corpus.lines(), vocab_size=section.vocab_size,
+                                        min_frequency=section.min_frequency, add_prefix_space=True,
+                                        show_progress=False)
+    else:
+        tokenizer = Tokenizer.train_wordpiece(texts=corpus.lines(), vocab_size=section.vocab_size,
+                                              min_frequency=section.min_frequency,
+                                              lowercase=section.lowercase is not False, show_progress=False)
+    if tokenizer.vocab_size > section.vocab_size:  # every character (byte) of the text is a token
+        warnings.warn(f"tokenizer.vocab_size={section.vocab_size} is below the text's alphabet and the special "
+                      f"tokens: the vocabulary has {tokenizer.vocab_size} tokens")
+    return tokenizer
 
 
 def model_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int | None = None):

@@ -180,3 +180,9 @@ def test_a_table_corpus_with_another_text_field_is_named_by_data_text_field(tmp_
     assert run_command("pretrain", args + sets(["data.text_field=body"])) == 0
     meta = json.load(open(tmp_path / "run" / "shards" / "meta.json"))
     assert meta["built_from"]["text_field"] == "body"
+
+
+def test_a_vocabulary_size_below_the_alphabet_is_said():
+    cfg = parse_config({"tokenizer": {"vocab_size": 20}, "data": {"max_documents": 5}})
+    with pytest.warns(UserWarning, match=r"tokenizer.vocab_size=20 is below the text's alphabet .* has \d+ tokens"):
+        train_tokenizer(cfg.tokenizer, CorpusDocuments("bbc", max_documents=5))
