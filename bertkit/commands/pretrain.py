@@ -22,6 +22,11 @@ def run(args) -> int:
     overrides = list(args.set) + typed_settings(args)
     metrics = pretrain(args.config, args.out, overrides, resume=args.resume, progress=not args.no_progress)
     if metrics and is_main_process():  # a run under torchrun reports once (every rank returns its metrics)
+        best = {k: metrics.pop(k) for k in list(metrics) if k.startswith("best_")}
         print(f"final: {metrics_text(metrics)}")
-        print(f"model saved in {final_model(args.out)}")
+        kept = ""
+        if "best_step" in best:  # early stopping kept another step's model than the last
+            kept = (f" (early stopping kept step {best.pop('best_step')}: {metrics_text(best)}; the final line "
+                    "is the last step's)")
+        print(f"model saved in {final_model(args.out)}{kept}")
     return 0

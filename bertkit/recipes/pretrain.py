@@ -631,7 +631,11 @@ def run_pretraining(cfg: PretrainConfig, out_dir: str, resume: bool = False, pro
                       collator=data.data_state, tokenizer=tokenizer, ctx=ctx, progress=progress,
                       log_outputs=logged_outputs(objective, model), keeper=cfg.early_stopping.keeper(out_dir, tokenizer))
     torch.set_float32_matmul_precision("high")  # TF32 on GPUs that have it; no effect on CPU
-    return trainer.train(resume=resume)
+    metrics = trainer.train(resume=resume)
+    keeper = trainer.keeper
+    if keeper is not None and keeper.best_step is not None:  # OUT/best is not the last step's model
+        metrics = {**metrics, "best_step": keeper.best_step, f"best_{keeper.metric}": keeper.best_value}
+    return metrics
 
 
 def check_run_dir(cfg: PretrainConfig, out_dir: str, resume: bool) -> None:

@@ -162,17 +162,20 @@ def test_replayed_evaluations_give_the_live_decisions():
     assert resumed.best_step == live.best_step == 9
 
 
-def test_pretraining_stops_when_the_held_out_loss_stops_improving(tmp_path):
+def test_pretraining_stops_when_the_held_out_loss_stops_improving(tmp_path, capsys):
     # lr 1e-7: the weights move, the held-out loss barely does, so no evaluation after the first
     # improves it by min_delta = 0.01 and the run stops two evaluations later.
     out = str(tmp_path / "run")
     args = ["--config", CONFIG, "--out", out, "--no-progress", *[x for item in SMALL for x in ("--set", item)],
             "--set", "train.max_steps=40", "--set", "train.lr=1e-7",
             "--set", "early_stopping.patience=2", "--set", "early_stopping.min_delta=0.01"]
+    capsys.readouterr()
     assert run_command("pretrain", args) == 0
     rows = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
     evals = [r for r in rows if r["split"] == "eval"]
     assert [r["step"] for r in evals] == [2, 4, 6]
+    # the report says which step OUT/best holds: the final line is step 6's
+    assert f"model saved in {os.path.join(out, 'best')} (early stopping kept step 2: " in capsys.readouterr().out
     assert abs(evals[2]["mlm_loss"] - evals[0]["mlm_loss"]) < 0.01
     assert [s for s, _ in list_checkpoints(out)] == [2, 4, 6]  # stopped at 6 of 40 steps
     best = BertForMaskedLM.from_pretrained(os.path.join(out, "best"))
