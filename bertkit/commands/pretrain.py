@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bertkit.recipes.pretrain import pretrain
-from bertkit.runtime.run_dir import final_model, is_main_process
+from bertkit.runtime.run_dir import final_model, is_main_process, not_a_model
 from bertkit.commands.options import add_device, add_progress, add_seed, add_set, metrics_text, typed_settings
 
 
@@ -28,5 +28,6 @@ def run(args) -> int:
         if "best_step" in best:  # early stopping kept another step's model than the last
             kept = (f" (early stopping kept step {best.pop('best_step')}: {metrics_text(best)}; the final line "
                     "is the last step's)")
-        print(f"model saved in {final_model(args.out)}{kept}")
+        model = final_model(args.out)
+        print(f"model saved in {model}{kept}{not_a_model(model) if model else ''}")
     return 0

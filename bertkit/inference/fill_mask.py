@@ -12,6 +12,7 @@ import torch
 
 from bertkit.errors import CheckpointError, ConfigError, DataError
 from bertkit.models.heads import BertForMaskedLM
+from bertkit.runtime.run_dir import not_a_model
 from bertkit.tokenizer import Tokenizer
 
 TOP_K = 5  # fillers per mask
@@ -53,7 +54,8 @@ def fill_mask(model_dir: str, text: str, top_k: int = TOP_K, device: torch.devic
         model, report = BertForMaskedLM.from_pretrained(model_dir, output_loading_info=True)
     if report.missing_keys:
         raise CheckpointError(f"{model_dir} has no trained MLM head ({report.missing_keys[0]} ...); "
-                              "fill-mask needs a masked-LM checkpoint such as one from bertkit pretrain")
+                              f"fill-mask needs a masked-LM checkpoint such as one from bertkit pretrain"
+                              f"{not_a_model(model_dir)}")
     with warnings.catch_warnings():  # longer than the model is handled below, by a window
         warnings.simplefilter("ignore")
         enc = tok(text, truncation=False)

@@ -50,8 +50,8 @@ from bertkit.models.heads import BertForMultipleChoice, BertForSequenceClassific
 from bertkit.io import atomic_write_json
 from bertkit.peft import DEFAULT_LR as PEFT_DEFAULT_LR
 from bertkit.peft import PEFT_KEYS, get_peft_model, make_config
-from bertkit.runtime.run_dir import (check_apart, check_saved_options, list_checkpoints, publish_best, remove_leftovers,
-                                     replacing, run_lock)
+from bertkit.runtime.run_dir import (check_apart, check_saved_options, list_checkpoints, not_a_model, publish_best,
+                                     remove_leftovers, replacing, run_lock)
 from bertkit.tasks import (BUILTIN_DATA, SUMMARY_FILE, TASKS, Collator, DataConfig, Task, TaskSpec,
                            baseline_metrics, batching_length, builtin_labels, clean_metrics, evaluate_examples,
                            get_task, load_examples, parse_source, subsample)
@@ -207,7 +207,7 @@ def build_task_model(model_dir: str, task: Task, labels: list[str] | None,
                        if k.startswith(encoder) and not any(part in k for part in new_by_design)]
     if encoder_missing:
         raise BertkitError(f"{model_dir} lacks {len(encoder_missing)} encoder weights ({encoder_missing[0]}, ...); "
-                           "pass a pre-trained encoder's model directory")
+                           f"pass a pre-trained encoder's model directory{not_a_model(model_dir)}")
     if any("pooler" in k for k in report.missing_keys) and cls in (BertForSequenceClassification,
                                                                    BertForMultipleChoice):
         warnings.warn(f"{model_dir} has no pooler weights: the pooler starts from random values", stacklevel=2)

@@ -183,6 +183,16 @@ def test_electra_config_logs_both_losses_resumes_exactly_and_exports(electra_run
     assert gen.config.hidden_size == 16  # a quarter of the discriminator's 64
 
 
+def test_the_electra_pair_checkpoint_names_its_two_models(electra_run, capsys):
+    """fill-mask on the pair's checkpoint (the folder `pretrain` names) says which of its two
+    models to use; it had said only that the checkpoint has no MLM head."""
+    out, _ = electra_run
+    capsys.readouterr()
+    assert cli.main(["fill-mask", "--model", str(out / "checkpoint-4"), "the [MASK] fell."]) == 2
+    err = capsys.readouterr().err
+    assert "is an ELECTRA pre-training checkpoint" in err and f"fine-tune {out / 'checkpoint-4' / 'discriminator'}" in err
+
+
 FINETUNE = ["data.max_train_examples=48", "data.max_eval_examples=24", "data.max_length=32", "train.batch_size=16",
             "train.lr=3e-3", "train.log_every=3", "model.hidden_dropout_prob=0"]
 
