@@ -391,8 +391,10 @@ def warn_about_unknown_tokens(features: Sequence[dict], tokenizer, model_dir: st
         return
     total = hidden = 0
     for feature in features:
-        ids = np.asarray(feature["input_ids"])
-        total, hidden = total + ids.size, hidden + int((ids == unk).sum())
+        ids = feature["input_ids"]  # one sequence, or several (an embedding row's text and positive)
+        parts = ids if len(ids) and not np.isscalar(ids[0]) else [ids]
+        for part in map(np.asarray, parts):
+            total, hidden = total + part.size, hidden + int((part == unk).sum())
     if total and hidden / total > UNKNOWN_SHARE:
         warnings.warn(f"{hidden / total:.1%} of the training tokens are [UNK]: {model_dir}'s vocabulary does not "
                       "cover much of this text (another script, emoji); start from a model whose vocabulary does "
