@@ -112,7 +112,7 @@ class TokenizerSection:
                               "case, as RoBERTa's); remove tokenizer.lowercase or use kind \"wordpiece\"")
 
 
-MAX_LENGTH = 8192  # tokens per sequence (ModernBERT's longest context); far above it a batch's masks outgrow memory
+MAX_LENGTH = 8192  # tokens per sequence: the longest context of today's encoders; far above it masks outgrow memory
 
 
 @dataclass
@@ -154,8 +154,8 @@ class DataSection:
         if not 0.0 < self.eval_fraction < 1.0:
             raise ConfigError(f"data.eval_fraction must be in (0, 1), got {self.eval_fraction}")
         if not 8 <= self.max_length <= MAX_LENGTH:
-            raise ConfigError(f"data.max_length must be between 8 and {MAX_LENGTH} (ModernBERT's longest "
-                              f"context), got {self.max_length}")
+            raise ConfigError(f"data.max_length must be between 8 and {MAX_LENGTH} (the longest context of "
+                              f"today's encoders), got {self.max_length}")
         # checked here, not when the collator is built: that is after the tokenizer and shards
         if self.masking not in STRATEGIES:
             raise ConfigError(f"data.masking {self.masking!r} is not known; use one of {', '.join(STRATEGIES)}")
@@ -576,7 +576,7 @@ def report_start(model_section: dict, data_section: DataSection, model, data: Pr
               f"the encoder of {model_section['init']}", flush=True)
 
 
-def write_baseline(data: PretrainData, tokenizer, out_dir: str, progress: bool) -> None:
+def write_baseline(data: PretrainData, tokenizer, out_dir: str) -> None:
     """OUT/baseline.json: the context-free score (most frequent token, unigram loss) that the
     held-out MLM metrics must beat."""
     baseline = unigram_baseline(data.docs, data.train_docs, data.eval_batches, vocab_size_of(tokenizer),
@@ -585,10 +585,9 @@ def write_baseline(data: PretrainData, tokenizer, out_dir: str, progress: bool) 
         return
     baseline["most_frequent_token"] = tokenizer.convert_ids_to_tokens(baseline["most_frequent_token_id"])
     atomic_write_json(os.path.join(out_dir, "baseline.json"), baseline)
-    if progress:
-        print(f"pretrain: held-out baseline without context: most frequent token "
-              f"{baseline['most_frequent_token']!r} is {baseline['most_frequent_token_accuracy']:.1%} "
-              f"of the masks; unigram loss {baseline['unigram_loss']:.2f}", flush=True)
+    print(f"pretrain: held-out baseline without context: most frequent token "
+          f"{baseline['most_frequent_token']!r} is {baseline['most_frequent_token_accuracy']:.1%} "
+          f"of the masks; unigram loss {baseline['unigram_loss']:.2f}", flush=True)
 
 
 def evaluation(objective: Objective, data: PretrainData, seed: int):
@@ -620,13 +619,12 @@ def run_pretraining(cfg: PretrainConfig, out_dir: str, resume: bool = False, pro
     model = make_model(cfg, tokenizer, config)
     if ctx.is_main:
         atomic_write_json(os.path.join(out_dir, RUN_FILE), cfg.to_dict())
-        if progress:
-            report_start(cfg.model, cfg.data, model, data)
+        report_start(cfg.model, cfg.data, model, data)  # the run's report: printed with or without the bar
         note = small_corpus_note(cfg.model, cfg.train, data, ctx.world_size)
         if note:
             print(note, flush=True)
         if objective.unigram_baseline and data.eval_batches:
-            write_baseline(data, tokenizer, out_dir, progress)
+            write_baseline(data, tokenizer, out_dir)
     trainer = Trainer(model, data.batches, cfg.train, out_dir, eval_fn=evaluation(objective, data, cfg.train.seed),
                       collator=data.data_state, tokenizer=tokenizer, ctx=ctx, progress=progress,
                       log_outputs=logged_outputs(objective, model), keeper=cfg.early_stopping.keeper(out_dir, tokenizer))

@@ -578,7 +578,7 @@ class Trainer:
                                  "train_seconds": round(self.train_seconds, 3)})
             if self.keeper is not None and self.keeper.update(model, self.step, metrics or {}):
                 self.stop_requested = True
-            if self.progress and metrics:
+            if self.ctx.is_main and metrics:  # a line of the run's report, with or without the bar
                 tqdm.write("eval step {}: {}".format(
                     self.step, ", ".join(f"{k}={v:.4g}" for k, v in metrics.items())))
             self.plot()
@@ -699,7 +699,7 @@ class Trainer:
             self._truncate_metrics(self.step)
             if self.keeper is not None:
                 self.keeper.replay(self.history)
-        if self.progress:
+        if self.ctx.is_main:
             tqdm.write(f"resuming from {checkpoint_dir} (step {self.step})")
 
     def _apply_current_schedule(self, checkpoint_dir: str) -> None:
