@@ -46,7 +46,7 @@ from bertkit.data.bbc import bbc_split
 from bertkit.data.gcide import GCIDE_DIR, GCIDE_HINT, gcide_documents
 from bertkit.data.sphinx_text import SPHINX_SOURCES, page_documents, sphinx_pages, sphinx_sources_dir
 from bertkit.errors import DataError, EncodingError
-from bertkit.io import check_regular_file, iter_csv_rows, iter_jsonl, iter_text_lines, read_text
+from bertkit.io import check_regular_file, iter_csv_rows, iter_jsonl, iter_text_lines, nearest_sibling, read_text
 
 __all__ = ["Corpus", "split_sentences", "open_corpus", "NAMED_CORPORA"]
 
@@ -216,9 +216,10 @@ def open_corpus(source: str | Path | Iterable[str | Path], mode: str = "file", t
         elif p.exists():
             check_regular_file(p)  # a FIFO or device: refused with its own message
         else:
+            near = nearest_sibling(p)
             raise DataError(
-                f"corpus path {p} does not exist; give a text file, a directory, a .jsonl file "
-                f"or one of the named corpora {', '.join(NAMED_CORPORA)}"
+                f"corpus path {p} does not exist{f' (did you mean {near}?)' if near else ''}; give a text file, a "
+                f"directory, a .jsonl file or one of the named corpora {', '.join(NAMED_CORPORA)}"
             )
     if not paths:
         raise DataError(f"corpus {source} contains no files; add text files or choose another path")

@@ -327,8 +327,9 @@ class ShardedCorpus:
             if want != meta["vocab_fingerprint"]:
                 raise DataError(
                     f"shards were built with a different vocabulary (fingerprint "
-                    f"{meta['vocab_fingerprint'][:12]}, tokenizer has {want[:12]}); re-run "
-                    f"bertkit prepare with this tokenizer"
+                    f"{meta['vocab_fingerprint'][:12]}, tokenizer has {want[:12]}); pre-train with the tokenizer "
+                    f"they were prepared with (--set tokenizer.path=DIR, the --tokenizer given to bertkit prepare), "
+                    f"or re-run bertkit prepare with this tokenizer"
                 )
         self.meta = meta
         self.dtype = np.dtype(meta["dtype"])

@@ -76,9 +76,12 @@ def test_empty_or_unusable_corpus_raises(tmp_path):
         open_corpus(empty)
 
 
-def test_bad_path_and_mode():
+def test_bad_path_and_mode(tmp_path):
     with pytest.raises(DataError, match="does not exist"):
         open_corpus("/no/such/corpus/dir")
+    (tmp_path / "my_texts.jsonl").write_text('{"text": "a"}\n')
+    with pytest.raises(DataError, match=r"my_txts\.jsonl does not exist \(did you mean .*my_texts\.jsonl\?\)"):
+        open_corpus(str(tmp_path / "my_txts.jsonl"))
     with pytest.raises(DataError, match="unknown corpus mode"):
         open_corpus("bbc", mode="paragraphs")
     for empty in ("", "  "):  # not the working directory (Path("") is "."): a clear refusal

@@ -93,7 +93,7 @@ def test_fingerprint_mismatch(tmp_path, tok, docs):
     other = dict(tok.get_vocab())
     other["zzz-new-token"] = len(other)
     assert vocab_fingerprint(other) != vocab_fingerprint(tok)
-    with pytest.raises(DataError, match="different vocabulary.*re-run bertkit prepare"):
+    with pytest.raises(DataError, match=r"different vocabulary.*--set tokenizer.path=DIR.*re-run bertkit prepare"):
         ShardedCorpus(tmp_path, expected_vocab=other)
     ShardedCorpus(tmp_path, expected_vocab=vocab_fingerprint(tok))  # a fingerprint string works too
 
