@@ -384,3 +384,11 @@ def test_the_run_record_leaves_what_the_epochs_set_unset():
     given = run_record("classification", ".", "train.csv", "dev.csv",
                        build_recipe({"train": {"max_steps": 40, "eval_every": 10}}))["train"]
     assert (given["max_steps"], given["eval_every"]) == (40, 10)
+
+
+def test_a_missing_general_corpus_is_named_by_its_key_before_any_work(tmp_path, capsys):
+    """The DAPT configs name a general corpus the user may not have: refused before the tokenizer
+    and shards are built, naming data.general_corpus and how to leave it out."""
+    assert_refused(pretrain_argv(str(tmp_path / "out"), *sets([f"data.general_corpus={tmp_path / 'gone.jsonl'}"])),
+                   capsys, tmp_path, "data.general_corpus: corpus path", "gone.jsonl does not exist",
+                   "'data.general_corpus=\"\"'")

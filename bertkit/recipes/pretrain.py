@@ -61,9 +61,10 @@ from bertkit.models.checkpoint import read_config
 from bertkit.models.config import SIZE_PRESETS
 from bertkit.data.cleaning import CleaningRules, clean_documents
 from bertkit.data.collate import STRATEGIES
+from bertkit.data.corpus import open_corpus
 from bertkit.data.documents import CorpusDocuments, origin_changes, shard_documents, shard_origin, split_documents
 from bertkit.data.examples import BUILDERS, SpecialTokens, build_examples, make_builder
-from bertkit.errors import BertkitError, ConfigError
+from bertkit.errors import BertkitError, ConfigError, DataError
 from bertkit.io import atomic_write_json, loads_json, read_json_object, read_text
 from bertkit.models.families import families, family_for, family_of
 from bertkit.objectives import OBJECTIVES, Objective, get_objective, import_objective_module
@@ -645,6 +646,13 @@ def check_run_dir(cfg: PretrainConfig, out_dir: str, resume: bool) -> None:
         source = getattr(cfg.data, key, None)
         if isinstance(source, str) and source and os.path.isdir(source):
             check_apart(source, out_dir, f"data.{key}", inside_only=True)
+    general = getattr(cfg.data, "general_corpus", "")
+    if general:  # opened only after the tokenizer and shards are built: its files are checked now
+        try:
+            open_corpus(general, cfg.data.mode)
+        except DataError as err:
+            raise ConfigError(f"data.general_corpus: {err}; or leave general text out with --set "
+                              "'data.general_corpus=\"\"'") from None
     existing = latest_checkpoint(out_dir)
     refuse_unresumed(out_dir, existing, resume)
     if existing:
