@@ -392,3 +392,11 @@ def test_a_missing_general_corpus_is_named_by_its_key_before_any_work(tmp_path, 
     assert_refused(pretrain_argv(str(tmp_path / "out"), *sets([f"data.general_corpus={tmp_path / 'gone.jsonl'}"])),
                    capsys, tmp_path, "data.general_corpus: corpus path", "gone.jsonl does not exist",
                    "'data.general_corpus=\"\"'")
+
+
+def test_a_single_text_file_corpus_is_refused_before_any_work(tmp_path, capsys):
+    corpus = tmp_path / "all.txt"
+    corpus.write_text("one long text.\n\nwith blank lines between its documents.\n")
+    assert_refused(pretrain_argv(str(tmp_path / "out"), *sets([f"data.corpus={corpus}"])), capsys, tmp_path,
+                   "the corpus has 1 document(s)", "--set data.mode=blank")
+    assert not (tmp_path / "out").exists()  # no tokenizer/ or shards/ first

@@ -162,12 +162,16 @@ def shard_documents(corpus: CorpusDocuments, tokenizer, directory: str, *, is_ma
     return ShardedCorpus(directory, expected_vocab=tokenizer)
 
 
+def too_few_documents(n: int) -> ConfigError:
+    return ConfigError(f"the corpus has {n} document(s); pre-training needs at least 2 (one to train on, one to "
+                       "hold out), and a text file is one document: separate its documents by blank lines and --set "
+                       "data.mode=blank, or use JSONL, one {\"text\": ...} per line")
+
+
 def split_documents(n: int, eval_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """(train, held-out) document indices from a seeded shuffle; at least one of each."""
     if n < 2:
-        raise ConfigError(f"the corpus has {n} document(s); pre-training needs at least 2 (one to train on, one "
-                          "to hold out), and a text file is one document: separate its documents by blank lines "
-                          "and --set data.mode=blank, or use JSONL, one {\"text\": ...} per line")
+        raise too_few_documents(n)
     order = np.random.default_rng([seed, 7]).permutation(n)
     n_eval = min(n - 1, max(1, round(eval_fraction * n)))
     return np.sort(order[n_eval:]), np.sort(order[:n_eval])

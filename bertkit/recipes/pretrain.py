@@ -62,7 +62,8 @@ from bertkit.models.config import SIZE_PRESETS
 from bertkit.data.cleaning import CleaningRules, clean_documents
 from bertkit.data.collate import STRATEGIES
 from bertkit.data.corpus import open_corpus
-from bertkit.data.documents import CorpusDocuments, origin_changes, shard_documents, shard_origin, split_documents
+from bertkit.data.documents import (CorpusDocuments, origin_changes, shard_documents, shard_origin, split_documents,
+                                    too_few_documents)
 from bertkit.data.examples import BUILDERS, SpecialTokens, build_examples, make_builder
 from bertkit.errors import BertkitError, ConfigError, DataError
 from bertkit.io import atomic_write_json, loads_json, read_json_object, read_text
@@ -646,6 +647,9 @@ def check_run_dir(cfg: PretrainConfig, out_dir: str, resume: bool) -> None:
         source = getattr(cfg.data, key, None)
         if isinstance(source, str) and source and os.path.isdir(source):
             check_apart(source, out_dir, f"data.{key}", inside_only=True)
+    corpus = cfg.data.corpus
+    if cfg.data.mode == "file" and os.path.isfile(corpus) and not corpus.lower().endswith((".jsonl", ".csv", ".tsv")):
+        raise too_few_documents(1)  # one text file read whole: said now, not after the tokenizer and shards
     general = getattr(cfg.data, "general_corpus", "")
     if general:  # opened only after the tokenizer and shards are built: its files are checked now
         try:
