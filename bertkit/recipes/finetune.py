@@ -57,7 +57,7 @@ from bertkit.tasks import (BUILTIN_DATA, SUMMARY_FILE, TASKS, Collator, DataConf
                            get_task, load_examples, parse_source, subsample)
 from bertkit.tasks.baseline import summary_entry as tfidf_summary, trivial_entry
 from bertkit.tasks.builtin import default_dev
-from bertkit.tasks.formats import build_label_map, check_labels_known
+from bertkit.tasks.formats import build_label_map, check_labels_known, count_shared, text_key
 from bertkit.tasks.long_text import check_long_text_task
 from bertkit.tokenizer import Tokenizer
 from bertkit.train import LengthBucketedBatches, TrainConfig, Trainer
@@ -361,20 +361,15 @@ def warn_about_shared_texts(train: Sequence, dev: Sequence) -> None:
     """Texts of the dev split that are also training texts (the dev score, which picks the
     checkpoint, then measures memory), and training texts given two labels; for examples with a
     `text` (classification, regression, pairs, embedding)."""
-    def key(example):  # the text and its second text (a pair's, an embedding row's positive)
-        text, second = getattr(example, "text", None), getattr(example, "text_pair", getattr(example, "positive", None))
-        return (text.strip(), (second or "").strip()) if isinstance(text, str) else None
-
-    seen: dict = {}
-    for example in train:
-        label = getattr(example, "label", None)
-        seen.setdefault(key(example), set()).add(tuple(label) if isinstance(label, list) else label)
-    seen.pop(None, None)
-    shared = sum(key(example) in seen for example in dev)
+    shared = count_shared(train, dev)
     if shared:
         warnings.warn(f"{shared} of the dev split's {len(dev)} texts are also training texts: the dev score, which "
                       "picks the checkpoint, overstates how the model does on new text; keep each text on one side")
-    mixed = [text for text, labels in seen.items() if len(labels) > 1]
+    labels_of: dict = {}
+    for example in train:
+        label = getattr(example, "label", None)
+        labels_of.setdefault(text_key(example), set()).add(tuple(label) if isinstance(label, list) else label)
+    mixed = [key for key, labels in labels_of.items() if key is not None and len(labels) > 1]
     if mixed:
         warnings.warn(f"{len(mixed)} training text(s) are given different labels (e.g. {mixed[0][0][:60]!r}); "
                       "the model cannot get both right: correct or drop them")

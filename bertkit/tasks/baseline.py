@@ -28,13 +28,14 @@ import hashlib
 import json
 import math
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Sequence
 
 from bertkit.errors import DataError
 from bertkit.tasks.builtin import load_examples
 from bertkit.tasks.common import SUMMARY_FILE, DataConfig, clean_metrics, subsample
-from bertkit.tasks.formats import TextExample
+from bertkit.tasks.formats import TextExample, count_shared
 from bertkit.tasks.registry import get_task
 from bertkit.tasks.sequence import label_list
 
@@ -230,7 +231,16 @@ def score_trivial(model_dir: str, task_name: str, data: DataConfig, examples: Se
     _, train, note = _recorded_training(model_dir, "trivial_baseline", task_name, data)
     if train is None:
         return {}, note
+    warn_if_trained_on(train, examples)
     return {"trivial": clean_metrics(get_task(task_name).baseline(train, examples))}, ""
+
+
+def warn_if_trained_on(train: Sequence, examples: Sequence) -> None:
+    """Evaluated texts that are also the model's training texts: its score on them is memory."""
+    shared = count_shared(train, examples)
+    if shared:
+        warnings.warn(f"{shared} of the {len(examples)} evaluated texts are training texts of this model: its score "
+                      "on them overstates how it does on new text; evaluate on texts it was not trained on")
 
 
 def score_like_finetune(model_dir: str, task_name: str, data: DataConfig, examples: Sequence) -> tuple[dict, str]:
@@ -241,6 +251,7 @@ def score_like_finetune(model_dir: str, task_name: str, data: DataConfig, exampl
     record, train, note = _recorded_training(model_dir, "tfidf_baseline", task_name, data)
     if train is None:
         return {}, note
+    warn_if_trained_on(train, examples)
     baselines = {"trivial": clean_metrics(get_task(task_name).baseline(train, examples))}
     if "value" not in record:  # the fine-tune could not choose one: say why, and how to get it
         return baselines, f"{record.get('note', 'TF-IDF baseline: none')} (then fine-tune again: --overwrite)"

@@ -260,6 +260,19 @@ def read_text_dataset(
     return [TextExample(text=t, text_pair=p, label=l, line=n) for (n, t, p, _), l in zip(read, labels)]
 
 
+def text_key(example) -> tuple[str, str] | None:
+    """What makes two rows the same input: the text and its second text (a pair's, an embedding
+    row's positive), stripped; None for examples without a text (tags, QA, choices)."""
+    text, second = getattr(example, "text", None), getattr(example, "text_pair", getattr(example, "positive", None))
+    return (text.strip(), (second or "").strip()) if isinstance(text, str) else None
+
+
+def count_shared(train: Sequence, examples: Sequence) -> int:
+    """How many of `examples` are also inputs of `train` (`text_key`)."""
+    seen = {text_key(example) for example in train} - {None}
+    return sum(text_key(example) in seen for example in examples)
+
+
 def _refuse_empty_texts(path: str, read: list, columns: tuple) -> None:
     """An empty text (or second text) in a labelled file, named by its line there: the model would
     learn its label from nothing."""

@@ -173,6 +173,9 @@ def test_classification_predict_and_evaluate_from_files(tiny, capsys, tmp_path):
     assert code == 0 and "(weather): counted as errors" in err
     metrics = json.loads(stdout.strip().splitlines()[-1])
     assert metrics["accuracy"] <= 0.5 and metrics["loss"] is None  # ln p(weather) = ln 0: no finite loss
+    # evaluated on its own training file: said (the score is memory)
+    with pytest.warns(UserWarning, match=r"24 of the 24 evaluated texts are training texts of this model"):
+        assert main(["evaluate", "--model", out, "--data", str(tmp_path / "train.csv")]) == 0
     # an existing model in --out is not overwritten silently
     code, _, err = run_cli(["finetune", "--task", "classification", "--model", tiny, "--train",
                             str(tmp_path / "train.csv"), "--dev", str(tmp_path / "dev.csv"), "--out", out,
