@@ -29,7 +29,7 @@ import torch
 
 from bertkit.analysis.probing import collect_features
 from bertkit.errors import ConfigError, DataError
-from bertkit.tasks.formats import TextExample, read_conll, read_text_dataset
+from bertkit.tasks.formats import TextExample, parse_number, read_conll, read_text_dataset
 from bertkit.tasks.realdata import stratified_split, tokenize_words, wordnet_examples_tagged, wordnet_supersense
 from bertkit.tasks.tagging import tokenize_word_lists, word_ids_from_offsets
 
@@ -104,18 +104,10 @@ def refuse_numeric_labels(task: str, labels: list) -> None:
     """A probe is a classifier over label names: a numeric target (a regression file) read as
     classes gives hundreds of one-example classes and a meaningless accuracy."""
     names = {str(label) for label in labels if label is not None and not isinstance(label, list)}
-    numbers = [name for name in names if _is_number(name)]
+    numbers = [name for name in names if parse_number(name) is not None]
     if len(names) > 20 and len(numbers) == len(names):
         raise DataError(f"{task}: the labels are {len(names)} distinct numbers; a probe predicts classes, so put "
                         "the numbers into a few bins (e.g. low / mid / high) in the label column first")
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def load_items(task: str, level: str, limit: int | None, seed: int,

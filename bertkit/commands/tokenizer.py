@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import os
 
+from bertkit.data.corpus import TABLE_SUFFIXES
 from bertkit.data.documents import CorpusDocuments
 from bertkit.errors import ConfigError
 from bertkit.runtime.progress import on_terminal
 from bertkit.tokenizer import Tokenizer
 
-TABLES = (".csv", ".tsv", ".jsonl")
 VOCABULARY_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "merges.txt")
 
 
@@ -67,6 +67,6 @@ def _check_options(args) -> None:
 def _training_text(files: list[str], text_field: str) -> dict:
     """Tokenizer training's source: the files as they are, or (any table among them) the lines of
     every file's documents as `pretrain` reads them."""
-    if not any(os.path.splitext(f)[1].lower() in TABLES for f in files):
+    if not any(os.path.splitext(f)[1].lower() in TABLE_SUFFIXES for f in files):
         return {"files": files}
     return {"texts": CorpusDocuments(files, text_field=text_field).lines()}

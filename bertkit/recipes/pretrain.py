@@ -53,6 +53,7 @@ import random
 import shutil
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Sequence
 
 import torch
@@ -61,7 +62,7 @@ from bertkit.models.checkpoint import read_config
 from bertkit.models.config import SIZE_PRESETS
 from bertkit.data.cleaning import CleaningRules, clean_documents
 from bertkit.data.collate import STRATEGIES
-from bertkit.data.corpus import open_corpus
+from bertkit.data.corpus import TABLE_SUFFIXES, open_corpus
 from bertkit.data.documents import (CorpusDocuments, origin_changes, shard_documents, shard_origin, split_documents,
                                     too_few_documents)
 from bertkit.data.examples import BUILDERS, SpecialTokens, build_examples, make_builder
@@ -643,24 +644,28 @@ def check_run_dir(cfg: PretrainConfig, out_dir: str, resume: bool) -> None:
     options it was started with (OUT/pretrain_config.json; see runtime/resume_check.py)."""
     if cfg.model.get("init"):
         check_apart(cfg.model["init"], out_dir, "model.init")
-    for key in ("corpus", "general_corpus"):  # a run's files inside its corpus folder would be read as text
-        source = getattr(cfg.data, key, None)
-        if isinstance(source, str) and source and os.path.isdir(source):
-            check_apart(source, out_dir, f"data.{key}", inside_only=True)
-    corpus = cfg.data.corpus
-    if cfg.data.mode == "file" and os.path.isfile(corpus) and not corpus.lower().endswith((".jsonl", ".csv", ".tsv")):
-        raise too_few_documents(1)  # one text file read whole: said now, not after the tokenizer and shards
-    general = getattr(cfg.data, "general_corpus", "")
-    if general:  # opened only after the tokenizer and shards are built: its files are checked now
-        try:
-            open_corpus(general, cfg.data.mode)
-        except DataError as err:
-            raise ConfigError(f"data.general_corpus: {err}; or leave general text out with --set "
-                              "'data.general_corpus=\"\"'") from None
+    check_corpora(cfg.data, out_dir)
     existing = latest_checkpoint(out_dir)
     refuse_unresumed(out_dir, existing, resume)
     if existing:
         check_saved_options(out_dir, RUN_FILE, cfg.to_dict(), defaults=parse_config({}).to_dict())
+
+
+def check_corpora(data: DataSection, out_dir: str) -> None:
+    """What the run's corpora would fail on only after the tokenizer and shards are built: --out
+    inside a corpus folder (the run's files would be read as text), one text file read whole (one
+    document), a general corpus that cannot be opened (read only after the shards)."""
+    for key, source in (("corpus", data.corpus), ("general_corpus", data.general_corpus)):
+        if source and os.path.isdir(source):
+            check_apart(source, out_dir, f"data.{key}", inside_only=True)
+    if data.mode == "file" and os.path.isfile(data.corpus) and Path(data.corpus).suffix.lower() not in TABLE_SUFFIXES:
+        raise too_few_documents(1)
+    if data.general_corpus:
+        try:
+            open_corpus(data.general_corpus, data.mode)
+        except DataError as err:
+            raise ConfigError(f"data.general_corpus: {err}; or leave general text out with --set "
+                              "'data.general_corpus=\"\"'") from None
 
 
 def pretrain(config_path: str, out_dir: str, overrides: Sequence[Override] = (), resume: bool = False,

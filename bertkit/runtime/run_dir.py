@@ -206,12 +206,17 @@ def final_model(run_dir: str) -> str | None:
     return latest_checkpoint(run_dir)
 
 
-def refuse_run_folder(path: str, option: str) -> None:
-    """A one-line CheckpointError when `path`, given to `--OPTION`, is a run folder rather than a model:
-    it has no config.json of its own but a model inside (best/ or checkpoint-N/)."""
+def _model_inside(path: str) -> str | None:
+    """The model of a run folder (no config.json of its own, but best/ or checkpoint-N/ inside:
+    `final_model`); None for a model directory or any other path."""
     if not os.path.isdir(path) or os.path.isfile(os.path.join(path, "config.json")):
-        return
-    model = final_model(path)
+        return None
+    return final_model(path)
+
+
+def refuse_run_folder(path: str, option: str) -> None:
+    """A one-line CheckpointError when `path`, given to `--OPTION`, is a run folder rather than a model."""
+    model = _model_inside(path)
     if model is not None:
         raise CheckpointError(f"{path} is a run folder; the model is {model}: pass --{option} {model}")
 
@@ -233,7 +238,7 @@ def not_a_model(directory: str | os.PathLike) -> str:
     if all(os.path.isfile(os.path.join(part, "config.json")) for part in pair):
         return (f"; {directory} is an ELECTRA pre-training checkpoint (the pair, for --resume): fine-tune "
                 f"{pair[0]}; {pair[1]} is its small masked LM (fill-mask)")
-    model = None if os.path.isfile(os.path.join(directory, "config.json")) else final_model(directory)
+    model = _model_inside(directory)
     return f"; {directory} is a run folder: the model is {model}" if model else ""
 
 

@@ -208,14 +208,14 @@ def _recorded_training(model_dir: str, key: str, task_name: str, data: DataConfi
     """(the summary's record under `key`, the fine-tune's training examples read again, "") or, when
     that cannot be done, ({...}, None, the one-line note saying why)."""
     path = os.path.join(model_dir, SUMMARY_FILE)
+    if not os.path.isfile(path):
+        return {}, None, (f"baselines: none, {model_dir} has no {SUMMARY_FILE} naming its training data (it was "
+                          "not saved by `bertkit finetune`: from Python, or by another library)")
     try:
         with open(path, encoding="utf-8") as f:
             record = json.load(f).get(key)
     except (OSError, ValueError):
         record = None
-    if not os.path.isfile(path):
-        return {}, None, (f"baselines: none, {model_dir} has no {SUMMARY_FILE} naming its training data (it was "
-                          "not saved by `bertkit finetune`: from Python, or by another library)")
     if not record or "train_sha256" not in record:
         return {}, None, (f"baselines: none, {model_dir} records no training data for them "
                           "(fine-tuned with train.baseline=false or by an older bertkit)")

@@ -115,7 +115,7 @@ class QAExample:
 # ----------------------------------------------------------------------------------------
 
 
-def _parse_number(value) -> float | None:
+def parse_number(value) -> float | None:
     """The value as a finite float, or None when it is not a number (bools are not numbers)."""
     if isinstance(value, bool):
         return None
@@ -155,7 +155,7 @@ def _finish_labels(raw: list, where: list[str], path: str, label_type: str, form
             )
     if label_type == "category":
         return _warn_about_classes(path, [_label_to_str(value) for value in raw], form)
-    numbers = [_parse_number(value) for value in raw]
+    numbers = [parse_number(value) for value in raw]
     if label_type == "number":
         for number, value, loc in zip(numbers, raw, where):
             if number is None:
@@ -432,7 +432,7 @@ def check_labels_known(labels: Iterable, label2id: dict, split_name: str) -> Non
 def _numeric_hint(unseen: set, label2id: dict) -> str:
     """A forgotten --task regression: numbers read as class names rarely repeat between splits, so
     adding training examples would be the wrong fix."""
-    if all(_parse_number(name) is not None for name in [*unseen, *label2id]):
+    if all(parse_number(name) is not None for name in [*unseen, *label2id]):
         return "; the labels are numbers: for a numeric target use --task regression"
     return ""
 
