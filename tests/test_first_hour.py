@@ -264,3 +264,18 @@ def test_a_failed_runs_tokenizer_is_trained_again_on_the_new_corpus(tmp_path, ca
     assert len(notes) == 1 and f"data.corpus '{old}' -> '{new}'" in notes[0], notes
     vocab = Tokenizer.from_pretrained(out / "tokenizer").get_vocab()
     assert "bank" in vocab and "award" not in vocab
+
+
+@pytest.mark.parametrize("extra, fragment", [((), "--set tokenizer.path=DIR"),
+                                             (("tokenizer.extend_vocab=100",), "remove tokenizer.extend_vocab")])
+def test_pretraining_prepared_shards_without_their_tokenizer_is_refused_before_any_work(
+        extra, fragment, tokenizer, modern_dir, tmp_path, capsys):
+    """Without tokenizer.path the run trained a tokenizer on the shard folder's meta.json (its .bin
+    files skipped as binary), then found the shards' ids were not its own."""
+    shards = tmp_path / "shards"
+    prepare_shards([["the film won"], ["the bank fell"]], tokenizer, shards, progress=False)
+    sets = [*PRETRAIN_SMALL, f'data.corpus="{shards}"', *extra]
+    if extra:
+        sets.append(f'model.init="{modern_dir}"')
+    argv = ["pretrain", "--config", PRETRAIN_CONFIG, "--out", tmp_path / "run", "--no-progress", *_sets(sets)]
+    assert_refused(argv, capsys, tmp_path, "holds", fragment)

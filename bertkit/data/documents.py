@@ -27,7 +27,7 @@ from bertkit.data.corpus import Corpus, open_corpus
 from bertkit.data.shards import META, ShardedCorpus, prepare_shards
 from bertkit.errors import ConfigError
 
-__all__ = ["CorpusDocuments", "first", "complete_shards", "origin_changes", "shard_documents", "shard_origin",
+__all__ = ["CorpusDocuments", "first", "complete_shards", "is_shard_directory", "origin_changes", "shard_documents", "shard_origin",
            "split_documents"]
 
 
@@ -108,6 +108,11 @@ def _meta(directory: str) -> dict | None:
     return meta if isinstance(meta, dict) else None
 
 
+def is_shard_directory(path: str) -> bool:
+    """True when `path` is the output of `bertkit prepare` (token ids, no text to read)."""
+    return os.path.isfile(os.path.join(path, META))
+
+
 def complete_shards(directory: str, origin: dict | None = None) -> bool:
     """True when `directory` holds shards that `prepare_shards` finished (an interrupted run
     leaves meta.json without "complete", and is resumed), built from `origin` when given."""
@@ -150,7 +155,7 @@ def shard_documents(corpus: CorpusDocuments, tokenizer, directory: str, *, is_ma
                     barrier: Callable[[], None] | None = None) -> ShardedCorpus:
     """A `ShardedCorpus` of `corpus`, tokenized into `directory` once and rebuilt when the corpus
     or its settings change, or the corpus's source itself when it already is a shard directory."""
-    if os.path.isfile(os.path.join(corpus.source, META)):
+    if is_shard_directory(corpus.source):
         return ShardedCorpus(corpus.source, expected_vocab=tokenizer)
     if is_main:
         origin = shard_origin(corpus.source, corpus.opened(), corpus.max_documents)

@@ -63,8 +63,8 @@ from bertkit.models.config import SIZE_PRESETS
 from bertkit.data.cleaning import CleaningRules, clean_documents
 from bertkit.data.collate import STRATEGIES
 from bertkit.data.corpus import TABLE_SUFFIXES, open_corpus
-from bertkit.data.documents import (CorpusDocuments, origin_changes, shard_documents, shard_origin, split_documents,
-                                    too_few_documents)
+from bertkit.data.documents import (CorpusDocuments, is_shard_directory, origin_changes, shard_documents, shard_origin,
+                                    split_documents, too_few_documents)
 from bertkit.data.examples import BUILDERS, SpecialTokens, build_examples, make_builder
 from bertkit.errors import BertkitError, ConfigError, DataError
 from bertkit.io import atomic_write_json, loads_json, read_json_object, read_text
@@ -645,6 +645,7 @@ def check_run_dir(cfg: PretrainConfig, out_dir: str, resume: bool) -> None:
     if cfg.model.get("init"):
         check_apart(cfg.model["init"], out_dir, "model.init")
     check_corpora(cfg.data, out_dir)
+    check_shard_tokenizer(cfg)
     existing = latest_checkpoint(out_dir)
     refuse_unresumed(out_dir, existing, resume)
     if existing:
@@ -666,6 +667,20 @@ def check_corpora(data: DataSection, out_dir: str) -> None:
         except DataError as err:
             raise ConfigError(f"data.general_corpus: {err}; or leave general text out with --set "
                               "'data.general_corpus=\"\"'") from None
+
+
+def check_shard_tokenizer(cfg: PretrainConfig) -> None:
+    """Shards from `bertkit prepare` hold token ids, not text: the run must read them with the
+    tokenizer they were made with, not train (or extend) one on them."""
+    if not (isinstance(cfg.data.corpus, str) and is_shard_directory(cfg.data.corpus)):
+        return
+    if cfg.tokenizer.extend_vocab:
+        raise ConfigError(f"data.corpus {cfg.data.corpus} holds prepared token ids, and tokenizer.extend_vocab "
+                          "needs the text: set data.corpus to the text files, or remove tokenizer.extend_vocab")
+    if not (cfg.tokenizer.path or cfg.model.get("init")):
+        raise ConfigError(f"data.corpus {cfg.data.corpus} holds token ids prepared by bertkit prepare; name the "
+                          "tokenizer they were prepared with: --set tokenizer.path=DIR (the --tokenizer given to "
+                          "bertkit prepare)")
 
 
 def pretrain(config_path: str, out_dir: str, overrides: Sequence[Override] = (), resume: bool = False,
