@@ -257,7 +257,7 @@ def parse_config(raw: dict, overrides: Sequence[Override] = ()) -> PretrainConfi
         model=model,
         tokenizer=dataclass_from_dict(TokenizerSection, raw.get("tokenizer", {}), "tokenizer"),
         data=data,
-        train=TrainConfig.from_dict(raw.get("train", {})),
+        train=TrainConfig.from_dict(_start_evaluated(raw.get("train", {}), model)),
         objective_settings=settings,
         early_stopping=dataclass_from_dict(EarlyStoppingSection, raw.get("early_stopping", {}), "early_stopping"),
     )
@@ -266,6 +266,14 @@ def parse_config(raw: dict, overrides: Sequence[Override] = ()) -> PretrainConfi
                           "(and leave tokenizer.path empty), or remove tokenizer.extend_vocab (a run from scratch "
                           "trains its own vocabulary on data.corpus)")
     return cfg
+
+
+def _start_evaluated(train: dict, model: dict) -> dict:
+    """Continued pre-training (model.init) evaluates before its first step unless told otherwise:
+    the held-out loss the checkpoint brings is what the run's later numbers are read against."""
+    if model.get("init") and "eval_at_start" not in train:
+        return {**train, "eval_at_start": True}
+    return train
 
 
 def load_config(path: str, overrides: Sequence[Override] = ()) -> PretrainConfig:

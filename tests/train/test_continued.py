@@ -97,6 +97,13 @@ def test_keyword_masking_masks_keywords_at_the_higher_rate(minilm_dir, bbc_dir, 
     assert kw_rate > 0.55 and other_rate < 0.15 and kw_rate > 4 * other_rate
 
 
+def test_continued_pretraining_evaluates_the_start_model_unless_told_not_to(minilm_dir):
+    """Step 0's held-out loss is the number a domain-adapted model's later losses are read against."""
+    assert parse_config({}).train.eval_at_start is False  # from scratch: a random model's loss says nothing
+    assert parse_config({"model": {"init": minilm_dir}}).train.eval_at_start is True
+    assert parse_config({"model": {"init": minilm_dir}}, ["train.eval_at_start=false"]).train.eval_at_start is False
+
+
 def test_general_mixing_ratio():
     domain = [{"input_ids": np.array([1, i, 2])} for i in range(300)]
     general = [{"input_ids": np.array([1, 10_000 + i, 2])} for i in range(50)]
@@ -128,7 +135,8 @@ def test_dapt_from_minilm_lowers_held_out_domain_loss(minilm_dir, bbc_dir, tmp_p
     evals = {r["step"]: r for r in rows if r["split"] == "eval"}
     first_train = next(r["loss"] for r in rows if r["split"] == "train")
     assert first_train > 9.5  # a fresh head over 30,522 tokens starts near ln(30522) = 10.3
-    assert evals[3]["mlm_loss"] < first_train - 1.0
+    assert evals[0]["mlm_loss"] > 9.5 and "general_mlm_loss" in evals[0]  # what the start model brings
+    assert evals[3]["mlm_loss"] < min(first_train, evals[0]["mlm_loss"]) - 1.0
     assert evals[6]["mlm_loss"] < evals[3]["mlm_loss"] - 0.1
     assert "general_mlm_loss" in metrics and metrics["general_mlm_loss"] < first_train
     # the checkpoint is a complete MiniLM-vocabulary BertForMaskedLM, no tokenizer was trained
