@@ -85,6 +85,19 @@ def test_greedy_matches_transformers(causal_lm, use_cache):
     assert (a[:, -1] == 0).any(), "no row finished early"
 
 
+@pytest.mark.parametrize("num_beams", [1, 3])
+def test_right_padded_prompts_continue_as_their_left_padded_form(causal_lm, num_beams):
+    """The tokenizer pads on the right; such a batch had continued its shorter rows after their
+    pads (a different continuation, silently)."""
+    ours, _ = causal_lm
+    ids, mask = prompts()
+    right_ids, right_mask = torch.zeros_like(ids), torch.zeros_like(mask)
+    for row, n in enumerate(mask.sum(1).tolist()):
+        right_ids[row, :n], right_mask[row, :n] = ids[row, -n:], 1
+    left = ours.generate(ids, mask, max_new_tokens=6, num_beams=num_beams)
+    assert torch.equal(ours.generate(right_ids, right_mask, max_new_tokens=6, num_beams=num_beams), left)
+
+
 @pytest.mark.parametrize("options", BEAMS, ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()))
 def test_beam_search_matches_transformers(causal_lm, options):
     ours, theirs = causal_lm

@@ -2,9 +2,10 @@
 
     ids = model.generate(input_ids, attention_mask, max_new_tokens=20, num_beams=4)
 
-A decoder-only model (`BertLMHeadModel`) continues its prompt: the output is prompt + new tokens
-(batch prompts are left-padded). An encoder-decoder (`EncoderDecoderModel`) encodes the input
-once and decodes from `decoder_start_token_id`: the output is the start token + new tokens.
+A decoder-only model (`BertLMHeadModel`) continues its prompt: the output is prompt + new tokens,
+the prompts left-padded (right-padded ones, as the tokenizer pads, are moved to the left first).
+An encoder-decoder (`EncoderDecoderModel`) encodes the input once and decodes from
+`decoder_start_token_id`: the output is the start token + new tokens.
 
 Greedy: y_t = argmax_v log p(v | y_<t, x). A row that produced an end-of-sequence token
 (`eos_token_id`, one id or a list) is finished; its later tokens are `pad_token_id`, and
@@ -171,6 +172,14 @@ def default_mask(input_ids: torch.Tensor, eos: torch.Tensor | None, pad: int | N
     return (input_ids != pad).long()
 
 
+def left_aligned(input_ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each prompt's padding moved before its tokens (order kept): new tokens follow the last
+    column, so a right-padded prompt (what bertkit's tokenizer makes) would continue after its
+    pads. Left-padded prompts are returned as they are."""
+    order = torch.sort(mask.long(), dim=1, stable=True).indices  # pads (0) first, tokens in order
+    return input_ids.gather(1, order), mask.gather(1, order)
+
+
 def generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
              options: GenerationOptions) -> torch.Tensor:
     """Greedy (num_beams=1) or beam search from `model` (see the module docstring)."""
@@ -185,6 +194,7 @@ def generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None
             prompt = torch.full((input_ids.shape[0], 1), start, dtype=torch.long, device=input_ids.device)
         else:
             mask = attention_mask if attention_mask is not None else default_mask(input_ids, eos, pad)
+            input_ids, mask = left_aligned(input_ids, mask)
             steps, prompt = DecoderOnlySteps(model, input_ids, mask, options.use_cache), input_ids
         max_length = prompt.shape[1] + options.max_new_tokens
         positions = model.decoder_config.max_sequence_length
