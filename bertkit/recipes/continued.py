@@ -76,6 +76,7 @@ from bertkit.errors import CheckpointError, ConfigError, DataError
 from bertkit.io import atomic_open
 from bertkit.models.encoder import BertPooler
 from bertkit.models.hf_compat import tied_decoders
+from bertkit.runtime.run_dir import not_a_model
 from bertkit.tasks.realdata import bbc_topics
 from bertkit.tokenizer.extend import old_pieces
 
@@ -94,8 +95,9 @@ def check_model_section(model: dict) -> None:
                               "set model.init = \"path/to/model\" or remove it")
         return
     if not isinstance(init, str) or not os.path.isfile(os.path.join(init, "config.json")):
+        hint = not_a_model(init) if isinstance(init, str) else ""
         raise ConfigError(f"model.init = {init!r} is not a model directory (no config.json); give a "
-                          "directory written by save_pretrained or a Hugging Face model directory")
+                          f"directory written by save_pretrained or a Hugging Face model directory{hint}")
     head_init = model.get("head_init", HEAD_INITS[0])
     if head_init not in HEAD_INITS:
         raise ConfigError(f"model.head_init {head_init!r} is not known; use one of {', '.join(HEAD_INITS)}")
