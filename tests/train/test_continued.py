@@ -47,9 +47,9 @@ def test_bad_init_settings_are_refused(minilm_dir, tmp_path):
         parse_config({"model": {"head_init": "identity"}})
     with pytest.raises(ConfigError, match="not a model directory"):
         parse_config({"model": {"init": str(tmp_path)}})
-    (tmp_path / "checkpoint-4").mkdir()  # a pre-training run's folder: the model is named
-    (tmp_path / "checkpoint-4" / "config.json").write_text("{}", encoding="utf-8")
-    with pytest.raises(ConfigError, match=f"is a run folder: the model is {tmp_path / 'checkpoint-4'}"):
+    (tmp_path / "best").mkdir()  # a run folder (early stopping kept best/): the model is named
+    (tmp_path / "best" / "config.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(ConfigError, match=f"is a run folder: the model is {tmp_path / 'best'}"):
         parse_config({"model": {"init": str(tmp_path)}})
     with pytest.raises(ConfigError, match="head_init"):
         parse_config({"model": {"init": minilm_dir, "head_init": "zeros"}})
