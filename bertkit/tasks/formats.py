@@ -301,13 +301,25 @@ TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
 def read_texts(path: str, text_column: str = "text") -> list[str]:
     """Texts to embed: a table's text column, one text per row; else every line of `path`, blank
     ones too (`embed` gives each line its row), refused when all are blank. A CSV read as lines
-    would give its header and whole rows."""
+    would give its header and whole rows. (The commands that read these name the column with
+    --text-column, not --set.)"""
     if Path(path).suffix.lower() in TABLE_SUFFIXES or is_table(path):
-        return [example.text for example in read_text_dataset(path, text_column, None, None)]
+        try:
+            return [example.text for example in read_text_dataset(path, text_column, None, None)]
+        except MissingColumnError as err:
+            raise DataError(f"{err.what}; name the column that holds the texts with --text-column NAME") from None
     lines = [line for _, line in iter_text_lines(path)]
     if not any(line.strip() for line in lines):
         raise DataError(f"{path} holds no non-empty lines; put one text per line")
     return lines
+
+
+class MissingColumnError(DataError):
+    """A table without a column the reader needs: `what` is missing, `fix` how to name it."""
+
+    def __init__(self, what: str, fix: str):
+        super().__init__(f"{what}; {fix}")
+        self.what, self.fix = what, fix
 
 
 def _wanted(columns: tuple) -> list[str]:
@@ -334,8 +346,8 @@ def _csv_records(path: str, delimiter: str, columns: tuple, multilabel_sep: str)
     for index, (line, row, fieldnames) in enumerate(iter_csv_rows(path, delimiter)):
         missing = [name for name in wanted if name not in row]
         if missing:
-            raise DataError(f"{path}: header has no column {missing[0]!r} (columns: {', '.join(fieldnames)}); "
-                            f"{_column_fix(missing[0], columns, fieldnames)}")
+            raise MissingColumnError(f"{path}: header has no column {missing[0]!r} (columns: {', '.join(fieldnames)})",
+                                     _column_fix(missing[0], columns, fieldnames))
         if index == 0:
             _warn_unread_text(path, row, columns)
         pair = row[pair_column] if pair_column else None
@@ -360,8 +372,8 @@ def _jsonl_records(path: str, columns: tuple):
             continue
         missing = [name for name in wanted if name not in record]
         if missing:
-            raise DataError(f"{path}: line {line} has no key {missing[0]!r} (keys: {', '.join(record)}); "
-                            f"{_column_fix(missing[0], columns, list(record))}")
+            raise MissingColumnError(f"{path}: line {line} has no key {missing[0]!r} (keys: {', '.join(record)})",
+                                     _column_fix(missing[0], columns, list(record)))
         if index == 0:
             _warn_unread_text(path, record, columns)
         for name in wanted[:2] if pair_column else wanted[:1]:

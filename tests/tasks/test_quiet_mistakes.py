@@ -61,6 +61,19 @@ def test_embed_reads_a_tables_text_column_and_a_pair_file_names_its_task(tmp_pat
         load_examples("classification", str(path), "train", DataConfig())
 
 
+
+@pytest.mark.parametrize("command", ["embed", "nearest"])
+def test_embed_and_nearest_name_their_own_column_option(command, tmp_path, tiny_encoder, capsys):
+    """They said "--set data.text_column=NAME", an option neither command has."""
+    from tests.cli_checks import assert_refused
+
+    path = tmp_path / "texts.csv"
+    path.write_text("body,id\nthe striker scored,1\n", encoding="utf-8")
+    where = ["--input", path, "--output", tmp_path / "v.npy"] if command == "embed" else ["--corpus", path, "goal"]
+    assert_refused([command, "--model", tiny_encoder, *where], capsys, tmp_path,
+                   "no column 'text' (columns: body, id); name the column that holds the texts with --text-column NAME")
+
+
 @pytest.fixture(scope="module")
 def tiny_encoder(tmp_path_factory):
     from .helpers import make_tiny_model
