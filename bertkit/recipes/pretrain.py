@@ -643,7 +643,7 @@ def run_pretraining(cfg: PretrainConfig, out_dir: str, resume: bool = False, pro
     metrics = trainer.train(resume=resume)
     keeper = trainer.keeper
     if keeper is not None and keeper.best_step is not None:  # OUT/best is not the last step's model
-        metrics = {**metrics, "best_step": keeper.best_step, f"best_{keeper.metric}": keeper.best_value}
+        metrics = {**metrics, "best_step": keeper.best_step, f"best_{keeper.metric}": keeper.best_metrics[keeper.metric]}
     return metrics
 
 

@@ -9,6 +9,7 @@ import torch
 from helpers import tiny_config
 
 from tests.cli_checks import run_command
+from bertkit.commands.options import rounded
 from bertkit.errors import ConfigError
 from bertkit.models.heads import BertForMaskedLM
 from bertkit.train import Trainer, TrainConfig, list_checkpoints
@@ -175,7 +176,8 @@ def test_pretraining_stops_when_the_held_out_loss_stops_improving(tmp_path, caps
     evals = [r for r in rows if r["split"] == "eval"]
     assert [r["step"] for r in evals] == [2, 4, 6]
     # the report says which step OUT/best holds: the final line is step 6's
-    assert f"model saved in {os.path.join(out, 'best')} (early stopping kept step 2: " in capsys.readouterr().out
+    kept = f"model saved in {os.path.join(out, 'best')} (early stopping kept step 2: best_mlm_loss={rounded(evals[0]['mlm_loss'])}"
+    assert kept in capsys.readouterr().out  # the loss as measured (it had been printed negated)
     assert abs(evals[2]["mlm_loss"] - evals[0]["mlm_loss"]) < 0.01
     assert [s for s, _ in list_checkpoints(out)] == [2, 4, 6]  # stopped at 6 of 40 steps
     best = BertForMaskedLM.from_pretrained(os.path.join(out, "best"))
