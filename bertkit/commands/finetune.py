@@ -105,8 +105,9 @@ def report(summary: dict, out: str) -> None:
     best = summary["best_dev"]
     ended = ENDINGS.get(summary.get("stopped_by", "patience" if summary.get("stopped_early") else None))
     start = " (the model before fine-tuning: no later evaluation beat it)" if summary["best_step"] == 0 else ""
+    steps = f"{summary['steps']} step{'s' * (summary['steps'] != 1)}"
     print(f"best dev {summary['select_metric']} = {rounded(best.get(summary['select_metric']))} at step "
-          f"{summary['best_step']}{start}, kept; the run trained {summary['steps']} steps ({summary['epochs_run']:.2f} "
+          f"{summary['best_step']}{start}, kept; the run trained {steps} ({summary['epochs_run']:.2f} "
           f"epochs, {ended}; {summary['wall_time_s']} s); trivial baseline: {metrics_text(summary['dev_baseline'])}")
     tfidf, reference = summary.get("tfidf_baseline"), summary.get("reference_baseline")
     history = summary.get("dev_history") or []

@@ -21,13 +21,20 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     overrides = list(args.set) + typed_settings(args)
     metrics = pretrain(args.config, args.out, overrides, resume=args.resume, progress=not args.no_progress)
-    if metrics and is_main_process():  # a run under torchrun reports once (every rank returns its metrics)
+    if not is_main_process():  # a run under torchrun reports once (every rank returns its metrics)
+        return 0
+    kept = ""
+    if not metrics:  # --resume of a run that had reached train.max_steps: no step, no evaluation
+        print(f"nothing to train: the run in {args.out} had reached train.max_steps")
+    else:
         best = {k: metrics.pop(k) for k in list(metrics) if k.startswith("best_")}
+        clock = metrics.pop("stopped_by_clock_at", None)
         print(f"final: {metrics_text(metrics)}")
-        kept = ""
+        if clock is not None:
+            print(f"the time budget (train.max_minutes) ended the run at step {clock:,}")
         if "best_step" in best:  # early stopping kept another step's model than the last
             kept = (f" (early stopping kept step {best.pop('best_step')}: {metrics_text(best)}; the final line "
                     "is the last step's)")
-        model = final_model(args.out)
-        print(f"model saved in {model}{kept}{not_a_model(model) if model else ''}")
+    model = final_model(args.out)
+    print(f"model saved in {model}{kept}{not_a_model(model) if model else ''}")
     return 0

@@ -67,7 +67,7 @@ def test_a_bad_budget_is_refused(value):
         TrainConfig(max_minutes=value)
 
 
-def test_pretraining_in_budget_chunks_trains_as_one_run(tmp_path, monkeypatch):
+def test_pretraining_in_budget_chunks_trains_as_one_run(tmp_path, monkeypatch, capsys):
     """What benchmarks/bench_time_to_quality.py relies on: `bertkit pretrain` stopped by the
     budget and resumed with a larger one takes the same steps as one run with the larger budget."""
     from test_recipe import CONFIG, SMALL, sets
@@ -82,12 +82,28 @@ def test_pretraining_in_budget_chunks_trains_as_one_run(tmp_path, monkeypatch):
         assert run_command("pretrain", args + (["--resume"] if resume else [])) == 0
 
     run(tmp_path / "one", 0.5)
+    assert "the time budget (train.max_minutes) ended the run at step 6\n" in capsys.readouterr().out
     run(tmp_path / "chunks", 0.25)
     run(tmp_path / "chunks", 0.5, resume=True)
     one, chunks = ([(r["step"], r["loss"]) for r in rows(tmp_path / name) if r["split"] == "train"]
                    for name in ("one", "chunks"))
     assert [s for s, _ in chunks] == [1, 2, 3, 4, 5, 6] == [s for s, _ in one]
     assert [loss for _, loss in chunks] == pytest.approx([loss for _, loss in one], rel=1e-6)
+
+
+def test_resuming_a_finished_run_says_there_is_nothing_to_train(tmp_path, capsys):
+    """It had printed "resuming from ... (step 2)" and nothing after it."""
+    from test_recipe import CONFIG, SMALL, sets
+
+    from tests.cli_checks import run_command
+
+    args = ["--config", CONFIG, "--out", str(tmp_path / "run"), "--no-progress", *sets([*SMALL, "train.max_steps=2"])]
+    assert run_command("pretrain", args) == 0
+    capsys.readouterr()
+    assert run_command("pretrain", args + ["--resume"]) == 0
+    out = capsys.readouterr().out
+    assert f"nothing to train: the run in {tmp_path / 'run'} had reached train.max_steps\n" in out
+    assert f"model saved in {tmp_path / 'run' / 'checkpoint-2'}\n" in out
 
 
 def test_a_finished_run_scores_as_the_benchmark_arm(tmp_path, monkeypatch):
