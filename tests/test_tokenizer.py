@@ -402,6 +402,8 @@ def test_missing_checkpoint_files(tmp_path):
 def test_bad_training_files(tmp_path, bbc_files):
     with pytest.raises(DataError, match="missing.txt does not exist"):
         Tokenizer.train_wordpiece([tmp_path / "missing.txt"], show_progress=False)
+    with pytest.raises(DataError, match=r"is a directory; pass the files in it \(.*/\*\.txt\)"):
+        Tokenizer.train_wordpiece([tmp_path], show_progress=False)  # it had said the folder "does not exist"
     blank = tmp_path / "blank.txt"
     blank.write_text("  \n\t\n")
     with pytest.raises(DataError, match="blank.txt is empty or whitespace-only"):

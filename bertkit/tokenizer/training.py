@@ -108,6 +108,9 @@ def _check_training_files(files) -> list[str]:
     if not paths:
         raise DataError("no training files given: pass one or more text file paths")
     for path in paths:
+        if path.is_dir():
+            raise DataError(f"training file {path} is a directory; pass the files in it ({path}/*.txt), or "
+                            f"`bertkit pretrain` with data.corpus={path}, which trains its tokenizer on a folder")
         if not path.is_file():
             raise DataError(f"training file {path} does not exist (or is not a file); check the path")
         if not _has_text(path):
