@@ -101,10 +101,13 @@ def test_a_local_directory_wins_and_paths_are_not_names(hf_home, tmp_path, monke
 
 def test_a_misspelt_local_folder_names_the_one_beside_it(hf_home, tmp_path, monkeypatch):
     """`runs/mien` beside `runs/mine` is a typo, not a hub name to look up: one line naming the
-    folder meant. A name with nothing like it nearby is still looked up in the cache."""
+    folder meant. A name in a local folder is one not made yet (it had been sent to `hf download
+    runs/bbc`); a name whose first part is no local folder is still looked up in the cache."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "runs" / "mine").mkdir(parents=True)
     with pytest.raises(CheckpointError, match=r"^runs/mien does not exist; did you mean runs/mine\?$"):
         resolve_model_dir("runs/mien")
-    with pytest.raises(CheckpointError, match="not in the local Hugging Face cache"):
+    with pytest.raises(CheckpointError, match=r"^runs/zzzzzz-other does not exist \(runs/ holds mine\); make it"):
         resolve_model_dir("runs/zzzzzz-other")
+    with pytest.raises(CheckpointError, match="not in the local Hugging Face cache"):
+        resolve_model_dir("some-org/zzzzzz-other")

@@ -61,6 +61,12 @@ def resolve_model_dir(name: str | os.PathLike) -> str:
         near = nearest_sibling(path)
         if near:  # "runs/mien" beside "runs/mine": a typo of a local folder, not a hub name
             raise CheckpointError(f"{path} does not exist; did you mean {near}?")
+        folder = os.path.dirname(path)
+        if os.path.isdir(folder):  # "runs/bbc" with a local runs/: a folder not made yet, not a hub name
+            held = sorted(name for name in os.listdir(folder) if not name.startswith("."))
+            shown = ", ".join(held[:8]) + (", ..." if len(held) > 8 else "") if held else "nothing"
+            raise CheckpointError(f"{path} does not exist ({folder}/ holds {shown}); make it first, or pass a "
+                                  "model directory that exists")
         raise CheckpointError(f"{path} is not a local directory, and not in the local Hugging Face cache "
                               f"({hub_cache_dir()}); bertkit does not download: fetch it where there is "
                               f"network (`hf download {path}`, or any transformers from_pretrained), set "
