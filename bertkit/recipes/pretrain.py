@@ -248,6 +248,8 @@ def parse_config(raw: dict, overrides: Sequence[Override] = ()) -> PretrainConfi
     model = dict(raw.get("model", {}))
     check_keys(model, sections["model"], "model")
     check_model_section(model)
+    if not model.get("init"):  # (a checkpoint's own config decides its family)
+        refuse_other_family_keys(model, family_for(model.get("model_type", "bert")))
     model.setdefault("preset", "tiny")  # unused with model.init (the checkpoint fixes the shape)
     if model["preset"] not in SIZE_PRESETS:
         raise ConfigError(f"model.preset {model['preset']!r} is not known; use one of {sorted(SIZE_PRESETS)}")
@@ -378,6 +380,19 @@ def train_tokenizer(section: TokenizerSection, corpus: CorpusDocuments) -> Token
         warnings.warn(f"tokenizer.vocab_size={section.vocab_size} is below the text's alphabet and the special "
                       f"tokens: the vocabulary has {tokenizer.vocab_size} tokens")
     return tokenizer
+
+
+def refuse_other_family_keys(overrides: dict, family) -> None:
+    """A [model] key only another family has (BERT's model.num_experts in the other family's
+    recipe, that family's local_attention under model_type "deberta-v2") is refused by name: it
+    would be unknown, or kept in config.json and never read."""
+    for key in overrides:
+        owners = [other for other in families() if other is not family and key in other.recipe_keys]
+        if key not in family.recipe_keys and owners:
+            types = ", ".join(owners[0].model_types)
+            raise ConfigError(f"model.{key} is a setting of the {owners[0].name} family (model_type {types}); this "
+                              f"run's model_type {overrides.get('model_type', 'bert')!r} is of the {family.name} "
+                              f"family: remove model.{key}, or start from a recipe of the {owners[0].name} family")
 
 
 def model_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int | None = None):

@@ -226,3 +226,14 @@ def test_odd_head_size_needs_rope_only():
     with pytest.raises(ConfigError, match="must be even"):
         ModernBertConfig(**odd)
     ModernBertConfig(**odd, position_embedding_type="absolute")
+
+
+@pytest.mark.parametrize("model, key", [({"model_type": "modernbert", "num_experts": 4}, "num_experts"),
+                                        ({"model_type": "deberta-v2", "local_attention": 32}, "local_attention")])
+def test_a_recipe_key_of_the_other_family_is_refused_by_name(model, key):
+    """The BERT-family switches on the modern recipe were "unknown" ("did you mean model.norm_eps?");
+    the modern keys under model_type=deberta-v2 were kept in config.json and never read."""
+    from bertkit.recipes.pretrain import parse_config
+
+    with pytest.raises(ConfigError, match=f"model.{key} is a setting of the .* family .*remove model.{key}"):
+        parse_config({"model": model})
