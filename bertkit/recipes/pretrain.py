@@ -229,6 +229,10 @@ def _objective_settings(raw: dict, data: DataSection, model: dict):
         if name in OBJECTIVES and name != data.objective and raw[name]:
             raise ConfigError(f"[{name}] settings are only used with data.objective = \"{name}\" (got "
                               f"{data.objective!r}); remove the [{name}] section or change the objective")
+    if objective.model_type and model.get("init"):
+        raise ConfigError(f"data.objective = \"{data.objective}\" builds and trains a new {objective.model_type} model; "
+                          "it does not continue a checkpoint (model.init): continue with data.objective = \"mlm\", "
+                          "or leave model.init out")
     if objective.model_type and model.setdefault("model_type", objective.model_type) != objective.model_type:
         raise ConfigError(f"data.objective = \"{data.objective}\" trains a model_type \"{objective.model_type}\" "
                           f"model: set model.model_type = \"{objective.model_type}\" (got {model['model_type']!r})")

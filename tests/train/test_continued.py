@@ -53,6 +53,9 @@ def test_bad_init_settings_are_refused(minilm_dir, tmp_path):
         parse_config({"model": {"init": str(tmp_path)}})
     with pytest.raises(ConfigError, match="head_init"):
         parse_config({"model": {"init": minilm_dir, "head_init": "zeros"}})
+    with pytest.raises(ConfigError, match=r"data.objective = \"electra\" builds and trains a new electra model; it "
+                                          "does not continue a checkpoint"):  # it had named model.model_type
+        parse_config({"model": {"init": minilm_dir}, "data": {"objective": "electra"}})
     with pytest.raises(ConfigError, match="exceeds the 512 positions"):
         build_model(parse_config({"model": {"init": minilm_dir}, "data": {"max_length": 600}}), 30522, 0)
     with pytest.raises(CheckpointError, match="weight shapes"):
