@@ -267,7 +267,7 @@ def test_a_failed_runs_tokenizer_is_trained_again_on_the_new_corpus(tmp_path, ca
 
 
 @pytest.mark.parametrize("extra, fragment", [((), "--set tokenizer.path=DIR"),
-                                             (("tokenizer.extend_vocab=100",), "remove tokenizer.extend_vocab")])
+                                             (("tokenizer.extend_vocab=100",), "--set tokenizer.extend_vocab=0")])
 def test_pretraining_prepared_shards_without_their_tokenizer_is_refused_before_any_work(
         extra, fragment, tokenizer, modern_dir, tmp_path, capsys):
     """Without tokenizer.path the run trained a tokenizer on the shard folder's meta.json (its .bin

@@ -269,7 +269,7 @@ def parse_config(raw: dict, overrides: Sequence[Override] = ()) -> PretrainConfi
     )
     if cfg.tokenizer.extend_vocab and (not model.get("init") or cfg.tokenizer.path):
         raise ConfigError("tokenizer.extend_vocab grows the vocabulary of model.init's checkpoint: set model.init "
-                          "(and leave tokenizer.path empty), or remove tokenizer.extend_vocab (a run from scratch "
+                          "(and leave tokenizer.path empty), or --set tokenizer.extend_vocab=0 (a run from scratch "
                           "trains its own vocabulary on data.corpus)")
     return cfg
 
@@ -337,7 +337,7 @@ def extend_tokenizer(init: str, section: TokenizerSection, corpus: CorpusDocumen
     rows = read_config(init).vocab_size
     if rows != vocab_size_of(tokenizer):  # the new words' ids must be the rows right after the old ones
         raise ConfigError(f"{init} embeds {rows} rows but its tokenizer has {vocab_size_of(tokenizer)} ids; "
-                          "tokenizer.extend_vocab needs the two equal: remove tokenizer.extend_vocab")
+                          "tokenizer.extend_vocab needs the two equal: --set tokenizer.extend_vocab=0")
     extension = words_to_add(tokenizer, corpus.lines(), section.extend_vocab, section.min_frequency)
     if not extension.words:  # every frequent word is already one piece, or none is frequent enough
         print(f"pretrain: no word of data.corpus added to the {len(tokenizer)} pieces of {init}: none that "
@@ -705,7 +705,7 @@ def check_shard_tokenizer(cfg: PretrainConfig) -> None:
         return
     if cfg.tokenizer.extend_vocab:
         raise ConfigError(f"data.corpus {cfg.data.corpus} holds prepared token ids, and tokenizer.extend_vocab "
-                          "needs the text: set data.corpus to the text files, or remove tokenizer.extend_vocab")
+                          "needs the text: set data.corpus to the text files, or --set tokenizer.extend_vocab=0")
     if not (cfg.tokenizer.path or cfg.model.get("init")):
         raise ConfigError(f"data.corpus {cfg.data.corpus} holds token ids prepared by bertkit prepare; name the "
                           "tokenizer they were prepared with: --set tokenizer.path=DIR (the --tokenizer given to "

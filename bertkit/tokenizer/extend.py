@@ -36,7 +36,7 @@ def check_wordpiece(tokenizer: Tokenizer) -> dict:
     spec = json.loads(tokenizer.backend_tokenizer.to_str())
     if tokenizer.kind != "wordpiece" or spec["model"]["type"] != "WordPiece":
         raise ConfigError("tokenizer.extend_vocab grows WordPiece vocabularies (BERT's); this checkpoint's "
-                          f"tokenizer is {tokenizer.kind} ({spec['model']['type']}): remove tokenizer.extend_vocab")
+                          f"tokenizer is {tokenizer.kind} ({spec['model']['type']}): --set tokenizer.extend_vocab=0")
     return spec
 
 
