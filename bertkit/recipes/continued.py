@@ -320,7 +320,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--split", default="train", choices=("train", "dev", "test"))
     p.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    n = write_bbc_split_corpus(args.out, args.topics, args.split)
+    try:
+        n = write_bbc_split_corpus(args.out, args.topics, args.split)
+    except (ConfigError, DataError) as err:  # a misspelt topic: the one line, as bertkit's commands give it
+        parser.error(str(err))
     print(f"wrote {n} articles to {args.out}")
     return 0
 

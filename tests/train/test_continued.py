@@ -191,3 +191,15 @@ def test_init_continues_the_modern_encoder_with_its_head_or_a_new_one(tmp_path):
     assert trainable == {"head.dense.weight", "head.norm.weight", "decoder.bias"}
     with pytest.raises(ConfigError, match="holds a 'modernbert' model"):
         build_model(parse_config({"model": {"init": full, "model_type": "bert"}}), 120, 0)
+
+
+def test_the_bbc_corpus_script_says_a_misspelt_topic_in_one_line(tmp_path, capsys):
+    """It printed a traceback ending in the ConfigError."""
+    from bertkit.recipes.continued import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["bbc-corpus", "--topics", "business", "sport", "--out", str(tmp_path / "x.jsonl")])
+    assert stop.value.code == 2
+    assert "error: unknown BBC topic 'sport'; use some of business, entertainment, politics, sports, tech" in \
+        capsys.readouterr().err
+    assert not (tmp_path / "x.jsonl").exists()
