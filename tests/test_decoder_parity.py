@@ -240,6 +240,17 @@ def test_decoder_mistakes_are_clear_errors():
         EncoderDecoderConfig(BertConfig(**TINY), BertConfig(**TINY, is_decoder=True))
 
 
+
+def test_warm_start_keywords_it_does_not_take_are_refused_by_name(tmp_path):
+    """tie_encoder_decoder=True had been a bare TypeError from the config's constructor."""
+    BertModel(BertConfig(**TINY)).save_pretrained(tmp_path / "enc")
+    enc = str(tmp_path / "enc")
+    with pytest.raises(ConfigError, match="tie_encoder_decoder=True .* is not supported"):
+        EncoderDecoderModel.from_encoder_decoder_pretrained(enc, enc, tie_encoder_decoder=True)
+    with pytest.raises(ConfigError, match="got eos_id=, which it does not take; its special ids are"):
+        EncoderDecoderModel.from_encoder_decoder_pretrained(enc, enc, eos_id=3)
+
+
 @pytest.mark.parametrize("queries,keys,padded", [(7, 7, False), (7, 7, True), (3, 7, True), (1, 7, False)])
 def test_causal_kernels_agree_with_the_definition(queries, keys, padded):
     from bertkit.models.attention import KERNELS, AttentionCall

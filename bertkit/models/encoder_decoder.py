@@ -40,6 +40,8 @@ from bertkit.models.encoder import BertModel, EncoderOutput, ModelOutput
 # Keys of transformers' EncoderDecoderConfig that this class reads; the rest is kept in `extra`.
 _ID_KEYS = ("decoder_start_token_id", "pad_token_id", "eos_token_id")
 _DERIVED_KEYS = ("model_type", "is_encoder_decoder")  # always written, never read
+TIED_REFUSAL = ("tie_encoder_decoder=True (one set of weights for encoder and decoder) is not supported; "
+                "save the model with tie_encoder_decoder=False")
 
 
 @dataclass
@@ -68,8 +70,7 @@ class EncoderDecoderConfig:
             raise ConfigError(f"the encoder is model_type={self.encoder.model_type!r}; encoder-decoders here are "
                               "BERT2BERT: use a model_type='bert' encoder")
         if self.extra.get("tie_encoder_decoder"):
-            raise ConfigError("tie_encoder_decoder=True (one set of weights for encoder and decoder) is not "
-                              "supported; save the model with tie_encoder_decoder=False")
+            raise ConfigError(TIED_REFUSAL)
         for name in _ID_KEYS:
             value = getattr(self, name)
             ids = value if isinstance(value, list) else [value]
@@ -178,6 +179,13 @@ class EncoderDecoderModel(Generates, PretrainedMixin, nn.Module):
         change both configs (dropout), `decoder_overrides` the decoder's only (num_hidden_layers=N
         keeps the checkpoint's first N layers); `ids`: the special ids of EncoderDecoderConfig
         (decoder_start_token_id, pad_token_id, eos_token_id)."""
+        if ids.pop("tie_encoder_decoder", False):  # transformers' option; False is what happens anyway
+            raise ConfigError(TIED_REFUSAL)
+        unknown = [name for name in ids if name not in _ID_KEYS]
+        if unknown:
+            raise ConfigError(f"from_encoder_decoder_pretrained got {unknown[0]}=, which it does not take; "
+                              f"its special ids are {', '.join(_ID_KEYS)}, and config_overrides / "
+                              "decoder_overrides change the two configs")
         for directory in (encoder_dir, decoder_dir):
             if not isinstance(read_config(directory), BertConfig):
                 raise ConfigError(f"{directory} is not a BERT-family checkpoint; an encoder-decoder is built "
