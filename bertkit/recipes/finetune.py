@@ -55,7 +55,8 @@ from bertkit.runtime.run_dir import (check_apart, check_saved_options, list_chec
 from bertkit.tasks import (BUILTIN_DATA, SUMMARY_FILE, TASKS, Collator, DataConfig, Task, TaskSpec,
                            baseline_metrics, batching_length, builtin_labels, clean_metrics, evaluate_examples,
                            get_task, load_examples, parse_source, subsample)
-from bertkit.tasks.baseline import summary_entry as tfidf_summary, trivial_entry
+from bertkit.tasks.baseline import (has_tfidf_baseline, summary_entry as tfidf_summary, training_data_record,
+                                    trivial_entry)
 from bertkit.tasks.builtin import default_dev
 from bertkit.tasks.formats import build_label_map, check_labels_known, count_shared, text_key
 from bertkit.tasks.long_text import check_long_text_task
@@ -246,6 +247,7 @@ def balanced_weights(features: Sequence[dict], num_labels: int) -> torch.Tensor:
     return torch.tensor(len(labels) / (num_labels * counts), dtype=torch.float32)
 
 
+ANNOUNCE_BASELINE_FROM = 5_000  # training texts from which the TF-IDF fit takes long enough to be said
 MODEL_FILES_MARKERS = ("model.safetensors", "pytorch_model.bin", "adapter_model.safetensors", SUMMARY_FILE)
 RUN_FILE = "finetune_config.json"  # the options of the run, checked when it is resumed
 
@@ -533,8 +535,27 @@ def _finetune(task_name: Task | str, model_dir: str, train_source: str, dev_sour
             publish_best(work, keeper.best_dir)
             summary = run_summary(data, recipe, train_config, model, features, trainer.step, steps_per_epoch,
                                   keeper, metric, model_dir, train_source, started)
+            atomic_write_json(os.path.join(work, SUMMARY_FILE), summary)  # a whole model before the baseline
+            summary = {**summary, "tfidf_baseline": tfidf_baseline(data, recipe, train_source, metric, keeper),
+                       "wall_time_s": round(time.time() - started, 1)}
             atomic_write_json(os.path.join(work, SUMMARY_FILE), summary)
     return summary
+
+
+def tfidf_baseline(data: TaskData, recipe: Recipe, train_source: str, metric: str, keeper: BestKeeper) -> dict | None:
+    """The summary's `tfidf_baseline` (tasks/baseline.py), fitted after the model is saved: on a
+    large training set it is the slowest part after training, so it is announced, and Ctrl-C
+    while it runs skips it rather than the run."""
+    enabled = recipe.options.baseline and has_tfidf_baseline(data.task.name)
+    if enabled and len(data.train) >= ANNOUNCE_BASELINE_FROM:
+        print(f"TF-IDF baseline: fitting on {len(data.train):,} training texts, one model per value of C "
+              f"(Ctrl-C skips it; the model is saved)", flush=True)
+    try:
+        return tfidf_summary(recipe.options.baseline, data.task.name, train_source, data.train, data.dev,
+                             recipe.data, recipe.train.seed, metric, keeper.tie_metric)
+    except KeyboardInterrupt:
+        return {"note": "TF-IDF baseline: skipped (Ctrl-C while it was fitted)",
+                **training_data_record(train_source, data.train, recipe.data, recipe.train.seed)}
 
 
 def train_task_model(work: str, recipe: Recipe, data: TaskData, tokenizer, models: tuple, features, metric: str,
@@ -593,8 +614,7 @@ def run_summary(data: TaskData, recipe: Recipe, train_config: TrainConfig, model
         "best_dev": clean_metrics(keeper.best_metrics),
         "dev_baseline": clean_metrics(baseline_metrics(data.spec, data.train, data.dev)),
         "reference_baseline": clean_metrics(data.task.reference(data.dev)) if data.task.reference else None,
-        "tfidf_baseline": tfidf_summary(recipe.options.baseline, data.task.name, train_source, data.train, data.dev,
-                                        recipe.data, recipe.train.seed, metric, keeper.tie_metric),
+        "tfidf_baseline": None,  # fitted after the model is saved (tfidf_baseline)
         "trivial_baseline": trivial_entry(recipe.options.baseline, data.task, train_source, data.train, recipe.data,
                                           recipe.train.seed),
         "dev_history": [clean_metrics(row) for row in keeper.history],
