@@ -27,8 +27,8 @@ from bertkit.data.corpus import Corpus, open_corpus
 from bertkit.data.shards import META, ShardedCorpus, prepare_shards
 from bertkit.errors import ConfigError
 
-__all__ = ["CorpusDocuments", "first", "complete_shards", "is_shard_directory", "origin_changes", "shard_documents", "shard_origin",
-           "split_documents"]
+__all__ = ["CorpusDocuments", "first", "complete_shards", "is_shard_directory", "origin_changes", "shard_documents",
+           "shard_origin", "split_documents"]
 
 
 def first(docs: Iterable, n: int) -> Iterator:
@@ -152,15 +152,16 @@ def origin_changes(old, new: dict) -> str | None:
 
 
 def shard_documents(corpus: CorpusDocuments, tokenizer, directory: str, *, is_main: bool = True,
-                    barrier: Callable[[], None] | None = None) -> ShardedCorpus:
-    """A `ShardedCorpus` of `corpus`, tokenized into `directory` once and rebuilt when the corpus
-    or its settings change, or the corpus's source itself when it already is a shard directory."""
+                    barrier: Callable[[], None] | None = None, progress: bool = False) -> ShardedCorpus:
+    """A `ShardedCorpus` of `corpus`, tokenized into `directory` once (with a progress bar when
+    `progress`) and rebuilt when the corpus or its settings change, or the corpus's source itself
+    when it already is a shard directory."""
     if is_shard_directory(corpus.source):
         return ShardedCorpus(corpus.source, expected_vocab=tokenizer)
     if is_main:
         origin = shard_origin(corpus.source, corpus.opened(), corpus.max_documents)
         if not complete_shards(directory, origin):
-            prepare_shards(corpus, tokenizer, directory, progress=False, resume=_drop_stale(directory, origin),
+            prepare_shards(corpus, tokenizer, directory, progress=progress, resume=_drop_stale(directory, origin),
                            built_from=origin)
     if barrier is not None:
         barrier()  # the other processes open the shards once the main one has written them

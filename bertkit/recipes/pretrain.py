@@ -318,6 +318,9 @@ def tokenizer_and_config(cfg: PretrainConfig, corpus: CorpusDocuments, out_dir: 
         ctx.barrier()  # the other ranks look at the directory only after it is settled
     if not os.path.exists(os.path.join(directory, "tokenizer.json")):
         if ctx.is_main:
+            if not given:  # minutes on a large corpus, before any other line: say what runs
+                print(f"pretrain: training a {cfg.tokenizer.kind} tokenizer of {cfg.tokenizer.vocab_size:,} tokens "
+                      f"on data.corpus", flush=True)
             made = extend_tokenizer(given, cfg.tokenizer, corpus) if given else train_tokenizer(cfg.tokenizer, corpus)
             config = configure(made)
             made.save_pretrained(directory)
@@ -464,10 +467,10 @@ class PretrainData:
 
 
 def build_data(d: DataSection, t: TrainConfig, objective: Objective, tokenizer, corpus: CorpusDocuments,
-               out_dir: str, ctx: DistContext) -> PretrainData:
+               out_dir: str, ctx: DistContext, progress: bool = False) -> PretrainData:
     """Shards of `corpus` -> train/held-out documents -> examples -> batches collated by the objective."""
     docs = shard_documents(corpus, tokenizer, os.path.join(out_dir, "shards"), is_main=ctx.is_main,
-                           barrier=ctx.barrier)
+                           barrier=ctx.barrier, progress=progress)
     train_docs, eval_docs = split_documents(len(docs), d.eval_fraction, t.seed)
     rules = cleaning_rules(d)
     docs, train_docs = clean_training(rules, "corpus", docs, train_docs, eval_docs, tokenizer, out_dir, ctx.is_main)
@@ -644,7 +647,7 @@ def run_pretraining(cfg: PretrainConfig, out_dir: str, resume: bool = False, pro
     corpus = CorpusDocuments(cfg.data.corpus, cfg.data.mode, cfg.data.max_documents,
                              keep=reads_text and not cfg.data.streaming, text_field=cfg.data.text_field)
     tokenizer, config = tokenizer_and_config(cfg, corpus, out_dir, ctx)
-    data = build_data(cfg.data, cfg.train, objective, tokenizer, corpus, out_dir, ctx)
+    data = build_data(cfg.data, cfg.train, objective, tokenizer, corpus, out_dir, ctx, progress)
     del corpus  # the shards hold the documents now: their text is not kept while training
     model = make_model(cfg, tokenizer, config)
     if ctx.is_main:
