@@ -24,7 +24,7 @@ from bertkit.inference.quantize import inference_copy
 from bertkit.tasks.baseline import (describe, describe_reference, has_tfidf_baseline, score_like_finetune,
                                    score_trivial)
 from bertkit.tasks import (TASKS, check_model_labels, clean_metrics, evaluate_examples,
-                           load_examples, load_for_inference, subsample)
+                           load_examples, load_for_inference, showing_progress, subsample)
 from bertkit.settings.config_io import split_override
 from bertkit.tasks.common import TruncationWarning
 from bertkit.train.distributed import init_distributed, leave
@@ -101,7 +101,7 @@ def score(args, ctx):
     if unseen and ctx.is_main:
         print(f"{len(unseen)} label(s) the model never saw ({', '.join(unseen[:10])}"
               f"{', ...' if len(unseen) > 10 else ''}): counted as errors", file=sys.stderr)
-    with running_in(args, ctx.device), warnings.catch_warnings():
+    with running_in(args, ctx.device), warnings.catch_warnings(), showing_progress("evaluate" if ctx.is_main else None):
         if not any(split_override(item)[0] == "data.max_length" for item in args.set):
             # the length the model was fine-tuned at: texts are cut as they were in training
             warnings.simplefilter("ignore", TruncationWarning)

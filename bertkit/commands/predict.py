@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 
 from bertkit.inference.quantize import inference_copy
-from bertkit.tasks import TASKS, load_for_inference, prediction_rows, read_prediction_input
+from bertkit.tasks import TASKS, load_for_inference, prediction_rows, read_prediction_input, showing_progress
 
 from bertkit.commands.options import (STDOUT, add_device, add_int8, add_precision, add_set, device_of, resolve_models,
                                       running_in, write_stream)
@@ -44,7 +44,7 @@ def run(args) -> int:
     model, tokenizer, spec = load_for_inference(args.model, args.task, args.set)
     model = inference_copy(model, tokenizer, args.int8, device, args.precision)
     inputs = read_prediction_input(spec.task, args.input, spec.data)
-    with running_in(args, device):
+    with running_in(args, device), showing_progress("predict"):  # a bar over the model's batches (stderr)
         rows = prediction_rows(model, tokenizer, spec, inputs, name=args.input)
     write_stream(args.output, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
     if args.output != STDOUT:  # on stdout the rows are the whole output

@@ -15,6 +15,7 @@ from typing import Iterable
 from tqdm import tqdm
 
 LOG_EVERY_S = 60.0  # seconds between progress lines in a log (not a terminal)
+FIRST_LINE_S = 10.0  # the first one sooner: the total and the rate, before a minute of silence
 
 
 def on_terminal() -> bool:
@@ -55,7 +56,8 @@ class LogLines:
 
     def update(self, n: int = 1) -> None:
         self.n += n
-        if time.monotonic() - self.last_line >= LOG_EVERY_S:
+        wait = LOG_EVERY_S if self.last_line > self.started else min(FIRST_LINE_S, LOG_EVERY_S)
+        if time.monotonic() - self.last_line >= wait:
             self._line()
 
     def set_postfix(self, refresh: bool = True, **values) -> None:

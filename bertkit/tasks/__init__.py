@@ -17,7 +17,7 @@ from bertkit.tasks.builtin import BUILTIN_DATA, builtin_labels, builtin_splits, 
 from bertkit.tasks.export import export_directory
 from bertkit.tasks.common import (SUMMARY_FILE, Collator, DataConfig, PredictionInput, TaskSpec, batching_length,
                                   clean_metrics, eval_order, feature_length, forward_features, json_float, model_labels,
-                                  subsample)
+                                  showing_progress, subsample)
 from bertkit.tasks.inference import (baseline_metrics, check_model_labels, evaluate_examples, load_for_inference,
                                      load_model, prediction_rows, read_prediction_input, read_spec)
 from bertkit.tasks.registry import TASKS, get_task, register_task, task_of_config
@@ -28,7 +28,7 @@ __all__ = [
     "BUILTIN_DATA", "builtin_labels", "builtin_splits", "load_examples", "parse_source",
     "SUMMARY_FILE", "Collator", "DataConfig", "PredictionInput", "TaskSpec", "batching_length", "clean_metrics",
     "eval_order",
-    "feature_length", "forward_features", "json_float", "model_labels", "subsample",
+    "feature_length", "forward_features", "json_float", "model_labels", "showing_progress", "subsample",
     "export_directory", "baseline_metrics", "check_model_labels", "evaluate_examples", "load_for_inference", "load_model",
     "prediction_rows", "read_prediction_input", "read_spec",
 ]

@@ -13,6 +13,8 @@ padding costs more than a forward call (`data.batches.length_batches`, as
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import math
 import warnings
@@ -27,6 +29,7 @@ from bertkit.errors import ConfigError, DataError
 from bertkit.data.batches import fixed_batches, length_batches, pad_rows
 from bertkit.inference.overlap import HostCopy, run_one_ahead
 from bertkit.runtime.devices import copy_without_wait
+from bertkit.runtime.progress import progress
 from bertkit.tasks.long_text import check_long_text
 
 SUMMARY_FILE = "finetune_summary.json"  # written last by `bertkit finetune`: marks a finished run
@@ -215,6 +218,21 @@ def subsample(examples: list, limit: int, seed: int) -> list:
 
 
 # ---------------------------------------------------------------------------- inference
+# The bar `forward_features` shows: named by a command that runs a model over a whole file
+# (predict, evaluate), None inside training, whose dev evaluations run beside the training bar.
+_PROGRESS: contextvars.ContextVar[str | None] = contextvars.ContextVar("forward_progress", default=None)
+
+
+@contextlib.contextmanager
+def showing_progress(desc: str):
+    """Within it, `forward_features` shows a progress bar named `desc` (the tasks' decode calls it)."""
+    token = _PROGRESS.set(desc)
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
+
+
 @torch.no_grad()
 def forward_features(model, features: Sequence[dict], batch_size: int, pad_token_id: int,
                      batching: str = "length") -> list:
@@ -248,10 +266,15 @@ def forward_features(model, features: Sequence[dict], batch_size: int, pad_token
         for row, i in enumerate(index):
             outputs[i] = logits[row, :len(features[i]["input_ids"])] if token_level else logits[row]
 
+    batches = eval_order(features, batch_size, cut=batching == "length")
+    desc = _PROGRESS.get()
+    shown = progress(batches, desc=desc, unit="batch") if desc and len(batches) > 1 else batches
     try:
-        run_one_ahead(eval_order(features, batch_size, cut=batching == "length"), launch, collect)
+        run_one_ahead(shown, launch, collect)
     finally:
         model.train(was_training)
+        if shown is not batches:
+            shown.close()
     return outputs
 
 

@@ -153,9 +153,9 @@ def test_classification_predict_and_evaluate_from_files(tiny, capsys, tmp_path):
     assert BertForSequenceClassification.from_pretrained(out).config.id2label == {0: "business", 1: "sport"}
     assert set(json.loads(stdout.strip().splitlines()[-1])) == {"accuracy", "macro_f1", "loss", "baselines"}
     (tmp_path / "in.txt").write_text("the striker scored\nthe bank cut rates\n", encoding="utf-8")
-    code, _, _ = run_cli(["predict", "--model", out, "--input", str(tmp_path / "in.txt"), "--output",
-                          str(tmp_path / "p.jsonl")], capsys)
-    assert code == 0
+    code, _, err = run_cli(["predict", "--model", out, "--input", str(tmp_path / "in.txt"), "--output",
+                            str(tmp_path / "p.jsonl"), "--set", "data.eval_batch_size=1"], capsys)
+    assert code == 0 and "predict: 2/2 batch (100%)" in err  # 100,000 lines had run with no word for minutes
     rows = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
     assert len(rows) == 2
     for row in rows:
@@ -169,8 +169,8 @@ def test_classification_predict_and_evaluate_from_files(tiny, capsys, tmp_path):
     (tmp_path / "mixed.csv").write_text("text,label\nrain tomorrow,weather\nthe match ended 3 nil,sport\n",
                                         encoding="utf-8")
     code, stdout, err = run_cli(["evaluate", "--model", out, "--data", str(tmp_path / "mixed.csv"),
-                                 "--allow-unseen-labels"], capsys)
-    assert code == 0 and "(weather): counted as errors" in err
+                                 "--allow-unseen-labels", "--set", "data.eval_batch_size=1"], capsys)
+    assert code == 0 and "(weather): counted as errors" in err and "evaluate: 2/2 batch (100%)" in err
     metrics = json.loads(stdout.strip().splitlines()[-1])
     assert metrics["accuracy"] <= 0.5 and metrics["loss"] is None  # ln p(weather) = ln 0: no finite loss
     # evaluated on its own training file: said (the score is memory)

@@ -53,6 +53,18 @@ def test_a_log_file_gets_periodic_lines(tmp_path, capsys, monkeypatch):
     assert [line.split()[1] for line in lines] == [f"{i}/{STEPS}" for i in range(1, STEPS + 1)] + [f"{STEPS}/{STEPS}"]
 
 
+def test_the_first_log_line_comes_after_ten_seconds_the_others_every_minute(monkeypatch, capsys):
+    """A 100,000-line embed printed its first line after 87 s (the first minute had passed mid-batch)."""
+    now = [0.0]
+    monkeypatch.setattr(progress_module.time, "monotonic", lambda: now[0])
+    bar = progress_module.LogLines(total=100, desc="encode", unit="batch")
+    for seconds in (5, 11, 30, 70, 72):
+        now[0] = seconds
+        bar.update(1)
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split()[1] for line in lines] == ["2/100", "5/100"]  # at 11 s, then 60 s after it (72 s)
+
+
 def test_a_terminal_gets_the_bar(tmp_path, monkeypatch):
     terminal = Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
