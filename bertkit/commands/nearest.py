@@ -6,11 +6,18 @@ per line, or a table's text column) and the queries are embedded as `bertkit emb
 and each query's `--top` corpus texts by cosine are printed, best first, with their line (or row)
 number. `--output FILE.jsonl` also writes one JSON line per query: {"query", "matches": [{"rank",
 "index", "score", "text"}]}. Blank corpus lines are never matched.
+
+The corpus is embedded at every call (minutes for 50,000 texts on a CPU) unless
+`--corpus-embeddings FILE.npy` gives its vectors, written once by `bertkit embed --model DIR --input
+CORPUS --output FILE.npy`: one row per corpus line, checked against the corpus and the model (row
+count, width, and the first text embedded again) before they are used.
 """
 
 from __future__ import annotations
 
 import json
+
+import numpy as np
 
 from bertkit.errors import DataError
 from bertkit.inference.encode import SentenceEncoder
@@ -29,6 +36,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--text-column", default="text", help="the column a table's texts are in (default: text)")
     parser.add_argument("--top", type=int, default=5, help="matches per query")
     parser.add_argument("--output", help="also write the matches as JSON lines, one per query")
+    parser.add_argument("--corpus-embeddings", metavar="FILE.npy",
+                        help="the corpus's vectors from `bertkit embed` with this model (not embedded again)")
     add_device(parser)
     add_precision(parser)
 
@@ -41,6 +50,30 @@ def read_queries(args) -> list[str]:
     return queries
 
 
+def saved_vectors(path: str, corpus_path: str, corpus: list[str], kept: list[int], encoder) -> np.ndarray:
+    """The kept rows of `bertkit embed`'s .npy of the corpus, L2-normalised, after checking that it
+    has a row per corpus line, the model's width, and the first kept text's vector (so the file
+    was written from this corpus by this model)."""
+    try:
+        saved = np.load(path, allow_pickle=False)  # never unpickle
+    except (OSError, ValueError) as err:
+        raise DataError(f"--corpus-embeddings {path}: not a .npy array that bertkit embed writes ({err})") from None
+    fix = f"write it again: bertkit embed --model MODEL --input {corpus_path} --output {path}"
+    if saved.ndim != 2 or saved.shape[0] != len(corpus):
+        raise DataError(f"--corpus-embeddings {path} holds {saved.shape[0] if saved.ndim else 0} rows, and "
+                        f"{corpus_path} has {len(corpus)} texts; {fix}")
+    first = encoder.encode([corpus[kept[0]]], normalize=True)[0]
+    if saved.shape[1] != first.shape[0]:
+        raise DataError(f"--corpus-embeddings {path} has vectors of {saved.shape[1]} numbers, this model's have "
+                        f"{first.shape[0]}: another model wrote it; {fix}")
+    vectors = saved[kept].astype(np.float32)
+    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    if float(vectors[0] @ first) < 0.99:
+        raise DataError(f"--corpus-embeddings {path}: its row for line {kept[0] + 1} is not this model's vector of "
+                        f"that text (cosine {float(vectors[0] @ first):.3f}): another model or corpus wrote it; {fix}")
+    return vectors
+
+
 def run(args) -> int:
     resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
     if args.top < 1:
@@ -50,7 +83,10 @@ def run(args) -> int:
     device = device_of(args)
     encoder = SentenceEncoder.from_pretrained(args.model, device=device, precision=args.precision)
     precision_of(args, device)
-    vectors = encoder.encode([corpus[i] for i in kept], normalize=True)
+    if args.corpus_embeddings:
+        vectors = saved_vectors(args.corpus_embeddings, args.corpus, corpus, kept, encoder)
+    else:
+        vectors = encoder.encode([corpus[i] for i in kept], normalize=True)
     order, scores = top_matches(encoder.encode(queries, normalize=True), vectors, args.top)
     rows = []
     for query, found, score in zip(queries, order, scores):

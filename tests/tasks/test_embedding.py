@@ -252,6 +252,17 @@ def test_finetune_evaluate_predict_and_sentence_transformers_reads_the_result(ti
     assert [m["index"] for m in found["matches"]] != [] and 1 not in [m["index"] for m in found["matches"]]
     assert lines[0] == f"query: {texts[2]}" and lines[1].startswith("  1. 1.000  [4] ")
 
+    # the corpus's vectors written once by embed, read by nearest (it had embedded the corpus at every call)
+    run_cli(["embed", "--model", out, "--input", str(inputs), "--output", str(tmp_path / "c.npy")], capsys)
+    again = run_cli(["nearest", "--model", out, "--corpus", str(inputs), texts[2], "--top", "3",
+                     "--corpus-embeddings", str(tmp_path / "c.npy")], capsys)
+    assert again == lines
+    other = tmp_path / "other.txt"  # the same number of lines, other texts: not the vectors of this corpus
+    other.write_text(f"{PAIRS[5][0]}\n\n{texts[1]}\n{texts[2]}\n", encoding="utf-8")
+    code = main(["nearest", "--model", out, "--corpus", str(other), "x",
+                 "--corpus-embeddings", str(tmp_path / "c.npy")])
+    assert code == 2 and "is not this model's vector of that text" in capsys.readouterr().err
+
 
 def test_any_encoder_is_scored_as_an_embedding_model_before_fine_tuning(tiny, tmp_path, capsys):
     data = write_pairs(tmp_path / "pairs.jsonl", PAIRS)
