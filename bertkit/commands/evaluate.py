@@ -23,8 +23,9 @@ from bertkit.errors import ConfigError, DataError
 from bertkit.inference.quantize import inference_copy
 from bertkit.tasks.baseline import (describe, describe_reference, has_tfidf_baseline, score_like_finetune,
                                    score_trivial)
-from bertkit.tasks import (TASKS, check_model_labels, clean_metrics, evaluate_examples,
-                           load_examples, load_for_inference, showing_progress, subsample)
+from bertkit.tasks import (TASKS, check_model_labels, clean_metrics, load_examples, load_for_inference,
+                           predict_examples, showing_progress, subsample)
+from bertkit.tasks.metrics import per_class_prf
 from bertkit.settings.config_io import split_override
 from bertkit.tasks.common import TruncationWarning
 from bertkit.train.distributed import init_distributed, leave
@@ -48,6 +49,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--allow-unseen-labels", action="store_true",
                         help="score data holding labels the model never saw (they count as errors) "
                              "instead of refusing it")
+    parser.add_argument("--per-class", action="store_true",
+                        help="classification: also each class's precision, recall, F1 and support (a table, and "
+                             "\"per_class\" in the JSON line)")
     parser.add_argument("--no-baseline", action="store_true",
                         help="skip the baselines (classification, regression: the trivial one and TF-IDF + a "
                              "linear model, fitted again on the fine-tune's training data; other tasks: the "
@@ -61,7 +65,7 @@ def run(args) -> int:
     # the device is checked here, before anything loads; under torchrun each process scores 1/W of the examples
     ctx = init_distributed(args.device or "auto")
     try:
-        metrics, spec, examples = score(args, ctx)
+        metrics, spec, examples, predictions = score(args, ctx)
     except BaseException:
         leave(ctx, wait=False)  # a peer may have failed too: do not wait for it
         raise
@@ -85,13 +89,33 @@ def run(args) -> int:
             baselines, note = score_trivial(args.model, spec.task.name, spec.data, examples)
             print(f"trivial baseline: {json.dumps(baselines['trivial'])}" if baselines else note)
             line = {**line, "baselines": baselines} if baselines else line
+        if args.per_class:
+            line = {**line, "per_class": per_class_table(examples, predictions)}
         print(json.dumps(line))
     return 0
 
 
+def per_class_table(examples, predictions) -> dict:
+    """Each class's precision, recall, F1 and support (gold count), printed as a table; the
+    classes of gold and predictions alike, most frequent in the gold labels first."""
+    report = per_class_prf([e.label for e in examples], [label for label, _ in predictions])
+    order = sorted(report, key=lambda label: (-report[label]["support"], str(label)))
+    width = max(len(str(label)) for label in order)
+    print(f"{'class':<{width}}  precision  recall     f1  support")
+    for label in order:
+        row = report[label]
+        scores = f"{row['precision']:9.3f}  {row['recall']:6.3f}  {row['f1']:5.3f}"
+        print(f"{label!s:<{width}}  {scores}  {row['support']:7d}")
+    return {str(label): clean_metrics(report[label]) for label in order}
+
+
 def score(args, ctx):
-    """(metrics, spec, examples) of the model on the data; under torchrun from this rank's share."""
+    """(metrics, spec, examples, predictions) of the model on the data; under torchrun from this
+    rank's share."""
     model, tokenizer, spec = load_for_inference(args.model, args.task, args.set)
+    if args.per_class and spec.task.name != "classification":
+        raise ConfigError(f"--per-class scores the classes of classification; this is a {spec.task.name} model: "
+                          "drop --per-class")
     model = inference_copy(model, tokenizer, args.int8, ctx.device, args.precision)
     examples = load_examples(spec.task, args.data, "test", spec.data)
     if not examples:
@@ -105,5 +129,5 @@ def score(args, ctx):
         if not any(split_override(item)[0] == "data.max_length" for item in args.set):
             # the length the model was fine-tuned at: texts are cut as they were in training
             warnings.simplefilter("ignore", TruncationWarning)
-        metrics = evaluate_examples(model, tokenizer, spec, examples, name=args.data, ctx=ctx)
-    return metrics, spec, examples
+        predictions = predict_examples(model, tokenizer, spec, examples, name=args.data, ctx=ctx)
+    return spec.task.metrics(examples, predictions), spec, examples, predictions

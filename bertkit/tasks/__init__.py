@@ -19,7 +19,7 @@ from bertkit.tasks.common import (SUMMARY_FILE, Collator, DataConfig, Prediction
                                   clean_metrics, eval_order, feature_length, forward_features, json_float, model_labels,
                                   showing_progress, subsample)
 from bertkit.tasks.inference import (baseline_metrics, check_model_labels, evaluate_examples, load_for_inference,
-                                     load_model, prediction_rows, read_prediction_input, read_spec)
+                                     load_model, predict_examples, prediction_rows, read_prediction_input, read_spec)
 from bertkit.tasks.registry import TASKS, get_task, register_task, task_of_config
 from bertkit.tasks.spec import Task
 
@@ -30,5 +30,5 @@ __all__ = [
     "eval_order",
     "feature_length", "forward_features", "json_float", "model_labels", "showing_progress", "subsample",
     "export_directory", "baseline_metrics", "check_model_labels", "evaluate_examples", "load_for_inference", "load_model",
-    "prediction_rows", "read_prediction_input", "read_spec",
+    "predict_examples", "prediction_rows", "read_prediction_input", "read_spec",
 ]

@@ -103,22 +103,28 @@ def load_for_inference(model_dir: str, task: str | None = None, assignments: Seq
 # ---------------------------------------------------------------------------- evaluate
 def evaluate_examples(model, tokenizer, spec: TaskSpec, examples: Sequence, name: str = "data", ctx=None,
                       features: list | None = None) -> dict:
-    """The task's metrics of `model` on labelled `examples` (flat {name: float}).
+    """The task's metrics of `model` on labelled `examples` (flat {name: float}): of the
+    predictions `predict_examples` gives (its `ctx` and `features` too)."""
+    return spec.task.metrics(examples, predict_examples(model, tokenizer, spec, examples, name, ctx, features))
+
+
+def predict_examples(model, tokenizer, spec: TaskSpec, examples: Sequence, name: str = "data", ctx=None,
+                     features: list | None = None) -> list:
+    """The task's prediction of `model` for each of `examples`, in order.
 
     `features`: the examples' inference features (`spec.task.encode(..., training=False)`), for a
     caller that evaluates the same examples again and again (fine-tuning's dev set): encoded once.
     With `ctx` (a train.distributed.DistContext) of W > 1 processes, rank r decodes examples
     r, r + W, r + 2W, ...; the predictions are gathered back into order, so every rank returns
-    the metrics of all the examples for 1/W of the model's work (each rank encodes its share:
-    `features` are not used)."""
+    all of them for 1/W of the model's work (each rank encodes its share: `features` are not used)."""
     task = spec.task
     if ctx is None or not ctx.enabled:
-        return task.metrics(examples, task.decode(model, tokenizer, examples, spec, name, features))
+        return task.decode(model, tokenizer, examples, spec, name, features)
     share = list(examples[ctx.rank::ctx.world_size])
     predictions: list = [None] * len(examples)
     for rank, part in enumerate(ctx.gather(task.decode(model, tokenizer, share, spec, name) if share else [])):
         predictions[rank::ctx.world_size] = part
-    return task.metrics(examples, predictions)
+    return predictions
 
 
 def baseline_metrics(spec: TaskSpec, train: Sequence, examples: Sequence) -> dict:

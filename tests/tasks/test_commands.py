@@ -120,6 +120,13 @@ def test_tagger_reloads_in_transformers_auto_class(tagger):
         torch.testing.assert_close(ours(**batch).logits, theirs(**batch).logits, atol=1e-4, rtol=1e-4)
 
 
+def test_per_class_is_refused_for_a_task_without_classes_of_text(tagger, capsys, tmp_path):
+    data = tmp_path / "test.conll"
+    data.write_text("Alice B-PER\nlives O\n", encoding="utf-8")
+    code, _, err = run_cli(["evaluate", "--model", tagger, "--data", str(data), "--per-class"], capsys)
+    assert code == 2 and "--per-class scores the classes of classification; this is a token-classification" in err
+
+
 def test_evaluate_refuses_labels_the_model_never_saw(tagger, capsys, tmp_path):
     (tmp_path / "odd.conll").write_text("Paris B-LOC\nis O\nnice O\n\n", encoding="utf-8")
     code, _, err = run_cli(["evaluate", "--model", tagger, "--data", str(tmp_path / "odd.conll")], capsys)
@@ -173,6 +180,15 @@ def test_classification_predict_and_evaluate_from_files(tiny, capsys, tmp_path):
     assert code == 0 and "(weather): counted as errors" in err and "evaluate: 2/2 batch (100%)" in err
     metrics = json.loads(stdout.strip().splitlines()[-1])
     assert metrics["accuracy"] <= 0.5 and metrics["loss"] is None  # ln p(weather) = ln 0: no finite loss
+    # each class's scores (an imbalanced user had only accuracy and macro-F1); the same F1s macro-F1 averages
+    code, stdout, _ = run_cli(["evaluate", "--model", out, "--data", str(tmp_path / "train.csv"), "--per-class",
+                               "--no-baseline"], capsys)
+    printed = stdout.strip().splitlines()
+    report = json.loads(printed[-1])
+    assert code == 0 and set(report["per_class"]) == {"business", "sport"}
+    assert {row["support"] for row in report["per_class"].values()} == {12}
+    assert report["macro_f1"] == pytest.approx(sum(row["f1"] for row in report["per_class"].values()) / 2)
+    assert printed[-4].split() == ["class", "precision", "recall", "f1", "support"]
     # evaluated on its own training file: said (the score is memory)
     with pytest.warns(UserWarning, match=r"24 of the 24 evaluated texts are training texts of this model"):
         assert main(["evaluate", "--model", out, "--data", str(tmp_path / "train.csv")]) == 0
