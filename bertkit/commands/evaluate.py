@@ -25,7 +25,6 @@ from bertkit.tasks.baseline import (describe, describe_reference, has_tfidf_base
                                    score_trivial)
 from bertkit.tasks import (TASKS, check_model_labels, clean_metrics, load_examples, load_for_inference,
                            predict_examples, showing_progress, subsample)
-from bertkit.tasks.metrics import per_class_prf
 from bertkit.settings.config_io import split_override
 from bertkit.tasks.common import TruncationWarning
 from bertkit.train.distributed import init_distributed, leave
@@ -90,15 +89,14 @@ def run(args) -> int:
             print(f"trivial baseline: {json.dumps(baselines['trivial'])}" if baselines else note)
             line = {**line, "baselines": baselines} if baselines else line
         if args.per_class:
-            line = {**line, "per_class": per_class_table(examples, predictions)}
+            line = {**line, "per_class": per_class_table(spec.task.per_class(examples, predictions))}
         print(json.dumps(line))
     return 0
 
 
-def per_class_table(examples, predictions) -> dict:
-    """Each class's precision, recall, F1 and support (gold count), printed as a table; the
-    classes of gold and predictions alike, most frequent in the gold labels first."""
-    report = per_class_prf([e.label for e in examples], [label for label, _ in predictions])
+def per_class_table(report: dict) -> dict:
+    """The task's per-class report (precision, recall, F1, support = gold count) printed as a
+    table, most frequent class first; returned as JSON holds it."""
     order = sorted(report, key=lambda label: (-report[label]["support"], str(label)))
     width = max(len(str(label)) for label in order)
     print(f"{'class':<{width}}  precision  recall     f1  support")
@@ -113,7 +111,7 @@ def score(args, ctx):
     """(metrics, spec, examples, predictions) of the model on the data; under torchrun from this
     rank's share."""
     model, tokenizer, spec = load_for_inference(args.model, args.task, args.set)
-    if args.per_class and spec.task.name != "classification":
+    if args.per_class and spec.task.per_class is None:
         raise ConfigError(f"--per-class scores the classes of classification; this is a {spec.task.name} model: "
                           "drop --per-class")
     model = inference_copy(model, tokenizer, args.int8, ctx.device, args.precision)

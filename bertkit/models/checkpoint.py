@@ -230,6 +230,7 @@ class PretrainedMixin(TransformersHabits):
             f.write(save(state, metadata={"format": "pt"}))
         config.save_pretrained(directory)
         if tokenizer is not None:
+            warn_if_special_ids_differ(self.config, tokenizer)
             tokenizer.save_pretrained(directory)
 
     # ----------------------------------------------------------- loading
@@ -340,3 +341,17 @@ def _warn_about(report: LoadReport, name: str, directory: str) -> None:
 
 def _short(keys: list[str], n: int = 4) -> str:
     return ", ".join(keys[:n]) + (", ..." if len(keys) > n else "")
+
+
+def warn_if_special_ids_differ(config, tokenizer) -> None:
+    """Warn when config.json would name other special tokens than the tokenizer saved beside it
+    (a size preset's ids kept with another tokenizer): generation, transformers' pipelines and
+    fine-tuning read the config's ids."""
+    differ = [f"{name}={getattr(config, name)} (the tokenizer's is {getattr(tokenizer, name)})"
+              for name in ("pad_token_id", "cls_token_id", "sep_token_id")
+              if getattr(config, name, None) is not None and getattr(tokenizer, name, None) is not None
+              and getattr(config, name) != getattr(tokenizer, name)]
+    if differ:
+        warnings.warn(f"config.json's {', '.join(differ)}: the model's config names other tokens than its "
+                      "tokenizer; build the config with the tokenizer's ids (pad_token_id=tokenizer.pad_token_id, "
+                      "...)", stacklevel=3)

@@ -28,7 +28,7 @@ from bertkit.tasks.common import (DataConfig, PredictionInput, TaskSpec, check_t
                                   json_float, model_labels, sigmoid, softmax, truncation_warning)
 from bertkit.tasks.formats import TextExample, infer_task_kind, read_text_dataset
 from bertkit.tasks.long_text import fit_to_window, mean_by_owner
-from bertkit.tasks.metrics import accuracy, log_loss, macro_f1, micro_f1, pearson, spearman
+from bertkit.tasks.metrics import accuracy, log_loss, macro_f1, micro_f1, pearson, per_class_prf, spearman
 from bertkit.tasks.spec import Task, label_head_config
 
 ARCHITECTURES = architectures_for(BertForSequenceClassification)  # every family's name for the head
@@ -299,6 +299,7 @@ CLASSIFICATION = Task(
     architectures=ARCHITECTURES, lower_is_better=frozenset({"loss"}), refine=_multi_label_if_lists,
     variants=(MULTI_LABEL,), class_weights=True, blank_row=lambda example: {"label": None, "probabilities": None},
     distiller=TaskDistiller, export_outputs=LOGITS,
+    per_class=lambda examples, predictions: per_class_prf([e.label for e in examples], [p for p, _ in predictions]),
 )
 
 REGRESSION = Task(

@@ -69,6 +69,8 @@ class Task:
     starts_trained  the checkpoint is already a model of this task (an embedding model): fine-tuning
                     scores it on dev before the first step (train.eval_at_start), and keeps it when
                     no later evaluation beats it
+    per_class       (examples, predictions) -> {class: {"precision", "recall", "f1", "support"}}
+                    (`evaluate --per-class`); None: the task has no classes to report
     """
 
     name: str
@@ -100,6 +102,7 @@ class Task:
     reference: Callable[[Sequence], dict] | None = None
     peft: bool = True
     starts_trained: bool = False
+    per_class: Callable[[Sequence, Sequence], dict] | None = None
 
     @property
     def default_metric(self) -> str:

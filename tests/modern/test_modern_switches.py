@@ -237,3 +237,21 @@ def test_a_recipe_key_of_the_other_family_is_refused_by_name(model, key):
 
     with pytest.raises(ConfigError, match=f"model.{key} is a setting of the .* family .*remove model.{key}"):
         parse_config({"model": model})
+
+
+def test_saving_with_a_tokenizer_of_other_special_ids_warns(minilm_dir, tmp_path):
+    """The presets carry bertkit's WordPiece ids ([CLS]=2); saved beside MiniLM's tokenizer
+    ([CLS]=101) the config named other tokens, without a word."""
+    from bertkit import Tokenizer
+
+    tok = Tokenizer.from_pretrained(minilm_dir)
+    small = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=1, num_attention_heads=2)
+    preset = ModernBertForMaskedLM(ModernBertConfig.preset("mini", vocab_size=tok.vocab_size, **small))
+    with pytest.warns(UserWarning, match=r"cls_token_id=2 \(the tokenizer's is 101\)"):
+        preset.save_pretrained(tmp_path / "a", tokenizer=tok)
+    ids = dict(pad_token_id=tok.pad_token_id, cls_token_id=tok.cls_token_id, sep_token_id=tok.sep_token_id,
+               bos_token_id=tok.cls_token_id, eos_token_id=tok.sep_token_id)
+    matched = ModernBertForMaskedLM(ModernBertConfig.preset("mini", vocab_size=tok.vocab_size, **small, **ids))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        matched.save_pretrained(tmp_path / "b", tokenizer=tok)
