@@ -23,18 +23,18 @@ def run(args) -> int:
     metrics = pretrain(args.config, args.out, overrides, resume=args.resume, progress=not args.no_progress)
     if not is_main_process():  # a run under torchrun reports once (every rank returns its metrics)
         return 0
-    kept = ""
+    best = {k: metrics.pop(k) for k in list(metrics) if k.startswith("best_")}  # (replayed on a resume too)
+    clock = metrics.pop("stopped_by_clock_at", None)
     if not metrics:  # --resume of a run that had reached train.max_steps: no step, no evaluation
         print(f"nothing to train: the run in {args.out} had reached train.max_steps")
     else:
-        best = {k: metrics.pop(k) for k in list(metrics) if k.startswith("best_")}
-        clock = metrics.pop("stopped_by_clock_at", None)
         print(f"final: {metrics_text(metrics)}")
         if clock is not None:
             print(f"the time budget (train.max_minutes) ended the run at step {clock:,}")
-        if "best_step" in best:  # early stopping kept another step's model than the last
-            kept = (f" (early stopping kept step {best.pop('best_step')}: {metrics_text(best)}; the final line "
-                    "is the last step's)")
+    kept = ""
+    if "best_step" in best:  # early stopping kept another step's model than the last
+        tail = "; the final line is the last step's" if metrics else ""
+        kept = f" (early stopping kept step {best.pop('best_step')}: {metrics_text(best)}{tail})"
     model = final_model(args.out)
     print(f"model saved in {model}{kept}{not_a_model(model) if model else ''}")
     return 0

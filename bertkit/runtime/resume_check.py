@@ -29,6 +29,7 @@ from bertkit.errors import ConfigError
 MAY_CHANGE = frozenset({
     "train.max_steps", "train.epochs", "train.max_minutes",  # extend (or shorten) the run
     "train.eval_every", "train.evals_per_epoch", "train.save_every", "train.log_every", "train.keep_last",
+    "train.eval_at_start",  # read at step 0 only: a resumed run logged that evaluation, or never will
     "train.patience", "early_stopping.patience",  # wait longer (or less) before stopping early
     "train.device", "train.compile",  # where and how the same steps run
     "train.baseline",  # the TF-IDF baseline beside the score: computed after training, changes no step

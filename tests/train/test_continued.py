@@ -109,6 +109,12 @@ def test_continued_pretraining_evaluates_the_start_model_unless_told_not_to(mini
     assert parse_config({}).train.eval_at_start is False  # from scratch: a random model's loss says nothing
     assert parse_config({"model": {"init": minilm_dir}}).train.eval_at_start is True
     assert parse_config({"model": {"init": minilm_dir}}, ["train.eval_at_start=false"]).train.eval_at_start is False
+    # a run started before this default resumes: the step-0 evaluation is read at step 0 only
+    from bertkit.runtime.resume_check import check_resume_options
+
+    now = parse_config({"model": {"init": minilm_dir}}).to_dict()
+    before = {**now, "train": {**now["train"], "eval_at_start": False}}
+    check_resume_options(before, now, "runs/tapt")
 
 
 def test_general_mixing_ratio():

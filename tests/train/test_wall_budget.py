@@ -105,6 +105,14 @@ def test_resuming_a_finished_run_says_there_is_nothing_to_train(tmp_path, capsys
     out = capsys.readouterr().out
     assert f"nothing to train: the run in {tmp_path / 'run'} had reached train.max_steps\n" in out
     assert f"model saved in {tmp_path / 'run' / 'checkpoint-2'}\n" in out
+    # with early stopping the resumed keeper replays its evaluations: still nothing to train (it printed "final: ")
+    stopping = ["--config", CONFIG, "--out", str(tmp_path / "es"), "--no-progress",
+                *sets([*SMALL, "train.max_steps=2", "train.eval_every=1", "early_stopping.patience=5"])]
+    assert run_command("pretrain", stopping) == 0
+    capsys.readouterr()
+    assert run_command("pretrain", stopping + ["--resume"]) == 0
+    out = capsys.readouterr().out
+    assert "final:" not in out and "nothing to train" in out and "(early stopping kept step " in out
 
 
 def test_a_finished_run_scores_as_the_benchmark_arm(tmp_path, monkeypatch):
