@@ -296,7 +296,8 @@ def tokenizer_and_config(cfg: PretrainConfig, corpus: CorpusDocuments, out_dir: 
         if cfg.model.get("init"):
             return None
         try:
-            return model_config(cfg, vocab_size_of(tokenizer), tokenizer.pad_token_id)
+            return with_tokenizer_ids(model_config(cfg, vocab_size_of(tokenizer), tokenizer.pad_token_id),
+                                      tokenizer, cfg.model)
         except ConfigError as e:
             raise ConfigError(f"[model] {e}".replace("; fix it in config.json", "")) from None
 
@@ -400,6 +401,18 @@ def refuse_other_family_keys(overrides: dict, family) -> None:
             raise ConfigError(f"model.{key} is a setting of the {owners[0].name} family (model_type {types}); this "
                               f"run's model_type {overrides.get('model_type', 'bert')!r} is of the {family.name} "
                               f"family: remove model.{key}, or start from a recipe of the {owners[0].name} family")
+
+
+def with_tokenizer_ids(config, tokenizer, model_section: dict):
+    """`config` with the tokenizer's [CLS] and [SEP] ids (also as bos / eos) in the fields it has and
+    [model] leaves unset: a size preset carries bertkit WordPiece's (2, 3), which a BPE tokenizer
+    (0, 2) does not share, and config.json would name other tokens than the tokenizer beside it."""
+    ids = {"cls_token_id": tokenizer.cls_token_id, "sep_token_id": tokenizer.sep_token_id,
+           "bos_token_id": tokenizer.cls_token_id, "eos_token_id": tokenizer.sep_token_id}
+    fields = {f.name for f in dataclasses.fields(config)}
+    changes = {name: value for name, value in ids.items()
+               if name in fields and name not in model_section and value is not None and getattr(config, name) != value}
+    return config.replace(**changes) if changes else config
 
 
 def model_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int | None = None):

@@ -5,6 +5,7 @@ bad values refused."""
 
 import math
 import os
+from pathlib import Path
 import warnings
 
 import pytest
@@ -255,3 +256,18 @@ def test_saving_with_a_tokenizer_of_other_special_ids_warns(minilm_dir, tmp_path
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         matched.save_pretrained(tmp_path / "b", tokenizer=tok)
+
+
+def test_the_recipe_gives_the_config_a_bpe_tokenizers_special_ids(tmp_path):
+    """The default recipe with tokenizer.kind = "bpe" kept the preset's WordPiece ids ([CLS]=2,
+    [SEP]=3) beside a tokenizer whose are 0 and 2."""
+    from bertkit import Tokenizer
+    from bertkit.recipes.pretrain import load_config, model_config, with_tokenizer_ids
+
+    text = tmp_path / "text.txt"
+    text.write_text("the film won an award.\nshares in the bank fell on monday.\n" * 20, encoding="utf-8")
+    tok = Tokenizer.train_bpe([str(text)], vocab_size=300, show_progress=False)
+    cfg = load_config(str(Path(__file__).parents[2] / "configs" / "pretrain-tiny.toml"), ["tokenizer.kind=bpe"])
+    config = with_tokenizer_ids(model_config(cfg, tok.vocab_size, tok.pad_token_id), tok, cfg.model)
+    assert (config.cls_token_id, config.sep_token_id, config.bos_token_id, config.eos_token_id) == \
+        (tok.cls_token_id, tok.sep_token_id, tok.cls_token_id, tok.sep_token_id) != (2, 3, 2, 3)
