@@ -10,7 +10,7 @@ number. `--output FILE.jsonl` also writes one JSON line per query: {"query", "ma
 The corpus is embedded at every call (minutes for 50,000 texts on a CPU) unless
 `--corpus-embeddings FILE.npy` gives its vectors, written once by `bertkit embed --model DIR --input
 CORPUS --output FILE.npy`: one row per corpus line, checked against the corpus and the model (row
-count, width, and the first text embedded again) before they are used.
+count, width, and 8 texts spread over the corpus embedded again) before they are used.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from bertkit.io import atomic_open
 from bertkit.tasks.formats import read_texts
 from bertkit.tasks.retrieval import top_matches
 from bertkit.commands.options import add_device, add_precision, device_of, precision_of, resolve_models
+
+CHECKED_ROWS = 8  # corpus texts embedded again to check a --corpus-embeddings file
 
 
 def add_arguments(parser) -> None:
@@ -52,26 +54,33 @@ def read_queries(args) -> list[str]:
 
 def saved_vectors(path: str, corpus_path: str, corpus: list[str], kept: list[int], encoder) -> np.ndarray:
     """The kept rows of `bertkit embed`'s .npy of the corpus, L2-normalised, after checking that it
-    has a row per corpus line, the model's width, and the first kept text's vector (so the file
-    was written from this corpus by this model)."""
+    is a float array with a row per corpus line and the model's width, and that CHECKED_ROWS texts
+    spread over the corpus (first and last included) embed again to their rows: the file was
+    written from this corpus by this model (an edit elsewhere is not seen: embed again after one)."""
     try:
         saved = np.load(path, allow_pickle=False)  # never unpickle
     except (OSError, ValueError) as err:
         raise DataError(f"--corpus-embeddings {path}: not a .npy array that bertkit embed writes ({err})") from None
     fix = f"write it again: bertkit embed --model MODEL --input {corpus_path} --output {path}"
-    if saved.ndim != 2 or saved.shape[0] != len(corpus):
-        raise DataError(f"--corpus-embeddings {path} holds {saved.shape[0] if saved.ndim else 0} rows, and "
-                        f"{corpus_path} has {len(corpus)} texts; {fix}")
-    first = encoder.encode([corpus[kept[0]]], normalize=True)[0]
-    if saved.shape[1] != first.shape[0]:
+    if saved.ndim != 2 or not np.issubdtype(saved.dtype, np.floating):
+        raise DataError(f"--corpus-embeddings {path} is a {saved.dtype} array of shape {saved.shape}, not the "
+                        f"(texts, width) float vectors bertkit embed writes; {fix}")
+    if saved.shape[0] != len(corpus):
+        raise DataError(f"--corpus-embeddings {path} holds {saved.shape[0]} rows, and {corpus_path} has "
+                        f"{len(corpus)} texts; {fix}")
+    picks = sorted({kept[int(i)] for i in np.linspace(0, len(kept) - 1, min(CHECKED_ROWS, len(kept)))})
+    fresh = encoder.encode([corpus[i] for i in picks], normalize=True)
+    if saved.shape[1] != fresh.shape[1]:
         raise DataError(f"--corpus-embeddings {path} has vectors of {saved.shape[1]} numbers, this model's have "
-                        f"{first.shape[0]}: another model wrote it; {fix}")
-    vectors = saved[kept].astype(np.float32)
+                        f"{fresh.shape[1]}: another model wrote it; {fix}")
+    vectors = saved.astype(np.float32)
     vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-    if float(vectors[0] @ first) < 0.99:
-        raise DataError(f"--corpus-embeddings {path}: its row for line {kept[0] + 1} is not this model's vector of "
-                        f"that text (cosine {float(vectors[0] @ first):.3f}): another model or corpus wrote it; {fix}")
-    return vectors
+    for line, vector in zip(picks, fresh):
+        if float(vectors[line] @ vector) < 0.99:
+            raise DataError(f"--corpus-embeddings {path}: its row for line {line + 1} is not this model's vector of "
+                            f"that text (cosine {float(vectors[line] @ vector):.3f}): another model, corpus or "
+                            f"--max-length wrote it; {fix}")
+    return vectors[kept]
 
 
 def run(args) -> int:

@@ -248,6 +248,7 @@ def balanced_weights(features: Sequence[dict], num_labels: int) -> torch.Tensor:
 
 
 ANNOUNCE_BASELINE_FROM = 5_000  # training texts from which the TF-IDF fit takes long enough to be said
+BASELINE_SKIPPED = "TF-IDF baseline: skipped (Ctrl-C while it was fitted)"
 MODEL_FILES_MARKERS = ("model.safetensors", "pytorch_model.bin", "adapter_model.safetensors", SUMMARY_FILE)
 RUN_FILE = "finetune_config.json"  # the options of the run, checked when it is resumed
 
@@ -554,7 +555,7 @@ def tfidf_baseline(data: TaskData, recipe: Recipe, train_source: str, metric: st
         return tfidf_summary(recipe.options.baseline, data.task.name, train_source, data.train, data.dev,
                              recipe.data, recipe.train.seed, metric, keeper.tie_metric)
     except KeyboardInterrupt:
-        return {"note": "TF-IDF baseline: skipped (Ctrl-C while it was fitted)",
+        return {"note": BASELINE_SKIPPED,
                 **training_data_record(train_source, data.train, recipe.data, recipe.train.seed)}
 
 

@@ -53,15 +53,16 @@ import itertools
 import json
 import os
 import shutil
+import signal
 from dataclasses import dataclass
 from typing import Callable
 
-from bertkit.errors import ConfigError
+from bertkit.errors import ConfigError, RunInterrupted
 from bertkit.io import atomic_write_json, atomic_write_text, loads_json, read_text
 from bertkit.models.checkpoint import read_config
 from bertkit.models.families import family_of
 from bertkit.models.heads import BertForMultipleChoice, BertForSequenceClassification
-from bertkit.recipes.finetune import FinetuneOptions, finetune
+from bertkit.recipes.finetune import BASELINE_SKIPPED, FinetuneOptions, finetune
 from bertkit.runtime.run_dir import LOCK_FILE, check_apart, list_checkpoints, run_lock
 from bertkit.settings.config_io import dataclass_from_dict
 from bertkit.tasks import SUMMARY_FILE, get_task, parse_source
@@ -266,8 +267,12 @@ def run_trial(task: str, model_dir: str, sources: tuple, trial_dir: str, section
         own = sections.get("train", {}).get("max_minutes")
         extra["max_minutes"] = min(seconds_left / 60, own) if own else seconds_left / 60
     resume = os.path.isdir(trial_dir) and bool(list_checkpoints(trial_dir))
-    return finetune(task, model_dir, sources[0], sources[1], trial_dir,
-                    trial_sections(sections, settings, space, model_dir, extra), progress=progress, resume=resume)
+    summary = finetune(task, model_dir, sources[0], sources[1], trial_dir,
+                       trial_sections(sections, settings, space, model_dir, extra), progress=progress, resume=resume)
+    if (summary.get("tfidf_baseline") or {}).get("note") == BASELINE_SKIPPED:  # Ctrl-C stops the search too
+        raise RunInterrupted("stopped by SIGINT during trial 0's TF-IDF baseline (the trial is saved, without it); "
+                             "run the same command with --resume for the other trials", signal.SIGINT)
+    return summary
 
 
 def better(summary: dict, best: dict) -> bool:

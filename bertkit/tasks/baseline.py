@@ -121,7 +121,8 @@ def fit_linear(task_name: str, train: Sequence, vectorizer, features, strength: 
 
     if task_name == "regression":
         return FittedBaseline(task_name, vectorizer, Ridge(alpha=strength).fit(features, [float(e.label) for e in train]), [])
-    logistic = LogisticRegression(C=strength, max_iter=2000, solver="saga" if len(train) >= SAGA_FROM else "lbfgs")
+    solver = "saga" if len(train) >= SAGA_FROM else "lbfgs"
+    logistic = LogisticRegression(C=strength, max_iter=2000, solver=solver, random_state=0)  # (SAGA's order is drawn)
     if task_name == "multi-label-classification":
         binarizer = MultiLabelBinarizer()
         targets = binarizer.fit_transform([label_list(e.label) for e in train])

@@ -262,6 +262,10 @@ def test_finetune_evaluate_predict_and_sentence_transformers_reads_the_result(ti
     code = main(["nearest", "--model", out, "--corpus", str(other), "x",
                  "--corpus-embeddings", str(tmp_path / "c.npy")])
     assert code == 2 and "is not this model's vector of that text" in capsys.readouterr().err
+    other.write_text(f"{texts[0]}\n\n{texts[2]}\n{texts[1]}\n", encoding="utf-8")  # two later lines swapped
+    code = main(["nearest", "--model", out, "--corpus", str(other), "x",
+                 "--corpus-embeddings", str(tmp_path / "c.npy")])
+    assert code == 2 and "its row for line 3 is not this model's vector" in capsys.readouterr().err
 
 
 def test_any_encoder_is_scored_as_an_embedding_model_before_fine_tuning(tiny, tmp_path, capsys):

@@ -106,6 +106,19 @@ def test_a_time_budget_stops_starting_trials(files, tmp_path):
     assert [r["status"] for r in summary["search"]["trials"]] == ["done"] + ["not run (budget)"] * 3
 
 
+def test_ctrl_c_during_trial_0s_baseline_stops_the_search(files, tmp_path, monkeypatch, capsys):
+    """The fine-tune skips the baseline on Ctrl-C and ends normally; the search went on to trial 1."""
+    from bertkit.tasks import baseline
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(baseline, "choose_on_dev", interrupted)
+    calls = count_trials(monkeypatch)
+    root, tiny = files
+    assert run_search(root, tiny, str(tmp_path / "out")) == 130
+    assert len(calls) == 1 and "during trial 0's TF-IDF baseline" in capsys.readouterr().err
+
+
 def test_the_search_never_reads_the_test_split(files, tmp_path, monkeypatch):
     root, tiny = files
     read = []
