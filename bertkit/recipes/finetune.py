@@ -615,7 +615,10 @@ def run_summary(data: TaskData, recipe: Recipe, train_config: TrainConfig, model
         "best_dev": clean_metrics(keeper.best_metrics),
         "dev_baseline": clean_metrics(baseline_metrics(data.spec, data.train, data.dev)),
         "reference_baseline": clean_metrics(data.task.reference(data.dev)) if data.task.reference else None,
-        "tfidf_baseline": None,  # fitted after the model is saved (tfidf_baseline)
+        "tfidf_baseline": ({"note": "TF-IDF baseline: not computed, the run ended while it was fitted",
+                            **training_data_record(train_source, data.train, recipe.data, recipe.train.seed)}
+                           if recipe.options.baseline and has_tfidf_baseline(data.task.name) else None),
+        # (replaced by the fit, after the model is saved: tfidf_baseline)
         "trivial_baseline": trivial_entry(recipe.options.baseline, data.task, train_source, data.train, recipe.data,
                                           recipe.train.seed),
         "dev_history": [clean_metrics(row) for row in keeper.history],

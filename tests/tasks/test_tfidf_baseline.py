@@ -250,3 +250,25 @@ def test_ctrl_c_during_the_baseline_skips_it_and_keeps_the_model(bbc_files, caps
     assert record["train_examples"] == 120
     printed = run_cli(["evaluate", "--model", out, "--data", files["test"]], capsys)
     assert "accuracy" in json.loads(printed[-1])
+
+
+def test_a_run_killed_during_the_baseline_leaves_a_summary_that_says_so(bbc_files, capsys, monkeypatch, tmp_path):
+    """Killed there, the summary had said nothing of the baseline, and evaluate blamed
+    train.baseline=false or an older bertkit."""
+    root, tiny, data, files = bbc_files
+
+    def killed(*args, **kwargs):
+        raise SystemExit(137)  # what a kill looks like from inside: the process ends here
+    monkeypatch.setattr(baseline, "choose_on_dev", killed)
+    out = str(tmp_path / "clf")
+    with pytest.raises(SystemExit), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        main(["finetune", "--task", "classification", "--model", tiny, "--train", files["train"],
+              "--dev", files["dev"], "--out", out, *FAST])
+    with open(f"{out}/finetune_summary.json") as f:
+        note = json.load(f)["tfidf_baseline"]["note"]
+    assert note == "TF-IDF baseline: not computed, the run ended while it was fitted"
+    capsys.readouterr()
+    printed = run_cli(["evaluate", "--model", out, "--data", files["test"]], capsys)
+    assert "TF-IDF baseline: not computed, the run ended while it was fitted (then fine-tune again: --overwrite)" \
+        in printed
