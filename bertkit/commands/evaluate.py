@@ -112,8 +112,8 @@ def score(args, ctx):
     rank's share."""
     model, tokenizer, spec = load_for_inference(args.model, args.task, args.set)
     if args.per_class and spec.task.per_class is None:
-        raise ConfigError(f"--per-class scores the classes of classification; this is a {spec.task.name} model: "
-                          "drop --per-class")
+        raise ConfigError(f"--per-class scores the classes of (multi-label) classification; this is a "
+                          f"{spec.task.name} model: drop --per-class")
     model = inference_copy(model, tokenizer, args.int8, ctx.device, args.precision)
     examples = load_examples(spec.task, args.data, "test", spec.data)
     if not examples:

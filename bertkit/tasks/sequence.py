@@ -213,6 +213,12 @@ def label_set_metrics(examples, predictions) -> dict:
             "exact_match": accuracy(gold, predicted)}
 
 
+def per_class_scores(examples, predictions) -> dict:
+    """`evaluate --per-class`: each class's precision, recall, F1 and support, of single labels or
+    of label sets (a class counted in every set that holds it)."""
+    return per_class_prf([label_list(e.label) for e in examples], [p for p, _ in predictions])
+
+
 def regression_metrics(examples, predictions) -> dict:
     gold = np.asarray([e.label for e in examples], dtype=np.float64)
     predicted = np.asarray(predictions, dtype=np.float64)
@@ -280,6 +286,7 @@ MULTI_LABEL = Task(
     labels_of=lambda examples: [name for e in examples for name in label_list(e.label)],
     head_config=label_head_config("multi_label_classification"),
     blank_row=lambda example: {"labels": None, "probabilities": None}, export_outputs=LOGITS,
+    per_class=per_class_scores,
 )
 
 
@@ -299,7 +306,7 @@ CLASSIFICATION = Task(
     architectures=ARCHITECTURES, lower_is_better=frozenset({"loss"}), refine=_multi_label_if_lists,
     variants=(MULTI_LABEL,), class_weights=True, blank_row=lambda example: {"label": None, "probabilities": None},
     distiller=TaskDistiller, export_outputs=LOGITS,
-    per_class=lambda examples, predictions: per_class_prf([e.label for e in examples], [p for p, _ in predictions]),
+    per_class=per_class_scores,
 )
 
 REGRESSION = Task(

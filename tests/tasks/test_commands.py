@@ -124,7 +124,7 @@ def test_per_class_is_refused_for_a_task_without_classes_of_text(tagger, capsys,
     data = tmp_path / "test.conll"
     data.write_text("Alice B-PER\nlives O\n", encoding="utf-8")
     code, _, err = run_cli(["evaluate", "--model", tagger, "--data", str(data), "--per-class"], capsys)
-    assert code == 2 and "--per-class scores the classes of classification; this is a token-classification" in err
+    assert code == 2 and "--per-class scores the classes of (multi-label) classification; this is a token-classification" in err
 
 
 def test_evaluate_refuses_labels_the_model_never_saw(tagger, capsys, tmp_path):

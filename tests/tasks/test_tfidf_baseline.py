@@ -179,6 +179,12 @@ def test_multi_label_fits_one_logistic_regression_per_class(bbc_files, capsys):
     chosen = max(baseline.C_GRID, key=lambda c: micro[c])  # the first of equal scores
     assert (record["model"], record["value"]) == ("one_vs_rest_logistic_regression", chosen)
     assert record["dev"]["micro_f1"] == pytest.approx(micro[chosen])
+    # --per-class: each label of the sets, its support the rows that hold it
+    report = json.loads(run_cli(["evaluate", "--model", out, "--data", files["test"], "--per-class",
+                                 "--no-baseline"], capsys)[-1])["per_class"]
+    held = [label for e in data["test"] for label in tags(e)]
+    assert {label: row["support"] for label, row in report.items() if row["support"]} == \
+        {label: held.count(label) for label in set(held)}
 
 
 def test_the_trivial_multi_label_baseline_predicts_each_label_held_by_most_training_rows():
