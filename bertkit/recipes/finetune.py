@@ -249,6 +249,7 @@ def balanced_weights(features: Sequence[dict], num_labels: int) -> torch.Tensor:
 
 ANNOUNCE_BASELINE_FROM = 5_000  # training texts from which the TF-IDF fit takes long enough to be said
 BASELINE_SKIPPED = "TF-IDF baseline: skipped (Ctrl-C while it was fitted)"
+BASELINE_PENDING = "TF-IDF baseline: not computed, the run ended while it was fitted"  # replaced by the fit
 MODEL_FILES_MARKERS = ("model.safetensors", "pytorch_model.bin", "adapter_model.safetensors", SUMMARY_FILE)
 RUN_FILE = "finetune_config.json"  # the options of the run, checked when it is resumed
 
@@ -547,16 +548,26 @@ def tfidf_baseline(data: TaskData, recipe: Recipe, train_source: str, metric: st
     """The summary's `tfidf_baseline` (tasks/baseline.py), fitted after the model is saved: on a
     large training set it is the slowest part after training, so it is announced, and Ctrl-C
     while it runs skips it rather than the run."""
-    enabled = recipe.options.baseline and has_tfidf_baseline(data.task.name)
-    if enabled and len(data.train) >= ANNOUNCE_BASELINE_FROM:
+    if fits_tfidf(data, recipe) and len(data.train) >= ANNOUNCE_BASELINE_FROM:
         print(f"TF-IDF baseline: fitting on {len(data.train):,} training texts, one model per value of C "
               f"(Ctrl-C skips it; the model is saved)", flush=True)
     try:
         return tfidf_summary(recipe.options.baseline, data.task.name, train_source, data.train, data.dev,
                              recipe.data, recipe.train.seed, metric, keeper.tie_metric)
     except KeyboardInterrupt:
-        return {"note": BASELINE_SKIPPED,
-                **training_data_record(train_source, data.train, recipe.data, recipe.train.seed)}
+        return unfitted_baseline(BASELINE_SKIPPED, data, recipe, train_source)
+
+
+def fits_tfidf(data: TaskData, recipe: Recipe) -> bool:
+    return recipe.options.baseline and has_tfidf_baseline(data.task.name)
+
+
+def unfitted_baseline(note: str, data: TaskData, recipe: Recipe, train_source: str) -> dict | None:
+    """A `tfidf_baseline` entry without a fit: why (`note`), and the training data evaluate's
+    trivial baseline reads again; None for a run that fits no TF-IDF baseline."""
+    if not fits_tfidf(data, recipe):
+        return None
+    return {"note": note, **training_data_record(train_source, data.train, recipe.data, recipe.train.seed)}
 
 
 def train_task_model(work: str, recipe: Recipe, data: TaskData, tokenizer, models: tuple, features, metric: str,
@@ -615,10 +626,7 @@ def run_summary(data: TaskData, recipe: Recipe, train_config: TrainConfig, model
         "best_dev": clean_metrics(keeper.best_metrics),
         "dev_baseline": clean_metrics(baseline_metrics(data.spec, data.train, data.dev)),
         "reference_baseline": clean_metrics(data.task.reference(data.dev)) if data.task.reference else None,
-        "tfidf_baseline": ({"note": "TF-IDF baseline: not computed, the run ended while it was fitted",
-                            **training_data_record(train_source, data.train, recipe.data, recipe.train.seed)}
-                           if recipe.options.baseline and has_tfidf_baseline(data.task.name) else None),
-        # (replaced by the fit, after the model is saved: tfidf_baseline)
+        "tfidf_baseline": unfitted_baseline(BASELINE_PENDING, data, recipe, train_source),  # fitted once saved
         "trivial_baseline": trivial_entry(recipe.options.baseline, data.task, train_source, data.train, recipe.data,
                                           recipe.train.seed),
         "dev_history": [clean_metrics(row) for row in keeper.history],
