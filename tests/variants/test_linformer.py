@@ -139,6 +139,9 @@ def test_mlm_with_low_rank_attention_trains_saves_and_loads(tmp_path, sharing):
 def test_config_checks():
     with pytest.raises(ConfigError, match="attention_low_rank must be a positive"):
         config(attention_low_rank=0)
+    for too_many in (24, 30):  # max_position_embeddings is 24: k >= N projects nothing away
+        with pytest.raises(ConfigError, match=r"must be below max_position_embeddings \(24\)"):
+            config(attention_low_rank=too_many)
     with pytest.raises(ConfigError, match="not known"):
         config(attention_low_rank_sharing="per_head")
     for bad in (dict(position_embedding_type="relative_key"), dict(position_embedding_type="t5_bias"),

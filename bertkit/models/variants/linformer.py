@@ -127,6 +127,10 @@ def validate(config) -> None:
     if rank < 1:
         raise ConfigError(f"attention_low_rank must be a positive integer (Linformer uses 128-256) or unset "
                           f"for dense attention, got {rank}")
+    if rank >= config.max_position_embeddings:  # E, F would map N positions to k >= N rows: no saving
+        raise ConfigError(f"attention_low_rank ({rank}) must be below max_position_embeddings "
+                          f"({config.max_position_embeddings}): it projects that many positions to k rows, and "
+                          f"k >= N saves nothing (Linformer uses k = 128-256 at N = 512); lower it or unset it")
     if config.attention_low_rank_sharing not in LOW_RANK_SHARING:
         raise ConfigError(f"attention_low_rank_sharing {config.attention_low_rank_sharing!r} is not known; use one "
                           f"of {LOW_RANK_SHARING}")
