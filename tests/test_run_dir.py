@@ -37,7 +37,8 @@ def test_checkpoints_are_the_complete_ones_by_step(tmp_path):
 
 def test_a_checkpoint_is_continued_only_with_resume(tmp_path):
     existing = str(checkpoint(tmp_path, 4))
-    with pytest.raises(BertkitError, match="already holds checkpoint-4; pass --resume to continue it"):
+    with pytest.raises(BertkitError, match="already holds checkpoint-4; pass --resume to continue it, choose a new "
+                       r"--out directory, or delete it to train again \(rm -r "):
         refuse_unresumed(str(tmp_path), existing, resume=False)
     refuse_unresumed(str(tmp_path), existing, resume=True)
     refuse_unresumed(str(tmp_path), None, resume=False)  # nothing there: a new run

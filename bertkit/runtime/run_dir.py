@@ -41,6 +41,7 @@ import glob
 import json
 import os
 import re
+import shlex
 import shutil
 import socket
 import time
@@ -261,7 +262,8 @@ def refuse_unresumed(out_dir: str, existing: str | None, resume: bool) -> None:
     `resume`: it would mix its checkpoints and metrics into the old run's."""
     if existing and not resume:
         raise BertkitError(f"{out_dir} already holds {os.path.basename(existing)}; pass --resume to continue it, "
-                           "or choose a new --out directory")
+                           "choose a new --out directory, or delete it to train again (rm -r "
+                           f"{shlex.quote(out_dir)})")
 
 
 def check_saved_options(out_dir: str, record_file: str, current: dict, defaults: dict | None = None,
