@@ -363,6 +363,36 @@ def from_peft_lora_config(config: Any) -> LoraConfig:
                       modules_to_save=list(saved) if saved is not None else None)
 
 
+PEFT_PREFIX_KNOWN = ("task_type", "peft_type", "auto_mapping", "peft_version", "base_model_name_or_path",
+                     "revision", "inference_mode", "num_virtual_tokens", "modules_to_save", "encoder_hidden_size",
+                     "prefix_projection")
+
+
+def from_peft_prefix_config(config: Any) -> PrefixConfig:
+    """The `peft` library's PrefixTuningConfig as bertkit's PrefixConfig with PEFT's position
+    convention (shift_positions=True, saved in PEFT's format): num_virtual_tokens, prefix_projection
+    -> reparameterize, encoder_hidden_size -> projection_hidden, modules_to_save. The shape fields
+    PEFT fills from the model (token_dim, num_layers, ...) must be left unset; any other field away
+    from PEFT's default (init_weights="zero", ...) is refused by name. The prefixes start from
+    bertkit's "vocab" init (PEFT draws N(0, 1)): another starting point, the same model."""
+    values, defaults = config.to_dict(), type(config)().to_dict()
+    changed = [f"{k}={v!r}" for k, v in values.items() if k not in PEFT_PREFIX_KNOWN and v != defaults.get(k)
+               and (k, v) != ("num_transformer_submodules", 1)]  # 1: an encoder's, what PEFT fills in
+    if changed:
+        raise ConfigError(f"this peft.PrefixTuningConfig sets options bertkit's prefix tuning does not take "
+                          f"({', '.join(changed)}); drop them (the shapes come from the model), or train with peft")
+    if values.get("num_virtual_tokens") is None:
+        raise ConfigError("this peft.PrefixTuningConfig has no num_virtual_tokens: set it (e.g. 20)")
+    projection = bool(values.get("prefix_projection"))
+    if projection and values.get("encoder_hidden_size") is None:
+        raise ConfigError("this peft.PrefixTuningConfig has prefix_projection=True without encoder_hidden_size "
+                          "(PEFT then uses the model's hidden size): set encoder_hidden_size, the MLP's width")
+    saved = values.get("modules_to_save")
+    return PrefixConfig(num_virtual_tokens=values["num_virtual_tokens"], reparameterize=projection,
+                        projection_hidden=values.get("encoder_hidden_size") or PrefixConfig().projection_hidden,
+                        modules_to_save=list(saved) if saved is not None else None, shift_positions=True)
+
+
 def _read_peft_prefix(directory: str, peft_config: dict) -> SavedAdapter:
     """PEFT's PREFIX_TUNING directory: prompt_embeddings (P, L * 2 * H), heads under "base_model."."""
     path = os.path.join(directory, ADAPTER_CONFIG)

@@ -607,16 +607,19 @@ class PeftModel(nn.Module):
 
 
 def _bertkit_config(config: Any) -> PeftConfig:
-    """A bertkit method config as it is; the `peft` library's LoraConfig converted (same maths,
-    PEFT's field names: io.from_peft_lora_config); anything else refused, naming its module."""
+    """A bertkit method config as it is; the `peft` library's LoraConfig and PrefixTuningConfig
+    converted (same maths, PEFT's field names: io.from_peft_lora_config, from_peft_prefix_config);
+    anything else refused, naming its module."""
     if isinstance(config, tuple(CONFIG_CLASSES.values())):
         return config
     kind = type(config)
     library = kind.__module__.split(".")[0]
     if library == "peft" and kind.__name__ == "LoraConfig":
         return io.from_peft_lora_config(config)
-    hint = ("; bertkit converts only peft.LoraConfig: use bertkit.peft's configs (PrefixConfig(shift_positions=True) "
-            "is PEFT's prefix tuning)" if library == "peft" else "")
+    if library == "peft" and kind.__name__ == "PrefixTuningConfig":
+        return io.from_peft_prefix_config(config)
+    hint = ("; bertkit converts peft.LoraConfig and peft.PrefixTuningConfig (PEFT has no bottleneck adapters: "
+            "bertkit.peft.AdapterConfig)" if library == "peft" else "")
     raise ConfigError(f"expected bertkit.peft.LoraConfig, AdapterConfig or PrefixConfig, got "
                       f"{library}.{kind.__name__} ({kind.__module__}){hint}")
 

@@ -164,10 +164,44 @@ def test_peft_lora_config_is_converted_and_other_peft_configs_are_named(tmp_path
     fresh = bertkit.BertForSequenceClassification(tiny_config())
     with pytest.raises(bertkit.ConfigError, match=r"peft.LoraConfig sets options bertkit's LoRA does not implement \(use_dora=True\)"):
         get_peft_model(fresh, peft.LoraConfig(use_dora=True))
-    with pytest.raises(bertkit.ConfigError, match=r"got peft.PrefixTuningConfig .*converts only peft.LoraConfig.*"
-                                                  r"PrefixConfig\(shift_positions=True\)"):
-        get_peft_model(fresh, peft.PrefixTuningConfig(num_virtual_tokens=4))
+    with pytest.raises(bertkit.ConfigError, match=r"got peft.IA3Config .*converts peft.LoraConfig and "
+                                                  r"peft.PrefixTuningConfig"):
+        get_peft_model(fresh, peft.IA3Config())
     assert all(p.requires_grad for p in fresh.parameters())  # refused before anything changed
+
+
+def test_peft_prefix_tuning_config_is_converted_and_saves_what_peft_loads(tmp_path):
+    """peft.PrefixTuningConfig becomes PrefixConfig with PEFT's position convention; the trained
+    (here: random) prefixes save as PEFT's PREFIX_TUNING, which PEFT loads with bertkit's logits.
+    Shape fields PEFT fills from the model, other inits and a projection without a width are refused."""
+    from bertkit.peft import PrefixConfig
+
+    torch.manual_seed(0)
+    base = bertkit.BertForSequenceClassification(tiny_config())
+    base.save_pretrained(tmp_path / "base")
+    model = get_peft_model(base, peft.PrefixTuningConfig(task_type="SEQ_CLS", num_virtual_tokens=4),
+                           base_model_path=str(tmp_path / "base"))
+    assert model.peft_configs["default"] == PrefixConfig(num_virtual_tokens=4, shift_positions=True)
+    assert model.saved_modules["default"] == ["classifier"]
+    _randomise(model, 5)
+    model.eval()
+    model.save_pretrained(tmp_path / "prefix")
+    ids, mask = padded_batch()
+    theirs = peft.PeftModel.from_pretrained(_hf_classifier(tmp_path / "base"), str(tmp_path / "prefix")).eval()
+    with torch.no_grad():
+        expected = model(input_ids=ids, attention_mask=mask).logits
+        assert (theirs(input_ids=ids, attention_mask=mask).logits - expected).abs().max() < 1e-5
+
+    projected = peft.PrefixTuningConfig(num_virtual_tokens=3, prefix_projection=True, encoder_hidden_size=16)
+    fresh = bertkit.BertForSequenceClassification(tiny_config())
+    assert get_peft_model(fresh, projected).peft_configs["default"] == PrefixConfig(
+        num_virtual_tokens=3, reparameterize=True, projection_hidden=16, shift_positions=True)
+    for bad, match in ((dict(num_virtual_tokens=3, token_dim=64), r"does not take \(token_dim=64\)"),
+                       (dict(num_virtual_tokens=3, init_weights="zero"), r"\(init_weights='zero'\)"),
+                       (dict(num_virtual_tokens=3, prefix_projection=True), "without encoder_hidden_size"),
+                       (dict(), "no num_virtual_tokens")):
+        with pytest.raises(bertkit.ConfigError, match=match):
+            get_peft_model(bertkit.BertForSequenceClassification(tiny_config()), peft.PrefixTuningConfig(**bad))
 
 
 @pytest.mark.filterwarnings("ignore:.*were cut to data.max_length")
