@@ -324,8 +324,10 @@ class Trainer:
         self._agreed_clock = values[4]
         for name, value in zip(self.log_outputs, values[5:]):
             self.window[name] = self.window.get(name, 0.0) + value / world
-        if bar is not None:
-            bar.set_postfix(loss=f"{loss:.4f}", lr=f"{self._lr():.2e}")
+        if bar is not None:  # under a time budget the bar's step total is only an upper bound: say the time left
+            left = {} if self.config.max_minutes is None else {
+                "budget_left": f"{max(0.0, self.config.max_minutes - self._shared_clock() / 60):.1f}min"}
+            bar.set_postfix(loss=f"{loss:.4f}", lr=f"{self._lr():.2e}", **left)
 
     def _check_finite(self, loss: float, step: int) -> None:
         if not math.isfinite(loss):

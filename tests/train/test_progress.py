@@ -46,6 +46,14 @@ def test_a_log_file_gets_one_line_at_the_end_and_no_bar(tmp_path, capsys):
     assert "loss=" in lines[0] and "lr=" in lines[0]
 
 
+def test_a_time_budget_shows_the_minutes_left(tmp_path, capsys):
+    """With train.max_minutes the step total is an upper bound the clock may cut: the line says
+    how much of the budget is left."""
+    train(tmp_path / "run", max_minutes=30.0)
+    line = [line for line in capsys.readouterr().err.splitlines() if line.startswith("train:")][-1]
+    assert ", budget_left=" in line and line.endswith("min") and float(line.split("budget_left=")[1][:-3]) > 29
+
+
 def test_a_log_file_gets_periodic_lines(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(progress_module, "LOG_EVERY_S", 0.0)  # a line per update
     train(tmp_path / "run")
