@@ -49,8 +49,8 @@ def add_arguments(parser) -> None:
                         help="score data holding labels the model never saw (they count as errors) "
                              "instead of refusing it")
     parser.add_argument("--per-class", action="store_true",
-                        help="classification: also each class's precision, recall, F1 and support (a table, and "
-                             "\"per_class\" in the JSON line)")
+                        help="classification: also each class's precision, recall, F1 and support (token "
+                             "classification: each entity type's); a table, and \"per_class\" in the JSON line")
     parser.add_argument("--no-baseline", action="store_true",
                         help="skip the baselines (classification, regression: the trivial one and TF-IDF + a "
                              "linear model, fitted again on the fine-tune's training data; other tasks: the "
@@ -112,8 +112,8 @@ def score(args, ctx):
     rank's share."""
     model, tokenizer, spec = load_for_inference(args.model, args.task, args.set)
     if args.per_class and spec.task.per_class is None:
-        raise ConfigError(f"--per-class scores the classes of (multi-label) classification; this is a "
-                          f"{spec.task.name} model: drop --per-class")
+        raise ConfigError(f"--per-class scores the classes of (multi-label) classification and the entity types "
+                          f"of token classification; this is a {spec.task.name} model: drop --per-class")
     model = inference_copy(model, tokenizer, args.int8, ctx.device, args.precision)
     examples = load_examples(spec.task, args.data, "test", spec.data)
     if not examples:

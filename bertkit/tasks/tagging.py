@@ -199,6 +199,12 @@ def metrics(examples: Sequence[TokenExample], predictions) -> dict:
     return tag_metrics([e.tags for e in examples], predictions)
 
 
+def per_type_scores(examples: Sequence[TokenExample], predictions) -> dict:
+    """Each entity type's precision, recall, F1 and support (gold entities), as seqeval's
+    classification_report counts them (`evaluate --per-class`)."""
+    return entity_prf([e.tags for e in examples], predictions)["per_type"]
+
+
 def baseline(train: Sequence[TokenExample], examples: Sequence[TokenExample]) -> dict:
     """Word lookup: each word gets its most frequent training tag (lowercased match), else O."""
     counts: dict[str, Counter] = {}
@@ -237,7 +243,7 @@ TOKEN_CLASSIFICATION = Task(
     description="one tag per word (BIO entity tags or any word labels)",
     model_class=BertForTokenClassification,
     read=read, read_inputs=read_inputs, encode=encode, decode=decode, metrics=metrics, baseline=baseline,
-    rows=rows, metric_names=("f1", "precision", "recall", "tag_accuracy"),
+    rows=rows, metric_names=("f1", "precision", "recall", "tag_accuracy"), per_class=per_type_scores,
     labels_of=lambda examples: [tag for e in examples for tag in e.tags],
     head_config=label_head_config(None),
     architectures=architectures_for(BertForTokenClassification),

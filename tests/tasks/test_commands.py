@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import warnings
+from collections import Counter
 
 import pytest
 import torch
@@ -15,6 +17,7 @@ from bertkit.models.heads import BertForSequenceClassification, BertForTokenClas
 from bertkit.tasks import Collator, builtin_splits
 from bertkit.tasks.tagging import encode_words
 from bertkit.tasks.formats import write_conll
+from bertkit.tasks.metrics import entity_spans
 from bertkit.tokenizer import Tokenizer
 
 from .helpers import make_tiny_model
@@ -120,11 +123,20 @@ def test_tagger_reloads_in_transformers_auto_class(tagger):
         torch.testing.assert_close(ours(**batch).logits, theirs(**batch).logits, atol=1e-4, rtol=1e-4)
 
 
-def test_per_class_is_refused_for_a_task_without_classes_of_text(tagger, capsys, tmp_path):
-    data = tmp_path / "test.conll"
-    data.write_text("Alice B-PER\nlives O\n", encoding="utf-8")
-    code, _, err = run_cli(["evaluate", "--model", tagger, "--data", str(data), "--per-class"], capsys)
-    assert code == 2 and "--per-class scores the classes of (multi-label) classification; this is a token-classification" in err
+def test_per_class_gives_each_entity_type_of_a_tagger(tagger, capsys, tmp_path):
+    """Token classification's --per-class: each entity type's P/R/F1, support = its gold entities
+    (seqeval's classification_report), the types' counts adding up to the micro scores."""
+    test = builtin_splits("wordnet-tagging")["test"][:60]
+    write_conll(tmp_path / "test.conll", test)
+    code, out, _ = run_cli(["evaluate", "--model", tagger, "--data", str(tmp_path / "test.conll"), "--per-class",
+                            "--no-baseline"], capsys)
+    assert code == 0 and re.search(r"^class +precision +recall +f1 +support$", out, re.M)  # the table
+    line = json.loads(out.strip().splitlines()[-1])
+    report = line["per_class"]
+    gold = Counter(kind for e in test for kind, _, _ in entity_spans(e.tags))
+    assert {kind: row["support"] for kind, row in report.items() if row["support"]} == dict(gold)
+    found = sum(row["recall"] * row["support"] for row in report.values())  # true positives, type by type
+    assert found / sum(gold.values()) == pytest.approx(line["recall"])
 
 
 def test_evaluate_refuses_labels_the_model_never_saw(tagger, capsys, tmp_path):

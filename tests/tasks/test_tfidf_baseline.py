@@ -125,6 +125,9 @@ def test_regression_chooses_ridge_alpha_on_dev(bbc_files, capsys):
     assert record["dev"]["pearson"] == pytest.approx(pearson[chosen][0], rel=1e-6)
     assert record["dev"]["mse"] == pytest.approx(pearson[chosen][1], rel=1e-6)
     assert json.loads(printed[-1])["baselines"]["tfidf"]["alpha"] == chosen
+    assert main(["evaluate", "--model", out, "--data", files["test"], "--per-class"]) == 2  # no classes to score
+    assert "--per-class scores the classes of (multi-label) classification and the entity types of token " \
+           "classification; this is a regression model" in capsys.readouterr().err
 
 
 def test_no_baseline_and_no_scikit_learn_say_so(bbc_files, capsys, monkeypatch):
