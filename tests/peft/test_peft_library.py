@@ -139,6 +139,19 @@ def test_lora_on_a_bare_encoder_loads_in_peft_as_feature_extraction(tmp_path):
         assert (plain.last_hidden_state - expected).abs().max() > 1e-2  # the adapter changed them
 
 
+def _assert_peft_loads_it_with_our_logits(model, base_dir, adapter_dir, seed: int) -> None:
+    """Random (as if trained) adapter weights, saved by bertkit, loaded by PEFT onto transformers'
+    classifier: the same logits."""
+    _randomise(model, seed)
+    model.eval()
+    model.save_pretrained(adapter_dir)
+    ids, mask = padded_batch()
+    theirs = peft.PeftModel.from_pretrained(_hf_classifier(base_dir), str(adapter_dir)).eval()
+    with torch.no_grad():
+        expected = model(input_ids=ids, attention_mask=mask).logits
+        assert (theirs(input_ids=ids, attention_mask=mask).logits - expected).abs().max() < 1e-5
+
+
 def test_peft_lora_config_is_converted_and_other_peft_configs_are_named(tmp_path):
     """peft.LoraConfig given to bertkit's get_peft_model becomes bertkit's LoraConfig (lora_alpha
     -> alpha, ...), trains the same parameters and saves what PEFT loads with bertkit's logits;
@@ -152,14 +165,7 @@ def test_peft_lora_config_is_converted_and_other_peft_configs_are_named(tmp_path
     assert model.peft_configs["default"] == LoraConfig(r=4, alpha=16, dropout=0.1, init="normal",
                                                        target_modules=["query", "value"])
     assert model.saved_modules["default"] == ["classifier"]
-    _randomise(model, 9)
-    model.eval()
-    model.save_pretrained(tmp_path / "lora")
-    ids, mask = padded_batch()
-    theirs = peft.PeftModel.from_pretrained(_hf_classifier(tmp_path / "base"), str(tmp_path / "lora")).eval()
-    with torch.no_grad():
-        expected = model(input_ids=ids, attention_mask=mask).logits
-        assert (theirs(input_ids=ids, attention_mask=mask).logits - expected).abs().max() < 1e-5
+    _assert_peft_loads_it_with_our_logits(model, tmp_path / "base", tmp_path / "lora", seed=9)
 
     fresh = bertkit.BertForSequenceClassification(tiny_config())
     with pytest.raises(bertkit.ConfigError, match=r"peft.LoraConfig sets options bertkit's LoRA does not implement \(use_dora=True\)"):
@@ -183,14 +189,7 @@ def test_peft_prefix_tuning_config_is_converted_and_saves_what_peft_loads(tmp_pa
                            base_model_path=str(tmp_path / "base"))
     assert model.peft_configs["default"] == PrefixConfig(num_virtual_tokens=4, shift_positions=True)
     assert model.saved_modules["default"] == ["classifier"]
-    _randomise(model, 5)
-    model.eval()
-    model.save_pretrained(tmp_path / "prefix")
-    ids, mask = padded_batch()
-    theirs = peft.PeftModel.from_pretrained(_hf_classifier(tmp_path / "base"), str(tmp_path / "prefix")).eval()
-    with torch.no_grad():
-        expected = model(input_ids=ids, attention_mask=mask).logits
-        assert (theirs(input_ids=ids, attention_mask=mask).logits - expected).abs().max() < 1e-5
+    _assert_peft_loads_it_with_our_logits(model, tmp_path / "base", tmp_path / "prefix", seed=5)
 
     projected = peft.PrefixTuningConfig(num_virtual_tokens=3, prefix_projection=True, encoder_hidden_size=16)
     fresh = bertkit.BertForSequenceClassification(tiny_config())
