@@ -22,7 +22,8 @@
 # (default /tmp/gpu-recipe-out; not the device tool's $OUT, which is new at every call): the logs,
 # gpu_recipe.json and the table (table.md).
 # SEEDS (default "0 1 2") chooses the fine-tuning seeds; LOADER=0 skips timing the loader alone
-# beside them; PY the python (default .venv/bin/python, else python3).
+# beside them; THREADS (default 4) the CPU threads of each seed; PY the python (default
+# .venv/bin/python, else python3; the GPU modes stop first if its torch sees no GPU).
 set -euo pipefail
 mode=${1:-}
 shift || true  # the rest: --set overrides for pre-training, then "--" and those for fine-tuning
@@ -34,6 +35,7 @@ RESULTS=${RESULTS:-/tmp/gpu-recipe-out}
 SEEDS=${SEEDS:-0 1 2}
 LOADER=${LOADER:-1}  # 1: run-finetune also times the loader alone (benchmarks/bench_loader.py) beside the seeds
 LOADER_CORPUS="bbc:train+gcide+python-docs+linux-docs"  # the recipe's data.corpus + data.general_corpus
+THREADS=${THREADS:-4}  # CPU threads per fine-tuning seed: the seeds and the loader run side by side on 16 cores
 if [ -z "${PY:-}" ]; then
     if [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python3; fi
 fi
@@ -84,10 +86,10 @@ pretrain_step() {  # the recipe into $RESULTS/pretrain; its wall time (data prep
 
 finetune_seed() {  # $1 the checkpoint, $2 the seed: fine-tuned, then scored on bbc:test
     "$PY" -m bertkit finetune --task classification --model "$1" --train bbc --out "$RESULTS/ft-s$2" \
-        --config configs/finetune-bbc-gpu.toml --seed "$2" --device "$device" --no-progress --overwrite \
+        --config configs/finetune-bbc-gpu.toml --seed "$2" --device "$device" --threads "$THREADS" --no-progress --overwrite \
         "${ft_set[@]}" > "$RESULTS/finetune-s$2.log" 2>&1 || { tail -20 "$RESULTS/finetune-s$2.log"; return 1; }
-    "$PY" -m bertkit evaluate --model "$RESULTS/ft-s$2" --data bbc:test --device "$device" \
-        > "$RESULTS/test-s$2.json" 2> "$RESULTS/evaluate-s$2.log"
+    "$PY" -m bertkit evaluate --model "$RESULTS/ft-s$2" --data bbc:test --device "$device" --threads "$THREADS" \
+        > "$RESULTS/test-s$2.json" 2> "$RESULTS/evaluate-s$2.log" || { tail -20 "$RESULTS/evaluate-s$2.log"; return 1; }
 }
 
 loader_alone() {  # $1 the checkpoint: the recipe's data path without a model, in its own vocabulary (one CPU thread)
@@ -125,6 +127,9 @@ ablate_step() {  # scripts/pretrain_ablation.py on the recipe, from the run in $
 ablate_set=()
 
 on_gpu() {
+    # A CPU build of torch (a carried .venv, say) would run every --device cuda step on nothing: stop first.
+    "$PY" -c "import sys, torch; torch.cuda.is_available() or sys.exit(f'{sys.executable}: torch {torch.__version__} sees \
+no CUDA GPU; run on the GPU machine, or choose its python with PY=python3')" || exit 2
     install_bundle
     export PYTHONUNBUFFERED=1 TRANSFORMERS_VERBOSITY=error HF_HUB_OFFLINE=1
     split_overrides cuda "$@"
@@ -142,6 +147,7 @@ case "$mode" in
             train.max_steps=4 train.warmup_ratio=0.25 train.batch_size=4 train.eval_every=4 train.log_every=2 \
             'train.precision="fp32"' -- train.max_steps=2 data.max_length=64 'train.precision="fp32"'
         LOADER_ARGS=--tiny  # the loader on 200 BBC articles
+        THREADS=1  # the seeds side by side on this machine's few cores
         pretrain_step; finetune_step
         ablate_set=(--set 'model.preset="tiny"' model.local_attention=16 data.max_length=64 data.max_eval_examples=8
                     train.batch_size=4 'train.precision="fp32"')

