@@ -64,6 +64,7 @@ import math
 import os
 import shutil
 import signal
+import sys
 import time
 import warnings
 from dataclasses import asdict, dataclass
@@ -80,7 +81,7 @@ from bertkit.models.families import FAMILIES
 from bertkit.errors import BertkitError, CheckpointError, ConfigError, DataError, RunInterrupted
 from bertkit.io import append_text, atomic_directory, atomic_open, atomic_write_text
 from bertkit.runtime.devices import copy_without_wait
-from bertkit.runtime.precision import autocast, resolve_precision
+from bertkit.runtime.precision import autocast, describe, resolve_precision
 from bertkit.runtime.plotting import NO_MATPLOTLIB, can_plot
 from bertkit.runtime.progress import progress
 from bertkit.runtime.resume_check import check_resume_options
@@ -215,6 +216,7 @@ class Trainer:
         """Run to `max_steps`; returns the last eval metrics (or the last train row)."""
         cfg = self.config
         batches = self._begin(resume)
+        self._say_precision()
         bar = self._progress_bar()
         last_metrics: dict = {}
         handlers = self._catch_stop_signals()
@@ -605,6 +607,16 @@ class Trainer:
                     baseline = json.load(f)
             with atomic_open(os.path.join(self.out_dir, "curves.png"), "wb") as f:
                 plot_curves(self.history, f, baseline)
+
+    def _say_precision(self) -> None:
+        """A run below fp32 says so on stderr, as the inference commands do (fp32 adds no line);
+        bf16 asked for on a CPU also hears that it is the slow choice there."""
+        if not self.ctx.is_main or self.precision == "fp32":
+            return
+        slow = (" (slower than fp32 on most CPUs; train.precision=\"auto\" runs fp32 here)"
+                if self.device_type == "cpu" else "")
+        print(f"training on {self.ctx.device} in {describe(self.config.precision, self.ctx.device)}{slow}",
+              file=sys.stderr, flush=True)
 
     def _progress_bar(self):
         # a bar on a terminal, a line a minute in a log file (bertkit/runtime/progress.py)

@@ -26,7 +26,7 @@ def test_the_recipe_is_what_the_docs_say():
     assert all(name in NAMED_CORPORA for name in cfg.data.general_corpus.split("+"))
     assert (cfg.data.dedup, cfg.data.min_words, cfg.data.min_alpha_fraction) == (True, 3, 0.8)
     t = cfg.train
-    assert (t.schedule, t.precision, t.max_minutes, t.batch_size) == ("wsd", "bf16", 7.0, 64)
+    assert (t.schedule, t.precision, t.max_minutes, t.batch_size) == ("wsd", "auto", 7.0, 64)
     assert (t.schedule_over, t.warmup_ratio) == ("minutes", 0.05)  # the schedule fits the budget on any GPU
 
 

@@ -113,3 +113,13 @@ def test_no_matplotlib_costs_the_curves_not_the_run(tmp_path, monkeypatch):
     assert sum("matplotlib" in str(w.message) for w in caught) == 1
     assert (tmp_path / "run" / f"checkpoint-{STEPS}").is_dir() and trainer.step == STEPS
     assert not (tmp_path / "run" / "curves.png").exists()
+
+
+def test_a_run_below_fp32_says_so_and_fp32_adds_no_line(tmp_path, capsys):
+    """Training in bf16 says it on stderr, as embed/predict/evaluate do; on the CPU, that it is
+    the slow choice there. The default on the CPU (auto: fp32) prints nothing."""
+    train(tmp_path / "bf16", precision="bf16")
+    err = capsys.readouterr().err
+    assert "training on cpu in bf16 (slower than fp32 on most CPUs" in err
+    train(tmp_path / "auto")
+    assert "training on" not in capsys.readouterr().err
