@@ -63,6 +63,7 @@ from bertkit.models.checkpoint import read_config
 from bertkit.models.families import family_of
 from bertkit.models.heads import BertForMultipleChoice, BertForSequenceClassification
 from bertkit.recipes.finetune import BASELINE_SKIPPED, FinetuneOptions, finetune
+from bertkit.runtime.resume_check import changed_options, flatten
 from bertkit.runtime.run_dir import LOCK_FILE, check_apart, list_checkpoints, run_lock
 from bertkit.settings.config_io import dataclass_from_dict
 from bertkit.tasks import SUMMARY_FILE, get_task, parse_source
@@ -203,17 +204,26 @@ def check_search_dir(out_dir: str, resume: bool, record: dict) -> None:
     """A new search needs an empty OUT; --resume needs the same search in OUT."""
     path = os.path.join(out_dir, SEARCH_DIR, SEARCH_FILE)
     if resume and os.path.isfile(path):
-        saved = loads_json(read_text(path), path)
-        changed = sorted(k for k in record if saved.get(k) != record[k])
+        changed = changed_options(search_options(loads_json(read_text(path), path)), search_options(record),
+                                  may_change=())
         if changed:
-            raise ConfigError(f"--resume: the search in {out_dir} was started with other {', '.join(changed)}; "
-                              "repeat its options (only search.max_trials and search.max_minutes may change)")
+            raise ConfigError(f"--resume: the search in {out_dir} was started with other options ("
+                              f"{'; '.join(changed)}); repeat its options (only search.max_trials and "
+                              "search.max_minutes may change)")
         return
     if [n for n in os.listdir(out_dir) if n != LOCK_FILE]:
         hint = "pass --resume to continue it, or " if os.path.isfile(path) else ""
         raise ConfigError(f"{out_dir} is not empty; {hint}choose a new --out for the search")
     os.makedirs(os.path.join(out_dir, SEARCH_DIR))
     atomic_write_json(path, record)
+
+
+def search_options(record: dict) -> dict:
+    """A search record by the names the user set: data.max_length, search.strategy, model, ..."""
+    options = {k: v for k, v in record.items() if k not in ("sections", "space")}
+    options.update(flatten(record.get("sections") or {}))
+    options.update({f"search.{k}": v for k, v in (record.get("space") or {}).items()})
+    return options
 
 
 def run_trials(task: str, model_dir: str, sources: tuple, out_dir: str, sections: dict, space: SearchSpace,

@@ -93,7 +93,7 @@ def test_search_keeps_the_best_dev_trial_writes_the_table_and_resumes(files, tmp
 
     capsys.readouterr()
     assert run_search(root, tiny, out, "--resume", "--set", "train.weight_decay=0.1") == 2  # not the same search
-    assert "was started with other sections" in capsys.readouterr().err
+    assert "was started with other options (train.weight_decay: (unset) -> 0.1)" in capsys.readouterr().err
     assert run_search(root, tiny, out) == 2
     assert "pass --resume to continue it" in capsys.readouterr().err
 
@@ -207,7 +207,7 @@ def test_halving_promotes_the_best_dev_point_to_the_full_epochs(files, tmp_path,
     assert run_search(root, tiny, out, "--resume", "--set", "search.strategy=\"halving\"") == 0 and calls == []
     capsys.readouterr()
     assert run_search(root, tiny, out, "--resume") == 2
-    assert "was started with other space" in capsys.readouterr().err
+    assert "was started with other options (search.strategy: \"halving\" -> \"grid\")" in capsys.readouterr().err
 
     # a budget that cuts rung 0 promotes nobody: the best trial run so far is the result
     cut = str(tmp_path / "cut")
