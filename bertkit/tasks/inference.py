@@ -88,12 +88,18 @@ def load_model(model_dir: str, task: Task | str) -> torch.nn.Module:
     return model
 
 
+TRAINING_ONLY_DATA_KEYS = frozenset({"max_train_examples", "max_eval_examples"})
+
+
 def load_for_inference(model_dir: str, task: str | None = None, assignments: Sequence[str] = ()):
     """(model, tokenizer, spec) of a fine-tuned directory, with `data.key=value` assignments
     (`--set`) applied to its input settings; only [data] applies to a trained model."""
     spec = read_spec(model_dir, task)
     keys = [f.name for f in dataclasses.fields(DataConfig)]
     overrides = apply_overrides({}, assignments, {"data": keys}).get("data", {})
+    for key in TRAINING_ONLY_DATA_KEYS.intersection(overrides):  # read by finetune only: would pass unread
+        raise ConfigError(f"data.{key} limits a fine-tune's own data; here it would change nothing: "
+                          "to score or predict on fewer rows, give a smaller file (evaluate: --limit N)")
     if overrides:
         spec.data = dataclass_from_dict(DataConfig, {**spec.data.to_dict(), **overrides}, "data")
     # An adapter PEFT saved has no tokenizer files: its base's.

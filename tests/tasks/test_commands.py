@@ -209,6 +209,11 @@ def test_classification_predict_and_evaluate_from_files(tiny, capsys, tmp_path):
                             str(tmp_path / "train.csv"), "--dev", str(tmp_path / "dev.csv"), "--out", out,
                             "--no-progress"], capsys)
     assert code == 2 and "--overwrite" in err
+    # a fine-tune's data limit given to evaluate or predict would be read by nothing: refused
+    for command in (["evaluate", "--data"], ["predict", "--output", str(tmp_path / "p.jsonl"), "--input"]):
+        code, _, err = run_cli([command[0], "--model", out, *command[1:], str(tmp_path / "train.csv"),
+                                "--set", "data.max_eval_examples=5"], capsys)
+        assert code == 2 and "data.max_eval_examples limits a fine-tune's own data" in err and "--limit" in err
 
 
 def test_user_errors_are_one_line_and_say_where(tiny, capsys, tmp_path):
