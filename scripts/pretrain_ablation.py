@@ -269,7 +269,7 @@ def evaluate_at_128(cfg: dict, checkpoint: str, out: str, threads: int) -> dict:
 
 
 def markdown(results: list[dict]) -> str:
-    lines = ["| row | steps | BBC held-out MLM loss | MLM accuracy | where replaced | dictionary loss / accuracy | minutes |",
+    lines = ["| row | steps | BBC held-out MLM loss | MLM accuracy | where replaced | general-text loss / accuracy | minutes |",
              "|---|---|---|---|---|---|---|"]
     for r in results:
         general = (f"{r['general_mlm_loss']:.2f} / {r['general_mlm_accuracy']:.1%}"
