@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 from bertkit.errors import CheckpointError
 from bertkit.io import atomic_directory
 from bertkit.peft import load_peft_model, read_adapter_config
 from bertkit.runtime.run_dir import check_apart
+from bertkit.tasks.common import SUMMARY_FILE
 from bertkit.tokenizer import Tokenizer
 from bertkit.commands.options import add_model_dir, resolve_models
 
@@ -61,6 +63,9 @@ def merge(args) -> int:
     plain = peft.merge_and_unload()
     with atomic_directory(args.out, prefix=f".{os.path.basename(os.path.abspath(args.out))}.new-") as tmp:
         plain.save_pretrained(tmp, tokenizer=tokenizer)  # whole, or --out as it was
+        summary = os.path.join(args.model, SUMMARY_FILE)
+        if os.path.isfile(summary):  # the fine-tune's task and data settings (max_length, ...) that
+            shutil.copy2(summary, tmp)  # evaluate and predict read: without them, other predictions
     size = os.path.getsize(os.path.join(args.out, "model.safetensors"))
     print(f"merged {peft.peft_configs[peft.active_adapter].method} adapter {args.model} and its base "
           f"{peft.base_model_path} into {os.path.abspath(args.out)}: {type(plain).__name__}, {size / 1e6:.1f} MB")

@@ -353,7 +353,10 @@ class PeftModel(nn.Module):
         active adapter's head in place. This PeftModel is unusable afterwards."""
         self._check_usable()
         name = self.active_adapter
-        if name is not None and self.merged_adapter is None:
+        if name is None:  # set_active(None): there is nothing to merge, and the base alone is not what was asked
+            raise ConfigError("merge_and_unload: no adapter is active (set_active(None)); set_active(NAME) to merge "
+                              "that adapter, or use .model for the plain base")
+        if self.merged_adapter is None:
             self.merge()
         for path, module in list(self.model.named_modules()):
             if isinstance(module, PeftLinear):

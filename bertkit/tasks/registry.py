@@ -38,7 +38,8 @@ def get_task(name: str | Task) -> Task:
     if isinstance(name, Task):
         return name
     if name not in TASKS:
-        raise ConfigError(f"unknown task {name!r}; use one of {', '.join(TASKS)}")
+        raise ConfigError(f"unknown task {name!r}; use one of {', '.join(TASKS)} (a task of your own must be "
+                          "registered, bertkit.tasks.register_task, in the process first: docs/architecture.md)")
     return TASKS[name]
 
 

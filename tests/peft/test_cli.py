@@ -9,6 +9,7 @@ import torch
 import bertkit
 from bertkit.commands.cli import main
 from bertkit.peft import AdapterConfig, LoraConfig, PeftLinear, get_peft_model
+from bertkit.tasks import read_spec
 from bertkit.tokenizer import Tokenizer
 
 transformers = pytest.importorskip("transformers")
@@ -27,7 +28,12 @@ def test_merge_writes_a_checkpoint_transformers_loads_with_the_same_predictions(
     adapter, out = tmp_path / "adapter", tmp_path / "merged"
     peft.save_pretrained(adapter, tokenizer=Tokenizer.from_pretrained(minilm_dir))
 
+    spec = {"task": "classification", "data": {"max_length": 64}}  # what finetune --peft records beside it
+    (adapter / "finetune_summary.json").write_text(json.dumps({"spec": spec}), encoding="utf-8")
     assert main(["peft", "merge", "--model", str(adapter), "--out", str(out)]) == 0
+    # the merged model is read with the fine-tune's data settings, as the adapter was (it had been
+    # evaluated at the default max_length: other scores, silently)
+    assert read_spec(str(out)).data.max_length == 64
     said = capsys.readouterr().out
     assert "merged lora adapter" in said and f"into {os.path.abspath(out)}:" in said
     assert f"into {minilm_dir}" not in said  # the base directory is read, not changed
@@ -109,3 +115,13 @@ def test_merge_never_writes_over_the_base_and_replaces_a_model_only_with_overwri
     # --overwrite replaces it whole: the old run's summary does not stay beside the merged weights
     assert main(["peft", "merge", "--model", str(tmp_path / "lora"), "--out", str(full), "--overwrite"]) == 0
     assert "finetune_summary.json" not in os.listdir(full) and "config.json" in os.listdir(full)
+
+
+def test_merge_and_unload_with_no_active_adapter_is_refused(minilm_classifier, minilm_dir):
+    """set_active(None) then merge_and_unload() had returned the plain base, merging nothing."""
+    peft = get_peft_model(minilm_classifier, LoraConfig(r=2), base_model_path=minilm_dir)
+    peft.set_active(None)
+    with pytest.raises(bertkit.ConfigError, match=r"no adapter is active .*set_active\(NAME\)"):
+        peft.merge_and_unload()
+    peft.set_active("default")
+    assert not any(isinstance(m, PeftLinear) for m in peft.merge_and_unload().modules())
