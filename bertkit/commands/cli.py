@@ -19,6 +19,7 @@ from bertkit.runtime import job_warnings
 from bertkit.errors import BertkitError
 from bertkit.io import describe_os_error
 from bertkit.runtime.threads import default_threads
+from bertkit.runtime.user_modules import TASK_MODULE, import_user_module, task_modules
 
 # command name -> (module under bertkit.commands, its one-line help). The help lives here, not in
 # the module, so that `bertkit --help` lists every command without importing one (each imports its
@@ -143,6 +144,12 @@ def _one_line_warning(message, category, filename, lineno, line=None) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run one command; returns its exit code (2 for a user error, printed as one line)."""
     argv = sys.argv[1:] if argv is None else argv
+    try:  # a task of the user's is registered before the parser lists the --task choices
+        for module in task_modules(argv):
+            import_user_module(module, TASK_MODULE, "registers your task (bertkit.tasks.register_task)")
+    except BertkitError as e:
+        print(f"{' '.join(filter(None, ('bertkit', chosen_command(argv))))}: error: {e}", file=sys.stderr)
+        return 2
     args = build_parser(only=chosen_command(argv)).parse_args(argv)
     warnings.formatwarning = _one_line_warning
     before = torch.get_num_threads()

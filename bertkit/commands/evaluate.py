@@ -29,7 +29,8 @@ from bertkit.settings.config_io import split_override
 from bertkit.tasks.common import TruncationWarning
 from bertkit.train.distributed import init_distributed, leave
 
-from bertkit.commands.options import add_device, add_int8, add_precision, add_seed, add_set, resolve_models, running_in
+from bertkit.commands.options import (add_device, add_int8, add_precision, add_seed, add_set, add_task_module,
+                                      resolve_models, running_in)
 
 
 def add_arguments(parser) -> None:
@@ -38,6 +39,7 @@ def add_arguments(parser) -> None:
                                                        "a data set in the local Hugging Face datasets cache "
                                                        "(default split: test), e.g. bbc")
     parser.add_argument("--task", choices=TASKS, help="default: the task the model was fine-tuned for")
+    add_task_module(parser)
     add_set(parser, "data.eval_batch_size=16")
     add_int8(parser)
     add_device(parser)

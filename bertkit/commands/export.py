@@ -8,7 +8,7 @@ Needs the optional extra: pip install bertkit[onnx].
 
 from __future__ import annotations
 
-from bertkit.commands.options import resolve_models
+from bertkit.commands.options import add_task_module, resolve_models
 from bertkit.tasks.export import export_directory, export_names
 
 
@@ -19,6 +19,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--task", choices=export_names(),
                         help="what the graph computes; default: the head the model was saved with "
                              "(a bare encoder: embedding = mean pooling + L2)")
+    add_task_module(parser)
     parser.add_argument("--no-verify", action="store_true",
                         help="skip running the export in ONNX Runtime against bertkit")
 

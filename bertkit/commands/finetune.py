@@ -26,12 +26,13 @@ from bertkit.tasks import BUILTIN_DATA, TASKS
 from bertkit.tasks.baseline import describe, describe_reference, recorded_result
 from bertkit.settings.config_io import apply_overrides, load_toml
 
-from bertkit.commands.options import (add_device, add_progress, add_seed, add_set, metrics_text, resolve_models,
-                                      refuse_disagreeing, rounded, say, typed_settings)
+from bertkit.commands.options import (add_device, add_progress, add_seed, add_set, add_task_module, metrics_text,
+                                      refuse_disagreeing, resolve_models, rounded, say, typed_settings)
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--task", required=True, choices=TASKS)
+    add_task_module(parser)
     parser.add_argument("--model", required=True,
                         help="pre-trained model directory (weights + tokenizer), or ORG/NAME in the local Hugging "
                              "Face cache")

@@ -21,6 +21,7 @@ from bertkit.runtime.devices import DEVICES, resolve_device
 from bertkit.runtime.precision import PRECISIONS, autocast, describe
 from bertkit.models.hub_cache import resolve_model_dir
 from bertkit.runtime.run_dir import refuse_run_folder
+from bertkit.runtime.user_modules import TASK_MODULE
 from bertkit.settings.config_io import split_override
 
 
@@ -156,3 +157,12 @@ def write_stream(path: str, text: str) -> None:
 def say(line: str) -> None:
     """Print one line of a long run's report now (flushed, so progress shows through a pipe)."""
     print(line, flush=True)
+
+
+
+def add_task_module(parser) -> None:
+    """--task-module: the user's module that registers a task (cli.main imports it before
+    parsing, so that --task takes its name)."""
+    parser.add_argument(TASK_MODULE, metavar="MODULE|FILE.py", action="append", default=[],
+                        help="a module (dotted name, or a .py file) that registers a task of your own with "
+                             "bertkit.tasks.register_task, imported first (docs/architecture.md)")

@@ -21,8 +21,8 @@ import json
 from bertkit.inference.quantize import inference_copy
 from bertkit.tasks import TASKS, load_for_inference, prediction_rows, read_prediction_input, showing_progress
 
-from bertkit.commands.options import (STDOUT, add_device, add_int8, add_precision, add_set, device_of, resolve_models,
-                                      running_in, write_stream)
+from bertkit.commands.options import (STDOUT, add_device, add_int8, add_precision, add_set, add_task_module,
+                                      device_of, resolve_models, running_in, write_stream)
 
 
 def add_arguments(parser) -> None:
@@ -32,6 +32,7 @@ def add_arguments(parser) -> None:
                              "multiple-choice .jsonl, or built-in NAME[:split]")
     parser.add_argument("--output", required=True, help="where to write the predictions (.jsonl); - for stdout")
     parser.add_argument("--task", choices=TASKS, help="default: the task the model was fine-tuned for")
+    add_task_module(parser)
     add_set(parser, "data.text_column=body")
     add_int8(parser)
     add_device(parser)

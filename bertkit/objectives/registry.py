@@ -22,15 +22,12 @@ example that trains is docs/objectives.md.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import os
-import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from bertkit.data.examples import BUILDERS
 from bertkit.errors import ConfigError
+from bertkit.runtime.user_modules import import_user_module
 from bertkit.objectives import distill, electra, mlm
 
 
@@ -119,29 +116,4 @@ def get_objective(name: str) -> Objective:
 def import_objective_module(spec: str) -> None:
     """Import the user's module that registers objectives: a dotted module name on the Python
     path, or a path to a .py file. Each is imported once per process."""
-    if not spec:
-        return
-    if not spec.endswith(".py"):
-        try:
-            importlib.import_module(spec)
-        except ModuleNotFoundError as e:
-            if e.name and spec.startswith(e.name):  # the module itself, not one it imports
-                raise ConfigError(f"data.objective_module {spec!r} cannot be imported (no module {e.name!r} "
-                                  "on the Python path); give a .py file path or add its folder to PYTHONPATH") from None
-            raise
-        return
-    path = os.path.abspath(spec)
-    if not os.path.isfile(path):
-        raise ConfigError(f"data.objective_module {spec!r} does not exist; give the path of the .py file "
-                          "that registers your objective")
-    key = f"bertkit_objective_module:{path}"  # its name in sys.modules: a second import is a no-op
-    if key in sys.modules:
-        return
-    module_spec = importlib.util.spec_from_file_location(key, path)
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules[key] = module
-    try:
-        module_spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[key]  # a failed import is tried again, not remembered as done
-        raise
+    import_user_module(spec, "data.objective_module", "registers your objective")

@@ -183,3 +183,29 @@ def test_a_task_names_its_head_class_per_family(tmp_path):
     own = dataclasses.replace(classification, name="tags-as-classes",
                               head_classes={"bert": BertForTokenClassification, "other-family": Task})
     assert own.head_class(directory) is BertForTokenClassification
+
+
+def test_the_command_line_imports_a_task_module(tmp_path, monkeypatch, capsys):
+    """`--task-module reviews.registry` registers the task before --task is read: the `bertkit`
+    command runs a user's task without a Python wrapper; a module that is not there is one line."""
+    package = tmp_path / "pkg" / "reviews"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "polarity.py").write_text(TASK_MODULE)
+    (package / "registry.py").write_text(REGISTRY_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path / "pkg"))
+    model = make_tiny_model(tmp_path / "tiny", GOOD + BAD + [f"{i}" for i in range(60)])
+    train, dev = write_reviews(tmp_path / "train.jsonl", 20), write_reviews(tmp_path / "dev.jsonl", 10, offset=20)
+    try:
+        run_cli(["finetune", "--task-module", "reviews.registry", "--task", "review-polarity", "--model", model,
+                 "--train", train, "--dev", dev, "--out", str(tmp_path / "out"), "--no-progress",
+                 "--set", "data.max_length=16", "train.max_steps=2"], capsys)
+        printed = run_cli(["evaluate", "--task-module", "reviews.registry", "--model", str(tmp_path / "out"),
+                           "--data", dev], capsys)
+        assert printed.startswith(f"review-polarity on {dev}")
+    finally:
+        TASKS.pop("review-polarity", None)
+        for name in ("reviews.registry", "reviews.polarity", "reviews"):
+            sys.modules.pop(name, None)
+    assert main(["evaluate", "--task-module", str(tmp_path / "absent.py"), "--model", model, "--data", dev]) == 2
+    assert "--task-module" in capsys.readouterr().err.splitlines()[-1]
