@@ -159,7 +159,6 @@ def say(line: str) -> None:
     print(line, flush=True)
 
 
-
 def add_task_module(parser) -> None:
     """--task-module: the user's module that registers a task (cli.main imports it before
     parsing, so that --task takes its name)."""

@@ -335,10 +335,21 @@ def _read_peft(directory: str, peft_config: dict) -> SavedAdapter:
     return SavedAdapter(directory, config, meta, weights, weights_path)
 
 
-# PEFT LoraConfig fields that describe the adapter's files or bertkit's LoraConfig has (below).
-PEFT_LORA_KNOWN = ("task_type", "peft_type", "auto_mapping", "peft_version", "base_model_name_or_path", "revision",
-                   "inference_mode", "r", "lora_alpha", "lora_dropout", "target_modules", "modules_to_save",
-                   "init_lora_weights")
+# Fields every PEFT config has that describe the adapter's files, not its maths; then those of each
+# config that bertkit's counterpart has (below).
+PEFT_FILE_FIELDS = ("task_type", "peft_type", "auto_mapping", "peft_version", "base_model_name_or_path", "revision",
+                    "inference_mode", "modules_to_save")
+PEFT_LORA_KNOWN = PEFT_FILE_FIELDS + ("r", "lora_alpha", "lora_dropout", "target_modules", "init_lora_weights")
+PEFT_PREFIX_KNOWN = PEFT_FILE_FIELDS + ("num_virtual_tokens", "encoder_hidden_size", "prefix_projection")
+
+
+def _peft_fields(config: Any, known: tuple[str, ...], accepted: tuple = ()) -> tuple[dict, list[str]]:
+    """A peft config's fields, and `name=value` for each field bertkit does not read (not in
+    `known`) that is away from PEFT's default: options whose maths bertkit's method would not do.
+    `accepted`: (name, value) pairs that are such a field at a value bertkit's method matches."""
+    values, defaults = config.to_dict(), type(config)().to_dict()
+    return values, [f"{k}={v!r}" for k, v in values.items()
+                    if k not in known and v != defaults.get(k) and (k, v) not in accepted]
 
 
 def from_peft_lora_config(config: Any) -> LoraConfig:
@@ -347,8 +358,7 @@ def from_peft_lora_config(config: Any) -> LoraConfig:
     (None: the task head, what PEFT saves for a task_type), init_lora_weights True / "gaussian" ->
     init "kaiming" / "normal". Any other field away from PEFT's default is refused by name: the
     maths would differ (DoRA, rsLoRA, bias, rank patterns, other inits, ...)."""
-    values, defaults = config.to_dict(), type(config)().to_dict()
-    changed = [f"{k}={v!r}" for k, v in values.items() if k not in PEFT_LORA_KNOWN and v != defaults.get(k)]
+    values, changed = _peft_fields(config, PEFT_LORA_KNOWN)
     init = values.get("init_lora_weights", True)
     if init not in (True, "gaussian"):
         changed.append(f"init_lora_weights={init!r}")
@@ -363,11 +373,6 @@ def from_peft_lora_config(config: Any) -> LoraConfig:
                       modules_to_save=list(saved) if saved is not None else None)
 
 
-PEFT_PREFIX_KNOWN = ("task_type", "peft_type", "auto_mapping", "peft_version", "base_model_name_or_path",
-                     "revision", "inference_mode", "num_virtual_tokens", "modules_to_save", "encoder_hidden_size",
-                     "prefix_projection")
-
-
 def from_peft_prefix_config(config: Any) -> PrefixConfig:
     """The `peft` library's PrefixTuningConfig as bertkit's PrefixConfig with PEFT's position
     convention (shift_positions=True, saved in PEFT's format): num_virtual_tokens, prefix_projection
@@ -375,9 +380,8 @@ def from_peft_prefix_config(config: Any) -> PrefixConfig:
     PEFT fills from the model (token_dim, num_layers, ...) must be left unset; any other field away
     from PEFT's default (init_weights="zero", ...) is refused by name. The prefixes start from
     bertkit's "vocab" init (PEFT draws N(0, 1)): another starting point, the same model."""
-    values, defaults = config.to_dict(), type(config)().to_dict()
-    changed = [f"{k}={v!r}" for k, v in values.items() if k not in PEFT_PREFIX_KNOWN and v != defaults.get(k)
-               and (k, v) != ("num_transformer_submodules", 1)]  # 1: an encoder's, what PEFT fills in
+    values, changed = _peft_fields(config, PEFT_PREFIX_KNOWN,
+                                   accepted=(("num_transformer_submodules", 1),))  # an encoder's: PEFT fills it in
     if changed:
         raise ConfigError(f"this peft.PrefixTuningConfig sets options bertkit's prefix tuning does not take "
                           f"({', '.join(changed)}); drop them (the shapes come from the model), or train with peft")

@@ -113,20 +113,30 @@ def write_reviews(path, count: int, offset: int = 0) -> str:
     return str(path)
 
 
-@pytest.fixture
-def polarity(tmp_path, monkeypatch):
-    """The reviews package: polarity.py (the task) and registry.py (its one registry line), imported."""
+def write_reviews_package(tmp_path, monkeypatch) -> None:
+    """The reviews package on the Python path (not imported): polarity.py (the task) and
+    registry.py (its one registry line)."""
     package = tmp_path / "pkg" / "reviews"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("")
     (package / "polarity.py").write_text(TASK_MODULE)
     (package / "registry.py").write_text(REGISTRY_MODULE)
     monkeypatch.syspath_prepend(str(tmp_path / "pkg"))
-    importlib.import_module("reviews.registry")
-    yield sys.modules["reviews.polarity"]
+
+
+def forget_reviews_package() -> None:
     TASKS.pop("review-polarity", None)
     for name in ("reviews.registry", "reviews.polarity", "reviews"):
         sys.modules.pop(name, None)
+
+
+@pytest.fixture
+def polarity(tmp_path, monkeypatch):
+    """The reviews package, imported: its task registered."""
+    write_reviews_package(tmp_path, monkeypatch)
+    importlib.import_module("reviews.registry")
+    yield sys.modules["reviews.polarity"]
+    forget_reviews_package()
 
 
 def run_cli(argv, capsys):
@@ -188,12 +198,7 @@ def test_a_task_names_its_head_class_per_family(tmp_path):
 def test_the_command_line_imports_a_task_module(tmp_path, monkeypatch, capsys):
     """`--task-module reviews.registry` registers the task before --task is read: the `bertkit`
     command runs a user's task without a Python wrapper; a module that is not there is one line."""
-    package = tmp_path / "pkg" / "reviews"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text("")
-    (package / "polarity.py").write_text(TASK_MODULE)
-    (package / "registry.py").write_text(REGISTRY_MODULE)
-    monkeypatch.syspath_prepend(str(tmp_path / "pkg"))
+    write_reviews_package(tmp_path, monkeypatch)
     model = make_tiny_model(tmp_path / "tiny", GOOD + BAD + [f"{i}" for i in range(60)])
     train, dev = write_reviews(tmp_path / "train.jsonl", 20), write_reviews(tmp_path / "dev.jsonl", 10, offset=20)
     try:
@@ -204,8 +209,6 @@ def test_the_command_line_imports_a_task_module(tmp_path, monkeypatch, capsys):
                            "--data", dev], capsys)
         assert printed.startswith(f"review-polarity on {dev}")
     finally:
-        TASKS.pop("review-polarity", None)
-        for name in ("reviews.registry", "reviews.polarity", "reviews"):
-            sys.modules.pop(name, None)
+        forget_reviews_package()
     assert main(["evaluate", "--task-module", str(tmp_path / "absent.py"), "--model", model, "--data", dev]) == 2
     assert "--task-module" in capsys.readouterr().err.splitlines()[-1]
