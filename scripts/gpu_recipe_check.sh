@@ -128,8 +128,7 @@ ablate_set=()
 
 on_gpu() {
     # A CPU build of torch (a carried .venv, say) would run every --device cuda step on nothing: stop first.
-    "$PY" -c "import sys, torch; torch.cuda.is_available() or sys.exit(f'{sys.executable}: torch {torch.__version__} sees \
-no CUDA GPU; run on the GPU machine, or choose its python with PY=python3')" || exit 2
+    "$PY" benchmarks/gpu/check_gpu_python.py || exit 2
     install_bundle
     export PYTHONUNBUFFERED=1 TRANSFORMERS_VERBOSITY=error HF_HUB_OFFLINE=1
     split_overrides cuda "$@"

@@ -13,21 +13,11 @@ root=$PWD; OUT=${OUT:-/tmp/gpu-out}; mkdir -p "$OUT"
 export PYTHONPATH=$root${PYTHONPATH:+:$PYTHONPATH}
 [ -d "$root/.gpu/site" ] && export PYTHONPATH=$PYTHONPATH:$root/.gpu/site
 PY=${PYTHON:-python3}
-GPU_PYTHON_CHECK='
-import importlib.util, sys
-missing = [m for m in ("torch", "numpy", "tokenizers", "safetensors", "tqdm") if importlib.util.find_spec(m) is None]
-if missing:
-    sys.exit(f"{sys.executable} lacks {missing}: install them, or carry .gpu from benchmarks/gpu/prepare.sh")
-import torch
-if not torch.cuda.is_available():
-    sys.exit(f"{sys.executable}: torch {torch.__version__} sees no CUDA GPU; run this on the GPU machine, "
-             "with its CUDA build of torch (PYTHON=... to choose another python)")
-'
 part=${1:-all}
 start=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - start ))s] $*" | tee -a "$OUT/timeline.txt"; }
 # A machine whose torch sees no GPU (or lacks a package) would pass tests/gpu by skipping them all: stop first.
-$PY -c "$GPU_PYTHON_CHECK" || exit 2
+$PY benchmarks/gpu/check_gpu_python.py || exit 2
 stamp begin; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/nvidia.txt"
 if [ "$part" = profile ]; then
   stamp profile; timeout 240 $PY benchmarks/profile_gpu.py --out "$OUT" > "$OUT/profile.log" 2>&1
