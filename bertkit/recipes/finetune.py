@@ -47,7 +47,7 @@ from bertkit.models.families import families, family_of
 from bertkit.data.masking import IGNORE_INDEX
 from bertkit.errors import BertkitError, ConfigError, DataError
 from bertkit.models.heads import BertForMultipleChoice, BertForSequenceClassification
-from bertkit.io import atomic_write_json
+from bertkit.io import atomic_write_json, loads_json, read_text
 from bertkit.peft import DEFAULT_LR as PEFT_DEFAULT_LR
 from bertkit.peft import PEFT_KEYS, get_peft_model, make_config
 from bertkit.runtime.run_dir import (check_apart, check_saved_options, list_checkpoints, not_a_model, publish_best,
@@ -556,6 +556,24 @@ def tfidf_baseline(data: TaskData, recipe: Recipe, train_source: str, metric: st
                              recipe.data, recipe.train.seed, metric, keeper.tie_metric)
     except KeyboardInterrupt:
         return unfitted_baseline(BASELINE_SKIPPED, data, recipe, train_source)
+
+
+def fit_skipped_baseline(out_dir: str, task: Task | str, train_source: str, dev_source: str | None,
+                         sections: dict | None) -> dict:
+    """The summary of the finished run in `out_dir`, its TF-IDF baseline fitted now if Ctrl-C
+    skipped it then (a resumed `--search` does this for trial 0, whose baseline every trial shares)."""
+    path = os.path.join(out_dir, SUMMARY_FILE)
+    summary = loads_json(read_text(path), path)
+    if (summary.get("tfidf_baseline") or {}).get("note") != BASELINE_SKIPPED:
+        return summary
+    recipe = build_recipe(sections)
+    data = load_task_data(get_task(task), train_source, dev_source, recipe)
+    metric = select_metric(data.task, recipe.options)
+    summary["tfidf_baseline"] = tfidf_summary(recipe.options.baseline, data.task.name, train_source, data.train,
+                                              data.dev, recipe.data, recipe.train.seed, metric,
+                                              tie_metric(data.task, metric))
+    atomic_write_json(path, summary)
+    return summary
 
 
 def fits_tfidf(data: TaskData, recipe: Recipe) -> bool:

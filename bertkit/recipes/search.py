@@ -62,7 +62,7 @@ from bertkit.io import atomic_write_json, atomic_write_text, loads_json, read_te
 from bertkit.models.checkpoint import read_config
 from bertkit.models.families import family_of
 from bertkit.models.heads import BertForMultipleChoice, BertForSequenceClassification
-from bertkit.recipes.finetune import BASELINE_SKIPPED, FinetuneOptions, finetune
+from bertkit.recipes.finetune import BASELINE_SKIPPED, FinetuneOptions, finetune, fit_skipped_baseline
 from bertkit.runtime.resume_check import changed_options, flatten
 from bertkit.runtime.run_dir import LOCK_FILE, check_apart, list_checkpoints, run_lock
 from bertkit.settings.config_io import dataclass_from_dict
@@ -268,11 +268,13 @@ def run_trial(task: str, model_dir: str, sources: tuple, trial_dir: str, section
               settings: dict, seconds_left: float | None, progress: bool) -> dict:
     """The summary of one trial's fine-tune in trial_dir (read back when an earlier run finished
     it); an interrupted trial continues from its checkpoint."""
-    done = os.path.join(trial_dir, SUMMARY_FILE)
-    if os.path.isfile(done):
-        return loads_json(read_text(done), done)
     first = trial_dir.endswith("trial-000")
     extra = {} if first else {"baseline": False}  # the TF-IDF baseline once: trial 0 fits it
+    done = os.path.join(trial_dir, SUMMARY_FILE)
+    if os.path.isfile(done) and not first:
+        return loads_json(read_text(done), done)
+    if os.path.isfile(done):  # trial 0's baseline, if an earlier run's Ctrl-C skipped it, is fitted now
+        return fit_skipped_baseline(trial_dir, task, *sources, trial_sections(sections, settings, space, model_dir, {}))
     if seconds_left is not None:
         own = sections.get("train", {}).get("max_minutes")
         extra["max_minutes"] = min(seconds_left / 60, own) if own else seconds_left / 60
@@ -281,7 +283,7 @@ def run_trial(task: str, model_dir: str, sources: tuple, trial_dir: str, section
                        trial_sections(sections, settings, space, model_dir, extra), progress=progress, resume=resume)
     if (summary.get("tfidf_baseline") or {}).get("note") == BASELINE_SKIPPED:  # Ctrl-C stops the search too
         raise RunInterrupted("stopped by SIGINT during trial 0's TF-IDF baseline (the trial is saved, without it); "
-                             "run the same command with --resume for the other trials", signal.SIGINT)
+                             "run the same command with --resume for the other trials and the baseline", signal.SIGINT)
     return summary
 
 

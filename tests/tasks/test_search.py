@@ -106,17 +106,27 @@ def test_a_time_budget_stops_starting_trials(files, tmp_path):
     assert [r["status"] for r in summary["search"]["trials"]] == ["done"] + ["not run (budget)"] * 3
 
 
-def test_ctrl_c_during_trial_0s_baseline_stops_the_search(files, tmp_path, monkeypatch, capsys):
-    """The fine-tune skips the baseline on Ctrl-C and ends normally; the search went on to trial 1."""
+def test_ctrl_c_during_trial_0s_baseline_stops_the_search_and_resume_fits_it(files, tmp_path, monkeypatch, capsys):
+    """The fine-tune skips the baseline on Ctrl-C and ends normally; the search stops there instead
+    of going on to trial 1. --resume fits the skipped baseline, then runs the other trials."""
     from bertkit.tasks import baseline
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
+    real = baseline.choose_on_dev
     monkeypatch.setattr(baseline, "choose_on_dev", interrupted)
     calls = count_trials(monkeypatch)
     root, tiny = files
-    assert run_search(root, tiny, str(tmp_path / "out")) == 130
+    out = str(tmp_path / "out")
+    assert run_search(root, tiny, out) == 130
     assert len(calls) == 1 and "during trial 0's TF-IDF baseline" in capsys.readouterr().err
+
+    monkeypatch.setattr(baseline, "choose_on_dev", real)
+    assert run_search(root, tiny, out, "--resume") == 0
+    assert len(calls) == 4  # trial 0 was not trained again
+    for summary_path in (os.path.join(out, SUMMARY_FILE), os.path.join(out, "search", "trial-000", SUMMARY_FILE)):
+        entry = json.load(open(summary_path))["tfidf_baseline"]
+        assert "note" not in entry and entry["select_metric"] == "accuracy"
 
 
 def test_the_search_never_reads_the_test_split(files, tmp_path, monkeypatch):
