@@ -24,6 +24,7 @@ import errno
 import itertools
 import json
 import os
+import shlex
 import shutil
 import stat
 import tempfile
@@ -343,11 +344,33 @@ def iter_jsonl(path: str | os.PathLike, blanks: bool = False) -> Iterator[tuple[
             if blanks:
                 yield line_number, None
             continue
+        if line.lstrip().startswith("["):  # a record is an object: this is a JSON array
+            raise DataError(f"{path}: line {line_number} opens a JSON array; each line must be one JSON object. "
+                            + json_lines_fix(path))
+        if line.strip() == "{":  # the first line of an object pretty-printed over many lines
+            raise DataError(f"{path}: line {line_number} is '{{' alone: the file holds JSON written over several "
+                            f"lines. {json_lines_fix(path)}")
         record = loads_json(line, path, line_number)
         if not isinstance(record, dict):
             raise DataError(f"{path}: line {line_number} must be a JSON object, "
                             f"got {type(record).__name__}")
         yield line_number, record
+
+
+def json_lines_fix(path: str) -> str:
+    """How to turn a JSON array (or pretty-printed objects) into JSON lines, one object per line."""
+    out = shlex.quote(os.path.splitext(path)[0] + "-lines.jsonl")
+    return (f"JSON lines hold one whole object per line: convert the file with  jq -c '.[]' {shlex.quote(path)} > {out}  "
+            f"(an array) or  jq -c . {shlex.quote(path)} > {out}  (objects)")
+
+
+def is_json_array(path: str) -> bool:
+    """Whether a file's first non-blank character opens a JSON array."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"["
+    except OSError:
+        return False
 
 
 def _fields(text: str, delimiter: str) -> int:
@@ -396,10 +419,37 @@ def _unquoted(field: str) -> str:
     return field
 
 
-def iter_csv_rows(path: str | os.PathLike, delimiter: str) -> Iterator[tuple[int, dict, list]]:
-    """Yield (line_number, row_dict, fieldnames) from a CSV/TSV file with a header row. A ".csv"
-    whose header holds ';' and no ',' is read with ';' (a spreadsheet in a European locale); a TSV
-    field in CSV quoting is unquoted (`_unquoted`)."""
+def _as_row(values: list[str], fieldnames: list[str]) -> dict:
+    """A record as csv.DictReader gives it: the header's names; the fields a short row lacks as
+    None, the extra fields of a long one as a list under None."""
+    row: dict = dict(zip(fieldnames, values))
+    if len(values) > len(fieldnames):
+        row[None] = values[len(fieldnames):]
+    row.update({name: None for name in fieldnames[len(values):]})
+    return row
+
+
+def _tsv_quote_hint(delimiter: str, values: list[str]) -> str:
+    """TSV is read without quoting (a quote is text): a field that a CSV writer quoted because it
+    holds a tab or a line break cannot be read back; say so when a field starts with a quote."""
+    if delimiter == "\t" and any(value.startswith('"') for value in values):
+        return ("; bertkit reads TSV without quoting, so a field cannot hold a tab or a line break, even in quotes: "
+                "remove them from the texts, or save the file as .csv")
+    return ""
+
+
+def _delimiter_fix(delimiter: str, values: list[str]) -> str:
+    """What to do about a row with too many fields."""
+    return _tsv_quote_hint(delimiter, values)[2:] or "quote fields that contain the delimiter"
+
+
+def iter_csv_rows(path: str | os.PathLike, delimiter: str, blanks: bool = False
+                  ) -> Iterator[tuple[int, dict | None, list]]:
+    """Yield (line_number, row_dict, fieldnames) from a CSV/TSV file with a header row, the line
+    where each row starts; an empty line is skipped, or with `blanks` (predict's inputs: one row per
+    line) yielded as (line_number, None, fieldnames). A ".csv" whose header holds ';' and no ',' is
+    read with ';' (a spreadsheet in a European locale); a TSV field in CSV quoting is unquoted
+    (`_unquoted`)."""
     path = os.fspath(path)
     quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
     # csv's default field limit (131,072 characters) is below a long article; a field may be
@@ -409,29 +459,30 @@ def iter_csv_rows(path: str | os.PathLike, delimiter: str) -> Iterator[tuple[int
     header = next(lines, "")
     if delimiter == "," and ";" in header and "," not in header:
         delimiter = ";"  # a CSV from a spreadsheet set to a European locale (Excel writes ';' there)
-    reader = csv.DictReader(itertools.chain([header], lines), delimiter=delimiter, quoting=quoting)
+    reader = csv.reader(itertools.chain([header], lines), delimiter=delimiter, quoting=quoting)
     try:
-        fieldnames = reader.fieldnames or []
+        fieldnames = next(reader, [])
         if not fieldnames:
             raise DataError(f"{path}: file is empty; expected a header row naming the columns")
         repeated = sorted({name for name in fieldnames if fieldnames.count(name) > 1})
         if repeated:
             raise DataError(f"{path}: line 1 names the column {repeated[0]!r} twice; rename or remove one")
         first_line, warned = reader.line_num + 1, False
-        for row in reader:
-            line = reader.line_num
-            if line > first_line:  # a quoted field ran over several lines: legitimate, or a quote left open
-                warned |= _check_open_quote(path, row, len(fieldnames), delimiter, first_line, warn=not warned)
-            first_line = line + 1
+        for values in reader:
+            line, first_line = first_line, reader.line_num + 1  # this row's first line; the next row's
+            if not values or (len(fieldnames) > 1 and values == [values[0]] and not values[0].strip()):  # a blank line
+                if blanks:
+                    yield line, None, fieldnames
+                continue
+            row = _as_row(values, fieldnames)
+            if reader.line_num > line:  # a quoted field ran over several lines: legitimate, or a quote left open
+                warned |= _check_open_quote(path, row, len(fieldnames), delimiter, line, warn=not warned)
             if None in row:
-                raise DataError(
-                    f"{path}: line {line} has {len(fieldnames) + len(row[None])} fields but the "
-                    f"header has {len(fieldnames)}; quote fields that contain the delimiter"
-                )
+                raise DataError(f"{path}: line {line} has {len(values)} fields but the header has {len(fieldnames)}; "
+                                + _delimiter_fix(delimiter, values))
             if any(value is None for value in row.values()):
-                raise DataError(
-                    f"{path}: line {line} has fewer fields than the {len(fieldnames)} in the header"
-                )
+                raise DataError(f"{path}: line {line} has fewer fields than the {len(fieldnames)} in the header"
+                                + _tsv_quote_hint(delimiter, values))
             if quoting == csv.QUOTE_NONE:
                 row = {name: _unquoted(value) for name, value in row.items()}
             yield line, row, fieldnames

@@ -83,6 +83,24 @@ DATA_CASES = {
     "duplicate-jsonl-key": ("clf", "predict", "in.jsonl", b'{"text": "a"}\n{"text": "a", "text": "b"}\n',
                             ["in.jsonl: line 2", "'text' twice"]),
     "duplicate-squad-key": ("qa", "predict", "in.json", b'{"data": [], "data": []}', ["'data' twice"]),
+    # an input with nothing to predict, in every format (a .txt was refused already)
+    "header-only-csv-predict": ("clf", "predict", "in.csv", b"text,label\n", ["in.csv holds no non-blank input"]),
+    "blank-jsonl-predict": ("clf", "predict", "in.jsonl", b"\n\n", ["in.jsonl holds no non-blank input (2 blank)"]),
+    "header-only-csv-embed": ("clf", "embed", "in.csv", b"text\n", ["in.csv has no non-empty 'text'", "0 rows"]),
+    # a JSON array (a common export) or pretty-printed JSON is not JSON lines: say how to convert it
+    "json-array-finetune": ("clf", "finetune", "in.json", b'[{"text": "a", "label": "x"}]',
+                            ["in.json is one JSON array", "jq -c '.[]'"]),
+    "json-array-predict": ("clf", "predict", "in.json", b'[{"text": "a"}]', ["in.json is one JSON array"]),
+    "json-array-in-jsonl": ("clf", "predict", "in.jsonl", b'[{"text": "a"},\n{"text": "b"}]\n',
+                            ["in.jsonl: line 1 opens a JSON array", "jq -c '.[]'"]),
+    "pretty-printed-jsonl": ("clf", "finetune", "in.jsonl", b'{\n  "text": "a", "label": "x"\n}\n',
+                             ["in.jsonl: line 1 is '{' alone", "jq -c ."]),
+    # a TSV written by a CSV writer: the quoted field holding a tab cannot be read without quoting
+    "quoted-tab-tsv": ("clf", "finetune", "in.tsv", b'text\tlabel\n"a\tb"\tsport\n',
+                       ["line 2 has 3 fields", "without quoting", "save the file as .csv"]),
+    # a classification table given to a tagger
+    "csv-to-a-tagger": ("tag", "evaluate", "in.csv", b"text,label\nthe goal,sport\n",
+                        ["in.csv is a .csv table, but token classification reads CoNLL"]),
 }
 
 
@@ -183,6 +201,9 @@ def _rows(path):
 @pytest.mark.parametrize("model,name,content,lines,blank", [
     ("clf", "in.txt", "the goal\n\n   \nrates fell\n\t\n", [1, 2, 3, 4, 5], [1, 2, 4]),
     ("clf", "in.csv", 'text\nthe goal\n""\n"  "\nrates fell\n', [2, 3, 4, 5], [1, 2]),
+    # an empty line is an input too (csv skips it); a quoted text over two lines is where it starts
+    ("clf", "in.csv", 'text,label\nthe goal,x\n\n"rates\nfell",y\n   \nend,z\n', [2, 3, 4, 6, 7], [1, 3]),
+    ("tag", "in.csv", 'text\nParis is nice\n\nRome too\n', [2, 3, 4], [1]),
     ("clf", "in.jsonl", '{"text": "goal"}\n\n{"text": " "}\n{"text": "rates"}\n', [1, 2, 3, 4], [1, 2]),
     ("tag", "in.txt", "Paris is nice\n\nRome too\n", [1, 2, 3], [1]),
     ("tag", "in.jsonl", '{"text": "Paris is nice"}\n\n{"text": "Rome too"}\n', [1, 2, 3], [1]),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -165,6 +166,41 @@ def test_out_equal_to_or_inside_model_is_refused_before_any_work(encoder, tmp_pa
         assert_refused(finetune_argv(encoder, out, "--overwrite"), capsys, tmp_path, f"--out {out} {relation} "
                        f"--model {model}", "choose an --out outside")
     assert snapshot(model) == before
+
+
+def test_training_data_inside_out_is_refused_before_any_work(encoder, tmp_path, capsys):
+    """--overwrite replaces OUT whole, so a --train or --dev file kept in it would be deleted."""
+    out = tmp_path / "run"
+    out.mkdir()
+    shutil.copy(encoder["data"], out / "train.csv")
+    argv = ["finetune", "--task", "classification", "--model", encoder["model"], "--train", out / "train.csv",
+            "--dev", encoder["data"], "--out", out, "--overwrite", "--no-progress", *sets(FINETUNE_SMALL)]
+    assert_refused(argv, capsys, tmp_path, f"--out {out} contains --train {out / 'train.csv'}",
+                   "move", "out of it")
+
+
+@pytest.mark.parametrize("command", ["predict", "embed", "nearest"])
+def test_output_that_is_an_input_a_folder_or_inside_the_model_is_refused_first(command, encoder, tmp_path, capsys):
+    """A file the command reads would be replaced by its rows, a folder would fail after the work."""
+    texts = tmp_path / "texts.txt"
+    texts.write_text("the goal\nrates fell\n", encoding="utf-8")
+    model = encoder["model"]
+    source = {"predict": "--input", "embed": "--input", "nearest": "--corpus"}[command]
+    argv = [command, "--model", model, source, texts] + (["the goal"] if command == "nearest" else [])
+    before = snapshot(model)
+    assert_refused([*argv, "--output", texts], capsys, tmp_path, f"--output {texts} is {source} {texts}")
+    assert_refused([*argv, "--output", tmp_path], capsys, tmp_path, f"--output {tmp_path} is a directory")
+    inside = os.path.join(model, "config.json")
+    assert_refused([*argv, "--output", inside], capsys, tmp_path, f"--output {inside} lies inside --model {model}")
+    assert snapshot(model) == before
+
+
+def test_a_model_option_given_a_file_names_the_directory(encoder, tmp_path, capsys):
+    config = os.path.join(encoder["model"], "config.json")
+    texts = tmp_path / "texts.txt"
+    texts.write_text("the goal\n", encoding="utf-8")
+    assert_refused(["embed", "--model", config, "--input", texts, "--output", tmp_path / "x.npy"], capsys, tmp_path,
+                   f"{config} is a file; --model takes the model's directory ({encoder['model']})")
 
 
 def test_out_inside_the_corpus_folder_is_refused_before_any_work(encoder, tmp_path, capsys):

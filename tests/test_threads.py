@@ -53,7 +53,7 @@ def test_threads_option_applies_during_the_command_and_is_restored(monkeypatch):
     seen = []
     monkeypatch.setattr(embed, "run", lambda args: seen.append(torch.get_num_threads()) or 0)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    assert "embed" in THREADED and "info" not in THREADED and "scale" not in THREADED
+    assert "embed" in THREADED and "export" in THREADED and "info" not in THREADED and "scale" not in THREADED
     before = torch.get_num_threads()
     argv = ["embed", "--model", "m", "--input", "i", "--output", "o"]
     assert main(argv + ["--threads", "3"]) == 0 and main(argv) == 0

@@ -12,7 +12,8 @@ The analysis is bertkit/analysis/attention_report.py.
 from __future__ import annotations
 
 from bertkit.analysis.attention_report import TOP_HEADS, attention_report
-from bertkit.commands.options import add_device, add_precision, device_of, resolve_models, running_in
+from bertkit.commands.options import (add_device, add_precision, check_output_files, device_of, resolve_models,
+                                      running_in)
 
 
 def add_arguments(parser) -> None:
@@ -35,6 +36,7 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
+    check_output_files(args, ("html", "png", "stats"))  # before any work: a folder, or a file in the model
     device = device_of(args)
     with running_in(args, device):
         attention_report(args.model, args.text, args.pair, max_length=args.max_length, top=args.top,

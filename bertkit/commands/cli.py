@@ -52,7 +52,8 @@ COMMANDS = {
 }
 # Commands that run a model get --threads (`scale` has its own, defaulting to torch's choice).
 THREADED = ("quickstart", "embed", "nearest", "pretrain", "fill-mask", "finetune", "evaluate", "predict", "distill",
-            "attention", "probe")
+            "attention", "probe", "export")
+CPU_ONLY = ("export",)  # traced and checked on the CPU (ONNX Runtime's CPU provider): no --device
 
 
 def _thread_count(text: str) -> int:

@@ -20,7 +20,8 @@ import numpy as np
 from bertkit.inference.encode import SentenceEncoder
 from bertkit.io import atomic_open
 from bertkit.tasks.formats import read_texts
-from bertkit.commands.options import add_device, add_int8, add_precision, device_of, precision_of, resolve_models
+from bertkit.commands.options import (add_device, add_int8, add_precision, check_output_files, device_of,
+                                      precision_of, resolve_models)
 
 
 def add_arguments(parser) -> None:
@@ -40,6 +41,7 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
+    check_output_files(args)  # before any work: a folder, or a file the command reads
     texts = read_texts(args.input, args.text_column)  # before loading the model: bad input fails fast
     device = device_of(args)
     encoder = SentenceEncoder.from_pretrained(args.model, quantize="int8" if args.int8 else None, device=device,

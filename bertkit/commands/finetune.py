@@ -140,8 +140,10 @@ def training_hints(summary: dict) -> list[str]:
     trivial baseline; more when the task's reference method (BM25) is level or ahead."""
     metric, best = summary["select_metric"], summary["best_dev"].get(summary["select_metric"])
     history, hints = summary.get("dev_history") or [], []
-    if len(history) > 1 and summary["best_step"] == history[-1]["step"] and not summary.get("stopped_early"):
-        hints.append(f"the best dev {metric} came at the last evaluation, so it may still be rising: try a longer "
+    trained = [row for row in history if row["step"] > 0]  # step 0: the model before fine-tuning
+    if trained and summary["best_step"] == trained[-1]["step"] and not summary.get("stopped_early"):
+        when = "at the last evaluation" if len(trained) > 1 else "at the run's one evaluation, its end"
+        hints.append(f"the best dev {metric} came {when}, so it may still be rising: try a longer "
                      f"run (train.epochs, now {summary['options']['epochs']:g}; or train.max_steps, now "
                      f"{summary['train_config']['max_steps']})")
     trivial = (summary.get("dev_baseline") or {}).get(metric)

@@ -24,7 +24,8 @@ from bertkit.inference.encode import SentenceEncoder
 from bertkit.io import atomic_open
 from bertkit.tasks.formats import read_texts
 from bertkit.tasks.retrieval import top_matches
-from bertkit.commands.options import add_device, add_precision, device_of, precision_of, resolve_models
+from bertkit.commands.options import (add_device, add_precision, check_output_files, device_of, precision_of,
+                                      resolve_models)
 
 CHECKED_ROWS = 8  # corpus texts embedded again to check a --corpus-embeddings file
 
@@ -85,6 +86,7 @@ def saved_vectors(path: str, corpus_path: str, corpus: list[str], kept: list[int
 
 def run(args) -> int:
     resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
+    check_output_files(args)  # before any work: a folder, or a file the command reads
     if args.top < 1:
         raise DataError(f"--top must be at least 1, got {args.top}")
     queries, corpus = read_queries(args), read_texts(args.corpus, args.text_column)  # before the model loads

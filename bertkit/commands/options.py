@@ -10,12 +10,13 @@ and `write_stream` how a stream output reaches a file or, for `--output -`, stdo
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
 import torch
 
-from bertkit.errors import ConfigError
+from bertkit.errors import CheckpointError, ConfigError
 from bertkit.io import atomic_write_text
 from bertkit.runtime.devices import DEVICES, resolve_device
 from bertkit.runtime.precision import PRECISIONS, autocast, describe
@@ -130,6 +131,9 @@ def resolve_models(args) -> None:
         if isinstance(value, str):
             setattr(args, name, resolve_model_dir(value))
             refuse_run_folder(getattr(args, name), name)
+            if name != "tokenizer" and os.path.isfile(getattr(args, name)):  # a tokenizer may be one file
+                raise CheckpointError(f"{value} is a file; --{name.replace('_', '-')} takes the model's directory "
+                                      f"({os.path.dirname(value) or '.'})")
 
 
 def rounded(value) -> str:
@@ -152,6 +156,35 @@ def write_stream(path: str, text: str) -> None:
         sys.stdout.flush()
     else:
         atomic_write_text(path, text)
+
+
+def check_output_files(args, outputs: tuple[str, ...] = ("output",),
+                       reads: tuple[str, ...] = ("input", "model", "corpus", "query_file", "corpus_embeddings")
+                       ) -> None:
+    """The files a command writes (`outputs`, its options), checked before any work: a folder fails
+    only once the work is done, and a file the command reads (its input, its corpus, anything in
+    its model directory) would be replaced by what it writes."""
+    for name in outputs:
+        path = getattr(args, name, None)
+        if not path or path == STDOUT:
+            continue
+        option = "--" + name.replace("_", "-")
+        if os.path.isdir(path):
+            raise ConfigError(f"{option} {path} is a directory; give the path of a file to write (in it, or "
+                              "elsewhere)")
+        target = os.path.realpath(path)
+        for source_name in reads:
+            source = getattr(args, source_name, None)
+            if not isinstance(source, str) or not os.path.exists(source):
+                continue
+            real = os.path.realpath(source)
+            read = f"--{source_name.replace('_', '-')} {source}"
+            if target == real:
+                raise ConfigError(f"{option} {path} is {read}: writing it would replace what the command reads; "
+                                  "choose another file")
+            if target.startswith(real + os.sep):
+                raise ConfigError(f"{option} {path} lies inside {read}: the command would write into the directory "
+                                  "it reads; choose a file outside it")
 
 
 def say(line: str) -> None:

@@ -22,7 +22,7 @@ from bertkit.inference.quantize import inference_copy
 from bertkit.tasks import TASKS, load_for_inference, prediction_rows, read_prediction_input, showing_progress
 
 from bertkit.commands.options import (STDOUT, add_device, add_int8, add_precision, add_set, add_task_module,
-                                      device_of, resolve_models, running_in, write_stream)
+                                      check_output_files, device_of, resolve_models, running_in, write_stream)
 
 
 def add_arguments(parser) -> None:
@@ -41,6 +41,7 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
+    check_output_files(args)  # before any work: a folder, or a file the command reads
     device = device_of(args)  # before the model loads
     model, tokenizer, spec = load_for_inference(args.model, args.task, args.set)
     model = inference_copy(model, tokenizer, args.int8, device, args.precision)

@@ -310,7 +310,8 @@ class TaskData:
     dev_source: str
 
 
-def prepare_labels(task: Task, train_source: str, train: Sequence, dev: Sequence) -> list[str] | None:
+def prepare_labels(task: Task, train_source: str, train: Sequence, dev: Sequence, dev_source: str | None = None
+                   ) -> list[str] | None:
     """Label names in id order (None for tasks without a label set); dev labels must be known."""
     if task.labels_of is None:
         return None
@@ -319,10 +320,10 @@ def prepare_labels(task: Task, train_source: str, train: Sequence, dev: Sequence
     if inventory is None:
         label2id, id2label = build_label_map(train_labels)
     else:
-        check_labels_known(train_labels, {n: i for i, n in enumerate(inventory)}, "train")
+        check_labels_known(train_labels, {n: i for i, n in enumerate(inventory)}, "train", train_source)
         id2label = dict(enumerate(inventory))
         label2id = {n: i for i, n in id2label.items()}
-    check_labels_known(task.labels_of(dev), label2id, "dev")
+    check_labels_known(task.labels_of(dev), label2id, "dev", dev_source)
     absent = sorted(set(train_labels) - set(task.labels_of(dev)) - {None})
     if absent and inventory is None:  # a built-in's label inventory may name labels no split holds
         shown = ", ".join(repr(str(name)) for name in absent[:5]) + (", ..." if len(absent) > 5 else "")
@@ -356,7 +357,7 @@ def load_task_data(task: Task, train_source: str, dev_source: str | None, recipe
     check_long_text_task(task.name, recipe.data.long_text)
     if parse_source(train_source)[0] not in BUILTIN_DATA:  # the user's own data; built-in splits are fixed
         warn_about_shared_texts(train, dev)
-    labels = prepare_labels(task, train_source, train, dev)
+    labels = prepare_labels(task, train_source, train, dev, dev_source)
     spec = TaskSpec(task, recipe.data, task.allows_no_answer(train))
     return TaskData(task, train, dev, labels, spec, dev_source)
 
@@ -509,6 +510,9 @@ def _finetune(task_name: Task | str, model_dir: str, train_source: str, dev_sour
     if recipe.peft and not task.peft:
         raise ConfigError(f"--peft is not available for --task {task.name}: its model trains whole; drop --peft")
     check_apart(model_dir, out_dir)
+    for option, source in (("--train", train_source), ("--dev", dev_source)):
+        if source and os.path.exists(source):  # a file in OUT: --overwrite would delete it, a run mix into it
+            check_apart(source, out_dir, option)
     record = run_record(task.name, model_dir, train_source, dev_source, recipe)
     with run_lock(out_dir, f"finetune --task {task.name}"):
         resume = check_out_dir(out_dir, overwrite, resume, record)  # before the slow parts

@@ -253,8 +253,10 @@ def check_apart(source: str | os.PathLike, out_dir: str | os.PathLike, option: s
     contains = src.startswith(out + os.sep) and not inside_only
     if src == out or out.startswith(src + os.sep) or contains:
         relation = "is" if src == out else "lies inside" if out.startswith(src + os.sep) else "contains"
+        fix = (f"choose another --out, or move {source} out of it" if os.path.isfile(source)
+               else f"choose an --out outside {source}")
         raise BertkitError(f"--out {out_dir} {relation} {option} {source}: the run would write into (or replace) "
-                           f"what it reads; choose an --out outside {source}")
+                           f"what it reads; {fix}")
 
 
 def refuse_unresumed(out_dir: str, existing: str | None, resume: bool) -> None:

@@ -17,7 +17,7 @@ import functools
 import os
 
 from bertkit.errors import DataError
-from bertkit.io import missing_file
+from bertkit.io import is_json_array, missing_file
 from bertkit.tasks import embedding, multiple_choice, qa, realdata, seq2seq, sequence, tagging
 from bertkit.tasks.hub_datasets import DEFAULT_SPLITS, is_reference, parse_name, resolve
 from bertkit.tasks.common import DataConfig
@@ -139,7 +139,7 @@ def naming_the_task_of_the_format(task: Task, path: str):
         yield
     except DataError as e:
         owner = FORMAT_TASKS.get(os.path.splitext(path)[1].lower())
-        if owner is None or owner == task.name:
+        if owner is None or owner == task.name or is_json_array(path):  # no SQuAD file is an array
             raise
         raise DataError(f"{e} ({os.path.splitext(path)[1]} is the {owner} format: did you mean "
                         f"--task {owner}?)") from None

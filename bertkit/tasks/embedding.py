@@ -31,7 +31,7 @@ from typing import Sequence
 import numpy as np
 
 from bertkit.errors import DataError
-from bertkit.io import check_regular_file, iter_csv_rows
+from bertkit.io import check_regular_file, is_json_array, iter_csv_rows, json_lines_fix
 from bertkit.models.families import families
 from bertkit.models.sentence_embedding import SentenceEmbeddingModel
 from bertkit.tasks import retrieval, sequence
@@ -54,6 +54,9 @@ def read(path: str, data: DataConfig) -> list[PairExample]:
         records = ((line, row) for line, row, _ in iter_csv_rows(path, "\t" if suffix == ".tsv" else ","))
     elif suffix == ".jsonl" or table:
         records = iter_records(path)
+    elif suffix == ".json" and is_json_array(path):
+        raise DataError(f"{path} is one JSON array; embedding data is .csv, .tsv or JSON lines (.jsonl): "
+                        f"{json_lines_fix(path)}")
     else:
         raise DataError(f"{path}: unknown extension {suffix!r}; embedding data is .csv, .tsv or .jsonl with "
                         f"{data.text_column!r} and {data.positive_column!r} columns")

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Iterable, Sequence, Union
 
 from bertkit.errors import DataError
-from bertkit.io import check_regular_file, iter_csv_rows, iter_text_lines, loads_json, read_text
+from bertkit.io import (check_regular_file, is_json_array, iter_csv_rows, iter_text_lines, json_lines_fix, loads_json,
+                        read_text)
 from bertkit.tasks.tables import is_table, iter_records
 
 Label = Union[str, float, list, None]
@@ -248,6 +249,9 @@ def read_text_dataset(
         records = _csv_records(path, "\t" if suffix == ".tsv" else ",", columns, multilabel_sep)
     elif suffix == ".jsonl" or table:
         records = _jsonl_records(path, columns)
+    elif suffix == ".json" and is_json_array(path):
+        raise DataError(f"{path} is one JSON array; bertkit reads .csv, .tsv or JSON lines (.jsonl): "
+                        f"{json_lines_fix(path)}")
     else:
         raise DataError(f"{path}: unknown extension {suffix!r}; use .csv, .tsv, .jsonl, .parquet or a directory "
                         "saved by datasets")
@@ -305,9 +309,13 @@ def read_texts(path: str, text_column: str = "text") -> list[str]:
     --text-column, not --set.)"""
     if Path(path).suffix.lower() in TABLE_SUFFIXES or is_table(path):
         try:
-            return [example.text for example in read_text_dataset(path, text_column, None, None)]
+            texts = [example.text for example in read_text_dataset(path, text_column, None, None)]
         except MissingColumnError as err:
             raise DataError(f"{err.what}; name the column that holds the texts with --text-column NAME") from None
+        if not any(text.strip() for text in texts):
+            raise DataError(f"{path} has no non-empty {text_column!r} under its header ({len(texts)} rows); put one "
+                            "text per row")
+        return texts
     lines = [line for _, line in iter_text_lines(path)]
     if not any(line.strip() for line in lines):
         raise DataError(f"{path} holds no non-empty lines; put one text per line")
@@ -343,7 +351,11 @@ def _csv_records(path: str, delimiter: str, columns: tuple, multilabel_sep: str)
     """(line, text, pair, raw label) of each CSV/TSV row; "a|b" labels are lists."""
     text_column, pair_column, label_column = columns
     wanted = _wanted(columns)
-    for index, (line, row, fieldnames) in enumerate(iter_csv_rows(path, delimiter)):
+    # unlabelled (predict, embed): an empty line is an input of its own, an empty text (one row per line)
+    for index, (line, row, fieldnames) in enumerate(iter_csv_rows(path, delimiter, blanks=label_column is None)):
+        if row is None:
+            yield line, "", "" if pair_column else None, None
+            continue
         missing = [name for name in wanted if name not in row]
         if missing:
             raise MissingColumnError(f"{path}: header has no column {missing[0]!r} (columns: {', '.join(fieldnames)})",
@@ -425,28 +437,40 @@ def build_label_map(labels: Iterable) -> tuple[dict[str, int], dict[int, str]]:
     return label2id, id2label
 
 
-def check_labels_known(labels: Iterable, label2id: dict, split_name: str) -> None:
-    """Raise DataError listing labels of split `split_name` that are not in `label2id`."""
+def check_labels_known(labels: Iterable, label2id: dict, split_name: str, source: str | None = None) -> None:
+    """Raise DataError listing labels of split `split_name` (read from `source`) that are not in
+    `label2id`, with what to do about them."""
     unseen: set[str] = set()
+    seen = 0
     for label in labels:
         for name in label if isinstance(label, list) else [label]:
             if name is not None and name not in label2id:
                 unseen.add(name)
+            seen += name is not None and name in label2id
     if unseen:
         shown = ", ".join(repr(name) for name in sorted(unseen)[:20])
         more = f" and {len(unseen) - 20} more" if len(unseen) > 20 else ""
-        raise DataError(
-            f"{split_name} split has {len(unseen)} label(s) never seen in training: {shown}{more}; "
-            "add training examples for them or remove them from this split" + _numeric_hint(unseen, label2id)
-        )
+        where = f" ({source})" if source else ""
+        raise DataError(f"{split_name} split{where} has {len(unseen)} label(s) never seen in training: {shown}{more}; "
+                        + _unseen_fix(unseen, label2id, seen))
 
 
-def _numeric_hint(unseen: set, label2id: dict) -> str:
-    """A forgotten --task regression: numbers read as class names rarely repeat between splits, so
-    adding training examples would be the wrong fix."""
+def _unseen_fix(unseen: set, label2id: dict, seen: int) -> str:
+    """What to do about labels missing from training. The same number written two ways ('0' and
+    '0.0', as pandas writes an int column holding a gap) is one class; a split none of whose labels
+    is a training label is labelled another way; numbers that rarely repeat between splits are a
+    forgotten --task regression. Otherwise training lacks the classes."""
+    known = ", ".join(repr(name) for name in sorted(label2id)[:5]) + (", ..." if len(label2id) > 5 else "")
+    as_numbers = {parse_number(name) for name in label2id} - {None}
+    if all(parse_number(name) in as_numbers for name in unseen):
+        return (f"they are training labels written another way (training has {known}): write the labels "
+                "alike in both files")
+    if not seen:
+        return (f"none of its labels is a training label (training has {known}): the two files name the "
+                "classes differently; use the same names in both")
     if all(parse_number(name) is not None for name in [*unseen, *label2id]):
-        return "; the labels are numbers: for a numeric target use --task regression"
-    return ""
+        return "the labels are numbers: for a numeric target use --task regression"
+    return "add training examples for them or remove them from this split"
 
 
 # ----------------------------------------------------------------------------------------
@@ -461,6 +485,11 @@ def read_conll(path: str | os.PathLike, token_col: int = 0, tag_col: int = -1,
     of columns as the first one. `labelled=False` (words to tag) also takes one column, the words
     alone; their tags read "O"."""
     path = str(path)
+    suffix = Path(path).suffix.lower()
+    if suffix in (".csv", ".jsonl", ".json", ".parquet"):  # a .tsv may be CoNLL (token TAB tag)
+        raise DataError(f"{path} is a {suffix} table, but token classification reads CoNLL: one token per line "
+                        "with its tag after it, a blank line between sentences (a table of labelled texts is for "
+                        "another task: check --task, or the model)")
     sentences: list[TokenExample] = []
     tokens: list[str] = []
     tags: list[str] = []

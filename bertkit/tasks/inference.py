@@ -165,7 +165,11 @@ def read_prediction_input(task: Task | str, source: str, data: DataConfig) -> Pr
         return PredictionInput(load_examples(task, source, "test", data))
     path = resolve_source(task, source, "test")
     with naming_the_task_of_the_format(task, path):
-        return task.read_inputs(path, data)
+        inputs = task.read_inputs(path, data)
+    if all(_is_blank(example) for example in inputs.examples):  # a header only, blank lines only
+        raise DataError(f"{path} holds no non-blank input ({len(inputs.examples)} blank); put one input per line "
+                        "or row")
+    return inputs
 
 
 def prediction_rows(model, tokenizer, spec: TaskSpec, inputs: PredictionInput, name: str = "input") -> list[dict]:

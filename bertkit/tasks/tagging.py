@@ -25,7 +25,7 @@ from bertkit.io import iter_jsonl
 from bertkit.tasks.alignment import IGNORE_INDEX, align_labels_to_tokens, word_predictions_from_tokens
 from bertkit.tasks.common import (DataConfig, PredictionInput, TaskSpec, forward_features, model_labels,
                                   truncation_warning)
-from bertkit.tasks.formats import TokenExample, read_conll
+from bertkit.tasks.formats import TokenExample, read_conll, read_text_dataset
 from bertkit.tasks.metrics import entity_prf, entity_spans
 from bertkit.tasks.realdata import tokenize_words
 from bertkit.tasks.sequence import read_lines
@@ -67,16 +67,19 @@ def _jsonl_texts(path: str) -> list[tuple[int, str]]:
 
 
 def read_inputs(path: str, data: DataConfig) -> PredictionInput:
-    """Raw text (.txt one per line, .jsonl {"text"}) split into words (`words_of_text`: at spaces
-    and around punctuation, so "£5m" is "£", "5m"), or CoNLL words as given: one per line, a tag
-    column or none, a blank line between sentences."""
+    """Raw text (.txt one per line, .jsonl {"text"}, a .csv's text column) split into words
+    (`words_of_text`: at spaces and around punctuation, so "£5m" is "£", "5m"), or CoNLL words as
+    given: one per line, a tag column or none, a blank line between sentences."""
     suffix = os.path.splitext(path)[1].lower()
-    if suffix not in (".txt", ".jsonl"):
+    if suffix not in (".txt", ".jsonl", ".csv"):
         examples = read_conll(path, data.token_col, data.tag_col, labelled=False)
         if not examples:
             raise DataError(f"{path}: no sentences; put one word per line and a blank line between sentences")
         return PredictionInput(examples)
-    numbered = read_lines(path) if suffix == ".txt" else _jsonl_texts(path)
+    if suffix == ".csv":
+        numbered = [(e.line, e.text) for e in read_text_dataset(path, data.text_column, None, None)]
+    else:
+        numbered = read_lines(path) if suffix == ".txt" else _jsonl_texts(path)
     examples, spans, texts = [], [], []
     for line, text in numbered:
         words, word_spans = words_of_text(text)

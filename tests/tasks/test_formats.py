@@ -192,6 +192,15 @@ def test_label_map_sorted_and_unknown_labels_listed():
     assert "regression" not in str(refused.value)  # said only when every label is a number
 
 
+def test_unseen_labels_written_another_way_or_named_otherwise_say_so():
+    label2id, _ = build_label_map(["0", "1", "2"])
+    with pytest.raises(DataError, match=r"dev split \(dev.csv\) has 2 .*'0.0', '1.0'; they are training labels written "
+                                        r"another way \(training has '0', '1', '2'\)"):
+        check_labels_known(["0.0", "1.0"], label2id, "dev", "dev.csv")
+    with pytest.raises(DataError, match=r"none of its labels is a training label .* name the classes differently"):
+        check_labels_known(["sport", "business"], label2id, "dev")
+
+
 def test_unseen_numeric_labels_name_the_regression_task():
     label2id, _ = build_label_map(["1.1461", "0.903", "2"])
     with pytest.raises(DataError, match=r"never seen in training: '1.2788'.*the labels are numbers: for a "
