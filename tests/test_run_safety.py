@@ -191,8 +191,12 @@ def test_output_that_is_an_input_a_folder_or_inside_the_model_is_refused_first(c
     assert_refused([*argv, "--output", texts], capsys, tmp_path, f"--output {texts} is {source} {texts}")
     assert_refused([*argv, "--output", tmp_path], capsys, tmp_path, f"--output {tmp_path} is a directory")
     inside = os.path.join(model, "config.json")
-    assert_refused([*argv, "--output", inside], capsys, tmp_path, f"--output {inside} lies inside --model {model}")
+    assert_refused([*argv, "--output", inside], capsys, tmp_path, f"--output {inside} is a file of --model {model}")
     assert snapshot(model) == before
+    if command != "predict":  # (this encoder has no task head to predict with)
+        beside = os.path.join(model, "rows.out")  # a new file in the model's folder replaces nothing
+        assert main([str(a) for a in [*argv, "--output", beside]]) == 0
+        os.remove(beside)
 
 
 def test_a_model_option_given_a_file_names_the_directory(encoder, tmp_path, capsys):

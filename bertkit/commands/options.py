@@ -162,8 +162,8 @@ def check_output_files(args, outputs: tuple[str, ...] = ("output",),
                        reads: tuple[str, ...] = ("input", "model", "corpus", "query_file", "corpus_embeddings")
                        ) -> None:
     """The files a command writes (`outputs`, its options), checked before any work: a folder fails
-    only once the work is done, and a file the command reads (its input, its corpus, anything in
-    its model directory) would be replaced by what it writes."""
+    only once the work is done, and a file the command reads (its input, its corpus, a file of its
+    model directory) would be replaced by what it writes."""
     for name in outputs:
         path = getattr(args, name, None)
         if not path or path == STDOUT:
@@ -182,9 +182,9 @@ def check_output_files(args, outputs: tuple[str, ...] = ("output",),
             if target == real:
                 raise ConfigError(f"{option} {path} is {read}: writing it would replace what the command reads; "
                                   "choose another file")
-            if target.startswith(real + os.sep):
-                raise ConfigError(f"{option} {path} lies inside {read}: the command would write into the directory "
-                                  "it reads; choose a file outside it")
+            if target.startswith(real + os.sep) and os.path.exists(target):  # a new file beside a model is fine
+                raise ConfigError(f"{option} {path} is a file of {read}: writing it would replace part of what the "
+                                  "command reads; choose another file")
 
 
 def say(line: str) -> None:
