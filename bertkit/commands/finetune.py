@@ -138,7 +138,7 @@ def training_hints(summary: dict) -> list[str]:
     """What the dev history says to try: more epochs when the best score came at the last
     evaluation of a run that was not stopped; a look at the data when the model is not above the
     trivial baseline; more when the task's reference method (BM25) is level or ahead."""
-    metric, best = summary["select_metric"], summary["best_dev"].get(summary["select_metric"])
+    metric = summary["select_metric"]
     history, hints = summary.get("dev_history") or [], []
     trained = [row for row in history if row["step"] > 0]  # step 0: the model before fine-tuning
     if trained and summary["best_step"] == trained[-1]["step"] and not summary.get("stopped_early"):
@@ -146,12 +146,17 @@ def training_hints(summary: dict) -> list[str]:
         hints.append(f"the best dev {metric} came {when}, so it may still be rising: try a longer "
                      f"run (train.epochs, now {summary['options']['epochs']:g}; or train.max_steps, now "
                      f"{summary['train_config']['max_steps']})")
-    trivial = (summary.get("dev_baseline") or {}).get(metric)
-    if not_ahead(summary, trivial):
+    trivial_scores = summary.get("dev_baseline") or {}
+    # the trivial baseline's own metric where it lacks the select one (regression's mean: no correlation)
+    shared = metric if metric in trivial_scores else next((m for m in trivial_scores if m in summary["best_dev"]),
+                                                         metric)
+    trivial = trivial_scores.get(shared)
+    if not_ahead(summary, trivial, shared):
         weighted = (TASKS[summary["spec"]["task"]].class_weights
                     and summary["options"].get("class_weights", "none") == "none")
-        hints.append(f"the model is not above the trivial baseline on dev ({metric} {rounded(best)} against "
-                     f"{rounded(trivial)}): check the labels, and try more epochs or a larger lr"
+        hints.append(f"the model is not above the trivial baseline on dev ({shared} "
+                     f"{rounded(summary['best_dev'][shared])} against {rounded(trivial)}): check the labels, and "
+                     "try more epochs or a larger lr"
                      + ("; if one class is most of the data, also --set train.class_weights=balanced "
                         "train.select_metric=macro_f1" if weighted else ""))
     reference = summary.get("reference_baseline") or {}
@@ -162,10 +167,10 @@ def training_hints(summary: dict) -> list[str]:
     return hints
 
 
-def not_ahead(summary: dict, theirs: float | None) -> bool:
-    """Whether the model's best dev score is level with or behind `theirs` (False when either is
-    unknown); lower is better for the task's loss-like metrics."""
-    metric = summary["select_metric"]
+def not_ahead(summary: dict, theirs: float | None, metric: str | None = None) -> bool:
+    """Whether the model's best dev `metric` (default: the select metric) is level with or behind
+    `theirs` (False when either is unknown); lower is better for the task's loss-like metrics."""
+    metric = metric or summary["select_metric"]
     ours = summary["best_dev"].get(metric)
     if ours is None or theirs is None:
         return False

@@ -446,6 +446,8 @@ def build_model(model_dir: str, data: TaskData, recipe: Recipe, model_fn=None, p
     check_model_overrides(config, recipe.model)
     torch.manual_seed(recipe.train.seed)  # the new head's initialisation
     model = (model_fn or data.task.build_model or build_task_model)(model_dir, data.task, data.labels, recipe.model)
+    if data.task.init_head is not None and model_fn is None and data.task.build_model is None:  # a new head
+        data.task.init_head(model, data.train)
     if getattr(model, "layout", None) is not None:  # a sentence model (sentence_layout.py): its saved layout reads
         model.layout.max_seq_length = recipe.data.max_length  # texts at the length it is fine-tuned and scored at
     if recipe.model.get("attention_low_rank") is not None and getattr(config, "attention_low_rank", None) is None:

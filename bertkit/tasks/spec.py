@@ -103,6 +103,8 @@ class Task:
     peft: bool = True
     starts_trained: bool = False
     per_class: Callable[[Sequence, Sequence], dict] | None = None
+    # (model, training examples): start a newly built head where the training data says (regression: its mean)
+    init_head: Callable[[Any, Sequence], None] | None = None
 
     @property
     def default_metric(self) -> str:

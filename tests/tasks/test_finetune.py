@@ -165,3 +165,28 @@ def test_regression_and_multilabel_pairs_run_and_reload(tmp_path):
     model = BertForSequenceClassification.from_pretrained(tmp_path / "multi")
     assert model.config.problem_type == "multi_label_classification"
     assert BertForSequenceClassification.from_pretrained(tmp_path / "reg").config.num_labels == 1
+
+
+def test_a_new_regression_head_starts_at_the_training_mean(tmp_path, monkeypatch):
+    """Targets far from 0 (word counts, mean 22) left a short run at a near-constant output far
+    below them; the head's bias starts at the training mean, as transformers reads it."""
+    from bertkit.recipes import finetune as finetune_recipe
+
+    texts = [" ".join(["market film vote"] * (1 + i % 5)) for i in range(24)]
+    rows = [{"text": text, "label": 100.0 + len(text.split())} for text in texts]
+    tiny = make_tiny_model(tmp_path / "tiny", texts)
+    write_jsonl(tmp_path / "train.jsonl", rows[:16])
+    write_jsonl(tmp_path / "dev.jsonl", rows[16:])
+    built = []
+    real = finetune_recipe.build_model
+    monkeypatch.setattr(finetune_recipe, "build_model", lambda *a, **k: built.append(real(*a, **k)) or built[-1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        finetune("regression", tiny, str(tmp_path / "train.jsonl"), str(tmp_path / "dev.jsonl"), str(tmp_path / "reg"),
+                 {"data": {"max_length": 16}, "train": {"max_steps": 1, "batch_size": 8}}, progress=False)
+    mean = float(np.mean([r["label"] for r in rows[:16]]))
+    assert built and abs(built[0].classifier.bias.item() - mean) < 1.0  # one step of lr 2e-5-ish moved it a little
+    saved = BertForSequenceClassification.from_pretrained(tmp_path / "reg")
+    with torch.no_grad():
+        out = saved(torch.tensor([[2, 5, 3]])).logits.item()
+    assert abs(out - mean) < 5.0  # not about 0

@@ -121,6 +121,10 @@ def test_the_report_says_when_the_best_score_came_last_or_is_not_above_the_trivi
     weighted = summary(peaked)
     weighted["options"]["class_weights"] = "balanced"
     assert "class_weights" not in training_hints(weighted)[0]  # already on: not suggested again
+    collapsed = summary([{"step": 20, "pearson": 0.66, "mse": 184.5}], metric="pearson", task="regression")
+    collapsed["dev_baseline"] = {"mse": 28.03}  # the training mean: no correlation, only mse
+    assert any("not above the trivial baseline on dev (mse 184.5 against 28.03)" in hint
+               for hint in training_hints(collapsed))
     behind_bm25 = {**summary(peaked, trivial=0.1), "reference_baseline": {"method": "BM25", "accuracy": 0.6}}
     (hint,) = training_hints(behind_bm25)
     assert hint.startswith("BM25 is ahead of the model on dev (accuracy 0.6 against 0.45)")
