@@ -376,3 +376,17 @@ def test_encode_max_length_is_honoured_and_capped_at_the_models_positions(models
         full = encoder.encode(text, max_length=128)
     assert abs(short - again).max() < 1e-5  # [CLS] the [SEP]: the limit was applied
     assert abs(capped - full).max() < 1e-6
+
+
+def test_a_command_line_or_stdin_that_is_not_utf8_is_one_line(models, tmp_path, capsys, monkeypatch):
+    """A Latin-1 terminal: Python decodes argv with stand-ins for the bytes, which reached the
+    tokenizer (a TypeError traceback)."""
+    import io
+    import sys
+
+    text = "caf\xe9".encode("latin-1").decode("utf-8", "surrogateescape")
+    assert_refused(["tokenize", "--model", models["clf"], text], capsys, tmp_path, "the argument b'caf\\xe9' is not UTF-8",
+                   "byte 0xe9 at character 4")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(LATIN1)))
+    assert_refused(["tokenize", "--model", models["clf"]], capsys, tmp_path, "stdin is not UTF-8 (byte 0xe9 at byte 4)")
+

@@ -16,7 +16,7 @@ import warnings
 import torch
 
 from bertkit.runtime import job_warnings
-from bertkit.errors import BertkitError
+from bertkit.errors import BertkitError, DataError
 from bertkit.io import describe_os_error
 from bertkit.runtime.threads import default_threads
 from bertkit.runtime.user_modules import TASK_MODULE, import_user_module, task_modules
@@ -142,10 +142,22 @@ def _one_line_warning(message, category, filename, lineno, line=None) -> str:
     return f"bertkit: {category.__name__}: {message}\n"
 
 
+def check_utf8_arguments(argv: list[str]) -> None:
+    """Python decodes a command line that is not UTF-8 (a Latin-1 terminal) with stand-ins for the
+    bytes it cannot read; they would reach the tokenizer as text it refuses with a traceback."""
+    for arg in argv:
+        bad = next((i for i, ch in enumerate(arg) if "\udc80" <= ch <= "\udcff"), None)
+        if bad is not None:
+            raise DataError(f"the argument {arg.encode('utf-8', 'surrogateescape')!r} is not UTF-8 (byte "
+                            f"0x{ord(arg[bad]) - 0xDC00:02x} at character {bad + 1}); set the terminal to UTF-8, "
+                            "or put the text in a UTF-8 file")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command; returns its exit code (2 for a user error, printed as one line)."""
     argv = sys.argv[1:] if argv is None else argv
     try:  # a task of the user's is registered before the parser lists the --task choices
+        check_utf8_arguments(argv)
         for module in task_modules(argv):
             import_user_module(module, TASK_MODULE, "registers your task (bertkit.tasks.register_task)")
     except BertkitError as e:

@@ -125,8 +125,9 @@ def report(summary: dict, out: str) -> None:
     print(f"model saved in {out}")
     baselines = {"tfidf": recorded_result(tfidf), "reference": reference, "before_fine_tuning": before}
     baselines = {name: value for name, value in baselines.items() if value}
-    if baselines:  # beside the model's dev scores, with the trivial one
-        best = {**best, "baselines": {"trivial": summary["dev_baseline"], **baselines}}
+    shown = baselines or (summary.get("dev_baseline") and summary["options"].get("baseline", True))
+    if shown:  # beside the model's dev scores, as evaluate's last line has them (none with --no-baseline)
+        best = {**best, "baselines": {"trivial": summary.get("dev_baseline"), **baselines}}
     print(json.dumps(best))
 
 

@@ -6,6 +6,7 @@ import json
 import sys
 import warnings
 
+from bertkit.errors import DataError
 from bertkit.tokenizer import Tokenizer
 from bertkit.commands.options import resolve_models
 
@@ -22,7 +23,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
     tok = Tokenizer.from_pretrained(args.model)
-    text = args.text if args.text is not None else sys.stdin.read()
+    text = args.text if args.text is not None else stdin_text()
     with warnings.catch_warnings():  # the tokenizer's note speaks to Python callers; ours below to this one
         warnings.simplefilter("ignore")
         enc = tok([text], [args.pair] if args.pair is not None else None, padding=False,
@@ -49,3 +50,13 @@ def run(args) -> int:
                                             row["word_ids"], row["offsets"])):
         print(f"{i:>4}  {t:<20} {x:>7} {s:>4} {'' if w is None or w < 0 else w:>5}  {o[0]}-{o[1]}")
     return 0
+
+
+def stdin_text() -> str:
+    """All of stdin as UTF-8 text; bytes that are not UTF-8 are one line saying where."""
+    raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode("utf-8")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise DataError(f"stdin is not UTF-8 (byte 0x{raw[err.start]:02x} at byte {err.start + 1}); convert it, "
+                        "e.g. iconv -f latin1 -t utf-8") from None

@@ -55,9 +55,16 @@ def run(args) -> int:
     return 0
 
 
+MODEL_WEIGHTS = ("model.safetensors", "pytorch_model.bin", "adapter_model.safetensors")
+
+
 def _check_options(args) -> None:
     if args.cased and args.kind == "bpe":
         raise ConfigError("--cased is for --kind wordpiece: byte-level BPE keeps case always; drop --cased")
+    weights = [name for name in MODEL_WEIGHTS if os.path.isfile(os.path.join(args.out, name))]
+    if weights:  # its embedding rows are its own tokenizer's ids: a new vocabulary would misread them, silently
+        raise ConfigError(f"--out {args.out} holds a model ({weights[0]}), whose weights need the tokenizer they "
+                          "were trained with; save the new tokenizer in another directory (even with --overwrite)")
     held = [name for name in VOCABULARY_FILES if os.path.isfile(os.path.join(args.out, name))]
     if held and not args.overwrite:
         raise ConfigError(f"--out {args.out} already holds a tokenizer ({', '.join(held)}); choose a new --out "

@@ -322,7 +322,7 @@ def _jsonl_documents(path: Path, text_field: str) -> Iterator[list[str]]:
     for line_number, record in iter_jsonl(path):
         if not isinstance(record.get(text_field), str):
             raise DataError(f"{path}: line {line_number} needs a string {text_field!r} field; fix the line, or name "
-                            "the field that holds the text: --set data.text_field=NAME (prepare: --text-field NAME)")
+                            "the field that holds the text: --set data.text_field=NAME (prepare, tokenizer train: --text-field NAME)")
         yield split_sentences(record[text_field])
 
 
@@ -330,7 +330,7 @@ def _csv_documents(path: Path, text_field: str, delimiter: str) -> Iterator[list
     for line_number, row, columns in iter_csv_rows(path, delimiter):
         if text_field not in row:
             raise DataError(f"{path}: no {text_field!r} column (the header has {', '.join(columns)}); name the "
-                            "column that holds the text: --set data.text_field=NAME (prepare: --text-field NAME)")
+                            "column that holds the text: --set data.text_field=NAME (prepare, tokenizer train: --text-field NAME)")
         yield split_sentences(row[text_field])
 
 

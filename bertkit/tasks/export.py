@@ -42,8 +42,10 @@ def export_target(model_dir: str, name: str | Task | None = None):
         target = GRAPHS.get(target.name, target)  # a model fine-tuned for embedding: the embedding graph
     if not target.export_outputs:
         what = f"--task {target.name}" if name is not None else f"{model_dir} is a {target.name} model, which"
-        raise ConfigError(f"{what} has no ONNX graph; export one of {', '.join(export_names())} (--task encoder: "
-                          "the encoder alone)")
+        # an encoder-decoder directory has no plain encoder to load: no --task encoder for it
+        whole = read_config(model_dir).model_type == "encoder-decoder"
+        raise ConfigError(f"{what} has no ONNX graph; export one of {', '.join(export_names())}"
+                          + ("" if whole else " (--task encoder: the encoder alone)"))
     return target
 
 

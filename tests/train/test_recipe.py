@@ -86,6 +86,11 @@ def test_tokenizer_train_command(tmp_path, bbc_dir, capsys):
     assert Tokenizer.from_pretrained(out).kind == "bpe"
     assert run_command("tokenizer", again[:-2] + ["--out", str(tmp_path / "c"), "--cased", "--kind", "bpe"]) == 2
     assert "--cased is for --kind wordpiece" in capsys.readouterr().err
+    (tmp_path / "model").mkdir()  # a model's weights read its own tokenizer's ids: never replaced under them
+    (tmp_path / "model" / "model.safetensors").write_bytes(b"")
+    assert run_command("tokenizer", again[:-2] + ["--out", str(tmp_path / "model"), "--overwrite"]) == 2
+    assert "holds a model (model.safetensors)" in capsys.readouterr().err
+    assert os.listdir(tmp_path / "model") == ["model.safetensors"]
 
 
 def test_tokenizer_train_reads_a_tables_text_column_not_its_header_and_labels(tmp_path, capsys):
