@@ -5,7 +5,8 @@ sentence-transformers directory, or a plain encoder: mean pooling): the corpus (
 per line, or a table's text column) and the queries are embedded as `bertkit embed` embeds them,
 and each query's `--top` corpus texts by cosine are printed, best first, with their line (or row)
 number. `--output FILE.jsonl` also writes one JSON line per query: {"query", "matches": [{"rank",
-"index", "score", "text"}]}. Blank corpus lines are never matched.
+"index", "score", "text"}]}, row i for query i (a blank query line's row has no matches). Blank corpus
+lines are never matched.
 
 The corpus is embedded at every call (minutes for 50,000 texts on a CPU) unless
 `--corpus-embeddings FILE.npy` gives its vectors, written once by `bertkit embed --model DIR --input
@@ -46,9 +47,9 @@ def add_arguments(parser) -> None:
 
 
 def read_queries(args) -> list[str]:
+    """Every query, blank ones too (their rows have no matches: row i of --output is query i)."""
     queries = list(args.queries) + (read_texts(args.query_file, args.text_column) if args.query_file else [])
-    queries = [q for q in queries if q.strip()]
-    if not queries:
+    if not any(q.strip() for q in queries):
         raise DataError("no query: give query texts after the options, or --queries FILE")
     return queries
 
@@ -98,12 +99,17 @@ def run(args) -> int:
         vectors = saved_vectors(args.corpus_embeddings, args.corpus, corpus, kept, encoder)
     else:
         vectors = encoder.encode([corpus[i] for i in kept], normalize=True)
-    order, scores = top_matches(encoder.encode(queries, normalize=True), vectors, args.top)
+    asked = [i for i, query in enumerate(queries) if query.strip()]
+    order, scores = top_matches(encoder.encode([queries[i] for i in asked], normalize=True), vectors, args.top)
+    found_for = dict(zip(asked, zip(order, scores)))
     rows = []
-    for query, found, score in zip(queries, order, scores):
+    for i, query in enumerate(queries):
+        found, score = found_for.get(i, ((), ()))  # a blank query: a row without matches
         matches = [{"rank": rank, "index": kept[j], "score": round(float(s), 4), "text": corpus[kept[j]]}
                    for rank, (j, s) in enumerate(zip(found, score), 1)]
         rows.append({"query": query, "matches": matches})
+        if i not in found_for:
+            continue
         print(f"query: {query}")
         for match in matches:
             print(f"  {match['rank']}. {match['score']:.3f}  [{match['index'] + 1}] {match['text'][:100]}")

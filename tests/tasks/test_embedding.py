@@ -251,6 +251,12 @@ def test_finetune_evaluate_predict_and_sentence_transformers_reads_the_result(ti
     assert found["matches"][0]["text"] == texts[2] and found["matches"][0]["score"] == pytest.approx(1.0, abs=1e-4)
     assert [m["index"] for m in found["matches"]] != [] and 1 not in [m["index"] for m in found["matches"]]
     assert lines[0] == f"query: {texts[2]}" and lines[1].startswith("  1. 1.000  [4] ")
+    # a blank query line keeps its row (without matches): row i is query i
+    run_cli(["nearest", "--model", out, "--corpus", str(inputs), "--queries", str(inputs), "--top", "2",
+             "--output", str(tmp_path / "q.jsonl")], capsys)
+    queried = [json.loads(line) for line in (tmp_path / "q.jsonl").read_text().splitlines()]
+    assert [bool(row["matches"]) for row in queried] == [True, False, True, True]
+    assert queried[3]["matches"][0]["index"] == 3 and queried[1]["query"] == ""
 
     # the corpus's vectors written once by embed, read by nearest (it had embedded the corpus at every call)
     run_cli(["embed", "--model", out, "--input", str(inputs), "--output", str(tmp_path / "c.npy")], capsys)
