@@ -414,6 +414,16 @@ def test_bad_set_values_are_one_line_before_any_work(command, assignment, fragme
     assert not out.exists()  # nothing built (no tokenizer/, shards/, metrics.jsonl)
 
 
+@pytest.mark.parametrize("recipe,fragment", [
+    ("epochs = 2\n", "epochs is a key of [train], not a section: put it under [train] (train.epochs)"),
+    ("[trian]\nepochs = 2\n", "unknown section [trian] in the recipe; did you mean [train]?"),
+])
+def test_a_recipe_key_outside_its_section_is_named_with_the_section(recipe, fragment, encoder, tmp_path, capsys):
+    config = tmp_path / "recipe.toml"
+    config.write_text(recipe, encoding="utf-8")
+    assert_refused(finetune_argv(encoder, tmp_path / "out", "--config", config), capsys, tmp_path, fragment)
+
+
 def test_the_run_record_leaves_what_the_epochs_set_unset():
     """finetune_config.json holds the options as given: max_steps and eval_every come from
     train.epochs once the data is known, so the record says null rather than a placeholder step count."""

@@ -30,6 +30,7 @@ the end, every `train.save_every` steps, and when SIGINT/SIGTERM stop the run).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import os
 import time
@@ -144,7 +145,15 @@ def build_recipe(sections: dict | None) -> Recipe:
     """DataConfig, TrainConfig, FinetuneOptions and model overrides from TOML-like sections."""
     sections = dict(sections or {})
     valid = section_keys()
-    check_keys(sections, valid, "finetune config")
+    for name in sections:
+        owners = [section for section, keys in valid.items() if name in keys]
+        if name not in valid and owners:  # `epochs = 2` above every [section] header of a recipe file
+            raise ConfigError(f"{name} is a key of [{owners[0]}], not a section: put it under [{owners[0]}] "
+                              f"({owners[0]}.{name})")
+        if name not in valid:
+            close = difflib.get_close_matches(name, list(valid), n=1)
+            raise ConfigError(f"unknown section [{name}] in the recipe"
+                              + (f"; did you mean [{close[0]}]?" if close else f" (sections: {', '.join(valid)})"))
     for name, values in sections.items():
         if not isinstance(values, dict):
             raise ConfigError(f"[{name}] must be a table of keys, got {values!r}")
