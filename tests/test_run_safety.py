@@ -299,6 +299,17 @@ def test_finetune_sigterm_saves_a_checkpoint_and_resume_is_bit_identical(encoder
     assert_refused(finetune_argv(encoder, out, "--resume", *sets(changed)), capsys, tmp_path,
                    "these differ: data.max_length: 32 -> 24; model.hidden_dropout_prob: (unset) -> 0.2; "
                    "train.lr: 5e-05 -> 0.001; train.seed: 0 -> 3;", "only train.baseline, train.compile, train.device, train.epochs")
+    data = open(encoder["data"], encoding="utf-8").read()  # edited after the stop: other examples
+    try:
+        with open(encoder["data"], "w", encoding="utf-8") as f:
+            f.write(data.replace("goal", "GOAL"))
+        before = snapshot(out)
+        code, _, err = run(finetune_argv(encoder, out, "--resume"), capsys)  # (the shared-texts warning first)
+        assert code == 2 and snapshot(out) == before
+        assert f"--resume: the train data {os.path.abspath(encoder['data'])} is not what the run started with" in err
+    finally:
+        with open(encoder["data"], "w", encoding="utf-8") as f:
+            f.write(data)
     code, _, err = run(finetune_argv(encoder, out, "--resume", *sets(["train.eval_every=2"])), capsys)
     assert code == 0, err
     assert train_rows(out) == train_rows(reference)

@@ -56,8 +56,8 @@ from bertkit.runtime.run_dir import (check_apart, check_saved_options, list_chec
 from bertkit.tasks import (BUILTIN_DATA, SUMMARY_FILE, TASKS, Collator, DataConfig, Task, TaskSpec,
                            baseline_metrics, batching_length, builtin_labels, clean_metrics, evaluate_examples,
                            get_task, load_examples, parse_source, subsample)
-from bertkit.tasks.baseline import (has_tfidf_baseline, summary_entry as tfidf_summary, training_data_record,
-                                    trivial_entry)
+from bertkit.tasks.baseline import (examples_hash, has_tfidf_baseline, summary_entry as tfidf_summary,
+                                    training_data_record, trivial_entry)
 from bertkit.tasks.builtin import default_dev
 from bertkit.tasks.formats import build_label_map, check_labels_known, count_shared, text_key
 from bertkit.tasks.long_text import check_long_text_task
@@ -306,6 +306,19 @@ def check_out_dir(out_dir: str, overwrite: bool, resume: bool = False, record: d
     return False
 
 
+def check_same_data(out_dir: str, record: dict) -> None:
+    """Refuse to resume on training or dev examples other than the run's (a file edited after a
+    Ctrl-C): the path alone was compared, and the run went on with other data, silently. A run
+    recorded before the fingerprints were passes."""
+    path = os.path.join(out_dir, RUN_FILE)
+    saved = loads_json(read_text(path), path).get("run", {})
+    for split, key in (("train", "train_sha256"), ("dev", "dev_sha256")):
+        if key in saved and saved[key] != record["run"][key]:
+            source = record["run"][f"{split}_data"]
+            raise BertkitError(f"--resume: the {split} data {source} is not what the run started with (its examples "
+                               "changed since); resume with the data as it was, or start a new run in another --out")
+
+
 # ---------------------------------------------------------------------------- data
 @dataclass
 class TaskData:
@@ -528,6 +541,9 @@ def _finetune(task_name: Task | str, model_dir: str, train_source: str, dev_sour
     with run_lock(out_dir, f"finetune --task {task.name}"):
         resume = check_out_dir(out_dir, overwrite, resume, record)  # before the slow parts
         data = load_task_data(task, train_source, dev_source, recipe)
+        record["run"].update(train_sha256=examples_hash(data.train), dev_sha256=examples_hash(data.dev))
+        if resume:
+            check_same_data(out_dir, record)
         metric = select_metric(data.task, recipe.options)
         tokenizer = Tokenizer.from_pretrained(model_dir)
         model = build_model(model_dir, data, recipe, model_fn, progress)

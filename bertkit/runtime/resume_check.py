@@ -35,6 +35,10 @@ MAY_CHANGE = frozenset({
     "train.baseline",  # the TF-IDF baseline beside the score: computed after training, changes no step
 })
 
+# Fingerprints of what a run read, known only once the data is read (after this check): the
+# command compares them itself then (bertkit/recipes/finetune.py, check_same_data).
+CHECKED_LATER = frozenset({"run.train_sha256", "run.dev_sha256"})
+
 # Options whose "auto" picks a value per device, as train.device may change: a run started with
 # an explicit value (train.precision = "fp32", the default before "auto") resumes at the default.
 FOLLOWS_DEVICE = frozenset({"train.precision"})
@@ -65,7 +69,7 @@ def changed_options(saved: dict, current: dict, may_change=MAY_CHANGE, defaults:
     lines = []
     for key in sorted(set(old) | set(new)):
         a, b = old.get(key, missing), new.get(key, missing)
-        if key in may_change or _same(a, b) or (key in FOLLOWS_DEVICE and b == "auto"):
+        if key in may_change or key in CHECKED_LATER or _same(a, b) or (key in FOLLOWS_DEVICE and b == "auto"):
             continue
         if a is missing and key in default and _same(default[key], b):
             continue  # an option newer than the checkpoint, left at its default
