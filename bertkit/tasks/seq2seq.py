@@ -176,10 +176,21 @@ def metrics(examples: Sequence[TextExample], predictions: Sequence[str]) -> dict
             "exact_match": text_exact_match(predictions, references)}
 
 
+BASELINE_CHOICE_EXAMPLES = 2_000  # training examples the baseline is chosen on (spread over the set)
+
+
 def baseline(train: Sequence[TextExample], examples: Sequence[TextExample]) -> dict:
-    """The most frequent training target for every example."""
+    """The better on the training examples (up to 2,000 of them) of two predictors without a model:
+    the most frequent training target for every example (targets that repeat: a definition's
+    word), and the source's first k words, k the median length of the training targets in words
+    (a headline from its article's lead). With headlines every target is unique, and the most
+    frequent one scored dev ROUGE-L 0.000 where the lead scored 0.187, above the model."""
     frequent = Counter(e.label for e in train).most_common(1)[0][0]
-    return metrics(examples, [frequent] * len(examples))
+    k = max(1, int(np.median([len(e.label.split()) for e in train])))
+    predictors = {"frequent": lambda e: frequent, "lead": lambda e: " ".join(e.text.split()[:k])}
+    sample = list(train)[:: max(1, len(train) // BASELINE_CHOICE_EXAMPLES)]
+    chosen = max(predictors, key=lambda name: metrics(sample, [predictors[name](e) for e in sample])["rouge_l"])
+    return metrics(examples, [predictors[chosen](e) for e in examples])
 
 
 def rows(model, predictions: Sequence[str], inputs: PredictionInput) -> list[dict]:

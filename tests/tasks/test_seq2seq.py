@@ -105,6 +105,17 @@ def test_wordnet_reverse_dictionary_is_real_and_split_once():
     assert not {e.text for e in splits["test"]} & {e.text for e in splits["train"]}  # no definition in both
 
 
+def test_the_baseline_is_the_lead_or_the_most_frequent_target_as_training_says():
+    from bertkit.tasks.formats import TextExample
+    from bertkit.tasks.seq2seq import baseline
+
+    article = [TextExample(text=f"storm hits coast {i} today and more words follow here", label=f"storm hits coast {i}")
+               for i in range(20)]  # unique headlines: the lead
+    assert baseline(article, article[:3])["rouge_l"] == pytest.approx(1.0)
+    labels = [TextExample(text=f"a b c {i}", label="red colour") for i in range(20)]  # one repeated target
+    assert baseline(labels, labels[:3])["exact_match"] == 1.0
+
+
 def test_finetune_evaluate_predict_through_the_cli(tiny, tmp_path, capsys):
     train = write_jsonl(tmp_path / "train.jsonl", colour_pairs(12))
     dev = write_jsonl(tmp_path / "dev.jsonl", colour_pairs(6))
