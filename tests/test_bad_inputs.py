@@ -390,3 +390,10 @@ def test_a_command_line_or_stdin_that_is_not_utf8_is_one_line(models, tmp_path, 
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(LATIN1)))
     assert_refused(["tokenize", "--model", models["clf"]], capsys, tmp_path, "stdin is not UTF-8 (byte 0xe9 at byte 4)")
 
+
+@pytest.mark.parametrize("length", ["1", "2"])
+def test_tokenize_refuses_a_max_length_that_cannot_cut(length, models, tmp_path, capsys):
+    """[CLS] and [SEP] take two places: below 3 nothing was cut, silently."""
+    assert_refused(["tokenize", "--model", models["clf"], "--max-length", length, "the goal"], capsys, tmp_path,
+                   f"--max-length must be at least 3 (the 2 special tokens and one of the text), got {length}")
+

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import warnings
 
 import pytest
@@ -16,7 +17,7 @@ from bertkit.commands.cli import main
 from bertkit.data.documents import CorpusDocuments, shard_documents
 from bertkit.data.shards import ShardedCorpus, prepare_shards
 from bertkit.errors import DataError
-from bertkit.inference.fill_mask import mask_window
+from bertkit.inference.fill_mask import check_mask_spelling, mask_window
 from bertkit.models.config import BertConfig
 from bertkit.models.encoder import BertModel
 from bertkit.models.heads import BertForSequenceClassification
@@ -279,3 +280,14 @@ def test_pretraining_prepared_shards_without_their_tokenizer_is_refused_before_a
         sets.append(f'model.init="{modern_dir}"')
     argv = ["pretrain", "--config", PRETRAIN_CONFIG, "--out", tmp_path / "run", "--no-progress", *_sets(sets)]
     assert_refused(argv, capsys, tmp_path, "holds", fragment)
+
+
+def test_a_mask_spelt_another_way_names_the_models_spelling():
+    """`[mask]` or RoBERTa's `<mask>` to a BERT model is text to the tokenizer: "no [MASK] in the
+    text" alone did not say why."""
+    check_mask_spelling("a [MASK] line", "[MASK]")
+    for text, found in (("a [mask] line", "[mask]"), ("a <mask> line", "<mask>")):
+        with pytest.raises(DataError, match=rf"no \[MASK\] in the text, but {re.escape(found)}: this model's mask token "
+                                            r"is \[MASK\], spelt exactly so \(case matters\)"):
+            check_mask_spelling(text, "[MASK]")
+

@@ -13,7 +13,7 @@ from bertkit.commands.options import resolve_models
 
 def add_arguments(parser) -> None:
     parser.add_argument("--model", required=True, help="model or tokenizer directory")
-    parser.add_argument("text", nargs="?", help="the text; read from stdin when omitted")
+    parser.add_argument("text", nargs="?", help="the text; read from stdin when omitted (all of it, one text)")
     parser.add_argument("--pair", help="a second text for a pair input")
     parser.add_argument("--max-length", type=int, default=None, help="cut the input to this many tokens "
                                                                      "(default: no cut)")
@@ -22,6 +22,10 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
+    specials = 3 if args.pair is not None else 2  # [CLS] text [SEP] (pair [SEP]): below one more, no cut happens
+    if args.max_length is not None and args.max_length <= specials:
+        raise DataError(f"--max-length must be at least {specials + 1} (the {specials} special tokens and one of the "
+                        f"text), got {args.max_length}")
     tok = Tokenizer.from_pretrained(args.model)
     text = args.text if args.text is not None else stdin_text()
     with warnings.catch_warnings():  # the tokenizer's note speaks to Python callers; ours below to this one

@@ -6,6 +6,7 @@ with their probabilities.
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import torch
@@ -16,6 +17,20 @@ from bertkit.runtime.run_dir import not_a_model
 from bertkit.tokenizer import Tokenizer
 
 TOP_K = 5  # fillers per mask
+
+
+MASK_SPELLINGS = re.compile(r"\[mask\]|<mask>", re.IGNORECASE)  # BERT's and RoBERTa's, in any case
+
+
+def check_mask_spelling(text: str, mask_token: str) -> None:
+    """A mask written another way ([mask], RoBERTa's <mask> to a BERT model) is text to the
+    tokenizer: name the spelling this model reads (case matters)."""
+    if mask_token in text:
+        return
+    other = MASK_SPELLINGS.search(text)
+    if other:
+        raise DataError(f"no {mask_token} in the text, but {other.group(0)}: this model's mask token is "
+                        f"{mask_token}, spelt exactly so (case matters)")
 
 
 def mask_window(enc, mask_id: int, mask_token: str, limit: int) -> dict[str, torch.Tensor]:
@@ -56,6 +71,7 @@ def fill_mask(model_dir: str, text: str, top_k: int = TOP_K, device: torch.devic
         raise CheckpointError(f"{model_dir} has no trained MLM head ({report.missing_keys[0]} ...); "
                               f"fill-mask needs a masked-LM checkpoint such as one from bertkit pretrain"
                               f"{not_a_model(model_dir)}")
+    check_mask_spelling(text, tok.mask_token)
     with warnings.catch_warnings():  # longer than the model is handled below, by a window
         warnings.simplefilter("ignore")
         enc = tok(text, truncation=False)
