@@ -397,3 +397,18 @@ def test_tokenize_refuses_a_max_length_that_cannot_cut(length, models, tmp_path,
     assert_refused(["tokenize", "--model", models["clf"], "--max-length", length, "the goal"], capsys, tmp_path,
                    f"--max-length must be at least 3 (the 2 special tokens and one of the text), got {length}")
 
+
+def test_a_multiple_choice_model_predicts_in_int8(models, tmp_path, capsys):
+    """int8 calibration fed (batch, length) ids to a head that reads (batch, choices, length)."""
+    path = tmp_path / "in.jsonl"
+    path.write_text('{"context": "the goal", "choices": ["a", "b"]}\n{"context": "rates", "choices": ["c", "d"]}\n',
+                    encoding="utf-8")
+    rows = {}
+    for name, extra in (("fp32", []), ("int8", ["--int8"])):
+        out = tmp_path / f"{name}.jsonl"
+        code, _, err = run(["predict", "--model", models["mc"], "--input", path, "--output", out, *extra], capsys,
+                           warnings_are_errors=False)  # (torch deprecation notes from the int8 kernels)
+        assert code == 0, err
+        rows[name] = _rows(out)
+    assert [r["choice"] for r in rows["int8"]] == [r["choice"] for r in rows["fp32"]]
+

@@ -38,7 +38,9 @@ def add_arguments(parser) -> None:
                              "Face cache")
     parser.add_argument("--train", required=True, help="training data file (classification, regression: CSV, TSV or "
                         "JSONL with 'text' and 'label' columns; token-classification: CoNLL; qa: SQuAD JSON; embedding: "
-                        "CSV, TSV or JSONL with 'text' and 'positive' columns; the README's \"Your own data\" shows each), built-in: " + ", ".join(BUILTIN_DATA)
+                        "CSV, TSV or JSONL with 'text' and 'positive' columns; multiple-choice: JSONL with 'context', "
+                        "'choices' and 'label'; seq2seq: JSONL with 'source' and 'target'; the README's \"Your own "
+                        "data\" shows each), built-in: " + ", ".join(BUILTIN_DATA)
                         + ", or a data set in the local Hugging Face datasets cache (NAME[:SPLIT])")
     parser.add_argument("--dev", help="dev data file (picks the best checkpoint); default with built-in "
                                       "data: its dev split, with a cached data set: its validation split")
@@ -144,7 +146,7 @@ def training_hints(summary: dict) -> list[str]:
     trained = [row for row in history if row["step"] > 0]  # step 0: the model before fine-tuning
     if trained and summary["best_step"] == trained[-1]["step"] and not summary.get("stopped_early"):
         when = "at the last evaluation" if len(trained) > 1 else "at the run's one evaluation, its end"
-        hints.append(f"the best dev {metric} came {when}, so it may still be rising: try a longer "
+        hints.append(f"the best dev {metric} came {when}, so it may still be improving: try a longer "
                      f"run (train.epochs, now {summary['options']['epochs']:g}; or train.max_steps, now "
                      f"{summary['train_config']['max_steps']})")
     trivial_scores = summary.get("dev_baseline") or {}
@@ -193,6 +195,8 @@ def baseline_hint(summary: dict) -> str | None:
     if not not_ahead(summary, theirs):
         return None
     tries = [] if "search" in summary else ["--search (lr, dropout and pooling chosen on dev)"]
-    tries += [f"a longer --set data.max_length (now {summary['spec']['data']['max_length']}) if texts were cut",
-              "continued pre-training on your training texts first (configs/tapt-mini.toml, docs/dapt.md)"]
+    data = summary["spec"]["data"]
+    if data.get("long_text", "truncate") != "chunks":  # chunks read every token: nothing is cut
+        tries.append(f"a longer --set data.max_length (now {data['max_length']}) if texts were cut")
+    tries.append("continued pre-training on your training texts first (configs/tapt-mini.toml, docs/dapt.md)")
     return behind("TF-IDF", summary, theirs, tries)

@@ -44,6 +44,8 @@ from bertkit.inference import int8_kernels as kernels
 from bertkit.errors import ConfigError
 from bertkit.inference.fastpath import FUSABLE, check_original, encoder_linears, pack_for_cpu, split_heads_qkv, swap_layer_maps
 from bertkit.models.encoder import BertOutput, BertSelfAttention, BertSelfOutput
+from bertkit.models.heads import BertForMultipleChoice
+from bertkit.models.modern.heads import ModernBertForMultipleChoice
 from bertkit.models.families import families
 from bertkit.runtime.precision import resolve_precision
 
@@ -201,6 +203,9 @@ def quantize_int8(model: nn.Module, tokenizer=None, alpha: float = ALPHA, outlie
     unchanged. Returned in eval mode. `alpha=0, outliers=0` is plain per-channel / per-token int8
     (for comparison)."""
     check_original(model)
+    if getattr(model.config, "model_type", None) == "encoder-decoder":
+        raise ConfigError("int8 inference quantizes an encoder and its heads; a seq2seq (encoder-decoder) model also "
+                          "generates with its decoder, which has no int8 path: drop --int8")
     on = next(model.parameters()).device
     if on.type != "cpu":
         raise ConfigError(f"int8 inference runs on the CPU (its matrix products are oneDNN's), this model is on "
@@ -211,7 +216,10 @@ def quantize_int8(model: nn.Module, tokenizer=None, alpha: float = ALPHA, outlie
         raise ConfigError(f"quantize_int8: {type(model).__name__} has no encoder layers "
                           f"(expected a bertkit {' or '.join(f.base_class.__name__ for f in families())}, or a "
                           "model with heads on one)")
-    maxima = input_maxima(copied, linears, calibration_inputs(copied.config, tokenizer))
+    batches = calibration_inputs(copied.config, tokenizer)
+    if isinstance(copied, (BertForMultipleChoice, ModernBertForMultipleChoice)):
+        batches = [ids[:, None] for ids in batches]  # (batch, choices, length): one choice per row
+    maxima = input_maxima(copied, linears, batches)
     swap_layer_maps(copied,
                     make_qkv=lambda attention, name: Int8QKV(attention, maxima[name], alpha, outliers),
                     make_residual=lambda block, name: Int8ResidualLinear(block, maxima[name], alpha, outliers),

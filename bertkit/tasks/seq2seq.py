@@ -206,4 +206,5 @@ SEQ2SEQ = Task(
     architectures=("EncoderDecoderModel",), build_model=build_model,
     model_keys=("decoder_layers", "cross_attention_init"),  # read by build_model, not config fields
     blank_row=lambda example: {"source": example.text, "generated": None}, file_only=True,
+    peft=False,  # PEFT's wrappers take one encoder with a head; an encoder-decoder trains whole
 )
