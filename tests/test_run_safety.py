@@ -435,6 +435,16 @@ def test_a_recipe_key_outside_its_section_is_named_with_the_section(recipe, frag
     assert_refused(finetune_argv(encoder, tmp_path / "out", "--config", config), capsys, tmp_path, fragment)
 
 
+def test_resume_of_a_folder_that_holds_no_run_is_refused(encoder, tmp_path, capsys):
+    """A typo in --out with --resume started a fresh run from scratch beside the one meant."""
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "finetune_config.json").write_text("{}")
+    for argv in (finetune_argv(encoder, tmp_path / "mien", "--resume"), pretrain_argv(tmp_path / "mien", "--resume")):
+        assert_refused(argv, capsys, tmp_path, f"--resume: {tmp_path / 'mien'} holds no run to continue (did you mean "
+                       f"{tmp_path / 'mine'}?)")
+    assert not (tmp_path / "mien").exists()
+
+
 def test_the_run_record_leaves_what_the_epochs_set_unset():
     """finetune_config.json holds the options as given: max_steps and eval_every come from
     train.epochs once the data is known, so the record says null rather than a placeholder step count."""

@@ -52,7 +52,7 @@ from bertkit.io import atomic_write_json, loads_json, read_text
 from bertkit.peft import DEFAULT_LR as PEFT_DEFAULT_LR
 from bertkit.peft import PEFT_KEYS, get_peft_model, make_config
 from bertkit.runtime.run_dir import (check_apart, check_saved_options, list_checkpoints, not_a_model, publish_best,
-                                     remove_leftovers, replacing, run_lock)
+                                     refuse_nothing_to_resume, remove_leftovers, replacing, run_lock)
 from bertkit.tasks import (BUILTIN_DATA, SUMMARY_FILE, TASKS, Collator, DataConfig, Task, TaskSpec,
                            baseline_metrics, batching_length, builtin_labels, clean_metrics, evaluate_examples,
                            get_task, load_examples, parse_source, subsample)
@@ -538,6 +538,7 @@ def _finetune(task_name: Task | str, model_dir: str, train_source: str, dev_sour
         if source and os.path.exists(source):  # a file in OUT: --overwrite would delete it, a run mix into it
             check_apart(source, out_dir, option)
     record = run_record(task.name, model_dir, train_source, dev_source, recipe)
+    refuse_nothing_to_resume(out_dir, resume)  # before the lock makes the folder
     with run_lock(out_dir, f"finetune --task {task.name}"):
         resume = check_out_dir(out_dir, overwrite, resume, record)  # before the slow parts
         data = load_task_data(task, train_source, dev_source, recipe)

@@ -70,7 +70,8 @@ from bertkit.errors import BertkitError, ConfigError, DataError
 from bertkit.io import atomic_write_json, loads_json, read_json_object, read_text
 from bertkit.models.families import families, family_for, family_of
 from bertkit.objectives import OBJECTIVES, Objective, get_objective, import_objective_module
-from bertkit.runtime.run_dir import check_apart, check_saved_options, latest_checkpoint, refuse_unresumed, run_lock
+from bertkit.runtime.run_dir import (check_apart, check_saved_options, latest_checkpoint, refuse_nothing_to_resume,
+                                     refuse_unresumed, run_lock)
 from bertkit.tokenizer import Tokenizer
 from bertkit.tokenizer.extend import extended, words_to_add
 from bertkit.train.batching import LengthBucketedBatches
@@ -742,6 +743,7 @@ def run_and_leave(cfg: PretrainConfig, out_dir: str, resume: bool = False, progr
     another one refused), after `check_run_dir`; then leave the process group (under torchrun),
     also on errors."""
     try:
+        refuse_nothing_to_resume(out_dir, resume)  # before the lock makes the folder
         with run_lock(out_dir, what):
             check_run_dir(cfg, out_dir, resume)
             metrics = run_pretraining(cfg, out_dir, resume=resume, progress=progress)

@@ -49,7 +49,7 @@ import warnings
 from typing import Iterator
 
 from bertkit.errors import BertkitError, CheckpointError, RunInterrupted
-from bertkit.io import atomic_directory, loads_json, read_text
+from bertkit.io import atomic_directory, loads_json, nearest_sibling, read_text
 from bertkit.runtime.resume_check import check_resume_options
 
 LOCK_FILE = ".bertkit-run.lock"
@@ -257,6 +257,15 @@ def check_apart(source: str | os.PathLike, out_dir: str | os.PathLike, option: s
                else f"choose an --out outside {source}")
         raise BertkitError(f"--out {out_dir} {relation} {option} {source}: the run would write into (or replace) "
                            f"what it reads; {fix}")
+
+
+def refuse_nothing_to_resume(out_dir: str, resume: bool) -> None:
+    """--resume on an --out that does not exist or is empty (a typo of the run's folder) would
+    start a new run from scratch beside the one meant, silently."""
+    if resume and (not os.path.isdir(out_dir) or not os.listdir(out_dir)):
+        near = nearest_sibling(out_dir)
+        raise BertkitError(f"--resume: {out_dir} holds no run to continue{f' (did you mean {near}?)' if near else ''}; "
+                           "drop --resume to start one there")
 
 
 def refuse_unresumed(out_dir: str, existing: str | None, resume: bool) -> None:
