@@ -44,9 +44,8 @@ from bertkit.inference import int8_kernels as kernels
 from bertkit.errors import ConfigError
 from bertkit.inference.fastpath import FUSABLE, check_original, encoder_linears, pack_for_cpu, split_heads_qkv, swap_layer_maps
 from bertkit.models.encoder import BertOutput, BertSelfAttention, BertSelfOutput
-from bertkit.models.heads import BertForMultipleChoice
-from bertkit.models.modern.heads import ModernBertForMultipleChoice
 from bertkit.models.families import families
+from bertkit.models.family import ModelFamily
 from bertkit.runtime.precision import resolve_precision
 
 QUANTIZE_MODES = ("int8",)  # the values of `quantize=` / what --int8 selects
@@ -217,7 +216,7 @@ def quantize_int8(model: nn.Module, tokenizer=None, alpha: float = ALPHA, outlie
                           f"(expected a bertkit {' or '.join(f.base_class.__name__ for f in families())}, or a "
                           "model with heads on one)")
     batches = calibration_inputs(copied.config, tokenizer)
-    if isinstance(copied, (BertForMultipleChoice, ModernBertForMultipleChoice)):
+    if ModelFamily.role(type(copied)) == "ForMultipleChoice":  # any family's multiple-choice head
         batches = [ids[:, None] for ids in batches]  # (batch, choices, length): one choice per row
     maxima = input_maxima(copied, linears, batches)
     swap_layer_maps(copied,
