@@ -69,6 +69,14 @@ def test_minilm_sentence_encoder_and_command(minilm_dir, tmp_path, capsys):
     out = tmp_path / "minilm-onnx"
     assert main(["export", "--model", minilm_dir, "--out", str(out), "--format", "onnx"]) == 0
     assert "embedding graph" in capsys.readouterr().out
+    # another export (or a model) in --out is replaced only with --overwrite; --model itself never
+    assert main(["export", "--model", minilm_dir, "--out", str(out), "--no-verify"]) == 2
+    assert "already holds a model or an export (config.json, model.onnx" in capsys.readouterr().err
+    assert main(["export", "--model", minilm_dir, "--out", minilm_dir, "--no-verify", "--overwrite"]) == 2
+    assert f"--out {minilm_dir} is --model {minilm_dir}" in capsys.readouterr().err
+    (tmp_path / "a-file").write_text("x")
+    assert main(["export", "--model", minilm_dir, "--out", str(tmp_path / "a-file"), "--no-verify"]) == 2
+    assert "is a file, not a directory" in capsys.readouterr().err
     for name in ("model.onnx", "tokenizer.json", "vocab.txt", "tokenizer_config.json", "config.json"):
         assert (out / name).is_file()
     texts = ["A man is eating food.", "A man is eating a piece of bread.",

@@ -199,6 +199,15 @@ def test_output_that_is_an_input_a_folder_or_inside_the_model_is_refused_first(c
         os.remove(beside)
 
 
+def test_attention_outputs_on_one_file_or_over_a_model_file_are_refused(encoder, tmp_path, capsys):
+    model, page = encoder["model"], tmp_path / "page.html"
+    assert_refused(["attention", "--model", model, "the goal", "--html", page, "--stats", page], capsys, tmp_path,
+                   "--html and --stats name the same file")
+    config = os.path.join(model, "config.json")
+    assert_refused(["attention", "--model", model, "the goal", "--html", config], capsys, tmp_path,
+                   f"--html {config} is a file of --model {model}")
+
+
 def test_a_model_option_given_a_file_names_the_directory(encoder, tmp_path, capsys):
     config = os.path.join(encoder["model"], "config.json")
     texts = tmp_path / "texts.txt"

@@ -8,7 +8,11 @@ Needs the optional extra: pip install bertkit[onnx].
 
 from __future__ import annotations
 
+import os
+
 from bertkit.commands.options import add_task_module, resolve_models
+from bertkit.errors import ConfigError
+from bertkit.runtime.run_dir import check_apart
 from bertkit.tasks.export import export_directory, export_names
 
 
@@ -22,10 +26,29 @@ def add_arguments(parser) -> None:
     add_task_module(parser)
     parser.add_argument("--no-verify", action="store_true",
                         help="skip running the export in ONNX Runtime against bertkit")
+    parser.add_argument("--overwrite", action="store_true", help="replace the files of a model already in --out")
+
+
+# what a directory holding a model (or an earlier export) has: the export writes its own over them
+MODEL_FILES = ("config.json", "model.onnx", "model.safetensors", "pytorch_model.bin", "tokenizer.json")
+
+
+def check_out(args) -> None:
+    """Before any work: --out apart from --model (it would rewrite the model's config and
+    tokenizer), a directory, and not another model's (its config.json and tokenizer files would be
+    replaced under its weights) unless --overwrite."""
+    check_apart(args.model, args.out)
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise ConfigError(f"--out {args.out} is a file, not a directory; choose a directory for the export")
+    held = [name for name in MODEL_FILES if os.path.isfile(os.path.join(args.out, name))]
+    if held and not args.overwrite:
+        raise ConfigError(f"--out {args.out} already holds a model or an export ({', '.join(held)}); choose a new "
+                          "directory, or pass --overwrite to replace its files")
 
 
 def run(args) -> int:
     resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
+    check_out(args)
     result = export_directory(args.model, args.out, task=args.task, verify=not args.no_verify)
     print(f"wrote {result.task} graph to {result.path}")
     if result.max_difference is not None:

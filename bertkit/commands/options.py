@@ -164,6 +164,11 @@ def check_output_files(args, outputs: tuple[str, ...] = ("output",),
     """The files a command writes (`outputs`, its options), checked before any work: a folder fails
     only once the work is done, and a file the command reads (its input, its corpus, a file of its
     model directory) would be replaced by what it writes."""
+    given = {name: getattr(args, name) for name in outputs if getattr(args, name, None) not in (None, "", STDOUT)}
+    paths = [os.path.realpath(path) for path in given.values()]
+    if len(set(paths)) < len(paths):  # one file for two outputs: only the last written would stay
+        twice = [f"--{name.replace('_', '-')}" for name, path in given.items() if paths.count(os.path.realpath(path)) > 1]
+        raise ConfigError(f"{' and '.join(twice)} name the same file; give each output its own")
     for name in outputs:
         path = getattr(args, name, None)
         if not path or path == STDOUT:
