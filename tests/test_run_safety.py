@@ -231,6 +231,26 @@ def test_out_inside_the_corpus_folder_is_refused_before_any_work(encoder, tmp_pa
     assert sorted(os.listdir(corpus)) == sorted(f"{i}.txt" for i in range(12))  # nothing written there
 
 
+def test_prepare_keeps_earlier_shards_and_leaves_nothing_after_bad_input(encoder, tmp_path, capsys):
+    """A second prepare into finished shards rewrote their index first: another corpus replaced
+    them silently, and one that failed on its input left them unusable."""
+    corpus, bad = tmp_path / "corpus.txt", tmp_path / "bad.jsonl"
+    corpus.write_text("document one about shares.\n\ndocument two about goals.\n", encoding="utf-8")
+    bad.write_text('{"text": "a b c"}\n{"text": "d e"\n', encoding="utf-8")
+    shards = tmp_path / "shards"
+    argv = ["prepare", "--corpus", corpus, "--mode", "blank", "--tokenizer", encoder["model"], "--out", shards]
+    assert run(argv, capsys)[0] == 0
+    meta = (shards / "meta.json").read_text()
+    for corpus_argv in (argv, [*argv[:2], bad, "--mode", "jsonl", *argv[5:]]):
+        assert_refused(corpus_argv, capsys, tmp_path, f"{shards} already holds complete shards (meta.json); "
+                       "pass --resume")
+    assert (shards / "meta.json").read_text() == meta
+    fresh = tmp_path / "fresh"
+    code, _, err = run([*argv[:2], bad, "--mode", "jsonl", *argv[5:8], fresh], capsys)
+    assert code == 2 and "line 2 is not valid JSON" in err
+    assert not fresh.exists()  # the folder it made, holding no shard, went with the refusal
+
+
 # ---------------------------------------------------------------------------- --overwrite
 def test_overwrite_keeps_the_old_model_until_the_new_run_succeeded(encoder, tmp_path, capsys, monkeypatch):
     out = tmp_path / "out"

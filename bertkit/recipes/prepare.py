@@ -9,10 +9,13 @@ boundaries (format: `bertkit/data/shards.py`); `resume` continues an interrupted
 from __future__ import annotations
 
 import os
+import shlex
 
 from bertkit.data.corpus import open_corpus
 from bertkit.data.documents import shard_origin
-from bertkit.data.shards import prepare_shards
+from bertkit.data.shards import META, prepare_shards
+from bertkit.errors import BertkitError, DataError
+from bertkit.io import loads_json, read_text
 from bertkit.runtime.run_dir import check_apart, run_lock
 from bertkit.tokenizer import Tokenizer
 
@@ -24,7 +27,24 @@ def prepare(corpus: str, tokenizer: str, out_dir: str, mode: str = "file", text_
     `out_dir` while it writes (runtime/run_dir.py: a second prepare into it is refused)."""
     if os.path.isdir(corpus):  # the shards' files inside the corpus folder would be read as documents
         check_apart(corpus, out_dir, "--corpus", inside_only=True)
+    refuse_earlier_shards(out_dir, resume)
     documents, tok = open_corpus(corpus, mode, text_field), Tokenizer.from_pretrained(tokenizer)
+    created = not os.path.exists(out_dir)
     with run_lock(out_dir, f"prepare --corpus {corpus}"):
-        return prepare_shards(documents, tok, out_dir, shard_tokens=shard_tokens, num_workers=workers,
-                              progress=progress, resume=resume, built_from=shard_origin(corpus, documents))
+        try:
+            return prepare_shards(documents, tok, out_dir, shard_tokens=shard_tokens, num_workers=workers,
+                                  progress=progress, resume=resume, built_from=shard_origin(corpus, documents))
+        except DataError:  # bad input: a folder this run made holds nothing worth keeping
+            if created and not any(name.endswith(".bin") for name in os.listdir(out_dir)):
+                os.remove(os.path.join(out_dir, META))
+            raise
+
+
+def refuse_earlier_shards(out_dir: str, resume: bool) -> None:
+    """Shards already in `out_dir` are continued only with --resume: a new prepare rewrote their
+    index first, so another corpus replaced them, and a failed one left them unusable."""
+    path = os.path.join(out_dir, META)
+    if os.path.isfile(path) and not resume:
+        state = "complete shards" if loads_json(read_text(path), path).get("complete") else "an unfinished prepare"
+        raise BertkitError(f"{out_dir} already holds {state} ({META}); pass --resume to continue an unfinished one, "
+                           f"choose a new --out, or delete it to prepare again (rm -r {shlex.quote(out_dir)})")
