@@ -83,6 +83,12 @@ DATA_CASES = {
     "duplicate-jsonl-key": ("clf", "predict", "in.jsonl", b'{"text": "a"}\n{"text": "a", "text": "b"}\n',
                             ["in.jsonl: line 2", "'text' twice"]),
     "duplicate-squad-key": ("qa", "predict", "in.json", b'{"data": [], "data": []}', ["'data' twice"]),
+    # two questions under one id: the scores (keyed by id) counted one of them, silently
+    "duplicate-squad-id": ("qa", "evaluate", "in.json",
+                           b'{"data": [{"paragraphs": [{"context": "the striker scored", "qas": ['
+                           b'{"id": "a", "question": "who", "answers": [{"text": "the striker", "answer_start": 0}]},'
+                           b'{"id": "a", "question": "what", "answers": [{"text": "scored", "answer_start": 12}]}]}]}]}',
+                           ["in.json: data[0].paragraphs[0].qas[1] has the id 'a' of data[0].paragraphs[0].qas[0]"]),
     # an input with nothing to predict, in every format (a .txt was refused already)
     "header-only-csv-predict": ("clf", "predict", "in.csv", b"text,label\n", ["in.csv holds no non-blank input"]),
     "blank-jsonl-predict": ("clf", "predict", "in.jsonl", b"\n\n", ["in.jsonl holds no non-blank input (2 blank)"]),

@@ -84,6 +84,19 @@ class DataConfig:
         if self.max_length < 8:
             raise ConfigError(f"data.max_length={self.max_length} leaves no room for text; use 64 or more")
         check_long_text(self.long_text, self.max_length, self.doc_stride)
+        self._check_columns_apart()
+
+    def _check_columns_apart(self) -> None:
+        """Two roles read from one column: the label as the input (a model that reads its answer),
+        or a text paired with itself."""
+        roles = {"data.text_column": self.text_column, "data.pair_column": self.pair_column,
+                 "data.label_column": self.label_column}
+        named = [(key, column) for key, column in roles.items() if column]
+        for i, (key, column) in enumerate(named):
+            other = next((k for k, c in named[i + 1:] if c == column), None)
+            if other:
+                raise ConfigError(f"{key} and {other} both name the column {column!r}; each role needs its own "
+                                  "column (the model would read its label, or a text paired with itself)")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -590,6 +590,7 @@ def read_squad(path: str | os.PathLike, return_stats: bool = False, keep_all_que
 
     stats = SquadReadStats()
     examples: list[QAExample] = []
+    seen: dict[str, str] = {}  # id -> where: the scores and predictions are keyed by it
     for article_index, article in enumerate(document["data"]):
         for paragraph_index, paragraph in enumerate(_field(article, "paragraphs", list, path, f"data[{article_index}]")):
             where = f"data[{article_index}].paragraphs[{paragraph_index}]"
@@ -597,6 +598,10 @@ def read_squad(path: str | os.PathLike, return_stats: bool = False, keep_all_que
             for qa_index, qa in enumerate(_field(paragraph, "qas", list, path, where)):
                 qa_where = f"{where}.qas[{qa_index}]"
                 qid = str(_field(qa, "id", (str, int), path, qa_where))
+                if qid in seen:  # one of the two would be scored, silently
+                    raise DataError(f"{path}: {qa_where} has the id {qid!r} of {seen[qid]}; ids must be unique "
+                                    "(answers are scored by id): renumber one")
+                seen[qid] = qa_where
                 question = _field(qa, "question", str, path, f"{qa_where} (id {qid})")
                 impossible = bool(qa.get("is_impossible", False))
                 answers = []
