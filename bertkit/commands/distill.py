@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import json
 
-from bertkit.errors import ConfigError
+from bertkit.errors import ConfigError, DataError
 from bertkit.recipes.distill import DISTILLABLE, compare_on_test, distill_finetuned, distill_pretraining
 from bertkit.recipes.finetune import section_keys
 from bertkit.settings.config_io import apply_overrides, load_toml
-from bertkit.tasks import read_spec
+from bertkit.tasks import load_examples, read_spec
 
 from bertkit.commands.options import add_device, add_progress, add_seed, add_set, metrics_text, resolve_models, rounded, typed_settings
 
@@ -84,6 +84,8 @@ def parse_layer_map(text: str | None) -> list[int] | None:
 
 def run(args) -> int:
     resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
+    if args.layers is not None and args.layers < 1:  # (0 read as "not given": the default 3 layers, silently)
+        raise ConfigError(f"--layers must be at least 1, got {args.layers}")
     if args.stage == "pretrain":
         return run_pretrain_stage(args)
     if not args.train:
@@ -101,6 +103,8 @@ def run(args) -> int:
             raise ConfigError("--compare-only needs --test DATA (e.g. bbc:test)")
         report_test(args)
         return 0
+    if args.test:
+        check_test_data(args)
     sections = load_toml(args.config) if args.config else {}
     assignments = list(args.set) + typed_settings(args)
     sections = apply_overrides(sections, assignments, section_keys())
@@ -148,6 +152,14 @@ def run_pretrain_stage(args) -> int:
         print(f"final: {metrics_text(metrics)}")
     print(f"student saved in {result['student']}")
     return 0
+
+
+def check_test_data(args) -> None:
+    """--test read before the distillation, as the teacher's task reads it: a typo or a bad file
+    there was reported only after hours of training, the student already saved."""
+    spec = read_spec(args.teacher)
+    if not load_examples(args.task or spec.task, args.test, "test", spec.data):
+        raise DataError(f"--test {args.test}: no examples to compare teacher and student on")
 
 
 def report_test(args) -> None:

@@ -166,6 +166,19 @@ def test_without_task_the_teacher_s_own_task_is_distilled(tagger, tmp_path, monk
     assert seen["task"].name == "token-classification"
 
 
+def test_a_bad_test_file_or_zero_layers_is_refused_before_any_training(tagger, tmp_path, capsys, monkeypatch):
+    """--test was read after the distillation (hours, the student saved), --layers 0 read as unset."""
+    from bertkit.commands import cli, distill
+
+    monkeypatch.setattr(distill, "distill_finetuned", lambda *a, **k: pytest.fail("trained before the refusal"))
+    base = ["distill", "--teacher", str(tagger), "--train", "wordnet-tagging", "--out", str(tmp_path / "s")]
+    assert cli.main([*base, "--test", str(tmp_path / "nosuch.conll")]) == 2
+    assert "nosuch.conll: no such file" in capsys.readouterr().err
+    assert cli.main([*base, "--layers", "0"]) == 2
+    assert "--layers must be at least 1, got 0" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()
+
+
 def test_test_comparison_of_a_tagger_scores_the_evaluate_subset_and_times_both(tmp_path, tagger, capsys):
     """--test works for token classification: both models scored on the --limit subset that
     bertkit evaluate --limit scores (same numbers), and both timed."""
