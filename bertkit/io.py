@@ -448,8 +448,8 @@ def iter_csv_rows(path: str | os.PathLike, delimiter: str, blanks: bool = False
     """Yield (line_number, row_dict, fieldnames) from a CSV/TSV file with a header row, the line
     where each row starts; an empty line is skipped, or with `blanks` (predict's inputs: one row per
     line) yielded as (line_number, None, fieldnames). A ".csv" whose header holds ';' and no ',' is
-    read with ';' (a spreadsheet in a European locale); a TSV field in CSV quoting is unquoted
-    (`_unquoted`)."""
+    read with ';' (a spreadsheet in a European locale), one whose header holds tabs and no ',' as
+    TSV; a TSV field in CSV quoting is unquoted (`_unquoted`)."""
     path = os.fspath(path)
     quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
     # csv's default field limit (131,072 characters) is below a long article; a field may be
@@ -459,6 +459,8 @@ def iter_csv_rows(path: str | os.PathLike, delimiter: str, blanks: bool = False
     header = next(lines, "")
     if delimiter == "," and ";" in header and "," not in header:
         delimiter = ";"  # a CSV from a spreadsheet set to a European locale (Excel writes ';' there)
+    elif delimiter == "," and "\t" in header and "," not in header:
+        delimiter, quoting = "\t", csv.QUOTE_NONE  # a TSV saved under .csv: read as the TSV it is
     reader = csv.reader(itertools.chain([header], lines), delimiter=delimiter, quoting=quoting)
     try:
         fieldnames = next(reader, [])

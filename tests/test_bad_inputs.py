@@ -418,3 +418,24 @@ def test_a_multiple_choice_model_predicts_in_int8(models, tmp_path, capsys):
         rows[name] = _rows(out)
     assert [r["choice"] for r in rows["int8"]] == [r["choice"] for r in rows["fp32"]]
 
+
+@pytest.mark.parametrize("command", ["predict", "evaluate"])
+def test_a_max_length_past_the_models_positions_is_refused_first(command, models, tmp_path, capsys):
+    """finetune refused it up front; predict failed at the first long text, with advice for Python."""
+    path = tmp_path / "in.csv"
+    path.write_text("text,label\nthe goal,sport\n", encoding="utf-8")
+    argv = (["predict", "--model", models["clf"], "--input", path, "--output", tmp_path / "o.jsonl"]
+            if command == "predict" else ["evaluate", "--model", models["clf"], "--data", path])
+    assert_refused([*argv, "--set", "data.max_length=100000"], capsys, tmp_path,
+                   "data.max_length=100000 exceeds the model's 128 positions; use data.max_length=128 or less")
+
+
+def test_a_tab_separated_file_named_csv_is_read_as_tsv(models, tmp_path, capsys):
+    """Its header read as one column "text<TAB>label", then "no column 'text'"."""
+    path = tmp_path / "in.csv"
+    path.write_text("text\tlabel\nthe goal, late\tsport\nrates fell\tbusiness\n", encoding="utf-8")
+    code, stdout, err = run(["evaluate", "--model", models["clf"], "--data", path], capsys,
+                            warnings_are_errors=False)
+    assert code == 0, err
+    assert "2 examples" in stdout
+

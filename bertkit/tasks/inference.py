@@ -102,8 +102,13 @@ def load_for_inference(model_dir: str, task: str | None = None, assignments: Seq
                           "to score or predict on fewer rows, give a smaller file (evaluate: --limit N)")
     if overrides:
         spec.data = dataclass_from_dict(DataConfig, {**spec.data.to_dict(), **overrides}, "data")
+    model = load_model(model_dir, spec.task)
+    positions = getattr(getattr(model, "config", None), "max_sequence_length", None)
+    if "max_length" in overrides and positions and spec.data.max_length > positions:  # as finetune refuses it
+        raise ConfigError(f"data.max_length={spec.data.max_length} exceeds the model's {positions} positions; use "
+                          f"data.max_length={positions} or less")
     # An adapter PEFT saved has no tokenizer files: its base's.
-    return load_model(model_dir, spec.task), Tokenizer.from_pretrained(tokenizer_dir(model_dir)), spec
+    return model, Tokenizer.from_pretrained(tokenizer_dir(model_dir)), spec
 
 
 # ---------------------------------------------------------------------------- evaluate
