@@ -439,3 +439,24 @@ def test_a_tab_separated_file_named_csv_is_read_as_tsv(models, tmp_path, capsys)
     assert code == 0, err
     assert "2 examples" in stdout
 
+
+def test_corpus_embeddings_that_lie_about_their_size_or_are_a_fifo_are_one_line(models, tmp_path, capsys):
+    """A .npy header claiming 10^12 rows: numpy allocated for them (MemoryError traceback); a FIFO hung."""
+    import io
+
+    import numpy as np
+    from numpy.lib import format as npy
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the goal\nrates fell\n", encoding="utf-8")
+    header = io.BytesIO()
+    npy.write_array_header_1_0(header, {"descr": "<f4", "fortran_order": False, "shape": (10 ** 12, 32)})
+    lying = tmp_path / "lie.npy"
+    lying.write_bytes(header.getvalue() + np.zeros(64, np.float32).tobytes())
+    fifo = tmp_path / "fifo.npy"
+    os.mkfifo(fifo)
+    argv = ["nearest", "--model", models["clf"], "--corpus", corpus, "the goal", "--corpus-embeddings"]
+    assert_refused([*argv, lying], capsys, tmp_path, "--corpus-embeddings", "not a .npy array that bertkit embed "
+                   "writes")
+    assert_refused([*argv, fifo], capsys, tmp_path, "is not a regular file")
+

@@ -22,7 +22,7 @@ import numpy as np
 
 from bertkit.errors import DataError
 from bertkit.inference.encode import SentenceEncoder
-from bertkit.io import atomic_open
+from bertkit.io import atomic_open, check_regular_file
 from bertkit.tasks.formats import read_texts
 from bertkit.tasks.retrieval import top_matches
 from bertkit.commands.options import (add_device, add_precision, check_output_files, device_of, precision_of,
@@ -59,8 +59,9 @@ def saved_vectors(path: str, corpus_path: str, corpus: list[str], kept: list[int
     is a float array with a row per corpus line and the model's width, and that CHECKED_ROWS texts
     spread over the corpus (first and last included) embed again to their rows: the file was
     written from this corpus by this model (an edit elsewhere is not seen: embed again after one)."""
-    try:
-        saved = np.load(path, allow_pickle=False)  # never unpickle
+    check_regular_file(path)  # a FIFO would block the read
+    try:  # mapped: a header that claims more rows than the file holds is an error, not a huge allocation
+        saved = np.load(path, allow_pickle=False, mmap_mode="r")  # never unpickle
     except (OSError, ValueError) as err:
         raise DataError(f"--corpus-embeddings {path}: not a .npy array that bertkit embed writes ({err})") from None
     fix = f"write it again: bertkit embed --model MODEL --input {corpus_path} --output {path}"
