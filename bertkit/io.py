@@ -238,8 +238,11 @@ def missing_file(path: str | os.PathLike) -> DataError:
 def _decode(raw: bytes, path: str, first_line: int) -> str:
     """UTF-8 bytes (starting at line `first_line` of `path`) as text, else EncodingError naming
     the line and byte."""
+    if first_line == 1 and raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        raise EncodingError(f"{path} is UTF-16 (it starts with UTF-16's byte-order mark); re-encode it as UTF-8: "
+                            "iconv -f utf-16 -t utf-8")
     try:
-        return raw.decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         line = first_line + raw.count(b"\n", 0, err.start)
         column = err.start - (raw.rfind(b"\n", 0, err.start) + 1) + 1
@@ -247,6 +250,11 @@ def _decode(raw: bytes, path: str, first_line: int) -> str:
             f"{path}: line {line} is not UTF-8 (byte {raw[err.start:err.start + 1]!r} at byte {column} "
             "of the line); re-encode the file as UTF-8, e.g. iconv -f cp1252 -t utf-8 (a Windows or Excel "
             "file; -f latin1 for ISO-8859-1)") from None
+    if "\x00" in text:  # valid UTF-8, but no text holds NUL: UTF-16 without its byte-order mark
+        line = first_line + text.count("\n", 0, text.index("\x00"))
+        raise EncodingError(f"{path}: line {line} holds NUL bytes: the file is probably UTF-16 (Windows "
+                            "\"Unicode\"); re-encode it as UTF-8: iconv -f utf-16le -t utf-8")
+    return text
 
 
 def iter_text_lines(path: str | os.PathLike, keepends: bool = False,
@@ -268,6 +276,18 @@ def iter_text_lines(path: str | os.PathLike, keepends: bool = False,
                 raw = raw[len(codecs.BOM_UTF8):]
             line = _decode(raw, path, line_number)
             yield line_number, line if keepends else line.rstrip("\r\n")
+
+
+def text_file_lines(path: str | os.PathLike) -> list[tuple[int, str]]:
+    """(line number, line) of a text file of one input per line, blank lines too. A carriage
+    return inside a line (old Mac line ends, CR only) would make the whole file one input."""
+    lines = list(iter_text_lines(path))
+    for number, line in lines:
+        if "\r" in line:
+            raise DataError(f"{path}: line {number} holds a carriage return (\\r) inside it: the file ends its lines "
+                            f"with CR alone (old Mac); convert it: tr '\\r' '\\n' < {shlex.quote(os.fspath(path))} "
+                            "> fixed.txt")
+    return lines
 
 
 def read_text(path: str | os.PathLike) -> str:

@@ -89,6 +89,14 @@ DATA_CASES = {
                            b'{"id": "a", "question": "who", "answers": [{"text": "the striker", "answer_start": 0}]},'
                            b'{"id": "a", "question": "what", "answers": [{"text": "scored", "answer_start": 12}]}]}]}]}',
                            ["in.json: data[0].paragraphs[0].qas[1] has the id 'a' of data[0].paragraphs[0].qas[0]"]),
+    # UTF-16 (Windows "Unicode"): with its byte-order mark the advice was cp1252; without it, NULs read as text
+    "utf16-bom-predict": ("clf", "predict", "in.txt", "the goal\n".encode("utf-16"), ["in.txt is UTF-16",
+                                                                                   "iconv -f utf-16 -t utf-8"]),
+    "utf16-no-bom-embed": ("clf", "embed", "in.txt", "the goal\n".encode("utf-16-le"),
+                           ["in.txt: line 1 holds NUL bytes", "UTF-16", "iconv -f utf-16le"]),
+    # old Mac line ends (CR alone): the whole file was one input
+    "cr-only-predict": ("clf", "predict", "in.txt", b"the goal\rrates fell\r", ["line 1 holds a carriage return",
+                                                                               "tr '\\r' '\\n'"]),
     # an input with nothing to predict, in every format (a .txt was refused already)
     "header-only-csv-predict": ("clf", "predict", "in.csv", b"text,label\n", ["in.csv holds no non-blank input"]),
     "blank-jsonl-predict": ("clf", "predict", "in.jsonl", b"\n\n", ["in.jsonl holds no non-blank input (2 blank)"]),

@@ -24,7 +24,7 @@ from typing import Iterable, Sequence, Union
 
 from bertkit.errors import DataError
 from bertkit.io import (check_regular_file, is_json_array, iter_csv_rows, iter_text_lines, json_lines_fix, loads_json,
-                        read_text)
+                        read_text, text_file_lines)
 from bertkit.tasks.tables import is_table, iter_records
 
 Label = Union[str, float, list, None]
@@ -316,7 +316,7 @@ def read_texts(path: str, text_column: str = "text") -> list[str]:
             raise DataError(f"{path} has no non-empty {text_column!r} under its header ({len(texts)} rows); put one "
                             "text per row")
         return texts
-    lines = [line for _, line in iter_text_lines(path)]
+    lines = [line for _, line in text_file_lines(path)]
     if not any(line.strip() for line in lines):
         raise DataError(f"{path} holds no non-empty lines; put one text per line")
     return lines

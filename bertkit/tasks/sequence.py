@@ -24,7 +24,7 @@ from bertkit.distill.tasks import TaskDistiller
 from bertkit.errors import DataError
 from bertkit.models.families import architectures_for
 from bertkit.models.heads import BertForSequenceClassification
-from bertkit.io import iter_text_lines
+from bertkit.io import text_file_lines
 from bertkit.tasks.common import (DataConfig, PredictionInput, TaskSpec, check_texts, forward_features,
                                   json_float, model_labels, sigmoid, softmax, truncation_warning)
 from bertkit.tasks.formats import TextExample, infer_task_kind, read_text_dataset
@@ -47,7 +47,7 @@ def _reader(label_type: str):
 def read_lines(path: str) -> list[tuple[int, str]]:
     """(line number, line) of every line of a UTF-8 text file, blank ones too: predict gives
     each line its row. A file with no non-blank line is refused."""
-    lines = list(iter_text_lines(path))
+    lines = text_file_lines(path)
     if not any(line.strip() for _, line in lines):
         raise DataError(f"{path} holds no non-empty lines; put one input per line")
     return lines
