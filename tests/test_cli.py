@@ -76,6 +76,13 @@ def test_warnings_from_a_command_are_one_line():
     (["tokenizer", "train", "--files", "a", "--vocab-size", "9", "--out", "o", "--nope"],
      "usage: bertkit tokenizer train ", "unrecognized arguments: --nope"),
     (["--bogus", "info", "m"], "usage: bertkit [-h] COMMAND", "unrecognized arguments: --bogus"),
+    # checked while parsing, before the model loads (they were checked inside encode, named as Python's)
+    (["embed", "--model", "m", "--input", "i", "--output", "o", "--batch-size", "0"], "usage: bertkit embed ",
+     "argument --batch-size: must be at least 1, got 0"),
+    (["embed", "--model", "m", "--input", "i", "--output", "o", "--max-length", "2"], "usage: bertkit embed ",
+     "argument --max-length: must be at least 3, got 2"),
+    (["nearest", "--model", "m", "--corpus", "c", "q", "--top", "zero"], "usage: bertkit nearest ",
+     "argument --top: must be an integer, got 'zero'"),
 ])
 def test_argument_errors_print_the_subcommands_usage(capsys, argv, usage, message):
     with pytest.raises(SystemExit) as exit_:

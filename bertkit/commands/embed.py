@@ -20,7 +20,7 @@ import numpy as np
 from bertkit.inference.encode import SentenceEncoder
 from bertkit.io import atomic_open
 from bertkit.tasks.formats import read_texts
-from bertkit.commands.options import (add_device, add_int8, add_precision, check_output_files, device_of,
+from bertkit.commands.options import (add_device, add_int8, add_precision, at_least, check_output_files, device_of,
                                       precision_of, resolve_models)
 
 
@@ -30,8 +30,8 @@ def add_arguments(parser) -> None:
                                                        ".jsonl table: one text per row of --text-column")
     parser.add_argument("--text-column", default="text", help="the column a table's texts are in (default: text)")
     parser.add_argument("--output", required=True, help="where to write the (n, hidden) float32 .npy")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--max-length", type=int, default=None,
+    parser.add_argument("--batch-size", type=at_least(1), default=32)
+    parser.add_argument("--max-length", type=at_least(3), default=None,  # [CLS], [SEP] and one token
                         help="truncation length (default: the model's max_seq_length, else 256)")
     parser.add_argument("--no-normalize", action="store_true", help="keep the raw pooled vectors")
     add_int8(parser)

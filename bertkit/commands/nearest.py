@@ -25,7 +25,7 @@ from bertkit.inference.encode import SentenceEncoder
 from bertkit.io import atomic_open, check_regular_file
 from bertkit.tasks.formats import read_texts
 from bertkit.tasks.retrieval import top_matches
-from bertkit.commands.options import (add_device, add_precision, check_output_files, device_of, precision_of,
+from bertkit.commands.options import (add_device, add_precision, at_least, check_output_files, device_of, precision_of,
                                       resolve_models)
 
 CHECKED_ROWS = 8  # corpus texts embedded again to check a --corpus-embeddings file
@@ -38,7 +38,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("queries", nargs="*", help="query texts (or --queries FILE)")
     parser.add_argument("--queries", dest="query_file", help="a file of queries, one per line (or a table)")
     parser.add_argument("--text-column", default="text", help="the column a table's texts are in (default: text)")
-    parser.add_argument("--top", type=int, default=5, help="matches per query")
+    parser.add_argument("--top", type=at_least(1), default=5, help="matches per query")
     parser.add_argument("--output", help="also write the matches as JSON lines, one per query")
     parser.add_argument("--corpus-embeddings", metavar="FILE.npy",
                         help="the corpus's vectors from `bertkit embed` with this model (not embedded again)")
@@ -89,8 +89,6 @@ def saved_vectors(path: str, corpus_path: str, corpus: list[str], kept: list[int
 def run(args) -> int:
     resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
     check_output_files(args)  # before any work: a folder, or a file the command reads
-    if args.top < 1:
-        raise DataError(f"--top must be at least 1, got {args.top}")
     queries, corpus = read_queries(args), read_texts(args.corpus, args.text_column)  # before the model loads
     kept = [i for i, text in enumerate(corpus) if text.strip()]
     device = device_of(args)

@@ -10,6 +10,7 @@ and `write_stream` how a stream output reaches a file or, for `--output -`, stdo
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from typing import Any
@@ -190,6 +191,20 @@ def check_output_files(args, outputs: tuple[str, ...] = ("output",),
             if target.startswith(real + os.sep) and os.path.exists(target):  # a new file beside a model is fine
                 raise ConfigError(f"{option} {path} is a file of {read}: writing it would replace part of what the "
                                   "command reads; choose another file")
+
+
+def at_least(minimum: int):
+    """An argparse type: an integer of at least `minimum`, refused while parsing (before any model
+    loads) with the option's name, as argparse names it."""
+    def integer(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+    return integer
 
 
 def say(line: str) -> None:
