@@ -56,7 +56,8 @@ def add_arguments(parser) -> None:
                             help=f"--stage pretrain: the weight {name} (default: the recipe's {key}; DistilBERT's 5, 2, 1)")
     parser.add_argument("--config", help="TOML recipe with [data], [train], [model] sections (as bertkit finetune); "
                                          "--stage pretrain: a pre-training recipe (as bertkit pretrain); default: the built-in settings")
-    parser.add_argument("--resume", action="store_true", help="--stage pretrain: continue the run in --out")
+    parser.add_argument("--resume", action="store_true", help="continue the stopped run in --out from its newest "
+                                                              "checkpoint, with the same options")
     add_set(parser, "train.epochs=3 train.lr=1e-4 data.max_length=128")
     add_seed(parser)
     add_device(parser, "train.device, else auto")
@@ -90,7 +91,7 @@ def run(args) -> int:
         return run_pretrain_stage(args)
     if not args.train:
         raise ConfigError("--stage task needs --train DATA (the data the teacher was fine-tuned on)")
-    given = [name for name in PRETRAIN_WEIGHTS if getattr(args, name) is not None] + (["resume"] if args.resume else [])
+    given = [name for name in PRETRAIN_WEIGHTS if getattr(args, name) is not None]
     if given:
         raise ConfigError(f"--{', --'.join(n.replace('_', '-') for n in given)} belong to --stage pretrain; "
                           "task distillation weighs its terms with --alpha")
@@ -112,7 +113,7 @@ def run(args) -> int:
     summary = distill_finetuned(task, args.teacher, args.train, args.dev, args.out, sections,
                                 num_layers=args.layers, layer_map=parse_layer_map(args.layer_map),
                                 alpha=args.alpha, temperature=args.temperature, overwrite=args.overwrite,
-                                progress=not args.no_progress, student_dir=args.student)
+                                progress=not args.no_progress, student_dir=args.student, resume=args.resume)
     if not summary:  # a non-zero rank of a distributed run
         return 0
     info, metric = summary["distillation"], summary["select_metric"]

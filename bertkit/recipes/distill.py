@@ -44,7 +44,8 @@ DISTILLABLE = tuple(name for name, entry in TASKS.items() if entry.distiller is 
 def distill_finetuned(task: Task | str, teacher_dir: str, train_source: str, dev_source: str | None, out_dir: str,
                       sections: dict | None = None, num_layers: int | None = None,
                       layer_map: list[int] | None = None, alpha: float = 0.5, temperature: float = 2.0,
-                      overwrite: bool = False, progress: bool = True, student_dir: str | None = None) -> dict:
+                      overwrite: bool = False, progress: bool = True, student_dir: str | None = None,
+                      resume: bool = False) -> dict:
     """Task-specific distillation of a fine-tuned teacher into a student cut from it.
 
     The student is `student_from_teacher(teacher, num_layers, layer_map)` (every other layer by
@@ -55,6 +56,7 @@ def distill_finetuned(task: Task | str, teacher_dir: str, train_source: str, dev
     teacher's. `student_dir` starts from that model instead (same task and labels, e.g. the
     student of TinyBERT's layer-distillation stage); its layer count must match the map. OUT ends
     as a plain fine-tuned model whose finetune_summary.json also has a "distillation" entry.
+    `resume` continues a stopped run from OUT's newest checkpoint, as finetune's does.
     """
     task = get_task(task)
     sections = distillation_sections(task, teacher_dir, sections, alpha, temperature)
@@ -83,7 +85,7 @@ def distill_finetuned(task: Task | str, teacher_dir: str, train_source: str, dev
         return task.distiller(student, teacher, alpha=alpha, temperature=temperature)
 
     summary = finetune(task, teacher_dir, train_source, dev_source, out_dir, sections, overwrite=overwrite,
-                       progress=progress, model_fn=build_student, train_wrapper=wrap)
+                       progress=progress, model_fn=build_student, train_wrapper=wrap, resume=resume)
     if summary:  # empty on a non-zero rank of a distributed run
         record_distillation(summary, out_dir, teacher_dir, teacher, built["student"], chosen, alpha, temperature,
                             student_dir)

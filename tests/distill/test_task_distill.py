@@ -179,6 +179,38 @@ def test_a_bad_test_file_or_zero_layers_is_refused_before_any_training(tagger, t
     assert not (tmp_path / "s").exists()
 
 
+def test_a_stopped_distillation_resumes_to_the_same_student(tagger, tmp_path, capsys, monkeypatch):
+    """The stop message said to run again with --resume, which task distillation then refused."""
+    import signal
+
+    from safetensors.torch import load_file
+
+    from bertkit.commands import cli
+    from bertkit.train import trainer as trainer_module
+
+    def argv(out, *extra):
+        return ["distill", "--task", "token-classification", "--teacher", str(tagger), "--train", "wordnet-tagging",
+                "--out", str(out), "--layers", "1", "--no-progress", "--set", *SMALL_TAGGING, "train.batch_size=8",
+                "train.save_every=2", *extra]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert cli.main(argv(tmp_path / "whole")) == 0
+        original = trainer_module.Trainer._train_step
+
+        def step_with_signal(self, batches):
+            if self.step + 1 == 3:
+                signal.raise_signal(signal.SIGTERM)
+            return original(self, batches)
+        monkeypatch.setattr(trainer_module.Trainer, "_train_step", step_with_signal)
+        assert cli.main(argv(tmp_path / "stopped")) == 143
+        assert "run the same command with --resume to continue" in capsys.readouterr().err
+        monkeypatch.undo()
+        assert cli.main(argv(tmp_path / "stopped", "--resume")) == 0
+    whole, resumed = (load_file(tmp_path / name / "model.safetensors") for name in ("whole", "stopped"))
+    assert whole.keys() == resumed.keys() and all(torch.equal(whole[k], resumed[k]) for k in whole)
+
+
 def test_test_comparison_of_a_tagger_scores_the_evaluate_subset_and_times_both(tmp_path, tagger, capsys):
     """--test works for token classification: both models scored on the --limit subset that
     bertkit evaluate --limit scores (same numbers), and both timed."""
