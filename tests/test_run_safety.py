@@ -459,11 +459,20 @@ def test_bad_set_values_are_one_line_before_any_work(command, assignment, fragme
 @pytest.mark.parametrize("recipe,fragment", [
     ("epochs = 2\n", "epochs is a key of [train], not a section: put it under [train] (train.epochs)"),
     ("[trian]\nepochs = 2\n", "unknown section [trian] in the recipe; did you mean [train]?"),
+    ("[tokenizer]\nvocab_size = 100\n", "the recipe has a [tokenizer] section: it is a pre-training recipe"),
 ])
 def test_a_recipe_key_outside_its_section_is_named_with_the_section(recipe, fragment, encoder, tmp_path, capsys):
     config = tmp_path / "recipe.toml"
     config.write_text(recipe, encoding="utf-8")
     assert_refused(finetune_argv(encoder, tmp_path / "out", "--config", config), capsys, tmp_path, fragment)
+
+
+def test_pretrain_given_a_fine_tuning_recipe_says_so(tmp_path, capsys):
+    """It said "unknown key data.eval_batch_size; did you mean data.eval_fraction?"."""
+    config = tmp_path / "recipe.toml"
+    config.write_text("[data]\nlabel_column = \"topic\"\n[train]\nepochs = 3\n", encoding="utf-8")
+    assert_refused(["pretrain", "--config", config, "--out", tmp_path / "out"], capsys, tmp_path,
+                   "the recipe sets data.label_column, a fine-tuning setting: it is a fine-tuning recipe")
 
 
 def test_resume_of_a_folder_that_holds_no_run_is_refused(encoder, tmp_path, capsys):

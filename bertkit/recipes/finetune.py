@@ -150,6 +150,9 @@ def build_recipe(sections: dict | None) -> Recipe:
         if name not in valid and owners:  # `epochs = 2` above every [section] header of a recipe file
             raise ConfigError(f"{name} is a key of [{owners[0]}], not a section: put it under [{owners[0]}] "
                               f"({owners[0]}.{name})")
+        if name in ("tokenizer", "early_stopping"):  # `finetune --config configs/pretrain-tiny.toml`
+            raise ConfigError(f"the recipe has a [{name}] section: it is a pre-training recipe (bertkit pretrain "
+                              "--config); finetune reads a fine-tuning recipe such as configs/finetune-bbc.toml")
         if name not in valid:
             close = difflib.get_close_matches(name, list(valid), n=1)
             raise ConfigError(f"unknown section [{name}] in the recipe"

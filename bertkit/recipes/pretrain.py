@@ -242,10 +242,20 @@ def _objective_settings(raw: dict, data: DataSection, model: dict):
     return dataclass_from_dict(objective.settings, raw.get(data.objective, {}), data.objective)
 
 
+# [data] keys of a fine-tuning recipe that no pre-training recipe has
+FINETUNE_DATA_KEYS = frozenset({"label_column", "text_column", "pair_column", "eval_batch_size", "long_text",
+                                "multilabel_sep", "max_train_examples"})
+
+
 def parse_config(raw: dict, overrides: Sequence[Override] = ()) -> PretrainConfig:
     """Validate a raw TOML dict (plus `--set` strings and typed (key, value) overrides) into a PretrainConfig."""
     import_objective_module(_objective_module(raw, overrides))
     sections = _sections()
+    finetuning = sorted(FINETUNE_DATA_KEYS & set(raw.get("data", {})))
+    if finetuning:  # `pretrain --config configs/finetune-bbc.toml`: say which recipe this is
+        raise ConfigError(f"the recipe sets data.{finetuning[0]}, a fine-tuning setting: it is a fine-tuning "
+                          "recipe (bertkit finetune --config); pretrain reads a pre-training recipe such as "
+                          "configs/pretrain-tiny.toml")
     for name in raw:
         if name not in sections:
             raise ConfigError(f"unknown section [{name}]; {suggest(name, sections)}")
