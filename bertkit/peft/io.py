@@ -539,7 +539,15 @@ def build_task_model(saved: SavedAdapter, base_path: str) -> nn.Module:
     base_config = BertConfig.from_pretrained(base_path)
     check_shape(saved.meta, base_config, base_path, saved.directory)
     model = cls(_task_config(saved, base_config))
-    report = load_into(model, read_state_dict(base_path), getattr(cls, "base_model_prefix", "bert"))
+    state = read_state_dict(base_path)
+    own = model.state_dict()
+    differ = [k for k, v in state.items() if k in own and tuple(v.shape) != tuple(own[k].shape)]
+    if differ:  # another fine-tuned model (its head of other labels): the wrong base, not a bad config.json
+        raise CheckpointError(f"base {base_path} does not fit adapter {saved.directory}: {differ[0]} is "
+                              f"{tuple(state[differ[0]].shape)} there and {tuple(own[differ[0]].shape)} in the "
+                              f"adapter's model; it is not the model the adapter was trained on (recorded: "
+                              f"{saved.meta.get('base_model') or 'none'}): {_GIVE_BASE}")
+    report = load_into(model, state, getattr(cls, "base_model_prefix", "bert"))
     _, encoder_path = encoder_of(model)
     inside = encoder_path + "." if encoder_path else ""
     kept = saved.meta.get("modules_to_save") or []

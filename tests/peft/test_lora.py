@@ -216,6 +216,12 @@ def test_wrong_base_is_refused(minilm_classifier, minilm_dir, tmp_path):
     with pytest.raises(CheckpointError, match=r"another shape: .*hidden_size=384 \(base has 32\)"):
         PeftModel.from_pretrained(tmp_path / "adapter", base=tmp_path / "small")
 
+    tagger = bertkit.BertForTokenClassification.from_pretrained(minilm_dir, num_labels=7)  # a fine-tuned model
+    tagger.save_pretrained(tmp_path / "tagger")                                             # of other labels
+    with pytest.raises(CheckpointError, match=r"base .*tagger does not fit adapter .*: classifier.bias is \(7,\) "
+                                              r"there and \(\d+,\) in the adapter's model; it is not the model"):
+        PeftModel.from_pretrained(tmp_path / "adapter", base=tmp_path / "tagger")
+
     same_shape = bertkit.BertModel.from_pretrained(minilm_dir)  # same shape, other weights
     with torch.no_grad():
         same_shape.encoder.layer[3].output.dense.weight.mul_(1.01)
