@@ -468,3 +468,18 @@ def test_corpus_embeddings_that_lie_about_their_size_or_are_a_fifo_are_one_line(
                    "writes")
     assert_refused([*argv, fifo], capsys, tmp_path, "is not a regular file")
 
+
+def test_predict_and_evaluate_read_their_input_before_loading_the_model(models, tmp_path, capsys, monkeypatch):
+    """The model (and its int8 copy) was loaded first: a bad file waited for it."""
+    from bertkit.commands import evaluate, predict
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("the model loaded before the input was read")
+    monkeypatch.setattr(predict, "load_inference_model", loaded)
+    monkeypatch.setattr(evaluate, "load_inference_model", loaded)
+    path = tmp_path / "in.csv"
+    path.write_bytes(b"text,label\n" + LATIN1 + b",sport\n")
+    assert_refused(["predict", "--model", models["clf"], "--input", path, "--output", tmp_path / "o.jsonl", "--int8"],
+                   capsys, tmp_path, "not UTF-8")
+    assert_refused(["evaluate", "--model", models["clf"], "--data", path], capsys, tmp_path, "not UTF-8")
+

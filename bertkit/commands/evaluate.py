@@ -23,8 +23,8 @@ from bertkit.errors import ConfigError, DataError
 from bertkit.inference.quantize import inference_copy
 from bertkit.tasks.baseline import (describe, describe_reference, has_tfidf_baseline, score_like_finetune,
                                    score_trivial)
-from bertkit.tasks import (TASKS, check_model_labels, clean_metrics, load_examples, load_for_inference,
-                           predict_examples, showing_progress, subsample)
+from bertkit.tasks import (TASKS, check_model_labels, clean_metrics, inference_spec, load_examples,
+                           load_inference_model, predict_examples, showing_progress, subsample)
 from bertkit.settings.config_io import split_override
 from bertkit.tasks.common import TruncationWarning
 from bertkit.train.distributed import init_distributed, leave
@@ -112,14 +112,15 @@ def per_class_table(report: dict) -> dict:
 def score(args, ctx):
     """(metrics, spec, examples, predictions) of the model on the data; under torchrun from this
     rank's share."""
-    model, tokenizer, spec = load_for_inference(args.model, args.task, args.set)
+    spec = inference_spec(args.model, args.task, args.set)
     if args.per_class and spec.task.per_class is None:
         raise ConfigError(f"--per-class scores the classes of (multi-label) classification and the entity types "
                           f"of token classification; this is a {spec.task.name} model: drop --per-class")
-    model = inference_copy(model, tokenizer, args.int8, ctx.device, args.precision)
-    examples = load_examples(spec.task, args.data, "test", spec.data)
+    examples = load_examples(spec.task, args.data, "test", spec.data)  # bad data refused before the model loads
     if not examples:
         raise DataError(f"{args.data}: no examples to evaluate")
+    model, tokenizer = load_inference_model(args.model, spec)
+    model = inference_copy(model, tokenizer, args.int8, ctx.device, args.precision)
     examples = subsample(examples, args.limit, args.seed or 0)
     unseen = check_model_labels(model, spec, examples, args.data, allow=args.allow_unseen_labels)
     if unseen and ctx.is_main:

@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 
 from bertkit.inference.quantize import inference_copy
-from bertkit.tasks import TASKS, load_for_inference, prediction_rows, read_prediction_input, showing_progress
+from bertkit.tasks import (TASKS, inference_spec, load_inference_model, prediction_rows, read_prediction_input,
+                           showing_progress)
 
 from bertkit.commands.options import (STDOUT, add_device, add_int8, add_precision, add_set, add_task_module,
                                       check_output_files, device_of, resolve_models, running_in, write_stream)
@@ -43,9 +44,10 @@ def run(args) -> int:
     resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
     check_output_files(args)  # before any work: a folder, or a file the command reads
     device = device_of(args)  # before the model loads
-    model, tokenizer, spec = load_for_inference(args.model, args.task, args.set)
+    spec = inference_spec(args.model, args.task, args.set)
+    inputs = read_prediction_input(spec.task, args.input, spec.data)  # bad input refused before the model loads
+    model, tokenizer = load_inference_model(args.model, spec)
     model = inference_copy(model, tokenizer, args.int8, device, args.precision)
-    inputs = read_prediction_input(spec.task, args.input, spec.data)
     with running_in(args, device), showing_progress("predict"):  # a bar over the model's batches (stderr)
         rows = prediction_rows(model, tokenizer, spec, inputs, name=args.input)
     write_stream(args.output, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))

@@ -18,8 +18,9 @@ from bertkit.tasks.export import export_directory
 from bertkit.tasks.common import (SUMMARY_FILE, Collator, DataConfig, PredictionInput, TaskSpec, batching_length,
                                   clean_metrics, eval_order, feature_length, forward_features, json_float, model_labels,
                                   showing_progress, subsample)
-from bertkit.tasks.inference import (baseline_metrics, check_model_labels, evaluate_examples, load_for_inference,
-                                     load_model, predict_examples, prediction_rows, read_prediction_input, read_spec)
+from bertkit.tasks.inference import (baseline_metrics, check_model_labels, evaluate_examples, inference_spec,
+                                     load_for_inference, load_inference_model, load_model, predict_examples,
+                                     prediction_rows, read_prediction_input, read_spec)
 from bertkit.tasks.registry import TASKS, get_task, register_task, task_of_config
 from bertkit.tasks.spec import Task
 
@@ -29,6 +30,7 @@ __all__ = [
     "SUMMARY_FILE", "Collator", "DataConfig", "PredictionInput", "TaskSpec", "batching_length", "clean_metrics",
     "eval_order",
     "feature_length", "forward_features", "json_float", "model_labels", "showing_progress", "subsample",
-    "export_directory", "baseline_metrics", "check_model_labels", "evaluate_examples", "load_for_inference", "load_model",
+    "export_directory", "baseline_metrics", "check_model_labels", "evaluate_examples", "inference_spec",
+    "load_for_inference", "load_inference_model", "load_model",
     "predict_examples", "prediction_rows", "read_prediction_input", "read_spec",
 ]

@@ -94,6 +94,13 @@ TRAINING_ONLY_DATA_KEYS = frozenset({"max_train_examples", "max_eval_examples"})
 def load_for_inference(model_dir: str, task: str | None = None, assignments: Sequence[str] = ()):
     """(model, tokenizer, spec) of a fine-tuned directory, with `data.key=value` assignments
     (`--set`) applied to its input settings; only [data] applies to a trained model."""
+    spec = inference_spec(model_dir, task, assignments)
+    return (*load_inference_model(model_dir, spec), spec)
+
+
+def inference_spec(model_dir: str, task: str | None = None, assignments: Sequence[str] = ()) -> TaskSpec:
+    """The spec of a fine-tuned directory with `--set data.key=value` applied, checked against the
+    model's config without loading its weights: a command reads its input with it first."""
     spec = read_spec(model_dir, task)
     keys = [f.name for f in dataclasses.fields(DataConfig)]
     overrides = apply_overrides({}, assignments, {"data": keys}).get("data", {})
@@ -102,13 +109,18 @@ def load_for_inference(model_dir: str, task: str | None = None, assignments: Seq
                           "to score or predict on fewer rows, give a smaller file (evaluate: --limit N)")
     if overrides:
         spec.data = dataclass_from_dict(DataConfig, {**spec.data.to_dict(), **overrides}, "data")
-    model = load_model(model_dir, spec.task)
-    positions = getattr(getattr(model, "config", None), "max_sequence_length", None)
+    has_config = os.path.isfile(os.path.join(model_dir, "config.json"))  # (a PEFT adapter has none)
+    positions = getattr(read_config(model_dir), "max_sequence_length", None) if has_config else None
     if "max_length" in overrides and positions and spec.data.max_length > positions:  # as finetune refuses it
         raise ConfigError(f"data.max_length={spec.data.max_length} exceeds the model's {positions} positions; use "
                           f"data.max_length={positions} or less")
-    # An adapter PEFT saved has no tokenizer files: its base's.
-    return model, Tokenizer.from_pretrained(tokenizer_dir(model_dir)), spec
+    return spec
+
+
+def load_inference_model(model_dir: str, spec: TaskSpec) -> tuple:
+    """(model, tokenizer) of a fine-tuned directory for `spec`'s task. An adapter PEFT saved has
+    no tokenizer files: its base's."""
+    return load_model(model_dir, spec.task), Tokenizer.from_pretrained(tokenizer_dir(model_dir))
 
 
 # ---------------------------------------------------------------------------- evaluate
