@@ -134,6 +134,10 @@ def _check_pairs(examples: Sequence[PairExample], training: bool, name: str) -> 
             if value is not None and not value.strip():
                 where = f"line {example.line}" if example.line else f"example {index + 1}"
                 raise DataError(f"{name}: {where} has an empty {role}; fill it in or remove that row")
+    same = sum(example.text.strip() == example.positive.strip() for example in examples)
+    if training and same:  # a column named twice, or copied: such pairs are solved before any step
+        warnings.warn(f"{name}: {same} of {len(examples)} pairs have a positive equal to their text, which teaches "
+                      "nothing; check that data.positive_column names the matching text's column")
     if training and len(examples) < 2:
         raise DataError(f"{name}: {len(examples)} pair; the in-batch negatives loss needs at least 2 (each pair's "
                         "negatives are the other pairs' positives): add pairs")

@@ -170,6 +170,9 @@ def test_reader_takes_csv_and_jsonl_and_says_what_to_do_about_bad_rows(tmp_path,
     csv.write_text("text,positive\nq1,p1\n   ,p2\n", encoding="utf-8")
     with pytest.raises(DataError, match="train: line 3 has an empty text; fill it in"):
         task.encode(None, task.read(str(csv), DataConfig()), DataConfig(), None, True, "train")
+    copied = [PairExample("same text", "same text"), PairExample("q", "p")]  # a column named twice, or copied
+    with pytest.warns(UserWarning, match="train: 1 of 2 pairs have a positive equal to their text"):
+        task.encode(Tokenizer.from_pretrained(tiny), copied, DataConfig(), None, True, "train")
     (tmp_path / "pairs.conll").write_text("a O\n", encoding="utf-8")
     with pytest.raises(DataError, match="unknown extension '.conll'"):
         task.read(str(tmp_path / "pairs.conll"), DataConfig())
