@@ -509,5 +509,10 @@ def iter_csv_rows(path: str | os.PathLike, delimiter: str, blanks: bool = False
                 row = {name: _unquoted(value) for name, value in row.items()}
             yield line, row, fieldnames
     except csv.Error as err:
+        if "new-line character" in str(err):  # a bare CR (old Mac line end) inside a line; csv's advice is Python's
+            raise DataError(f"{path}: line {max(reader.line_num, 1)} "
+                            "holds a carriage return (\\r) alone: the file ends lines with CR (old Mac) or has one "
+                            "inside a text; convert CR to line feeds (tr '\\r' '\\n') or remove them (tr -d '\\r')"
+                            ) from None
         raise DataError(f"{path}: line {reader.line_num} is not valid {'TSV' if delimiter == chr(9) else 'CSV'} "
                         f"({err})") from None

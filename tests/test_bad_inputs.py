@@ -97,6 +97,8 @@ DATA_CASES = {
     # old Mac line ends (CR alone): the whole file was one input
     "cr-only-predict": ("clf", "predict", "in.txt", b"the goal\rrates fell\r", ["line 1 holds a carriage return",
                                                                                "tr '\\r' '\\n'"]),
+    "cr-inside-csv": ("clf", "predict", "in.csv", b"text,label\na\rb,x\n", ["in.csv: line 2 holds a carriage return",
+                                                                        "tr -d"]),
     # an input with nothing to predict, in every format (a .txt was refused already)
     "header-only-csv-predict": ("clf", "predict", "in.csv", b"text,label\n", ["in.csv holds no non-blank input"]),
     "blank-jsonl-predict": ("clf", "predict", "in.jsonl", b"\n\n", ["in.jsonl holds no non-blank input (2 blank)"]),

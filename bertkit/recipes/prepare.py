@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 
 from bertkit.data.corpus import open_corpus
 from bertkit.data.documents import shard_origin
 from bertkit.data.shards import META, prepare_shards
-from bertkit.errors import BertkitError, DataError
+from bertkit.errors import BertkitError, DataError, RunInterrupted
 from bertkit.io import loads_json, read_text
 from bertkit.runtime.run_dir import check_apart, run_lock
 from bertkit.tokenizer import Tokenizer
@@ -38,6 +39,11 @@ def prepare(corpus: str, tokenizer: str, out_dir: str, mode: str = "file", text_
             if created and not any(name.endswith(".bin") for name in os.listdir(out_dir)):
                 os.remove(os.path.join(out_dir, META))
             raise
+        except KeyboardInterrupt:
+            path = os.path.join(out_dir, META)
+            done = len(loads_json(read_text(path), path).get("shards", [])) if os.path.isfile(path) else 0
+            raise RunInterrupted(f"interrupted; {done} complete shard(s) kept in {out_dir}: run the same command with "
+                                 "--resume to continue after them", signal.SIGINT) from None
 
 
 def refuse_earlier_shards(out_dir: str, resume: bool) -> None:
