@@ -202,7 +202,7 @@ def quantize_int8(model: nn.Module, tokenizer=None, alpha: float = ALPHA, outlie
     unchanged. Returned in eval mode. `alpha=0, outliers=0` is plain per-channel / per-token int8
     (for comparison)."""
     check_original(model)
-    if getattr(model.config, "model_type", None) == "encoder-decoder":
+    if getattr(getattr(model, "config", None), "model_type", None) == "encoder-decoder":
         raise ConfigError("int8 inference quantizes an encoder and its heads; a seq2seq (encoder-decoder) model also "
                           "generates with its decoder, which has no int8 path: drop --int8")
     on = next(model.parameters()).device
