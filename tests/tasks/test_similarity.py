@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import warnings
 
 import numpy as np
@@ -229,3 +230,56 @@ def test_a_tiny_model_learns_to_order_pairs(tiny, tmp_path):
     start, best = summary["dev_history"][0], summary["best_dev"]
     assert summary["reference_baseline"]["spearman"] is None  # no shared words: every TF-IDF cosine 0, no order
     assert start["spearman"] < 0.3 and best["spearman"] > 0.6
+
+
+# ---------------------------------------------------------------------------- the built-in data set
+@pytest.fixture(scope="module")
+def nltk_wordnet(tmp_path_factory):
+    """NLTK's WordNet reader on the Debian files (NLTK wants a lexnames file beside them, and a
+    directory it is told it may read; its mapping to other WordNet versions is not needed)."""
+    nltk = pytest.importorskip("nltk")
+    from nltk.corpus.reader.wordnet import WordNetCorpusReader
+
+    from bertkit.data.assets import wordnet_dir
+    from bertkit.tasks.realdata import LEXNAMES
+
+    directory = tmp_path_factory.mktemp("nltk-wordnet")
+    for part in ("noun", "verb", "adj", "adv"):  # copies: NLTK refuses links out of its directory
+        for name in (f"data.{part}", f"index.{part}", f"{part}.exc"):
+            shutil.copyfile(f"{wordnet_dir()}/{name}", directory / name)
+    (directory / "lexnames").write_text("".join(f"{i:02d}\t{name}\t1\n" for i, name in enumerate(LEXNAMES)))
+    nltk.data.path.append(str(directory))
+
+    class Reader(WordNetCorpusReader):
+        def map_wn(self, version="wordnet"):
+            return None
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return Reader(str(directory), None)
+
+
+def test_wu_palmer_and_synset_names_equal_nltks(nltk_wordnet):
+    from bertkit.tasks.realdata import noun_taxonomy, similarity_pairs
+
+    taxonomy = noun_taxonomy()
+    assert taxonomy.wu_palmer("02084071", "02121620") == pytest.approx(6 / 7)  # dog, cat: carnivore
+    pairs = similarity_pairs(sorted(taxonomy.hypernyms), 600, taxonomy, random.Random(1))
+    for first, second in pairs:
+        ours, theirs = (nltk_wordnet.synset_from_pos_and_offset("n", int(o)) for o in (first, second))
+        assert (taxonomy.names[first], taxonomy.names[second]) == (ours.name(), theirs.name())
+        assert taxonomy.wu_palmer(first, second) == pytest.approx(ours.wup_similarity(theirs), abs=1e-12)
+
+
+def test_wordnet_gloss_similarity_keeps_each_definition_in_one_split():
+    from bertkit.tasks import builtin_splits, load_examples
+
+    splits = builtin_splits("wordnet-gloss-similarity")
+    assert {k: len(v) for k, v in splits.items()} == {"train": 20_000, "dev": 1_000, "test": 2_000}
+    texts = {name: {t for e in pairs for t in (e.text, e.text_pair)} for name, pairs in splits.items()}
+    assert not texts["train"] & texts["dev"] and not texts["train"] & texts["test"] and not texts["dev"] & texts["test"]
+    for pairs in splits.values():
+        scores = np.array([e.label for e in pairs])
+        assert 0 < scores.min() and scores.max() < 1 and scores.std() > 0.2  # far and near pairs both
+        assert len({(e.text, e.text_pair) for e in pairs}) == len(pairs)
+    assert load_examples("similarity", "wordnet-gloss-similarity:dev", "train", DataConfig()) == splits["dev"]
