@@ -111,10 +111,12 @@ def encode(tokenizer, examples: Sequence[TextExample], data: DataConfig, label2i
 def decode(model, tokenizer, examples: Sequence[TextExample], spec: TaskSpec, name: str = "data",
            features: list | None = None) -> list[float | None]:
     """Per pair, the cosine of its two texts' vectors; None for a pair with an empty text (predict)."""
-    kept = list(range(len(examples))) if features is not None else \
-        [i for i, e in enumerate(examples) if _has_both(e)]
-    if features is None:
+    if features is None:  # a pair with an empty text is not embedded
+        kept = [i for i, e in enumerate(examples) if _has_both(e)]
         features = encode(tokenizer, [examples[i] for i in kept], spec.data, None, False, name)
+    else:  # the caller's features of every pair (fine-tuning's dev set)
+        kept = list(range(len(examples)))
+    # per kept pair its two L2-normalised vectors, regrouped by the features' "example"
     vectors = embedding.decode(model, tokenizer, kept, spec, name, features) if kept else []
     cosines = dict(zip(kept, (float(pair[0] @ pair[1]) for pair in vectors)))
     return [cosines.get(i) for i in range(len(examples))]
