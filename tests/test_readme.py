@@ -61,6 +61,7 @@ def unindented(block: str) -> str:
 FORMAT_EXAMPLES = [
     ("train.csv", "classification", {}, 2),
     ("pairs.csv", "classification", {"pair_column": "hypothesis"}, 2),
+    ("sts.csv", "similarity", {}, 2),
     ("train.conll", "token-classification", {}, 1),
     ("train.json", "qa", {}, 1),
     ("choices.jsonl", "multiple-choice", {}, 1),

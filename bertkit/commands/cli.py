@@ -38,7 +38,7 @@ COMMANDS = {
     "fill-mask": ("fill_mask", "print the top-k tokens (with probabilities) a masked-LM model predicts for each [MASK]"),
     "peft": ("peft", "parameter-efficient adapters: merge a LoRA adapter into a plain checkpoint, show one"),
     "finetune": ("finetune", "fine-tune an encoder on a task (--task): classification, regression, "
-                             "token-classification, qa, multiple-choice, seq2seq, ..."),
+                             "token-classification, qa, multiple-choice, seq2seq, embedding, similarity, ..."),
     "evaluate": ("evaluate", "evaluate a fine-tuned model on labelled data; the last stdout line is the metrics as JSON"),
     "predict": ("predict", "predict with a fine-tuned model: one JSON line per input (labels, entities, answers or "
                            "choices)"),

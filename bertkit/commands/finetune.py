@@ -38,9 +38,10 @@ def add_arguments(parser) -> None:
                              "Face cache")
     parser.add_argument("--train", required=True, help="training data file (classification, regression: CSV, TSV or "
                         "JSONL with 'text' and 'label' columns; token-classification: CoNLL; qa: SQuAD JSON; embedding: "
-                        "CSV, TSV or JSONL with 'text' and 'positive' columns; multiple-choice: JSONL with 'context', "
-                        "'choices' and 'label'; seq2seq: JSONL with 'source' and 'target'; the README's \"Your own "
-                        "data\" shows each), built-in: " + ", ".join(BUILTIN_DATA)
+                        "CSV, TSV or JSONL with 'text' and 'positive' columns; similarity: CSV, TSV or JSONL with 'text', "
+                        "'text_pair' and a numeric 'label' column; multiple-choice: JSONL with 'context', 'choices' and "
+                        "'label'; seq2seq: JSONL with 'source' and 'target'; the README's \"Your own data\" shows each), "
+                        "built-in: " + ", ".join(BUILTIN_DATA)
                         + ", or a data set in the local Hugging Face datasets cache (NAME[:SPLIT])")
     parser.add_argument("--dev", help="dev data file (picks the best checkpoint); default with built-in "
                                       "data: its dev split, with a cached data set: its validation split")

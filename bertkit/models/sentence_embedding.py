@@ -11,7 +11,16 @@ Suggestion"): for a batch of B anchors a_i, their positives p_i and optional har
 
 so every other anchor's positive (and every hard negative) is a negative of a_i; scale = 20
 (sentence-transformers' default; a temperature of 0.05). A candidate that is the same text as
-p_i (two rows sharing a positive) is left out of a_i's softmax rather than counted as a negative. Saved, the directory is an ordinary
+p_i (two rows sharing a positive) is left out of a_i's softmax rather than counted as a negative.
+
+Fine-tuning on scored pairs (a_i, b_i, y_i) (`--task similarity`, STS-style scores of any range)
+minimises the CoSENT loss instead (Su 2022; sentence-transformers' CoSENTLoss): with
+c_i = scale * cos(a_i, b_i),
+
+    loss = log(1 + sum_{(i, j): y_i > y_j} exp(c_j - c_i))
+
+so only the order of the scores counts: every pair the gold ranks above another must get the
+higher cosine (pairs of equal score add nothing), scale = 20 as above. Saved, the directory is an ordinary
 checkpoint with sentence-transformers' files beside it: `SentenceEncoder`, `bertkit embed` and
 `sentence_transformers.SentenceTransformer` load it.
 """
@@ -89,6 +98,18 @@ def in_batch_negatives_loss(anchors: torch.Tensor, candidates: torch.Tensor, sca
     return F.cross_entropy(scores.float(), torch.arange(len(anchors), device=anchors.device))
 
 
+def cosent_loss(first: torch.Tensor, second: torch.Tensor, scores: torch.Tensor, scale: float = SCALE
+                ) -> torch.Tensor:
+    """(B, D) first and second texts of B pairs and their (B,) gold scores:
+    log(1 + sum_{y_i > y_j} exp(scale * (cos_j - cos_i))) (the module docstring); 0 when every
+    score is the same (no pair is ordered)."""
+    cosines = scale * F.cosine_similarity(first.float(), second.float(), dim=-1)
+    differences = cosines[None, :] - cosines[:, None]  # [i, j] = c_j - c_i
+    ordered = scores[:, None] > scores[None, :]  # y_i > y_j
+    terms = torch.cat([differences.new_zeros(1), differences[ordered]])  # the 0: the "1 +"
+    return torch.logsumexp(terms, dim=0)
+
+
 def copies_of_positives(candidate_ids: torch.Tensor, batch: int) -> torch.Tensor:
     """(N, T) token rows of the candidates (the first `batch` the positives, padded alike) ->
     (batch, N): True where candidate j holds the same tokens as positive i and j != i. Compared on
@@ -107,7 +128,8 @@ class SentenceEmbeddingOutput(ModelOutput):
 class SentenceEmbeddingModel(nn.Module):
     """`encoder` + `layout`: forward(input_ids (B, T)) -> embeddings; forward(input_ids (B, C, T))
     with C = 2 (anchor, positive) or 3 (+ a hard negative) texts per row -> the in-batch
-    negatives loss. Any family's encoder serves (`BertModel.from_pretrained` finds the family)."""
+    negatives loss; with C = 2 and `labels` (B,), the pairs' gold scores -> the CoSENT loss. Any
+    family's encoder serves (`BertModel.from_pretrained` finds the family)."""
 
     base_model_prefix = "encoder"
 
@@ -147,7 +169,8 @@ class SentenceEmbeddingModel(nn.Module):
             order.append(index)
         return torch.cat(parts)[torch.argsort(torch.cat(order))]
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, **_) -> SentenceEmbeddingOutput:
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None,
+                **_) -> SentenceEmbeddingOutput:
         if input_ids.dim() == 2:
             vectors = self.embed(input_ids, attention_mask, token_type_ids)
             return SentenceEmbeddingOutput(embeddings=F.normalize(vectors, dim=-1) if self.layout.normalize
@@ -157,6 +180,11 @@ class SentenceEmbeddingModel(nn.Module):
             attention_mask = torch.ones_like(input_ids)
         flat = [None if t is None else t.reshape(batch * texts, width) for t in (attention_mask, token_type_ids)]
         vectors = self.embed_by_length(input_ids.reshape(batch * texts, width), *flat).view(batch, texts, -1)
+        if labels is not None:  # scored pairs
+            if texts != 2:
+                raise ValueError(f"scored pairs have 2 texts per row, got {texts}")
+            return SentenceEmbeddingOutput(loss=cosent_loss(vectors[:, 0], vectors[:, 1], labels, self.scale),
+                                           embeddings=vectors[:, 0])
         # candidates: the positives first (row i is anchor i's), then every hard negative
         candidates = vectors[:, 1:].transpose(0, 1).reshape(batch * (texts - 1), -1)
         copies = copies_of_positives(input_ids[:, 1:].transpose(0, 1).reshape(batch * (texts - 1), width), batch)

@@ -18,7 +18,7 @@ import os
 
 from bertkit.errors import DataError
 from bertkit.io import is_json_array, missing_file
-from bertkit.tasks import embedding, multiple_choice, qa, realdata, seq2seq, sequence, tagging
+from bertkit.tasks import embedding, multiple_choice, qa, realdata, seq2seq, sequence, similarity, tagging
 from bertkit.tasks.hub_datasets import DEFAULT_SPLITS, is_reference, parse_name, resolve
 from bertkit.tasks.common import DataConfig
 from bertkit.tasks.registry import TASKS, get_task
@@ -31,7 +31,7 @@ BUILTIN_DATA: dict[str, Task] = {
     "wordnet-tagging": tagging.TOKEN_CLASSIFICATION, "wordnet-qa": qa.QA, "wordnet-usage-qa": qa.QA,
     "wordnet-gloss-choice": multiple_choice.MULTIPLE_CHOICE, "wordnet-reverse-dictionary": seq2seq.SEQ2SEQ,
     "wordnet-definitions": seq2seq.SEQ2SEQ, "bbc-headlines": embedding.EMBEDDING,
-    "wordnet-usage-definitions": embedding.EMBEDDING}
+    "wordnet-usage-definitions": embedding.EMBEDDING, "wordnet-gloss-similarity": similarity.SIMILARITY}
 SPLITS = ("train", "dev", "test")
 # Extensions of the files the task readers take: a missing name with one is a file, not a data set name.
 FILE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json", ".txt", ".conll", ".parquet")
@@ -95,6 +95,8 @@ def builtin_splits(name: str) -> dict:
         return _contiguous_split(realdata.wordnet_reverse_dictionary(seed=0), key=lambda e: e.text)
     if name == "wordnet-usage-definitions":  # one pair per definition
         return _contiguous_split(realdata.wordnet_usage_definitions(seed=0), key=lambda e: e.positive)
+    if name == "wordnet-gloss-similarity":  # split by synset before the pairs are made
+        return realdata.wordnet_gloss_similarity(seed=0)
     if name == "wordnet-definitions":  # a word's examples are adjacent: test words are unseen
         return _contiguous_split(realdata.wordnet_definitions(seed=0), key=lambda e: realdata.definition_word(e.text))
     raise DataError(f"unknown built-in data {name!r}; use one of {', '.join(BUILTIN_DATA)}")

@@ -20,6 +20,8 @@
     context holds usages, not the definition: the model has to match meaning);
   - `wordnet_reverse_dictionary`: a definition -> the word it defines, generated (seq2seq);
   - `wordnet_definitions`: a word -> the definition of its most common sense, generated (seq2seq).
+  - `wordnet_gloss_similarity`: two noun definitions scored by the Wu-Palmer similarity of
+    their synsets over the hypernyms (similarity: scored pairs, split by synset).
 Everything is deterministic given `seed`.
 """
 
@@ -603,3 +605,137 @@ def wordnet_definitions(
                 break
     examples = [e for word in _shuffled(sorted(by_word), seed, "definitions") for e in by_word[word]]
     return examples[:limit] if limit is not None else examples
+
+
+# ---------------------------------------------------------------------------- gloss similarity
+class NounTaxonomy:
+    """WordNet's noun hierarchy: offset -> its hypernyms, classes (`@`) and instance classes (`@i`,
+    as NLTK counts both in depths and paths), from the pointer fields of data.noun; and each
+    synset's NLTK name ("dog.n.01": its first lemma and that lemma's sense number in index.noun),
+    which NLTK uses to choose between equally deep common hypernyms."""
+
+    def __init__(self, directory: str):
+        self.hypernyms: dict[str, tuple[str, ...]] = {}
+        first_lemma = {}
+        for path, line_number, line in _wordnet_lines(directory, "data.noun"):
+            fields = line.partition(" | ")[0].split()
+            try:
+                at = 4 + 2 * int(fields[3], 16)  # after offset, lex_filenum, ss_type, w_cnt and the words
+                pointers = [fields[at + 1 + 4 * k:at + 5 + 4 * k] for k in range(int(fields[at]))]
+            except (ValueError, IndexError):
+                raise DataError(f"{path}: line {line_number} is not a WordNet data line; {WORDNET_HINT}") from None
+            self.hypernyms[fields[0]] = tuple(p[1] for p in pointers if p[0] in ("@", "@i") and p[2] == "n")
+            first_lemma[fields[0]] = fields[4].lower()
+        self.names = {}
+        for path, line_number, line in _wordnet_lines(directory, "index.noun"):
+            fields = line.split()
+            for sense, offset in enumerate(fields[-int(fields[2]):], start=1):
+                if first_lemma.get(offset) == fields[0]:
+                    self.names[offset] = f"{fields[0]}.n.{sense:02d}"
+        self._depths: dict[str, tuple[int, int]] = {}
+
+    def depths(self, offset: str) -> tuple[int, int]:
+        """(min, max) hypernym steps from `offset` to a root (a synset without hypernyms)."""
+        if offset not in self._depths:
+            above = [self.depths(h) for h in self.hypernyms[offset]]
+            self._depths[offset] = (1 + min(d for d, _ in above), 1 + max(d for _, d in above)) if above else (0, 0)
+        return self._depths[offset]
+
+    def up(self, offset: str) -> dict[str, int]:
+        """Each hypernym of `offset` (itself included) -> the fewest steps up to it."""
+        distances, frontier = {offset: 0}, [offset]
+        while frontier:
+            following = []
+            for synset in frontier:
+                for hypernym in self.hypernyms[synset]:
+                    if hypernym not in distances:
+                        distances[hypernym] = distances[synset] + 1
+                        following.append(hypernym)
+            frontier = following
+        return distances
+
+    def wu_palmer(self, first: str, second: str) -> float:
+        """Wu-Palmer similarity as NLTK's `Synset.wup_similarity` computes it:
+
+            wup = 2 D / (len_1 + len_2 + 2 D),   D = max_depth(lcs) + 1
+
+        lcs the common hypernym (a synset counts as its own) of the greatest min_depth (NLTK's
+        use_min_depth), among equals `first` itself, else the first by name; len_k the shortest
+        path between synset k and lcs (up from both to a common hypernym). 1 for a synset with
+        itself; WordNet's nouns share the root `entity`."""
+        up_first, up_second = self.up(first), self.up(second)
+        common = [s for s in up_first if s in up_second]
+        deepest = max(self.depths(s)[0] for s in common)
+        tied = [s for s in common if self.depths(s)[0] == deepest]
+        lcs = first if first in tied else min(tied, key=lambda s: self.names[s])
+        up_lcs = self.up(lcs)
+        depth = self.depths(lcs)[1] + 1
+        lengths = [min(up[s] + up_lcs[s] for s in up if s in up_lcs) for up in (up_first, up_second)]
+        return 2 * depth / (sum(lengths) + 2 * depth)
+
+
+@functools.lru_cache(maxsize=2)
+def noun_taxonomy(wordnet_dir: str | None = None) -> NounTaxonomy:
+    return NounTaxonomy(str(_wordnet_path(wordnet_dir)))
+
+
+SIMILARITY_PAIRS = {"train": 20_000, "dev": 1_000, "test": 2_000}
+
+
+def wordnet_gloss_similarity(seed: int = 0, pairs: dict | None = None, wordnet_dir: str | None = None) -> dict:
+    """How alike are the things these two definitions define? Scored pairs (similarity) of real
+    WordNet noun glosses: text and text_pair = the definitions of two noun synsets, the score
+    their Wu-Palmer similarity over the hypernym hierarchy (`wu_palmer`, 0-1: 0.86 for a dog's
+    and a cat's definitions, whose deepest common class is "carnivore").
+
+    Split by synset before any pair is made: the noun synsets with a definition (one per distinct
+    definition) in a seeded order, the first 20% test, the next 10% dev, the rest train; a
+    split's pairs join its own synsets only, so no dev or test definition is a training text.
+    Per split, `pairs` ({"train", "dev", "test"} -> count) pairs: a third of two synsets drawn at
+    random (mostly far apart: low scores), the others near ones (a synset and one reached by
+    1-3 steps up the hypernyms and 1-3 down: siblings, cousins; high scores), each unordered pair
+    once. The definitions share few words even when the things are close ("a domestic
+    animal..." against "feline mammal..."): the score is about meaning, which a bag of words
+    sees only in part.
+    """
+    taxonomy = noun_taxonomy(wordnet_dir)
+    first_of: dict[str, str] = {}
+    for synset in read_wordnet(wordnet_dir, ("noun",)):
+        if synset.definition:
+            first_of.setdefault(synset.definition, synset.offset)
+    definition = {offset: text for text, offset in first_of.items()}
+    order = _shuffled(sorted(definition), seed, "gloss-similarity")
+    test_end, dev_end = int(len(order) * 0.2), int(len(order) * 0.3)
+    members = {"test": order[:test_end], "dev": order[test_end:dev_end], "train": order[dev_end:]}
+    return {split: [TextExample(definition[a], definition[b], round(taxonomy.wu_palmer(a, b), 4))
+                    for a, b in similarity_pairs(synsets, (pairs or SIMILARITY_PAIRS)[split], taxonomy,
+                                                 random.Random(f"gloss-similarity:{seed}:{split}"))]
+            for split, synsets in members.items()}
+
+
+def similarity_pairs(synsets: list[str], count: int, taxonomy: NounTaxonomy,
+                     rng: random.Random) -> list[tuple[str, str]]:
+    """`count` distinct unordered pairs of `synsets`: a third random, the rest near (a walk up
+    the hypernyms and down the hyponyms that ends on another synset of the list)."""
+    hypernyms, hyponyms = taxonomy.hypernyms, {}
+    for offset in sorted(hypernyms):
+        for hypernym in hypernyms[offset]:
+            hyponyms.setdefault(hypernym, []).append(offset)
+    inside, seen, out = set(synsets), set(), []
+    while len(out) < count:
+        first = synsets[rng.randrange(len(synsets))]
+        second = synsets[rng.randrange(len(synsets))]
+        if len(out) % 3:  # a near pair: draw again until the walk ends inside
+            walk = first
+            for _ in range(rng.randint(1, 3)):
+                walk = rng.choice(hypernyms[walk]) if hypernyms[walk] else walk
+            for _ in range(rng.randint(1, 3)):
+                walk = rng.choice(hyponyms[walk]) if hyponyms.get(walk) else walk
+            if walk not in inside:
+                continue
+            second = walk
+        key = (min(first, second), max(first, second))
+        if first != second and key not in seen:
+            seen.add(key)
+            out.append((first, second))
+    return out

@@ -10,7 +10,7 @@ file gives one; from there the `Task` object travels.
 from __future__ import annotations
 
 from bertkit.errors import ConfigError
-from bertkit.tasks import embedding, multiple_choice, qa, seq2seq, sequence, tagging
+from bertkit.tasks import embedding, multiple_choice, qa, seq2seq, sequence, similarity, tagging
 from bertkit.tasks.spec import Task
 
 TASKS: dict[str, Task] = {task.name: task for task in (
@@ -22,6 +22,7 @@ TASKS: dict[str, Task] = {task.name: task for task in (
     multiple_choice.MULTIPLE_CHOICE,
     seq2seq.SEQ2SEQ,
     embedding.EMBEDDING,
+    similarity.SIMILARITY,
 )}
 
 
