@@ -109,12 +109,7 @@ def encode(tokenizer, examples, data: DataConfig, label2id: dict | None, trainin
         own = _texts_of(example)
         texts += own
         owners += [index] * len(own)
-    with warnings.catch_warnings():  # one summary warning below instead of the tokenizer's
-        warnings.simplefilter("ignore")
-        ids = tokenizer(texts, padding=False, truncation=True, max_length=data.max_length,
-                        return_tensors=None)["input_ids"]
-    rows = [np.asarray(row, dtype=np.int64) for row in ids]
-    truncation_warning(sum(len(r) >= data.max_length for r in rows), len(rows), data.max_length, name, "texts")
+    rows = token_rows(tokenizer, texts, data, name)
     if not training:
         return [{"input_ids": row, "token_type_ids": np.zeros_like(row), "example": owner}
                 for row, owner in zip(rows, owners)]
@@ -124,6 +119,18 @@ def encode(tokenizer, examples, data: DataConfig, label2id: dict | None, trainin
         start += len(own)
         features.append({"input_ids": own, "token_type_ids": [np.zeros_like(r) for r in own]})
     return features
+
+
+def token_rows(tokenizer, texts: Sequence[str], data: DataConfig, name: str) -> list[np.ndarray]:
+    """Each text's token ids, cut to data.max_length, with one summary warning for the cut ones
+    (instead of the tokenizer's own)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ids = tokenizer(texts, padding=False, truncation=True, max_length=data.max_length,
+                        return_tensors=None)["input_ids"]
+    rows = [np.asarray(row, dtype=np.int64) for row in ids]
+    truncation_warning(sum(len(r) >= data.max_length for r in rows), len(rows), data.max_length, name, "texts")
+    return rows
 
 
 def _check_pairs(examples: Sequence[PairExample], training: bool, name: str) -> None:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import math
 import os
-import warnings
 from collections import Counter
 from typing import Sequence
 
@@ -40,7 +39,7 @@ import numpy as np
 from bertkit.errors import DataError
 from bertkit.models.sentence_embedding import SentenceEmbeddingModel
 from bertkit.tasks import embedding
-from bertkit.tasks.common import DataConfig, PredictionInput, TaskSpec, check_texts, truncation_warning
+from bertkit.tasks.common import DataConfig, PredictionInput, TaskSpec, check_texts
 from bertkit.tasks.formats import TextExample, read_text_dataset
 from bertkit.tasks.metrics import pearson, spearman
 from bertkit.tasks.retrieval import words
@@ -93,13 +92,7 @@ def encode(tokenizer, examples: Sequence[TextExample], data: DataConfig, label2i
     if training and len({e.label for e in examples}) < 2:
         raise DataError(f"{name}: every pair has the same score; the CoSENT loss learns from pairs scored "
                         "differently: add pairs of other scores")
-    texts = [text for e in examples for text in (e.text, e.text_pair)]
-    with warnings.catch_warnings():  # one summary warning below instead of the tokenizer's
-        warnings.simplefilter("ignore")
-        ids = tokenizer(texts, padding=False, truncation=True, max_length=data.max_length,
-                        return_tensors=None)["input_ids"]
-    rows = [np.asarray(row, dtype=np.int64) for row in ids]
-    truncation_warning(sum(len(r) >= data.max_length for r in rows), len(rows), data.max_length, name, "texts")
+    rows = embedding.token_rows(tokenizer, [text for e in examples for text in (e.text, e.text_pair)], data, name)
     if not training:
         return [{"input_ids": row, "token_type_ids": np.zeros_like(row), "example": index // 2}
                 for index, row in enumerate(rows)]
