@@ -249,6 +249,8 @@ def test_prepare_keeps_earlier_shards_and_leaves_nothing_after_bad_input(encoder
     code, _, err = run([*argv[:2], bad, "--mode", "jsonl", *argv[5:8], fresh], capsys)
     assert code == 2 and "line 2 is not valid JSON" in err
     assert not fresh.exists()  # the folder it made, holding no shard, went with the refusal
+    code, _, err = run([*argv[:8], fresh, "--shard-tokens", "0"], capsys)  # refused before meta.json exists
+    assert code == 2 and "shard_tokens must be positive" in err and not fresh.exists()
 
 
 # ---------------------------------------------------------------------------- --overwrite

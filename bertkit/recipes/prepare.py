@@ -36,8 +36,9 @@ def prepare(corpus: str, tokenizer: str, out_dir: str, mode: str = "file", text_
             return prepare_shards(documents, tok, out_dir, shard_tokens=shard_tokens, num_workers=workers,
                                   progress=progress, resume=resume, built_from=shard_origin(corpus, documents))
         except DataError:  # bad input: a folder this run made holds nothing worth keeping
-            if created and not any(name.endswith(".bin") for name in os.listdir(out_dir)):
-                os.remove(os.path.join(out_dir, META))
+            meta = os.path.join(out_dir, META)  # (not written yet when the settings were refused)
+            if created and os.path.isfile(meta) and not any(name.endswith(".bin") for name in os.listdir(out_dir)):
+                os.remove(meta)
             raise
         except KeyboardInterrupt:
             path = os.path.join(out_dir, META)
