@@ -449,18 +449,13 @@ def _as_row(values: list[str], fieldnames: list[str]) -> dict:
     return row
 
 
-def _tsv_quote_hint(delimiter: str, values: list[str]) -> str:
+def _tsv_quote_advice(delimiter: str, values: list[str]) -> str | None:
     """TSV is read without quoting (a quote is text): a field that a CSV writer quoted because it
-    holds a tab or a line break cannot be read back; say so when a field starts with a quote."""
+    holds a tab or a line break cannot be read back; said when a field starts with a quote."""
     if delimiter == "\t" and any(value.startswith('"') for value in values):
-        return ("; bertkit reads TSV without quoting, so a field cannot hold a tab or a line break, even in quotes: "
+        return ("bertkit reads TSV without quoting, so a field cannot hold a tab or a line break, even in quotes: "
                 "remove them from the texts, or save the file as .csv")
-    return ""
-
-
-def _delimiter_fix(delimiter: str, values: list[str]) -> str:
-    """What to do about a row with too many fields."""
-    return _tsv_quote_hint(delimiter, values)[2:] or "quote fields that contain the delimiter"
+    return None
 
 
 def iter_csv_rows(path: str | os.PathLike, delimiter: str, blanks: bool = False
@@ -500,11 +495,13 @@ def iter_csv_rows(path: str | os.PathLike, delimiter: str, blanks: bool = False
             if reader.line_num > line:  # a quoted field ran over several lines: legitimate, or a quote left open
                 warned |= _check_open_quote(path, row, len(fieldnames), delimiter, line, warn=not warned)
             if None in row:
+                advice = _tsv_quote_advice(delimiter, values) or "quote fields that contain the delimiter"
                 raise DataError(f"{path}: line {line} has {len(values)} fields but the header has {len(fieldnames)}; "
-                                + _delimiter_fix(delimiter, values))
+                                + advice)
             if any(value is None for value in row.values()):
+                advice = _tsv_quote_advice(delimiter, values)
                 raise DataError(f"{path}: line {line} has fewer fields than the {len(fieldnames)} in the header"
-                                + _tsv_quote_hint(delimiter, values))
+                                + (f"; {advice}" if advice else ""))
             if quoting == csv.QUOTE_NONE:
                 row = {name: _unquoted(value) for name, value in row.items()}
             yield line, row, fieldnames

@@ -12,6 +12,7 @@ import os
 
 from bertkit.commands.options import add_task_module, resolve_models
 from bertkit.errors import ConfigError
+from bertkit.models.checkpoint import WEIGHT_FILES
 from bertkit.runtime.run_dir import check_apart
 from bertkit.tasks.export import export_directory, export_names
 
@@ -30,7 +31,7 @@ def add_arguments(parser) -> None:
 
 
 # what a directory holding a model (or an earlier export) has: the export writes its own over them
-MODEL_FILES = ("config.json", "model.onnx", "model.safetensors", "pytorch_model.bin", "tokenizer.json")
+MODEL_FILES = ("config.json", "model.onnx", "tokenizer.json") + WEIGHT_FILES
 
 
 def check_out(args) -> None:

@@ -165,20 +165,18 @@ def check_output_files(args, outputs: tuple[str, ...] = ("output",),
     """The files a command writes (`outputs`, its options), checked before any work: a folder fails
     only once the work is done, and a file the command reads (its input, its corpus, a file of its
     model directory) would be replaced by what it writes."""
-    given = {name: getattr(args, name) for name in outputs if getattr(args, name, None) not in (None, "", STDOUT)}
-    paths = [os.path.realpath(path) for path in given.values()]
-    if len(set(paths)) < len(paths):  # one file for two outputs: only the last written would stay
-        twice = [f"--{name.replace('_', '-')}" for name, path in given.items() if paths.count(os.path.realpath(path)) > 1]
+    given = {name: getattr(args, name, None) for name in outputs}
+    given = {name: path for name, path in given.items() if path and path != STDOUT}
+    targets = {name: os.path.realpath(path) for name, path in given.items()}
+    twice = [f"--{name.replace('_', '-')}" for name, target in targets.items()
+             if list(targets.values()).count(target) > 1]
+    if twice:  # one file for two outputs: only the last written would stay
         raise ConfigError(f"{' and '.join(twice)} name the same file; give each output its own")
-    for name in outputs:
-        path = getattr(args, name, None)
-        if not path or path == STDOUT:
-            continue
-        option = "--" + name.replace("_", "-")
+    for name, path in given.items():
+        option, target = "--" + name.replace("_", "-"), targets[name]
         if os.path.isdir(path):
             raise ConfigError(f"{option} {path} is a directory; give the path of a file to write (in it, or "
                               "elsewhere)")
-        target = os.path.realpath(path)
         for source_name in reads:
             source = getattr(args, source_name, None)
             if not isinstance(source, str) or not os.path.exists(source):

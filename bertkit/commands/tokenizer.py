@@ -12,6 +12,8 @@ import os
 from bertkit.data.corpus import TABLE_SUFFIXES
 from bertkit.data.documents import CorpusDocuments
 from bertkit.errors import ConfigError
+from bertkit.models.checkpoint import WEIGHT_FILES
+from bertkit.peft.io import ADAPTER_WEIGHTS
 from bertkit.runtime.progress import on_terminal
 from bertkit.tokenizer import Tokenizer
 
@@ -55,7 +57,7 @@ def run(args) -> int:
     return 0
 
 
-MODEL_WEIGHTS = ("model.safetensors", "pytorch_model.bin", "adapter_model.safetensors")
+MODEL_WEIGHTS = WEIGHT_FILES + (ADAPTER_WEIGHTS,)  # a model's (or an adapter's) weights: they read its ids
 
 
 def _check_options(args) -> None:
