@@ -184,7 +184,7 @@ def baseline(train: Sequence[TextExample], examples: Sequence[TextExample]) -> d
     the most frequent training target for every example (targets that repeat: a definition's
     word), and the source's first k words, k the median length of the training targets in words
     (a headline from its article's lead). With headlines every target is unique, and the most
-    frequent one scored dev ROUGE-L 0.000 where the lead scored 0.187, above the model."""
+    frequent one scored dev ROUGE-L 0.000 where the lead scored 0.164, above the model (docs/results.md)."""
     frequent = Counter(e.label for e in train).most_common(1)[0][0]
     k = max(1, int(np.median([len(e.label.split()) for e in train])))
     predictors = {"frequent": lambda e: frequent, "lead": lambda e: " ".join(e.text.split()[:k])}
