@@ -38,8 +38,7 @@ def export_target(model_dir: str, name: str | Task | None = None):
                 raise ConfigError(f"--task {target.name} but {model_dir} was fine-tuned for {found.name}; drop "
                                   "--task (its own graph), or --task encoder for the encoder alone")
     else:
-        target = task_of_directory(model_dir) or graph_of_directory(model_dir)
-        target = GRAPHS.get(target.name, target)  # a model fine-tuned for embedding: the embedding graph
+        target = graph_of_task(task_of_directory(model_dir) or graph_of_directory(model_dir))
     if not target.export_outputs:
         what = f"--task {target.name}" if name is not None else f"{model_dir} is a {target.name} model, which"
         # an encoder-decoder directory has no plain encoder to load: no --task encoder for it
@@ -47,6 +46,17 @@ def export_target(model_dir: str, name: str | Task | None = None):
         raise ConfigError(f"{what} has no ONNX graph; export one of {', '.join(export_names())}"
                           + ("" if whole else " (--task encoder: the encoder alone)"))
     return target
+
+
+def graph_of_task(task):
+    """The graph a task's model exports as: a GRAPHS entry of its name (a model fine-tuned for
+    embedding), the embedding graph for any other task whose model is the sentence encoder
+    (similarity: its output is the vectors the pairs are scored by), else the task itself."""
+    if task.name in GRAPHS:
+        return GRAPHS[task.name]
+    if not task.export_outputs and task.model_class is get_task("embedding").model_class:
+        return GRAPHS["embedding"]
+    return task
 
 
 def task_of_directory(model_dir: str) -> Task | None:
