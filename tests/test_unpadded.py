@@ -7,6 +7,9 @@ models hand the kernel; tests/gpu runs the real kernel."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -169,6 +172,16 @@ def test_the_flash_kernel_is_chosen_only_where_it_can_run():
     q = torch.zeros(3, 2, 8, dtype=torch.bfloat16)
     assert not attention.flash_varlen_runs(q, call)  # CPU
     assert attention.flash_varlen_available(torch.device("cuda")) == (attention.FLASH_VARLEN is not None)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="where CUDA is, the kernel's module is imported")
+def test_a_machine_without_cuda_starts_without_the_flash_kernel_module():
+    """torch.nn.attention.varlen loads torch._dynamo, which doubled every command's start (2.8 -> 5.8 s)
+    on machines where the kernel never runs: it is imported only where CUDA is."""
+    code = ("import sys, bertkit.commands.cli; "
+            "print([m for m in ('torch._dynamo', 'torch.nn.attention.varlen') if m in sys.modules])")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]"
 
 
 def test_modern_flash_path_equals_padded_with_sliding_windows(flash_reference):

@@ -44,10 +44,15 @@ from bertkit.models.dropout import drop_mask
 from bertkit.models.packing import Packing
 from bertkit.models.variants import sparse
 
-try:  # torch >= 2.10 ships FlashAttention's variable-length kernel; older builds run packed batches padded
-    from torch.nn.attention.varlen import varlen_attn as FLASH_VARLEN
-except ImportError:
-    FLASH_VARLEN = None
+# torch >= 2.10 ships FlashAttention's variable-length kernel; older builds run packed batches padded.
+# Imported only where CUDA is: the module loads torch._dynamo, which doubled the start of every
+# command on a CPU machine (`import bertkit` 2.8 -> 5.8 s), where the kernel never runs.
+FLASH_VARLEN = None
+if torch.cuda.is_available():
+    try:
+        from torch.nn.attention.varlen import varlen_attn as FLASH_VARLEN
+    except ImportError:
+        pass
 # Its keywords grew with torch: `scale` and `window_size` are missing from the first releases.
 VARLEN_KEYWORDS = frozenset(inspect.signature(FLASH_VARLEN).parameters) if FLASH_VARLEN is not None else frozenset()
 
