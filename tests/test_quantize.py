@@ -19,6 +19,7 @@ from bertkit.inference.encode import SentenceEncoder
 from bertkit.errors import ConfigError
 from bertkit.inference.int8_kernels import quantize_rows
 from bertkit.inference.quantize import Int8Linear, Int8Map, Int8QKV, Int8ResidualLinear, quantize_int8
+from bertkit.models.sentence_embedding import SentenceEmbeddingModel
 
 
 def test_int8_linear_is_the_stated_math_and_close_to_fp32():
@@ -61,6 +62,18 @@ def test_quantized_copy_leaves_the_model_alone():
     ids = torch.randint(1, 500, (2, 12))
     with torch.no_grad():
         assert torch.allclose(q(ids).logits, model.eval()(ids).logits, atol=0.05)
+
+
+def test_a_sentence_embedding_model_quantizes_and_embeds_close_to_fp32():
+    """The embedding and similarity tasks' model belongs to no family: int8 asked for its family's
+    head role and failed with an AttributeError."""
+    torch.manual_seed(0)
+    model = SentenceEmbeddingModel(BertModel(BertConfig.preset("tiny", vocab_size=500))).eval()
+    q = quantize_int8(model)
+    assert any(isinstance(m, Int8Map) for m in q.modules())
+    ids = torch.randint(1, 500, (3, 12))
+    with torch.no_grad():
+        assert torch.cosine_similarity(q.embed(ids), model.embed(ids)).min() > 0.99
 
 
 def test_bad_mode_and_non_encoder_are_config_errors(minilm_dir):

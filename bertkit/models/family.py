@@ -87,7 +87,8 @@ class ModelFamily:
     @staticmethod
     def role(model_class: type) -> str:
         """A class's role, its name without its family's prefix: "ForMaskedLM", "Model", ..."""
-        prefix = getattr(model_class.config_class, "CLASS_PREFIX", "")
+        # a class of no family (the sentence-embedding model) has no config_class: its role is its name
+        prefix = getattr(getattr(model_class, "config_class", None), "CLASS_PREFIX", "")
         name = model_class.__name__
         return name[len(prefix):] if name.startswith(prefix) else name
 

@@ -205,6 +205,8 @@ def test_finetune_evaluate_predict_and_sentence_transformers_reads_the_result(ti
     report = json.loads(run_cli(["evaluate", "--model", out, "--data", dev], capsys)[-1])
     assert set(report["baselines"]) == {"trivial", "reference"} and -1 <= report["spearman"] <= 1
     assert report["spearman"] == pytest.approx(summary["best_dev"]["spearman"])
+    int8 = json.loads(run_cli(["evaluate", "--model", out, "--data", dev, "--int8"], capsys)[-1])
+    assert abs(int8["spearman"] - report["spearman"]) < 0.1  # (it failed: int8 asked a family of this model)
     inputs = tmp_path / "in.jsonl"
     records = [{"text": e.text, "text_pair": e.text_pair} for e in pairs]
     inputs.write_text(f"{json.dumps(records[0])}\n\n{json.dumps(records[1])}\n"
