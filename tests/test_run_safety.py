@@ -20,6 +20,7 @@ import torch
 from bertkit.commands.cli import main
 from bertkit.models.config import BertConfig
 from bertkit.models.encoder import BertModel
+from bertkit.recipes import pretrain as pretrain_recipe
 from bertkit.runtime.run_dir import LOCK_FILE, RunLock
 from bertkit.tokenizer import Tokenizer
 from bertkit.train import trainer as trainer_module
@@ -456,6 +457,18 @@ def test_bad_set_values_are_one_line_before_any_work(command, assignment, fragme
     argv = finetune_argv(encoder, out) if command == "finetune" else pretrain_argv(out)
     assert_refused(argv + ["--set", assignment], capsys, tmp_path, *fragments)
     assert not out.exists()  # nothing built (no tokenizer/, shards/, metrics.jsonl)
+
+
+@pytest.mark.parametrize("assignment,fragment", [
+    ("model.num_hidden_layers=1.5", "num_hidden_layers must be a positive integer, got 1.5"),
+    ("model.num_attention_heads=7", "must be divisible by num_attention_heads (7)"),
+])
+def test_a_bad_model_value_is_refused_before_a_tokenizer_is_trained(assignment, fragment, tmp_path, capsys,
+                                                                    monkeypatch):
+    """The [model] values were checked with the trained tokenizer's vocabulary: minutes of training
+    on a large corpus came before the refusal."""
+    monkeypatch.setattr(pretrain_recipe, "train_tokenizer", lambda *args: pytest.fail("a tokenizer was trained"))
+    assert_refused(pretrain_argv(tmp_path / "out", "--set", assignment), capsys, tmp_path, fragment)
 
 
 @pytest.mark.parametrize("recipe,fragment", [

@@ -47,6 +47,7 @@ with the data position saved in every checkpoint. See docs/dapt.md.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import random
@@ -259,12 +260,14 @@ def parse_config(raw: dict, overrides: Sequence[Override] = ()) -> PretrainConfi
     for name in raw:
         if name not in sections:
             raise ConfigError(f"unknown section [{name}]; {suggest(name, sections)}")
+    given = {split_override(item)[0] for item in overrides}
+    from_recipe = {key for key in raw.get("model", {}) if f"model.{key}" not in given}
     raw = apply_overrides(raw, overrides, sections)
     model = dict(raw.get("model", {}))
     check_keys(model, sections["model"], "model")
     check_model_section(model)
     if not model.get("init"):  # (a checkpoint's own config decides its family)
-        refuse_other_family_keys(model, family_for(model.get("model_type", "bert")))
+        refuse_other_family_keys(model, family_for(model.get("model_type", "bert")), from_recipe)
     model.setdefault("preset", "tiny")  # unused with model.init (the checkpoint fixes the shape)
     if model["preset"] not in SIZE_PRESETS:
         raise ConfigError(f"model.preset {model['preset']!r} is not known; use one of {sorted(SIZE_PRESETS)}")
@@ -298,6 +301,15 @@ def load_config(path: str, overrides: Sequence[Override] = ()) -> PretrainConfig
 
 
 # ---------------------------------------------------------------------------- building blocks
+@contextlib.contextmanager
+def model_section_errors():
+    """A bad [model] value's ConfigError, said as the recipe's (not config.json's) to fix."""
+    try:
+        yield
+    except ConfigError as e:
+        raise ConfigError(f"[model] {e}".replace("; fix it in config.json", "")) from None
+
+
 def tokenizer_and_config(cfg: PretrainConfig, corpus: CorpusDocuments, out_dir: str, ctx):
     """(tokenizer, model config): the configured tokenizer, the checkpoint's (model.init), or one
     trained on the corpus and saved to OUT/tokenizer; and the model config built once for its
@@ -306,15 +318,16 @@ def tokenizer_and_config(cfg: PretrainConfig, corpus: CorpusDocuments, out_dir: 
     def configure(tokenizer):
         if cfg.model.get("init"):
             return None
-        try:
+        with model_section_errors():
             return with_tokenizer_ids(model_config(cfg, vocab_size_of(tokenizer), tokenizer.pad_token_id),
                                       tokenizer, cfg.model)
-        except ConfigError as e:
-            raise ConfigError(f"[model] {e}".replace("; fix it in config.json", "")) from None
 
     # Continued pre-training keeps the checkpoint's vocabulary (its embeddings are indexed by it),
     # unless tokenizer.extend_vocab adds words after its ids.
     given = cfg.tokenizer.path or cfg.model.get("init", "")
+    if not given:  # the [model] values checked before a tokenizer is trained (minutes on a large
+        with model_section_errors():  # corpus), at the vocabulary size asked for
+            model_config(cfg, cfg.tokenizer.vocab_size, 0)
     if given and not cfg.tokenizer.extend_vocab:
         tokenizer = Tokenizer.from_pretrained(given)
         return tokenizer, configure(tokenizer)
@@ -401,17 +414,23 @@ def train_tokenizer(section: TokenizerSection, corpus: CorpusDocuments) -> Token
     return tokenizer
 
 
-def refuse_other_family_keys(overrides: dict, family) -> None:
+def refuse_other_family_keys(model: dict, family, from_recipe: set = frozenset()) -> None:
     """A [model] key only another family has (BERT's model.num_experts in the other family's
     recipe, that family's local_attention under model_type "deberta-v2") is refused by name: it
-    would be unknown, or kept in config.json and never read."""
-    for key in overrides:
+    would be unknown, or kept in config.json and never read. `from_recipe`: the keys the recipe
+    file set (not --set): a recipe of one family given another model_type is told to change recipe."""
+    for key in model:
         owners = [other for other in families() if other is not family and key in other.recipe_keys]
         if key not in family.recipe_keys and owners:
-            types = ", ".join(owners[0].model_types)
-            raise ConfigError(f"model.{key} is a setting of the {owners[0].name} family (model_type {types}); this "
-                              f"run's model_type {overrides.get('model_type', 'bert')!r} is of the {family.name} "
-                              f"family: remove model.{key}, or start from a recipe of the {owners[0].name} family")
+            owner, run_type = owners[0], model.get("model_type", "bert")
+            setting = f"a setting of the {owner.name} family (model_type {', '.join(owner.model_types)})"
+            if key in from_recipe:
+                raise ConfigError(f"the recipe sets model.{key}, {setting}; model_type {run_type!r} is of the "
+                                  f"{family.name} family: start from a recipe of the {family.name} family, or "
+                                  f"remove model.{key} from the recipe")
+            raise ConfigError(f"model.{key} is {setting}; this run's model_type {run_type!r} is of the "
+                              f"{family.name} family: remove model.{key}, or start from a recipe of the "
+                              f"{owner.name} family")
 
 
 def with_tokenizer_ids(config, tokenizer, model_section: dict):

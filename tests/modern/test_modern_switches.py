@@ -237,7 +237,11 @@ def test_a_recipe_key_of_the_other_family_is_refused_by_name(model, key):
     from bertkit.recipes.pretrain import parse_config
 
     with pytest.raises(ConfigError, match=f"model.{key} is a setting of the .* family .*remove model.{key}"):
-        parse_config({"model": model})
+        parse_config({"model": {"model_type": model["model_type"]}}, [(f"model.{key}", model[key])])  # --set
+    # the key in the recipe, another model_type given: the user set no such key, the recipe is of the other family
+    with pytest.raises(ConfigError, match=f"the recipe sets model.{key}, a setting of the .* family .*; model_type "
+                                          f"'{model['model_type']}' is of the .* family: start from a recipe of"):
+        parse_config({"model": {key: model[key]}}, [("model.model_type", model["model_type"])])
 
 
 def test_saving_with_a_tokenizer_of_other_special_ids_warns(minilm_dir, tmp_path):

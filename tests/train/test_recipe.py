@@ -133,7 +133,7 @@ def test_the_tokenizer_trained_from_memory_has_the_vocabulary_the_scratch_file_g
             assert hashlib.sha256(text).hexdigest() == digest
 
 
-def test_a_run_reads_the_corpus_once_and_builds_the_model_config_once(tmp_path, monkeypatch):
+def test_a_run_reads_the_corpus_once_and_builds_the_model_config_for_its_real_vocabulary(tmp_path, monkeypatch):
     built, real_config = [], pretrain.model_config
     reads = counting_reads(monkeypatch)
     monkeypatch.setattr(pretrain, "model_config", lambda *a: built.append(a[1:]) or real_config(*a))
@@ -141,7 +141,8 @@ def test_a_run_reads_the_corpus_once_and_builds_the_model_config_once(tmp_path, 
     pretrain.run_and_leave(cfg, str(tmp_path / "run"), progress=False)
     tokenizer = Tokenizer.from_pretrained(str(tmp_path / "run" / "tokenizer"))
     assert len(reads) == 1  # the tokenizer and the shards read the same documents
-    assert built == [(max(tokenizer.get_vocab().values()) + 1, tokenizer.pad_token_id)]  # its real vocabulary
+    assert built == [(cfg.tokenizer.vocab_size, 0),  # checked before the tokenizer is trained, at the size asked
+                     (max(tokenizer.get_vocab().values()) + 1, tokenizer.pad_token_id)]  # then its real vocabulary
 
 
 def test_a_bad_model_value_stops_the_run_before_anything_is_written(tmp_path):
