@@ -670,9 +670,10 @@ def run_summary(data: TaskData, recipe: Recipe, train_config: TrainConfig, model
         "steps_per_epoch": steps_per_epoch,
         "epochs_run": steps / steps_per_epoch,
         "stopped_early": steps < train_config.max_steps,
-        # what ended it early: patience (no better dev score) or the clock (train.max_minutes)
-        "stopped_by": ("patience" if keeper.should_stop else "train.max_minutes" if steps < train_config.max_steps
-                       else None),
+        # what ended it early: patience (no better dev score) or the clock (train.max_minutes); none
+        # when it trained every step asked (patience may run out at the last evaluation, the end anyway)
+        "stopped_by": (("patience" if keeper.should_stop else "train.max_minutes")
+                       if steps < train_config.max_steps else None),
         "select_metric": metric,
         "tie_metric": keeper.tie_metric,
         "best_step": keeper.best_step,

@@ -5,10 +5,12 @@ another task's format, a QA model that only abstains, a run whose best score cam
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import pytest
 
+from bertkit.commands.cli import main
 from bertkit.commands.finetune import training_hints
 from bertkit.errors import DataError
 from bertkit.tasks import DataConfig, builtin_splits, get_task, load_examples
@@ -140,6 +142,22 @@ def test_the_report_says_what_ended_the_run(capsys):
                              (None, "as many as asked")):
         report({**base, "stopped_by": stopped_by, "stopped_early": stopped_by is not None}, "out")
         assert said in capsys.readouterr().out
+
+
+def test_a_run_whose_patience_runs_out_at_its_last_step_trained_as_many_as_asked(tmp_path, tiny_encoder, capsys):
+    """It said "stopped early" though it trained every step asked: patience ran out at the end."""
+    rows = "text,label\nthe striker scored a goal,sport\nshares fell,business\nthe goal,sport\nshares,business\n"
+    (tmp_path / "t.csv").write_text(rows, encoding="utf-8")
+    out = tmp_path / "out"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (a tiny vocabulary's notes)
+        assert main(["finetune", "--task", "classification", "--model", tiny_encoder, "--train", str(tmp_path / "t.csv"),
+                     "--dev", str(tmp_path / "t.csv"), "--out", str(out), "--no-progress", "--set", "train.max_steps=2",
+                     "train.eval_every=1", "train.patience=1", "train.lr=1e-30", "data.max_length=16"]) == 0
+    summary = json.loads((out / "finetune_summary.json").read_text())
+    assert [row["step"] for row in summary["dev_history"]] == [1, 2]  # step 2 no better: patience 1 ran out
+    assert summary["stopped_by"] is None and not summary["stopped_early"]
+    assert "(2.00 epochs, as many as asked;" in capsys.readouterr().out
 
 
 def test_a_training_label_missing_from_dev_is_warned_about():
