@@ -81,7 +81,7 @@ from bertkit.models.checkpoint import family_class
 from bertkit.models.config import SIZE_PRESETS
 from bertkit.data.masking import IGNORE_INDEX
 from bertkit.models.heads import BertForMaskedLM as BertkitMaskedLM
-from bertkit.runtime.plotting import pyplot, save_png
+from bertkit.runtime.plotting import NO_MATPLOTLIB, can_plot, pyplot, save_png
 from bertkit.data.documents import CorpusDocuments
 from bertkit.recipes.pretrain import build_data, load_config, make_model, parse_config, tokenizer_and_config, vocab_size_of
 from bertkit.train.distributed import init_distributed
@@ -403,12 +403,21 @@ def main(argv=None) -> dict:
     result["wall_time_s"] = round(time.time() - started, 1)
     os.makedirs(args.results, exist_ok=True)
     stem = os.path.join(args.results, "time_to_quality" + (f"-{args.label}" if args.label else ""))
+    write_results(result, stem, {"bertkit (default recipe)": bertkit_points, "transformers (run_mlm defaults)": hf_points},
+                  args.minutes, f"{args.threads} threads" if args.device == "cpu" else result["device"])
+    return result
+
+
+def write_results(result: dict, stem: str, curves: dict, minutes: float, where: str) -> None:
+    """STEM.json, then STEM.png where matplotlib is installed: a bare GPU image may lack it, and
+    the run it took minutes of the GPU to make must not end in a traceback (the JSON has the curves)."""
     with open(stem + ".json", "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)
-    plot({"bertkit (default recipe)": bertkit_points, "transformers (run_mlm defaults)": hf_points},
-         stem + ".png", args.minutes, f"{args.threads} threads" if args.device == "cpu" else result["device"])
+    if not can_plot():
+        print(f"wrote {stem}.json; no {stem}.png: {NO_MATPLOTLIB}", flush=True)
+        return
+    plot(curves, stem + ".png", minutes, where)
     print(f"wrote {stem}.json and {stem}.png", flush=True)
-    return result
 
 
 if __name__ == "__main__":

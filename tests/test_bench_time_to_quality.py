@@ -3,6 +3,7 @@ the same held-out metrics through bertkit's BertForMaskedLM and, via the benchma
 through transformers' BertForMaskedLM. (The whole benchmark is smoke-run by hand: its shortest
 run takes minutes; docs/benchmarks.md.)"""
 
+import json
 import os
 import sys
 
@@ -65,3 +66,14 @@ def test_the_transformers_arm_trains_on_the_device_it_is_given(tmp_path):
     assert points[-1]["train_seconds"] >= 60 * args.minutes or info["stopped_by"] == "epochs"
     assert info["recipe"]["precision"] == "fp32"  # bf16 autocast is a GPU setting: the CPU runs fp32
     assert next(transformers.BertForMaskedLM.from_pretrained(info["checkpoint"]).parameters()).device.type == "cpu"
+
+
+def test_a_machine_without_matplotlib_keeps_the_results(tmp_path, monkeypatch, capsys):
+    """A bare GPU image may lack matplotlib: the JSON is written and the run ends without a
+    traceback (it raised after minutes of GPU time), saying why there is no PNG."""
+    monkeypatch.setattr(bench, "can_plot", lambda: False)
+    point = {"train_seconds": 30.0, "mlm_loss": 6.0, "mlm_accuracy": 0.1, "mlm_replaced_accuracy": 0.05}
+    bench.write_results({"arms": {}}, str(tmp_path / "ttq"), {"bertkit": [point]}, 1.0, "cpu")
+    assert json.loads((tmp_path / "ttq.json").read_text()) == {"arms": {}}
+    assert not (tmp_path / "ttq.png").exists()
+    assert "no " + str(tmp_path / "ttq.png") + ": matplotlib is not installed" in capsys.readouterr().out

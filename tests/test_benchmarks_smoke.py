@@ -198,3 +198,19 @@ def test_gpu_profile_tiny(tmp_path):
             assert v["busy_ms"] > 0 and v["wall_ms"] > 0 and "matmul" in v["by_kind_ms"]
             assert sum(v["by_kind_ms"].values()) == pytest.approx(v["busy_ms"], abs=0.01)
     assert "### bert_base_mlm_train" in (tmp_path / "gpu-profile.md").read_text()
+
+
+def test_gpu_prepare_carries_every_package_pytest_needs():
+    """benchmarks/gpu/prepare.sh copies pytest into .gpu/site for a GPU machine without a package
+    registry: every package the installed pytest requires on this python must be copied with it
+    (pytest 9 imports pygments at start; without it tests/gpu never ran)."""
+    from importlib.metadata import requires
+    from packaging.requirements import Requirement
+
+    script = open(os.path.join(ROOT, "benchmarks", "gpu", "prepare.sh"), encoding="utf-8").read()
+    copied = set(re.search(r"^for module in (.*); do$", script, re.M).group(1).split())
+    needed = set()
+    for req in map(Requirement, requires("pytest")):
+        if req.marker is None or req.marker.evaluate({"extra": ""}):  # not its extras, nor other pythons' needs
+            needed.add(req.name.lower().replace("-", "_"))
+    assert needed <= copied, f"prepare.sh does not copy {sorted(needed - copied)}"

