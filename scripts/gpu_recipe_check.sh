@@ -12,7 +12,12 @@
 #                                              # recipe's ablation rows, ABLATION_MINUTES (default 1) each,
 #                                              # ABLATION_ROWS (default "base mask-40 lr-2e-3 seq-128"),
 #                                              # from that run's tokenizer and shards: $RESULTS/ablation
+#   bash scripts/gpu_recipe_check.sh ttq       # on the GPU machine, one call: run-pretrain for TTQ_MINUTES
+#                                              # (default 3), then run_mlm.py's defaults for as long
+#   bash scripts/gpu_recipe_check.sh ablation  # on the GPU machine, one call: run-pretrain 1 minute, then ablate
 #   bash scripts/gpu_recipe_check.sh smoke     # here: the same steps at tiny sizes on the CPU
+# Where $OUT is set (the device tool's folder that comes back), every mode copies its small results
+# there (logs, JSON, tables, plots) however it ends.
 #   bash scripts/gpu_recipe_check.sh run train.max_minutes=4 -- train.lr=1e-4
 #                                              # --set overrides for pre-training, "--", for fine-tuning
 #
@@ -124,7 +129,23 @@ ablate_step() {  # scripts/pretrain_ablation.py on the recipe, from the run in $
     grep '^|' "$RESULTS/ablation.log" | tee "$RESULTS/ablation.md"
 }
 
+ttq_step() {  # the time-to-quality comparison: the bertkit run in $RESULTS/pretrain against run_mlm.py's defaults
+    "$PY" benchmarks/bench_time_to_quality.py --bertkit-run "$RESULTS/pretrain" --minutes "$TTQ_MINUTES" \
+        --eval-every 30 --device "$device" --hf-precision bf16 --work "$RESULTS/ttq-work" --results "$RESULTS" \
+        --label gpu > "$RESULTS/ttq.log" 2>&1 || { tail -20 "$RESULTS/ttq.log"; exit 1; }
+    tail -15 "$RESULTS/ttq.log"
+}
+
+keep_results() {  # the device tool returns only what lies under $OUT, and a new machine has an empty /tmp:
+    # copy the small results there (logs, JSON, tables, plots; not checkpoints or shards) however the run ended
+    [ -n "${OUT:-}" ] && [ -d "$RESULTS" ] || return 0
+    (cd "$RESULTS" && find . -type f -size -4M \( -name '*.json' -o -name '*.jsonl' -o -name '*.md' -o -name '*.log' \
+        -o -name '*.txt' -o -name '*.png' -o -name '*_wall_s' \) -not -path '*/checkpoint-*' -print0 |
+        while IFS= read -r -d '' f; do mkdir -p "$OUT/results/$(dirname "$f")"; cp "$f" "$OUT/results/$f"; done)
+}
+
 ablate_set=()
+TTQ_MINUTES=${TTQ_MINUTES:-3}  # each arm's training minutes in `ttq`: with data preparation and scoring, one 10-minute call
 
 on_gpu() {
     # A CPU build of torch (a carried .venv, say) would run every --device cuda step on nothing: stop first.
@@ -134,12 +155,16 @@ on_gpu() {
     split_overrides cuda "$@"
 }
 
+trap keep_results EXIT
 case "$mode" in
     prepare) prepare ;;
     run) on_gpu "$@"; pretrain_step; finetune_step ;;
     run-pretrain) on_gpu "$@"; pretrain_step ;;  # the two halves of run, for a 10-minute limit per command
     run-finetune) on_gpu "$@"; finetune_step ;;
     ablate) on_gpu "$@"; ablate_step ;;
+    # one call each (a lent machine's /tmp does not outlive its idle release): the run, then what reads it
+    ttq) on_gpu train.max_minutes="$TTQ_MINUTES" train.save_every=500 train.keep_last=0 "$@"; pretrain_step; ttq_step ;;
+    ablation) on_gpu train.max_minutes=1 "$@"; pretrain_step; ablate_step ;;
     smoke)  # the recipe shrunk by --set (tiny encoder, 64-token rows, the first documents); fp32 on the CPU
         split_overrides cpu 'model.preset="tiny"' model.local_attention=16 tokenizer.vocab_size=800 \
             data.max_documents=60 data.general_max_documents=120 data.max_length=64 data.max_eval_examples=8 \
@@ -151,5 +176,6 @@ case "$mode" in
         ablate_set=(--set 'model.preset="tiny"' model.local_attention=16 data.max_length=64 data.max_eval_examples=8
                     train.batch_size=4 'train.precision="fp32"')
         ABLATION_MINUTES=0.02 ABLATION_ROWS="base lr-2e-3" ablate_step ;;
-    *) echo "usage: bash scripts/gpu_recipe_check.sh prepare|run|run-pretrain|run-finetune|ablate|smoke" >&2; exit 2 ;;
+    *) echo "usage: bash scripts/gpu_recipe_check.sh prepare|run|run-pretrain|run-finetune|ablate|ttq|ablation|smoke" >&2
+       exit 2 ;;
 esac

@@ -45,7 +45,9 @@ def test_the_check_script_runs_the_recipe_shrunk_on_the_cpu(tmp_path):
     encoder, 64-token rows, the first documents), 4 steps on the CPU, one fine-tuning seed, the table,
     then two ablation rows of about a second each from the run's tokenizer and shards."""
     out = tmp_path / "out"
-    env = {**os.environ, "RESULTS": str(out), "SEEDS": "0", "PY": sys.executable, "OMP_NUM_THREADS": "1"}
+    returned = tmp_path / "device-out"  # the device tool's $OUT: only what lies there comes back
+    env = {**os.environ, "RESULTS": str(out), "SEEDS": "0", "PY": sys.executable, "OMP_NUM_THREADS": "1",
+           "OUT": str(returned)}
     proc = subprocess.run(["bash", os.path.join(ROOT, "scripts", "gpu_recipe_check.sh"), "smoke"], env=env,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -66,3 +68,6 @@ def test_the_check_script_runs_the_recipe_shrunk_on_the_cpu(tmp_path):
     ablation = json.loads((out / "ablation" / "ablation.json").read_text())  # `ablate`, from the run's shards
     assert [r["row"] for r in ablation] == ["base", "lr-2e-3"] and all(r["steps"] > 0 for r in ablation)
     assert "| lr-2e-3 |" in (out / "ablation.md").read_text()
+    kept = {str(p.relative_to(returned / "results")) for p in returned.rglob("*") if p.is_file()}
+    assert {"gpu_recipe.json", "table.md", "pretrain.log", "pretrain/metrics.jsonl", "ablation.md"} <= kept
+    assert not any("checkpoint-" in name or name.endswith((".safetensors", ".bin", ".npy", ".pt")) for name in kept)
