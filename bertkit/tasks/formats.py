@@ -37,6 +37,7 @@ __all__ = [
     "ChoiceExample",
     "SquadReadStats",
     "read_text_dataset",
+    "no_input_error",
     "read_texts",
     "read_conll",
     "write_conll",
@@ -313,13 +314,20 @@ def read_texts(path: str, text_column: str = "text") -> list[str]:
         except MissingColumnError as err:
             raise DataError(f"{err.what}; name the column that holds the texts with --text-column NAME") from None
         if not any(text.strip() for text in texts):
-            raise DataError(f"{path} has no non-empty {text_column!r} under its header ({len(texts)} rows); put one "
-                            "text per row")
+            raise no_input_error(path, len(texts))
         return texts
     lines = [line for _, line in text_file_lines(path)]
     if not any(line.strip() for line in lines):
-        raise DataError(f"{path} holds no non-empty lines; put one text per line")
+        raise no_input_error(path, len(lines))
     return lines
+
+
+def no_input_error(path: str, blank: int) -> DataError:
+    """The one refusal, worded once for embed, nearest and predict, of an input with nothing to
+    read (empty, a header only, blank lines or cells only): an empty output would pass for a result."""
+    header = Path(path).suffix.lower() in (".csv", ".tsv")
+    detail = f"{blank} blank" if blank else ("a header only" if header else "empty")
+    return DataError(f"{path} holds no non-blank input ({detail}); put one input per line or row")
 
 
 class MissingColumnError(DataError):
