@@ -58,7 +58,7 @@ from bertkit.tasks import (BUILTIN_DATA, SUMMARY_FILE, TASKS, Collator, DataConf
                            get_task, load_examples, parse_source, subsample)
 from bertkit.tasks.baseline import (examples_hash, has_tfidf_baseline, summary_entry as tfidf_summary,
                                     training_data_record, trivial_entry)
-from bertkit.tasks.builtin import default_dev
+from bertkit.tasks.builtin import default_dev, source_name
 from bertkit.tasks.formats import build_label_map, check_labels_known, count_shared, text_key
 from bertkit.tasks.long_text import check_long_text_task
 from bertkit.tokenizer import Tokenizer
@@ -552,7 +552,9 @@ def _finetune(task_name: Task | str, model_dir: str, train_source: str, dev_sour
         tokenizer = Tokenizer.from_pretrained(model_dir)
         model = build_model(model_dir, data, recipe, model_fn, progress)
         label2id = {n: i for i, n in enumerate(data.labels or [])}
-        features = data.task.encode(tokenizer, data.train, recipe.data, label2id, True, "train")
+        # named by its source: a refusal of the training set says which data set it is
+        features = data.task.encode(tokenizer, data.train, recipe.data, label2id, True,
+                                    source_name(train_source, "train"))
         warn_about_unknown_tokens(features, tokenizer, model_dir)
         trained: nn.Module = model
         if recipe.options.class_weights == "balanced":

@@ -169,8 +169,28 @@ def test_reader_takes_csv_tsv_and_jsonl_and_says_what_to_do_about_bad_rows(tmp_p
     refused("text,text_pair,label\na,b,3\nc,d,3\n", r"bad.csv: every pair has the score 3; .*at least 2 different")
     with pytest.raises(DataError, match="a .txt file holds one text per line"):
         task.read_inputs(str(tmp_path / "in.txt"), DataConfig())
-    with pytest.raises(DataError, match="train: every pair has the same score"):
-        task.encode(None, [TextExample("a", "b", 1.0)] * 2, DataConfig(), None, True, "train")
+    # the training examples refused with the same line, named by their source (file, or built-in and split)
+    one_score = r"wordnet-gloss-similarity:train: every pair has the score 1; .*at least 2 different scores"
+    with pytest.raises(DataError, match=one_score):
+        task.encode(None, [TextExample("a", "b", 1.0)] * 2, DataConfig(), None, True, "wordnet-gloss-similarity:train")
+
+
+def test_training_pairs_cut_to_one_score_are_named_by_their_source_and_the_cut(tiny, tmp_path, capsys):
+    """A built-in set cut by data.max_train_examples said "train: every pair has the same score"
+    (no source, no score, worded unlike the file's refusal)."""
+    from bertkit.tasks.builtin import source_name
+
+    assert source_name("wordnet-gloss-similarity", "train") == "wordnet-gloss-similarity:train"
+    assert source_name("wordnet-gloss-similarity:test", "train") == "wordnet-gloss-similarity:test"
+    assert source_name("my/train.csv", "train") == "my/train.csv"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        code = main(["finetune", "--task", "similarity", "--model", tiny, "--train", "wordnet-gloss-similarity",
+                     "--out", str(tmp_path / "out"), "--no-progress", "--set", "data.max_train_examples=1",
+                     "data.max_length=24"])
+    err = capsys.readouterr().err
+    assert code == 2 and "wordnet-gloss-similarity:train: every pair of the 1 data.max_train_examples=1 keeps " \
+        "has the score " in err and "similarity needs pairs of at least 2 different scores" in err, err
 
 
 # ---------------------------------------------------------------------------- the commands
