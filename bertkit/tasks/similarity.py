@@ -41,7 +41,7 @@ from bertkit.models.sentence_embedding import SentenceEmbeddingModel
 from bertkit.tasks import embedding
 from bertkit.tasks.common import DataConfig, PredictionInput, TaskSpec, check_texts
 from bertkit.tasks.formats import TextExample, read_text_dataset
-from bertkit.tasks.metrics import pearson, spearman
+from bertkit.tasks.metrics import order_correlations
 from bertkit.tasks.retrieval import words
 from bertkit.tasks.spec import Task
 
@@ -125,10 +125,10 @@ def decode(model, tokenizer, examples: Sequence[TextExample], spec: TaskSpec, na
 
 
 def metrics(examples: Sequence[TextExample], predictions: Sequence[float]) -> dict:
-    """Spearman's and Pearson's correlation of the predicted scores with the gold ones."""
-    gold = np.asarray([e.label for e in examples], dtype=np.float64)
-    predicted = np.asarray(predictions, dtype=np.float64)
-    return {"spearman": spearman(gold, predicted), "pearson": pearson(gold, predicted)}
+    """Spearman's and Pearson's correlation of the predicted scores with the gold ones; a constant
+    prediction (TF-IDF cosines of pairs that share no word: all 0) has no order and scores 0 for
+    both, as the trivial baseline does."""
+    return order_correlations([e.label for e in examples], predictions)
 
 
 def baseline(train: Sequence[TextExample], examples: Sequence[TextExample]) -> dict:

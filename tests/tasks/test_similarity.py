@@ -144,6 +144,17 @@ def test_tfidf_cosine_equals_scikit_learns():
     assert tfidf_cosines(pairs)[-1] > 0.1  # lower-cased, punctuation split off: shared words count
 
 
+def test_tfidf_cosine_of_pairs_sharing_no_word_is_no_order_not_null():
+    """The README's sts.csv: no pair shares a word, so every TF-IDF cosine is 0; its spearman and
+    pearson were null (JSON's nan) where embedding.md says a constant score has no order: 0."""
+    from bertkit.tasks.similarity import reference
+
+    pairs = [TextExample("A man is playing a guitar.", "A person plays an instrument.", 4.2),
+             TextExample("A woman slices an onion.", "A man is riding a horse.", 0.4)]
+    assert reference(pairs) == {"method": "TF-IDF cosine", "spearman": 0.0, "pearson": 0.0}
+    assert get_task("similarity").baseline(pairs, pairs) == {"spearman": 0.0, "pearson": 0.0}
+
+
 # ---------------------------------------------------------------------------- reading
 def test_reader_takes_csv_tsv_and_jsonl_and_says_what_to_do_about_bad_rows(tmp_path):
     task = get_task("similarity")
