@@ -39,6 +39,7 @@ __all__ = [
     "read_text_dataset",
     "no_input_error",
     "read_texts",
+    "read_numbered_texts",
     "read_conll",
     "write_conll",
     "read_squad",
@@ -308,18 +309,22 @@ def read_texts(path: str, text_column: str = "text") -> list[str]:
     ones too (`embed` gives each line its row), refused when all are blank. A CSV read as lines
     would give its header and whole rows. (The commands that read these name the column with
     --text-column, not --set.)"""
+    return [text for _, text in read_numbered_texts(path, text_column)]
+
+
+def read_numbered_texts(path: str, text_column: str = "text") -> list[tuple[int | None, str]]:
+    """`read_texts` with the line each text starts on (a table's row may span lines; None where
+    the format has no lines, Parquet), for messages that name a text by where it is."""
     if Path(path).suffix.lower() in TABLE_SUFFIXES or is_table(path):
         try:
-            texts = [example.text for example in read_text_dataset(path, text_column, None, None)]
+            rows = [(example.line, example.text) for example in read_text_dataset(path, text_column, None, None)]
         except MissingColumnError as err:
             raise DataError(f"{err.what}; name the column that holds the texts with --text-column NAME") from None
-        if not any(text.strip() for text in texts):
-            raise no_input_error(path, len(texts))
-        return texts
-    lines = [line for _, line in text_file_lines(path)]
-    if not any(line.strip() for line in lines):
-        raise no_input_error(path, len(lines))
-    return lines
+    else:
+        rows = text_file_lines(path)
+    if not any(text.strip() for _, text in rows):
+        raise no_input_error(path, len(rows))
+    return rows
 
 
 def no_input_error(path: str, blank: int) -> DataError:
