@@ -273,6 +273,12 @@ def text_key(example) -> tuple[str, str] | None:
     return (text.strip(), (second or "").strip()) if isinstance(text, str) else None
 
 
+def input_kind(examples: Sequence) -> str:
+    """What a message counts the inputs as: "pairs" when they hold a second text (`text_key`),
+    else "texts" (two texts counted as one were a pair task's count, e.g. "2 of 2 texts")."""
+    return "pairs" if any((text_key(example) or ("", ""))[1] for example in examples) else "texts"
+
+
 def count_shared(train: Sequence, examples: Sequence) -> int:
     """How many of `examples` are also inputs of `train` (`text_key`)."""
     seen = {text_key(example) for example in train} - {None}
