@@ -323,4 +323,7 @@ def test_wordnet_gloss_similarity_keeps_each_definition_in_one_split():
         scores = np.array([e.label for e in pairs])
         assert 0 < scores.min() and scores.max() < 1 and scores.std() > 0.2  # far and near pairs both
         assert len({(e.text, e.text_pair) for e in pairs}) == len(pairs)
+    # embedding.md's quartiles and median, of every split's scores (it had 0.85 for the upper quartile)
+    every = [e.label for pairs in splits.values() for e in pairs]
+    assert np.round(np.percentile(every, [25, 50, 75]), 2).tolist() == [0.30, 0.73, 0.84]
     assert load_examples("similarity", "wordnet-gloss-similarity:dev", "train", DataConfig()) == splits["dev"]
