@@ -147,7 +147,8 @@ def _finish_labels(raw: list, where: list[str], path: str, label_type: str, form
         return _label_sets(raw, where, path, form)
     if any(isinstance(value, list) for value in raw):
         if label_type == "number":
-            raise DataError(f"{path}: label_type='number' but {where[0]} has a list of labels")
+            raise DataError(f"{path}: {where[0]} has a list of labels; this task's labels are single numbers (a "
+                            "regression target, a similarity score)")
         return [value if isinstance(value, list) else ([] if value is None else [str(value)])
                 for value in raw]
     for value, loc in zip(raw, where):
@@ -162,7 +163,9 @@ def _finish_labels(raw: list, where: list[str], path: str, label_type: str, form
     if label_type == "number":
         for number, value, loc in zip(numbers, raw, where):
             if number is None:
-                raise DataError(f"{path}: {loc} label {value!r} is not a number (label_type='number')")
+                # said in the task's terms: label_type is an internal name the user never sees
+                raise DataError(f"{path}: {loc} label {value!r} is not a number; this task's labels must be numbers "
+                                "(a regression target, a similarity score): correct it or remove the row")
         return numbers
     if all(number is not None for number in numbers):
         return numbers
