@@ -100,9 +100,14 @@ DATA_CASES = {
     "cr-inside-csv": ("clf", "predict", "in.csv", b"text,label\na\rb,x\n", ["in.csv: line 2 holds a carriage return",
                                                                         "tr -d"]),
     # an input with nothing to predict, in every format (a .txt was refused already)
-    "header-only-csv-predict": ("clf", "predict", "in.csv", b"text,label\n", ["in.csv holds no non-blank input"]),
+    # one message for every command (reliability.md quotes it)
+    "header-only-csv-predict": ("clf", "predict", "in.csv", b"text,label\n",
+                                ["in.csv holds no non-blank input (a header only); put one input per line or row"]),
     "blank-jsonl-predict": ("clf", "predict", "in.jsonl", b"\n\n", ["in.jsonl holds no non-blank input (2 blank)"]),
-    "header-only-csv-embed": ("clf", "embed", "in.csv", b"text\n", ["in.csv has no non-empty 'text'", "0 rows"]),
+    "blank-txt-predict": ("clf", "predict", "in.txt", b"\n \n", ["in.txt holds no non-blank input (2 blank)"]),
+    "header-only-csv-embed": ("clf", "embed", "in.csv", b"text\n", ["in.csv holds no non-blank input (a header only)"]),
+    "header-only-csv-nearest": ("clf", "nearest", "in.csv", b"text\n",
+                                ["in.csv holds no non-blank input (a header only)"]),
     # a JSON array (a common export) or pretty-printed JSON is not JSON lines: say how to convert it
     "json-array-finetune": ("clf", "finetune", "in.json", b'[{"text": "a", "label": "x"}]',
                             ["in.json is one JSON array", "jq -c '.[]'"]),
@@ -128,6 +133,8 @@ def _data_argv(models, tmp_path, model, command, path):
                 "--out", tmp_path / "out"]
     if command == "evaluate":
         return ["evaluate", "--model", models[model], "--data", path]
+    if command == "nearest":
+        return ["nearest", "--model", models[model], "--corpus", path, "a query"]
     return ["predict", "--model", models[model], "--input", path, "--output", tmp_path / "out.jsonl"]
 
 

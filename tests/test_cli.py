@@ -38,8 +38,8 @@ def test_embed_gives_reference_cosine(minilm_dir, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("content,message", [
-    (b"", "no non-empty lines"),
-    (b"   \n\n", "no non-empty lines"),
+    (b"", "in.txt holds no non-blank input (empty)"),
+    (b"   \n\n", "in.txt holds no non-blank input (2 blank)"),
     (b"caf\xe9 au lait\n", "is not UTF-8"),
 ])
 def test_embed_bad_input_is_one_line(minilm_dir, tmp_path, capsys, content, message):

@@ -444,8 +444,10 @@ SET_CASES = [
     ("finetune", "model.hidden_dropout_prob=2", ["model.hidden_dropout_prob must be a number in [0, 1), got 2"]),
     ("finetune", "model.classifier_dropout=abc", ["model.classifier_dropout must be a number in [0, 1), got 'abc'"]),
     ("finetune", "data.text_column=3", ["data.text_column must be a string, got 3", "quote it"]),
-    ("finetune", 'data.text_column="label"', ["data.text_column and data.label_column both name the column 'label'"]),
-    ("finetune", 'data.pair_column="text"', ["data.text_column and data.pair_column both name the column 'text'"]),
+    ("finetune", 'data.text_column="label"', ["data.text_column and data.label_column both name the column 'label'",
+                                              "(the model would read its label as its input)"]),
+    ("finetune", 'data.pair_column="text"', ["data.text_column and data.pair_column both name the column 'text'",
+                                             "(each text would be paired with itself)"]),
 ]
 
 

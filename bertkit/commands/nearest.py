@@ -23,7 +23,7 @@ import numpy as np
 from bertkit.errors import DataError
 from bertkit.inference.encode import SentenceEncoder
 from bertkit.io import atomic_open, check_regular_file
-from bertkit.tasks.formats import read_texts
+from bertkit.tasks.formats import read_numbered_texts, read_texts
 from bertkit.tasks.retrieval import top_matches
 from bertkit.commands.options import (add_device, add_precision, at_least, check_output_files, device_of, precision_of,
                                       resolve_models)
@@ -54,11 +54,13 @@ def read_queries(args) -> list[str]:
     return queries
 
 
-def saved_vectors(path: str, corpus_path: str, corpus: list[str], kept: list[int], encoder) -> np.ndarray:
+def saved_vectors(path: str, corpus_path: str, corpus: list[str], kept: list[int], encoder,
+                  lines: list[int | None] | None = None) -> np.ndarray:
     """The kept rows of `bertkit embed`'s .npy of the corpus, L2-normalised, after checking that it
     is a float array with a row per corpus line and the model's width, and that CHECKED_ROWS texts
     spread over the corpus (first and last included) embed again to their rows: the file was
-    written from this corpus by this model (an edit elsewhere is not seen: embed again after one)."""
+    written from this corpus by this model (an edit elsewhere is not seen: embed again after one).
+    `lines`: the line each corpus text starts on, to name a text that fails."""
     check_regular_file(path)  # a FIFO would block the read
     try:  # mapped: a header that claims more rows than the file holds is an error, not a huge allocation
         saved = np.load(path, allow_pickle=False, mmap_mode="r")  # never unpickle
@@ -78,10 +80,13 @@ def saved_vectors(path: str, corpus_path: str, corpus: list[str], kept: list[int
                         f"{fresh.shape[1]}: another model wrote it; {fix}")
     vectors = saved.astype(np.float32)
     vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-    for line, vector in zip(picks, fresh):
-        if float(vectors[line] @ vector) < 0.99:
-            raise DataError(f"--corpus-embeddings {path}: its row for line {line + 1} is not this model's vector of "
-                            f"that text (cosine {float(vectors[line] @ vector):.3f}): another model, corpus or "
+    for row, vector in zip(picks, fresh):
+        if float(vectors[row] @ vector) < 0.99:
+            # row i is text i, which starts on its own line (a table's header and multi-line texts shift it)
+            line = lines[row] if lines else None
+            text = f"the text on line {line} of {corpus_path}" if line else f"text {row + 1} of {corpus_path}"
+            raise DataError(f"--corpus-embeddings {path}: its row {row + 1}, for {text}, is not this model's vector "
+                            f"of that text (cosine {float(vectors[row] @ vector):.3f}): another model, corpus or "
                             f"--max-length wrote it; {fix}")
     return vectors[kept]
 
@@ -89,13 +94,14 @@ def saved_vectors(path: str, corpus_path: str, corpus: list[str], kept: list[int
 def run(args) -> int:
     resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
     check_output_files(args)  # before any work: a folder, or a file the command reads
-    queries, corpus = read_queries(args), read_texts(args.corpus, args.text_column)  # before the model loads
+    queries, numbered = read_queries(args), read_numbered_texts(args.corpus, args.text_column)  # before the model
+    lines, corpus = [line for line, _ in numbered], [text for _, text in numbered]
     kept = [i for i, text in enumerate(corpus) if text.strip()]
     device = device_of(args)
     encoder = SentenceEncoder.from_pretrained(args.model, device=device, precision=args.precision)
     precision_of(args, device)
     if args.corpus_embeddings:
-        vectors = saved_vectors(args.corpus_embeddings, args.corpus, corpus, kept, encoder)
+        vectors = saved_vectors(args.corpus_embeddings, args.corpus, corpus, kept, encoder, lines)
     else:
         vectors = encoder.encode([corpus[i] for i in kept], normalize=True)
     asked = [i for i, query in enumerate(queries) if query.strip()]

@@ -58,8 +58,8 @@ from bertkit.tasks import (BUILTIN_DATA, SUMMARY_FILE, TASKS, Collator, DataConf
                            get_task, load_examples, parse_source, subsample)
 from bertkit.tasks.baseline import (examples_hash, has_tfidf_baseline, summary_entry as tfidf_summary,
                                     training_data_record, trivial_entry)
-from bertkit.tasks.builtin import default_dev
-from bertkit.tasks.formats import build_label_map, check_labels_known, count_shared, text_key
+from bertkit.tasks.builtin import default_dev, source_name
+from bertkit.tasks.formats import build_label_map, check_labels_known, count_shared, input_kind, text_key
 from bertkit.tasks.long_text import check_long_text_task
 from bertkit.tokenizer import Tokenizer
 from bertkit.train import LengthBucketedBatches, TrainConfig, Trainer
@@ -391,17 +391,18 @@ def warn_about_shared_texts(train: Sequence, dev: Sequence) -> None:
     """Texts of the dev split that are also training texts (the dev score, which picks the
     checkpoint, then measures memory), and training texts given two labels; for examples with a
     `text` (classification, regression, pairs, embedding)."""
-    shared = count_shared(train, dev)
+    shared, kind = count_shared(train, dev), input_kind([*train, *dev])  # pairs are counted as pairs
     if shared:
-        warnings.warn(f"{shared} of the dev split's {len(dev)} texts are also training texts: the dev score, which "
-                      "picks the checkpoint, overstates how the model does on new text; keep each text on one side")
+        warnings.warn(f"{shared} of the dev split's {len(dev)} {kind} are also training {kind}: the dev score, which "
+                      f"picks the checkpoint, overstates how the model does on new text; keep each {kind[:-1]} on "
+                      "one side")
     labels_of: dict = {}
     for example in train:
         label = getattr(example, "label", None)
         labels_of.setdefault(text_key(example), set()).add(tuple(label) if isinstance(label, list) else label)
     mixed = [key for key, labels in labels_of.items() if key is not None and len(labels) > 1]
     if mixed:
-        warnings.warn(f"{len(mixed)} training text(s) are given different labels (e.g. {mixed[0][0][:60]!r}); "
+        warnings.warn(f"{len(mixed)} training {kind[:-1]}(s) are given different labels (e.g. {mixed[0][0][:60]!r}); "
                       "the model cannot get both right: correct or drop them")
 
 
@@ -552,7 +553,9 @@ def _finetune(task_name: Task | str, model_dir: str, train_source: str, dev_sour
         tokenizer = Tokenizer.from_pretrained(model_dir)
         model = build_model(model_dir, data, recipe, model_fn, progress)
         label2id = {n: i for i, n in enumerate(data.labels or [])}
-        features = data.task.encode(tokenizer, data.train, recipe.data, label2id, True, "train")
+        # named by its source: a refusal of the training set says which data set it is
+        features = data.task.encode(tokenizer, data.train, recipe.data, label2id, True,
+                                    source_name(train_source, "train"))
         warn_about_unknown_tokens(features, tokenizer, model_dir)
         trained: nn.Module = model
         if recipe.options.class_weights == "balanced":

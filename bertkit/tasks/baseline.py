@@ -35,7 +35,7 @@ from typing import Sequence
 from bertkit.errors import DataError
 from bertkit.tasks.builtin import load_examples
 from bertkit.tasks.common import SUMMARY_FILE, DataConfig, clean_metrics, subsample
-from bertkit.tasks.formats import TextExample, count_shared
+from bertkit.tasks.formats import TextExample, count_shared, input_kind
 from bertkit.tasks.registry import get_task
 from bertkit.tasks.sequence import label_list
 
@@ -244,10 +244,10 @@ def score_trivial(model_dir: str, task_name: str, data: DataConfig, examples: Se
 
 def warn_if_trained_on(train: Sequence, examples: Sequence) -> None:
     """Evaluated texts that are also the model's training texts: its score on them is memory."""
-    shared = count_shared(train, examples)
+    shared, kind = count_shared(train, examples), input_kind([*train, *examples])  # pairs are counted as pairs
     if shared:
-        warnings.warn(f"{shared} of the {len(examples)} evaluated texts are training texts of this model: its score "
-                      "on them overstates how it does on new text; evaluate on texts it was not trained on")
+        warnings.warn(f"{shared} of the {len(examples)} evaluated {kind} are training {kind} of this model: its score "
+                      f"on them overstates how it does on new text; evaluate on {kind} it was not trained on")
 
 
 def score_like_finetune(model_dir: str, task_name: str, data: DataConfig, examples: Sequence) -> tuple[dict, str]:

@@ -48,6 +48,13 @@ def parse_source(source: str) -> tuple[str, str | None]:
     return source, None
 
 
+def source_name(source: str, split: str) -> str:
+    """How a message names the data read from `source` for `split`: a built-in name with its split
+    ("bbc:train"; the split is implied when the name gives none), anything else as given."""
+    name, explicit = parse_source(source)
+    return f"{name}:{explicit or split}" if name in BUILTIN_DATA else source
+
+
 def is_builtin(source: str) -> bool:
     return parse_source(source)[0] in BUILTIN_DATA
 

@@ -94,9 +94,11 @@ class DataConfig:
         named = [(key, column) for key, column in roles.items() if column]
         for i, (key, column) in enumerate(named):
             other = next((k for k, c in named[i + 1:] if c == column), None)
-            if other:
+            if other:  # the reason that applies to these two roles, not both
+                harm = ("the model would read its label as its input" if other == "data.label_column"
+                        else "each text would be paired with itself")
                 raise ConfigError(f"{key} and {other} both name the column {column!r}; each role needs its own "
-                                  "column (the model would read its label, or a text paired with itself)")
+                                  f"column ({harm})")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -37,7 +37,9 @@ __all__ = [
     "ChoiceExample",
     "SquadReadStats",
     "read_text_dataset",
+    "no_input_error",
     "read_texts",
+    "read_numbered_texts",
     "read_conll",
     "write_conll",
     "read_squad",
@@ -145,7 +147,8 @@ def _finish_labels(raw: list, where: list[str], path: str, label_type: str, form
         return _label_sets(raw, where, path, form)
     if any(isinstance(value, list) for value in raw):
         if label_type == "number":
-            raise DataError(f"{path}: label_type='number' but {where[0]} has a list of labels")
+            raise DataError(f"{path}: {where[0]} has a list of labels; this task's labels are single numbers (a "
+                            "regression target, a similarity score)")
         return [value if isinstance(value, list) else ([] if value is None else [str(value)])
                 for value in raw]
     for value, loc in zip(raw, where):
@@ -160,7 +163,9 @@ def _finish_labels(raw: list, where: list[str], path: str, label_type: str, form
     if label_type == "number":
         for number, value, loc in zip(numbers, raw, where):
             if number is None:
-                raise DataError(f"{path}: {loc} label {value!r} is not a number (label_type='number')")
+                # said in the task's terms: label_type is an internal name the user never sees
+                raise DataError(f"{path}: {loc} label {value!r} is not a number; this task's labels must be numbers "
+                                "(a regression target, a similarity score): correct it or remove the row")
         return numbers
     if all(number is not None for number in numbers):
         return numbers
@@ -271,6 +276,12 @@ def text_key(example) -> tuple[str, str] | None:
     return (text.strip(), (second or "").strip()) if isinstance(text, str) else None
 
 
+def input_kind(examples: Sequence) -> str:
+    """What a message counts the inputs as: "pairs" when they hold a second text (`text_key`),
+    else "texts" (two texts counted as one were a pair task's count, e.g. "2 of 2 texts")."""
+    return "pairs" if any((text_key(example) or ("", ""))[1] for example in examples) else "texts"
+
+
 def count_shared(train: Sequence, examples: Sequence) -> int:
     """How many of `examples` are also inputs of `train` (`text_key`)."""
     seen = {text_key(example) for example in train} - {None}
@@ -307,19 +318,30 @@ def read_texts(path: str, text_column: str = "text") -> list[str]:
     ones too (`embed` gives each line its row), refused when all are blank. A CSV read as lines
     would give its header and whole rows. (The commands that read these name the column with
     --text-column, not --set.)"""
+    return [text for _, text in read_numbered_texts(path, text_column)]
+
+
+def read_numbered_texts(path: str, text_column: str = "text") -> list[tuple[int | None, str]]:
+    """`read_texts` with the line each text starts on (a table's row may span lines; None where
+    the format has no lines, Parquet), for messages that name a text by where it is."""
     if Path(path).suffix.lower() in TABLE_SUFFIXES or is_table(path):
         try:
-            texts = [example.text for example in read_text_dataset(path, text_column, None, None)]
+            rows = [(example.line, example.text) for example in read_text_dataset(path, text_column, None, None)]
         except MissingColumnError as err:
             raise DataError(f"{err.what}; name the column that holds the texts with --text-column NAME") from None
-        if not any(text.strip() for text in texts):
-            raise DataError(f"{path} has no non-empty {text_column!r} under its header ({len(texts)} rows); put one "
-                            "text per row")
-        return texts
-    lines = [line for _, line in text_file_lines(path)]
-    if not any(line.strip() for line in lines):
-        raise DataError(f"{path} holds no non-empty lines; put one text per line")
-    return lines
+    else:
+        rows = text_file_lines(path)
+    if not any(text.strip() for _, text in rows):
+        raise no_input_error(path, len(rows))
+    return rows
+
+
+def no_input_error(path: str, blank: int) -> DataError:
+    """The one refusal, worded once for embed, nearest and predict, of an input with nothing to
+    read (empty, a header only, blank lines or cells only): an empty output would pass for a result."""
+    header = Path(path).suffix.lower() in (".csv", ".tsv")
+    detail = f"{blank} blank" if blank else ("a header only" if header else "empty")
+    return DataError(f"{path} holds no non-blank input ({detail}); put one input per line or row")
 
 
 class MissingColumnError(DataError):

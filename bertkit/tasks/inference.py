@@ -26,7 +26,7 @@ from bertkit.peft import adapter_task_config, is_adapter_dir, load_peft_model, t
 from bertkit.tasks.builtin import (BUILTIN_DATA, load_examples, naming_the_task_of_the_format, parse_source,
                                    resolve_source)
 from bertkit.tasks.common import SUMMARY_FILE, DataConfig, PredictionInput, TaskSpec, model_labels
-from bertkit.tasks.formats import ChoiceExample, QAExample, TextExample, TokenExample
+from bertkit.tasks.formats import ChoiceExample, QAExample, TextExample, TokenExample, no_input_error
 from bertkit.tasks.registry import get_task, task_of_config
 from bertkit.tasks.spec import Task
 from bertkit.tokenizer import Tokenizer
@@ -184,8 +184,7 @@ def read_prediction_input(task: Task | str, source: str, data: DataConfig) -> Pr
     with naming_the_task_of_the_format(task, path):
         inputs = task.read_inputs(path, data)
     if all(_is_blank(example) for example in inputs.examples):  # a header only, blank lines only
-        raise DataError(f"{path} holds no non-blank input ({len(inputs.examples)} blank); put one input per line "
-                        "or row")
+        raise no_input_error(path, len(inputs.examples))
     return inputs
 
 

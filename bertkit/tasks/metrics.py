@@ -29,6 +29,7 @@ __all__ = [
     "log_loss",
     "pearson",
     "spearman",
+    "order_correlations",
     "entity_spans",
     "entity_prf",
     "normalize_answer",
@@ -150,13 +151,19 @@ def _paired_arrays(x: Sequence[float], y: Sequence[float]) -> tuple[np.ndarray, 
     return a, b
 
 
+def _constant(values: np.ndarray) -> bool:
+    return bool(np.all(values == values[0]))
+
+
 def pearson(x: Sequence[float], y: Sequence[float]) -> float:
     """Pearson r = sum((x-mx)(y-my)) / sqrt(sum((x-mx)^2) sum((y-my)^2)); nan when either
-    input is constant."""
+    input is constant (undefined; `order_correlations` scores a constant prediction 0)."""
     a, b = _paired_arrays(x, y)
+    if _constant(a) or _constant(b):  # tested as such: x - mean(x) of equal floats need not be 0 (r was noise)
+        return float("nan")
     da, db = a - a.mean(), b - b.mean()
     denominator = np.sqrt(np.dot(da, da) * np.dot(db, db))
-    if denominator == 0:
+    if denominator == 0:  # nonzero values too small to square
         return float("nan")
     return float(np.clip(np.dot(da, db) / denominator, -1.0, 1.0))
 
@@ -179,6 +186,17 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float:
     """Spearman rho = Pearson r of the average ranks (ties share their mean rank)."""
     a, b = _paired_arrays(x, y)
     return pearson(average_ranks(a), average_ranks(b))
+
+
+def order_correlations(gold: Sequence[float], predicted: Sequence[float]) -> dict:
+    """{"spearman", "pearson"} of predicted scores against gold ones, where a constant prediction
+    scores 0 for both: it ranks no pair above another, chance's level (the similarity task's
+    trivial baseline), not an undefined score that JSON writes as null. Gold scores all equal
+    leave nothing to order: nan, as `pearson` and `spearman` give for any constant input."""
+    a, b = _paired_arrays(gold, predicted)
+    if _constant(b) and not _constant(a):
+        return {"spearman": 0.0, "pearson": 0.0}
+    return {"spearman": spearman(a, b), "pearson": pearson(a, b)}
 
 
 # ----------------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from bertkit.models.heads import BertForSequenceClassification
 from bertkit.io import text_file_lines
 from bertkit.tasks.common import (DataConfig, PredictionInput, TaskSpec, check_texts, forward_features,
                                   json_float, model_labels, sigmoid, softmax, truncation_warning)
-from bertkit.tasks.formats import TextExample, infer_task_kind, read_text_dataset
+from bertkit.tasks.formats import TextExample, infer_task_kind, no_input_error, read_text_dataset
 from bertkit.tasks.long_text import fit_to_window, mean_by_owner
 from bertkit.tasks.metrics import accuracy, log_loss, macro_f1, micro_f1, pearson, per_class_prf, spearman
 from bertkit.tasks.spec import Task, label_head_config
@@ -49,7 +49,7 @@ def read_lines(path: str) -> list[tuple[int, str]]:
     each line its row. A file with no non-blank line is refused."""
     lines = text_file_lines(path)
     if not any(line.strip() for _, line in lines):
-        raise DataError(f"{path} holds no non-empty lines; put one input per line")
+        raise no_input_error(path, len(lines))
     return lines
 
 

@@ -41,7 +41,7 @@ from bertkit.models.sentence_embedding import SentenceEmbeddingModel
 from bertkit.tasks import embedding
 from bertkit.tasks.common import DataConfig, PredictionInput, TaskSpec, check_texts
 from bertkit.tasks.formats import TextExample, read_text_dataset
-from bertkit.tasks.metrics import pearson, spearman
+from bertkit.tasks.metrics import order_correlations
 from bertkit.tasks.retrieval import words
 from bertkit.tasks.spec import Task
 
@@ -63,10 +63,19 @@ def read(path: str, data: DataConfig) -> list[TextExample]:
     missing = next((e for e in examples if e.label is None), None)
     if missing is not None:
         raise DataError(f"{path}: line {missing.line} has no score in {data.label_column!r}; give every pair a number")
-    if len({e.label for e in examples}) < 2:
-        raise DataError(f"{path}: every pair has the score {examples[0].label:g}; similarity needs pairs of at "
-                        "least 2 different scores (the loss and spearman compare pairs scored differently)")
+    refuse_one_score(path, examples)
     return examples
+
+
+def refuse_one_score(source: str, examples: Sequence[TextExample], kept: int = 0) -> None:
+    """Pairs that all have one score, named by their source (a file, or a built-in name and split)
+    and the score: the CoSENT loss and spearman compare pairs scored differently, so there is
+    nothing to learn or measure. `kept`: the data.max_train_examples that cut them to these."""
+    if not examples or len({e.label for e in examples}) > 1:
+        return
+    which = f"every pair of the {len(examples)} data.max_train_examples={kept} keeps" if kept else "every pair"
+    raise DataError(f"{source}: {which} has the score {examples[0].label:g}; similarity needs pairs of at least 2 "
+                    "different scores (the loss and spearman compare pairs scored differently)")
 
 
 def read_inputs(path: str, data: DataConfig) -> PredictionInput:
@@ -89,9 +98,9 @@ def encode(tokenizer, examples: Sequence[TextExample], data: DataConfig, label2i
     each recording its pair ("example") for `decode` to regroup."""
     check_texts([e.text for e in examples], "text", name)
     check_texts([e.text_pair or "" for e in examples], "second text (text_pair)", name)
-    if training and len({e.label for e in examples}) < 2:
-        raise DataError(f"{name}: every pair has the same score; the CoSENT loss learns from pairs scored "
-                        "differently: add pairs of other scores")
+    if training:  # a set with several scores may keep one after data.max_train_examples's cut
+        cut = data.max_train_examples == len(examples)
+        refuse_one_score(name, examples, data.max_train_examples if cut else 0)
     rows = embedding.token_rows(tokenizer, [text for e in examples for text in (e.text, e.text_pair)], data, name)
     if not training:
         return [{"input_ids": row, "token_type_ids": np.zeros_like(row), "example": index // 2}
@@ -116,10 +125,10 @@ def decode(model, tokenizer, examples: Sequence[TextExample], spec: TaskSpec, na
 
 
 def metrics(examples: Sequence[TextExample], predictions: Sequence[float]) -> dict:
-    """Spearman's and Pearson's correlation of the predicted scores with the gold ones."""
-    gold = np.asarray([e.label for e in examples], dtype=np.float64)
-    predicted = np.asarray(predictions, dtype=np.float64)
-    return {"spearman": spearman(gold, predicted), "pearson": pearson(gold, predicted)}
+    """Spearman's and Pearson's correlation of the predicted scores with the gold ones; a constant
+    prediction (TF-IDF cosines of pairs that share no word: all 0) has no order and scores 0 for
+    both, as the trivial baseline does."""
+    return order_correlations([e.label for e in examples], predictions)
 
 
 def baseline(train: Sequence[TextExample], examples: Sequence[TextExample]) -> dict:

@@ -34,7 +34,9 @@ class Task:
                     example; `features` are the examples' `encode(..., training=False)` features when
                     the caller built them already (fine-tuning encodes the dev set once per run)
     metrics         (examples, predictions) -> {metric: value}
-    baseline        (train examples, examples) -> the trivial predictor's metrics
+    baseline        (train examples, examples) -> the trivial predictor's metrics, with "method"
+                    naming the predictor where the task chooses one (seq2seq: the lead or the
+                    most frequent target)
     rows            (model, predictions, inputs) -> one JSON-ready dict per example
     metric_names    dev metrics; the first picks the best checkpoint unless told otherwise
     labels_of       examples -> every label they show (None: the task has no label set)

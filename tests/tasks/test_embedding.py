@@ -274,7 +274,13 @@ def test_finetune_evaluate_predict_and_sentence_transformers_reads_the_result(ti
     other.write_text(f"{texts[0]}\n\n{texts[2]}\n{texts[1]}\n", encoding="utf-8")  # two later lines swapped
     code = main(["nearest", "--model", out, "--corpus", str(other), "x",
                  "--corpus-embeddings", str(tmp_path / "c.npy")])
-    assert code == 2 and "its row for line 3 is not this model's vector" in capsys.readouterr().err
+    assert code == 2 and f"its row 3, for the text on line 3 of {other}, is not this model's vector" \
+        in capsys.readouterr().err
+    # a table's text is named by its own line, not its row + 1 (the header is line 1): "line 3" was the wrong text
+    table = tmp_path / "other.csv"
+    table.write_text("text\n" + "".join(f'"{text}"\n' for text in (texts[0], "", texts[2], texts[1])), encoding="utf-8")
+    code = main(["nearest", "--model", out, "--corpus", str(table), "x", "--corpus-embeddings", str(tmp_path / "c.npy")])
+    assert code == 2 and f"its row 3, for the text on line 4 of {table}, is not" in capsys.readouterr().err
 
 
 def test_any_encoder_is_scored_as_an_embedding_model_before_fine_tuning(tiny, tmp_path, capsys):

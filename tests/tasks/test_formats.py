@@ -129,7 +129,12 @@ def test_unlabelled_set(tmp_path):
         ("a.jsonl", '{"text": "a", "label": "x"}\n{"text": "b", "label": \n', {}, r"a\.jsonl: line 2 is not valid JSON"),
         ("a.jsonl", '{"text": "a", "label": {"k": 1}}\n', {}, r"line 1 label .* must be a string"),
         ("a.jsonl", '{"text": "a"}\n', {}, r"line 1 has no key 'label'"),
-        ("a.csv", "text,label\na,x\n", {"label_type": "number"}, r"line 2 label 'x' is not a number"),
+        # in the task's terms, not the internal label_type='number'
+        ("a.csv", "text,label\na,x\n", {"label_type": "number"},
+         r"a\.csv: line 2 label 'x' is not a number; this task's labels must be numbers \(a regression target, a "
+         r"similarity score\): correct it or remove the row$"),
+        ("a.jsonl", '{"text": "a", "label": ["x"]}\n', {"label_type": "number"},
+         r"a\.jsonl: line 1 has a list of labels; this task's labels are single numbers \(a regression target"),
         ("a.txt", "hello\n", {}, r"unknown extension '\.txt'"),
     ],
 )

@@ -13,6 +13,7 @@ from bertkit.tasks.metrics import (
     macro_f1,
     micro_f1,
     normalize_answer,
+    order_correlations,
     pearson,
     per_class_prf,
     spearman,
@@ -104,6 +105,21 @@ def test_spearman_by_hand_with_ties():
     expected = pearson([1, 2.5, 2.5, 4], [1, 2, 3, 4])
     assert spearman([1, 5, 5, 9], [0.1, 0.2, 0.3, 0.4]) == pytest.approx(expected)
     assert spearman([1, 2, 3, 4], [1, 4, 9, 16]) == pytest.approx(1.0)  # monotone, not linear
+
+
+def test_a_constant_input_is_no_correlation_and_a_constant_prediction_no_order():
+    """Equal floats minus their mean need not be 0: pearson of a constant 0.7 gave nan for 10
+    values and -2.3e-16 for 7. Undefined is nan every time; `order_correlations` (similarity)
+    scores a constant prediction 0, chance's level, and leaves other inputs as they were."""
+    rng = np.random.default_rng(0)
+    for n in (3, 7, 10, 1000):
+        gold = rng.random(n)
+        assert math.isnan(pearson(gold, [0.7] * n)) and math.isnan(spearman(gold, [0.7] * n))
+        assert order_correlations(gold, [0.7] * n) == {"spearman": 0.0, "pearson": 0.0}
+        other = rng.random(n)
+        assert order_correlations(gold, other) == {"spearman": spearman(gold, other), "pearson": pearson(gold, other)}
+    both = order_correlations([0.5, 0.5, 0.5], [0.1, 0.1, 0.1])  # gold of one score: nothing to order
+    assert math.isnan(both["spearman"]) and math.isnan(both["pearson"])
 
 
 def test_correlations_need_two_points():

@@ -188,6 +188,23 @@ def test_dev_texts_seen_in_training_and_texts_with_two_labels_are_warned_about(r
     assert not recwarn.list
 
 
+def test_shared_pairs_are_counted_as_pairs(recwarn):
+    """A pair task's overlap said "2 of the dev split's 2 texts are also training texts" for 2 pairs (4 texts)."""
+    from bertkit.recipes.finetune import warn_about_shared_texts
+    from bertkit.tasks.baseline import warn_if_trained_on
+    from bertkit.tasks.formats import TextExample
+
+    pairs = [TextExample("a cat", "a feline", 4.0), TextExample("a car", "the sea", 0.5)]
+    with pytest.warns(UserWarning) as seen:
+        warn_about_shared_texts(pairs + [TextExample("a car", "the sea", 1.0)], pairs)
+    messages = [str(w.message) for w in seen]
+    assert any(m.startswith("2 of the dev split's 2 pairs are also training pairs") and "keep each pair on one side"
+               in m for m in messages), messages
+    assert any(m.startswith("1 training pair(s) are given different labels") for m in messages), messages
+    with pytest.warns(UserWarning, match="2 of the 2 evaluated pairs are training pairs of this model"):
+        warn_if_trained_on(pairs, pairs)
+
+
 def test_a_vocabulary_that_misses_the_text_is_warned_about(minilm_dir, recwarn):
     from bertkit.recipes.finetune import warn_about_unknown_tokens
     from bertkit.tokenizer import Tokenizer

@@ -114,6 +114,9 @@ def test_the_baseline_is_the_lead_or_the_most_frequent_target_as_training_says()
     assert baseline(article, article[:3])["rouge_l"] == pytest.approx(1.0)
     labels = [TextExample(text=f"a b c {i}", label="red colour") for i in range(20)]  # one repeated target
     assert baseline(labels, labels[:3])["exact_match"] == 1.0
+    # which predictor it is, said beside its numbers ("trivial baseline: rouge_l=0.1636" left it unsaid)
+    assert baseline(article, article[:3])["method"] == "the source's first 4 words"
+    assert baseline(labels, labels[:3])["method"] == "the most frequent target"
 
 
 def test_finetune_evaluate_predict_through_the_cli(tiny, tmp_path, capsys):
@@ -128,7 +131,8 @@ def test_finetune_evaluate_predict_through_the_cli(tiny, tmp_path, capsys):
         summary = json.load(open(f"{out}/finetune_summary.json"))
         assert summary["spec"]["task"] == "seq2seq" and summary["select_metric"] == "rouge_l"
         assert summary["dev_baseline"]["exact_match"] == pytest.approx(1 / 6)
-        capsys.readouterr()
+        assert summary["dev_baseline"]["method"] == "the most frequent target"
+        assert "trivial baseline: method=the most frequent target, rouge_l=" in capsys.readouterr().out
         assert main(["evaluate", "--model", out, "--data", dev]) == 0
         printed = capsys.readouterr().out.strip().splitlines()
         # the most frequent training target, refitted on the recorded training data: on dev, finetune's number

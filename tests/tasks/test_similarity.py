@@ -144,6 +144,17 @@ def test_tfidf_cosine_equals_scikit_learns():
     assert tfidf_cosines(pairs)[-1] > 0.1  # lower-cased, punctuation split off: shared words count
 
 
+def test_tfidf_cosine_of_pairs_sharing_no_word_is_no_order_not_null():
+    """The README's sts.csv: no pair shares a word, so every TF-IDF cosine is 0; its spearman and
+    pearson were null (JSON's nan) where embedding.md says a constant score has no order: 0."""
+    from bertkit.tasks.similarity import reference
+
+    pairs = [TextExample("A man is playing a guitar.", "A person plays an instrument.", 4.2),
+             TextExample("A woman slices an onion.", "A man is riding a horse.", 0.4)]
+    assert reference(pairs) == {"method": "TF-IDF cosine", "spearman": 0.0, "pearson": 0.0}
+    assert get_task("similarity").baseline(pairs, pairs) == {"spearman": 0.0, "pearson": 0.0}
+
+
 # ---------------------------------------------------------------------------- reading
 def test_reader_takes_csv_tsv_and_jsonl_and_says_what_to_do_about_bad_rows(tmp_path):
     task = get_task("similarity")
@@ -169,8 +180,28 @@ def test_reader_takes_csv_tsv_and_jsonl_and_says_what_to_do_about_bad_rows(tmp_p
     refused("text,text_pair,label\na,b,3\nc,d,3\n", r"bad.csv: every pair has the score 3; .*at least 2 different")
     with pytest.raises(DataError, match="a .txt file holds one text per line"):
         task.read_inputs(str(tmp_path / "in.txt"), DataConfig())
-    with pytest.raises(DataError, match="train: every pair has the same score"):
-        task.encode(None, [TextExample("a", "b", 1.0)] * 2, DataConfig(), None, True, "train")
+    # the training examples refused with the same line, named by their source (file, or built-in and split)
+    one_score = r"wordnet-gloss-similarity:train: every pair has the score 1; .*at least 2 different scores"
+    with pytest.raises(DataError, match=one_score):
+        task.encode(None, [TextExample("a", "b", 1.0)] * 2, DataConfig(), None, True, "wordnet-gloss-similarity:train")
+
+
+def test_training_pairs_cut_to_one_score_are_named_by_their_source_and_the_cut(tiny, tmp_path, capsys):
+    """A built-in set cut by data.max_train_examples said "train: every pair has the same score"
+    (no source, no score, worded unlike the file's refusal)."""
+    from bertkit.tasks.builtin import source_name
+
+    assert source_name("wordnet-gloss-similarity", "train") == "wordnet-gloss-similarity:train"
+    assert source_name("wordnet-gloss-similarity:test", "train") == "wordnet-gloss-similarity:test"
+    assert source_name("my/train.csv", "train") == "my/train.csv"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        code = main(["finetune", "--task", "similarity", "--model", tiny, "--train", "wordnet-gloss-similarity",
+                     "--out", str(tmp_path / "out"), "--no-progress", "--set", "data.max_train_examples=1",
+                     "data.max_length=24"])
+    err = capsys.readouterr().err
+    assert code == 2 and "wordnet-gloss-similarity:train: every pair of the 1 data.max_train_examples=1 keeps " \
+        "has the score " in err and "similarity needs pairs of at least 2 different scores" in err, err
 
 
 # ---------------------------------------------------------------------------- the commands
@@ -238,7 +269,7 @@ def test_a_tiny_model_learns_to_order_pairs(tiny, tmp_path):
                            {"train": {"max_steps": 40, "batch_size": 16, "lr": 3e-3, "warmup_ratio": 0.0,
                                       "eval_every": 20, "seed": 0}, "data": {"max_length": 16}}, progress=False)
     start, best = summary["dev_history"][0], summary["best_dev"]
-    assert summary["reference_baseline"]["spearman"] is None  # no shared words: every TF-IDF cosine 0, no order
+    assert summary["reference_baseline"]["spearman"] == 0.0  # no shared words: every TF-IDF cosine 0, no order
     assert start["spearman"] < 0.3 and best["spearman"] > 0.6
 
 
@@ -292,4 +323,7 @@ def test_wordnet_gloss_similarity_keeps_each_definition_in_one_split():
         scores = np.array([e.label for e in pairs])
         assert 0 < scores.min() and scores.max() < 1 and scores.std() > 0.2  # far and near pairs both
         assert len({(e.text, e.text_pair) for e in pairs}) == len(pairs)
+    # embedding.md's quartiles and median, of every split's scores (it had 0.85 for the upper quartile)
+    every = [e.label for pairs in splits.values() for e in pairs]
+    assert np.round(np.percentile(every, [25, 50, 75]), 2).tolist() == [0.30, 0.73, 0.84]
     assert load_examples("similarity", "wordnet-gloss-similarity:dev", "train", DataConfig()) == splits["dev"]
