@@ -156,10 +156,10 @@ def training_hints(summary: dict) -> list[str]:
                                                          metric)
     trivial = trivial_scores.get(shared)
     if not_ahead(summary, trivial, shared):
-        weighted = (TASKS[summary["spec"]["task"]].class_weights
-                    and summary["options"].get("class_weights", "none") == "none")
+        task = TASKS[summary["spec"]["task"]]
+        weighted = task.class_weights and summary["options"].get("class_weights", "none") == "none"
         hints.append(f"the model is not above the trivial baseline on dev ({shared} "
-                     f"{rounded(summary['best_dev'][shared])} against {rounded(trivial)}): check the labels, and "
+                     f"{rounded(summary['best_dev'][shared])} against {rounded(trivial)}): {task.check_data}, and "
                      "try more epochs or a larger lr"
                      + ("; if one class is most of the data, also --set train.class_weights=balanced "
                         "train.select_metric=macro_f1" if weighted else ""))

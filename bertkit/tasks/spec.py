@@ -73,6 +73,8 @@ class Task:
                     no later evaluation beats it
     per_class       (examples, predictions) -> {class: {"precision", "recall", "f1", "support"}}
                     (`evaluate --per-class`); None: the task has no classes to report
+    check_data      what finetune's hint asks the user to look at when the model is not above the
+                    trivial baseline on dev
     """
 
     name: str
@@ -107,6 +109,7 @@ class Task:
     per_class: Callable[[Sequence, Sequence], dict] | None = None
     # (model, training examples): start a newly built head where the training data says (regression: its mean)
     init_head: Callable[[Any, Sequence], None] | None = None
+    check_data: str = "check the labels"
 
     @property
     def default_metric(self) -> str:

@@ -118,7 +118,7 @@ def test_the_report_says_when_the_best_score_came_last_or_is_not_above_the_trivi
     assert "came at the run's one evaluation, its end, so it may still be improving" in hint
     peaked = [{"step": 20, "accuracy": 0.45}, {"step": 40, "accuracy": 0.4}]
     (hint,) = training_hints(summary(peaked))
-    assert "not above the trivial baseline on dev (accuracy 0.45 against 0.5)" in hint
+    assert "not above the trivial baseline on dev (accuracy 0.45 against 0.5): check the labels" in hint
     assert "--set train.class_weights=balanced train.select_metric=macro_f1" in hint  # the imbalance settings
     weighted = summary(peaked)
     weighted["options"]["class_weights"] = "balanced"
@@ -127,6 +127,9 @@ def test_the_report_says_when_the_best_score_came_last_or_is_not_above_the_trivi
     collapsed["dev_baseline"] = {"mse": 28.03}  # the training mean: no correlation, only mse
     assert any("not above the trivial baseline on dev (mse 184.5 against 28.03)" in hint
                for hint in training_hints(collapsed))
+    lead = summary([{"step": 20, "rouge_l": 0.09}], metric="rouge_l", task="seq2seq", trivial=0.16)
+    (hint,) = [hint for hint in training_hints(lead) if "trivial" in hint]  # a seq2seq run has targets, not labels
+    assert "(rouge_l 0.09 against 0.16): check that each target (data.target_column) is the text to generate" in hint
     behind_bm25 = {**summary(peaked, trivial=0.1), "reference_baseline": {"method": "BM25", "accuracy": 0.6}}
     (hint,) = training_hints(behind_bm25)
     assert hint.startswith("BM25 is ahead of the model on dev (accuracy 0.6 against 0.45)")
