@@ -292,6 +292,27 @@ def test_train_wordpiece_save_and_reload(tmp_path, training_files):
     _assert_same_inputs(Tokenizer.from_pretrained(tmp_path)(SAMPLES, SAMPLE_PAIRS), expected)
 
 
+def chinese_lines(distinct: int, lines: int = 1500, seed: int = 0) -> list[str]:
+    """Lines of 20 ideographs drawn from `distinct` ones with Zipf-like frequencies."""
+    rng = np.random.default_rng(seed)
+    weights = 1 / np.arange(1, distinct + 1)
+    draws = rng.choice(distinct, size=(lines, 20), p=weights / weights.sum())
+    return ["".join(chr(0x4E00 + i) for i in row) for row in draws]
+
+
+def test_a_chinese_text_keeps_the_characters_it_needs():
+    """Each ideograph is its own word: with the alphabet capped at 1,000 a text of 2,000 characters
+    came out 10-20% [UNK] in a vocabulary of about 1,000, far below the size asked, unsaid."""
+    texts = chinese_lines(2000)
+    tok = Tokenizer.train_wordpiece(texts=texts, vocab_size=6000, show_progress=False)
+    assert tok.vocab_size > 1500
+    ids = [i for line in texts for i in tok.encode(line, add_special_tokens=False)]
+    assert ids.count(tok.unk_token_id) / len(ids) < 0.01
+    with pytest.warns(UserWarning, match=r"rare characters \(.*% of the text\) are left out of the vocabulary "
+                                         r"and read as \[UNK\]: raise vocab_size \(now 1200\)"):
+        Tokenizer.train_wordpiece(texts=texts, vocab_size=1200, show_progress=False)  # at most 600 + the 1,000 floor
+
+
 def test_train_wordpiece_is_repeatable(training_files):
     """tokenizers' trainer on its own gives the '##' tokens ids in hash-map order, which breaks
     ties between equally frequent merges differently from run to run (huggingface/tokenizers#1794;
