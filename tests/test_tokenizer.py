@@ -313,6 +313,27 @@ def test_a_chinese_text_keeps_the_characters_it_needs():
         Tokenizer.train_wordpiece(texts=texts, vocab_size=1200, show_progress=False)  # at most 600 + the 1,000 floor
 
 
+@pytest.mark.parametrize("kind", ["cased wordpiece", "bpe"])
+def test_a_cased_tokenizer_reads_decomposed_accents_as_composed_ones(kind, tmp_path):
+    """Trained on composed text, a cased WordPiece vocabulary read "Ça" typed as C + U+0327 (macOS,
+    some web text) as [UNK], byte-level BPE gave it other ids; NFC runs first, in tokenizer.json,
+    so transformers reads it the same way."""
+    import unicodedata
+    from transformers import PreTrainedTokenizerFast
+
+    texts = ["Ça coûte trop cher à Zürich.", "Élodie mange une crème brûlée.", "Größere Städte in İstanbul."] * 30
+    train = (Tokenizer.train_bpe if kind == "bpe" else
+             lambda **kw: Tokenizer.train_wordpiece(lowercase=False, **kw))
+    tok = train(texts=texts, vocab_size=300, min_frequency=1, show_progress=False)
+    tok.save_pretrained(tmp_path)
+    theirs = PreTrainedTokenizerFast(tokenizer_file=str(tmp_path / "tokenizer.json"))
+    for text in texts[:3]:
+        composed, decomposed = unicodedata.normalize("NFC", text), unicodedata.normalize("NFD", text)
+        assert composed != decomposed
+        assert tok.encode(decomposed) == tok.encode(composed) == theirs.encode(decomposed)
+        assert tok.unk_token_id not in tok.encode(decomposed)
+
+
 def test_train_wordpiece_is_repeatable(training_files):
     """tokenizers' trainer on its own gives the '##' tokens ids in hash-map order, which breaks
     ties between equally frequent merges differently from run to run (huggingface/tokenizers#1794;

@@ -195,9 +195,10 @@ def _wordpiece_normalization(normalizer: dict | None) -> tuple[bool, bool | None
     """(lowercase, strip_accents) implied by a tokenizer.json normalizer, for tokenizer_config.json."""
     if not normalizer:
         return False, None
-    if normalizer.get("type") == "BertNormalizer":
-        return bool(normalizer.get("lowercase")), normalizer.get("strip_accents")
     parts = normalizer.get("normalizers", [normalizer])
+    bert = next((p for p in parts if p.get("type") == "BertNormalizer"), None)
+    if bert is not None:  # alone, or after NFC (a cased vocabulary bertkit trained)
+        return bool(bert.get("lowercase")), bert.get("strip_accents")
     types = {p.get("type") for p in parts}
     return "Lowercase" in types, (True if "StripAccents" in types else None)
 

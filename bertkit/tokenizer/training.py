@@ -45,9 +45,12 @@ def wordpiece_backend(
     check_positive("vocab_size", vocab_size)
     specials = SPECIALS["wordpiece"]
     backend = _RustTokenizer(models.WordPiece(unk_token=specials["unk"], max_input_chars_per_word=100))
-    backend.normalizer = normalizers.BertNormalizer(
-        clean_text=True, handle_chinese_chars=True, strip_accents=strip_accents, lowercase=lowercase
-    )
+    bert = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=strip_accents,
+                                      lowercase=lowercase)
+    # NFC first where accents are kept: a vocabulary learnt from composed text read decomposed input
+    # (macOS, some web text: "Ça" as C + U+0327) as [UNK]; stripping accents decomposes both alike
+    strips = lowercase if strip_accents is None else strip_accents
+    backend.normalizer = bert if strips else normalizers.Sequence([normalizers.NFC(), bert])
     backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     backend.decoder = decoders.WordPiece(prefix="##")
     alphabet, continuations = _wordpiece_alphabet(backend, _text_blocks(source), limit_alphabet, vocab_size)
@@ -87,6 +90,7 @@ def bpe_backend(
     check_positive("vocab_size", vocab_size)
     specials = SPECIALS["bpe"]
     backend = _RustTokenizer(models.BPE())
+    backend.normalizer = normalizers.NFC()  # one byte sequence, and so one set of ids, for "ö" and "o" + U+0308
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=add_prefix_space)
     backend.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
