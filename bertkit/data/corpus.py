@@ -63,9 +63,18 @@ ABBREVIATIONS = frozenset(
     "lt cmdr adm maj no nos vol pp fig figs approx dept est jan feb mar apr jun jul aug sep sept "
     "oct nov dec e.g i.e cf al".split()
 )
-# A candidate boundary: end punctuation, optional closing quotes/brackets, whitespace, and
-# then something that can start a sentence (capital, digit, or an opening quote/bracket).
-_BOUNDARY = re.compile(r"""[.!?]+["'\u2019\u201d)\]]*\s+(?=["'\u2018\u201c(\[]*[A-Z0-9])""")
+# A candidate boundary: end punctuation (also the ellipsis, Arabic "؟" and Devanagari "।"),
+# optional closing quotes/brackets, whitespace, then opening quotes/brackets and the character
+# that must be able to start a sentence (`_starts_sentence`); or a CJK full stop, "！" or "？",
+# which need no space after them.
+_BOUNDARY = re.compile(r"""[.!?\u2026\u061f\u0964]+["'\u2019\u201d)\]]*\s+(?=["'\u2018\u201c\u300c\u300e(\[]*(\S))"""
+                       r"""|[\u3002\uff01\uff1f]+["'\u2019\u201d\u300d\u300f)\]]*\s*(?=(\S))""")
+
+
+def _starts_sentence(char: str) -> bool:
+    """A capital in any script, a digit, or a letter of a script without case (Chinese, Hebrew,
+    Arabic, Devanagari): a lowercase letter after "." continues the sentence ("e.g. this")."""
+    return char.isdigit() or char.isupper() or (char.isalpha() and not char.islower())
 _INITIALISM = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]?$")  # U.S, e.g, J.R.R (before the final dot)
 
 
@@ -74,9 +83,10 @@ def split_sentences(text: str) -> list[str]:
 
     Rules, in order:
     1. every line break ends a sentence (titles and paragraphs are separate units);
-    2. inside a line, ``.``, ``!`` or ``?`` (possibly repeated, possibly followed by closing
-       quotes or brackets) followed by whitespace and then a capital letter, a digit or an
-       opening quote ends a sentence;
+    2. inside a line, ``.``, ``!``, ``?`` or ``…`` (possibly repeated, possibly followed by
+       closing quotes or brackets) followed by whitespace and then (after opening quotes) a
+       capital of any script, a digit or a letter of a script without case ends a sentence; so
+       does a CJK ``。``, ``！`` or ``？`` before any character, with or without a space;
     3. except after a "." that closes a known abbreviation (``Mr.``, ``Dr.``, ``etc.``...) or
        an initialism/single initial (``U.S.``, ``J.``): those stay inside the sentence.
     Empty pieces are dropped and whitespace is stripped.
@@ -88,6 +98,8 @@ def split_sentences(text: str) -> list[str]:
             continue
         start = 0
         for m in _BOUNDARY.finditer(line):
+            if not _starts_sentence(m.group(1) or m.group(2)):
+                continue
             if line[m.start()] == "." and _is_abbreviation(line, m.start()):
                 continue
             piece = line[start:m.end()].strip()

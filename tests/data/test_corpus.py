@@ -137,3 +137,18 @@ def test_a_fine_tuning_table_is_a_corpus_of_its_text_column(tmp_path):
     (tmp_path / "bad.csv").write_text("sentence,label\nA goal.,sport\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"no 'text' column \(the header has sentence, label\)"):
         list(open_corpus(tmp_path / "bad.csv"))
+
+
+@pytest.mark.parametrize("text, sentences", [
+    ("Das ist gut. Über den Fluss fährt ein Zug.", ["Das ist gut.", "Über den Fluss fährt ein Zug."]),
+    ("Это хорошо. Мы идём домой.", ["Это хорошо.", "Мы идём домой."]),
+    ("İyi günler. İstanbul güzel.", ["İyi günler.", "İstanbul güzel."]),
+    ("我今天很忙。明天见！你好吗？", ["我今天很忙。", "明天见！", "你好吗？"]),
+    ("שלום עולם. מה שלומך? הכל טוב.", ["שלום עולם.", "מה שלומך?", "הכל טוב."]),
+    ("यह अच्छा है। मैं घर जा रहा हूँ।", ["यह अच्छा है।", "मैं घर जा रहा हूँ।"]),
+    ("Wait… Then go. He said e.g. this.", ["Wait…", "Then go.", "He said e.g. this."]),
+])
+def test_sentences_end_in_any_script(text, sentences):
+    """Only ".!?" before an ASCII capital ended a sentence: Russian, Chinese or Hebrew documents
+    were one sentence each, and a sentence-pair objective (SOP, NSP) found no training example."""
+    assert split_sentences(text) == sentences
