@@ -329,3 +329,19 @@ def test_finetune_takes_the_split_files_without_the_overlap_warning(tmp_path, ca
               str(data / "dev.csv"), "--out", str(tmp_path / "run2"), "--no-progress", "--no-baseline",
               "--set", "train.max_steps=1", "data.max_length=32"])
     assert any("also training" in str(w.message) for w in seen)
+
+
+def test_the_readmes_split_line_makes_the_files_its_finetune_and_evaluate_lines_read(tmp_path, monkeypatch, capsys):
+    from tests.test_readme import own_data_section, readme_commands
+
+    (line,) = [argv for argv in readme_commands() if argv[0] == "split"]
+    finetune = next(argv for argv in readme_commands() if argv[0] == "finetune")
+    evaluate = next(argv for argv in readme_commands() if argv[0] == "evaluate")
+    monkeypatch.chdir(tmp_path)
+    write_csv(tmp_path / line[line.index("--input") + 1], ["text", "label"], labelled_rows(50))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(line) == 0
+    for argv, option in ((finetune, "--train"), (finetune, "--dev"), (evaluate, "--data")):
+        assert (tmp_path / argv[argv.index(option) + 1]).is_file(), (option, os.listdir(tmp_path))
+    assert "--group-column context" in own_data_section()
