@@ -458,6 +458,18 @@ def _tsv_quote_advice(delimiter: str, values: list[str]) -> str | None:
     return None
 
 
+def csv_delimiter(header: str, delimiter: str) -> str:
+    """The delimiter a CSV/TSV file is read with, from its header line and the one its extension
+    names: a ".csv" whose header holds ';' and no ',' is a spreadsheet's in a European locale (Excel
+    writes ';' there), one whose header holds tabs and no ',' a TSV saved under .csv. A tab means
+    TSV's reading: no quoting (`iter_csv_rows`)."""
+    if delimiter == "," and ";" in header and "," not in header:
+        return ";"
+    if delimiter == "," and "\t" in header and "," not in header:
+        return "\t"
+    return delimiter
+
+
 def iter_csv_rows(path: str | os.PathLike, delimiter: str, blanks: bool = False
                   ) -> Iterator[tuple[int, dict | None, list]]:
     """Yield (line_number, row_dict, fieldnames) from a CSV/TSV file with a header row, the line
@@ -466,16 +478,13 @@ def iter_csv_rows(path: str | os.PathLike, delimiter: str, blanks: bool = False
     read with ';' (a spreadsheet in a European locale), one whose header holds tabs and no ',' as
     TSV; a TSV field in CSV quoting is unquoted (`_unquoted`)."""
     path = os.fspath(path)
-    quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
     # csv's default field limit (131,072 characters) is below a long article; a field may be
     # as long as the longest line we stream. Raised, never lowered: the limit is process-wide.
     csv.field_size_limit(max(csv.field_size_limit(), MAX_LINE_BYTES))
     lines = (line for _, line in iter_text_lines(path, keepends=True))
     header = next(lines, "")
-    if delimiter == "," and ";" in header and "," not in header:
-        delimiter = ";"  # a CSV from a spreadsheet set to a European locale (Excel writes ';' there)
-    elif delimiter == "," and "\t" in header and "," not in header:
-        delimiter, quoting = "\t", csv.QUOTE_NONE  # a TSV saved under .csv: read as the TSV it is
+    delimiter = csv_delimiter(header, delimiter)
+    quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
     reader = csv.reader(itertools.chain([header], lines), delimiter=delimiter, quoting=quoting)
     try:
         fieldnames = next(reader, [])

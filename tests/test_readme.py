@@ -110,7 +110,7 @@ def test_readme_own_data_commands_run(minilm_dir, tmp_path, monkeypatch, capsys)
     documents = ["Shares fell after the warning. Banks lost most.", "The striker scored twice. Fans sang.",
                  "The phone has a larger screen. Its battery lasts."]
     (tmp_path / "my_texts.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in documents))
-    commands = readme_commands()
+    commands = [c for c in readme_commands() if c[0] != "split"]  # run on a file of its own: tests/test_split.py
     assert [c[0] for c in commands] == ["finetune", "evaluate", "predict", "pretrain", "fill-mask", "pretrain",
                                         "pretrain"]
     saved = None  # the model the last pretrain said it saved

@@ -37,6 +37,8 @@ COMMANDS = {
                              "objective"),
     "fill-mask": ("fill_mask", "print the top-k tokens (with probabilities) a masked-LM model predicts for each [MASK]"),
     "peft": ("peft", "parameter-efficient adapters: merge a LoRA adapter into a plain checkpoint, show one"),
+    "split": ("split", "split one labelled file into train, dev and test files (stratified, no text in two "
+                       "splits) for finetune and evaluate"),
     "finetune": ("finetune", "fine-tune an encoder on a task (--task): classification, regression, "
                              "token-classification, qa, multiple-choice, seq2seq, embedding, similarity, ..."),
     "evaluate": ("evaluate", "evaluate a fine-tuned model on labelled data; the last stdout line is the metrics as JSON"),

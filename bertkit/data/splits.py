@@ -3,16 +3,23 @@
 Torch-free and task-free: an example is anything with `.text`, `.label` and (optionally)
 `.text_pair`, so the task readers (`tasks.formats.TextExample`) and the corpora (`data.bbc`)
 share one split function and therefore one split.
+
+`assign_splits` is the same idea for a user's file (`bertkit split`): rows given as group keys
+(and labels, to stratify), every row assigned a split, a key never in two splits, each class
+in proportion with a training row first, and the split sizes as near the whole file's targets as
+the classes allow.
 """
 
 from __future__ import annotations
 
+import math
 import random
+from collections import Counter
 from typing import Callable, Hashable, Sequence, TypeVar
 
 from bertkit.errors import DataError
 
-__all__ = ["stratified_split"]
+__all__ = ["stratified_split", "assign_splits", "rows_needed", "SPLITS"]
 
 Example = TypeVar("Example")
 
@@ -67,3 +74,107 @@ def stratified_split(
             filled[name] += len(members)
             splits[name] += members
     return splits
+
+
+SPLITS = ("train", "dev", "test")
+HELD_OUT = ("test", "dev")  # the order the held-out splits are filled in, as stratified_split's
+
+
+def _groups_by_stratum(keys: Sequence[Hashable], labels: Sequence[Hashable] | None
+                       ) -> dict[Hashable, list[list[int]]]:
+    """Row indices grouped by key (in order of first appearance), the groups by stratum: the
+    group's most common label (ties: the first in sorted order; a key under two labels is one
+    group all the same), or one stratum, None, without labels."""
+    groups: dict[Hashable, list[int]] = {}
+    for index, key in enumerate(keys):
+        groups.setdefault(key, []).append(index)
+    strata: dict[Hashable, list[list[int]]] = {}
+    for members in groups.values():
+        if labels is None:
+            stratum = None
+        else:
+            counts = Counter(labels[i] for i in members)
+            stratum = min(counts, key=lambda label: (-counts[label], str(label)))
+        strata.setdefault(stratum, []).append(members)
+    return strata
+
+
+def _apportion(total: int, ideal: dict, caps: dict) -> dict:
+    """`total` rows shared among strata near `ideal` (a float each), none above its cap: the whole
+    parts first, then one more to the largest remainders (ties: the larger ideal, then the name),
+    then, while rows are left, to any stratum below its cap in that order (Hamilton's method)."""
+    given = {name: min(int(ideal[name]), caps[name]) for name in ideal}
+    order = sorted(ideal, key=lambda name: (-(ideal[name] - int(ideal[name])), -ideal[name], str(name)))
+    left = total - sum(given.values())
+    while left > 0 and any(given[name] < caps[name] for name in order):
+        for name in order:
+            if left > 0 and given[name] < caps[name]:
+                given[name] += 1
+                left -= 1
+    return given
+
+
+def _split_targets(strata: dict, fractions: dict[str, float]) -> dict[str, dict]:
+    """Rows each held-out split takes from each stratum: the whole file's target for the split,
+    round(n * fraction), shared among the strata in proportion to their rows, never taking a
+    stratum's first (shuffled) group, which is its training row."""
+    sizes = {name: sum(len(m) for m in groups) for name, groups in strata.items()}
+    room = {name: sizes[name] - len(groups[0]) for name, groups in strata.items()}
+    targets = {}
+    for split in HELD_OUT:
+        fraction = fractions.get(split, 0.0)
+        targets[split] = _apportion(_split_size(sum(sizes.values()), fraction),
+                                    {name: sizes[name] * fraction for name in strata}, room)
+        room = {name: room[name] - targets[split][name] for name in strata}
+    return targets
+
+
+def _fill(groups: list[list[int]], targets: dict[str, int], assigned: list[str]) -> None:
+    """Groups of one stratum (shuffled) into splits: the first to train, each later one to the
+    first held-out split it brings nearer its target (an empty split with a target takes the next
+    group whatever its size: a split is never left empty for want of a small group), else train."""
+    filled = dict.fromkeys(SPLITS, 0)
+    for position, members in enumerate(groups):
+        split = "train"
+        if position:
+            split = next((name for name in HELD_OUT if filled[name] < targets[name]
+                          and (filled[name] == 0 or filled[name] + len(members) / 2 <= targets[name])), "train")
+        filled[split] += len(members)
+        for index in members:
+            assigned[index] = split
+
+
+def assign_splits(keys: Sequence[Hashable], fractions: dict[str, float], seed: int = 0,
+                  labels: Sequence[Hashable] | None = None) -> list[str]:
+    """The split ("train", "dev" or "test") of each row, deterministic for `seed`.
+
+    `keys[i]` is row i's group key: rows with one key share a split (no text in two splits).
+    `fractions` gives "dev" and "test" (each >= 0, together < 1); train takes the rest. With
+    `labels` the split is stratified: per label (the groups' most common one, sorted), the groups are
+    shuffled with random.Random(f"{seed}:{label}"), the first goes to train (so every class is
+    trained on), and the held-out targets, round(n * fraction) of the whole file, are shared among
+    the classes in proportion (largest remainders), so that small classes together still give a
+    dev split. Without labels: one seeded shuffle of the groups, the same rules.
+    """
+    if not all(0 <= fractions.get(name, 0.0) < 1 for name in HELD_OUT) or sum(fractions.values()) >= 1:
+        raise DataError(f"split fractions {fractions} must each be in [0, 1) and sum to < 1")
+    strata = _groups_by_stratum(keys, labels)
+    for name in strata:
+        random.Random(f"{seed}:{'' if name is None else name}").shuffle(strata[name])
+    targets = _split_targets(strata, fractions)
+    assigned = ["train"] * len(keys)
+    for name in sorted(strata, key=str):
+        _fill(strata[name], {split: targets[split][name] for split in HELD_OUT}, assigned)
+    return assigned
+
+
+def rows_needed(fractions: dict[str, float]) -> int:
+    """The fewest rows (each its own group) with which every split of a positive fraction gets one,
+    and train one: round(n * fraction) >= 1 needs n >= 0.5 / fraction."""
+    wanted = [fractions[name] for name in HELD_OUT if fractions.get(name, 0.0) > 0]
+    n = max([max(1, math.floor(0.5 / f) - 1) for f in wanted] + [1 + len(wanted)])
+    while True:
+        takes = [_split_size(n, f) for f in wanted]
+        if all(takes) and n - sum(takes) >= 1:
+            return n
+        n += 1

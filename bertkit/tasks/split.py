@@ -1,0 +1,310 @@
+"""One labelled file into train, dev and test files (`bertkit split`), in the file's own format.
+
+Read with bertkit's readers (`io.iter_csv_rows`, `io.iter_jsonl`: a byte-order mark, a ';' or tab
+CSV, quoted fields over several lines, blank lines, bad bytes, all as `finetune` reads them), split
+by `data.splits.assign_splits` and written back: a CSV or TSV through the csv module in the
+delimiter it was read with (its header and its byte-order mark kept), a JSONL record as the line it
+was. Each row goes to one split, in the file's order within it; rows whose group column (the text,
+stripped) is the same go to one split, so no dev or test text is a training text.
+
+The label column decides the stratification: one class per row (names, or whole numbers with few
+values, such as 0/1 or star ratings) is stratified; other numbers (a regression target), label
+sets (`a|b` in a CSV cell, a JSON list) or no label column give a plain seeded random split.
+
+Every refusal comes before the first write, and the files are written together: all of them, or
+(a failed write) none.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import csv
+import json
+import os
+import shlex
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from bertkit.data.splits import HELD_OUT, SPLITS, assign_splits, rows_needed
+from bertkit.errors import ConfigError, DataError
+from bertkit.io import (atomic_open, check_regular_file, csv_delimiter, is_json_array, iter_csv_rows, iter_jsonl,
+                        iter_text_lines, json_lines_fix)
+from bertkit.tasks.formats import no_input_error, parse_number
+
+__all__ = ["Table", "read_table", "split_file", "MAX_NUMBER_CLASSES"]
+
+SUFFIXES = (".csv", ".tsv", ".jsonl")
+# Labels that are all whole numbers with at most this many values are classes (0/1, 1-5 stars) and
+# are stratified; more values, or fractions, are a regression target.
+MAX_NUMBER_CLASSES = 20
+NO_LABEL = "(no label)"  # how a row without a label is counted in a classified file
+
+
+@dataclass
+class Table:
+    """A data file's rows as read: `rows[i]` is a record (a CSV row's dict, a JSONL object) that
+    starts on line `lines[i]`; `raw[i]` a JSONL record's line as it was."""
+
+    path: str
+    suffix: str
+    rows: list[dict] = field(default_factory=list)
+    lines: list[int] = field(default_factory=list)
+    raw: list[str] = field(default_factory=list)
+    header: list[str] = field(default_factory=list)  # CSV/TSV
+    delimiter: str = ","
+    bom: bool = False
+
+    def columns(self, index: int = 0) -> list[str]:
+        return self.header or list(self.rows[index])
+
+
+def _check_format(path: str) -> str:
+    """The file's suffix, when split reads it; else a one-line refusal saying what to give."""
+    check_regular_file(path)  # missing (with the nearest name), a directory, a FIFO
+    suffix = Path(path).suffix.lower()
+    if suffix in SUFFIXES:
+        return suffix
+    if suffix == ".txt":
+        raise DataError(f"{path} is a text file: one text per line, with no labels to split by; split reads a .csv, "
+                        ".tsv or .jsonl with a text and a label column")
+    if suffix == ".json" and is_json_array(path):
+        raise DataError(f"{path} is one JSON array; split reads .csv, .tsv or JSON lines (.jsonl): "
+                        f"{json_lines_fix(path)}")
+    raise DataError(f"{path}: split reads .csv, .tsv or .jsonl files, not {suffix or 'a file without an extension'}; "
+                    "save the data as one of these")
+
+
+def read_table(path: str) -> Table:
+    """Every record of a .csv, .tsv or .jsonl file, through bertkit's readers; an empty file or one
+    with a header only is refused."""
+    path = os.fspath(path)
+    table = Table(path, _check_format(path))
+    if table.suffix == ".jsonl":
+        lines = dict(iter_text_lines(path, keepends=True))
+        for line, record in iter_jsonl(path):
+            table.rows.append(record)
+            table.lines.append(line)
+            table.raw.append(lines[line] if lines[line].endswith("\n") else lines[line] + "\n")
+    else:
+        first = next(iter(iter_text_lines(path, keepends=True)), (1, ""))[1]
+        table.delimiter = csv_delimiter(first, "\t" if table.suffix == ".tsv" else ",")
+        with open(path, "rb") as f:
+            table.bom = f.read(3) == codecs.BOM_UTF8  # kept: a spreadsheet reads UTF-8 by it
+        for line, row, fieldnames in iter_csv_rows(path, "\t" if table.suffix == ".tsv" else ","):
+            table.rows.append(row)
+            table.lines.append(line)
+            table.header = fieldnames
+    if not table.rows:
+        raise no_input_error(path, 0)
+    return table
+
+
+def _cells(table: Table, column: str, option: str, required: bool) -> list | None:
+    """Each row's value in `column`; a column the file lacks is refused when `required` (the
+    option named it, or nothing can stand in for it), else None."""
+    for index, row in enumerate(table.rows):
+        if column not in row:
+            if not required:
+                return None
+            where = "header has no column" if table.header else f"line {table.lines[index]} has no key"
+            raise DataError(f"{table.path}: {where} {column!r} (columns: {', '.join(table.columns(index))}); "
+                            f"name the column with {option} NAME")
+    return [row[column] for row in table.rows]
+
+
+def group_keys(table: Table, column: str, named: bool) -> list:
+    """What keeps rows together: their `column` value, stripped (a JSON value that is not a string:
+    its JSON text)."""
+    option = "--group-column" if named else "--group-column (rows sharing its value stay in one split)"
+    return [value.strip() if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
+            for value in _cells(table, column, option, required=True)]
+
+
+def _class_name(value) -> str | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))  # 1.0 in JSON is the class "1", as finetune names it
+    return json.dumps(value)
+
+
+def label_kind(table: Table, column: str, named: bool) -> tuple[str, list | None]:
+    """("classes", one class name per row), or ("numbers" | "sets" | "none", None): what the label
+    column holds, and so whether the split is stratified."""
+    cells = _cells(table, column, "--label-column", required=named)
+    if cells is None:
+        return "none", None
+    if any(isinstance(value, list) for value in cells) or (
+            table.suffix != ".jsonl" and any("|" in value for value in cells if isinstance(value, str))):
+        return "sets", None
+    names = [_class_name(value) for value in cells]
+    given = [name for name in names if name is not None]
+    if not given:
+        return "none", None
+    numbers = [parse_number(name) for name in given]
+    if all(number is not None for number in numbers) and not (
+            all(number.is_integer() for number in numbers) and len(set(numbers)) <= MAX_NUMBER_CLASSES):
+        return "numbers", None
+    return "classes", [NO_LABEL if name is None else name for name in names]
+
+
+def output_paths(out: str, suffix: str, fractions: dict[str, float]) -> dict[str, str]:
+    """The file of each split that gets rows: OUT/train.csv, OUT/dev.csv, OUT/test.csv (a fraction of 0:
+    none)."""
+    return {name: os.path.join(out, name + suffix) for name in SPLITS
+            if name == "train" or fractions[name] > 0}
+
+
+def check_outputs(paths: dict[str, str], out: str, source: str, overwrite: bool) -> None:
+    """Refuse an --out that is a file, an output that is the input (even with --overwrite), and
+    outputs already there without --overwrite (all of them named)."""
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ConfigError(f"--out {out} is a file; give the folder to write train, dev and test files into")
+    for path in paths.values():
+        if os.path.exists(path) and os.path.realpath(path) == os.path.realpath(source):
+            raise ConfigError(f"--out {out} would write {path}, which is --input: splitting would replace the file it "
+                              "reads; give another --out, or rename the input (e.g. all"
+                              f"{Path(path).suffix})")
+    there = [path for path in paths.values() if os.path.lexists(path)]
+    if there and not overwrite:
+        raise ConfigError(f"--out {out} already holds {', '.join(there)}; pass --overwrite to replace "
+                          f"{'them' if len(there) > 1 else 'it'}, or give another --out")
+
+
+def check_no_split_empty(table: Table, keys: list, assigned: list[str], fractions: dict[str, float],
+                         group_column: str) -> None:
+    """Every split with a fraction gets a row, else a refusal naming how many rows it needs."""
+    empty = [name for name in HELD_OUT[::-1] if fractions[name] > 0 and name not in assigned]
+    if not empty:
+        return
+    name, n, groups, need = empty[0], len(keys), len(set(keys)), rows_needed(fractions)
+    given = " ".join(f"--{split} {fractions[split]:g}" for split in HELD_OUT[::-1])
+    fix = f"add rows, or raise --{name} (--{name} 0 writes no {name} file)"
+    if n < need:
+        raise DataError(f"{table.path} has {n} row(s), too few for {given}: the {name} split would get none; it needs "
+                        f"at least {need} rows; {fix}")
+    if groups < need:
+        raise DataError(f"{table.path} has {n} rows but only {groups} distinct {group_column!r} values (rows sharing "
+                        f"one stay in one split), too few for {given}: the {name} split would get none; it needs at "
+                        f"least {need} distinct values; {fix}")
+    raise DataError(f"{table.path}: the {name} split would get no row: each class has too few rows to spare one after "
+                    f"its training row ({n} rows); {fix}")
+
+
+def warn_small_classes(labels: list[str], assigned: list[str], fractions: dict[str, float]) -> None:
+    """One warning naming the classes some split lacks (a class of one row is in train only): dev
+    cannot pick a checkpoint on them, nor test score them."""
+    wanted = [name for name in SPLITS if name == "train" or fractions[name] > 0]
+    where: dict[str, set[str]] = {}
+    for label, split in zip(labels, assigned):
+        where.setdefault(label, set()).add(split)
+    sizes = Counter(labels)
+    short = sorted((label for label in where if len(where[label]) < len(wanted)), key=lambda label: (sizes[label], label))
+    if short:
+        shown = ", ".join(f"{label!r} ({sizes[label]} row(s): {' + '.join(s for s in wanted if s in where[label])} only)"
+                          for label in short[:5])
+        more = f" and {len(short) - 5} more" if len(short) > 5 else ""
+        warnings.warn(f"{len(short)} class(es) have too few rows to appear in every split: {shown}{more}; the splits "
+                      "that lack a class cannot measure it: add rows for it if it matters", stacklevel=2)
+
+
+def write_splits(table: Table, assigned: list[str], paths: dict[str, str]) -> None:
+    """Each split's rows, in the file's order, to its file; the files are renamed into place only
+    once all are written (atomic_open each: a failed write leaves every target as it was)."""
+    with contextlib.ExitStack() as stack:
+        files = {name: stack.enter_context(atomic_open(path, "w", encoding="utf-8", newline=""))
+                 for name, path in paths.items()}
+        if table.suffix == ".jsonl":
+            for split, text in zip(assigned, table.raw):
+                files[split].write(text)
+            return
+        writers = {}
+        for name, f in files.items():
+            if table.bom:
+                f.write("\ufeff")
+            writers[name] = csv.writer(f, delimiter=table.delimiter, quoting=csv.QUOTE_MINIMAL, lineterminator="\n")
+            writers[name].writerow(table.header)
+        for split, row in zip(assigned, table.rows):
+            writers[split].writerow([row[name] for name in table.header])
+
+
+def _counts_text(labels: list[str] | None, assigned: list[str], split: str, order: list[str]) -> str:
+    if labels is None:
+        return ""
+    counts = Counter(label for label, name in zip(labels, assigned) if name == split)
+    shown = ", ".join(f"{label} {counts[label]}" for label in order[:10])
+    return f" ({shown}{f', +{len(order) - 10} more classes' if len(order) > 10 else ''})"
+
+
+def _described(kind: str, label_column: str, labels: list | None) -> str:
+    return {"classes": f"stratified by {label_column!r} ({len(set(labels or ()))} classes)",
+            "numbers": f"{label_column!r} holds numbers (a regression target): a random split",
+            "sets": f"{label_column!r} holds label sets (multi-label): a random split",
+            "none": f"no {label_column!r} column: a random split (--label-column NAME stratifies by one)"}[kind]
+
+
+def _next_commands(kind: str, paths: dict[str, str]) -> list[str]:
+    task = {"classes": "classification", "sets": "classification", "numbers": "regression"}.get(kind, "TASK")
+    lines = ["next: fine-tune on train (dev picks the checkpoint), then score the test split once:"]
+    if "dev" in paths:
+        lines.append(f"  bertkit finetune --task {task} --model MODEL --train {shlex.quote(paths['train'])} "
+                     f"--dev {shlex.quote(paths['dev'])} --out runs/mine")
+    else:
+        lines.append("  (finetune needs --dev: split again with --dev above 0)")
+    if "test" in paths:
+        lines.append(f"  bertkit evaluate --model runs/mine --data {shlex.quote(paths['test'])}")
+    return lines
+
+
+def report(table: Table, kind: str, labels: list | None, assigned: list[str], paths: dict[str, str],
+           columns: tuple[str, str], seed: int) -> list[str]:
+    """What `bertkit split` prints: the file and how it was split, one line per split, the next commands."""
+    keys_note = f"rows sharing a {columns[1]!r} value kept in one split"
+    lines = [f"{table.path}: {len(table.rows)} rows; {_described(kind, columns[0], labels)}, {keys_note}, seed {seed}"]
+    sizes = Counter(labels or ())
+    order = sorted(sizes, key=lambda label: (-sizes[label], label))
+    for name, path in paths.items():
+        lines.append(f"{name}: {assigned.count(name)} rows{_counts_text(labels, assigned, name, order)} -> {path}")
+    return lines + _next_commands(kind, paths)
+
+
+def split_file(source: str, out: str, dev: float = 0.1, test: float = 0.1, seed: int = 0,
+               label_column: str | None = None, group_column: str | None = None, overwrite: bool = False,
+               log: Callable[[str], None] = print) -> dict[str, int]:
+    """Split `source` into OUT/train, OUT/dev and OUT/test files (`--test 0`: no test file), report
+    through `log`, and return each split's row count. A column named (label_column, group_column)
+    must exist; the default label column "label" may be absent (a random split)."""
+    for name, value in (("dev", dev), ("test", test)):
+        if not 0 <= value < 1:
+            raise ConfigError(f"--{name} {value:g} is a fraction of the rows: give a number from 0 up to (not "
+                              "including) 1, e.g. 0.1")
+    if dev + test >= 1:
+        raise ConfigError(f"--dev {dev:g} and --test {test:g} leave no rows for training (they sum to {dev + test:g}); "
+                          "keep their sum below 1, e.g. --dev 0.1 --test 0.1")
+    fractions = {"dev": dev, "test": test}
+    suffix = _check_format(source)
+    paths = output_paths(out, suffix, fractions)
+    check_outputs(paths, out, source, overwrite)
+    table = read_table(source)
+    columns = (label_column or "label", group_column or "text")
+    keys = group_keys(table, columns[1], group_column is not None)
+    kind, labels = label_kind(table, columns[0], label_column is not None)
+    assigned = assign_splits(keys, fractions, seed, labels)
+    check_no_split_empty(table, keys, assigned, fractions, columns[1])
+    if labels is not None:
+        warn_small_classes(labels, assigned, fractions)
+    for name in HELD_OUT:
+        stale = os.path.join(out, name + suffix)
+        if name not in paths and os.path.exists(stale):
+            warnings.warn(f"{stale} from an earlier split is left as it was (--{name} 0 writes none); it may hold rows "
+                          "of the new train: remove it", stacklevel=2)
+    write_splits(table, assigned, paths)
+    for line in report(table, kind, labels, assigned, paths, columns, seed):
+        log(line)
+    return {name: assigned.count(name) for name in paths}
