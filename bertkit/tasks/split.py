@@ -243,7 +243,8 @@ def _counts_text(labels: list[str] | None, assigned: list[str], split: str, orde
 
 
 def _described(kind: str, label_column: str, labels: list | None) -> str:
-    return {"classes": f"stratified by {label_column!r} ({len(set(labels or ()))} classes)",
+    count = len(set(labels or ()))
+    return {"classes": f"stratified by {label_column!r} ({count} class{'es' * (count != 1)})",
             "numbers": f"{label_column!r} holds numbers (a regression target): a random split",
             "sets": f"{label_column!r} holds label sets (multi-label): a random split",
             "none": f"no {label_column!r} column: a random split (--label-column NAME stratifies by one)"}[kind]
