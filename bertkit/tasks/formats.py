@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import unicodedata
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -500,6 +501,25 @@ def _unseen_fix(unseen: set, label2id: dict, seen: int) -> str:
 # ----------------------------------------------------------------------------------------
 
 
+def _odd_space_hint(line: str, whose: str) -> str:
+    """' (its 2nd column follows the no-break space U+00A0 inside 'São\\xa0Paulo'; ...)' when a
+    whitespace character other than a space or tab split a word into columns, else ''. Such a
+    character (a no-break space from a word processor, an ideographic space) is invisible in an
+    editor, where the line shows one column fewer than Python's split() finds."""
+    at = next((i for i, ch in enumerate(line) if ch.isspace() and ch not in " \t\r\n"), None)
+    if at is None:
+        return ""
+    start = max(line.rfind(" ", 0, at), line.rfind("\t", 0, at)) + 1
+    ends = [i for i in (line.find(" ", at), line.find("\t", at)) if i >= 0]
+    word = line[start:min(ends, default=len(line))].strip()
+    column = len(line[:at].split()) + 1
+    char = line[at]
+    name = unicodedata.name(char, "whitespace character").lower()
+    ordinal = {1: "st", 2: "nd", 3: "rd"}.get(column if column < 20 else column % 10, "th")
+    return (f" ({whose} {column}{ordinal} column follows the {name} U+{ord(char):04X} inside {word!r}; CoNLL "
+            "columns are separated by spaces or tabs, so write the word without it, or as two token lines)")
+
+
 def read_conll(path: str | os.PathLike, token_col: int = 0, tag_col: int = -1,
                labelled: bool = True) -> list[TokenExample]:
     """Read a CoNLL file: one token per line with whitespace-separated columns, a blank line
@@ -527,7 +547,7 @@ def read_conll(path: str | os.PathLike, token_col: int = 0, tag_col: int = -1,
         if fields[0] == "-DOCSTART-":
             continue
         if n_columns is None:
-            n_columns = len(fields)
+            n_columns, first_token_line = len(fields), line
             needed = max(token_col if token_col >= 0 else -token_col - 1,
                          tag_col if tag_col >= 0 else -tag_col - 1) + 1
             if labelled and (n_columns < needed or n_columns < 2):
@@ -539,6 +559,7 @@ def read_conll(path: str | os.PathLike, token_col: int = 0, tag_col: int = -1,
             raise DataError(
                 f"{path}: line {line_number} has {len(fields)} columns, expected {n_columns} "
                 "like the first token line; separate columns by whitespace and sentences by a blank line"
+                + (_odd_space_hint(line, "its") or _odd_space_hint(first_token_line, "the first token line's"))
             )
         if not tokens:
             first_line = line_number

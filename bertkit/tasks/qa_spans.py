@@ -14,6 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from bertkit.errors import DataError
+from bertkit.tasks.unicode_text import grapheme_span
 
 __all__ = ["QAFeature", "SpanPrediction", "best_spans", "null_score", "merge_features"]
 
@@ -132,6 +133,9 @@ def merge_features(
     (as in the reference BERT SQuAD code). With `allow_no_answer` (SQuAD 2.0) the prediction
     is "no answer" when null_score - best_span_score > null_threshold, or when no window has
     an allowed span. `example_features` holds QAFeature objects or dicts with the same keys.
+    Given the context, each span is widened to whole characters as a reader sees them
+    (`unicode_text.grapheme_span`): token offsets end before an accent written as a combining
+    mark or an emoji's U+FE0F, which the tokenizer's normalizer deletes.
     """
     if not example_features:
         raise DataError("merge_features needs at least one feature of the example")
@@ -144,7 +148,7 @@ def merge_features(
             feature.start_logits, feature.end_logits, feature.offsets, feature.context_mask,
             n_best=n_best, max_answer_length=max_answer_length,
         ):
-            key = (start_char, end_char)
+            key = (start_char, end_char) if context is None else grapheme_span(context, start_char, end_char)
             pooled[key] = max(score, pooled.get(key, -np.inf))
         null = min(null, null_score(feature.start_logits, feature.end_logits))
     ranked = sorted(((score, s, e) for (s, e), score in pooled.items()), key=lambda t: (-t[0], t[1], t[2]))

@@ -43,6 +43,7 @@ from bertkit.data.linux_topics import linux_topic_split
 from bertkit.data.splits import stratified_split
 from bertkit.errors import DataError
 from bertkit.tasks.formats import ChoiceExample, PairExample, QAExample, TextExample, TokenExample
+from bertkit.tasks.unicode_text import words as unicode_words
 
 __all__ = [
     "LEXNAMES",
@@ -251,12 +252,10 @@ def wordnet_supersense(
     return examples[:limit] if limit is not None else examples
 
 
-_TOKEN = re.compile(r"\w+(?:['\-.]\w+)*|[^\w\s]")
-
-
 def tokenize_words(text: str) -> list[str]:
-    """Words (letters/digits, joined by internal ' - .) and single punctuation marks."""
-    return _TOKEN.findall(text)
+    """Words (letters/digits, joined by internal ' - .) and single punctuation marks, in any
+    script (`unicode_text.word_spans`: CJK one character a word, accents kept in their word)."""
+    return unicode_words(text)
 
 
 def tag_lemma_occurrences(tokens: list[str], lemmas: Sequence[str], supersense: str) -> list[str] | None:

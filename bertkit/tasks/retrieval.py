@@ -18,22 +18,24 @@ baseline an embedding model must beat on the same queries and corpus:
     score(q, d) = sum_{t in q} idf(t) * tf(t, d) / (tf(t, d) + k1 (1 - b + b |d| / avgdl))
     idf(t) = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5)),   k1 = 1.2, b = 0.75
 
-over lower-cased word tokens (`\\w+`), a query term counted once per occurrence (Lucene drops the
-classic (k1 + 1) factor of the numerator: the same order).
+over case-folded words (`words`: runs of letters and digits in any script, each CJK character a
+word; on ASCII text `\\w+` of the lower-cased text), a query term counted once per occurrence
+(Lucene drops the classic (k1 + 1) factor of the numerator: the same order).
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from typing import Sequence
 
 import numpy as np
 
+from bertkit.tasks.unicode_text import fold_case
+from bertkit.tasks.unicode_text import words as unicode_words
+
 METRIC_NAMES = ("mrr@10", "recall@1", "recall@10")
 BM25_K1, BM25_B = 1.2, 0.75
-_WORD = re.compile(r"\w+")
 
 
 def ranks(scores: np.ndarray, relevant: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -75,7 +77,10 @@ def corpus_of(candidates: Sequence[Sequence[str]]) -> tuple[list[str], list[list
 
 
 def words(text: str) -> list[str]:
-    return _WORD.findall(text.lower())
+    """The terms of BM25 (and of similarity's TF-IDF baseline): `unicode_text.word_spans` of the
+    case-folded text without joiners or punctuation, so "股市今天" is four terms and "İstanbul"
+    one, "istanbul"."""
+    return unicode_words(fold_case(text), joiners="", symbols=False)
 
 
 def bm25_scores(queries: Sequence[str], documents: Sequence[str], k1: float = BM25_K1, b: float = BM25_B

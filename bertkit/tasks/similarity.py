@@ -138,7 +138,7 @@ def baseline(train: Sequence[TextExample], examples: Sequence[TextExample]) -> d
 
 
 def tfidf_cosines(examples: Sequence[TextExample], fitted_on: Sequence[str] | None = None) -> list[float]:
-    """Per pair, the cosine of its two texts' TF-IDF vectors over lower-cased words (`\\w+`):
+    """Per pair, the cosine of its two texts' TF-IDF vectors over case-folded words (`retrieval.words`):
 
         tfidf(t, d) = (1 + ln tf(t, d)) * (1 + ln((1 + N) / (1 + df(t))))
 

@@ -27,9 +27,9 @@ from bertkit.tasks.common import (DataConfig, PredictionInput, TaskSpec, forward
                                   truncation_warning)
 from bertkit.tasks.formats import TokenExample, read_conll, read_text_dataset
 from bertkit.tasks.metrics import entity_prf, entity_spans
-from bertkit.tasks.realdata import tokenize_words
 from bertkit.tasks.sequence import read_lines
 from bertkit.tasks.spec import Task, label_head_config
+from bertkit.tasks.unicode_text import word_spans
 
 
 # ---------------------------------------------------------------------------- reading
@@ -42,14 +42,11 @@ def read(path: str, data: DataConfig) -> list[TokenExample]:
 
 
 def words_of_text(text: str) -> tuple[list[str], list[tuple[int, int]]]:
-    """Words of raw text (as `realdata.tokenize_words` splits them) with character spans."""
-    words = tokenize_words(text)
-    spans, cursor = [], 0
-    for word in words:
-        start = text.index(word, cursor)
-        spans.append((start, start + len(word)))
-        cursor = start + len(word)
-    return words, spans
+    """Words of raw text with character spans (`unicode_text.word_spans`, the rule of
+    `realdata.tokenize_words`): each CJK character a word, combining marks and emoji sequences
+    kept whole, so every span slices the text at a character a reader sees."""
+    spans = word_spans(text)
+    return [text[start:end] for start, end in spans], spans
 
 
 def _jsonl_texts(path: str) -> list[tuple[int, str]]:
@@ -82,11 +79,10 @@ def read_inputs(path: str, data: DataConfig) -> PredictionInput:
         numbered = read_lines(path) if suffix == ".txt" else _jsonl_texts(path)
     examples, spans, texts = [], [], []
     for line, text in numbered:
-        words, word_spans = words_of_text(text)
-        if not words and text.strip():
-            raise DataError(f"{path}: line {line} has no words")
-        examples.append(TokenExample(words, ["O"] * len(words), line))  # no words: a blank row
-        spans.append(word_spans)
+        words, line_spans = words_of_text(text)
+        # no words (blank, or only invisible characters such as a ZWSP): a blank row
+        examples.append(TokenExample(words, ["O"] * len(words), line))
+        spans.append(line_spans)
         texts.append(text)
     return PredictionInput(examples, texts, spans)
 

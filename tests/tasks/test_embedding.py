@@ -58,6 +58,17 @@ def test_bm25_equals_bm25s_lucene_scores():
     np.testing.assert_allclose(bm25_scores(queries, documents), expected, rtol=1e-5, atol=1e-6)
 
 
+def test_bm25_words_are_cjk_characters_and_casefolded_in_any_locale():
+    """Walk M #15: a Chinese clause was one term and 'İstanbul' the terms 'i', 'stanbul'; English
+    terms are `\\w+` of the lower-cased text, as before."""
+    assert words("股市今天大幅下跌，东京的股价上涨了。")[:4] == ["股", "市", "今", "天"]
+    assert words("İstanbul") == words("ISTANBUL") == ["istanbul"]
+    assert words("Die STRASSE über Zürich") == words("die Straße ÜBER zürich")
+    assert words("The bank's shares fell 5.3% (U.S.)") == ["the", "bank", "s", "shares", "fell", "5", "3", "u", "s"]
+    scores = bm25_scores(["东京股价", "İstanbul"], ["东京的股价上涨了", "istanbul güzel", "北京很冷"])
+    assert scores[0].argmax() == 0 and scores[1].argmax() == 1 and scores[0, 0] > 0 and scores[1, 1] > 0
+
+
 def test_ties_are_broken_at_random_and_chance_is_the_mean_over_every_order():
     scores = np.array([[0.5, 0.5, 0.1], [0.0, 0.9, 0.2], [0.0, 0.0, 0.0]])
     best, worst = ranks(scores, np.array([0, 1, 2]))

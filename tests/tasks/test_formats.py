@@ -253,6 +253,23 @@ def test_conll_wrong_column_count_names_line(tmp_path):
         read_conll(path)
 
 
+def test_conll_column_count_names_an_invisible_space_that_split_a_word(tmp_path):
+    """Walk M #14: 'São\u00a0Paulo B-LOC' is 3 columns to split(), 2 in an editor; the error names
+    the no-break space (or an ideographic space), on the line or on the first token line."""
+    path = write(tmp_path, "nbsp.conll", "Müller B-PER\nwohnt O\nin O\nSão\u00a0Paulo B-LOC\n")
+    with pytest.raises(DataError, match=r"line 4 has 3 columns, expected 2 .*\(its 2nd column follows the "
+                                        r"no-break space U\+00A0 inside 'São\\xa0Paulo'; CoNLL columns are "
+                                        r"separated by spaces or tabs"):
+        read_conll(path)
+    path = write(tmp_path, "first.conll", "東京\u3000都 B-LOC\nist O\n")
+    with pytest.raises(DataError, match=r"line 2 has 2 columns, expected 3 .*the first token line's 2nd column "
+                                        r"follows the ideographic space U\+3000"):
+        read_conll(path)
+    path = write(tmp_path, "plain.conll", "a B-X\nb c O\n")
+    with pytest.raises(DataError, match=r"blank line$"):
+        read_conll(path)
+
+
 def test_conll_too_few_columns_for_request(tmp_path):
     path = write(tmp_path, "one.conll", "EU\nrejects\n")
     with pytest.raises(DataError, match="line 1 has 1 column"):

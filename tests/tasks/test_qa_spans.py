@@ -109,3 +109,23 @@ def test_merge_accepts_dicts():
     f = feature({4: 3.0}, {4: 3.0})
     prediction = merge_features([vars(f)], context=CONTEXT, null_threshold=100.0)
     assert prediction.text == "the"
+
+
+@pytest.mark.parametrize("context, answer", [("Er wohnt in Bogota\u0301 seit Jahren.", "Bogota\u0301"),
+                                             ("Urlaub in Nice 🏖\ufe0f jetzt", "Nice 🏖\ufe0f")])
+def test_an_answer_keeps_its_trailing_combining_mark_or_variation_selector(minilm_dir, context, answer):
+    """Walk M #6: MiniLM's normalizer deletes the NFD accent and U+FE0F, so the answer's last token
+    ends before them ('Bogota', 'Nice 🏖'); the span is widened to whole characters."""
+    from bertkit.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer.from_pretrained(minilm_dir)
+    offsets = [tuple(o) for o in tokenizer([context], return_offsets=True, return_tensors=None)["offsets"][0]]
+    start_char = context.index(answer)
+    first = next(t for t, o in enumerate(offsets) if t and o[0] == start_char)
+    last = max(t for t, o in enumerate(offsets) if t and 0 < o[1] <= start_char + len(answer))
+    assert offsets[last][1] < start_char + len(answer)  # the cause: the offset stops short
+    mask = [0 < t < len(offsets) - 1 for t in range(len(offsets))]
+    start, end = logits({first: 5.0}, {last: 5.0}, length=len(offsets))
+    prediction = merge_features([QAFeature(start, end, offsets, mask)], context=context)
+    assert prediction.text == answer and context[prediction.start_char:prediction.end_char] == answer
+    assert merge_features([QAFeature(start, end, offsets, mask)]).end_char == offsets[last][1]  # no context
