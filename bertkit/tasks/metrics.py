@@ -20,6 +20,7 @@ from typing import Hashable, Iterable, Mapping, Sequence
 import numpy as np
 
 from bertkit.errors import DataError
+from bertkit.tasks.unicode_text import fold_case, words
 
 __all__ = [
     "accuracy",
@@ -381,13 +382,13 @@ def _percent_scores(rows: list[tuple[float, float]], prefix: str) -> dict:
 # generated text
 # ----------------------------------------------------------------------------------------
 
-_NON_ALPHANUMERIC = re.compile(r"[^a-z0-9]+")
-
-
 def text_tokens(text: str) -> list[str]:
-    """Lowercase runs of ASCII letters and digits: rouge-score's default tokenizer (no stemming),
-    so "Well-known" and a WordPiece decode's "well - known" are the same two tokens."""
-    return _NON_ALPHANUMERIC.sub(" ", text.lower()).split()
+    """Case-folded runs of letters and digits (`unicode_text.words`), so "Well-known" and a
+    WordPiece decode's "well - known" are the same two tokens: on ASCII text rouge-score's default
+    tokenizer (no stemming). In other scripts a letter keeps its marks and each CJK character is a
+    token; rouge-score drops every non-ASCII letter, so Chinese, Hebrew or Cyrillic targets scored
+    ROUGE-L 0 and any two of them matched exactly ("Größe" matched "Grüße")."""
+    return words(fold_case(text).replace("_", " "), joiners="", symbols=False)
 
 
 def text_exact_match(predictions: Sequence[str], references: Sequence[str]) -> float:

@@ -77,6 +77,17 @@ def test_targets_are_padded_as_targets_and_the_model_takes_the_batch(tiny, tmp_p
     assert out.logits.shape[:2] == (4, 4) and torch.isfinite(out.loss)
 
 
+def test_rouge_and_exact_match_read_every_script():
+    """rouge-score's tokens are ASCII runs: Chinese, Hebrew or Cyrillic targets had no token, so
+    ROUGE-L was 0 for a perfect answer and any two answers matched exactly."""
+    from bertkit.tasks.metrics import rouge_l, text_exact_match, text_tokens
+
+    assert rouge_l("我爱你", "我爱你") == 1.0 and rouge_l("我爱北京", "我在北京") == pytest.approx(0.75)
+    assert text_exact_match(["שלום"], ["ירושלים"]) == 0.0 and text_exact_match(["Мы дома"], ["мы дома"]) == 1.0
+    assert text_exact_match(["Größe"], ["Grüße"]) == 0.0  # "gr e" both, before
+    assert text_tokens("Well-known, foo_bar £5bn") == ["well", "known", "foo", "bar", "5bn"]  # as rouge-score
+
+
 def test_rouge_l_matches_rouge_score_on_real_definitions():
     rouge_scorer = pytest.importorskip("rouge_score.rouge_scorer")
     scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False)
