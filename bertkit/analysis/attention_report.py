@@ -141,7 +141,7 @@ def write_statistics(stats: dict[str, np.ndarray], path: str) -> None:
     with atomic_open(path, "w", encoding="utf-8") as f:
         for record in statistics_records(stats):
             clean = {k: None if isinstance(v, float) and v != v else v for k, v in record.items()}
-            f.write(json.dumps(clean, allow_nan=False) + "\n")
+            f.write(json.dumps(clean, allow_nan=False, ensure_ascii=False) + "\n")
 
 
 def write_files(result: TextAttention, title: str, *, html: str | None = None, png: str | None = None,

@@ -119,6 +119,6 @@ def run(args) -> int:
         for match in matches:
             print(f"  {match['rank']}. {match['score']:.3f}  [{match['index'] + 1}] {match['text'][:100]}")
     if args.output:
-        with atomic_open(args.output, "w") as f:
-            f.writelines(json.dumps(row) + "\n" for row in rows)
+        with atomic_open(args.output, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     return 0
