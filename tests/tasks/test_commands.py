@@ -218,7 +218,8 @@ def test_classification_predict_and_evaluate_from_files(tiny, capsys, tmp_path):
 
 def test_evaluate_and_finetune_print_non_ascii_labels_as_text(tiny, capsys, tmp_path):
     """walk M #12: the last JSON line read "Wirtschaft/\\u00d6konomie" while predict wrote the label itself."""
-    rows = "".join(f"shares fell {i} percent,Wirtschaft/\u00d6konomie\nthe match ended {i} nil,Sport\n" for i in range(6))
+    rows = "".join(f"shares fell {i} percent,Wirtschaft/\u00d6konomie\nthe match ended {i} nil,Sport\n"
+                   for i in range(6))
     (tmp_path / "train.csv").write_text("text,label\n" + rows, encoding="utf-8")
     out = str(tmp_path / "clf")
     code, stdout, _ = run_cli(["finetune", "--task", "classification", "--model", tiny, "--train",
