@@ -486,3 +486,29 @@ def _is_utf8_file(path: Path) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+WALK_TEXT = "שלום עולם 😍 İstanbul 北京。 Die Straße ist schön.\tnow\u200bhere"
+
+
+def test_display_tokens_decode_byte_level_bpe_and_keep_wordpiece(tmp_path, ours):
+    """walk M #11: fill-mask and the attention viewer showed 'Ġ×©×ľ×ķ×Ŀ' for ' שלום' and 'ãĢĤ' for '。'."""
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    from bertkit.tokenizer.display import byte_alphabet, byte_token_text, display_tokens
+
+    assert byte_alphabet() == {symbol: byte for byte, symbol in bytes_to_unicode().items()}
+    assert byte_token_text("Ġ×©×ľ×ķ×Ŀ") == "▁שלום" and byte_token_text("ãĢĤ") == "。"
+    assert byte_token_text("åĮ") == "<0xE5><0x8C>" and byte_token_text("Ĺäº¬") == "<0x97>京"  # '北' split
+    assert [byte_token_text(t) for t in ("ĠðŁ", "ĺ", "į")] == ["▁<0xF0><0x9F>", "<0x98>", "<0x8D>"]  # '😍'
+    assert [byte_token_text(t) for t in ("Ċ", "ĉ", "âĢĭ", "Ġ")] == ["\\n", "\\t", "<U+200B>", "▁"]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text((WALK_TEXT + "\n") * 20, encoding="utf-8")
+    bpe = Tokenizer.train_bpe([str(corpus)], vocab_size=400, show_progress=False)
+    ids = bpe.encode(WALK_TEXT)
+    shown = display_tokens(bpe, ids)
+    assert shown[0] == "<s>" and shown[-1] == "</s>" and "▁עולם" in shown and "。" in "".join(shown)
+    assert not any(c in "".join(shown) for c in "Ġ×ĢĤ")
+    assert "".join(shown[1:-1]).replace("▁", " ").replace("\\t", "\t").replace("<U+200B>", "\u200b") == WALK_TEXT
+    wordpiece = ours.encode("Die Straße in [MASK] ist unbelievable 😍")
+    assert display_tokens(ours, wordpiece) == ours.convert_ids_to_tokens(wordpiece)  # '##' and [UNK] kept

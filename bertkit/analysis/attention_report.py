@@ -26,6 +26,7 @@ from bertkit.models.checkpoint import read_config
 from bertkit.peft import refuse_adapter_dir
 from bertkit.errors import ConfigError
 from bertkit.io import atomic_open
+from bertkit.tokenizer.display import display_tokens
 
 TOP_HEADS = 3  # heads listed per category in the summary
 
@@ -92,7 +93,7 @@ def text_attention(model_dir: str, text: str, pair: str | None = None, *, max_le
         out = model(input_ids=enc["input_ids"].to(device), attention_mask=enc["attention_mask"].to(device),
                     token_type_ids=enc["token_type_ids"].to(device), output_attentions=True)
     attn, n = stack_attentions(tuple(a.float().cpu() for a in out.attentions), 0, enc["attention_mask"])
-    tokens = tokenizer.convert_ids_to_tokens(enc["input_ids"][0, :n].tolist())
+    tokens = display_tokens(tokenizer, enc["input_ids"][0, :n].tolist())  # 'שלום', not '×©×ľ×ķ×Ŀ'
     sequence_ids = enc.sequence_ids(0)[:n]
     b_start = next((t for t, s in enumerate(sequence_ids) if s == 1), None)
     return TextAttention(model_name(model_dir), attn, tokens, b_start, head_statistics(attn, tokens),
@@ -141,7 +142,7 @@ def write_statistics(stats: dict[str, np.ndarray], path: str) -> None:
     with atomic_open(path, "w", encoding="utf-8") as f:
         for record in statistics_records(stats):
             clean = {k: None if isinstance(v, float) and v != v else v for k, v in record.items()}
-            f.write(json.dumps(clean, allow_nan=False) + "\n")
+            f.write(json.dumps(clean, allow_nan=False, ensure_ascii=False) + "\n")
 
 
 def write_files(result: TextAttention, title: str, *, html: str | None = None, png: str | None = None,

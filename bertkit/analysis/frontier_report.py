@@ -104,7 +104,7 @@ def frontier_report(records: Sequence[dict], fit_offset: bool = True, min_comput
     fit = PowerLawFit(**{k: result["fit"][k] for k in PowerLawFit.__dataclass_fields__})
     if plot:
         plot_frontier(result, fit, plot)
-    for line in [json.dumps(result)] if as_json else frontier_lines(result, fit):
+    for line in [json.dumps(result, ensure_ascii=False)] if as_json else frontier_lines(result, fit):
         log(line)
     if plot and not as_json:
         log(f"wrote {plot}")

@@ -114,7 +114,7 @@ def write_results(out: str, task: str, level: str, results: dict[str, list[dict]
     with atomic_open(os.path.join(out, "results.jsonl"), "w", encoding="utf-8") as f:
         for name, rows in results.items():
             for row in rows:
-                f.write(json.dumps({"encoder": name, **row, "task": task, "level": level}) + "\n")
+                f.write(json.dumps({"encoder": name, **row, "task": task, "level": level}, ensure_ascii=False) + "\n")
     plot_probe(results["pretrained"], os.path.join(out, "probe.png"), title=title,
                baseline=results.get("random-init"))
 

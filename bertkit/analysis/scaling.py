@@ -440,7 +440,7 @@ def _append(path, record: dict) -> None:
         return
     os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
     with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(record, allow_nan=True) + "\n")
+        f.write(json.dumps(record, allow_nan=True, ensure_ascii=False) + "\n")
         f.flush()
         os.fsync(f.fileno())
 

@@ -67,7 +67,7 @@ def report_formula(compute: float | None = None, params: float | None = None, to
                    as_json: bool = False, log: Callable[[str], None] = print) -> dict:
     """Log `formula`'s result as text (or one JSON object) and return it."""
     result = formula(compute, params, tokens)
-    for line in [json.dumps(result)] if as_json else formula_lines(result):
+    for line in [json.dumps(result, ensure_ascii=False)] if as_json else formula_lines(result):
         log(line)
     return result
 
@@ -111,7 +111,7 @@ def fit_and_report(records: list[dict], fit_offset: bool, plot: str | None, as_j
     if plot:
         plot_scaling(ok, fit, plot)
     if as_json:
-        log(json.dumps(fit.to_dict()))
+        log(json.dumps(fit.to_dict(), ensure_ascii=False))
         return fit
     for line in fit_lines(ok, fit):
         log(line)

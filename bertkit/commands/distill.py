@@ -167,7 +167,7 @@ def report_test(args) -> None:
     result = compare_on_test(args.teacher, args.out, args.test, args.speed_repeats, limit=args.limit,
                              seed=args.seed or 0)
     for name in ("teacher", "student"):
-        print(f"{name:>8} on {args.test}: {json.dumps(result[name])}; "
+        print(f"{name:>8} on {args.test}: {json.dumps(result[name], ensure_ascii=False)}; "
               f"{result['median_seconds'][name]:.2f} s per pass (median of {args.speed_repeats})")
     retained = ", ".join(f"{k} {v:.3f}" for k, v in result.get("retained", {}).items())
     pair = result["speedup_per_pair"]

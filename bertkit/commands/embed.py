@@ -20,6 +20,7 @@ import numpy as np
 from bertkit.inference.encode import SentenceEncoder
 from bertkit.io import atomic_open
 from bertkit.tasks.formats import read_texts
+from bertkit.tokenizer.coverage import warn_about_unknown_texts
 from bertkit.commands.options import (add_device, add_int8, add_precision, at_least, check_output_files, device_of,
                                       precision_of, resolve_models)
 
@@ -47,6 +48,7 @@ def run(args) -> int:
     encoder = SentenceEncoder.from_pretrained(args.model, quantize="int8" if args.int8 else None, device=device,
                                               precision=args.precision)
     precision_of(args, device)  # checked for the device and said, before the model runs
+    warn_about_unknown_texts(texts, encoder.tokenizer, args.model, f"texts of {args.input}")
     kept = [i for i, text in enumerate(texts) if text.strip()]
     found = encoder.encode([texts[i] for i in kept], batch_size=args.batch_size, max_length=args.max_length,
                            normalize=False if args.no_normalize else None)  # None: as the model says

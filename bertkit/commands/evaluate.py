@@ -77,22 +77,22 @@ def run(args) -> int:
         if not args.no_baseline and has_tfidf_baseline(spec.task.name):
             baselines, note = score_like_finetune(args.model, spec.task.name, spec.data, examples)
             if "trivial" in baselines:
-                print(f"trivial baseline: {json.dumps(baselines['trivial'])}")
+                print(f"trivial baseline: {json.dumps(baselines['trivial'], ensure_ascii=False)}")
             print(note or describe(baselines["tfidf"]))
             line = {**line, "baselines": baselines} if baselines else line
         if not args.no_baseline and spec.task.reference is not None:  # needs no training data
             baselines = {"trivial": clean_metrics(spec.task.baseline([], examples)),
                          "reference": clean_metrics(spec.task.reference(examples))}
-            print(f"trivial baseline: {json.dumps(baselines['trivial'])}")
+            print(f"trivial baseline: {json.dumps(baselines['trivial'], ensure_ascii=False)}")
             print(describe_reference(baselines["reference"]))
             line = {**line, "baselines": baselines}
         elif not args.no_baseline and not has_tfidf_baseline(spec.task.name):  # refitted on the training data
             baselines, note = score_trivial(args.model, spec.task.name, spec.data, examples)
-            print(f"trivial baseline: {json.dumps(baselines['trivial'])}" if baselines else note)
+            print(f"trivial baseline: {json.dumps(baselines['trivial'], ensure_ascii=False)}" if baselines else note)
             line = {**line, "baselines": baselines} if baselines else line
         if args.per_class:
             line = {**line, "per_class": per_class_table(spec.task.per_class(examples, predictions))}
-        print(json.dumps(line))
+        print(json.dumps(line, ensure_ascii=False))
     return 0
 
 

@@ -105,7 +105,8 @@ def report(summary: dict, out: str) -> None:
     if "search" in summary:
         done = sum(row["status"] == "done" for row in summary["search"]["trials"])
         print(f"search: trial {summary['search']['best_trial']} of the {done} run is the best on dev "
-              f"({json.dumps(summary['search']['settings'])}); the table: {os.path.join(out, summary['search']['table'])}")
+              f"({json.dumps(summary['search']['settings'], ensure_ascii=False)}); "
+              f"the table: {os.path.join(out, summary['search']['table'])}")
     best = summary["best_dev"]
     ended = ENDINGS.get(summary.get("stopped_by", "patience" if summary.get("stopped_early") else None))
     start = " (the model before fine-tuning: no later evaluation beat it)" if summary["best_step"] == 0 else ""
@@ -131,7 +132,7 @@ def report(summary: dict, out: str) -> None:
     shown = baselines or (summary.get("dev_baseline") and summary["options"].get("baseline", True))
     if shown:  # beside the model's dev scores, as evaluate's last line has them (none with --no-baseline)
         best = {**best, "baselines": {"trivial": summary.get("dev_baseline"), **baselines}}
-    print(json.dumps(best))
+    print(json.dumps(best, ensure_ascii=False))
 
 
 ENDINGS = {"patience": "stopped early: no better dev score in train.patience evaluations",

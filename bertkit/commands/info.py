@@ -46,7 +46,8 @@ def run(args) -> int:
     total = sum(counts.values())
     files = sorted(os.listdir(args.model))
     if args.json:
-        print(json.dumps({"config": config.to_dict(), "parameters": counts, "total": total, "files": files}))
+        print(json.dumps({"config": config.to_dict(), "parameters": counts, "total": total, "files": files},
+                         ensure_ascii=False))
         return 0
     print(f"model: {args.model}")
     print(f"architecture: {', '.join(config.architectures or ['?'])} ({config.model_type})")

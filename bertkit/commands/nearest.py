@@ -25,6 +25,7 @@ from bertkit.inference.encode import SentenceEncoder
 from bertkit.io import atomic_open, check_regular_file
 from bertkit.tasks.formats import read_numbered_texts, read_texts
 from bertkit.tasks.retrieval import top_matches
+from bertkit.tokenizer.coverage import warn_about_unknown_texts
 from bertkit.commands.options import (add_device, add_precision, at_least, check_output_files, device_of, precision_of,
                                       resolve_models)
 
@@ -100,6 +101,8 @@ def run(args) -> int:
     device = device_of(args)
     encoder = SentenceEncoder.from_pretrained(args.model, device=device, precision=args.precision)
     precision_of(args, device)
+    warn_about_unknown_texts([corpus[i] for i in kept] + queries, encoder.tokenizer, args.model,
+                             f"texts ({args.corpus} and the queries)")
     if args.corpus_embeddings:
         vectors = saved_vectors(args.corpus_embeddings, args.corpus, corpus, kept, encoder, lines)
     else:
@@ -119,6 +122,6 @@ def run(args) -> int:
         for match in matches:
             print(f"  {match['rank']}. {match['score']:.3f}  [{match['index'] + 1}] {match['text'][:100]}")
     if args.output:
-        with atomic_open(args.output, "w") as f:
-            f.writelines(json.dumps(row) + "\n" for row in rows)
+        with atomic_open(args.output, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     return 0

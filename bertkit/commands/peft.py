@@ -94,7 +94,7 @@ def info(args) -> int:
     meta, _ = read_adapter_config(args.model)
     size = os.path.getsize(meta["weights_file"])
     if args.json:
-        print(json.dumps({**meta, "file_bytes": size}))
+        print(json.dumps({**meta, "file_bytes": size}, ensure_ascii=False))
         return 0
     print(f"adapter: {args.model}")
     targets = meta["targets"]

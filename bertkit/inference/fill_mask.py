@@ -15,6 +15,7 @@ from bertkit.errors import CheckpointError, ConfigError, DataError
 from bertkit.models.heads import BertForMaskedLM
 from bertkit.runtime.run_dir import not_a_model
 from bertkit.tokenizer import Tokenizer
+from bertkit.tokenizer.display import display_tokens
 
 TOP_K = 5  # fillers per mask
 
@@ -60,7 +61,7 @@ def mask_window(enc, mask_id: int, mask_token: str, limit: int) -> dict[str, tor
 def fill_mask(model_dir: str, text: str, top_k: int = TOP_K, device: torch.device | str = "cpu"
               ) -> list[list[tuple[str, float]]]:
     """For each mask token in `text`, the top_k (token, probability) pairs, best first (the model
-    runs on `device`)."""
+    runs on `device`); tokens as display text (bertkit/tokenizer/display.py)."""
     if top_k < 1:
         raise ConfigError(f"--top-k must be at least 1, got {top_k}")
     tok = Tokenizer.from_pretrained(model_dir)
@@ -86,5 +87,6 @@ def fill_mask(model_dir: str, text: str, top_k: int = TOP_K, device: torch.devic
     for p in positions.tolist():
         probs = logits[p].softmax(-1)
         top = probs.topk(min(top_k, probs.numel()))
-        out.append([(tok.convert_ids_to_tokens(int(i)), float(v)) for v, i in zip(top.values, top.indices)])
+        # as text: a byte-level BPE token's bytes decoded ('。', not 'ãĢĤ'); WordPiece tokens as they are
+        out.append(list(zip(display_tokens(tok, top.indices.tolist()), map(float, top.values))))
     return out

@@ -305,7 +305,7 @@ def write_bbc_split_corpus(path: str, topics: list[str], split: str = "train", s
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with atomic_open(path, "w", encoding="utf-8") as f:
         for text in rows:
-            f.write(json.dumps({"text": text}) + "\n")
+            f.write(json.dumps({"text": text}, ensure_ascii=False) + "\n")
     return len(rows)
 
 

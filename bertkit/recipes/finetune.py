@@ -62,6 +62,7 @@ from bertkit.tasks.builtin import default_dev, source_name
 from bertkit.tasks.formats import build_label_map, check_labels_known, count_shared, input_kind, text_key
 from bertkit.tasks.long_text import check_long_text_task
 from bertkit.tokenizer import Tokenizer
+from bertkit.tokenizer.coverage import UNKNOWN_SHARE, count_unknown
 from bertkit.train import LengthBucketedBatches, TrainConfig, Trainer
 from bertkit.settings.config_io import bertkit_names, check_keys, dataclass_from_dict
 from bertkit.train.distributed import DistContext, init_distributed, leave
@@ -406,23 +407,16 @@ def warn_about_shared_texts(train: Sequence, dev: Sequence) -> None:
                       "the model cannot get both right: correct or drop them")
 
 
-UNKNOWN_SHARE = 0.05  # above this share of [UNK] tokens the vocabulary misses much of the text
-
-
 def warn_about_unknown_tokens(features: Sequence[dict], tokenizer, model_dir: str) -> None:
     """A vocabulary that does not cover the training text (another script, emoji): the model reads
     those words as one [UNK] each, and nothing says so otherwise."""
     unk = tokenizer.unk_token_id
     if unk is None or not features or "input_ids" not in features[0]:
         return
-    total = hidden = 0
-    for feature in features:
-        ids = feature["input_ids"]  # one sequence, or several (an embedding row's text and positive)
-        parts = ids if len(ids) and not np.isscalar(ids[0]) else [ids]
-        for part in map(np.asarray, parts):
-            total, hidden = total + part.size, hidden + int((part == unk).sum())
-    if total and hidden / total > UNKNOWN_SHARE:
-        warnings.warn(f"{hidden / total:.1%} of the training tokens are [UNK]: {model_dir}'s vocabulary does not "
+    # one sequence per feature, or several (an embedding row's text and positive)
+    counts = count_unknown((feature["input_ids"] for feature in features), unk)
+    if counts.share > UNKNOWN_SHARE:
+        warnings.warn(f"{counts.share:.1%} of the training tokens are [UNK]: {model_dir}'s vocabulary does not "
                       "cover much of this text (another script, emoji); start from a model whose vocabulary does "
                       "(a multilingual one), or pre-train on your text with its own tokenizer (README)")
 

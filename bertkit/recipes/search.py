@@ -350,7 +350,8 @@ def drop_weights(trial_dir: str) -> None:
 
 def write_table(search_dir: str, rows: list[dict]) -> None:
     """trials.jsonl (one row per trial) and trials.csv (the same, with every column)."""
-    atomic_write_text(os.path.join(search_dir, "trials.jsonl"), "".join(json.dumps(r) + "\n" for r in rows))
+    atomic_write_text(os.path.join(search_dir, "trials.jsonl"),
+                      "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     columns = list(dict.fromkeys(k for r in rows for k in r))
     path = os.path.join(search_dir, "trials.csv")
     with open(path + ".tmp", "w", newline="", encoding="utf-8") as f:

@@ -73,8 +73,8 @@ def changed_options(saved: dict, current: dict, may_change=MAY_CHANGE, defaults:
             continue
         if a is missing and key in default and _same(default[key], b):
             continue  # an option newer than the checkpoint, left at its default
-        lines.append(f"{key}: {'(unset)' if a is missing else json.dumps(a)} -> "
-                     f"{'(unset)' if b is missing else json.dumps(b)}")
+        lines.append(f"{key}: {'(unset)' if a is missing else json.dumps(a, ensure_ascii=False)} -> "
+                     f"{'(unset)' if b is missing else json.dumps(b, ensure_ascii=False)}")
     return lines
 
 

@@ -137,7 +137,7 @@ class RunLock:
                           stacklevel=4)
         record = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(), "command": self.what}
         os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(record).encode("utf-8"), 0)
+        os.pwrite(fd, json.dumps(record, ensure_ascii=False).encode("utf-8"), 0)
         return fd
 
     def release(self) -> None:

@@ -271,10 +271,10 @@ def score_like_finetune(model_dir: str, task_name: str, data: DataConfig, exampl
 def describe_reference(result: dict) -> str:
     """One line for a task's reference method ({"method": "BM25", metrics...}, Task.reference)."""
     scores = {k: v for k, v in result.items() if k != "method"}
-    return f"{result['method']} baseline (no training, same examples): {json.dumps(scores)}"
+    return f"{result['method']} baseline (no training, same examples): {json.dumps(scores, ensure_ascii=False)}"
 
 
 def describe(result: dict) -> str:
     """One line for a report: {"C": 10.0, "accuracy": ...} -> TF-IDF baseline (C=10, chosen on dev): {...}."""
     (param, value), *scores = result.items()
-    return f"TF-IDF baseline ({param}={value:g}, chosen on dev): {json.dumps(dict(scores))}"
+    return f"TF-IDF baseline ({param}={value:g}, chosen on dev): {json.dumps(dict(scores), ensure_ascii=False)}"

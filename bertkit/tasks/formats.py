@@ -204,16 +204,34 @@ def _warn_about_classes(path: str, labels: list[str], form: str) -> list[str]:
         warnings.warn(f"{path}: {len(joined)} of the {len(names)} classes look like several labels joined "
                       f"({joined[0]!r}); each is trained as a class of its own. If they are label sets, write "
                       f"them as {form} (multi-label)", stacklevel=4)
-    by_case: dict[str, list[str]] = {}
+    _warn_about_spellings(path, names)
+    return labels
+
+
+def _warn_about_spellings(path: str, names: set[str]) -> None:
+    """Warn about class names that are one label spelled two ways: differing only in case
+    ("German", "german"), or only in Unicode form ("Ö" as one character, NFC, or as "O" and a
+    combining diaeresis, NFD, as macOS and some web text write it), which look identical on screen.
+    Each spelling stays a class of its own: labels are never rewritten."""
+    by_form: dict[str, list[str]] = {}
     for name in sorted(names):
-        by_case.setdefault(name.casefold(), []).append(name)
-    cased = [group for group in by_case.values() if len(group) > 1]
+        by_form.setdefault(unicodedata.normalize("NFC", name), []).append(name)
+    by_case: dict[str, list[str]] = {}
+    for form in by_form:
+        by_case.setdefault(form.casefold(), []).append(form)
+    cased = [[n for form in group for n in by_form[form]] for group in by_case.values() if len(group) > 1]
     if cased:
         shown = ", ".join(" / ".join(repr(n) for n in group) for group in cased[:3])
         warnings.warn(f"{path}: {len(cased)} label(s) differ from another only in case ({shown}); each spelling "
                       "is trained as a class of its own: write each label one way if they are the same",
-                      stacklevel=4)
-    return labels
+                      stacklevel=5)
+    formed = [group for group in by_form.values() if len(group) > 1]
+    if formed:
+        shown = ", ".join(" / ".join(ascii(n) for n in group) for group in formed[:3])
+        warnings.warn(f"{path}: {len(formed)} label(s) look the same as another but are written with different "
+                      f"Unicode characters (composed, NFC, vs decomposed, NFD: {shown}); each spelling is trained "
+                      "as a class of its own: save the file with one form (NFC) if they are the same label",
+                      stacklevel=5)
 
 
 def _label_to_str(value) -> str:
@@ -484,6 +502,13 @@ def _unseen_fix(unseen: set, label2id: dict, seen: int) -> str:
     is a training label is labelled another way; numbers that rarely repeat between splits are a
     forgotten --task regression. Otherwise training lacks the classes."""
     known = ", ".join(repr(name) for name in sorted(label2id)[:5]) + (", ..." if len(label2id) > 5 else "")
+    formed = _other_unicode_form(unseen, label2id)
+    if formed:
+        shown = ", ".join(f"{ascii(name)} is training label {ascii(known_as)}" for name, known_as in formed[:5])
+        note = (f"{len(formed)} of them: a training label on screen, but written with different Unicode characters "
+                f"(composed, NFC, vs decomposed, NFD: {shown}): save both files with one form (NFC)")
+        rest = unseen - {name for name, _ in formed}
+        return note if not rest else f"{note}; for the others: " + _unseen_fix(rest, label2id, seen + len(formed))
     as_numbers = {parse_number(name) for name in label2id} - {None}
     if all(parse_number(name) in as_numbers for name in unseen):
         return (f"they are training labels written another way (training has {known}): write the labels "
@@ -494,6 +519,14 @@ def _unseen_fix(unseen: set, label2id: dict, seen: int) -> str:
     if all(parse_number(name) is not None for name in [*unseen, *label2id]):
         return "the labels are numbers: for a numeric target use --task regression"
     return "add training examples for them or remove them from this split"
+
+
+def _other_unicode_form(unseen: set, label2id: dict) -> list[tuple[str, str]]:
+    """(label, training label) for each unseen label equal to a training label after Unicode NFC
+    normalisation: the same text on screen, other code points (an NFD 'O' + U+0308 for an NFC 'Ö')."""
+    by_form = {unicodedata.normalize("NFC", name): name for name in label2id if isinstance(name, str)}
+    return [(name, by_form[unicodedata.normalize("NFC", name)]) for name in sorted(unseen)
+            if isinstance(name, str) and unicodedata.normalize("NFC", name) in by_form]
 
 
 # ----------------------------------------------------------------------------------------

@@ -16,7 +16,8 @@ arrays. Files written by `Tokenizer.save_pretrained` load in `transformers`
 The package: `core.py` (the `Tokenizer` class and its call API), `training.py` (WordPiece and
 BPE training), `files.py` (loading and saving the files), `kinds.py` (special tokens and pair
 templates), `encoding.py` (call arguments and `BatchEncoding`), `extend.py` (a WordPiece
-vocabulary grown with the words of new text).
+vocabulary grown with the words of new text), `coverage.py` ([UNK] counts: texts a vocabulary
+cannot read), `display.py` (tokens as text to show: byte-level BPE symbols decoded).
 """
 
 from bertkit.tokenizer.core import Tokenizer

@@ -543,7 +543,7 @@ class Trainer:
             return
         # An append-only log: rewriting the whole file per row would cost O(rows^2). A crash can
         # at worst cut the last line, and resume rewrites the file atomically (_restore).
-        append_text(self._metrics_path(), json.dumps(row) + "\n")
+        append_text(self._metrics_path(), json.dumps(row, ensure_ascii=False) + "\n")
         if self.reporter is not None:
             self.reporter.write(row)
 
@@ -753,7 +753,7 @@ class Trainer:
                     if row.get("step", 0) <= step:
                         rows.append(row)
         self.history = rows
-        atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
+        atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 
 
 def may_skip_parameters(model: nn.Module) -> bool:

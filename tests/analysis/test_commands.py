@@ -55,6 +55,36 @@ def test_attention_writes_viewer_png_and_stats(minilm_dir, tmp_path, capsys):
     assert "rollout: [CLS] at the last layer draws on" in out
 
 
+def test_fill_mask_and_attention_show_byte_level_tokens_as_text(tmp_path, capsys):
+    """walk M #11: a byte-level BPE model's fillers read 'Ġ', 'ãĢĤ' (for '。') and its attention labels
+    'Ġ×©×ľ×ķ×Ŀ' (for ' שלום'): now the text, a leading space as '▁', a split character's bytes as <0xE5>."""
+    import torch
+
+    from bertkit.models.config import BertConfig
+    from bertkit.models.heads import BertForMaskedLM
+    from bertkit.tokenizer import Tokenizer
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("שלום עולם 😍 İstanbul 北京。 Die Straße ist schön.\n" * 20, encoding="utf-8")
+    tok = Tokenizer.train_bpe([str(corpus)], vocab_size=400, show_progress=False)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64, pad_token_id=tok.pad_token_id)
+    model = str(tmp_path / "mlm")
+    BertForMaskedLM(config).save_pretrained(model, tokenizer=tok)
+    assert main(["fill-mask", "--model", model, "Die Straße in <mask> ist schön.", "--top-k", "400"]) == 0
+    fillers = [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]]
+    assert len(fillers) == tok.vocab_size and {"。", "▁עולם", "▁", "<0xE5>"} <= set(fillers)
+    assert not [f for f in fillers if any(c in f for c in "ĠãĢĤ×")], fillers
+    html = tmp_path / "a.html"
+    assert main(["attention", "--model", model, "שלום עולם 😍 İstanbul 北京", "--html", str(html)]) == 0
+    out = capsys.readouterr().out
+    tokens = out.splitlines()[0].split(" tokens: ")[1].split()
+    assert "▁עולם" in tokens and "Ġ" not in out and "×" not in out
+    page = html.read_text(encoding="utf-8")
+    assert json.loads(re.search(r'id="bertkit-data">(.*?)</script>', page).group(1))["tokens"] == tokens
+
+
 def test_attention_single_head_png_and_bad_indexes(minilm_dir, tmp_path, capsys):
     assert main(["attention", "--model", minilm_dir, "A cat.", "--png", str(tmp_path / "a.jpg")]) == 2
     assert "give a file name ending in .png" in _one_line_error(capsys)

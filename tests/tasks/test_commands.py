@@ -216,6 +216,23 @@ def test_classification_predict_and_evaluate_from_files(tiny, capsys, tmp_path):
         assert code == 2 and "data.max_eval_examples limits a fine-tune's own data" in err and "--limit" in err
 
 
+def test_evaluate_and_finetune_print_non_ascii_labels_as_text(tiny, capsys, tmp_path):
+    """walk M #12: the last JSON line read "Wirtschaft/\\u00d6konomie" while predict wrote the label itself."""
+    rows = "".join(f"shares fell {i} percent,Wirtschaft/\u00d6konomie\nthe match ended {i} nil,Sport\n"
+                   for i in range(6))
+    (tmp_path / "train.csv").write_text("text,label\n" + rows, encoding="utf-8")
+    out = str(tmp_path / "clf")
+    code, stdout, _ = run_cli(["finetune", "--task", "classification", "--model", tiny, "--train",
+                               str(tmp_path / "train.csv"), "--dev", str(tmp_path / "train.csv"), "--out", out,
+                               "--no-progress", "--set", "train.max_steps=1", "data.max_length=16"], capsys)
+    assert code == 0 and "\\u" not in stdout and json.loads(stdout.strip().splitlines()[-1])
+    code, stdout, _ = run_cli(["evaluate", "--model", out, "--data", str(tmp_path / "train.csv"), "--per-class"],
+                              capsys)
+    last = stdout.strip().splitlines()[-1]
+    assert code == 0 and "\"Wirtschaft/\u00d6konomie\"" in last and "\\u" not in stdout
+    assert set(json.loads(last)["per_class"]) == {"Sport", "Wirtschaft/\u00d6konomie"}
+
+
 def test_user_errors_are_one_line_and_say_where(tiny, capsys, tmp_path):
     train = tmp_path / "train.csv"
     train.write_text("text,label\ngood film,pos\nbad film,neg\n", encoding="utf-8")

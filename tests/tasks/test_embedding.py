@@ -294,6 +294,17 @@ def test_finetune_evaluate_predict_and_sentence_transformers_reads_the_result(ti
     assert code == 2 and f"its row 3, for the text on line 4 of {table}, is not" in capsys.readouterr().err
 
 
+def test_nearest_writes_non_ascii_text_as_text(tiny, tmp_path, capsys):
+    """walk M #12: --output held "\\u05e9\\u05dc\\u05d5\\u05dd" where predict writes the text itself."""
+    corpus = tmp_path / "near.txt"
+    corpus.write_text("\u05e9\u05dc\u05d5\u05dd \u05e2\u05d5\u05dc\u05dd\nshares fell\n", encoding="utf-8")
+    run_cli(["nearest", "--model", tiny, "--corpus", str(corpus), "\u05e9\u05dc\u05d5\u05dd", "--top", "1",
+             "--output", str(tmp_path / "n.jsonl")], capsys)
+    written = (tmp_path / "n.jsonl").read_text(encoding="utf-8")
+    assert '"query": "\u05e9\u05dc\u05d5\u05dd"' in written and "\\u" not in written
+    assert json.loads(written)["query"] == "\u05e9\u05dc\u05d5\u05dd"
+
+
 def test_any_encoder_is_scored_as_an_embedding_model_before_fine_tuning(tiny, tmp_path, capsys):
     data = write_pairs(tmp_path / "pairs.jsonl", PAIRS)
     report = json.loads(run_cli(["evaluate", "--task", "embedding", "--model", tiny, "--data", data], capsys)[-1])

@@ -114,6 +114,32 @@ def test_labels_that_differ_only_in_case_are_warned_about(tmp_path, recwarn):
     assert not [w for w in recwarn.list if "only in case" in str(w.message)]
 
 
+def test_labels_that_differ_only_in_unicode_form_are_warned_about(tmp_path, recwarn):
+    # walk M #7: a third of the rows carry the NFD spelling (O + U+0308) of 'Wirtschaft/Ökonomie'
+    nfc, nfd = "Wirtschaft/\u00d6konomie", "Wirtschaft/O\u0308konomie"
+    rows = [f"t{k},{(nfc, nfd, 'Sport')[k % 3]}" for k in range(9)]
+    path = write(tmp_path, "mixed.csv", "text,label\n" + "\n".join(rows) + "\n")
+    with pytest.warns(UserWarning, match=r"mixed\.csv: 1 label\(s\) look the same as another but are written with "
+                                         r"different Unicode characters \(composed, NFC, vs decomposed, NFD: "
+                                         r"'Wirtschaft/O\\u0308konomie' / 'Wirtschaft/\\xd6konomie'\)"):
+        assert len({e.label for e in read_text_dataset(path)}) == 3  # still read as written
+    assert not [w for w in recwarn.list if "only in case" in str(w.message)]
+    # a case variant written in NFD is still a case variant
+    path = write(tmp_path, "both.csv", f"text,label\na,{nfc}\nb,{nfd.upper()}\nc,Sport\n")
+    with pytest.warns(UserWarning, match=r"1 label\(s\) differ from another only in case"):
+        read_text_dataset(path)
+
+
+def test_unseen_labels_in_another_unicode_form_are_named():
+    label2id, _ = build_label_map(["Sport", "Wirtschaft/\u00d6konomie"])
+    with pytest.raises(DataError, match=r"1 of them: a training label on screen, but written with .*"
+                                        r"'Wirtschaft/O\\u0308konomie' is training label 'Wirtschaft/\\xd6konomie'"
+                                        r"\): save both files with one form \(NFC\)$"):
+        check_labels_known(["Wirtschaft/O\u0308konomie", "Sport"], label2id, "dev", "dev.csv")
+    with pytest.raises(DataError, match=r"save both files with one form \(NFC\); for the others: add training"):
+        check_labels_known(["Wirtschaft/O\u0308konomie", "Politik", "Sport"], label2id, "dev")
+
+
 def test_unlabelled_set(tmp_path):
     path = write(tmp_path, "test.csv", "text\nhello\n")
     assert read_text_dataset(path, label_column=None) == [TextExample("hello")]

@@ -219,3 +219,35 @@ def test_a_vocabulary_that_misses_the_text_is_warned_about(minilm_dir, recwarn):
     recwarn.clear()
     warn_about_unknown_tokens([{"input_ids": tokenizer("shares fell on monday")["input_ids"]}], tokenizer, minilm_dir)
     assert not recwarn.list
+
+
+def test_texts_that_are_all_unknown_tokens_are_counted():
+    from bertkit.tokenizer.coverage import count_unknown
+
+    counts = count_unknown([[101, 100, 100, 102], [101, 7, 100, 102], [101, 102], [[101, 100, 102], [5]]], 100,
+                           special_ids=[101, 102])
+    assert (counts.tokens, counts.unknown, counts.all_unknown) == (14, 4, [0, 3])  # specials alone: not unknown
+
+
+@pytest.mark.parametrize("command", ["embed", "nearest"])
+def test_embed_and_nearest_warn_about_texts_that_are_all_unknown_tokens(command, minilm_dir, tmp_path, capsys):
+    """walk M #13: emoji-only posts were each [CLS] [UNK] [SEP] to MiniLM, cosine 1.000 to each other, silently."""
+    corpus = tmp_path / "near.txt"
+    corpus.write_text("\U0001F60D\U0001F60D\U0001F60D\n\U0001F525\U0001F525\n"
+                      "\U0001F468\u200d\U0001F469\u200d\U0001F467\u200d\U0001F466\n\n"
+                      "Die B\u00f6rse f\u00e4llt stark.\nThe stock market fell sharply.\n", encoding="utf-8")
+    def argv(query):
+        return (["embed", "--model", minilm_dir, "--input", str(corpus), "--output", str(tmp_path / "v.npy")]
+                if command == "embed" else ["nearest", "--model", minilm_dir, "--corpus", str(corpus), query])
+
+    with pytest.warns(UserWarning) as caught:
+        assert main(argv("\U0001F389\U0001F389")) == 0
+    said = [str(w.message) for w in caught if "[UNK]" in str(w.message)]
+    texts = f"5 texts of {corpus}" if command == "embed" else f"6 texts ({corpus} and the queries)"
+    assert len(said) == 1 and said[0].startswith(
+        f"{3 if command == 'embed' else 4} of the {texts} are nothing but [UNK] tokens (e.g. "
+        "'\U0001F60D\U0001F60D\U0001F60D'): the model cannot tell such texts apart"), said
+    corpus.write_text("shares fell on monday\nthe striker scored\n", encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # texts the vocabulary reads: nothing to say
+        assert main(argv("goal")) == 0
