@@ -170,6 +170,30 @@ def test_jsonl_lines_are_copied_byte_for_byte(tmp_path, capsys):
     assert train == sorted(train)
 
 
+def test_a_conll_file_splits_by_sentence_and_reads_back_as_the_same_sentences(tmp_path, capsys):
+    """A tagger's one file (CoNLL: a sentence per blank-line block) into train/dev/test, its token
+    lines as they were; a repeated sentence stays in one split; -DOCSTART- is left out."""
+    from bertkit.tasks.formats import read_conll
+
+    blocks = [f"Anna{i % 7} B-PER\nlives O\nin\tO\nOslo{i % 5} B-LOC\n" for i in range(60)]
+    source = tmp_path / "all.conll"
+    source.write_text("-DOCSTART- -X- O O\n\n" + "\n".join(blocks), encoding="utf-8")  # no final blank line
+    code, said = split(["--input", source, "--out", tmp_path / "out"], capsys)
+    assert code == 0, said.err
+    assert "--task token-classification" in said.out and "CoNLL sentences: a random split" in said.out
+    parts = {name: read_conll(tmp_path / "out" / f"{name}.conll") for name in SPLITS}
+    assert [len(parts[name]) for name in SPLITS] == [48, 6, 6]
+    as_read = lambda examples: sorted((tuple(e.tokens), tuple(e.tags)) for e in examples)
+    assert as_read([e for name in SPLITS for e in parts[name]]) == as_read(read_conll(source))
+    homes = {}
+    for name in SPLITS:
+        for e in parts[name]:
+            homes.setdefault(tuple(e.tokens), set()).add(name)
+    assert all(len(splits) == 1 for splits in homes.values())  # 35 distinct sentences, each in one split
+    written = "".join((tmp_path / "out" / f"{name}.conll").read_text(encoding="utf-8") for name in SPLITS)
+    assert "in\tO" in written and "-DOCSTART-" not in written
+
+
 def test_qa_like_jsonl_keeps_questions_of_one_context_together(tmp_path, capsys):
     source = tmp_path / "qa.jsonl"
     source.write_text("".join(json.dumps({"question": f"q{i}", "context": f"passage {i // 4}", "answer": "x"}) + "\n"

@@ -13,7 +13,8 @@ from bertkit.commands.options import add_seed, say
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--input", required=True, help="the labelled .csv, .tsv or .jsonl file to split")
+    parser.add_argument("--input", required=True, help="the labelled .csv, .tsv or .jsonl file, or .conll file of tagged "
+                                                       "sentences, to split")
     parser.add_argument("--out", required=True, help="folder to write train, dev and test files into (the "
                                                      "input's format: train.csv, dev.csv, test.csv)")
     parser.add_argument("--dev", type=float, default=0.1, help="fraction of the rows for dev")

@@ -33,11 +33,12 @@ from bertkit.data.splits import HELD_OUT, SPLITS, assign_splits, rows_needed
 from bertkit.errors import ConfigError, DataError
 from bertkit.io import (atomic_open, check_regular_file, csv_delimiter, is_json_array, iter_csv_rows, iter_jsonl,
                         iter_text_lines, json_lines_fix)
-from bertkit.tasks.formats import no_input_error, parse_number
+from bertkit.tasks.formats import no_input_error, parse_number, read_conll
 
 __all__ = ["Table", "read_table", "split_file", "MAX_NUMBER_CLASSES"]
 
-SUFFIXES = (".csv", ".tsv", ".jsonl")
+SUFFIXES = (".csv", ".tsv", ".jsonl", ".conll")
+CONLL = ".conll"  # a sentence (its token lines) is a row; its words, joined, its text
 # Labels that are all whole numbers with at most this many values are classes (0/1, 1-5 stars) and
 # are stratified; more values, or fractions, are a regression target.
 MAX_NUMBER_CLASSES = 20
@@ -70,20 +71,24 @@ def _check_format(path: str) -> str:
         return suffix
     if suffix == ".txt":
         raise DataError(f"{path} is a text file: one text per line, with no labels to split by; split reads a .csv, "
-                        ".tsv or .jsonl with a text and a label column")
+                        ".tsv or .jsonl with a text and a label column, or a .conll file of tagged sentences (a CoNLL "
+                        "file named .txt: rename it .conll)")
     if suffix == ".json" and is_json_array(path):
         raise DataError(f"{path} is one JSON array; split reads .csv, .tsv or JSON lines (.jsonl): "
                         f"{json_lines_fix(path)}")
-    raise DataError(f"{path}: split reads .csv, .tsv or .jsonl files, not {suffix or 'a file without an extension'}; "
+    raise DataError(f"{path}: split reads .csv, .tsv, .jsonl or .conll files, not "
+                    f"{suffix or 'a file without an extension'}; "
                     "save the data as one of these")
 
 
 def read_table(path: str) -> Table:
-    """Every record of a .csv, .tsv or .jsonl file, through bertkit's readers; an empty file or one
+    """Every record of a .csv, .tsv, .jsonl or .conll file, through bertkit's readers; an empty file or one
     with a header only is refused."""
     path = os.fspath(path)
     table = Table(path, _check_format(path))
-    if table.suffix == ".jsonl":
+    if table.suffix == CONLL:
+        read_conll_sentences(table)
+    elif table.suffix == ".jsonl":
         lines = dict(iter_text_lines(path, keepends=True))
         for line, record in iter_jsonl(path):
             table.rows.append(record)
@@ -101,6 +106,25 @@ def read_table(path: str) -> Table:
     if not table.rows:
         raise no_input_error(path, 0)
     return table
+
+
+def read_conll_sentences(table: Table) -> None:
+    """A CoNLL file's sentences as rows: each its token lines as they were (`raw`) and its words
+    as its "text". read_conll checks the file first (columns, encoding: its refusals); -DOCSTART-
+    lines are left out, since sentences of one document go to different splits."""
+    count = len(read_conll(table.path))
+    block: list[str] = []
+    for line, text in [*iter_text_lines(table.path, keepends=True), (0, "")]:
+        fields = text.split()
+        if fields and fields[0] != "-DOCSTART-":
+            if not block:
+                table.lines.append(line)
+            block.append(text if text.endswith("\n") else text + "\n")
+        elif not fields and block:
+            table.raw.append("".join(block))
+            table.rows.append({"text": " ".join(token.split()[0] for token in block)})
+            block = []
+    assert len(table.rows) == count, (len(table.rows), count)  # the sentences finetune reads
 
 
 def _cells(table: Table, column: str, option: str, required: bool) -> list | None:
@@ -220,9 +244,9 @@ def write_splits(table: Table, assigned: list[str], paths: dict[str, str]) -> No
     with contextlib.ExitStack() as stack:
         files = {name: stack.enter_context(atomic_open(path, "w", encoding="utf-8", newline=""))
                  for name, path in paths.items()}
-        if table.suffix == ".jsonl":
+        if table.suffix in (".jsonl", CONLL):  # records as they were; a blank line after each sentence
             for split, text in zip(assigned, table.raw):
-                files[split].write(text)
+                files[split].write(text + ("\n" if table.suffix == CONLL else ""))
             return
         writers = {}
         for name, f in files.items():
@@ -247,11 +271,13 @@ def _described(kind: str, label_column: str, labels: list | None) -> str:
     return {"classes": f"stratified by {label_column!r} ({count} class{'es' * (count != 1)})",
             "numbers": f"{label_column!r} holds numbers (a regression target): a random split",
             "sets": f"{label_column!r} holds label sets (multi-label): a random split",
-            "none": f"no {label_column!r} column: a random split (--label-column NAME stratifies by one)"}[kind]
+            "none": f"no {label_column!r} column: a random split (--label-column NAME stratifies by one)",
+            "sentences": "CoNLL sentences: a random split"}[kind]
 
 
 def _next_commands(kind: str, paths: dict[str, str]) -> list[str]:
-    task = {"classes": "classification", "sets": "classification", "numbers": "regression"}.get(kind, "TASK")
+    task = {"classes": "classification", "sets": "classification", "numbers": "regression",
+            "sentences": "token-classification"}.get(kind, "TASK")
     lines = ["next: fine-tune on train (dev picks the checkpoint), then score the test split once:"]
     if "dev" in paths:
         lines.append(f"  bertkit finetune --task {task} --model MODEL --train {shlex.quote(paths['train'])} "
@@ -295,7 +321,8 @@ def split_file(source: str, out: str, dev: float = 0.1, test: float = 0.1, seed:
     table = read_table(source)
     columns = (label_column or "label", group_column or "text")
     keys = group_keys(table, columns[1], group_column is not None)
-    kind, labels = label_kind(table, columns[0], label_column is not None)
+    kind, labels = (("sentences", None) if suffix == CONLL else
+                    label_kind(table, columns[0], label_column is not None))
     assigned = assign_splits(keys, fractions, seed, labels)
     check_no_split_empty(table, keys, assigned, fractions, columns[1])
     if labels is not None:
