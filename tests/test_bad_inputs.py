@@ -421,6 +421,18 @@ def test_tokenize_refuses_a_max_length_that_cannot_cut(length, models, tmp_path,
                    f"--max-length must be at least 3 (the 2 special tokens and one of the text), got {length}")
 
 
+def test_predict_warns_about_texts_that_are_all_unknown_tokens(models, tmp_path, capsys):
+    """Emoji-only posts read as [CLS] [UNK] [SEP] each: one prediction for all, unsaid (embed and
+    nearest warned)."""
+    path = tmp_path / "in.txt"
+    path.write_text("\U0001f389\U0001f389\nthe goal\n\U0001f60d\n", encoding="utf-8")
+    with pytest.warns(UserWarning, match=r"2 of the 3 texts of .*in.txt are nothing but \[UNK\] tokens .*they get "
+                                         r"one prediction"):
+        assert main(["predict", "--model", models["clf"], "--input", str(path),
+                     "--output", str(tmp_path / "o.jsonl")]) == 0
+    assert len(_rows(tmp_path / "o.jsonl")) == 3
+
+
 def test_a_multiple_choice_model_predicts_in_int8(models, tmp_path, capsys):
     """int8 calibration fed (batch, length) ids to a head that reads (batch, choices, length)."""
     path = tmp_path / "in.jsonl"

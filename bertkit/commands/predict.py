@@ -21,6 +21,7 @@ import json
 from bertkit.inference.quantize import inference_copy
 from bertkit.tasks import (TASKS, inference_spec, load_inference_model, prediction_rows, read_prediction_input,
                            showing_progress)
+from bertkit.tokenizer.coverage import warn_about_unknown_texts
 
 from bertkit.commands.options import (STDOUT, add_device, add_int8, add_precision, add_set, add_task_module,
                                       check_output_files, device_of, resolve_models, running_in, write_stream)
@@ -47,6 +48,8 @@ def run(args) -> int:
     spec = inference_spec(args.model, args.task, args.set)
     inputs = read_prediction_input(spec.task, args.input, spec.data)  # bad input refused before the model loads
     model, tokenizer = load_inference_model(args.model, spec)
+    texts = [text for text in (getattr(example, "text", None) for example in inputs.examples) if isinstance(text, str)]
+    warn_about_unknown_texts(texts, tokenizer, args.model, f"texts of {args.input}", "one prediction")
     model = inference_copy(model, tokenizer, args.int8, device, args.precision)
     with running_in(args, device), showing_progress("predict"):  # a bar over the model's batches (stderr)
         rows = prediction_rows(model, tokenizer, spec, inputs, name=args.input)

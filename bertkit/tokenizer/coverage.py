@@ -2,7 +2,8 @@
 English model) or without emoji reads each such word as one [UNK]; a text that is nothing but
 [UNK] tokens ("🎉🎉", "😍😍😍") is then the same input as every other such text, so it gets the
 same vector (cosine 1.000 in `nearest`) and the same prediction. Fine-tuning warns about the
-[UNK] share of its training text; `embed` and `nearest` about the texts they cannot tell apart.
+[UNK] share of its training text; `embed`, `nearest` and `predict` about the texts they cannot
+tell apart.
 """
 
 from __future__ import annotations
@@ -46,10 +47,11 @@ def count_unknown(sequences: Iterable, unk_id: int, special_ids: Iterable[int] =
     return counts
 
 
-def warn_about_unknown_texts(texts: Sequence[str], tokenizer, model_dir: str, what: str = "texts") -> None:
+def warn_about_unknown_texts(texts: Sequence[str], tokenizer, model_dir: str, what: str = "texts",
+                             outcome: str = "one vector") -> None:
     """One warning when texts the model is given (`what`: "texts of corpus.txt") read as nothing
-    but [UNK] (how many, and one of them: the model cannot tell them apart), or when the [UNK]
-    share of their tokens is above UNKNOWN_SHARE. Blank texts are not counted."""
+    but [UNK] (how many, and one of them: the model cannot tell them apart, they get `outcome`), or
+    when the [UNK] share of their tokens is above UNKNOWN_SHARE. Blank texts are not counted."""
     unk = tokenizer.unk_token_id
     texts = [text for text in texts if text.strip()]
     if unk is None or not texts:
@@ -59,7 +61,7 @@ def warn_about_unknown_texts(texts: Sequence[str], tokenizer, model_dir: str, wh
     if counts.all_unknown:
         said.append(f"{len(counts.all_unknown)} of the {len(texts)} {what} are nothing but [UNK] tokens (e.g. "
                     f"{texts[counts.all_unknown[0]][:40]!r}): the model cannot tell such texts apart (they get "
-                    "one vector)")
+                    f"{outcome})")
     if counts.share > UNKNOWN_SHARE:
         whose = "their tokens" if said else f"the tokens of the {what}"
         said.append(f"{counts.share:.1%} of {whose} are [UNK]")
