@@ -211,9 +211,10 @@ def _wordpiece_alphabet(backend: _RustTokenizer, blocks: Iterable[str], limit_al
             inside_words.update(word[1:])
     by_frequency = sorted(char_counts, key=lambda c: (-char_counts[c], c))
     alphabet = sorted(by_frequency[:alphabet_size(by_frequency, char_counts, limit_alphabet, vocab_size)])
-    dropped = sum(char_counts.values()) - sum(char_counts[c] for c in alphabet)
-    if dropped > ALPHABET_COVERAGE_GAP * sum(char_counts.values()):
-        warnings.warn(f"{len(char_counts) - len(alphabet)} rare characters ({dropped / sum(char_counts.values()):.2%} "
+    total = sum(char_counts.values())
+    dropped = total - sum(char_counts[c] for c in alphabet)
+    if dropped > ALPHABET_COVERAGE_GAP * total:
+        warnings.warn(f"{len(char_counts) - len(alphabet)} rare characters ({dropped / total:.2%} "
                       f"of the text) are left out of the vocabulary and read as [UNK]: raise vocab_size (now "
                       f"{vocab_size}) to keep them")
     return alphabet, ["##" + c for c in alphabet if c in inside_words]
