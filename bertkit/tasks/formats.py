@@ -26,6 +26,7 @@ from typing import Iterable, Sequence, Union
 from bertkit.errors import DataError
 from bertkit.io import (check_regular_file, is_json_array, iter_csv_rows, iter_text_lines, json_lines_fix, loads_json,
                         read_text, text_file_lines)
+from bertkit.tasks.class_folders import is_class_folder, read_class_folder
 from bertkit.tasks.tables import is_table, iter_records
 
 Label = Union[str, float, list, None]
@@ -248,8 +249,9 @@ def read_text_dataset(
     label_type: str = "auto",
     multilabel_sep: str = "|",
 ) -> list[TextExample]:
-    """Read a text classification / regression set from .csv, .tsv, .jsonl, .parquet or a directory
-    saved by `datasets` (the last two as JSONL records: tables.py).
+    """Read a text classification / regression set from .csv, .tsv, .jsonl, .parquet, a directory
+    saved by `datasets` (the last two as JSONL records: tables.py) or a folder of class folders
+    (CLASS/*.txt: class_folders.py; its folder names are class names unless `label_type` says numbers).
 
     CSV and TSV files need a header row. Labels:
       * multi-label: a JSON list in JSONL, or labels joined by `multilabel_sep` ("a|b") in
@@ -264,12 +266,15 @@ def read_text_dataset(
     path = str(path)
     if label_type not in ("auto", "category", "number", "set"):
         raise DataError(f"label_type must be 'auto', 'category', 'number' or 'set', got {label_type!r}")
-    table = is_table(path)
-    if not table:  # tables check their own files (a directory, a cached name); a FIFO would hang
+    table, folder = is_table(path), is_class_folder(path)
+    if not (table or folder):  # tables check their own files (a directory, a cached name); a FIFO would hang
         check_regular_file(path)
     suffix = Path(path).suffix.lower()
     columns = (text_column, pair_column, label_column)
-    if suffix in (".csv", ".tsv"):
+    if folder:
+        records = _folder_records(path, columns)
+        label_type = "category" if label_type == "auto" else label_type  # folder names are class names
+    elif suffix in (".csv", ".tsv"):
         records = _csv_records(path, "\t" if suffix == ".tsv" else ",", columns, multilabel_sep)
     elif suffix == ".jsonl" or table:
         records = _jsonl_records(path, columns)
@@ -412,6 +417,16 @@ def _csv_records(path: str, delimiter: str, columns: tuple, multilabel_sep: str)
         else:
             label = cell
         yield line, row[text_column], pair, label
+
+
+def _folder_records(path: str, columns: tuple):
+    """(number, text, pair, label) of each file of a folder of class folders (class_folders.py)."""
+    if columns[1]:
+        raise DataError(f"{path} is a directory of texts, one per file; a pair of texts needs a .csv, .tsv or .jsonl "
+                        f"file with both columns ({columns[0]!r} and {columns[1]!r})")
+    if columns[2] is None:
+        raise DataError(f"{path} is a directory; give the texts as a file: .txt (one text per line), .csv, .tsv or .jsonl")
+    return [(item.number, item.text, None, item.label) for item in read_class_folder(path)]
 
 
 def _jsonl_records(path: str, columns: tuple):

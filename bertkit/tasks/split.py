@@ -1,4 +1,5 @@
-"""One labelled file into train, dev and test files (`bertkit split`), in the file's own format.
+"""One labelled file into train, dev and test files (`bertkit split`), in the file's own format
+(a folder of class folders, CLASS/*.txt, into CSV files of "text" and "label").
 
 Read with bertkit's readers (`io.iter_csv_rows`, `io.iter_jsonl`: a byte-order mark, a ';' or tab
 CSV, quoted fields over several lines, blank lines, bad bytes, all as `finetune` reads them), split
@@ -33,6 +34,7 @@ from bertkit.data.splits import HELD_OUT, SPLITS, assign_splits, rows_needed
 from bertkit.errors import ConfigError, DataError
 from bertkit.io import (atomic_open, check_regular_file, csv_delimiter, is_json_array, iter_csv_rows, iter_jsonl,
                         iter_text_lines, json_lines_fix)
+from bertkit.tasks.class_folders import is_class_folder, read_class_folder
 from bertkit.tasks.formats import no_input_error, parse_number, read_conll
 
 __all__ = ["Table", "read_table", "split_file", "MAX_NUMBER_CLASSES"]
@@ -64,7 +66,10 @@ class Table:
 
 
 def _check_format(path: str) -> str:
-    """The file's suffix, when split reads it; else a one-line refusal saying what to give."""
+    """The file's suffix, when split reads it (".csv" for a folder of class folders: written as
+    CSV files); else a one-line refusal saying what to give."""
+    if is_class_folder(path):
+        return ".csv"
     check_regular_file(path)  # missing (with the nearest name), a directory, a FIFO
     suffix = Path(path).suffix.lower()
     if suffix in SUFFIXES:
@@ -82,11 +87,16 @@ def _check_format(path: str) -> str:
 
 
 def read_table(path: str) -> Table:
-    """Every record of a .csv, .tsv, .jsonl or .conll file, through bertkit's readers; an empty file or one
-    with a header only is refused."""
+    """Every record of a .csv, .tsv, .jsonl or .conll file or a folder of class folders, through bertkit's
+    readers; an empty file or one with a header only is refused."""
     path = os.fspath(path)
     table = Table(path, _check_format(path))
-    if table.suffix == CONLL:
+    if is_class_folder(path):  # each file a row of a CSV: its text and its folder's name
+        items = read_class_folder(path)
+        table.header = ["text", "label"]
+        table.rows = [{"text": item.text, "label": item.label} for item in items]
+        table.lines = [item.number for item in items]
+    elif table.suffix == CONLL:
         read_conll_sentences(table)
     elif table.suffix == ".jsonl":
         lines = dict(iter_text_lines(path, keepends=True))

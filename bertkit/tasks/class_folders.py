@@ -1,0 +1,111 @@
+"""A folder of class folders, read as a labelled set: each .txt file one text, its folder's name its label.
+
+    reviews/pos/0001.txt         text: the file's text (stripped), label: "pos"
+    reviews/pos/more/0002.txt    a file deeper in a class folder is of that class too
+    reviews/neg/0003.txt         label: "neg"
+
+This is how BBC News ships here, and what scikit-learn's `load_files` and Keras'
+`text_dataset_from_directory` read: one's own documents are often kept so. Files are read in
+sorted order (class, then path), numbered from 1 as a file's lines would be. Hidden files and
+folders are skipped; other files (not .txt, or directly in the top folder, with no class) are left
+out with a warning naming a few. Every file must be UTF-8 and hold some text: the refusal names
+each one that is not (up to a few), before any work starts. Folder names are class names even
+when they are numbers ("0", "1", star ratings), never a regression target.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass
+
+from bertkit.errors import DataError, EncodingError
+from bertkit.io import read_text
+from bertkit.tasks.tables import is_saved_dataset
+
+SUFFIX = ".txt"
+SHOWN = 3  # files named in a refusal or warning; the rest are counted
+
+
+@dataclass
+class ClassFile:
+    number: int  # 1-based, in the sorted order
+    path: str  # relative to the top folder, e.g. "pos/0001.txt"
+    text: str
+    label: str
+
+
+def is_class_folder(path: str) -> bool:
+    """A directory that is not one saved by `datasets` (tables.py reads those)."""
+    return os.path.isdir(path) and not is_saved_dataset(path)
+
+
+def _visible(name: str) -> bool:
+    return not name.startswith(".")
+
+
+def _class_files(folder: str) -> tuple[list[str], list[str]]:
+    """(the .txt files, the other files) under one class folder, relative to it, sorted."""
+    texts, others = [], []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if _visible(d))  # in place: os.walk then skips hidden folders, in order
+        for name in sorted(filter(_visible, files)):
+            relative = os.path.relpath(os.path.join(root, name), os.path.dirname(folder))
+            (texts if name.lower().endswith(SUFFIX) else others).append(relative)
+    return texts, others
+
+
+def _listed(paths: list[str]) -> str:
+    more = f" and {len(paths) - SHOWN} more" if len(paths) > SHOWN else ""
+    return ", ".join(paths[:SHOWN]) + more
+
+
+def list_class_files(top: str) -> list[tuple[str, str]]:
+    """(relative path, label) of every .txt file in `top`'s class folders, sorted; warns about
+    what is left out, refuses a folder with no class folder or no .txt file in them."""
+    entries = sorted(filter(_visible, os.listdir(top)))
+    classes = [name for name in entries if os.path.isdir(os.path.join(top, name))]
+    loose = [name for name in entries if name not in classes]
+    if not classes:
+        raise DataError(f"{top} is a directory with no class folders in it; for a labelled set put each class's "
+                        f"{SUFFIX} files in a folder named by the class ({top}/CLASS/*{SUFFIX}), or give a .csv, "
+                        ".tsv or .jsonl file")
+    found, left_out, empty = [], list(loose), []
+    for label in classes:
+        texts, others = _class_files(os.path.join(top, label))
+        found += [(path, label) for path in texts]
+        left_out += others
+        if not texts:
+            empty.append(label)
+    if not found:
+        raise DataError(f"{top}: its class folders ({_listed(classes)}) hold no {SUFFIX} file; each text is one "
+                        f"{SUFFIX} file in its class's folder ({top}/CLASS/NAME{SUFFIX})")
+    if left_out:
+        warnings.warn(f"{top}: {len(left_out)} file(s) left out, not {SUFFIX} or in no class folder: "
+                      f"{_listed(left_out)}", stacklevel=3)
+    if empty:
+        warnings.warn(f"{top}: the folder(s) {_listed(empty)} hold no {SUFFIX} file and are no class", stacklevel=3)
+    return found
+
+
+def read_class_folder(top: str) -> list[ClassFile]:
+    """Every text of `top`'s class folders (module docstring), or one DataError naming the files
+    that are not UTF-8 or hold no text."""
+    read, not_utf8, blank = [], [], []
+    for number, (path, label) in enumerate(list_class_files(top), 1):
+        try:
+            text = read_text(os.path.join(top, path)).strip()
+        except EncodingError:
+            not_utf8.append(path)
+            continue
+        if text:
+            read.append(ClassFile(number, path, text, label))
+        else:
+            blank.append(path)
+    if not_utf8:
+        raise EncodingError(f"{top}: {len(not_utf8)} file(s) are not UTF-8: {_listed(not_utf8)}; re-encode each as "
+                            "UTF-8, e.g. iconv -f cp1252 -t utf-8 FILE > FILE.new && mv FILE.new FILE (-f latin1 for "
+                            "ISO-8859-1)")
+    if blank:
+        raise DataError(f"{top}: {len(blank)} file(s) hold no text: {_listed(blank)}; remove them or fill them in")
+    return read

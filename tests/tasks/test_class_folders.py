@@ -1,0 +1,125 @@
+"""A folder of class folders (CLASS/*.txt, one text per file) as a labelled set: read by finetune
+and evaluate, split by `bertkit split` into CSV files."""
+
+from __future__ import annotations
+
+import csv
+import warnings
+from collections import Counter
+
+import pytest
+
+from bertkit.commands.cli import main
+from bertkit.errors import DataError, EncodingError
+from bertkit.tasks.class_folders import is_class_folder, read_class_folder
+from bertkit.tasks.formats import read_text_dataset
+
+
+def make_folder(top, files: dict[str, str | bytes]):
+    """Files under `top` from {relative path: text (or raw bytes)}."""
+    for relative, content in files.items():
+        path = top / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    return top
+
+
+def test_each_txt_file_is_a_text_labelled_by_its_class_folder_in_sorted_order(tmp_path):
+    top = make_folder(tmp_path / "reviews", {"pos/b.txt": "  Loved it.\n", "pos/a.txt": "Great.", "neg/z.txt": "Dull.",
+                                             "pos/more/c.TXT": "Deeper.", "pos/.hidden.txt": "skipped",
+                                             ".git/x.txt": "skipped"})
+    items = read_class_folder(str(top))
+    assert [(i.number, i.path, i.text, i.label) for i in items] == [
+        (1, "neg/z.txt", "Dull.", "neg"), (2, "pos/a.txt", "Great.", "pos"), (3, "pos/b.txt", "Loved it.", "pos"),
+        (4, "pos/more/c.TXT", "Deeper.", "pos")]
+    examples = read_text_dataset(str(top))
+    assert [(e.text, e.label, e.line) for e in examples] == [(i.text, i.label, i.number) for i in items]
+
+
+def test_number_named_folders_are_classes_unless_the_task_reads_numbers(tmp_path):
+    top = make_folder(tmp_path / "stars", {"1/a.txt": "bad", "5/b.txt": "good", "3/c.txt": "fine"})
+    assert [e.label for e in read_text_dataset(str(top))] == ["1", "3", "5"]  # a CSV's 1/3/5 would be numbers
+    assert [e.label for e in read_text_dataset(str(top), label_type="number")] == [1.0, 3.0, 5.0]
+
+
+def test_files_left_out_and_folders_without_texts_are_warned_about(tmp_path):
+    top = make_folder(tmp_path / "data", {"pos/a.txt": "yes", "neg/b.txt": "no", "neg/notes.md": "x",
+                                          "urls.txt": "http://", "empty/readme.html": "<p>"})
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert len(read_class_folder(str(top))) == 2
+    messages = " | ".join(str(w.message) for w in seen)
+    assert "3 file(s) left out" in messages and "urls.txt" in messages and "neg/notes.md" in messages
+    assert "empty" in messages and "no class" in messages
+
+
+@pytest.mark.parametrize("files, expected", [
+    ({"a.txt": "loose"}, "no class folders in it; for a labelled set put each class's .txt files in a folder"),
+    ({"pos/a.csv": "x"}, "hold no .txt file; each text is one .txt file in its class's folder"),
+    ({"pos/a.txt": "ok", "neg/b.txt": b"caf\xe9", "neg/c.txt": b"\xff"}, "2 file(s) are not UTF-8: neg/b.txt, neg/c.txt"),
+    ({"pos/a.txt": "ok", "neg/b.txt": " \n"}, "1 file(s) hold no text: neg/b.txt; remove them or fill them in"),
+])
+def test_bad_folders_are_refused_naming_the_files(tmp_path, files, expected):
+    top = make_folder(tmp_path / "data", files)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(DataError, match="") as err:
+            read_text_dataset(str(top))
+    assert expected in str(err.value)
+
+
+def test_the_refusal_lists_a_few_files_and_counts_the_rest(tmp_path):
+    top = make_folder(tmp_path / "data", {f"neg/{i}.txt": b"\xe9" for i in range(5)})
+    with pytest.raises(EncodingError, match=r"5 file\(s\) are not UTF-8: neg/0.txt, neg/1.txt, neg/2.txt and 2 more"):
+        read_class_folder(str(top))
+
+
+def test_pairs_and_unlabelled_reads_refuse_a_folder(tmp_path):
+    top = make_folder(tmp_path / "data", {"pos/a.txt": "yes", "neg/b.txt": "no"})
+    with pytest.raises(DataError, match="a pair of texts needs a .csv, .tsv or .jsonl file"):
+        read_text_dataset(str(top), pair_column="text_b")
+    with pytest.raises(DataError, match="is a directory; give the texts as a file"):
+        read_text_dataset(str(top), label_column=None)
+
+
+def test_a_saved_dataset_directory_is_not_a_class_folder(tmp_path):
+    (tmp_path / "saved").mkdir()
+    (tmp_path / "saved" / "state.json").write_text("{}")
+    assert not is_class_folder(str(tmp_path / "saved"))
+    assert is_class_folder(str(tmp_path)) and not is_class_folder(str(tmp_path / "saved" / "state.json"))
+
+
+def test_split_writes_a_folder_as_csv_files_that_read_back_as_its_texts(tmp_path, capsys):
+    files = {f"{label}/{i}.txt": f"{label} text number {i}\nsecond line, with a comma" for label in ("sport", "tech")
+             for i in range(20)}
+    top = make_folder(tmp_path / "articles", files)
+    assert main(["split", "--input", str(top), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "40 rows; stratified by 'label' (2 classes)" in out and "--train " + str(tmp_path / "out" / "train.csv") in out
+    back = [(e.text, e.label) for name in ("train", "dev", "test")
+            for e in read_text_dataset(str(tmp_path / "out" / f"{name}.csv"))]
+    assert sorted(back) == sorted((text, path.split("/")[0]) for path, text in files.items())
+    with open(tmp_path / "out" / "dev.csv", encoding="utf-8", newline="") as f:
+        dev = list(csv.DictReader(f))
+    assert Counter(row["label"] for row in dev) == {"sport": 2, "tech": 2}
+
+
+def test_finetune_and_evaluate_read_class_folders(tmp_path, capsys):
+    from tests.tasks.helpers import make_tiny_model
+
+    words = {"sport": "the striker scored a goal", "business": "shares fell as the bank raised rates"}
+    train = make_folder(tmp_path / "train", {f"{label}/{i}.txt": f"{text} {i}" for label, text in words.items()
+                                             for i in range(8)})
+    dev = make_folder(tmp_path / "dev", {f"{label}/d{i}.txt": f"{text} again {i}" for label, text in words.items()
+                                         for i in range(3)})
+    model = make_tiny_model(tmp_path / "tiny", list(words.values()) * 3)
+    code = main(["finetune", "--task", "classification", "--model", model, "--train", str(train), "--dev", str(dev),
+                 "--out", str(tmp_path / "run"), "--no-progress", "--no-baseline", "--set", "train.max_steps=2",
+                 "data.max_length=16"])
+    assert code == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert main(["evaluate", "--model", str(tmp_path / "run"), "--data", str(dev)]) == 0
+    assert '"accuracy"' in capsys.readouterr().out
