@@ -2,11 +2,12 @@
 
 Search with a sentence-embedding model (one fine-tuned with `finetune --task embedding`, any
 sentence-transformers directory, or a plain encoder: mean pooling): the corpus (a .txt, one text
-per line, or a table's text column) and the queries are embedded as `bertkit embed` embeds them,
-and each query's `--top` corpus texts by cosine are printed, best first, with their line (or row)
-number. `--output FILE.jsonl` also writes one JSON line per query: {"query", "matches": [{"rank",
-"index", "score", "text"}]}, row i for query i (a blank query line's row has no matches). Blank corpus
-lines are never matched.
+per line, a table's text column, or a folder of .txt files, one text each) and the queries are
+embedded as `bertkit embed` embeds them, and each query's `--top` corpus texts by cosine are
+printed, best first, with their line (or row) number, or a folder's file. `--output FILE.jsonl`
+also writes one JSON line per query: {"query", "matches": [{"rank", "index", ("file",) "score",
+"text"}]}, row i for query i (a blank query line's row has no matches). Blank corpus lines (and
+empty files) are never matched.
 
 The corpus is embedded at every call (minutes for 50,000 texts on a CPU) unless
 `--corpus-embeddings FILE.npy` gives its vectors, written once by `bertkit embed --model DIR --input
@@ -23,7 +24,7 @@ import numpy as np
 from bertkit.errors import DataError
 from bertkit.inference.encode import SentenceEncoder
 from bertkit.io import atomic_open, check_regular_file
-from bertkit.tasks.formats import read_numbered_texts, read_texts
+from bertkit.tasks.formats import read_text_inputs, read_texts
 from bertkit.tasks.retrieval import top_matches
 from bertkit.tokenizer.coverage import warn_about_unknown_texts
 from bertkit.commands.options import (add_device, add_precision, at_least, check_output_files, device_of, precision_of,
@@ -34,8 +35,9 @@ CHECKED_ROWS = 8  # corpus texts embedded again to check a --corpus-embeddings f
 
 def add_arguments(parser) -> None:
     parser.add_argument("--model", required=True, help="sentence-embedding model directory")
-    parser.add_argument("--corpus", required=True, help="the texts to search: a .txt (one per line) or a .csv, "
-                                                        ".tsv or .jsonl table (its --text-column)")
+    parser.add_argument("--corpus", required=True, help="the texts to search: a .txt (one per line), a .csv, "
+                                                        ".tsv or .jsonl table (its --text-column), or a folder of "
+                                                        ".txt files (one text each)")
     parser.add_argument("queries", nargs="*", help="query texts (or --queries FILE)")
     parser.add_argument("--queries", dest="query_file", help="a file of queries, one per line (or a table)")
     parser.add_argument("--text-column", default="text", help="the column a table's texts are in (default: text)")
@@ -56,12 +58,12 @@ def read_queries(args) -> list[str]:
 
 
 def saved_vectors(path: str, corpus_path: str, corpus: list[str], kept: list[int], encoder,
-                  lines: list[int | None] | None = None) -> np.ndarray:
+                  lines: list[int | str | None] | None = None) -> np.ndarray:
     """The kept rows of `bertkit embed`'s .npy of the corpus, L2-normalised, after checking that it
     is a float array with a row per corpus line and the model's width, and that CHECKED_ROWS texts
     spread over the corpus (first and last included) embed again to their rows: the file was
     written from this corpus by this model (an edit elsewhere is not seen: embed again after one).
-    `lines`: the line each corpus text starts on, to name a text that fails."""
+    `lines`: the line each corpus text starts on (or its file in a folder), to name a text that fails."""
     check_regular_file(path)  # a FIFO would block the read
     try:  # mapped: a header that claims more rows than the file holds is an error, not a huge allocation
         saved = np.load(path, allow_pickle=False, mmap_mode="r")  # never unpickle
@@ -85,7 +87,8 @@ def saved_vectors(path: str, corpus_path: str, corpus: list[str], kept: list[int
         if float(vectors[row] @ vector) < 0.99:
             # row i is text i, which starts on its own line (a table's header and multi-line texts shift it)
             line = lines[row] if lines else None
-            text = f"the text on line {line} of {corpus_path}" if line else f"text {row + 1} of {corpus_path}"
+            text = (f"{line} in {corpus_path}" if isinstance(line, str) else
+                    f"the text on line {line} of {corpus_path}" if line else f"text {row + 1} of {corpus_path}")
             raise DataError(f"--corpus-embeddings {path}: its row {row + 1}, for {text}, is not this model's vector "
                             f"of that text (cosine {float(vectors[row] @ vector):.3f}): another model, corpus or "
                             f"--max-length wrote it; {fix}")
@@ -95,8 +98,8 @@ def saved_vectors(path: str, corpus_path: str, corpus: list[str], kept: list[int
 def run(args) -> int:
     resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
     check_output_files(args)  # before any work: a folder, or a file the command reads
-    queries, numbered = read_queries(args), read_numbered_texts(args.corpus, args.text_column)  # before the model
-    lines, corpus = [line for line, _ in numbered], [text for _, text in numbered]
+    queries, inputs = read_queries(args), read_text_inputs(args.corpus, args.text_column)  # before the model
+    corpus, files = [e.text for e in inputs], [e.file for e in inputs]
     kept = [i for i, text in enumerate(corpus) if text.strip()]
     device = device_of(args)
     encoder = SentenceEncoder.from_pretrained(args.model, device=device, precision=args.precision)
@@ -104,7 +107,8 @@ def run(args) -> int:
     warn_about_unknown_texts([corpus[i] for i in kept] + queries, encoder.tokenizer, args.model,
                              f"texts ({args.corpus} and the queries)")
     if args.corpus_embeddings:
-        vectors = saved_vectors(args.corpus_embeddings, args.corpus, corpus, kept, encoder, lines)
+        vectors = saved_vectors(args.corpus_embeddings, args.corpus, corpus, kept, encoder,
+                                [e.file or e.line for e in inputs])
     else:
         vectors = encoder.encode([corpus[i] for i in kept], normalize=True)
     asked = [i for i, query in enumerate(queries) if query.strip()]
@@ -113,14 +117,16 @@ def run(args) -> int:
     rows = []
     for i, query in enumerate(queries):
         found, score = found_for.get(i, ((), ()))  # a blank query: a row without matches
-        matches = [{"rank": rank, "index": kept[j], "score": round(float(s), 4), "text": corpus[kept[j]]}
+        matches = [{"rank": rank, "index": kept[j], **({"file": files[kept[j]]} if files[kept[j]] else {}),
+                    "score": round(float(s), 4), "text": corpus[kept[j]]}
                    for rank, (j, s) in enumerate(zip(found, score), 1)]
         rows.append({"query": query, "matches": matches})
         if i not in found_for:
             continue
         print(f"query: {query}")
         for match in matches:
-            print(f"  {match['rank']}. {match['score']:.3f}  [{match['index'] + 1}] {match['text'][:100]}")
+            where = match.get("file") or match["index"] + 1  # a folder's file, else the text's number
+            print(f"  {match['rank']}. {match['score']:.3f}  [{where}] {match['text'][:100]}")
     if args.output:
         with atomic_open(args.output, "w", encoding="utf-8") as f:
             f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)

@@ -1,4 +1,5 @@
-"""A folder of class folders, read as a labelled set: each .txt file one text, its folder's name its label.
+"""Texts kept as files: a folder of class folders read as a labelled set (each .txt file one text,
+its folder's name its label), or any folder of .txt files read as unlabelled texts.
 
     reviews/pos/0001.txt         text: the file's text (stripped), label: "pos"
     reviews/pos/more/0002.txt    a file deeper in a class folder is of that class too
@@ -11,6 +12,10 @@ folders are skipped; other files (not .txt, or directly in the top folder, with 
 out with a warning naming a few. Every file must be UTF-8 and hold some text: the refusal names
 each one that is not (up to a few), before any work starts. Folder names are class names even
 when they are numbers ("0", "1", star ratings), never a regression target.
+
+Read unlabelled (`predict`, `nearest`), every .txt file under the folder is a text, at any depth,
+in sorted path order (a class folder's files in the order read labelled), named in each output row
+by its path relative to the folder; an empty file is a blank text, with a blank row.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ class ClassFile:
     number: int  # 1-based, in the sorted order
     path: str  # relative to the top folder, e.g. "pos/0001.txt"
     text: str
-    label: str
+    label: str | None  # None: read unlabelled (read_text_files)
 
 
 def is_class_folder(path: str) -> bool:
@@ -44,15 +49,15 @@ def _visible(name: str) -> bool:
     return not name.startswith(".")
 
 
-def _class_files(folder: str) -> tuple[list[str], list[str]]:
-    """(the .txt files, the other files) under one class folder, relative to it, sorted."""
+def _walk(folder: str, top: str) -> tuple[list[str], list[str]]:
+    """(the .txt files, the other files) under `folder`, relative to `top`, sorted."""
     texts, others = [], []
     for root, dirs, files in os.walk(folder):
         dirs[:] = sorted(d for d in dirs if _visible(d))  # in place: os.walk then skips hidden folders, in order
         for name in sorted(filter(_visible, files)):
-            relative = os.path.relpath(os.path.join(root, name), os.path.dirname(folder))
+            relative = os.path.relpath(os.path.join(root, name), top)
             (texts if name.lower().endswith(SUFFIX) else others).append(relative)
-    return texts, others
+    return sorted(texts), sorted(others)  # by path: a/x.txt before b.txt, which os.walk gives first
 
 
 def _listed(paths: list[str]) -> str:
@@ -72,7 +77,7 @@ def list_class_files(top: str) -> list[tuple[str, str]]:
                         ".tsv or .jsonl file")
     found, left_out, empty = [], list(loose), []
     for label in classes:
-        texts, others = _class_files(os.path.join(top, label))
+        texts, others = _walk(os.path.join(top, label), top)
         found += [(path, label) for path in texts]
         left_out += others
         if not texts:
@@ -88,17 +93,39 @@ def list_class_files(top: str) -> list[tuple[str, str]]:
     return found
 
 
+def list_text_files(top: str) -> list[str]:
+    """Every .txt file under `top` at any depth (class folders or not), sorted; warns about the
+    other files, refuses a folder with none."""
+    found, others = _walk(top, top)
+    if not found:
+        raise DataError(f"{top} is a directory with no {SUFFIX} file in it; give the texts as a file (.txt: one text "
+                        f"per line, .csv, .tsv, .jsonl) or as {SUFFIX} files in the folder, one text each")
+    if others:
+        warnings.warn(f"{top}: {len(others)} file(s) left out, not {SUFFIX}: {_listed(others)}", stacklevel=3)
+    return found
+
+
 def read_class_folder(top: str) -> list[ClassFile]:
     """Every text of `top`'s class folders (module docstring), or one DataError naming the files
     that are not UTF-8 or hold no text."""
+    return _read(top, list_class_files(top), blank_allowed=False)
+
+
+def read_text_files(top: str) -> list[ClassFile]:
+    """Every .txt file under `top` as an unlabelled text (label None), for predict and search: an
+    empty file is a text too (its row says so), a file that is not UTF-8 is refused."""
+    return _read(top, [(path, None) for path in list_text_files(top)], blank_allowed=True)
+
+
+def _read(top: str, listed: list[tuple[str, str | None]], blank_allowed: bool) -> list[ClassFile]:
     read, not_utf8, blank = [], [], []
-    for number, (path, label) in enumerate(list_class_files(top), 1):
+    for number, (path, label) in enumerate(listed, 1):
         try:
             text = read_text(os.path.join(top, path)).strip()
         except EncodingError:
             not_utf8.append(path)
             continue
-        if text:
+        if text or blank_allowed:
             read.append(ClassFile(number, path, text, label))
         else:
             blank.append(path)

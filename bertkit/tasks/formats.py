@@ -26,7 +26,7 @@ from typing import Iterable, Sequence, Union
 from bertkit.errors import DataError
 from bertkit.io import (check_regular_file, is_json_array, iter_csv_rows, iter_text_lines, json_lines_fix, loads_json,
                         read_text, text_file_lines)
-from bertkit.tasks.class_folders import is_class_folder, read_class_folder
+from bertkit.tasks.class_folders import is_class_folder, read_class_folder, read_text_files
 from bertkit.tasks.tables import is_table, iter_records
 
 Label = Union[str, float, list, None]
@@ -42,6 +42,7 @@ __all__ = [
     "no_input_error",
     "read_texts",
     "read_numbered_texts",
+    "read_text_inputs",
     "read_conll",
     "write_conll",
     "read_squad",
@@ -65,6 +66,7 @@ class TextExample:
     text_pair: str | None = None
     label: Label = None
     line: int | None = field(default=None, compare=False)  # where it starts in its file (1-based)
+    file: str | None = field(default=None, compare=False)  # its file, in a folder of texts (class_folders.py)
 
 
 @dataclass
@@ -272,9 +274,8 @@ def read_text_dataset(
     suffix = Path(path).suffix.lower()
     columns = (text_column, pair_column, label_column)
     if folder:
-        records = _folder_records(path, columns)
-        label_type = "category" if label_type == "auto" else label_type  # folder names are class names
-    elif suffix in (".csv", ".tsv"):
+        return _folder_examples(path, columns, label_type)
+    if suffix in (".csv", ".tsv"):
         records = _csv_records(path, "\t" if suffix == ".tsv" else ",", columns, multilabel_sep)
     elif suffix == ".jsonl" or table:
         records = _jsonl_records(path, columns)
@@ -347,17 +348,23 @@ def read_texts(path: str, text_column: str = "text") -> list[str]:
 
 def read_numbered_texts(path: str, text_column: str = "text") -> list[tuple[int | None, str]]:
     """`read_texts` with the line each text starts on (a table's row may span lines; None where
-    the format has no lines, Parquet), for messages that name a text by where it is."""
-    if Path(path).suffix.lower() in TABLE_SUFFIXES or is_table(path):
+    the format has no lines, Parquet or a folder), for messages that name a text by where it is."""
+    return [(example.line, example.text) for example in read_text_inputs(path, text_column)]
+
+
+def read_text_inputs(path: str, text_column: str = "text") -> list[TextExample]:
+    """The texts of `read_texts` as unlabelled examples, each with its `line` (or its `file` in a
+    folder of .txt files, class_folders.py)."""
+    if Path(path).suffix.lower() in TABLE_SUFFIXES or is_table(path) or is_class_folder(path):
         try:
-            rows = [(example.line, example.text) for example in read_text_dataset(path, text_column, None, None)]
+            examples = read_text_dataset(path, text_column, None, None)
         except MissingColumnError as err:
             raise DataError(f"{err.what}; name the column that holds the texts with --text-column NAME") from None
     else:
-        rows = text_file_lines(path)
-    if not any(text.strip() for _, text in rows):
-        raise no_input_error(path, len(rows))
-    return rows
+        examples = [TextExample(text=text, line=line) for line, text in text_file_lines(path)]
+    if not any(example.text.strip() for example in examples):
+        raise no_input_error(path, len(examples))
+    return examples
 
 
 def no_input_error(path: str, blank: int) -> DataError:
@@ -419,14 +426,17 @@ def _csv_records(path: str, delimiter: str, columns: tuple, multilabel_sep: str)
         yield line, row[text_column], pair, label
 
 
-def _folder_records(path: str, columns: tuple):
-    """(number, text, pair, label) of each file of a folder of class folders (class_folders.py)."""
+def _folder_examples(path: str, columns: tuple, label_type: str) -> list[TextExample]:
+    """The texts of a folder (class_folders.py): labelled by their class folders, or unlabelled."""
     if columns[1]:
         raise DataError(f"{path} is a directory of texts, one per file; a pair of texts needs a .csv, .tsv or .jsonl "
                         f"file with both columns ({columns[0]!r} and {columns[1]!r})")
     if columns[2] is None:
-        raise DataError(f"{path} is a directory; give the texts as a file: .txt (one text per line), .csv, .tsv or .jsonl")
-    return [(item.number, item.text, None, item.label) for item in read_class_folder(path)]
+        return [TextExample(text=item.text, file=item.path) for item in read_text_files(path)]
+    items = read_class_folder(path)
+    label_type = "category" if label_type == "auto" else label_type  # folder names are class names
+    labels = _finish_labels([item.label for item in items], [f"file {item.path}" for item in items], path, label_type)
+    return [TextExample(text=item.text, label=label, file=item.path) for item, label in zip(items, labels)]
 
 
 def _jsonl_records(path: str, columns: tuple):

@@ -4,6 +4,7 @@ and evaluate, split by `bertkit split` into CSV files."""
 from __future__ import annotations
 
 import csv
+import json
 import warnings
 from collections import Counter
 
@@ -12,7 +13,7 @@ import pytest
 from bertkit.commands.cli import main
 from bertkit.errors import DataError, EncodingError
 from bertkit.tasks.class_folders import is_class_folder, read_class_folder
-from bertkit.tasks.formats import read_text_dataset
+from bertkit.tasks.formats import read_text_dataset, read_text_inputs
 
 
 def make_folder(top, files: dict[str, str | bytes]):
@@ -36,7 +37,7 @@ def test_each_txt_file_is_a_text_labelled_by_its_class_folder_in_sorted_order(tm
         (1, "neg/z.txt", "Dull.", "neg"), (2, "pos/a.txt", "Great.", "pos"), (3, "pos/b.txt", "Loved it.", "pos"),
         (4, "pos/more/c.TXT", "Deeper.", "pos")]
     examples = read_text_dataset(str(top))
-    assert [(e.text, e.label, e.line) for e in examples] == [(i.text, i.label, i.number) for i in items]
+    assert [(e.text, e.label, e.file, e.line) for e in examples] == [(i.text, i.label, i.path, None) for i in items]
 
 
 def test_number_named_folders_are_classes_unless_the_task_reads_numbers(tmp_path):
@@ -77,12 +78,25 @@ def test_the_refusal_lists_a_few_files_and_counts_the_rest(tmp_path):
         read_class_folder(str(top))
 
 
-def test_pairs_and_unlabelled_reads_refuse_a_folder(tmp_path):
+def test_a_pair_task_refuses_a_folder(tmp_path):
     top = make_folder(tmp_path / "data", {"pos/a.txt": "yes", "neg/b.txt": "no"})
     with pytest.raises(DataError, match="a pair of texts needs a .csv, .tsv or .jsonl file"):
         read_text_dataset(str(top), pair_column="text_b")
-    with pytest.raises(DataError, match="is a directory; give the texts as a file"):
-        read_text_dataset(str(top), label_column=None)
+
+
+def test_unlabelled_every_txt_file_is_a_text_in_path_order_and_an_empty_one_is_blank(tmp_path):
+    top = make_folder(tmp_path / "docs", {"b.txt": "second", "a/x.txt": "first", "a/.hidden.txt": "no", "c.txt": "",
+                                          "c.md": "left out"})
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        examples = read_text_inputs(str(top))
+    assert [(e.file, e.text, e.label) for e in examples] == [("a/x.txt", "first", None), ("b.txt", "second", None),
+                                                             ("c.txt", "", None)]
+    assert any("1 file(s) left out, not .txt: c.md" in str(w.message) for w in seen)
+    with pytest.raises(DataError, match="is a directory with no .txt file in it"):
+        read_text_inputs(str(make_folder(tmp_path / "none", {"a.md": "x"})))
+    with pytest.raises(DataError, match="holds no non-blank input"):
+        read_text_inputs(str(make_folder(tmp_path / "blank", {"a.txt": " "})))
 
 
 def test_a_saved_dataset_directory_is_not_a_class_folder(tmp_path):
@@ -123,3 +137,37 @@ def test_finetune_and_evaluate_read_class_folders(tmp_path, capsys):
     capsys.readouterr()
     assert main(["evaluate", "--model", str(tmp_path / "run"), "--data", str(dev)]) == 0
     assert '"accuracy"' in capsys.readouterr().out
+
+
+def test_embed_names_a_folders_rows_and_nearest_names_the_files_it_finds(tmp_path, capsys):
+    from tests.tasks.helpers import make_tiny_model
+
+    texts = {"food/a.txt": "a man is eating food", "food/b.txt": "a man eats bread", "money.txt": "shares fell sharply"}
+    top = make_folder(tmp_path / "docs", texts)
+    model = make_tiny_model(tmp_path / "tiny", list(texts.values()) * 3)
+    assert main(["embed", "--model", model, "--input", str(top), "--output", str(tmp_path / "vecs.npy")]) == 0
+    assert (tmp_path / "vecs.files.txt").read_text() == "food/a.txt\nfood/b.txt\nmoney.txt\n"
+    assert f"row i is the file on line i + 1 of {tmp_path / 'vecs.files.txt'}" in capsys.readouterr().out
+    out = tmp_path / "found.jsonl"
+    assert main(["nearest", "--model", model, "--corpus", str(top), "--corpus-embeddings", str(tmp_path / "vecs.npy"),
+                 "--top", "3", "--output", str(out), "shares fell sharply"]) == 0
+    assert "[money.txt] shares fell sharply" in capsys.readouterr().out
+    (row,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(m["file"], m["text"]) for m in row["matches"]][0] == ("money.txt", "shares fell sharply")
+    assert sorted(m["file"] for m in row["matches"]) == sorted(texts)
+
+
+def test_embed_refuses_to_write_inside_the_folder_and_warns_about_an_earlier_folders_names(tmp_path, capsys):
+    from tests.tasks.helpers import make_tiny_model
+
+    top = make_folder(tmp_path / "docs", {"a.txt": "one text", "b.txt": "another text"})
+    model = make_tiny_model(tmp_path / "tiny", ["one text", "another text"] * 3)
+    assert main(["embed", "--model", model, "--input", str(top), "--output", str(top / "vecs.npy")]) == 2
+    assert "is inside --input" in capsys.readouterr().err and not (top / "vecs.npy").exists()
+    lines = tmp_path / "lines.txt"
+    lines.write_text("one text\n")
+    (tmp_path / "vecs.files.txt").write_text("a.txt\nb.txt\n")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert main(["embed", "--model", model, "--input", str(lines), "--output", str(tmp_path / "vecs.npy")]) == 0
+    assert any("names the rows of an earlier folder's vectors" in str(w.message) for w in seen)
