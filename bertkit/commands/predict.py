@@ -7,7 +7,9 @@ regression {"value"}; token classification {"words", "tags", "entities": [{"type
 "text", "probabilities"}. The output is written atomically.
 
 One row per input, in input order: every row starts with "index" (0-based) and "line" (where
-the input starts in its file; null for SQuAD JSON and built-in data). A blank or
+the input starts in its file; null for SQuAD JSON, built-in data and a folder), then, for a folder of
+.txt files (one text each, at any depth, sorted by path; a folder of class folders too, its labels
+unused), "file": the file's path in the folder; an empty file is a blank input. A blank or
 whitespace-only line (a blank JSONL line too; or text, question, context) is an input too: its row has the task's keys
 with null values (no label, no value, no words, no answer) instead of being dropped. A file
 with no non-blank input at all is refused. SQuAD questions whose gold answer is not in the
@@ -30,8 +32,8 @@ from bertkit.commands.options import (STDOUT, add_device, add_int8, add_precisio
 def add_arguments(parser) -> None:
     parser.add_argument("--model", required=True, help="fine-tuned model directory")
     parser.add_argument("--input", required=True,
-                        help="texts (.txt one per line, .csv/.tsv/.jsonl), CoNLL, SQuAD .json / QA .jsonl, "
-                             "multiple-choice .jsonl, or built-in NAME[:split]")
+                        help="texts (.txt one per line, .csv/.tsv/.jsonl, a folder of .txt files), CoNLL, SQuAD .json / "
+                             "QA .jsonl, multiple-choice .jsonl, or built-in NAME[:split]")
     parser.add_argument("--output", required=True, help="where to write the predictions (.jsonl); - for stdout")
     parser.add_argument("--task", choices=TASKS, help="default: the task the model was fine-tuned for")
     add_task_module(parser)

@@ -193,7 +193,8 @@ def prediction_rows(model, tokenizer, spec: TaskSpec, inputs: PredictionInput, n
     fewer: row i is example i.
 
     Every row starts with "index" (0-based position among the inputs) and "line" (1-based line
-    where the input starts in its file; None for SQuAD JSON and built-in data). A blank input
+    where the input starts in its file; None for SQuAD JSON and built-in data), then "file" for
+    an input that is a file of a folder (its path in the folder). A blank input
     (empty or whitespace-only text, question or context; a sentence without words) is not sent
     to the model: its row has the task's keys with null values (the task's `blank_row`).
     """
@@ -204,9 +205,15 @@ def prediction_rows(model, tokenizer, spec: TaskSpec, inputs: PredictionInput, n
     subset = PredictionInput([examples[i] for i in kept], pick(inputs.texts), pick(inputs.spans))
     predicted = task.rows(model, task.decode(model, tokenizer, subset.examples, spec, name), subset) if kept else []
     by_index = dict(zip(kept, predicted))
-    return [{"index": i, "line": getattr(example, "line", None),
+    return [{"index": i, "line": getattr(example, "line", None), **_file_of(example),
              **(by_index[i] if i in by_index else task.blank_row(example))}
             for i, example in enumerate(examples)]
+
+
+def _file_of(example) -> dict:
+    """{"file": path} for an input read from a folder of .txt files (class_folders.py), else nothing."""
+    file = getattr(example, "file", None)
+    return {"file": file} if file else {}
 
 
 def _is_blank(example) -> bool:

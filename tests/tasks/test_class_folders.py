@@ -121,7 +121,7 @@ def test_split_writes_a_folder_as_csv_files_that_read_back_as_its_texts(tmp_path
     assert Counter(row["label"] for row in dev) == {"sport": 2, "tech": 2}
 
 
-def test_finetune_and_evaluate_read_class_folders(tmp_path, capsys):
+def test_finetune_evaluate_and_predict_read_folders(tmp_path, capsys):
     from tests.tasks.helpers import make_tiny_model
 
     words = {"sport": "the striker scored a goal", "business": "shares fell as the bank raised rates"}
@@ -137,6 +137,12 @@ def test_finetune_and_evaluate_read_class_folders(tmp_path, capsys):
     capsys.readouterr()
     assert main(["evaluate", "--model", str(tmp_path / "run"), "--data", str(dev)]) == 0
     assert '"accuracy"' in capsys.readouterr().out
+    new = make_folder(tmp_path / "new", {"x/late.txt": "the striker scored again", "early.txt": "", "b.txt": "rates"})
+    assert main(["predict", "--model", str(tmp_path / "run"), "--input", str(new), "--output", str(tmp_path / "p.jsonl")]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
+    assert [(row["index"], row["line"], row["file"]) for row in rows] == [(0, None, "b.txt"), (1, None, "early.txt"),
+                                                                           (2, None, "x/late.txt")]
+    assert rows[1]["label"] is None and rows[0]["label"] in words and rows[2]["label"] in words
 
 
 def test_embed_names_a_folders_rows_and_nearest_names_the_files_it_finds(tmp_path, capsys):
