@@ -39,6 +39,7 @@ __all__ = [
     "ChoiceExample",
     "SquadReadStats",
     "read_text_dataset",
+    "spreadsheet_fix",
     "no_input_error",
     "read_texts",
     "read_numbered_texts",
@@ -283,8 +284,8 @@ def read_text_dataset(
         raise DataError(f"{path} is one JSON array; bertkit reads .csv, .tsv or JSON lines (.jsonl): "
                         f"{json_lines_fix(path)}")
     else:
-        raise DataError(f"{path}: unknown extension {suffix!r}; use .csv, .tsv, .jsonl, .parquet or a directory "
-                        "saved by datasets")
+        raise DataError(f"{path}: unknown extension {suffix!r}; use .csv, .tsv, .jsonl, .parquet, a directory "
+                        f"saved by datasets, or a folder of .txt files (one folder per class to train on){spreadsheet_fix(suffix)}")
     read = list(records)  # (line, text, pair, raw label)
     if label_column is not None:  # a labelled set (train, dev, test); predict's blank inputs get blank rows
         _refuse_empty_texts(path, read, columns[:2])
@@ -292,6 +293,18 @@ def read_text_dataset(
             if suffix in (".csv", ".tsv") and multilabel_sep else 'a JSON list (["a", "b"])')
     labels = _finish_labels([r[3] for r in read], [f"line {r[0]}" for r in read], path, label_type, form)
     return [TextExample(text=t, text_pair=p, label=l, line=n) for (n, t, p, _), l in zip(read, labels)]
+
+
+SPREADSHEETS = (".xlsx", ".xls", ".xlsm", ".ods", ".numbers")
+
+
+def spreadsheet_fix(suffix: str) -> str:
+    """For a spreadsheet workbook, how to save it as what bertkit reads (its cells are not text
+    bertkit can read without a spreadsheet library); else ""."""
+    if suffix.lower() not in SPREADSHEETS:
+        return ""
+    return ("; it is a spreadsheet workbook: save the sheet as CSV (Excel: File > Save As > CSV UTF-8; LibreOffice: "
+            "Text CSV, UTF-8), with a header row naming the columns (text; label to train on)")
 
 
 def text_key(example) -> tuple[str, str] | None:

@@ -35,7 +35,7 @@ from bertkit.errors import ConfigError, DataError
 from bertkit.io import (atomic_open, check_regular_file, csv_delimiter, is_json_array, iter_csv_rows, iter_jsonl,
                         iter_text_lines, json_lines_fix)
 from bertkit.tasks.class_folders import is_class_folder, read_class_folder
-from bertkit.tasks.formats import no_input_error, parse_number, read_conll
+from bertkit.tasks.formats import no_input_error, parse_number, read_conll, spreadsheet_fix
 
 __all__ = ["Table", "read_table", "split_file", "MAX_NUMBER_CLASSES"]
 
@@ -81,9 +81,8 @@ def _check_format(path: str) -> str:
     if suffix == ".json" and is_json_array(path):
         raise DataError(f"{path} is one JSON array; split reads .csv, .tsv or JSON lines (.jsonl): "
                         f"{json_lines_fix(path)}")
-    raise DataError(f"{path}: split reads .csv, .tsv, .jsonl or .conll files, not "
-                    f"{suffix or 'a file without an extension'}; "
-                    "save the data as one of these")
+    raise DataError(f"{path}: split reads .csv, .tsv, .jsonl or .conll files or a folder of class folders, not "
+                    f"{suffix or 'a file without an extension'}" + (spreadsheet_fix(suffix) or "; save the data as one of these"))
 
 
 def read_table(path: str) -> Table:

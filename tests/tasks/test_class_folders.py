@@ -177,3 +177,14 @@ def test_embed_refuses_to_write_inside_the_folder_and_warns_about_an_earlier_fol
         warnings.simplefilter("always")
         assert main(["embed", "--model", model, "--input", str(lines), "--output", str(tmp_path / "vecs.npy")]) == 0
     assert any("names the rows of an earlier folder's vectors" in str(w.message) for w in seen)
+
+
+@pytest.mark.parametrize("suffix", [".xlsx", ".ods"])
+def test_a_spreadsheet_workbook_is_refused_with_how_to_save_it_as_csv(tmp_path, capsys, suffix):
+    book = tmp_path / f"data{suffix}"
+    book.write_bytes(b"PK\x03\x04 a zip of sheets")
+    with pytest.raises(DataError, match="spreadsheet workbook: save the sheet as CSV") as err:
+        read_text_dataset(str(book))
+    assert "or a folder of .txt files" in str(err.value)
+    assert main(["split", "--input", str(book), "--out", str(tmp_path)]) == 2
+    assert "spreadsheet workbook: save the sheet as CSV (Excel: File > Save As > CSV UTF-8" in capsys.readouterr().err
