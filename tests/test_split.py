@@ -208,6 +208,37 @@ def test_qa_like_jsonl_keeps_questions_of_one_context_together(tmp_path, capsys)
     assert len(where) == 50 and all(len(splits) == 1 for splits in where.values())
 
 
+def test_a_squad_file_splits_by_passage_and_each_part_reads_back_as_squad(tmp_path, capsys):
+    from bertkit.tasks.formats import read_squad
+
+    def passage(a, p):
+        context, answer = f"Passage {a}.{p}: the answer is {a * 10 + p}.", str(a * 10 + p)
+        qas = [{"id": f"q{a}-{p}-{q}", "question": f"What is the answer {q}?", "is_impossible": q == 2,
+                "answers": [] if q == 2 else [{"text": answer, "answer_start": context.rindex(answer)}]}
+               for q in range(3)]
+        return {"context": context, "note": "kept", "qas": qas}
+
+    document = {"version": "v2.0", "data": [{"title": f"article {a}", "paragraphs": [passage(a, p) for p in range(4)]}
+                                            for a in range(5)]}
+    source = tmp_path / "all.json"
+    source.write_text(json.dumps(document), encoding="utf-8")
+    every = {e.id: e for e in read_squad(str(source), keep_all_questions=True)}
+    code, out = split(["--input", source, "--out", tmp_path / "out", "--dev", "0.2", "--test", "0.2"], capsys)
+    assert code == 0, out.err
+    assert "60 rows; SQuAD questions: a random split, rows sharing a 'context' value kept in one split" in out.out
+    assert "bertkit finetune --task qa" in out.out
+    passages, ids = {}, []
+    for name in ("train", "dev", "test"):
+        part = json.loads((tmp_path / "out" / f"{name}.json").read_text(encoding="utf-8"))
+        assert part["version"] == "v2.0"
+        assert all(p["note"] == "kept" for article in part["data"] for p in article["paragraphs"])
+        for example in read_squad(str(tmp_path / "out" / f"{name}.json"), keep_all_questions=True):
+            assert example == every[example.id]  # question, context, answers, is_impossible as they were
+            assert passages.setdefault(example.context, name) == name  # a passage's questions in one split
+            ids.append(example.id)
+    assert sorted(ids) == sorted(every) and len(set(passages.values())) == 3
+
+
 def test_texts_that_differ_only_in_surrounding_space_share_a_split(tmp_path, capsys):
     rows = [(" " * (i % 3) + f"text {i % 30}" + " " * (i % 2), "ab"[i % 2]) for i in range(120)]
     source = write_csv(tmp_path / "all.csv", ["text", "label"], rows)

@@ -15,7 +15,8 @@ from bertkit.commands.options import add_seed, say
 
 def add_arguments(parser) -> None:
     parser.add_argument("--input", required=True, help="the labelled .csv, .tsv or .jsonl file, .conll file of tagged "
-                                                       "sentences, or folder of class folders (CLASS/*.txt), to split")
+                                                       "sentences, SQuAD .json, or folder of class folders "
+                                                       "(CLASS/*.txt), to split")
     parser.add_argument("--out", required=True, help="folder to write train, dev and test files into (the "
                                                      "input's format: train.csv, dev.csv, test.csv; CSV for a folder)")
     parser.add_argument("--dev", type=float, default=0.1, help="fraction of the rows for dev")
@@ -25,8 +26,8 @@ def add_arguments(parser) -> None:
                         help="the column of labels to stratify by (default: label, and a random split "
                              "without one)")
     parser.add_argument("--group-column", default=None,
-                        help="rows with the same value here (stripped) stay in one split (default: text; e.g. "
-                             "context for questions that share a passage)")
+                        help="rows with the same value here (stripped) stay in one split (default: text; a "
+                             "SQuAD file's context; e.g. context for a QA .jsonl's questions that share a passage)")
     parser.add_argument("--overwrite", action="store_true", help="replace train, dev and test files in --out")
 
 

@@ -33,14 +33,15 @@ from typing import Callable
 from bertkit.data.splits import HELD_OUT, SPLITS, assign_splits, rows_needed
 from bertkit.errors import ConfigError, DataError
 from bertkit.io import (atomic_open, check_regular_file, csv_delimiter, is_json_array, iter_csv_rows, iter_jsonl,
-                        iter_text_lines, json_lines_fix)
+                        iter_text_lines, json_lines_fix, loads_json, read_text)
 from bertkit.tasks.class_folders import is_class_folder, read_class_folder
-from bertkit.tasks.formats import no_input_error, parse_number, read_conll, spreadsheet_fix
+from bertkit.tasks.formats import no_input_error, parse_number, read_conll, read_squad, spreadsheet_fix
 
 __all__ = ["Table", "read_table", "split_file", "MAX_NUMBER_CLASSES"]
 
-SUFFIXES = (".csv", ".tsv", ".jsonl", ".conll")
+SUFFIXES = (".csv", ".tsv", ".jsonl", ".conll", ".json")
 CONLL = ".conll"  # a sentence (its token lines) is a row; its words, joined, its text
+SQUAD = ".json"  # a question is a row ("text", "context"); questions about one passage stay together
 # Labels that are all whole numbers with at most this many values are classes (0/1, 1-5 stars) and
 # are stratified; more values, or fractions, are a regression target.
 MAX_NUMBER_CLASSES = 20
@@ -56,7 +57,8 @@ class Table:
     suffix: str
     rows: list[dict] = field(default_factory=list)
     lines: list[int] = field(default_factory=list)
-    raw: list[str] = field(default_factory=list)
+    raw: list = field(default_factory=list)  # JSONL/CoNLL: the row's text; SQuAD: (article, paragraph, question)
+    document: dict = field(default_factory=dict)  # SQuAD: the whole file
     header: list[str] = field(default_factory=list)  # CSV/TSV
     delimiter: str = ","
     bom: bool = False
@@ -72,22 +74,22 @@ def _check_format(path: str) -> str:
         return ".csv"
     check_regular_file(path)  # missing (with the nearest name), a directory, a FIFO
     suffix = Path(path).suffix.lower()
+    if suffix == SQUAD and is_json_array(path):
+        raise DataError(f"{path} is one JSON array; split reads .csv, .tsv or JSON lines (.jsonl), or a SQuAD .json "
+                        f"object: {json_lines_fix(path)}")
     if suffix in SUFFIXES:
         return suffix
     if suffix == ".txt":
         raise DataError(f"{path} is a text file: one text per line, with no labels to split by; split reads a .csv, "
-                        ".tsv or .jsonl with a text and a label column, or a .conll file of tagged sentences (a CoNLL "
-                        "file named .txt: rename it .conll)")
-    if suffix == ".json" and is_json_array(path):
-        raise DataError(f"{path} is one JSON array; split reads .csv, .tsv or JSON lines (.jsonl): "
-                        f"{json_lines_fix(path)}")
-    raise DataError(f"{path}: split reads .csv, .tsv, .jsonl or .conll files or a folder of class folders, not "
+                        ".tsv or .jsonl with a text and a label column, a .conll file of tagged sentences (a CoNLL "
+                        "file named .txt: rename it .conll), a SQuAD .json or a folder of class folders")
+    raise DataError(f"{path}: split reads .csv, .tsv, .jsonl, .conll or SQuAD .json files or a folder of class folders, not "
                     f"{suffix or 'a file without an extension'}" + (spreadsheet_fix(suffix) or "; save the data as one of these"))
 
 
 def read_table(path: str) -> Table:
-    """Every record of a .csv, .tsv, .jsonl or .conll file or a folder of class folders, through bertkit's
-    readers; an empty file or one with a header only is refused."""
+    """Every record of a .csv, .tsv, .jsonl, .conll or SQuAD .json file or a folder of class folders,
+    through bertkit's readers; an empty file or one with a header only is refused."""
     path = os.fspath(path)
     table = Table(path, _check_format(path))
     if is_class_folder(path):  # each file a row of a CSV: its text and its folder's name
@@ -97,6 +99,8 @@ def read_table(path: str) -> Table:
         table.lines = [item.number for item in items]
     elif table.suffix == CONLL:
         read_conll_sentences(table)
+    elif table.suffix == SQUAD:
+        read_squad_questions(table)
     elif table.suffix == ".jsonl":
         lines = dict(iter_text_lines(path, keepends=True))
         for line, record in iter_jsonl(path):
@@ -134,6 +138,34 @@ def read_conll_sentences(table: Table) -> None:
             table.rows.append({"text": " ".join(token.split()[0] for token in block)})
             block = []
     assert len(table.rows) == count, (len(table.rows), count)  # the sentences finetune reads
+
+
+def read_squad_questions(table: Table) -> None:
+    """A SQuAD file's questions as rows: each its question as "text" and its passage as "context",
+    and where it is (`raw`). read_squad checks the file first (fields, ids: its refusals)."""
+    read_squad(table.path, keep_all_questions=True)
+    table.document = loads_json(read_text(table.path), table.path)
+    for a, article in enumerate(table.document["data"]):
+        for p, paragraph in enumerate(article["paragraphs"]):
+            for q, qa in enumerate(paragraph["qas"]):
+                table.rows.append({"text": qa["question"], "context": paragraph["context"]})
+                table.lines.append(None)
+                table.raw.append((a, p, q))
+
+
+def _squad_part(document: dict, kept: set[tuple]) -> dict:
+    """`document` with only the questions at `kept` (article, paragraph, question); a passage or
+    article left without a question is left out, every other field kept as it was."""
+    data = []
+    for a, article in enumerate(document["data"]):
+        paragraphs = []
+        for p, paragraph in enumerate(article["paragraphs"]):
+            qas = [qa for q, qa in enumerate(paragraph["qas"]) if (a, p, q) in kept]
+            if qas:
+                paragraphs.append({**paragraph, "qas": qas})
+        if paragraphs:
+            data.append({**article, "paragraphs": paragraphs})
+    return {**document, "data": data}
 
 
 def _cells(table: Table, column: str, option: str, required: bool) -> list | None:
@@ -253,6 +285,11 @@ def write_splits(table: Table, assigned: list[str], paths: dict[str, str]) -> No
     with contextlib.ExitStack() as stack:
         files = {name: stack.enter_context(atomic_open(path, "w", encoding="utf-8", newline=""))
                  for name, path in paths.items()}
+        if table.suffix == SQUAD:
+            for name, f in files.items():
+                kept = {where for where, split in zip(table.raw, assigned) if split == name}
+                json.dump(_squad_part(table.document, kept), f, ensure_ascii=False)
+            return
         if table.suffix in (".jsonl", CONLL):  # records as they were; a blank line after each sentence
             for split, text in zip(assigned, table.raw):
                 files[split].write(text + ("\n" if table.suffix == CONLL else ""))
@@ -281,12 +318,13 @@ def _described(kind: str, label_column: str, labels: list | None) -> str:
             "numbers": f"{label_column!r} holds numbers (a regression target): a random split",
             "sets": f"{label_column!r} holds label sets (multi-label): a random split",
             "none": f"no {label_column!r} column: a random split (--label-column NAME stratifies by one)",
-            "sentences": "CoNLL sentences: a random split"}[kind]
+            "sentences": "CoNLL sentences: a random split",
+            "questions": "SQuAD questions: a random split"}[kind]
 
 
 def _next_commands(kind: str, paths: dict[str, str]) -> list[str]:
     task = {"classes": "classification", "sets": "classification", "numbers": "regression",
-            "sentences": "token-classification"}.get(kind, "TASK")
+            "sentences": "token-classification", "questions": "qa"}.get(kind, "TASK")
     lines = ["next: fine-tune on train (dev picks the checkpoint), then score the test split once:"]
     if "dev" in paths:
         lines.append(f"  bertkit finetune --task {task} --model MODEL --train {shlex.quote(paths['train'])} "
@@ -328,9 +366,9 @@ def split_file(source: str, out: str, dev: float = 0.1, test: float = 0.1, seed:
     paths = output_paths(out, suffix, fractions)
     check_outputs(paths, out, source, overwrite)
     table = read_table(source)
-    columns = (label_column or "label", group_column or "text")
+    columns = (label_column or "label", group_column or ("context" if suffix == SQUAD else "text"))
     keys = group_keys(table, columns[1], group_column is not None)
-    kind, labels = (("sentences", None) if suffix == CONLL else
+    kind, labels = (("sentences", None) if suffix == CONLL else ("questions", None) if suffix == SQUAD else
                     label_kind(table, columns[0], label_column is not None))
     assigned = assign_splits(keys, fractions, seed, labels)
     check_no_split_empty(table, keys, assigned, fractions, columns[1])
