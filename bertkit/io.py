@@ -408,25 +408,58 @@ def _rows_inside(value: str, column: int, width: int, delimiter: str) -> list[st
     return [text for text in inner if text.strip() and _fields(text, delimiter) == width]
 
 
-def _check_open_quote(path: str, row: dict, width: int, delimiter: str, first_line: int, warn: bool) -> bool:
-    """A record that began on `first_line` and holds lines that look like rows of their own.
-    Unclosed to the end of the file (fields missing): an error. Closed by a later quote: a
-    warning (if `warn`; True when given), since a real multi-line text may hold the delimiter
-    on every line."""
-    swallowed = [text for column, value in enumerate(row.values()) if isinstance(value, str) and "\n" in value
-                 for text in _rows_inside(value, column, width, delimiter)]
-    if not swallowed:
-        return False
-    fix = 'close the quote, and write a quote inside a quoted field as two ("")'
-    if any(value is None for value in row.values()):
-        raise DataError(f"{path}: the quote opened on line {first_line} is never closed, so the "
-                        f"{len(swallowed)} rows after it (e.g. {swallowed[0][:60]!r}) were read as one text; {fix}")
-    if warn:
-        rows = "a line that looks like a row" if len(swallowed) == 1 else f"{len(swallowed)} lines that look like rows"
-        warnings.warn(f"{path}: the quoted text that starts on line {first_line} runs over several lines and holds "
-                      f"{rows} (e.g. {swallowed[0][:60]!r}); if the quote should have closed on line "
-                      f"{first_line}, {fix}", stacklevel=3)
-    return warn
+class _OpenQuotes:
+    """Records that began on one line and hold lines that look like rows of their own (`_rows_inside`).
+    Unclosed to the end of the file (fields missing): an error at once. Closed by a later quote: one
+    warning at the end of the file, and only when such a line's other fields are values that column
+    holds in the file (a label), since a real multi-line text may hold the delimiter on every line:
+    an article whose headline and a paragraph each hold one comma is not a stray quote."""
+
+    SHORT = 100  # longer values (texts) are never a swallowed row's label: not kept
+
+    def __init__(self, path: str, width: int, delimiter: str):
+        self.path, self.width, self.delimiter = path, width, delimiter
+        self.seen: list[set[str]] = [set() for _ in range(width)]
+        self.suspects: list[tuple[int, int, list[str]]] = []  # (first line, column, swallowed lines)
+
+    def see(self, values: list[str]) -> None:
+        for column, value in enumerate(values[:self.width]):
+            if len(value) <= self.SHORT:
+                self.seen[column].add(value.strip())
+
+    def check(self, row: dict, first_line: int) -> None:
+        for column, value in enumerate(row.values()):
+            if not (isinstance(value, str) and "\n" in value):
+                continue
+            swallowed = _rows_inside(value, column, self.width, self.delimiter)
+            if swallowed and any(value is None for value in row.values()):
+                raise DataError(f"{self.path}: the quote opened on line {first_line} is never closed, so the "
+                                f"{len(swallowed)} rows after it (e.g. {swallowed[0][:60]!r}) were read as one text; "
+                                f"{self.FIX}")
+            if swallowed and len(self.suspects) < 100:
+                self.suspects.append((first_line, column, swallowed))
+
+    FIX = 'close the quote, and write a quote inside a quoted field as two ("")'
+
+    def _looks_like_rows(self, column: int, swallowed: list[str]) -> list[str]:
+        rows = []
+        for text in swallowed:
+            fields = next(csv.reader([text], delimiter=self.delimiter))
+            if any(fields[other].strip() and fields[other].strip() in self.seen[other]
+                   for other in range(self.width) if other != column):
+                rows.append(text)
+        return rows
+
+    def warn(self) -> None:
+        """The first record whose swallowed lines look like the file's rows, once per file."""
+        for first_line, column, swallowed in self.suspects:
+            rows = self._looks_like_rows(column, swallowed)
+            if rows:
+                what = "a line that looks like a row" if len(rows) == 1 else f"{len(rows)} lines that look like rows"
+                warnings.warn(f"{self.path}: the quoted text that starts on line {first_line} runs over several lines "
+                              f"and holds {what} (e.g. {rows[0][:60]!r}); if the quote should have closed on line "
+                              f"{first_line}, {self.FIX}", stacklevel=4)
+                return
 
 
 def _unquoted(field: str) -> str:
@@ -493,7 +526,7 @@ def iter_csv_rows(path: str | os.PathLike, delimiter: str, blanks: bool = False
         repeated = sorted({name for name in fieldnames if fieldnames.count(name) > 1})
         if repeated:
             raise DataError(f"{path}: line 1 names the column {repeated[0]!r} twice; rename or remove one")
-        first_line, warned = reader.line_num + 1, False
+        first_line, quotes = reader.line_num + 1, _OpenQuotes(path, len(fieldnames), delimiter)
         for values in reader:
             line, first_line = first_line, reader.line_num + 1  # this row's first line; the next row's
             if not values or (len(fieldnames) > 1 and values == [values[0]] and not values[0].strip()):  # a blank line
@@ -501,8 +534,9 @@ def iter_csv_rows(path: str | os.PathLike, delimiter: str, blanks: bool = False
                     yield line, None, fieldnames
                 continue
             row = _as_row(values, fieldnames)
+            quotes.see(values)
             if reader.line_num > line:  # a quoted field ran over several lines: legitimate, or a quote left open
-                warned |= _check_open_quote(path, row, len(fieldnames), delimiter, line, warn=not warned)
+                quotes.check(row, line)
             if None in row:
                 advice = _tsv_quote_advice(delimiter, values) or "quote fields that contain the delimiter"
                 raise DataError(f"{path}: line {line} has {len(values)} fields but the header has {len(fieldnames)}; "
@@ -514,6 +548,7 @@ def iter_csv_rows(path: str | os.PathLike, delimiter: str, blanks: bool = False
             if quoting == csv.QUOTE_NONE:
                 row = {name: _unquoted(value) for name, value in row.items()}
             yield line, row, fieldnames
+        quotes.warn()
     except csv.Error as err:
         if "new-line character" in str(err):  # a bare CR (old Mac line end) inside a line; csv's advice is Python's
             raise DataError(f"{path}: line {max(reader.line_num, 1)} "
