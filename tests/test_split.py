@@ -118,7 +118,7 @@ def test_split_writes_stratified_files_and_says_what_to_run_next(tmp_path, capsy
     lines = said.out.splitlines()
     assert "stratified by 'label' (3 classes)" in lines[0]
     dev_counts = Counter(row["label"] for row in parts["dev"])
-    assert lines[2] == f"dev: 40 rows (a {dev_counts['a']}, b {dev_counts['b']}, c {dev_counts['c']}) -> {out}/dev.csv"
+    assert lines[2] == f"dev: 40 rows (a: {dev_counts['a']}, b: {dev_counts['b']}, c: {dev_counts['c']}) -> {out}/dev.csv"
     assert f"bertkit finetune --task classification --model MODEL --train {out}/train.csv --dev {out}/dev.csv" \
         in said.out
     assert f"bertkit evaluate --model runs/mine --data {out}/test.csv" in said.out

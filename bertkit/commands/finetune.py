@@ -37,7 +37,8 @@ def add_arguments(parser) -> None:
                         help="pre-trained model directory (weights + tokenizer), or ORG/NAME in the local Hugging "
                              "Face cache")
     parser.add_argument("--train", required=True, help="training data file (classification, regression: CSV, TSV or "
-                        "JSONL with 'text' and 'label' columns; token-classification: CoNLL; qa: SQuAD JSON; embedding: "
+                        "JSONL with 'text' and 'label' columns, or a folder of class folders, CLASS/*.txt; "
+                        "token-classification: CoNLL; qa: SQuAD JSON; embedding: "
                         "CSV, TSV or JSONL with 'text' and 'positive' columns; similarity: CSV, TSV or JSONL with 'text', "
                         "'text_pair' and a numeric 'label' column; multiple-choice: JSONL with 'context', 'choices' and "
                         "'label'; seq2seq: JSONL with 'source' and 'target'; the README's \"Your own data\" shows each), "

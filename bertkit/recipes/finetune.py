@@ -33,6 +33,7 @@ import dataclasses
 import difflib
 import math
 import os
+import shlex
 import time
 import warnings
 from dataclasses import dataclass
@@ -59,6 +60,7 @@ from bertkit.tasks import (BUILTIN_DATA, SUMMARY_FILE, TASKS, Collator, DataConf
 from bertkit.tasks.baseline import (examples_hash, has_tfidf_baseline, summary_entry as tfidf_summary,
                                     training_data_record, trivial_entry)
 from bertkit.tasks.builtin import default_dev, source_name
+from bertkit.tasks.class_folders import is_class_folder, one_class_error
 from bertkit.tasks.formats import build_label_map, check_labels_known, count_shared, input_kind, text_key
 from bertkit.tasks.long_text import check_long_text_task
 from bertkit.tokenizer import Tokenizer
@@ -336,6 +338,16 @@ class TaskData:
     dev_source: str
 
 
+def refuse_one_label(train_source: str, train: Sequence, id2label: dict) -> None:
+    """A training set of one label (not label sets: "is it X" is a two-way question) gives a model that
+    predicts it for every input and scores 1 on a dev set of it."""
+    if len(id2label) == 1 and not any(isinstance(getattr(example, "label", None), list) for example in train):
+        if is_class_folder(train_source):
+            raise one_class_error(train_source, id2label[0])
+        raise DataError(f"{train_source}: every training example has the label {id2label[0]!r}; a classifier needs "
+                        "examples of at least two labels to tell apart: add examples of the others")
+
+
 def prepare_labels(task: Task, train_source: str, train: Sequence, dev: Sequence, dev_source: str | None = None
                    ) -> list[str] | None:
     """Label names in id order (None for tasks without a label set); dev labels must be known."""
@@ -345,6 +357,7 @@ def prepare_labels(task: Task, train_source: str, train: Sequence, dev: Sequence
     train_labels = task.labels_of(train)
     if inventory is None:
         label2id, id2label = build_label_map(train_labels)
+        refuse_one_label(train_source, train, id2label)
     else:
         check_labels_known(train_labels, {n: i for i, n in enumerate(inventory)}, "train", train_source)
         id2label = dict(enumerate(inventory))
@@ -363,7 +376,8 @@ def load_task_data(task: Task, train_source: str, dev_source: str | None, recipe
     if dev_source is None:
         dev_source = default_dev(train_source)  # a built-in's dev split, a cached data set's validation split
         if dev_source is None:
-            raise ConfigError("--dev is required with a training file (the dev set picks the best checkpoint)")
+            raise ConfigError("--dev is required with your own training data (the dev set picks the best checkpoint); "
+                              f"bertkit split --input {shlex.quote(train_source)} --out DIR makes train, dev and test from it")
     train = load_examples(task, train_source, "train", recipe.data)
     dev = load_examples(task, dev_source, "dev", recipe.data)
     if not train:
@@ -632,10 +646,10 @@ def train_task_model(work: str, recipe: Recipe, data: TaskData, tokenizer, model
     train_config, steps_per_epoch = run_length(recipe, batches, data.task)
     keeper = BestKeeper(work, metric, recipe.options.patience, tokenizer, metric in data.task.lower_is_better,
                         tie_metric=tie_metric(data.task, metric))
-    dev_features = data.task.encode(tokenizer, data.dev, recipe.data, None, False, "dev")  # once per run
+    dev_features = data.task.encode(tokenizer, data.dev, recipe.data, None, False, data.dev_source)  # once per run
 
     def evaluate_dev(_model) -> dict:
-        metrics = evaluate_examples(model, tokenizer, data.spec, data.dev, name="dev", features=dev_features)
+        metrics = evaluate_examples(model, tokenizer, data.spec, data.dev, name=data.dev_source, features=dev_features)
         return {k: (v if v is not None and not math.isnan(v) else float("nan")) for k, v in metrics.items()}
 
     # The Trainer tells the keeper every evaluation (it saves `trained`, whose save_pretrained is

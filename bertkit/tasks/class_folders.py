@@ -29,7 +29,8 @@ from bertkit.io import read_text
 from bertkit.tasks.tables import is_saved_dataset
 
 SUFFIX = ".txt"
-SHOWN = 3  # files named in a refusal or warning; the rest are counted
+SHOWN = 3  # files named in a refusal; the rest are counted
+LISTED = 10  # files named in a warning of files left out (a Thumbs.db among a few .html files is named)
 
 
 @dataclass
@@ -60,9 +61,20 @@ def _walk(folder: str, top: str) -> tuple[list[str], list[str]]:
     return sorted(texts), sorted(others)  # by path: a/x.txt before b.txt, which os.walk gives first
 
 
-def _listed(paths: list[str]) -> str:
-    more = f" and {len(paths) - SHOWN} more" if len(paths) > SHOWN else ""
-    return ", ".join(paths[:SHOWN]) + more
+def _listed(paths: list[str], shown: int = SHOWN) -> str:
+    more = f" and {len(paths) - shown} more" if len(paths) > shown else ""
+    return ", ".join(paths[:shown]) + more
+
+
+def one_class_error(top: str, label: str) -> DataError:
+    """The refusal to train on (or split) a folder whose texts are in one class folder: most often the
+    folder above the class folders was given, and its one folder holds them."""
+    inner = sorted(name for name in os.listdir(os.path.join(top, label))
+                   if _visible(name) and os.path.isdir(os.path.join(top, label, name)))
+    hint = (f"; {os.path.join(top, label)} holds the folders {_listed(inner)}: if those are the classes, give "
+            f"{os.path.join(top, label)}") if inner else ""
+    return DataError(f"{top} holds texts in one class folder only, {label!r}: a classifier needs at least two "
+                     f"classes{hint}")
 
 
 def list_class_files(top: str) -> list[tuple[str, str]]:
@@ -87,9 +99,10 @@ def list_class_files(top: str) -> list[tuple[str, str]]:
                         f"{SUFFIX} file in its class's folder ({top}/CLASS/NAME{SUFFIX})")
     if left_out:
         warnings.warn(f"{top}: {len(left_out)} file(s) left out, not {SUFFIX} or in no class folder: "
-                      f"{_listed(left_out)}", stacklevel=3)
+                      f"{_listed(left_out, LISTED)}", stacklevel=3)
     if empty:
-        warnings.warn(f"{top}: the folder(s) {_listed(empty)} hold no {SUFFIX} file and are no class", stacklevel=3)
+        warnings.warn(f"{top}: no class from the folder(s) {_listed(empty, LISTED)}: they hold no {SUFFIX} file",
+                      stacklevel=3)
     return found
 
 
@@ -101,7 +114,7 @@ def list_text_files(top: str) -> list[str]:
         raise DataError(f"{top} is a directory with no {SUFFIX} file in it; give the texts as a file (.txt: one text "
                         f"per line, .csv, .tsv, .jsonl) or as {SUFFIX} files in the folder, one text each")
     if others:
-        warnings.warn(f"{top}: {len(others)} file(s) left out, not {SUFFIX}: {_listed(others)}", stacklevel=3)
+        warnings.warn(f"{top}: {len(others)} file(s) left out, not {SUFFIX}: {_listed(others, LISTED)}", stacklevel=3)
     return found
 
 
@@ -121,18 +134,19 @@ def _read(top: str, listed: list[tuple[str, str | None]], blank_allowed: bool) -
     read, not_utf8, blank = [], [], []
     for number, (path, label) in enumerate(listed, 1):
         try:
-            text = read_text(os.path.join(top, path)).strip()
-        except EncodingError:
-            not_utf8.append(path)
+            text = read_text(os.path.join(top, path)).replace("\r\n", "\n").strip()  # a Windows copy: the same text
+        except EncodingError as err:  # UTF-16 (Notepad's "Unicode") needs another iconv than cp1252
+            not_utf8.append(path + (" (UTF-16)" if "UTF-16" in str(err) else ""))
             continue
         if text or blank_allowed:
             read.append(ClassFile(number, path, text, label))
         else:
             blank.append(path)
     if not_utf8:
+        source = "utf-16" if all(path.endswith("(UTF-16)") for path in not_utf8) else "cp1252"
         raise EncodingError(f"{top}: {len(not_utf8)} file(s) are not UTF-8: {_listed(not_utf8)}; re-encode each as "
-                            "UTF-8, e.g. iconv -f cp1252 -t utf-8 FILE > FILE.new && mv FILE.new FILE (-f latin1 for "
-                            "ISO-8859-1)")
+                            f"UTF-8, e.g. iconv -f {source} -t utf-8 FILE > FILE.new && mv FILE.new FILE (-f utf-16 for "
+                            "a UTF-16 file, -f cp1252 for a Windows one, -f latin1 for ISO-8859-1)")
     if blank:
         raise DataError(f"{top}: {len(blank)} file(s) hold no text: {_listed(blank)}; remove them or fill them in")
     return read

@@ -39,6 +39,7 @@ __all__ = [
     "ChoiceExample",
     "SquadReadStats",
     "read_text_dataset",
+    "same_text",
     "spreadsheet_fix",
     "no_input_error",
     "read_texts",
@@ -307,11 +308,17 @@ def spreadsheet_fix(suffix: str) -> str:
             "Text CSV, UTF-8), with a header row naming the columns (text; label to train on)")
 
 
+def same_text(text: str) -> str:
+    """What two texts that differ only in spacing and line ends (a copy saved on Windows, CRLF;
+    a double space) have in common: their words, single-spaced."""
+    return " ".join(text.split())
+
+
 def text_key(example) -> tuple[str, str] | None:
     """What makes two rows the same input: the text and its second text (a pair's, an embedding
-    row's positive), stripped; None for examples without a text (tags, QA, choices)."""
+    row's positive), up to spacing (`same_text`); None for examples without a text (tags, QA, choices)."""
     text, second = getattr(example, "text", None), getattr(example, "text_pair", getattr(example, "positive", None))
-    return (text.strip(), (second or "").strip()) if isinstance(text, str) else None
+    return (same_text(text), same_text(second or "")) if isinstance(text, str) else None
 
 
 def input_kind(examples: Sequence) -> str:

@@ -6,7 +6,7 @@ CSV, quoted fields over several lines, blank lines, bad bytes, all as `finetune`
 by `data.splits.assign_splits` and written back: a CSV or TSV through the csv module in the
 delimiter it was read with (its header and its byte-order mark kept), a JSONL record as the line it
 was. Each row goes to one split, in the file's order within it; rows whose group column (the text,
-stripped) is the same go to one split, so no dev or test text is a training text.
+up to spacing and line ends) is the same go to one split, so no dev or test text is a training text.
 
 The label column decides the stratification: one class per row (names, or whole numbers with few
 values, such as 0/1 or star ratings) is stratified; other numbers (a regression target), label
@@ -34,8 +34,8 @@ from bertkit.data.splits import HELD_OUT, SPLITS, assign_splits, rows_needed
 from bertkit.errors import ConfigError, DataError
 from bertkit.io import (atomic_open, check_regular_file, csv_delimiter, is_json_array, iter_csv_rows, iter_jsonl,
                         iter_text_lines, json_lines_fix, loads_json, read_text)
-from bertkit.tasks.class_folders import is_class_folder, read_class_folder
-from bertkit.tasks.formats import no_input_error, parse_number, read_conll, read_squad, spreadsheet_fix
+from bertkit.tasks.class_folders import is_class_folder, one_class_error, read_class_folder
+from bertkit.tasks.formats import no_input_error, parse_number, read_conll, read_squad, same_text, spreadsheet_fix
 
 __all__ = ["Table", "read_table", "split_file", "MAX_NUMBER_CLASSES"]
 
@@ -97,6 +97,8 @@ def read_table(path: str) -> Table:
         table.header = ["text", "label"]
         table.rows = [{"text": item.text, "label": item.label} for item in items]
         table.lines = [item.number for item in items]
+        if len({item.label for item in items}) == 1:
+            raise one_class_error(path, items[0].label)
     elif table.suffix == CONLL:
         read_conll_sentences(table)
     elif table.suffix == SQUAD:
@@ -182,10 +184,10 @@ def _cells(table: Table, column: str, option: str, required: bool) -> list | Non
 
 
 def group_keys(table: Table, column: str, named: bool) -> list:
-    """What keeps rows together: their `column` value, stripped (a JSON value that is not a string:
-    its JSON text)."""
+    """What keeps rows together: their `column` value up to spacing and line ends (`same_text`; a JSON
+    value that is not a string: its JSON text)."""
     option = "--group-column" if named else "--group-column (rows sharing its value stay in one split)"
-    return [value.strip() if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return [same_text(value) if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
             for value in _cells(table, column, option, required=True)]
 
 
@@ -227,10 +229,15 @@ def output_paths(out: str, suffix: str, fractions: dict[str, float]) -> dict[str
 
 
 def check_outputs(paths: dict[str, str], out: str, source: str, overwrite: bool) -> None:
-    """Refuse an --out that is a file, an output that is the input (even with --overwrite), and
-    outputs already there without --overwrite (all of them named)."""
+    """Refuse an --out that is a file or inside a folder given as --input, an output that is the input
+    (even with --overwrite), and outputs already there without --overwrite (all of them named)."""
     if os.path.exists(out) and not os.path.isdir(out):
         raise ConfigError(f"--out {out} is a file; give the folder to write train, dev and test files into")
+    inside = os.path.realpath(out) + os.sep
+    if os.path.isdir(source) and inside.startswith(os.path.realpath(source) + os.sep):
+        raise ConfigError(f"--out {out} is inside --input {source}: the split files would lie among the texts (a "
+                          "pre-training run on the folder would read them, test texts too); write them beside it, "
+                          f"e.g. --out {os.path.join(os.path.dirname(os.path.normpath(source)) or '.', 'data')}")
     for path in paths.values():
         if os.path.exists(path) and os.path.realpath(path) == os.path.realpath(source):
             raise ConfigError(f"--out {out} would write {path}, which is --input: splitting would replace the file it "
@@ -308,7 +315,7 @@ def _counts_text(labels: list[str] | None, assigned: list[str], split: str, orde
     if labels is None:
         return ""
     counts = Counter(label for label, name in zip(labels, assigned) if name == split)
-    shown = ", ".join(f"{label} {counts[label]}" for label in order[:10])
+    shown = ", ".join(f"{label}: {counts[label]}" for label in order[:10])  # "1: 4", not "1 4", for numbered classes
     return f" ({shown}{f', +{len(order) - 10} more classes' if len(order) > 10 else ''})"
 
 

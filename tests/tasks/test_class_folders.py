@@ -62,6 +62,8 @@ def test_files_left_out_and_folders_without_texts_are_warned_about(tmp_path):
     ({"pos/a.csv": "x"}, "hold no .txt file; each text is one .txt file in its class's folder"),
     ({"pos/a.txt": "ok", "neg/b.txt": b"caf\xe9", "neg/c.txt": b"\xff"}, "2 file(s) are not UTF-8: neg/b.txt, neg/c.txt"),
     ({"pos/a.txt": "ok", "neg/b.txt": " \n"}, "1 file(s) hold no text: neg/b.txt; remove them or fill them in"),
+    ({"pos/a.txt": "ok", "neg/b.txt": "hi".encode("utf-16")},
+     "1 file(s) are not UTF-8: neg/b.txt (UTF-16); re-encode each as UTF-8, e.g. iconv -f utf-16 -t utf-8"),
 ])
 def test_bad_folders_are_refused_naming_the_files(tmp_path, files, expected):
     top = make_folder(tmp_path / "data", files)
@@ -188,3 +190,59 @@ def test_a_spreadsheet_workbook_is_refused_with_how_to_save_it_as_csv(tmp_path, 
     assert "or a folder of .txt files" in str(err.value)
     assert main(["split", "--input", str(book), "--out", str(tmp_path)]) == 2
     assert "spreadsheet workbook: save the sheet as CSV (Excel: File > Save As > CSV UTF-8" in capsys.readouterr().err
+
+
+def test_a_folder_above_the_class_folders_is_refused_naming_the_one_that_holds_them(tmp_path, capsys):
+    # walk N #2: `parent/win/{a,b}/*.txt` given as `parent` read as one class, 'win', and trained to accuracy 1
+    top = make_folder(tmp_path / "parent", {"win/a/1.txt": "yes", "win/a/2.txt": "yes again", "win/b/3.txt": "no",
+                                            "win/b/4.txt": "no again", "win/b/5.txt": "never"})
+    expected = f"holds texts in one class folder only, 'win': a classifier needs at least two classes; {top / 'win'} " \
+               f"holds the folders a, b: if those are the classes, give {top / 'win'}"
+    assert main(["split", "--input", str(top), "--out", str(tmp_path / "out")]) == 2
+    assert expected in capsys.readouterr().err and not (tmp_path / "out").exists()
+    assert main(["finetune", "--task", "classification", "--model", str(tmp_path / "none"), "--train", str(top),
+                 "--dev", str(top), "--out", str(tmp_path / "run")]) == 2
+    assert expected in capsys.readouterr().err and not (tmp_path / "run").exists()
+    assert len(read_text_dataset(str(top))) == 5  # evaluating on one class is fine: read as it is
+
+
+def test_a_csv_of_one_label_is_refused_before_training(tmp_path, capsys):
+    from tests.tasks.helpers import make_tiny_model
+
+    data = tmp_path / "one.csv"
+    data.write_text("text,label\nshares fell,x\nrates rose,x\n", encoding="utf-8")
+    model = make_tiny_model(tmp_path / "tiny", ["shares fell", "rates rose"] * 3)
+    assert main(["finetune", "--task", "classification", "--model", model, "--train", str(data), "--dev", str(data),
+                 "--out", str(tmp_path / "run"), "--no-baseline"]) == 2
+    assert "every training example has the label 'x'; a classifier needs examples of at least two labels" \
+        in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_windows_copy_of_a_text_is_the_same_text_to_split_and_to_the_overlap_check(tmp_path, capsys):
+    # walk N #3: a CRLF copy of an article went to test while its LF copy trained, and no warning said so
+    from bertkit.tasks.formats import TextExample, count_shared
+
+    article = "Dollar gains on Greenspan speech\n\nThe dollar has hit its highest level."
+    files = {f"business/{i}.txt": f"business story {i}" for i in range(12)}
+    files.update({f"tech/{i}.txt": f"tech story {i}" for i in range(12)})
+    files.update({"business/lf.txt": article, "business/crlf.txt": article.replace("\n", "\r\n")})
+    top = make_folder(tmp_path / "dup", files)
+    assert [e.text for e in read_text_dataset(str(top)) if "Dollar" in e.text] == [article, article]
+    for seed in range(4):
+        assert main(["split", "--input", str(top), "--out", str(tmp_path / f"s{seed}"), "--seed", str(seed)]) == 0
+        homes = {name for name in ("train", "dev", "test")
+                 if "Dollar" in (tmp_path / f"s{seed}" / f"{name}.csv").read_text(encoding="utf-8")}
+        assert len(homes) == 1, (seed, homes)
+    crlf_csv = tmp_path / "crlf.csv"
+    crlf_csv.write_text('text,label\n"a  text\r\nover lines",x\n', encoding="utf-8", newline="")
+    assert count_shared(read_text_dataset(str(crlf_csv)), [TextExample("a text over lines")]) == 1
+
+
+def test_split_writes_no_file_inside_the_folder_it_splits(tmp_path, capsys):
+    # walk N #9: split files inside the folder were read by a pre-training run on it, test texts too
+    top = make_folder(tmp_path / "articles", {f"{label}/{i}.txt": f"{label} {i}" for label in "ab" for i in range(10)})
+    assert main(["split", "--input", str(top), "--out", str(top / "splits")]) == 2
+    err = capsys.readouterr().err
+    assert f"--out {top / 'splits'} is inside --input {top}" in err and f"--out {tmp_path / 'data'}" in err
+    assert not (top / "splits").exists()
