@@ -135,7 +135,7 @@ def test_unseen_dev_labels_are_listed():
     dev = [TextExample("c", label="sport"), TextExample("d", label="weather")]
     with pytest.raises(DataError, match="'weather'"):
         prepare_labels(get_task("classification"), "train.csv", train, dev)
-    tags = [TokenExample(["x"], ["B-PER"])]
+    tags = [TokenExample(["x", "z"], ["B-PER", "O"])]
     with pytest.raises(DataError, match="'B-ORG'"):
         prepare_labels(get_task("token-classification"), "t.conll", tags, [TokenExample(["y"], ["B-ORG"])])
 

@@ -54,7 +54,7 @@ def read_inputs(path, data):
 
 
 def encode(tokenizer, examples, data, label2id, training, name):
-    if not training and name == "dev":
+    if not training and name.endswith("dev.jsonl"):  # the dev file, named as finetune names it
         DEV_ENCODINGS.append(len(examples))
     return encode_texts(tokenizer, examples, data.max_length, class_ids if training else None, label2id, name)
 
