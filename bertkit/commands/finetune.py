@@ -148,9 +148,7 @@ def training_hints(summary: dict) -> list[str]:
     trained = [row for row in history if row["step"] > 0]  # step 0: the model before fine-tuning
     if trained and summary["best_step"] == trained[-1]["step"] and not summary.get("stopped_early"):
         when = "at the last evaluation" if len(trained) > 1 else "at the run's one evaluation, its end"
-        hints.append(f"the best dev {metric} came {when}, so it may still be improving: try a longer "
-                     f"run (train.epochs, now {summary['options']['epochs']:g}; or train.max_steps, now "
-                     f"{summary['train_config']['max_steps']})")
+        hints.append(f"the best dev {metric} came {when}, so it may still be improving: try {longer_run(summary)}")
     trivial_scores = summary.get("dev_baseline") or {}
     # the trivial baseline's own metric where it lacks the select one (regression's mean: no correlation)
     shared = metric if metric in trivial_scores else next((m for m in trivial_scores if m in summary["best_dev"]),
@@ -170,6 +168,15 @@ def training_hints(summary: dict) -> list[str]:
         hints.append(behind(reference["method"], summary, reference[metric], [*tries, "more training data",
                                                                               "a longer run"]))
     return hints
+
+
+def longer_run(summary: dict) -> str:
+    """The setting that lengthens the run: a search sets each trial's train.epochs from search.epochs
+    (the last rung's, the most), so there train.epochs would change nothing."""
+    if "search" in summary:
+        return f"longer trials (search.epochs, now {max(row['epochs'] for row in summary['search']['trials']):g})"
+    return (f"a longer run (train.epochs, now {summary['options']['epochs']:g}; or train.max_steps, now "
+            f"{summary['train_config']['max_steps']})")
 
 
 def not_ahead(summary: dict, theirs: float | None, metric: str | None = None) -> bool:
