@@ -191,10 +191,15 @@ def not_ahead(summary: dict, theirs: float | None, metric: str | None = None) ->
 
 def behind(method: str, summary: dict, theirs: float, tries: list[str]) -> str:
     """One line: `method` is level with or ahead of the model on dev, and what to try."""
+    return f"{standing(method, summary, theirs)}; to beat it, try: {'; '.join(tries)}"
+
+
+def standing(method: str, summary: dict, theirs: float) -> str:
+    """`method` is level with or ahead of the model on dev (select metric: theirs against ours)."""
     metric = summary["select_metric"]
     ours = summary["best_dev"][metric]
     return (f"{method} is {'level with' if ours == theirs else 'ahead of'} the model on dev ({metric} "
-            f"{rounded(theirs)} against {rounded(ours)}); to beat it, try: {'; '.join(tries)}")
+            f"{rounded(theirs)} against {rounded(ours)})")
 
 
 def baseline_hint(summary: dict) -> str | None:
@@ -203,6 +208,10 @@ def baseline_hint(summary: dict) -> str | None:
     theirs = (recorded_result(summary.get("tfidf_baseline")) or {}).get(summary["select_metric"])
     if not not_ahead(summary, theirs):
         return None
+    if summary.get("dev_in_training"):  # TF-IDF memorises the shared texts: tuning would chase memory
+        return (f"{standing('TF-IDF', summary, theirs)}, but {summary['dev_in_training']} of the dev split's "
+                f"{summary['dev_examples']} texts are training texts, so the dev score (TF-IDF's above all) is not a "
+                "held-out score: keep each text on one side (bertkit split) before comparing or tuning")
     tries = [] if "search" in summary else ["--search (lr, dropout and pooling chosen on dev)"]
     data = summary["spec"]["data"]
     if data.get("long_text", "truncate") != "chunks":  # chunks read every token: nothing is cut

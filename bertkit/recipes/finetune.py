@@ -334,6 +334,7 @@ class TaskData:
     labels: list[str] | None
     spec: TaskSpec
     dev_source: str
+    dev_in_training: int = 0  # dev texts that are also training texts: the dev scores are not held out
 
 
 def prepare_labels(task: Task, train_source: str, train: Sequence, dev: Sequence, dev_source: str | None = None
@@ -381,17 +382,18 @@ def load_task_data(task: Task, train_source: str, dev_source: str | None, recipe
         raise ConfigError(f"train.class_weights=\"balanced\" is for single-label or token classification, "
                           f"not {task.name}")
     check_long_text_task(task.name, recipe.data.long_text)
+    shared = 0
     if parse_source(train_source)[0] not in BUILTIN_DATA:  # the user's own data; built-in splits are fixed
-        warn_about_shared_texts(train, dev)
+        shared = warn_about_shared_texts(train, dev)
     labels = prepare_labels(task, train_source, train, dev, dev_source)
     spec = TaskSpec(task, recipe.data, task.allows_no_answer(train))
-    return TaskData(task, train, dev, labels, spec, dev_source)
+    return TaskData(task, train, dev, labels, spec, dev_source, shared)
 
 
-def warn_about_shared_texts(train: Sequence, dev: Sequence) -> None:
+def warn_about_shared_texts(train: Sequence, dev: Sequence) -> int:
     """Texts of the dev split that are also training texts (the dev score, which picks the
     checkpoint, then measures memory), and training texts given two labels; for examples with a
-    `text` (classification, regression, pairs, embedding)."""
+    `text` (classification, regression, pairs, embedding). Returns how many dev texts are shared."""
     shared, kind = count_shared(train, dev), input_kind([*train, *dev])  # pairs are counted as pairs
     if shared:
         warnings.warn(f"{shared} of the dev split's {len(dev)} {kind} are also training {kind}: the dev score, which "
@@ -405,6 +407,7 @@ def warn_about_shared_texts(train: Sequence, dev: Sequence) -> None:
     if mixed:
         warnings.warn(f"{len(mixed)} training {kind[:-1]}(s) are given different labels (e.g. {mixed[0][0][:60]!r}); "
                       "the model cannot get both right: correct or drop them")
+    return shared
 
 
 def warn_about_unknown_tokens(features: Sequence[dict], tokenizer, model_dir: str) -> None:
@@ -658,6 +661,7 @@ def run_summary(data: TaskData, recipe: Recipe, train_config: TrainConfig, model
         "dev_data": data.dev_source,
         "train_examples": len(data.train),
         "dev_examples": len(data.dev),
+        "dev_in_training": data.dev_in_training,  # the end-of-run advice must not tune to a memorised dev split
         "train_features": len(features),
         "train_config": dataclasses.asdict(train_config),
         "options": dataclasses.asdict(recipe.options),

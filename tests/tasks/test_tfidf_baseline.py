@@ -238,6 +238,21 @@ def test_a_fine_tune_that_does_not_beat_tfidf_on_dev_says_what_to_try():
     assert baseline_hint(summary(0.7, 0.5, task="regression", metric="mse")).startswith("TF-IDF is ahead")
 
 
+def test_with_dev_texts_that_are_training_texts_the_hint_points_at_the_overlap_not_at_tuning(bbc_files, capsys):
+    """walk N #11: --dev equal to --train; TF-IDF's dev score is memory, so "to beat it, try --search"
+    sent the user tuning against it."""
+    root, tiny, _, files = bbc_files
+    out = str(root / "dev-is-train")
+    printed = run_cli(["finetune", "--task", "classification", "--model", tiny, "--train", files["train"],
+                       "--dev", files["train"], "--out", out, *FAST], capsys)
+    assert json.load(open(f"{out}/finetune_summary.json"))["dev_in_training"] == 120
+    (hint,) = [line for line in printed if line.startswith("TF-IDF is ahead of the model on dev")]
+    assert hint.endswith(", but 120 of the dev split's 120 texts are training texts, so the dev score (TF-IDF's "
+                         "above all) is not a held-out score: keep each text on one side (bertkit split) before "
+                         "comparing or tuning")
+    assert not any("to beat it" in line for line in printed)
+
+
 def test_large_training_sets_fit_with_saga_to_the_same_scores(bbc_files, monkeypatch):
     """L-BFGS took 26 minutes on 50,000 texts in 45 classes; SAGA a few seconds a C."""
     _, _, data, _ = bbc_files
