@@ -633,7 +633,8 @@ def train_task_model(work: str, recipe: Recipe, data: TaskData, tokenizer, model
                                     lengths=[batching_length(f) for f in features], seed=recipe.train.seed,
                                     rank=ctx.rank, world_size=ctx.world_size)  # this rank's share
     train_config, steps_per_epoch = run_length(recipe, batches, data.task)
-    keeper = BestKeeper(work, metric, recipe.options.patience, tokenizer, metric in data.task.lower_is_better,
+    saved = fine_tuned_tokenizer(tokenizer, recipe.data)  # what OUT and each checkpoint hold
+    keeper = BestKeeper(work, metric, recipe.options.patience, saved, metric in data.task.lower_is_better,
                         tie_metric=tie_metric(data.task, metric))
     dev_features = data.task.encode(tokenizer, data.dev, recipe.data, None, False, "dev")  # once per run
 
@@ -643,10 +644,24 @@ def train_task_model(work: str, recipe: Recipe, data: TaskData, tokenizer, model
 
     # The Trainer tells the keeper every evaluation (it saves `trained`, whose save_pretrained is
     # the task model's) and replays the logged ones when resuming, so patience and best survive.
-    trainer = Trainer(trained, batches, train_config, work, eval_fn=evaluate_dev, tokenizer=tokenizer,
+    trainer = Trainer(trained, batches, train_config, work, eval_fn=evaluate_dev, tokenizer=saved,
                       progress=progress, keeper=keeper, ctx=ctx)
     trainer.train(resume=resume)
     return trainer, keeper, train_config, steps_per_epoch
+
+
+def fine_tuned_tokenizer(tokenizer: Tokenizer, data: DataConfig) -> Tokenizer:
+    """The checkpoint's tokenizer as a fine-tuned model directory saves it: model_max_length is the
+    length the model was fine-tuned and chosen at (data.max_length), not the checkpoint's (512), so
+    bertkit.Tokenizer and transformers (AutoTokenizer, pipeline with truncation) cut a text where
+    predict and evaluate do; they read 512 tokens of a model fine-tuned at 128 and gave other
+    predictions. With data.long_text="head_tail" or "chunks" predict reads a text's head and tail,
+    or every window of that length, which a reader that only truncates cannot: it gets the first
+    window, a row as long as the model was trained on. Training itself keeps the checkpoint's
+    tokenizer (the long-text reader measures whole texts with it)."""
+    saved = tokenizer.with_backend(tokenizer.backend_tokenizer)  # a second handle on the same vocabulary
+    saved.model_max_length = data.max_length
+    return saved
 
 
 def run_summary(data: TaskData, recipe: Recipe, train_config: TrainConfig, model, features, steps: int,
