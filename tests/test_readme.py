@@ -8,6 +8,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -16,10 +17,13 @@ def python_blocks() -> list[str]:
     return re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
 
 
+FINE_TUNED = '"runs/mine"'  # a block reading the run "Your own data" fine-tunes: run after that section's commands
+
+
 def test_readme_python_example_runs(minilm_dir, tmp_path, monkeypatch):
     import bertkit
 
-    blocks = python_blocks()
+    blocks = [block for block in python_blocks() if FINE_TUNED not in block]
     assert blocks and all('"path/to/model"' in block for block in blocks)
     assert "bertkit.data.assets.minilm_dir()" in blocks[0]  # the example says where the built-in model is
     assert bertkit.data.assets.minilm_dir() == minilm_dir
@@ -139,6 +143,21 @@ def test_readme_own_data_commands_run(minilm_dir, tmp_path, monkeypatch, capsys)
     assert main(["predict", "--model", "runs/mine", "--input", "new.txt", "--output", "-"]) == 0
     assert [json.loads(line) for line in capsys.readouterr().out.splitlines()] == rows
     assert not (tmp_path / "-").exists()
+    # the Python section's classifier on that run gives predict's labels and probabilities, a text
+    # longer than the run's data.max_length included (walk N #6: Python read 512 tokens, predict 8)
+    (block,) = [block for block in python_blocks() if FINE_TUNED in block]
+    namespace: dict = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tokenizer's "truncated to max_length=8"
+        exec(compile(block, str(README), "exec"), namespace)
+    (tmp_path / "snippet.txt").write_text("\n".join(namespace["texts"]) + "\n", encoding="utf-8")
+    assert len(namespace["tok"].encode(namespace["texts"][0])) > 8
+    assert main(["predict", "--model", "runs/mine", "--input", "snippet.txt", "--output", "-"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert namespace["labels"] == [row["label"] for row in rows]
+    names = namespace["clf"].config.id2label
+    for probs, row in zip(namespace["probs"].tolist(), rows):
+        assert {names[i]: p for i, p in enumerate(probs)} == pytest.approx(row["probabilities"], abs=2e-6)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert main(["evaluate", "--model", "runs/mine", "--data", "dev.csv", "--set", "data.max_length=9"]) == 0

@@ -229,3 +229,52 @@ def test_transformers_pipelines_run_on_bertkit_checkpoints(minilm_dir, tmp_path)
     results = fill(text, top_k=5)
     assert [r["token"] for r in results] == top.indices.tolist()
     assert max(abs(r["score"] - float(s)) for r, s in zip(results, top.values)) < 1e-5
+
+
+# ---------------------------------------------------------------------------- a fine-tuned run directory
+def test_a_fine_tuned_run_is_read_at_its_length_by_predict_bertkit_and_transformers(tmp_path, capsys):
+    """walk N #6: a model fine-tuned at data.max_length=128 was read at 512 tokens by
+    bertkit.Tokenizer and transformers' pipeline (tokenizer_config.json kept the checkpoint's
+    model_max_length) and at 128 by predict: other predictions for the same long text."""
+    import json
+
+    from bertkit.commands.cli import main
+    from tests.tasks.helpers import make_tiny_model
+
+    texts = [f"shares fell {i} percent at the bank" for i in range(8)] + [f"the striker scored {i} goals" for i in
+                                                                           range(8)]
+    model = make_tiny_model(tmp_path / "tiny", texts)  # 64 positions; its tokenizer says 512
+    rows = "".join(f'"{t}",{"business" if "bank" in t else "sport"}\n' for t in texts)
+    (tmp_path / "train.csv").write_text("text,label\n" + rows, encoding="utf-8")
+    run = str(tmp_path / "run")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["finetune", "--task", "classification", "--model", model, "--train", str(tmp_path / "train.csv"),
+                     "--dev", str(tmp_path / "train.csv"), "--out", run, "--no-progress", "--no-baseline", "--set",
+                     "data.max_length=12", "train.max_steps=20", "train.lr=3e-3", "train.batch_size=8"]) == 0
+    config = json.loads((tmp_path / "run" / "tokenizer_config.json").read_text(encoding="utf-8"))
+    assert config["model_max_length"] == 12
+
+    long_text = "shares fell 5 percent at the bank as the striker scored 3 goals the striker scored 4 goals"
+    (tmp_path / "long.txt").write_text(long_text + "\n", encoding="utf-8")
+    capsys.readouterr()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["predict", "--model", run, "--input", str(tmp_path / "long.txt"), "--output", "-"]) == 0
+    predicted = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["probabilities"]
+
+    tok = bertkit.Tokenizer.from_pretrained(run)
+    with pytest.warns(UserWarning, match="truncated to max_length=12 tokens"):
+        batch = tok([long_text])
+    assert batch["input_ids"].shape[1] == 12 < len(tok.encode(long_text))  # the text is longer than the window
+    clf = bertkit.BertForSequenceClassification.from_pretrained(run)
+    with torch.no_grad():
+        probs = clf(**batch).logits.softmax(-1)[0]
+    ours = {clf.config.id2label[i]: float(p) for i, p in enumerate(probs)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        classify = transformers.pipeline("text-classification", model=run, device="cpu")
+        theirs = {r["label"]: r["score"] for r in classify(long_text, truncation=True, top_k=None)}
+    assert len(transformers.AutoTokenizer.from_pretrained(run)(long_text, truncation=True)["input_ids"]) == 12
+    for label, p in predicted.items():
+        assert ours[label] == pytest.approx(p, abs=2e-6) and theirs[label] == pytest.approx(p, abs=2e-6)

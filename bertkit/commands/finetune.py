@@ -149,9 +149,7 @@ def training_hints(summary: dict) -> list[str]:
     trained = [row for row in history if row["step"] > 0]  # step 0: the model before fine-tuning
     if trained and summary["best_step"] == trained[-1]["step"] and not summary.get("stopped_early"):
         when = "at the last evaluation" if len(trained) > 1 else "at the run's one evaluation, its end"
-        hints.append(f"the best dev {metric} came {when}, so it may still be improving: try a longer "
-                     f"run (train.epochs, now {summary['options']['epochs']:g}; or train.max_steps, now "
-                     f"{summary['train_config']['max_steps']})")
+        hints.append(f"the best dev {metric} came {when}, so it may still be improving: try {longer_run(summary)}")
     trivial_scores = summary.get("dev_baseline") or {}
     # the trivial baseline's own metric where it lacks the select one (regression's mean: no correlation)
     shared = metric if metric in trivial_scores else next((m for m in trivial_scores if m in summary["best_dev"]),
@@ -173,6 +171,15 @@ def training_hints(summary: dict) -> list[str]:
     return hints
 
 
+def longer_run(summary: dict) -> str:
+    """The setting that lengthens the run: a search sets each trial's train.epochs from search.epochs
+    (the last rung's, the most), so there train.epochs would change nothing."""
+    if "search" in summary:
+        return f"longer trials (search.epochs, now {max(row['epochs'] for row in summary['search']['trials']):g})"
+    return (f"a longer run (train.epochs, now {summary['options']['epochs']:g}; or train.max_steps, now "
+            f"{summary['train_config']['max_steps']})")
+
+
 def not_ahead(summary: dict, theirs: float | None, metric: str | None = None) -> bool:
     """Whether the model's best dev `metric` (default: the select metric) is level with or behind
     `theirs` (False when either is unknown); lower is better for the task's loss-like metrics."""
@@ -185,10 +192,15 @@ def not_ahead(summary: dict, theirs: float | None, metric: str | None = None) ->
 
 def behind(method: str, summary: dict, theirs: float, tries: list[str]) -> str:
     """One line: `method` is level with or ahead of the model on dev, and what to try."""
+    return f"{standing(method, summary, theirs)}; to beat it, try: {'; '.join(tries)}"
+
+
+def standing(method: str, summary: dict, theirs: float) -> str:
+    """`method` is level with or ahead of the model on dev (select metric: theirs against ours)."""
     metric = summary["select_metric"]
     ours = summary["best_dev"][metric]
     return (f"{method} is {'level with' if ours == theirs else 'ahead of'} the model on dev ({metric} "
-            f"{rounded(theirs)} against {rounded(ours)}); to beat it, try: {'; '.join(tries)}")
+            f"{rounded(theirs)} against {rounded(ours)})")
 
 
 def baseline_hint(summary: dict) -> str | None:
@@ -197,6 +209,10 @@ def baseline_hint(summary: dict) -> str | None:
     theirs = (recorded_result(summary.get("tfidf_baseline")) or {}).get(summary["select_metric"])
     if not not_ahead(summary, theirs):
         return None
+    if summary.get("dev_in_training"):  # TF-IDF memorises the shared texts: tuning would chase memory
+        return (f"{standing('TF-IDF', summary, theirs)}, but {summary['dev_in_training']} of the dev split's "
+                f"{summary['dev_examples']} texts are training texts, so the dev score (TF-IDF's above all) is not a "
+                "held-out score: keep each text on one side (bertkit split) before comparing or tuning")
     tries = [] if "search" in summary else ["--search (lr, dropout and pooling chosen on dev)"]
     data = summary["spec"]["data"]
     if data.get("long_text", "truncate") != "chunks":  # chunks read every token: nothing is cut

@@ -336,6 +336,7 @@ class TaskData:
     labels: list[str] | None
     spec: TaskSpec
     dev_source: str
+    dev_in_training: int = 0  # dev texts that are also training texts: the dev scores are not held out
 
 
 def refuse_one_label(train_source: str, train: Sequence, id2label: dict) -> None:
@@ -395,17 +396,18 @@ def load_task_data(task: Task, train_source: str, dev_source: str | None, recipe
         raise ConfigError(f"train.class_weights=\"balanced\" is for single-label or token classification, "
                           f"not {task.name}")
     check_long_text_task(task.name, recipe.data.long_text)
+    shared = 0
     if parse_source(train_source)[0] not in BUILTIN_DATA:  # the user's own data; built-in splits are fixed
-        warn_about_shared_texts(train, dev)
+        shared = warn_about_shared_texts(train, dev)
     labels = prepare_labels(task, train_source, train, dev, dev_source)
     spec = TaskSpec(task, recipe.data, task.allows_no_answer(train))
-    return TaskData(task, train, dev, labels, spec, dev_source)
+    return TaskData(task, train, dev, labels, spec, dev_source, shared)
 
 
-def warn_about_shared_texts(train: Sequence, dev: Sequence) -> None:
+def warn_about_shared_texts(train: Sequence, dev: Sequence) -> int:
     """Texts of the dev split that are also training texts (the dev score, which picks the
     checkpoint, then measures memory), and training texts given two labels; for examples with a
-    `text` (classification, regression, pairs, embedding)."""
+    `text` (classification, regression, pairs, embedding). Returns how many dev texts are shared."""
     shared, kind = count_shared(train, dev), input_kind([*train, *dev])  # pairs are counted as pairs
     if shared:
         warnings.warn(f"{shared} of the dev split's {len(dev)} {kind} are also training {kind}: the dev score, which "
@@ -419,6 +421,7 @@ def warn_about_shared_texts(train: Sequence, dev: Sequence) -> None:
     if mixed:
         warnings.warn(f"{len(mixed)} training {kind[:-1]}(s) are given different labels (e.g. {mixed[0][0][:60]!r}); "
                       "the model cannot get both right: correct or drop them")
+    return shared
 
 
 def warn_about_unknown_tokens(features: Sequence[dict], tokenizer, model_dir: str) -> None:
@@ -644,7 +647,8 @@ def train_task_model(work: str, recipe: Recipe, data: TaskData, tokenizer, model
                                     lengths=[batching_length(f) for f in features], seed=recipe.train.seed,
                                     rank=ctx.rank, world_size=ctx.world_size)  # this rank's share
     train_config, steps_per_epoch = run_length(recipe, batches, data.task)
-    keeper = BestKeeper(work, metric, recipe.options.patience, tokenizer, metric in data.task.lower_is_better,
+    saved = fine_tuned_tokenizer(tokenizer, recipe.data)  # what OUT and each checkpoint hold
+    keeper = BestKeeper(work, metric, recipe.options.patience, saved, metric in data.task.lower_is_better,
                         tie_metric=tie_metric(data.task, metric))
     dev_features = data.task.encode(tokenizer, data.dev, recipe.data, None, False, data.dev_source)  # once per run
 
@@ -654,10 +658,24 @@ def train_task_model(work: str, recipe: Recipe, data: TaskData, tokenizer, model
 
     # The Trainer tells the keeper every evaluation (it saves `trained`, whose save_pretrained is
     # the task model's) and replays the logged ones when resuming, so patience and best survive.
-    trainer = Trainer(trained, batches, train_config, work, eval_fn=evaluate_dev, tokenizer=tokenizer,
+    trainer = Trainer(trained, batches, train_config, work, eval_fn=evaluate_dev, tokenizer=saved,
                       progress=progress, keeper=keeper, ctx=ctx)
     trainer.train(resume=resume)
     return trainer, keeper, train_config, steps_per_epoch
+
+
+def fine_tuned_tokenizer(tokenizer: Tokenizer, data: DataConfig) -> Tokenizer:
+    """The checkpoint's tokenizer as a fine-tuned model directory saves it: model_max_length is the
+    length the model was fine-tuned and chosen at (data.max_length), not the checkpoint's (512), so
+    bertkit.Tokenizer and transformers (AutoTokenizer, pipeline with truncation) cut a text where
+    predict and evaluate do; they read 512 tokens of a model fine-tuned at 128 and gave other
+    predictions. With data.long_text="head_tail" or "chunks" predict reads a text's head and tail,
+    or every window of that length, which a reader that only truncates cannot: it gets the first
+    window, a row as long as the model was trained on. Training itself keeps the checkpoint's
+    tokenizer (the long-text reader measures whole texts with it)."""
+    saved = tokenizer.with_backend(tokenizer.backend_tokenizer)  # a second handle on the same vocabulary
+    saved.model_max_length = data.max_length
+    return saved
 
 
 def run_summary(data: TaskData, recipe: Recipe, train_config: TrainConfig, model, features, steps: int,
@@ -672,6 +690,7 @@ def run_summary(data: TaskData, recipe: Recipe, train_config: TrainConfig, model
         "dev_data": data.dev_source,
         "train_examples": len(data.train),
         "dev_examples": len(data.dev),
+        "dev_in_training": data.dev_in_training,  # the end-of-run advice must not tune to a memorised dev split
         "train_features": len(features),
         "train_config": dataclasses.asdict(train_config),
         "options": dataclasses.asdict(recipe.options),

@@ -200,7 +200,11 @@ def recorded_training_examples(record: dict, task_name: str, data: DataConfig) -
     train = load_examples(task_name, record["train_data"], "train", data)
     train = subsample(train, record["max_train_examples"], record["seed"])
     if examples_hash(train) != record["train_sha256"]:
-        raise DataError(f"the training data {record['train_data']} changed since the fine-tune")
+        # the overlap check (warn_if_trained_on) reads the same examples: it is lost with the baselines
+        raise DataError(f"the training data {record['train_data']} changed since the fine-tune, so whether the "
+                        "evaluated texts were its training texts can no longer be checked (the usual cause: a new "
+                        "split after fine-tuning; run split again with the --seed it had then, 0 by default, "
+                        "or fine-tune again on the new training file)")
     return train
 
 

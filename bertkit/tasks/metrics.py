@@ -24,6 +24,7 @@ from bertkit.tasks.unicode_text import fold_case, words
 
 __all__ = [
     "accuracy",
+    "proportion_standard_error",
     "per_class_prf",
     "macro_f1",
     "micro_f1",
@@ -60,6 +61,15 @@ def accuracy(y_true: Sequence, y_pred: Sequence) -> float:
         return 0.0
     same = sum(_as_set(t) == _as_set(p) if _is_multi(t) else t == p for t, p in zip(y_true, y_pred))
     return same / len(y_true)
+
+
+def proportion_standard_error(p: float, n: int) -> float:
+    """One standard error of a share `p` of `n` independent examples scored right (an accuracy):
+    sqrt(p (1 - p) / n), the binomial one: how much the score would move on another draw of n
+    examples like these."""
+    if n < 1:
+        raise DataError(f"a standard error needs at least one example, got n={n}")
+    return float(np.sqrt(p * (1.0 - p) / n))
 
 
 def _is_multi(label) -> bool:

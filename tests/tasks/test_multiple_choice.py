@@ -120,8 +120,11 @@ def test_finetune_evaluate_predict_through_the_cli(tiny, tmp_path, capsys):
         # the trivial baseline (the most frequent training answer position), refitted on the recorded
         # training data: on the dev file, what finetune reported
         assert json.loads(printed[-1])["baselines"] == {"trivial": summary["dev_baseline"]}
-        assert printed[-2] == f"trivial baseline: {json.dumps(summary['dev_baseline'])}"
+        assert printed[-3] == f"trivial baseline: {json.dumps(summary['dev_baseline'])}"
         assert set(json.loads(printed[-1])) == {"accuracy", "baselines"}
+        accuracy, trivial = json.loads(printed[-1])["accuracy"], summary["dev_baseline"]["accuracy"]
+        assert printed[-2] == (f"model on {dev}: accuracy={accuracy:.4g} (± {(accuracy * (1 - accuracy) / 8) ** 0.5:.2g}, "
+                               f"one standard error over 8 examples); baselines' accuracy: trivial {trivial:.4g}")
         inputs = write_jsonl(tmp_path / "in.jsonl", colour_examples(5), labelled=False)
         assert main(["predict", "--model", out, "--input", inputs, "--output", str(tmp_path / "p.jsonl")]) == 0
     rows = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]

@@ -168,8 +168,9 @@ def test_a_new_task_runs_through_every_command(polarity, tmp_path, capsys):
     printed = run_cli(["evaluate", "--model", out, "--data", dev], capsys).splitlines()
     assert printed[0] == f"review-polarity on {dev}: 8 examples"
     assert printed[1].startswith("trivial baseline: ")  # its own baseline, refitted on the recorded training data
-    assert set(json.loads(printed[2])) == {"accuracy", "positive_recall", "baselines"}
-    assert json.loads(printed[2])["baselines"]["trivial"] == json.loads(printed[1][len("trivial baseline: "):])
+    assert printed[2].startswith(f"model on {dev}: accuracy=")  # a task of one's own gets the labelled line too
+    assert set(json.loads(printed[3])) == {"accuracy", "positive_recall", "baselines"}
+    assert json.loads(printed[3])["baselines"]["trivial"] == json.loads(printed[1][len("trivial baseline: "):])
 
     inputs = tmp_path / "inputs.jsonl"
     inputs.write_text(json.dumps({"review": "great product"}) + "\n" + json.dumps({"review": "  "}) + "\n")

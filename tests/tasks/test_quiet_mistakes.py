@@ -135,6 +135,19 @@ def test_the_report_says_when_the_best_score_came_last_or_is_not_above_the_trivi
     assert hint.startswith("BM25 is ahead of the model on dev (accuracy 0.6 against 0.45)")
 
 
+def test_under_search_the_longer_run_hint_names_search_epochs():
+    """walk N #10: a search sets each trial's train.epochs from search.epochs, so the hint named a
+    setting that would change nothing."""
+    rising = [{"step": 4, "accuracy": 0.6}, {"step": 8, "accuracy": 0.7}]
+    searched = {**summary(rising), "search": {"trials": [{"trial": 0, "epochs": 1.0}, {"trial": 1, "epochs": 1.0},
+                                                         {"trial": 2, "epochs": 1.0, "status": "not run (budget)"}]}}
+    (hint,) = training_hints(searched)
+    assert hint.endswith("so it may still be improving: try longer trials (search.epochs, now 1)")
+    assert "train." not in hint
+    halving = {**searched, "search": {"trials": [{"epochs": 1 / 3}, {"epochs": 1.0}, {"epochs": 3.0}]}}
+    assert "(search.epochs, now 3)" in training_hints(halving)[0]  # the last rung's, the most
+
+
 def test_the_report_says_what_ended_the_run(capsys):
     from bertkit.commands.finetune import report
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from bertkit.commands.cli import main
+from bertkit.commands.finetune import longer_run
 from bertkit.errors import ConfigError
 from bertkit.recipes import finetune as finetune_recipe
 from bertkit.recipes import search as search_recipe
@@ -82,6 +83,7 @@ def test_search_keeps_the_best_dev_trial_writes_the_table_and_resumes(files, tmp
         assert not os.path.exists(os.path.join(out, "search", name, "model.safetensors"))
     assert os.path.isfile(os.path.join(out, "model.safetensors"))
     assert f"search: trial {best} of the 3 run is the best on dev" in capsys.readouterr().out
+    assert longer_run(summary) == "longer trials (search.epochs, now 1)"  # OUT's summary names the search's length
 
     # a bigger budget with --resume runs only the trial not run yet
     calls.clear()

@@ -148,7 +148,8 @@ def test_finetune_evaluate_predict_through_the_cli(tiny, tmp_path, capsys):
         printed = capsys.readouterr().out.strip().splitlines()
         # the most frequent training target, refitted on the recorded training data: on dev, finetune's number
         assert json.loads(printed[-1])["baselines"] == {"trivial": summary["dev_baseline"]}
-        assert printed[-2] == f"trivial baseline: {json.dumps(summary['dev_baseline'])}"
+        assert printed[-3] == f"trivial baseline: {json.dumps(summary['dev_baseline'])}"
+        assert printed[-2].startswith(f"model on {dev}: rouge_l=") and ", exact_match=" in printed[-2]
         assert main(["evaluate", "--model", out, "--data", dev, "--int8"]) == 2  # (was an AttributeError)
         assert "a seq2seq (encoder-decoder) model also generates with its decoder" in capsys.readouterr().err
         assert main(["finetune", "--task", "seq2seq", "--model", tiny, "--train", train, "--dev", dev, "--out",
@@ -157,7 +158,7 @@ def test_finetune_evaluate_predict_through_the_cli(tiny, tmp_path, capsys):
         (tmp_path / "train.jsonl").write_text("", encoding="utf-8")  # the training data changed since
         assert main(["evaluate", "--model", out, "--data", dev]) == 0
         printed = capsys.readouterr().out.strip().splitlines()
-        assert printed[-2].startswith("baselines: not computed, ") and "baselines" not in json.loads(printed[-1])
+        assert printed[-3].startswith("baselines: not computed, ") and "baselines" not in json.loads(printed[-1])
         inputs = tmp_path / "in.txt"
         inputs.write_text("the car is red and fast\n\nthe car is blue and fast\n", encoding="utf-8")
         assert main(["predict", "--model", out, "--input", str(inputs), "--output", str(tmp_path / "p.jsonl")]) == 0

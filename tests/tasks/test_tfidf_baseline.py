@@ -93,6 +93,13 @@ def test_finetune_and_evaluate_report_the_baseline_scikit_learn_gives(bbc_files,
     assert scores["tfidf"]["loss"] == pytest.approx(test["loss"], rel=1e-6)
     majority = max(set(e.label for e in data["train"]), key=[e.label for e in data["train"]].count)
     assert scores["trivial"]["accuracy"] == pytest.approx(np.mean([e.label == majority for e in data["test"]]))
+    # the model's own score labelled before the JSON line (walk N #7), its accuracy with one standard error
+    model = json.loads(printed[-1])
+    error = math.sqrt(model["accuracy"] * (1 - model["accuracy"]) / 50)
+    assert printed[-2] == (f"model on {files['test']}: accuracy={model['accuracy']:.4g} (± {error:.2g}, one standard "
+                           f"error over 50 examples), macro_f1={model['macro_f1']:.4g}, loss={model['loss']:.4g}; "
+                           f"baselines' accuracy: TF-IDF {scores['tfidf']['accuracy']:.4g}, "
+                           f"trivial {scores['trivial']['accuracy']:.4g}")
 
     # the training file changed after the fine-tune: evaluate says so in one line, scores the model
     write_csv(files["train"] + ".changed.csv", data["train"][:100])
@@ -100,7 +107,11 @@ def test_finetune_and_evaluate_report_the_baseline_scikit_learn_gives(bbc_files,
         dst.write(src.read())
     printed = run_cli(["evaluate", "--model", out, "--data", files["test"]], capsys)
     assert "baselines" not in json.loads(printed[-1])
-    assert printed[-2].startswith("baselines: not computed") and "changed" in printed[-2]
+    assert printed[-2].startswith(f"model on {files['test']}: accuracy=") and "baselines'" not in printed[-2]
+    assert printed[-3].startswith("baselines: not computed") and "changed" in printed[-3]
+    # the overlap check is lost with them, and the line says so and why (walk N #4: a new split)
+    assert ("so whether the evaluated texts were its training texts can no longer be checked (the usual cause: "
+            "a new split after fine-tuning; run split again with the --seed it had then") in printed[-3]
     write_csv(files["train"], data["train"])  # restored for the other tests
 
 
@@ -138,7 +149,8 @@ def test_no_baseline_and_no_scikit_learn_say_so(bbc_files, capsys, monkeypatch):
     assert "baselines" not in json.loads(printed[-1]) and not any("TF-IDF" in line for line in printed)
     assert json.load(open(f"{out}/finetune_summary.json"))["tfidf_baseline"] is None
     printed = run_cli(["evaluate", "--model", out, "--data", files["test"], "--no-baseline"], capsys)
-    assert "baselines" not in json.loads(printed[-1]) and len(printed) == 2
+    assert "baselines" not in json.loads(printed[-1]) and len(printed) == 3
+    assert printed[-2].startswith(f"model on {files['test']}: accuracy=") and "baselines'" not in printed[-2]
 
     monkeypatch.setattr(baseline, "sklearn_available", lambda: False)
     out = str(root / "without")
@@ -151,8 +163,9 @@ def test_no_baseline_and_no_scikit_learn_say_so(bbc_files, capsys, monkeypatch):
     monkeypatch.setattr(baseline, "sklearn_available", lambda: True)
     printed = run_cli(["evaluate", "--model", out, "--data", files["test"]], capsys)
     assert set(json.loads(printed[-1])["baselines"]) == {"trivial"}
-    assert printed[-3].startswith("trivial baseline: ")
-    assert printed[-2].startswith(baseline.INSTALL_HINT) and "--overwrite" in printed[-2]
+    assert printed[-4].startswith("trivial baseline: ")
+    assert printed[-3].startswith(baseline.INSTALL_HINT) and "--overwrite" in printed[-3]
+    assert "; baselines' accuracy: trivial " in printed[-2]
 
 
 def test_multi_label_fits_one_logistic_regression_per_class(bbc_files, capsys):
@@ -223,6 +236,21 @@ def test_a_fine_tune_that_does_not_beat_tfidf_on_dev_says_what_to_try():
     assert "--search" not in baseline_hint(summary(0.60, 0.61, search={"best_trial": 0}))  # it was a search
     assert baseline_hint(summary(0.5, 0.7, task="regression", metric="mse")) is None  # lower mse wins
     assert baseline_hint(summary(0.7, 0.5, task="regression", metric="mse")).startswith("TF-IDF is ahead")
+
+
+def test_with_dev_texts_that_are_training_texts_the_hint_points_at_the_overlap_not_at_tuning(bbc_files, capsys):
+    """walk N #11: --dev equal to --train; TF-IDF's dev score is memory, so "to beat it, try --search"
+    sent the user tuning against it."""
+    root, tiny, _, files = bbc_files
+    out = str(root / "dev-is-train")
+    printed = run_cli(["finetune", "--task", "classification", "--model", tiny, "--train", files["train"],
+                       "--dev", files["train"], "--out", out, *FAST], capsys)
+    assert json.load(open(f"{out}/finetune_summary.json"))["dev_in_training"] == 120
+    (hint,) = [line for line in printed if line.startswith("TF-IDF is ahead of the model on dev")]
+    assert hint.endswith(", but 120 of the dev split's 120 texts are training texts, so the dev score (TF-IDF's "
+                         "above all) is not a held-out score: keep each text on one side (bertkit split) before "
+                         "comparing or tuning")
+    assert not any("to beat it" in line for line in printed)
 
 
 def test_large_training_sets_fit_with_saga_to_the_same_scores(bbc_files, monkeypatch):
