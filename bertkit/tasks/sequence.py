@@ -113,13 +113,9 @@ def encode_texts(tokenizer, examples: Sequence[TextExample], max_length: int, la
         return [{"input_ids": np.asarray(ids, dtype=np.int64), "token_type_ids": np.zeros(len(ids), dtype=np.int64),
                  "example": owner, **({"labels": labels[owner]} if labels is not None else {})}
                 for ids, owner in zip(rows, owners)]
-    with warnings.catch_warnings():  # one summary warning below instead of the tokenizer's
-        warnings.simplefilter("ignore")
-        enc = tokenizer(texts, pairs, padding=False, truncation=True, max_length=max_length,
-                        return_tensors=None)
-    features, cut = [], 0
+    enc, cut = _truncated(tokenizer, texts, pairs, max_length)
+    features = []
     for row, ids in enumerate(enc["input_ids"]):
-        cut += len(ids) >= max_length
         feature = {"input_ids": np.asarray(ids, dtype=np.int64),
                    "token_type_ids": np.asarray(enc["token_type_ids"][row], dtype=np.int64)}
         if labels is not None:
@@ -128,6 +124,22 @@ def encode_texts(tokenizer, examples: Sequence[TextExample], max_length: int, la
     hint = LONG_TEXT_HINT if pairs is None and cut * 10 >= len(features) else ""
     truncation_warning(cut, len(features), max_length, name, "texts", hint)
     return features
+
+
+def _truncated(tokenizer, texts: list[str], pairs: list[str] | None, max_length: int) -> tuple[dict, int]:
+    """The encodings cut to `max_length`, and how many were cut: read one token longer first, since a
+    text of exactly `max_length` tokens and a longer one cut to it look the same afterwards."""
+    with warnings.catch_warnings():  # one summary warning from the caller instead of the tokenizer's
+        warnings.simplefilter("ignore")
+        enc = tokenizer(texts, pairs, padding=False, truncation=True, max_length=max_length + 1, return_tensors=None)
+        long = [row for row, ids in enumerate(enc["input_ids"]) if len(ids) > max_length]
+        if long:  # only these are encoded again, at the length
+            again = tokenizer([texts[row] for row in long], [pairs[row] for row in long] if pairs else None,
+                              padding=False, truncation=True, max_length=max_length, return_tensors=None)
+            for key in ("input_ids", "token_type_ids"):
+                for row, value in zip(long, again[key]):
+                    enc[key][row] = value
+    return enc, len(long)
 
 
 def _pairs(examples: Sequence[TextExample], name: str) -> list[str] | None:

@@ -84,6 +84,16 @@ def test_words_keep_their_own_boundaries_and_first_subword_labels(tokenizer):
     assert (g["labels"][g["word_ids"] == 1][1:] == 2).all()  # continuation pieces become I-LOC
 
 
+def test_a_text_of_exactly_max_length_tokens_is_not_counted_as_cut(tokenizer, recwarn):
+    text = TextExample("a short one")
+    length = len(tokenizer([text.text])["input_ids"][0])
+    (feature,) = encode_texts(tokenizer, [text], length)  # it fits: nothing was cut
+    assert len(feature["input_ids"]) == length and not [w for w in recwarn if "were cut" in str(w.message)]
+    (pair,) = encode_texts(tokenizer, [TextExample("word " * 20, "another " * 20)], 16)  # a pair still cut to 16
+    assert len(pair["input_ids"]) == len(pair["token_type_ids"]) == 16
+    assert any(str(w.message).startswith("data: 1 of 1 texts were cut to data.max_length=16") for w in recwarn)
+
+
 def test_many_cut_texts_get_a_way_forward_in_the_warning(tokenizer):
     long, short = TextExample("word " * 40), TextExample("a short one")
     with pytest.warns(UserWarning) as caught:
