@@ -6,8 +6,9 @@ per line, a table's text column, or a folder of .txt files, one text each) and t
 embedded as `bertkit embed` embeds them, and each query's `--top` corpus texts by cosine are
 printed, best first, with their line (or row) number, or a folder's file. `--output FILE.jsonl`
 also writes one JSON line per query: {"query", "matches": [{"rank", "index", ("file",) "score",
-"text"}]}, row i for query i (a blank query line's row has no matches). Blank corpus lines (and
-empty files) are never matched.
+"text"}]}, row i for query i (a blank query line's row has no matches); an output named .csv or
+.tsv is a table of one row per match (query_index, query, rank, index, (file,) score, text).
+Blank corpus lines (and empty files) are never matched.
 
 The corpus is embedded at every call (minutes for 50,000 texts on a CPU) unless
 `--corpus-embeddings FILE.npy` gives its vectors, written once by `bertkit embed --model DIR --input
@@ -27,6 +28,7 @@ from bertkit.io import atomic_open, check_regular_file
 from bertkit.tasks.formats import read_text_inputs, read_texts
 from bertkit.tasks.retrieval import top_matches
 from bertkit.tokenizer.coverage import warn_about_unknown_texts
+from bertkit.commands.table_output import TableWriter, table_delimiter
 from bertkit.commands.options import (add_device, add_precision, at_least, check_output_files, device_of, precision_of,
                                       resolve_models)
 
@@ -42,7 +44,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--queries", dest="query_file", help="a file of queries, one per line (or a table)")
     parser.add_argument("--text-column", default="text", help="the column a table's texts are in (default: text)")
     parser.add_argument("--top", type=at_least(1), default=5, help="matches per query")
-    parser.add_argument("--output", help="also write the matches as JSON lines, one per query")
+    parser.add_argument("--output", help="also write the matches: JSON lines, one per query; a .csv or .tsv "
+                                         "name: one row per match")
     parser.add_argument("--corpus-embeddings", metavar="FILE.npy",
                         help="the corpus's vectors from `bertkit embed` with this model (not embedded again)")
     add_device(parser)
@@ -128,6 +131,18 @@ def run(args) -> int:
             where = match.get("file") or match["index"] + 1  # a folder's file, else the text's number
             print(f"  {match['rank']}. {match['score']:.3f}  [{where}] {match['text'][:100]}")
     if args.output:
-        with atomic_open(args.output, "w", encoding="utf-8") as f:
-            f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+        write_matches(args.output, rows)
     return 0
+
+
+def write_matches(path: str, rows: list[dict]) -> None:
+    """One JSON line per query; in a .csv or .tsv, one row per match (a blank query: one row, no match)."""
+    delimiter = table_delimiter(path)
+    with atomic_open(path, "w", encoding="utf-8", newline="" if delimiter else None) as f:
+        if delimiter is None:
+            f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+            return
+        table = TableWriter(f, delimiter)
+        table.write([{"query_index": i, "query": row["query"], **match}
+                     for i, row in enumerate(rows) for match in (row["matches"] or [{}])])
+        table.flush()

@@ -1,0 +1,48 @@
+"""Rows as a CSV/TSV table where the output is named so (bertkit/commands/table_output.py)."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from bertkit.commands.cli import main
+from bertkit.commands.table_output import TableWriter, flat_row, table_delimiter
+
+
+def test_the_outputs_name_picks_the_table_format():
+    assert table_delimiter("p.csv") == "," and table_delimiter("P.TSV") == "\t"
+    assert table_delimiter("p.jsonl") is None and table_delimiter("-") is None
+
+
+def test_a_row_flattens_to_cells_a_dict_of_values_one_column_each():
+    row = {"index": 0, "line": None, "label": "sport", "probabilities": {"sport": 0.9, "tech": 0.1},
+           "entities": [{"type": "PER", "start": 0}], "no_answer": False}
+    assert flat_row(row) == {"index": 0, "label": "sport", "probabilities.sport": 0.9, "probabilities.tech": 0.1,
+                             "entities": '[{"type": "PER", "start": 0}]', "no_answer": False}
+
+
+def test_blank_rows_first_wait_for_the_columns_of_the_first_prediction():
+    out = io.StringIO()
+    table = TableWriter(out, ",")
+    table.write([{"index": 0, "line": 2, "label": None, "probabilities": None}])
+    assert out.getvalue() == ""  # a blank input's row alone does not know the probability columns
+    table.write([{"index": 1, "line": 3, "label": "a", "probabilities": {"a": 0.7, "b": 0.3}}])
+    table.write([{"index": 2, "line": 4, "label": "b", "probabilities": {"a": 0.2, "b": 0.8}}])
+    table.flush()
+    rows = list(csv.reader(io.StringIO(out.getvalue())))
+    assert rows == [["index", "line", "label", "probabilities.a", "probabilities.b"], ["0", "2", "", "", ""], ["1", "3", "a", "0.7", "0.3"], ["2", "4", "b", "0.2", "0.8"]]
+
+
+def test_nearest_writes_one_row_per_match_to_a_csv(tmp_path, capsys):
+    from tests.tasks.helpers import make_tiny_model
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a man is eating food\nshares fell sharply\n", encoding="utf-8")
+    model = make_tiny_model(tmp_path / "tiny", ["a man is eating food", "shares fell sharply"] * 3)
+    out = tmp_path / "found.csv"
+    assert main(["nearest", "--model", model, "--corpus", str(corpus), "--top", "2", "--output", str(out),
+                 "shares fell sharply", " "]) == 0
+    with open(out, encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["query_index"], r["rank"], r["text"]) for r in rows][0] == ("0", "1", "shares fell sharply")
+    assert [r["query_index"] for r in rows] == ["0", "0", "1"] and rows[2]["rank"] == ""  # the blank query: no match
