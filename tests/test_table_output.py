@@ -6,7 +6,7 @@ import csv
 import io
 
 from bertkit.commands.cli import main
-from bertkit.commands.table_output import TableWriter, flat_row, table_delimiter
+from bertkit.table_output import TableWriter, flat_row, table_delimiter
 
 
 def test_the_outputs_name_picks_the_table_format():

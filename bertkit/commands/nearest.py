@@ -26,9 +26,9 @@ from bertkit.errors import DataError
 from bertkit.inference.encode import SentenceEncoder
 from bertkit.io import atomic_open, check_regular_file
 from bertkit.tasks.formats import read_text_inputs, read_texts
+from bertkit.table_output import TableWriter, table_delimiter
 from bertkit.tasks.retrieval import top_matches
 from bertkit.tokenizer.coverage import warn_about_unknown_texts
-from bertkit.commands.table_output import TableWriter, table_delimiter
 from bertkit.commands.options import (add_device, add_precision, at_least, check_output_files, device_of, precision_of,
                                       resolve_models)
 
