@@ -254,6 +254,6 @@ def test_a_real_read_only_directory(encoder, tmp_path, capsys):
 def test_a_denied_read_is_not_called_a_write(encoder, tmp_path, capsys, monkeypatch):
     def denied(path, mode="r"):
         raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), os.fspath(path))
-    monkeypatch.setattr("bertkit.commands.embed.read_texts", lambda path, column: denied(path))
+    monkeypatch.setattr("bertkit.commands.embed.read_text_inputs", lambda path, column: denied(path))
     assert_refused(_embed(encoder["model"], tmp_path), capsys, tmp_path,
                    f"error: {tmp_path / 'in.txt'}: Permission denied; check its permissions")

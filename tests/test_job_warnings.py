@@ -63,11 +63,13 @@ def test_a_finetune_run_warns_once_about_its_cut_dev_set(tmp_path, monkeypatch):
     data = tmp_path / "data.jsonl"
     data.write_text("".join(json.dumps({"text": t, "label": "sport" if "match" in t else "business"}) + "\n"
                             for t in texts))
+    dev = tmp_path / "dev.jsonl"
+    dev.write_text(data.read_text())
     model = make_tiny_model(tmp_path / "tiny", texts)
     out = tmp_path / "out"
     messages = shown(lambda: main(["finetune", "--task", "classification", "--model", model, "--train", str(data),
-                                   "--dev", str(data), "--out", str(out), "--no-progress", "--set", "train.epochs=3",
+                                   "--dev", str(dev), "--out", str(out), "--no-progress", "--set", "train.epochs=3",
                                    "train.batch_size=6", "data.max_length=8"]))
     evaluations = [row for row in map(json.loads, open(out / "metrics.jsonl")) if row["split"] == "eval"]
     assert len(evaluations) == 3  # the dev set was encoded three times...
-    assert sum("dev: 12 of 12 texts were cut to data.max_length=8" in m for m in messages) == 1  # ...one warning
+    assert sum(f"{dev}: 12 of 12 texts were cut to data.max_length=8" in m for m in messages) == 1  # ...one warning
