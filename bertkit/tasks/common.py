@@ -155,10 +155,37 @@ class TruncationWarning(UserWarning):
     model was fine-tuned with (evaluate then leaves it out)."""
 
 
+# Set within `summing_truncations`: (max_length, name, what, hint) -> [cut, total] of the calls so far.
+_TRUNCATIONS: contextvars.ContextVar[dict | None] = contextvars.ContextVar("truncations", default=None)
+
+
 def truncation_warning(count: int, total: int, max_length: int, name: str, what: str, hint: str = "") -> None:
-    if count:
+    """Warn that `count` of `total` inputs were cut to max_length; `hint` (what to do) is added when a
+    tenth or more were. Within `summing_truncations` the counts are added up instead."""
+    tally = _TRUNCATIONS.get()
+    if tally is not None:
+        counts = tally.setdefault((max_length, name, what, hint), [0, 0])
+        counts[0] += count
+        counts[1] += total
+    elif count:
         warnings.warn(f"{name}: {count} of {total} {what} were cut to data.max_length={max_length} "
-                      f"tokens{hint}", TruncationWarning, stacklevel=3)
+                      f"tokens{hint if count * 10 >= total else ''}", TruncationWarning, stacklevel=3)
+
+
+@contextlib.contextmanager
+def summing_truncations():
+    """Within it, the truncation warnings of the encode calls are summed: one warning per kind
+    when the block ends, over all its calls (`bertkit predict` encodes its input in chunks, and
+    "3 of 1024 texts" per chunk would hide the file's total). Nothing when the block fails: the
+    error is the one line to read."""
+    tally: dict = {}
+    token = _TRUNCATIONS.set(tally)
+    try:
+        yield
+    finally:
+        _TRUNCATIONS.reset(token)
+    for (max_length, name, what, hint), (count, total) in tally.items():
+        truncation_warning(count, total, max_length, name, what, hint)
 
 
 # ---------------------------------------------------------------------------- batching
