@@ -19,7 +19,7 @@ import dataclasses
 import math
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -260,19 +260,76 @@ def subsample(examples: list, limit: int, seed: int) -> list:
 
 
 # ---------------------------------------------------------------------------- inference
+class InputsBar:
+    """One bar over a command's `total` inputs, run in parts (`bertkit predict`'s chunks): the
+    forward_features calls within a `part` move it in proportion to their batches done, and the
+    part's end to its last input (its blank inputs, a task whose decode runs no batches). Drawn
+    from the first call of more than one batch on, where a bar per call was drawn."""
+
+    def __init__(self, desc: str, total: int):
+        self.desc, self.total, self.bar = desc, total, None
+        self.n = self.start = self.end = 0
+
+    @contextlib.contextmanager
+    def part(self, count: int) -> Iterator[None]:
+        self.start, self.end = self.n, self.n + count
+        yield
+        self._move(self.end)
+
+    def through(self, batches: Sequence[np.ndarray]) -> Iterator[np.ndarray]:
+        """`batches`, each counted done when the next is asked for (as tqdm counts)."""
+        if self.bar is None and len(batches) > 1:
+            self.bar = progress(total=self.total, desc=self.desc, unit="input", initial=self.n)
+        size, done = sum(len(batch) for batch in batches), 0
+        for batch in batches:
+            yield batch
+            done += len(batch)
+            self._move(self.start + (self.end - self.start) * done // size)
+
+    def _move(self, n: int) -> None:
+        if n > self.n:  # never back: a second call within a part starts at the part's start again
+            if self.bar is not None:
+                self.bar.update(n - self.n)
+            self.n = n
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
 # The bar `forward_features` shows: named by a command that runs a model over a whole file
 # (predict, evaluate), None inside training, whose dev evaluations run beside the training bar.
-_PROGRESS: contextvars.ContextVar[str | None] = contextvars.ContextVar("forward_progress", default=None)
+_PROGRESS: contextvars.ContextVar[str | InputsBar | None] = contextvars.ContextVar("forward_progress", default=None)
 
 
 @contextlib.contextmanager
-def showing_progress(desc: str):
-    """Within it, `forward_features` shows a progress bar named `desc` (the tasks' decode calls it)."""
-    token = _PROGRESS.set(desc)
+def showing_progress(desc: str | None, inputs: int | None = None) -> Iterator[None]:
+    """Within it, `forward_features` shows a progress bar named `desc` (the tasks' decode calls it),
+    over each call's batches; with `inputs`, one bar over that many inputs for the whole block,
+    which `progress_part` moves on part by part (`InputsBar`)."""
+    shown = InputsBar(desc, inputs) if desc and inputs else desc
+    token = _PROGRESS.set(shown)
     try:
         yield
     finally:
         _PROGRESS.reset(token)
+        if isinstance(shown, InputsBar):
+            shown.close()
+
+
+def progress_part(count: int) -> contextlib.AbstractContextManager:
+    """Within it, the next `count` inputs of the bar over the inputs (`showing_progress(desc,
+    inputs)`) are run; without that bar it does nothing."""
+    shown = _PROGRESS.get()
+    return shown.part(count) if isinstance(shown, InputsBar) else contextlib.nullcontext()
+
+
+def _shown(batches: list) -> Iterable:
+    """`batches` as `forward_features` runs them: through the bar the caller asked for, if any."""
+    desc = _PROGRESS.get()
+    if isinstance(desc, InputsBar):
+        return desc.through(batches)
+    return progress(batches, desc=desc, unit="batch") if desc and len(batches) > 1 else batches
 
 
 @torch.no_grad()
@@ -309,8 +366,7 @@ def forward_features(model, features: Sequence[dict], batch_size: int, pad_token
             outputs[i] = logits[row, :len(features[i]["input_ids"])] if token_level else logits[row]
 
     batches = eval_order(features, batch_size, cut=batching == "length")
-    desc = _PROGRESS.get()
-    shown = progress(batches, desc=desc, unit="batch") if desc and len(batches) > 1 else batches
+    shown = _shown(batches)
     try:
         run_one_ahead(shown, launch, collect)
     finally:
