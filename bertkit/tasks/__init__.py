@@ -20,7 +20,7 @@ from bertkit.tasks.common import (SUMMARY_FILE, Collator, DataConfig, Prediction
                                   showing_progress, subsample, summing_truncations)
 from bertkit.tasks.inference import (baseline_metrics, check_model_labels, evaluate_examples, inference_spec,
                                      load_for_inference, load_inference_model, load_model, predict_examples,
-                                     prediction_rows, read_prediction_input, read_spec)
+                                     prediction_chunks, prediction_rows, read_prediction_input, read_spec)
 from bertkit.tasks.registry import TASKS, get_task, register_task, task_of_config
 from bertkit.tasks.spec import Task
 
@@ -33,5 +33,5 @@ __all__ = [
     "summing_truncations",
     "export_directory", "baseline_metrics", "check_model_labels", "evaluate_examples", "inference_spec",
     "load_for_inference", "load_inference_model", "load_model",
-    "predict_examples", "prediction_rows", "read_prediction_input", "read_spec",
+    "predict_examples", "prediction_chunks", "prediction_rows", "read_prediction_input", "read_spec",
 ]

@@ -16,7 +16,7 @@ import dataclasses
 import json
 import os
 import warnings
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import torch
 
@@ -25,7 +25,8 @@ from bertkit.errors import CheckpointError, ConfigError, DataError
 from bertkit.peft import adapter_task_config, is_adapter_dir, load_peft_model, tokenizer_dir
 from bertkit.tasks.builtin import (BUILTIN_DATA, load_examples, naming_the_task_of_the_format, parse_source,
                                    resolve_source)
-from bertkit.tasks.common import SUMMARY_FILE, DataConfig, PredictionInput, TaskSpec, model_labels
+from bertkit.tasks.common import (SUMMARY_FILE, DataConfig, PredictionInput, TaskSpec, model_labels, progress_part,
+                                  summing_truncations)
 from bertkit.tasks.formats import ChoiceExample, QAExample, TextExample, TokenExample, no_input_error
 from bertkit.tasks.registry import get_task, task_of_config
 from bertkit.tasks.spec import Task
@@ -188,6 +189,27 @@ def read_prediction_input(task: Task | str, source: str, data: DataConfig) -> Pr
     return inputs
 
 
+# Inputs predicted, and their rows handed on, at a time: a few dozen batches, so the length-sorted
+# batches inside a chunk pad about as little as over the whole file (docs/inference.md), while the
+# first rows come out after one chunk's work and only one chunk's features and rows are held.
+PREDICT_CHUNK = 1024
+
+
+def prediction_chunks(model, tokenizer, spec: TaskSpec, inputs: PredictionInput, name: str = "input"
+                      ) -> Iterator[list[dict]]:
+    """`prediction_rows` chunk by chunk: the rows of inputs 0..C-1, then C..2C-1, ... (C =
+    PREDICT_CHUNK), each list as soon as it is computed. A chunk holds whole inputs (a question
+    with all the windows over its context), and every task's prediction of an input depends on
+    that input alone, so the rows are those of one pass over all inputs. Within
+    `showing_progress(desc, inputs)` each chunk moves the bar on (`progress_part`)."""
+    chunk = PREDICT_CHUNK  # read at the call: a test sets a small one
+    for start in range(0, len(inputs.examples), chunk):
+        end = min(start + chunk, len(inputs.examples))
+        with progress_part(end - start):
+            rows = _rows_of(model, tokenizer, spec, inputs, range(start, end), name)
+        yield rows
+
+
 def prediction_rows(model, tokenizer, spec: TaskSpec, inputs: PredictionInput, name: str = "input") -> list[dict]:
     """One JSON-ready dict per input example (see each task's `rows`), in input order, never
     fewer: row i is example i.
@@ -196,17 +218,25 @@ def prediction_rows(model, tokenizer, spec: TaskSpec, inputs: PredictionInput, n
     where the input starts in its file; None for SQuAD JSON and built-in data). A blank input
     (empty or whitespace-only text, question or context; a sentence without words) is not sent
     to the model: its row has the task's keys with null values (the task's `blank_row`).
+    Computed in chunks (`prediction_chunks`), with one truncation warning over all of them.
     """
+    with summing_truncations():
+        return [row for rows in prediction_chunks(model, tokenizer, spec, inputs, name) for row in rows]
+
+
+def _rows_of(model, tokenizer, spec: TaskSpec, inputs: PredictionInput, indices: range, name: str) -> list[dict]:
+    """The rows of inputs[indices] (a chunk): its blank inputs get the task's blank row, the others
+    one batched decode."""
     task = spec.task
     examples = inputs.examples
-    kept = [i for i, example in enumerate(examples) if not _is_blank(example)]
+    kept = [i for i in indices if not _is_blank(examples[i])]
     pick = (lambda values: None if values is None else [values[i] for i in kept])
     subset = PredictionInput([examples[i] for i in kept], pick(inputs.texts), pick(inputs.spans))
     predicted = task.rows(model, task.decode(model, tokenizer, subset.examples, spec, name), subset) if kept else []
     by_index = dict(zip(kept, predicted))
-    return [{"index": i, "line": getattr(example, "line", None),
-             **(by_index[i] if i in by_index else task.blank_row(example))}
-            for i, example in enumerate(examples)]
+    return [{"index": i, "line": getattr(examples[i], "line", None),
+             **(by_index[i] if i in by_index else task.blank_row(examples[i]))}
+            for i in indices]
 
 
 def _is_blank(example) -> bool:

@@ -16,8 +16,9 @@ import torch
 from bertkit.commands.cli import main
 from bertkit.models.config import BertConfig
 from bertkit.inference.fastpath import pack_for_cpu
-from bertkit.models.heads import BertForSequenceClassification, BertForTokenClassification
-from bertkit.tasks import common, evaluate_examples, get_task, prediction_rows
+from bertkit.models.heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
+from bertkit.tasks import (common, evaluate_examples, get_task, inference, prediction_chunks, prediction_rows,
+                           read_prediction_input)
 from bertkit.tasks.common import DataConfig, PredictionInput, TaskSpec, eval_order, forward_features
 from bertkit.tasks.formats import TextExample, TokenExample
 from bertkit.tasks.sequence import encode_texts
@@ -177,3 +178,83 @@ def test_predict_command_writes_the_same_rows_with_cut_and_fixed_batches(tokeniz
         if row["probabilities"] is not None:
             np.testing.assert_allclose(list(row["probabilities"].values()),
                                        list(row_fixed["probabilities"].values()), atol=1e-5, rtol=0)
+
+
+# ---------------------------------------------------------------------------- chunks
+# predict computes and writes its rows a chunk of inputs at a time (tasks.inference.PREDICT_CHUNK);
+# the tests set a chunk of 4 inputs, so a few dozen inputs make several chunks.
+CHUNK = 4
+
+
+def same_rows(rows, expected) -> None:
+    """Equal rows: the same keys, order, labels and words; numbers within 1e-5 (a chunk's batches
+    pad differently from one pass's, which moves a logit by ~1e-7)."""
+    assert len(rows) == len(expected)
+    for row, want in zip(rows, expected):
+        assert list(row) == list(want) and row == _near(want)
+
+
+def _near(value):
+    if isinstance(value, float):
+        return pytest.approx(value, abs=1e-5)
+    if isinstance(value, dict):
+        return {k: _near(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_near(v) for v in value]
+    return value
+
+
+def asked(example) -> str:
+    """What an input gives the model to read: blank for a blank input."""
+    words = " ".join(getattr(example, "tokens", []))
+    return getattr(example, "question", None) or words or getattr(example, "text", "")
+
+
+def chunk_cases(tokenizer, tmp_path):
+    """{task: (model, input file)}: blank inputs among the others; SQuAD JSON with contexts of
+    several windows each (at data.max_length=32)."""
+    rng = random.Random(4)
+    texts = [" ".join(w) for w in sentences(22, seed=5)]
+    texts[3:3], texts[9:9] = ["", "   "], [""]  # blank inputs in the first and in a later chunk
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    paragraphs = [{"context": " ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 60))),
+                   "qas": [{"id": f"q{p}-{q}", "question": " ".join(rng.choice(WORDS) for _ in range(4)),
+                            "answers": []} for q in range(rng.randint(1, 3))]} for p in range(9)]
+    paragraphs[4]["qas"][0]["question"] = " "  # a blank question: its row, no answer
+    (tmp_path / "squad.json").write_text(json.dumps({"version": "v2.0", "data": [{"paragraphs": paragraphs}]}),
+                                         encoding="utf-8")
+    tags = {0: "O", 1: "B-X", 2: "I-X"}
+    return {
+        "classification": (BertForSequenceClassification(tiny_config(tokenizer, id2label={0: "a", 1: "b"})).eval(),
+                           tmp_path / "in.txt"),
+        "token-classification": (BertForTokenClassification(tiny_config(tokenizer, id2label=tags)).eval(),
+                                 tmp_path / "in.txt"),
+        "qa": (BertForQuestionAnswering(tiny_config(tokenizer)).eval(), tmp_path / "squad.json"),
+    }
+
+
+@pytest.mark.parametrize("task", ["classification", "token-classification", "qa"])
+def test_rows_computed_in_chunks_are_the_rows_of_one_pass(tokenizer, tmp_path, monkeypatch, task):
+    model, path = chunk_cases(tokenizer, tmp_path)[task]
+    spec = TaskSpec(get_task(task), DataConfig(eval_batch_size=3, max_length=32, doc_stride=8))
+    inputs = read_prediction_input(task, str(path), spec.data)
+    blanks = [i for i, e in enumerate(inputs.examples) if not asked(e).strip()]
+    assert blanks and blanks[-1] >= CHUNK  # a blank input after the first chunk
+    if task == "qa":  # several windows per context, kept in the chunk of their question
+        questions = [e for e in inputs.examples if e.question.strip()]
+        assert len(get_task("qa").encode(tokenizer, questions, spec.data, None, False, "x")) > len(questions) + 10
+    monkeypatch.setattr(inference, "PREDICT_CHUNK", 10 ** 9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        whole = prediction_rows(model, tokenizer, spec, inputs)  # one pass over every input, as before
+        monkeypatch.setattr(inference, "PREDICT_CHUNK", CHUNK)
+        chunks = list(prediction_chunks(model, tokenizer, spec, inputs))
+    n = len(inputs.examples)
+    assert [len(rows) for rows in chunks] == [CHUNK] * (n // CHUNK) + ([n % CHUNK] if n % CHUNK else [])
+    rows = [row for part in chunks for row in part]
+    assert [r["index"] for r in rows] == list(range(n)) and len(chunks) >= 3
+    assert [r["line"] for r in rows] == [getattr(e, "line", None) for e in inputs.examples]
+    same_rows(rows, whole)
+    for i in blanks:  # a blank input keeps its row, with the task's null values
+        assert rows[i] == {"index": i, "line": inputs.examples[i].line, **get_task(task).blank_row(inputs.examples[i])}
+
