@@ -6,6 +6,7 @@ padding, no batching at all): tiny random models, inputs of very different lengt
 from __future__ import annotations
 
 import json
+import os
 import random
 import warnings
 
@@ -21,7 +22,7 @@ from bertkit.tasks import (common, evaluate_examples, get_task, inference, predi
                            read_prediction_input)
 from bertkit.tasks.common import DataConfig, PredictionInput, TaskSpec, eval_order, forward_features
 from bertkit.tasks.formats import TextExample, TokenExample
-from bertkit.tasks.sequence import encode_texts
+from bertkit.tasks.sequence import LONG_TEXT_HINT, encode_texts
 from bertkit.tasks.tagging import encode_words
 from bertkit.tokenizer import Tokenizer
 
@@ -258,3 +259,85 @@ def test_rows_computed_in_chunks_are_the_rows_of_one_pass(tokenizer, tmp_path, m
     for i in blanks:  # a blank input keeps its row, with the task's null values
         assert rows[i] == {"index": i, "line": inputs.examples[i].line, **get_task(task).blank_row(inputs.examples[i])}
 
+
+def classifier_dir(tokenizer, tmp_path) -> str:
+    model = BertForSequenceClassification(tiny_config(tokenizer, id2label={0: "sport", 1: "business"}))
+    model.save_pretrained(tmp_path / "model", tokenizer=tokenizer)
+    return str(tmp_path / "model")
+
+
+def test_output_dash_writes_each_chunks_rows_before_the_next_chunk_is_computed(tokenizer, tmp_path, monkeypatch,
+                                                                               capsys):
+    model = classifier_dir(tokenizer, tmp_path)
+    texts = [" ".join(w) for w in sentences(18, seed=6)]
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    monkeypatch.setattr(inference, "PREDICT_CHUNK", CHUNK)
+    out, rows_before = [], []  # stdout so far; its rows when each chunk's computation starts
+    compute = inference._rows_of
+
+    def watched(*args, **kwargs):
+        out.append(capsys.readouterr().out)
+        rows_before.append("".join(out).count("\n"))
+        return compute(*args, **kwargs)
+
+    monkeypatch.setattr(inference, "_rows_of", watched)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["predict", "--model", model, "--input", str(tmp_path / "in.txt"), "--output", "-"]) == 0
+    out.append(capsys.readouterr().out)
+    assert rows_before == [0, 4, 8, 12, 16]  # chunk k is computed after the rows of chunks 0..k-1 went out
+    rows = [json.loads(line) for line in "".join(out).splitlines()]  # nothing but rows on stdout
+    assert [row["index"] for row in rows] == list(range(18)) and all(row["label"] for row in rows)
+
+
+def test_a_chunked_run_shows_one_bar_and_one_truncation_warning_over_the_whole_input(tokenizer, tmp_path,
+                                                                                     monkeypatch, capsys):
+    model = classifier_dir(tokenizer, tmp_path)
+    texts = [" ".join(w) for w in sentences(18, seed=6)]
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    whole = tokenizer(texts, padding=False, truncation=False, return_tensors=None)["input_ids"]
+    cut = sum(len(ids) >= 32 for ids in whole)  # the texts a max_length of 32 cuts
+    assert 2 < cut < 18
+    monkeypatch.setattr(inference, "PREDICT_CHUNK", CHUNK)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["predict", "--model", model, "--input", str(tmp_path / "in.txt"), "--output",
+                     str(tmp_path / "out.jsonl"), "--set", "data.max_length=32", "data.eval_batch_size=2"]) == 0
+    cuts = [str(w.message) for w in caught if issubclass(w.category, common.TruncationWarning)]
+    # one warning with the file's count (a chunk's "3 of 4 texts" hid it), its hint as one pass gives it
+    assert cuts == [f"{tmp_path / 'in.txt'}: {cut} of 18 texts were cut to data.max_length=32 tokens{LONG_TEXT_HINT}"]
+    captured = capsys.readouterr()
+    assert captured.out == f"wrote 18 predictions to {tmp_path / 'out.jsonl'}\n"
+    bars = [line for line in captured.err.splitlines() if line.startswith("predict:")]
+    assert len(bars) == 1 and bars[0].startswith("predict: 18/18 input (100%)")  # one bar, not one per chunk
+
+
+@pytest.mark.parametrize("failure", ["bad input", "Ctrl-C"])
+def test_a_failure_in_a_later_chunk_leaves_no_file_and_an_earlier_one_as_it_was(tokenizer, tmp_path, monkeypatch,
+                                                                                capsys, failure):
+    model = classifier_dir(tokenizer, tmp_path)
+    pairs = [(" ".join(w), " ".join(w[:3])) for w in sentences(14, seed=7)]
+    if failure == "bad input":
+        pairs[9] = (pairs[9][0], "")  # a text without its second text: refused when chunk 2 is encoded
+    (tmp_path / "in.csv").write_text("text,text_pair\n" + "".join(f"{a},{b}\n" for a, b in pairs), encoding="utf-8")
+    (tmp_path / "out.jsonl").write_text("an earlier run's rows\n", encoding="utf-8")
+    monkeypatch.setattr(inference, "PREDICT_CHUNK", CHUNK)
+    chunks, compute = [], inference._rows_of
+
+    def failing(*args, **kwargs):
+        chunks.append(len(chunks))
+        if failure == "Ctrl-C" and len(chunks) == 3:
+            raise KeyboardInterrupt
+        return compute(*args, **kwargs)
+
+    monkeypatch.setattr(inference, "_rows_of", failing)
+    for name in ("out.jsonl", "new.jsonl"):
+        chunks.clear()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            code = main(["predict", "--model", model, "--input", str(tmp_path / "in.csv"), "--output",
+                         str(tmp_path / name), "--set", "data.pair_column=text_pair"])
+        assert code == (2 if failure == "bad input" else 130) and len(chunks) == 3  # chunks 0 and 1 were done
+        assert "second text" in capsys.readouterr().err or failure == "Ctrl-C"
+    assert (tmp_path / "out.jsonl").read_text(encoding="utf-8") == "an earlier run's rows\n"
+    assert sorted(os.listdir(tmp_path)) == ["in.csv", "model", "out.jsonl"]  # no new file, no temporary one
