@@ -264,7 +264,8 @@ class InputsBar:
     """One bar over a command's `total` inputs, run in parts (`bertkit predict`'s chunks): the
     forward_features calls within a `part` move it in proportion to their batches done, and the
     part's end to its last input (its blank inputs, a task whose decode runs no batches). Drawn
-    from the first call of more than one batch on, where a bar per call was drawn."""
+    from the first call of more than one batch on (where a bar per call was drawn), or from the
+    second part on."""
 
     def __init__(self, desc: str, total: int):
         self.desc, self.total, self.bar = desc, total, None
@@ -273,18 +274,24 @@ class InputsBar:
     @contextlib.contextmanager
     def part(self, count: int) -> Iterator[None]:
         self.start, self.end = self.n, self.n + count
+        if self.n:
+            self._draw()
         yield
         self._move(self.end)
 
     def through(self, batches: Sequence[np.ndarray]) -> Iterator[np.ndarray]:
         """`batches`, each counted done when the next is asked for (as tqdm counts)."""
-        if self.bar is None and len(batches) > 1:
-            self.bar = progress(total=self.total, desc=self.desc, unit="input", initial=self.n)
+        if len(batches) > 1:
+            self._draw()
         size, done = sum(len(batch) for batch in batches), 0
         for batch in batches:
             yield batch
             done += len(batch)
             self._move(self.start + (self.end - self.start) * done // size)
+
+    def _draw(self) -> None:
+        if self.bar is None:
+            self.bar = progress(total=self.total, desc=self.desc, unit="input", initial=self.n)
 
     def _move(self, n: int) -> None:
         if n > self.n:  # never back: a second call within a part starts at the part's start again

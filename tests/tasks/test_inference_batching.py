@@ -182,9 +182,20 @@ def test_predict_command_writes_the_same_rows_with_cut_and_fixed_batches(tokeniz
 
 
 # ---------------------------------------------------------------------------- chunks
-# predict computes and writes its rows a chunk of inputs at a time (tasks.inference.PREDICT_CHUNK);
-# the tests set a chunk of 4 inputs, so a few dozen inputs make several chunks.
-CHUNK = 4
+# predict computes and writes its rows a chunk of inputs at a time (tasks.inference.PREDICT_CHUNK,
+# after a first one of PREDICT_FIRST_CHUNK); the tests set chunks of 2 and then 4 inputs, so a few
+# dozen inputs make several chunks.
+FIRST, CHUNK = 2, 4
+
+
+def small_chunks(monkeypatch) -> None:
+    monkeypatch.setattr(inference, "PREDICT_FIRST_CHUNK", FIRST)
+    monkeypatch.setattr(inference, "PREDICT_CHUNK", CHUNK)
+
+
+def chunk_sizes(n: int) -> list[int]:
+    rest = n - FIRST
+    return [FIRST] + [CHUNK] * (rest // CHUNK) + ([rest % CHUNK] if rest % CHUNK else [])
 
 
 def same_rows(rows, expected) -> None:
@@ -244,16 +255,16 @@ def test_rows_computed_in_chunks_are_the_rows_of_one_pass(tokenizer, tmp_path, m
     if task == "qa":  # several windows per context, kept in the chunk of their question
         questions = [e for e in inputs.examples if e.question.strip()]
         assert len(get_task("qa").encode(tokenizer, questions, spec.data, None, False, "x")) > len(questions) + 10
-    monkeypatch.setattr(inference, "PREDICT_CHUNK", 10 ** 9)
+    monkeypatch.setattr(inference, "PREDICT_FIRST_CHUNK", 10 ** 9)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         whole = prediction_rows(model, tokenizer, spec, inputs)  # one pass over every input, as before
-        monkeypatch.setattr(inference, "PREDICT_CHUNK", CHUNK)
+        small_chunks(monkeypatch)
         chunks = list(prediction_chunks(model, tokenizer, spec, inputs))
     n = len(inputs.examples)
-    assert [len(rows) for rows in chunks] == [CHUNK] * (n // CHUNK) + ([n % CHUNK] if n % CHUNK else [])
+    assert [len(rows) for rows in chunks] == chunk_sizes(n)
     rows = [row for part in chunks for row in part]
-    assert [r["index"] for r in rows] == list(range(n)) and len(chunks) >= 3
+    assert [r["index"] for r in rows] == list(range(n)) and len(chunks) >= 4
     assert [r["line"] for r in rows] == [getattr(e, "line", None) for e in inputs.examples]
     same_rows(rows, whole)
     for i in blanks:  # a blank input keeps its row, with the task's null values
@@ -271,7 +282,7 @@ def test_output_dash_writes_each_chunks_rows_before_the_next_chunk_is_computed(t
     model = classifier_dir(tokenizer, tmp_path)
     texts = [" ".join(w) for w in sentences(18, seed=6)]
     (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
-    monkeypatch.setattr(inference, "PREDICT_CHUNK", CHUNK)
+    small_chunks(monkeypatch)
     out, rows_before = [], []  # stdout so far; its rows when each chunk's computation starts
     compute = inference._rows_of
 
@@ -285,24 +296,27 @@ def test_output_dash_writes_each_chunks_rows_before_the_next_chunk_is_computed(t
         warnings.simplefilter("ignore")
         assert main(["predict", "--model", model, "--input", str(tmp_path / "in.txt"), "--output", "-"]) == 0
     out.append(capsys.readouterr().out)
-    assert rows_before == [0, 4, 8, 12, 16]  # chunk k is computed after the rows of chunks 0..k-1 went out
+    assert rows_before == [0, 2, 6, 10, 14]  # chunk k is computed after the rows of chunks 0..k-1 went out
     rows = [json.loads(line) for line in "".join(out).splitlines()]  # nothing but rows on stdout
     assert [row["index"] for row in rows] == list(range(18)) and all(row["label"] for row in rows)
 
 
+# several batches per chunk; one batch per chunk (no call draws a bar: it starts with the second chunk)
+@pytest.mark.parametrize("batches", [["data.eval_batch_size=2"],
+                                     ["data.eval_batch_size=64", "data.eval_batching=fixed"]])
 def test_a_chunked_run_shows_one_bar_and_one_truncation_warning_over_the_whole_input(tokenizer, tmp_path,
-                                                                                     monkeypatch, capsys):
+                                                                                     monkeypatch, capsys, batches):
     model = classifier_dir(tokenizer, tmp_path)
     texts = [" ".join(w) for w in sentences(18, seed=6)]
     (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
     whole = tokenizer(texts, padding=False, truncation=False, return_tensors=None)["input_ids"]
     cut = sum(len(ids) >= 32 for ids in whole)  # the texts a max_length of 32 cuts
     assert 2 < cut < 18
-    monkeypatch.setattr(inference, "PREDICT_CHUNK", CHUNK)
+    small_chunks(monkeypatch)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert main(["predict", "--model", model, "--input", str(tmp_path / "in.txt"), "--output",
-                     str(tmp_path / "out.jsonl"), "--set", "data.max_length=32", "data.eval_batch_size=2"]) == 0
+                     str(tmp_path / "out.jsonl"), "--set", "data.max_length=32", *batches]) == 0
     cuts = [str(w.message) for w in caught if issubclass(w.category, common.TruncationWarning)]
     # one warning with the file's count (a chunk's "3 of 4 texts" hid it), its hint as one pass gives it
     assert cuts == [f"{tmp_path / 'in.txt'}: {cut} of 18 texts were cut to data.max_length=32 tokens{LONG_TEXT_HINT}"]
@@ -318,10 +332,10 @@ def test_a_failure_in_a_later_chunk_leaves_no_file_and_an_earlier_one_as_it_was(
     model = classifier_dir(tokenizer, tmp_path)
     pairs = [(" ".join(w), " ".join(w[:3])) for w in sentences(14, seed=7)]
     if failure == "bad input":
-        pairs[9] = (pairs[9][0], "")  # a text without its second text: refused when chunk 2 is encoded
+        pairs[9] = (pairs[9][0], "")  # no second text: refused when chunk 2 (inputs 6-9) is encoded
     (tmp_path / "in.csv").write_text("text,text_pair\n" + "".join(f"{a},{b}\n" for a, b in pairs), encoding="utf-8")
     (tmp_path / "out.jsonl").write_text("an earlier run's rows\n", encoding="utf-8")
-    monkeypatch.setattr(inference, "PREDICT_CHUNK", CHUNK)
+    small_chunks(monkeypatch)
     chunks, compute = [], inference._rows_of
 
     def failing(*args, **kwargs):
