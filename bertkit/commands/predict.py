@@ -6,12 +6,14 @@ regression {"value"}; token classification {"words", "tags", "entities": [{"type
 "end", "score", "no_answer"} with offsets into the context; multiple choice {"id", "choice",
 "text", "probabilities"}.
 
-The rows are written as they are computed, a chunk of inputs at a time (PREDICT_CHUNK in
-bertkit/tasks/inference.py): with `--output -` each chunk's rows reach stdout (flushed) as soon
-as they are done, so `bertkit predict ... --output - | head` shows rows within one chunk's work
-and stops the run when head has enough; nothing else goes to stdout. A file output is written
-to a temporary file beside it, renamed into place at the end: a failed or interrupted run leaves
-no partial file and an earlier file as it was. Only one chunk's rows are held in memory.
+The rows are written as they are computed, a chunk of inputs at a time (the first 256, then
+4,096: `prediction_chunks` in bertkit/tasks/inference.py): with `--output -` each chunk's rows
+reach stdout (flushed) as soon as they are done, so `bertkit predict ... --output - | head`
+shows rows after the first chunk, and the run stops at the next chunk once head has enough
+(exit 141); nothing else goes to stdout. A failure in a later chunk leaves the earlier chunks'
+rows on stdout and exits non-zero. A file output is written to a temporary file beside it,
+renamed into place at the end: a failed or interrupted run leaves no partial file and an
+earlier file as it was. Only one chunk's features and rows are held in memory.
 
 One row per input, in input order: every row starts with "index" (0-based) and "line" (where
 the input starts in its file; null for SQuAD JSON and built-in data). A blank or
