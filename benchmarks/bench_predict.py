@@ -12,13 +12,15 @@ with eval_batch_size 32. `--lever`:
            off: fixed batches of 32 features sorted by length (what predict and evaluate ran before)
   packed   on: the oneDNN-packed fp32 copy (fastpath.py)   off: the model as loaded
   int8     on: the int8 copy (`--int8`, quantize.py)       off: the packed fp32 copy
+  chunks   on: rows a chunk of inputs at a time (tasks.inference.PREDICT_FIRST_CHUNK, then PREDICT_CHUNK),
+           as `bertkit predict` streams them   off: every input in one chunk (what predict ran before)
 
 Timed alternately with the order flipped every repeat (harness.alternate); speed =
 time(off) / time(on) per repeat, median and min-max, in wall time and in this process's CPU
 time (one thread: the work done, less disturbed when other jobs hold the cores). Before timing, the two paths' class
 probabilities are compared (max |difference|, predicted labels that differ).
 
-    python benchmarks/bench_predict.py [--lever batches|packed|int8] [--model DIR] [--texts 96]
+    python benchmarks/bench_predict.py [--lever batches|packed|int8|chunks] [--model DIR] [--texts 96]
         [--lengths 8 256] [--repeats 5] [--threads 1]
 """
 
@@ -39,7 +41,7 @@ from bench_inference import BATCH, cut_texts
 from bertkit.data.assets import minilm_dir
 from bertkit.models.heads import BertForSequenceClassification
 from bertkit.inference.quantize import inference_copy
-from bertkit.tasks import eval_order, feature_length, get_task, prediction_rows
+from bertkit.tasks import eval_order, feature_length, get_task, inference, prediction_rows
 from bertkit.tasks.inference import load_for_inference
 from bertkit.tasks.common import DataConfig, PredictionInput, TaskSpec
 from bertkit.tasks.formats import TextExample
@@ -68,7 +70,7 @@ def main(argv=None):
     p.set_defaults(threads=1, repeats=5, warmup=1)
     p.add_argument("--texts", type=int, default=96)
     p.add_argument("--lengths", nargs=2, type=int, default=[8, 256], metavar=("LO", "HI"))
-    p.add_argument("--lever", choices=("batches", "packed", "int8"), default="batches")
+    p.add_argument("--lever", choices=("batches", "packed", "int8", "chunks"), default="batches")
     p.add_argument("--model", help="a fine-tuned classifier directory (default: MiniLM with a seeded head)")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -84,6 +86,7 @@ def main(argv=None):
     arms = {"batches": {"on": (packed, "length"), "off": (packed, "fixed")},
             "packed": {"on": (packed, "length"), "off": (loaded.eval(), "length")},
             "int8": {"on": (inference_copy(loaded, tokenizer, int8=True), "length"), "off": (packed, "length")},
+            "chunks": {"on": (packed, "length"), "off": (packed, "length")},
             }[args.lever]
     model = {key: arm[0] for key, arm in arms.items()}
     spec = {key: predict_spec(hi, arm[1]) for key, arm in arms.items()}
@@ -96,7 +99,11 @@ def main(argv=None):
     labels_differ = sum(a[0] != b[0] for a, b in zip(decoded["on"], decoded["off"]))
     cpu = {"on": [], "off": []}  # this process's CPU seconds per call: less disturbed by other jobs
 
+    first_chunk = inference.PREDICT_FIRST_CHUNK
+    one_chunk = {"on": False, "off": args.lever == "chunks"}
+
     def call(key: str) -> None:
+        inference.PREDICT_FIRST_CHUNK = len(examples) if one_chunk[key] else first_chunk
         started = time.process_time()
         prediction_rows(model[key], tokenizer, spec[key], inputs)
         cpu[key].append(time.process_time() - started)

@@ -5,20 +5,21 @@ randomness is involved, `--device` wherever a model runs, `--no-progress`, `--mo
 positional DIR came first: `add_model_dir`); `typed_settings` passes the typed ones to a recipe as
 values; `resolve_models` reads every option that names a model. A command module adds the ones it
 takes. `say` is how a long run's report reaches the terminal, `metrics_text` how a summary reads,
-and `write_stream` how a stream output reaches a file or, for `--output -`, stdout.
+and `stream_output` how a stream output reaches a file or, for `--output -`, stdout, as it is computed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
-from typing import Any
+from typing import Any, Iterator, TextIO
 
 import torch
 
 from bertkit.errors import CheckpointError, ConfigError
-from bertkit.io import atomic_write_text
+from bertkit.io import atomic_open
 from bertkit.runtime.devices import DEVICES, resolve_device
 from bertkit.runtime.precision import PRECISIONS, autocast, describe
 from bertkit.models.hub_cache import resolve_model_dir
@@ -150,13 +151,18 @@ def metrics_text(metrics: dict) -> str:
 STDOUT = "-"  # `--output -`: a command whose output is a stream writes it to stdout
 
 
-def write_stream(path: str, text: str) -> None:
-    """A stream output (JSON lines): to stdout for `-`, else to the file `path`, written atomically."""
+@contextlib.contextmanager
+def stream_output(path: str) -> Iterator[TextIO]:
+    """Where a stream output (JSON lines) is written piece by piece as it is computed: stdout for
+    `-` (flush each piece, for the reader at the other end of a pipe), else a temporary sibling of
+    the file `path` that replaces it when the block ends without error (`atomic_open`): a failed or
+    interrupted run leaves no partial file, and an earlier file as it was."""
     if path == STDOUT:
-        sys.stdout.write(text)
+        yield sys.stdout
         sys.stdout.flush()
     else:
-        atomic_write_text(path, text)
+        with atomic_open(path, "w", encoding="utf-8") as f:
+            yield f
 
 
 def check_output_files(args, outputs: tuple[str, ...] = ("output",),

@@ -4,7 +4,16 @@ Rows: classification {"label", "probabilities"}; multi-label {"labels", "probabi
 regression {"value"}; token classification {"words", "tags", "entities": [{"type", "start",
 "end", "text"}]} with character offsets into the input text; QA {"id", "answer", "start",
 "end", "score", "no_answer"} with offsets into the context; multiple choice {"id", "choice",
-"text", "probabilities"}. The output is written atomically.
+"text", "probabilities"}.
+
+The rows are written as they are computed, a chunk of inputs at a time (the first 256, then
+4,096: `prediction_chunks` in bertkit/tasks/inference.py): with `--output -` each chunk's rows
+reach stdout (flushed) as soon as they are done, so `bertkit predict ... --output - | head`
+shows rows after the first chunk, and the run stops at the next chunk once head has enough
+(exit 141); nothing else goes to stdout. A failure in a later chunk leaves the earlier chunks'
+rows on stdout and exits non-zero. A file output is written to a temporary file beside it,
+renamed into place at the end: a failed or interrupted run leaves no partial file and an
+earlier file as it was. Only one chunk's features and rows are held in memory.
 
 One row per input, in input order: every row starts with "index" (0-based) and "line" (where
 the input starts in its file; null for SQuAD JSON, built-in data and a folder), then, for a folder of
@@ -21,12 +30,12 @@ from __future__ import annotations
 import json
 
 from bertkit.inference.quantize import inference_copy
-from bertkit.tasks import (TASKS, inference_spec, load_inference_model, prediction_rows, read_prediction_input,
-                           showing_progress)
+from bertkit.tasks import (TASKS, inference_spec, load_inference_model, prediction_chunks, read_prediction_input,
+                           showing_progress, summing_truncations)
 from bertkit.tokenizer.coverage import warn_about_unknown_texts
 
 from bertkit.commands.options import (STDOUT, add_device, add_int8, add_precision, add_set, add_task_module,
-                                      check_output_files, device_of, resolve_models, running_in, write_stream)
+                                      check_output_files, device_of, resolve_models, running_in, stream_output)
 
 
 def add_arguments(parser) -> None:
@@ -53,9 +62,14 @@ def run(args) -> int:
     texts = [text for text in (getattr(example, "text", None) for example in inputs.examples) if isinstance(text, str)]
     warn_about_unknown_texts(texts, tokenizer, args.model, f"texts of {args.input}", "one prediction")
     model = inference_copy(model, tokenizer, args.int8, device, args.precision)
-    with running_in(args, device), showing_progress("predict"):  # a bar over the model's batches (stderr)
-        rows = prediction_rows(model, tokenizer, spec, inputs, name=args.input)
-    write_stream(args.output, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+    written = 0
+    # a bar over the inputs (stderr); one truncation warning for the whole input, at its end
+    with (running_in(args, device), showing_progress("predict", len(inputs.examples)), summing_truncations(),
+          stream_output(args.output) as out):
+        for rows in prediction_chunks(model, tokenizer, spec, inputs, name=args.input):
+            out.write("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+            out.flush()  # a reader of stdout gets each chunk's rows now, not at the end
+            written += len(rows)
     if args.output != STDOUT:  # on stdout the rows are the whole output
-        print(f"wrote {len(rows)} predictions to {args.output}")
+        print(f"wrote {written} predictions to {args.output}")
     return 0

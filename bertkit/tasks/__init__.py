@@ -17,10 +17,10 @@ from bertkit.tasks.builtin import BUILTIN_DATA, builtin_labels, builtin_splits, 
 from bertkit.tasks.export import export_directory
 from bertkit.tasks.common import (SUMMARY_FILE, Collator, DataConfig, PredictionInput, TaskSpec, batching_length,
                                   clean_metrics, eval_order, feature_length, forward_features, json_float, model_labels,
-                                  showing_progress, subsample)
+                                  showing_progress, subsample, summing_truncations)
 from bertkit.tasks.inference import (baseline_metrics, check_model_labels, evaluate_examples, inference_spec,
                                      load_for_inference, load_inference_model, load_model, predict_examples,
-                                     prediction_rows, read_prediction_input, read_spec)
+                                     prediction_chunks, prediction_rows, read_prediction_input, read_spec)
 from bertkit.tasks.registry import TASKS, get_task, register_task, task_of_config
 from bertkit.tasks.spec import Task
 
@@ -30,7 +30,8 @@ __all__ = [
     "SUMMARY_FILE", "Collator", "DataConfig", "PredictionInput", "TaskSpec", "batching_length", "clean_metrics",
     "eval_order",
     "feature_length", "forward_features", "json_float", "model_labels", "showing_progress", "subsample",
+    "summing_truncations",
     "export_directory", "baseline_metrics", "check_model_labels", "evaluate_examples", "inference_spec",
     "load_for_inference", "load_inference_model", "load_model",
-    "predict_examples", "prediction_rows", "read_prediction_input", "read_spec",
+    "predict_examples", "prediction_chunks", "prediction_rows", "read_prediction_input", "read_spec",
 ]

@@ -19,7 +19,7 @@ import dataclasses
 import math
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -155,10 +155,37 @@ class TruncationWarning(UserWarning):
     model was fine-tuned with (evaluate then leaves it out)."""
 
 
+# Set within `summing_truncations`: (max_length, name, what, hint) -> [cut, total] of the calls so far.
+_TRUNCATIONS: contextvars.ContextVar[dict | None] = contextvars.ContextVar("truncations", default=None)
+
+
 def truncation_warning(count: int, total: int, max_length: int, name: str, what: str, hint: str = "") -> None:
-    if count:
+    """Warn that `count` of `total` inputs were cut to max_length; `hint` (what to do) is added when a
+    tenth or more were. Within `summing_truncations` the counts are added up instead."""
+    tally = _TRUNCATIONS.get()
+    if tally is not None:
+        counts = tally.setdefault((max_length, name, what, hint), [0, 0])
+        counts[0] += count
+        counts[1] += total
+    elif count:
         warnings.warn(f"{name}: {count} of {total} {what} were cut to data.max_length={max_length} "
-                      f"tokens{hint}", TruncationWarning, stacklevel=3)
+                      f"tokens{hint if count * 10 >= total else ''}", TruncationWarning, stacklevel=3)
+
+
+@contextlib.contextmanager
+def summing_truncations():
+    """Within it, the truncation warnings of the encode calls are summed: one warning per kind
+    when the block ends, over all its calls (`bertkit predict` encodes its input in chunks, and
+    "3 of 1024 texts" per chunk would hide the file's total). Nothing when the block fails: the
+    error is the one line to read."""
+    tally: dict = {}
+    token = _TRUNCATIONS.set(tally)
+    try:
+        yield
+    finally:
+        _TRUNCATIONS.reset(token)
+    for (max_length, name, what, hint), (count, total) in tally.items():
+        truncation_warning(count, total, max_length, name, what, hint)
 
 
 # ---------------------------------------------------------------------------- batching
@@ -233,19 +260,83 @@ def subsample(examples: list, limit: int, seed: int) -> list:
 
 
 # ---------------------------------------------------------------------------- inference
+class InputsBar:
+    """One bar over a command's `total` inputs, run in parts (`bertkit predict`'s chunks): the
+    forward_features calls within a `part` move it in proportion to their batches done, and the
+    part's end to its last input (its blank inputs, a task whose decode runs no batches). Drawn
+    from the first call of more than one batch on (where a bar per call was drawn), or from the
+    second part on."""
+
+    def __init__(self, desc: str, total: int):
+        self.desc, self.total, self.bar = desc, total, None
+        self.n = self.start = self.end = 0
+
+    @contextlib.contextmanager
+    def part(self, count: int) -> Iterator[None]:
+        self.start, self.end = self.n, self.n + count
+        if self.n:
+            self._draw()
+        yield
+        self._move(self.end)
+
+    def through(self, batches: Sequence[np.ndarray]) -> Iterator[np.ndarray]:
+        """`batches`, each counted done when the next is asked for (as tqdm counts)."""
+        if len(batches) > 1:
+            self._draw()
+        size, done = sum(len(batch) for batch in batches), 0
+        for batch in batches:
+            yield batch
+            done += len(batch)
+            self._move(self.start + (self.end - self.start) * done // size)
+
+    def _draw(self) -> None:
+        if self.bar is None:
+            self.bar = progress(total=self.total, desc=self.desc, unit="input", initial=self.n)
+
+    def _move(self, n: int) -> None:
+        if n > self.n:  # never back: a second call within a part starts at the part's start again
+            if self.bar is not None:
+                self.bar.update(n - self.n)
+            self.n = n
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
 # The bar `forward_features` shows: named by a command that runs a model over a whole file
 # (predict, evaluate), None inside training, whose dev evaluations run beside the training bar.
-_PROGRESS: contextvars.ContextVar[str | None] = contextvars.ContextVar("forward_progress", default=None)
+_PROGRESS: contextvars.ContextVar[str | InputsBar | None] = contextvars.ContextVar("forward_progress", default=None)
 
 
 @contextlib.contextmanager
-def showing_progress(desc: str):
-    """Within it, `forward_features` shows a progress bar named `desc` (the tasks' decode calls it)."""
-    token = _PROGRESS.set(desc)
+def showing_progress(desc: str | None, inputs: int | None = None) -> Iterator[None]:
+    """Within it, `forward_features` shows a progress bar named `desc` (the tasks' decode calls it),
+    over each call's batches; with `inputs`, one bar over that many inputs for the whole block,
+    which `progress_part` moves on part by part (`InputsBar`)."""
+    shown = InputsBar(desc, inputs) if desc and inputs else desc
+    token = _PROGRESS.set(shown)
     try:
         yield
     finally:
         _PROGRESS.reset(token)
+        if isinstance(shown, InputsBar):
+            shown.close()
+
+
+def progress_part(count: int) -> contextlib.AbstractContextManager:
+    """Within it, the next `count` inputs of the bar over the inputs (`showing_progress(desc,
+    inputs)`) are run; without that bar it does nothing."""
+    shown = _PROGRESS.get()
+    return shown.part(count) if isinstance(shown, InputsBar) else contextlib.nullcontext()
+
+
+def _shown(batches: list) -> Iterable:
+    """`batches` as `forward_features` runs them: through the bar the caller asked for, if any."""
+    desc = _PROGRESS.get()
+    if isinstance(desc, InputsBar):
+        return desc.through(batches)
+    return progress(batches, desc=desc, unit="batch") if desc and len(batches) > 1 else batches
 
 
 @torch.no_grad()
@@ -282,8 +373,7 @@ def forward_features(model, features: Sequence[dict], batch_size: int, pad_token
             outputs[i] = logits[row, :len(features[i]["input_ids"])] if token_level else logits[row]
 
     batches = eval_order(features, batch_size, cut=batching == "length")
-    desc = _PROGRESS.get()
-    shown = progress(batches, desc=desc, unit="batch") if desc and len(batches) > 1 else batches
+    shown = _shown(batches)
     try:
         run_one_ahead(shown, launch, collect)
     finally:

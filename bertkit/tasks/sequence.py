@@ -121,7 +121,7 @@ def encode_texts(tokenizer, examples: Sequence[TextExample], max_length: int, la
         if labels is not None:
             feature["labels"] = labels[row]
         features.append(feature)
-    hint = LONG_TEXT_HINT if pairs is None and cut * 10 >= len(features) else ""
+    hint = LONG_TEXT_HINT if pairs is None else ""  # given when a tenth or more were cut
     truncation_warning(cut, len(features), max_length, name, "texts", hint)
     return features
 

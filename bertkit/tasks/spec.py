@@ -31,7 +31,8 @@ class Task:
     encode          (tokenizer, examples, data, label2id, training, name) -> features; training
                     features carry the targets (`label2id` maps label names to ids, or None)
     decode          (model, tokenizer, examples, spec, name, features=None) -> one prediction per
-                    example; `features` are the examples' `encode(..., training=False)` features when
+                    example, each from that example alone (`predict` decodes its inputs a chunk at
+                    a time); `features` are the examples' `encode(..., training=False)` features when
                     the caller built them already (fine-tuning encodes the dev set once per run)
     metrics         (examples, predictions) -> {metric: value}
     baseline        (train examples, examples) -> the trivial predictor's metrics, with "method"

@@ -174,7 +174,7 @@ def test_classification_predict_and_evaluate_from_files(tiny, capsys, tmp_path):
     (tmp_path / "in.txt").write_text("the striker scored\nthe bank cut rates\n", encoding="utf-8")
     code, _, err = run_cli(["predict", "--model", out, "--input", str(tmp_path / "in.txt"), "--output",
                             str(tmp_path / "p.jsonl"), "--set", "data.eval_batch_size=1"], capsys)
-    assert code == 0 and "predict: 2/2 batch (100%)" in err  # 100,000 lines had run with no word for minutes
+    assert code == 0 and "predict: 2/2 input (100%)" in err  # 100,000 lines had run with no word for minutes
     rows = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
     assert len(rows) == 2
     for row in rows:

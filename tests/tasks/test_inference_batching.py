@@ -6,6 +6,7 @@ padding, no batching at all): tiny random models, inputs of very different lengt
 from __future__ import annotations
 
 import json
+import os
 import random
 import warnings
 
@@ -16,11 +17,12 @@ import torch
 from bertkit.commands.cli import main
 from bertkit.models.config import BertConfig
 from bertkit.inference.fastpath import pack_for_cpu
-from bertkit.models.heads import BertForSequenceClassification, BertForTokenClassification
-from bertkit.tasks import common, evaluate_examples, get_task, prediction_rows
+from bertkit.models.heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
+from bertkit.tasks import (common, evaluate_examples, get_task, inference, prediction_chunks, prediction_rows,
+                           read_prediction_input)
 from bertkit.tasks.common import DataConfig, PredictionInput, TaskSpec, eval_order, forward_features
 from bertkit.tasks.formats import TextExample, TokenExample
-from bertkit.tasks.sequence import encode_texts
+from bertkit.tasks.sequence import LONG_TEXT_HINT, encode_texts
 from bertkit.tasks.tagging import encode_words
 from bertkit.tokenizer import Tokenizer
 
@@ -177,3 +179,179 @@ def test_predict_command_writes_the_same_rows_with_cut_and_fixed_batches(tokeniz
         if row["probabilities"] is not None:
             np.testing.assert_allclose(list(row["probabilities"].values()),
                                        list(row_fixed["probabilities"].values()), atol=1e-5, rtol=0)
+
+
+# ---------------------------------------------------------------------------- chunks
+# predict computes and writes its rows a chunk of inputs at a time (tasks.inference.PREDICT_CHUNK,
+# after a first one of PREDICT_FIRST_CHUNK); the tests set chunks of 2 and then 4 inputs, so a few
+# dozen inputs make several chunks.
+FIRST, CHUNK = 2, 4
+
+
+def small_chunks(monkeypatch) -> None:
+    monkeypatch.setattr(inference, "PREDICT_FIRST_CHUNK", FIRST)
+    monkeypatch.setattr(inference, "PREDICT_CHUNK", CHUNK)
+
+
+def chunk_sizes(n: int) -> list[int]:
+    rest = n - FIRST
+    return [FIRST] + [CHUNK] * (rest // CHUNK) + ([rest % CHUNK] if rest % CHUNK else [])
+
+
+def same_rows(rows, expected) -> None:
+    """Equal rows: the same keys, order, labels and words; numbers within 1e-5 (a chunk's batches
+    pad differently from one pass's, which moves a logit by ~1e-7)."""
+    assert len(rows) == len(expected)
+    for row, want in zip(rows, expected):
+        assert list(row) == list(want) and row == _near(want)
+
+
+def _near(value):
+    if isinstance(value, float):
+        return pytest.approx(value, abs=1e-5)
+    if isinstance(value, dict):
+        return {k: _near(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_near(v) for v in value]
+    return value
+
+
+def asked(example) -> str:
+    """What an input gives the model to read: blank for a blank input."""
+    words = " ".join(getattr(example, "tokens", []))
+    return getattr(example, "question", None) or words or getattr(example, "text", "")
+
+
+def chunk_cases(tokenizer, tmp_path):
+    """{task: (model, input file)}: blank inputs among the others; SQuAD JSON with contexts of
+    several windows each (at data.max_length=32)."""
+    rng = random.Random(4)
+    texts = [" ".join(w) for w in sentences(22, seed=5)]
+    texts[3:3], texts[9:9] = ["", "   "], [""]  # blank inputs in the first and in a later chunk
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    paragraphs = [{"context": " ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 60))),
+                   "qas": [{"id": f"q{p}-{q}", "question": " ".join(rng.choice(WORDS) for _ in range(4)),
+                            "answers": []} for q in range(rng.randint(1, 3))]} for p in range(9)]
+    paragraphs[4]["qas"][0]["question"] = " "  # a blank question: its row, no answer
+    (tmp_path / "squad.json").write_text(json.dumps({"version": "v2.0", "data": [{"paragraphs": paragraphs}]}),
+                                         encoding="utf-8")
+    tags = {0: "O", 1: "B-X", 2: "I-X"}
+    return {
+        "classification": (BertForSequenceClassification(tiny_config(tokenizer, id2label={0: "a", 1: "b"})).eval(),
+                           tmp_path / "in.txt"),
+        "token-classification": (BertForTokenClassification(tiny_config(tokenizer, id2label=tags)).eval(),
+                                 tmp_path / "in.txt"),
+        "qa": (BertForQuestionAnswering(tiny_config(tokenizer)).eval(), tmp_path / "squad.json"),
+    }
+
+
+@pytest.mark.parametrize("task", ["classification", "token-classification", "qa"])
+def test_rows_computed_in_chunks_are_the_rows_of_one_pass(tokenizer, tmp_path, monkeypatch, task):
+    model, path = chunk_cases(tokenizer, tmp_path)[task]
+    spec = TaskSpec(get_task(task), DataConfig(eval_batch_size=3, max_length=32, doc_stride=8))
+    inputs = read_prediction_input(task, str(path), spec.data)
+    blanks = [i for i, e in enumerate(inputs.examples) if not asked(e).strip()]
+    assert blanks and blanks[-1] >= CHUNK  # a blank input after the first chunk
+    if task == "qa":  # several windows per context, kept in the chunk of their question
+        questions = [e for e in inputs.examples if e.question.strip()]
+        assert len(get_task("qa").encode(tokenizer, questions, spec.data, None, False, "x")) > len(questions) + 10
+    monkeypatch.setattr(inference, "PREDICT_FIRST_CHUNK", 10 ** 9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        whole = prediction_rows(model, tokenizer, spec, inputs)  # one pass over every input, as before
+        small_chunks(monkeypatch)
+        chunks = list(prediction_chunks(model, tokenizer, spec, inputs))
+    n = len(inputs.examples)
+    assert [len(rows) for rows in chunks] == chunk_sizes(n)
+    rows = [row for part in chunks for row in part]
+    assert [r["index"] for r in rows] == list(range(n)) and len(chunks) >= 4
+    assert [r["line"] for r in rows] == [getattr(e, "line", None) for e in inputs.examples]
+    same_rows(rows, whole)
+    for i in blanks:  # a blank input keeps its row, with the task's null values
+        assert rows[i] == {"index": i, "line": inputs.examples[i].line, **get_task(task).blank_row(inputs.examples[i])}
+
+
+def classifier_dir(tokenizer, tmp_path) -> str:
+    model = BertForSequenceClassification(tiny_config(tokenizer, id2label={0: "sport", 1: "business"}))
+    model.save_pretrained(tmp_path / "model", tokenizer=tokenizer)
+    return str(tmp_path / "model")
+
+
+def test_output_dash_writes_each_chunks_rows_before_the_next_chunk_is_computed(tokenizer, tmp_path, monkeypatch,
+                                                                               capsys):
+    model = classifier_dir(tokenizer, tmp_path)
+    texts = [" ".join(w) for w in sentences(18, seed=6)]
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    small_chunks(monkeypatch)
+    out, rows_before = [], []  # stdout so far; its rows when each chunk's computation starts
+    compute = inference._rows_of
+
+    def watched(*args, **kwargs):
+        out.append(capsys.readouterr().out)
+        rows_before.append("".join(out).count("\n"))
+        return compute(*args, **kwargs)
+
+    monkeypatch.setattr(inference, "_rows_of", watched)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["predict", "--model", model, "--input", str(tmp_path / "in.txt"), "--output", "-"]) == 0
+    out.append(capsys.readouterr().out)
+    assert rows_before == [0, 2, 6, 10, 14]  # chunk k is computed after the rows of chunks 0..k-1 went out
+    rows = [json.loads(line) for line in "".join(out).splitlines()]  # nothing but rows on stdout
+    assert [row["index"] for row in rows] == list(range(18)) and all(row["label"] for row in rows)
+
+
+# several batches per chunk; one batch per chunk (no call draws a bar: it starts with the second chunk)
+@pytest.mark.parametrize("batches", [["data.eval_batch_size=2"],
+                                     ["data.eval_batch_size=64", "data.eval_batching=fixed"]])
+def test_a_chunked_run_shows_one_bar_and_one_truncation_warning_over_the_whole_input(tokenizer, tmp_path,
+                                                                                     monkeypatch, capsys, batches):
+    model = classifier_dir(tokenizer, tmp_path)
+    texts = [" ".join(w) for w in sentences(18, seed=6)]
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    whole = tokenizer(texts, padding=False, truncation=False, return_tensors=None)["input_ids"]
+    cut = sum(len(ids) >= 32 for ids in whole)  # the texts a max_length of 32 cuts
+    assert 2 < cut < 18
+    small_chunks(monkeypatch)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["predict", "--model", model, "--input", str(tmp_path / "in.txt"), "--output",
+                     str(tmp_path / "out.jsonl"), "--set", "data.max_length=32", *batches]) == 0
+    cuts = [str(w.message) for w in caught if issubclass(w.category, common.TruncationWarning)]
+    # one warning with the file's count (a chunk's "3 of 4 texts" hid it), its hint as one pass gives it
+    assert cuts == [f"{tmp_path / 'in.txt'}: {cut} of 18 texts were cut to data.max_length=32 tokens{LONG_TEXT_HINT}"]
+    captured = capsys.readouterr()
+    assert captured.out == f"wrote 18 predictions to {tmp_path / 'out.jsonl'}\n"
+    bars = [line for line in captured.err.splitlines() if line.startswith("predict:")]
+    assert len(bars) == 1 and bars[0].startswith("predict: 18/18 input (100%)")  # one bar, not one per chunk
+
+
+@pytest.mark.parametrize("failure", ["bad input", "Ctrl-C"])
+def test_a_failure_in_a_later_chunk_leaves_no_file_and_an_earlier_one_as_it_was(tokenizer, tmp_path, monkeypatch,
+                                                                                capsys, failure):
+    model = classifier_dir(tokenizer, tmp_path)
+    pairs = [(" ".join(w), " ".join(w[:3])) for w in sentences(14, seed=7)]
+    if failure == "bad input":
+        pairs[9] = (pairs[9][0], "")  # no second text: refused when chunk 2 (inputs 6-9) is encoded
+    (tmp_path / "in.csv").write_text("text,text_pair\n" + "".join(f"{a},{b}\n" for a, b in pairs), encoding="utf-8")
+    (tmp_path / "out.jsonl").write_text("an earlier run's rows\n", encoding="utf-8")
+    small_chunks(monkeypatch)
+    chunks, compute = [], inference._rows_of
+
+    def failing(*args, **kwargs):
+        chunks.append(len(chunks))
+        if failure == "Ctrl-C" and len(chunks) == 3:
+            raise KeyboardInterrupt
+        return compute(*args, **kwargs)
+
+    monkeypatch.setattr(inference, "_rows_of", failing)
+    for name in ("out.jsonl", "new.jsonl"):
+        chunks.clear()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            code = main(["predict", "--model", model, "--input", str(tmp_path / "in.csv"), "--output",
+                         str(tmp_path / name), "--set", "data.pair_column=text_pair"])
+        assert code == (2 if failure == "bad input" else 130) and len(chunks) == 3  # chunks 0 and 1 were done
+        assert "second text" in capsys.readouterr().err or failure == "Ctrl-C"
+    assert (tmp_path / "out.jsonl").read_text(encoding="utf-8") == "an earlier run's rows\n"
+    assert sorted(os.listdir(tmp_path)) == ["in.csv", "model", "out.jsonl"]  # no new file, no temporary one
