@@ -64,3 +64,22 @@ class TableWriter:
             self.writer.writeheader()
         self.writer.writerows(self.pending)
         self.pending = []
+
+
+class JsonLinesWriter:
+    """Writes rows to an open text file as JSON lines (the default output)."""
+
+    def __init__(self, handle):
+        self.handle = handle
+
+    def write(self, rows: list[dict]) -> None:
+        self.handle.write("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+
+    def flush(self) -> None:
+        """Nothing is held back: each row was written whole."""
+
+
+def rows_writer(handle, path: str) -> TableWriter | JsonLinesWriter:
+    """The writer for an output named `path`: a table for .csv/.tsv, else JSON lines."""
+    delimiter = table_delimiter(path)
+    return TableWriter(handle, delimiter) if delimiter else JsonLinesWriter(handle)

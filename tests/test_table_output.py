@@ -46,3 +46,29 @@ def test_nearest_writes_one_row_per_match_to_a_csv(tmp_path, capsys):
         rows = list(csv.DictReader(f))
     assert [(r["query_index"], r["rank"], r["text"]) for r in rows][0] == ("0", "1", "shares fell sharply")
     assert [r["query_index"] for r in rows] == ["0", "0", "1"] and rows[2]["rank"] == ""  # the blank query: no match
+
+
+def test_predict_writes_a_table_to_a_csv_and_the_same_rows_as_json_lines_otherwise(tmp_path, capsys):
+    import json
+
+    from tests.tasks.helpers import make_tiny_model
+
+    texts = ["the striker scored a goal", "shares fell sharply"]
+    train = tmp_path / "train.csv"
+    train.write_text("text,label\n" + "".join(f"{t} {i},{'sport' if 'goal' in t else 'business'}\n"
+                                               for i in range(6) for t in texts), encoding="utf-8")
+    model = make_tiny_model(tmp_path / "tiny", texts * 3)
+    assert main(["finetune", "--task", "classification", "--model", model, "--train", str(train), "--dev", str(train),
+                 "--out", str(tmp_path / "run"), "--no-progress", "--no-baseline", "--set", "train.max_steps=1",
+                 "data.max_length=16"]) == 0
+    new = tmp_path / "new.txt"
+    new.write_text("a goal, late\n\nshares\n", encoding="utf-8")
+    for name in ("p.csv", "p.jsonl"):
+        assert main(["predict", "--model", str(tmp_path / "run"), "--input", str(new), "--output",
+                     str(tmp_path / name)]) == 0
+    with open(tmp_path / "p.csv", encoding="utf-8", newline="") as f:
+        table = list(csv.DictReader(f))
+    rows = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert list(table[0]) == ["index", "line", "label", "probabilities.business", "probabilities.sport"]
+    assert [r["label"] for r in table] == [row["label"] or "" for row in rows] and table[1]["label"] == ""
+    assert float(table[2]["probabilities.sport"]) == rows[2]["probabilities"]["sport"]

@@ -4,7 +4,9 @@ Rows: classification {"label", "probabilities"}; multi-label {"labels", "probabi
 regression {"value"}; token classification {"words", "tags", "entities": [{"type", "start",
 "end", "text"}]} with character offsets into the input text; QA {"id", "answer", "start",
 "end", "score", "no_answer"} with offsets into the context; multiple choice {"id", "choice",
-"text", "probabilities"}.
+"text", "probabilities"}. An output named .csv or .tsv is a table of the same rows, one per input
+(a dict of values such as the probabilities one column per key, lists as JSON text:
+bertkit/table_output.py), for a spreadsheet.
 
 The rows are written as they are computed, a chunk of inputs at a time (the first 256, then
 4,096: `prediction_chunks` in bertkit/tasks/inference.py): with `--output -` each chunk's rows
@@ -27,9 +29,8 @@ context are predicted like the others (the gold answers are not used).
 
 from __future__ import annotations
 
-import json
-
 from bertkit.inference.quantize import inference_copy
+from bertkit.table_output import rows_writer
 from bertkit.tasks import (TASKS, inference_spec, load_inference_model, prediction_chunks, read_prediction_input,
                            showing_progress, summing_truncations)
 from bertkit.tokenizer.coverage import warn_about_unknown_texts
@@ -43,7 +44,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--input", required=True,
                         help="texts (.txt one per line, .csv/.tsv/.jsonl, a folder of .txt files), CoNLL, SQuAD .json / "
                              "QA .jsonl, multiple-choice .jsonl, or built-in NAME[:split]")
-    parser.add_argument("--output", required=True, help="where to write the predictions (.jsonl); - for stdout")
+    parser.add_argument("--output", required=True, help="where to write the predictions (.jsonl; a .csv or .tsv name: a table, "
+                                                          "one row per input); - for stdout")
     parser.add_argument("--task", choices=TASKS, help="default: the task the model was fine-tuned for")
     add_task_module(parser)
     add_set(parser, "data.text_column=body")
@@ -66,10 +68,12 @@ def run(args) -> int:
     # a bar over the inputs (stderr); one truncation warning for the whole input, at its end
     with (running_in(args, device), showing_progress("predict", len(inputs.examples)), summing_truncations(),
           stream_output(args.output) as out):
+        writer = rows_writer(out, args.output)  # JSON lines, or a table for an output named .csv/.tsv
         for rows in prediction_chunks(model, tokenizer, spec, inputs, name=args.input):
-            out.write("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+            writer.write(rows)
             out.flush()  # a reader of stdout gets each chunk's rows now, not at the end
             written += len(rows)
+        writer.flush()
     if args.output != STDOUT:  # on stdout the rows are the whole output
         print(f"wrote {written} predictions to {args.output}")
     return 0
