@@ -416,6 +416,7 @@ class _OpenQuotes:
     an article whose headline and a paragraph each hold one comma is not a stray quote."""
 
     SHORT = 100  # longer values (texts) are never a swallowed row's label: not kept
+    FIX = 'close the quote, and write a quote inside a quoted field as two ("")'
 
     def __init__(self, path: str, width: int, delimiter: str):
         self.path, self.width, self.delimiter = path, width, delimiter
@@ -428,18 +429,17 @@ class _OpenQuotes:
                 self.seen[column].add(value.strip())
 
     def check(self, row: dict, first_line: int) -> None:
+        unclosed = any(value is None for value in row.values())  # the file ended inside the quote
         for column, value in enumerate(row.values()):
             if not (isinstance(value, str) and "\n" in value):
                 continue
             swallowed = _rows_inside(value, column, self.width, self.delimiter)
-            if swallowed and any(value is None for value in row.values()):
+            if swallowed and unclosed:
                 raise DataError(f"{self.path}: the quote opened on line {first_line} is never closed, so the "
                                 f"{len(swallowed)} rows after it (e.g. {swallowed[0][:60]!r}) were read as one text; "
                                 f"{self.FIX}")
             if swallowed and len(self.suspects) < 100:
                 self.suspects.append((first_line, column, swallowed))
-
-    FIX = 'close the quote, and write a quote inside a quoted field as two ("")'
 
     def _looks_like_rows(self, column: int, swallowed: list[str]) -> list[str]:
         rows = []

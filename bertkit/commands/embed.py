@@ -51,10 +51,15 @@ def add_arguments(parser) -> None:
 NAMES_SUFFIX = ".files.txt"  # beside vectors.npy: the file of each row, for a folder of texts
 
 
+def names_file(output: str) -> str:
+    """Where the file names of a folder's vectors go: vectors.npy -> vectors.files.txt."""
+    return os.path.splitext(output)[0] + NAMES_SUFFIX
+
+
 def check_names_file(source: str, output: str) -> None:
     """A folder's vectors are not written inside it (their file names, a .txt, would be a text of the
     next run); an earlier folder's names beside vectors of a file would name rows they are not."""
-    names = os.path.splitext(output)[0] + NAMES_SUFFIX
+    names = names_file(output)
     if os.path.isdir(source) and os.path.realpath(names).startswith(os.path.realpath(source) + os.sep):
         raise ConfigError(f"--output {output} is inside --input {source}: the names of its rows ({names}) would be "
                           "read as a text next time; write the vectors outside the folder")
@@ -82,7 +87,7 @@ def run(args) -> int:
     if len(kept) < len(texts):
         blank = "empty file(s) got all-zero rows" if files else "blank line(s) got all-zero rows (row i is still line i + 1)"
         warnings.warn(f"{args.input}: {len(texts) - len(kept)} {blank}")
-    names = os.path.splitext(args.output)[0] + NAMES_SUFFIX if files else None
+    names = names_file(args.output) if files else None
     with contextlib.ExitStack() as stack:  # the vectors and their file names renamed into place together
         np.save(stack.enter_context(atomic_open(args.output, "wb")), vectors.astype(np.float32))
         if names:

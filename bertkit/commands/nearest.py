@@ -18,15 +18,13 @@ count, width, and 8 texts spread over the corpus embedded again) before they are
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 
 from bertkit.errors import DataError
 from bertkit.inference.encode import SentenceEncoder
 from bertkit.io import atomic_open, check_regular_file
 from bertkit.tasks.formats import read_text_inputs, read_texts
-from bertkit.table_output import TableWriter, table_delimiter
+from bertkit.table_output import rows_writer, table_delimiter
 from bertkit.tasks.retrieval import top_matches
 from bertkit.tokenizer.coverage import warn_about_unknown_texts
 from bertkit.commands.options import (add_device, add_precision, at_least, check_output_files, device_of, precision_of,
@@ -137,12 +135,10 @@ def run(args) -> int:
 
 def write_matches(path: str, rows: list[dict]) -> None:
     """One JSON line per query; in a .csv or .tsv, one row per match (a blank query: one row, no match)."""
-    delimiter = table_delimiter(path)
-    with atomic_open(path, "w", encoding="utf-8", newline="" if delimiter else None) as f:
-        if delimiter is None:
-            f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
-            return
-        table = TableWriter(f, delimiter)
-        table.write([{"query_index": i, "query": row["query"], **match}
-                     for i, row in enumerate(rows) for match in (row["matches"] or [{}])])
-        table.flush()
+    if table_delimiter(path):
+        rows = [{"query_index": i, "query": row["query"], **match}
+                for i, row in enumerate(rows) for match in (row["matches"] or [{}])]
+    with atomic_open(path, "w", encoding="utf-8", newline="") as f:
+        writer = rows_writer(f, path)
+        writer.write(rows)
+        writer.flush()

@@ -131,20 +131,21 @@ def read_text_files(top: str) -> list[ClassFile]:
 
 
 def _read(top: str, listed: list[tuple[str, str | None]], blank_allowed: bool) -> list[ClassFile]:
-    read, not_utf8, blank = [], [], []
+    read, not_utf8, blank = [], [], []  # not_utf8: (path, whether UTF-16)
     for number, (path, label) in enumerate(listed, 1):
         try:
             text = read_text(os.path.join(top, path)).replace("\r\n", "\n").strip()  # a Windows copy: the same text
         except EncodingError as err:  # UTF-16 (Notepad's "Unicode") needs another iconv than cp1252
-            not_utf8.append(path + (" (UTF-16)" if "UTF-16" in str(err) else ""))
+            not_utf8.append((path, "UTF-16" in str(err)))
             continue
         if text or blank_allowed:
             read.append(ClassFile(number, path, text, label))
         else:
             blank.append(path)
     if not_utf8:
-        source = "utf-16" if all(path.endswith("(UTF-16)") for path in not_utf8) else "cp1252"
-        raise EncodingError(f"{top}: {len(not_utf8)} file(s) are not UTF-8: {_listed(not_utf8)}; re-encode each as "
+        source = "utf-16" if all(utf16 for _, utf16 in not_utf8) else "cp1252"
+        named = [path + (" (UTF-16)" if utf16 else "") for path, utf16 in not_utf8]
+        raise EncodingError(f"{top}: {len(named)} file(s) are not UTF-8: {_listed(named)}; re-encode each as "
                             f"UTF-8, e.g. iconv -f {source} -t utf-8 FILE > FILE.new && mv FILE.new FILE (-f utf-16 for "
                             "a UTF-16 file, -f cp1252 for a Windows one, -f latin1 for ISO-8859-1)")
     if blank:
