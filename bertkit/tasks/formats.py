@@ -93,6 +93,7 @@ class TokenExample:
     tokens: list[str]
     tags: list[str]
     line: int | None = field(default=None, compare=False)  # where it starts in its file (1-based)
+    file: str | None = field(default=None, compare=False)  # its file, in a folder of texts (class_folders.py)
 
     def __post_init__(self) -> None:
         if len(self.tokens) != len(self.tags):

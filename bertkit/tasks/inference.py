@@ -28,6 +28,7 @@ from bertkit.tasks.builtin import (BUILTIN_DATA, load_examples, naming_the_task_
 from bertkit.tasks.common import (SUMMARY_FILE, DataConfig, PredictionInput, TaskSpec, model_labels, progress_part,
                                   summing_truncations)
 from bertkit.tasks.formats import ChoiceExample, QAExample, TextExample, TokenExample, no_input_error
+from bertkit.tasks.long_text import check_long_text_task
 from bertkit.tasks.registry import get_task, task_of_config
 from bertkit.tasks.spec import Task
 from bertkit.tokenizer import Tokenizer
@@ -110,6 +111,7 @@ def inference_spec(model_dir: str, task: str | None = None, assignments: Sequenc
                           "to score or predict on fewer rows, give a smaller file (evaluate: --limit N)")
     if overrides:
         spec.data = dataclass_from_dict(DataConfig, {**spec.data.to_dict(), **overrides}, "data")
+        check_long_text_task(spec.task.name, spec.data.long_text)  # as finetune checks it
     has_config = os.path.isfile(os.path.join(model_dir, "config.json"))  # (a PEFT adapter has none)
     positions = getattr(read_config(model_dir), "max_sequence_length", None) if has_config else None
     if "max_length" in overrides and positions and spec.data.max_length > positions:  # as finetune refuses it

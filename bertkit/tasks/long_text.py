@@ -8,7 +8,9 @@
 - "chunks"    the whole text as overlapping windows of max_length tokens, neighbours sharing
               `data.doc_stride` tokens (as QA's windows do); each window is a row of its own and
               the text's prediction is the mean of its windows' logits. In training each window
-              is an example with its text's label (its loss counts once per window).
+              is an example with its text's label (its loss counts once per window). For token
+              classification (a document given to a tagger) each word is tagged from the window
+              in which its first sub-word is farthest from the window's ends (tagging.py).
 
 Single texts only: a text pair is cut as before (both texts matter, and a window of the first
 text alone would drop the second).
@@ -24,6 +26,7 @@ from bertkit.errors import ConfigError
 
 LONG_TEXT_MODES = ("truncate", "head_tail", "chunks")
 SEQUENCE_TASKS = ("classification", "multi-label-classification", "regression")  # tasks whose rows are texts
+TAGGING_TASK = "token-classification"  # chunks only: a word's tag needs its neighbours, not the text's ends
 HEAD_SHARE = 0.25  # head_tail: Sun et al.'s 128 of 510 tokens from the start
 
 
@@ -36,9 +39,11 @@ def check_long_text(mode: str, max_length: int, stride: int) -> None:
 
 
 def check_long_text_task(task_name: str, mode: str) -> None:
-    """head_tail and chunks fit texts of the sequence tasks; others have their own windows (QA)."""
-    if mode != "truncate" and task_name not in SEQUENCE_TASKS:
-        raise ConfigError(f"data.long_text=\"{mode}\" is for {', '.join(SEQUENCE_TASKS)}, not {task_name}; "
+    """head_tail and chunks fit texts of the sequence tasks, chunks a tagger's sentences too (each
+    word tagged in the window where it has most context); QA has its own windows."""
+    tasks = SEQUENCE_TASKS + (TAGGING_TASK,) if mode == "chunks" else SEQUENCE_TASKS
+    if mode != "truncate" and task_name not in tasks:
+        raise ConfigError(f"data.long_text=\"{mode}\" is for {', '.join(tasks)}, not {task_name}; "
                           "leave data.long_text=\"truncate\"")
 
 
@@ -52,14 +57,21 @@ def head_tail(ids: Sequence[int], max_length: int) -> list[int]:
     return [ids[0], *body[:head], *body[len(body) - (budget - head):], ids[-1]]
 
 
+def window_starts(body_length: int, max_length: int, stride: int) -> list[int]:
+    """Where each window of a text's `body_length` tokens (specials left out) starts: windows of
+    max_length - 2 tokens covering them all, each starting max_length - 2 - stride tokens after the
+    previous one (so neighbours share `stride`); one window when the body fits."""
+    budget = max_length - 2
+    if body_length <= budget:
+        return [0]
+    return list(range(0, max(1, body_length - stride), budget - stride))
+
+
 def chunk_windows(ids: Sequence[int], max_length: int, stride: int) -> list[list[int]]:
-    """Windows [CLS] w [SEP] of at most `max_length` tokens covering the whole text, each starting
-    max_length - 2 - stride tokens after the previous one (so neighbours share `stride`)."""
+    """Windows [CLS] w [SEP] of at most `max_length` tokens covering the whole text (`window_starts`)."""
     ids = list(ids)
     body, budget = ids[1:-1], max_length - 2
-    step = budget - stride
-    starts = range(0, max(1, len(body) - stride), step) if len(body) > budget else [0]
-    return [[ids[0], *body[start:start + budget], ids[-1]] for start in starts]
+    return [[ids[0], *body[start:start + budget], ids[-1]] for start in window_starts(len(body), max_length, stride)]
 
 
 def fit_to_window(encoded: Sequence[Sequence[int]], mode: str, max_length: int,

@@ -22,13 +22,15 @@ from bertkit.errors import DataError
 from bertkit.models.families import architectures_for
 from bertkit.models.heads import BertForTokenClassification
 from bertkit.io import iter_jsonl
-from bertkit.tasks.alignment import IGNORE_INDEX, align_labels_to_tokens, word_predictions_from_tokens
+from bertkit.tasks.alignment import IGNORE_INDEX, align_labels_to_tokens
 from bertkit.tasks.common import (DataConfig, PredictionInput, TaskSpec, forward_features, model_labels,
                                   truncation_warning)
-from bertkit.tasks.formats import TokenExample, read_conll, read_text_dataset
+from bertkit.tasks.formats import TextExample, TokenExample, read_conll, read_text_dataset
+from bertkit.tasks.long_text import window_starts
 from bertkit.tasks.metrics import entity_prf, entity_spans
 from bertkit.tasks.sequence import read_lines
 from bertkit.tasks.spec import Task, label_head_config
+from bertkit.tasks.tables import is_table
 from bertkit.tasks.unicode_text import word_spans
 
 
@@ -64,27 +66,29 @@ def _jsonl_texts(path: str) -> list[tuple[int, str]]:
 
 
 def read_inputs(path: str, data: DataConfig) -> PredictionInput:
-    """Raw text (.txt one per line, .jsonl {"text"}, a .csv's text column) split into words
-    (`words_of_text`: at spaces and around punctuation, so "£5m" is "£", "5m"), or CoNLL words as
-    given: one per line, a tag column or none, a blank line between sentences."""
+    """Raw text (.txt one per line, .jsonl {"text"}, a .csv's text column, a folder of .txt files
+    one text each) split into words (`words_of_text`: at spaces and around punctuation, so "£5m"
+    is "£", "5m"), or CoNLL words as given: one per line, a tag column or none, a blank line
+    between sentences. A whole file is usually longer than max_length: `data.long_text=chunks`."""
     suffix = os.path.splitext(path)[1].lower()
-    if suffix not in (".txt", ".jsonl", ".csv"):
+    table = suffix == ".csv" or is_table(path) or os.path.isdir(path)  # a .tsv is CoNLL's usual name
+    if suffix not in (".txt", ".jsonl") and not table:
         examples = read_conll(path, data.token_col, data.tag_col, labelled=False)
         if not examples:
             raise DataError(f"{path}: no sentences; put one word per line and a blank line between sentences")
         return PredictionInput(examples)
-    if suffix == ".csv":
-        numbered = [(e.line, e.text) for e in read_text_dataset(path, data.text_column, None, None)]
-    else:
-        numbered = read_lines(path) if suffix == ".txt" else _jsonl_texts(path)
-    examples, spans, texts = [], [], []
-    for line, text in numbered:
-        words, line_spans = words_of_text(text)
+    if suffix == ".txt" or suffix == ".jsonl":
+        texts = [TextExample(text, line=line) for line, text in (read_lines(path) if suffix == ".txt"
+                                                                 else _jsonl_texts(path))]
+    else:  # a table's text column, or a folder's .txt files
+        texts = read_text_dataset(path, data.text_column, None, None)
+    examples, spans = [], []
+    for text in texts:
+        words, text_spans = words_of_text(text.text)
         # no words (blank, or only invisible characters such as a ZWSP): a blank row
-        examples.append(TokenExample(words, ["O"] * len(words), line))
-        spans.append(line_spans)
-        texts.append(text)
-    return PredictionInput(examples, texts, spans)
+        examples.append(TokenExample(words, ["O"] * len(words), text.line, text.file))
+        spans.append(text_spans)
+    return PredictionInput(examples, [text.text for text in texts], spans)
 
 
 # ---------------------------------------------------------------------------- features
@@ -117,10 +121,11 @@ def word_ids_from_offsets(offsets: Sequence, special: Sequence[int], spans: Sequ
     return ids
 
 
-def tokenize_word_lists(tokenizer, word_lists: Sequence[Sequence[str]], max_length: int, name: str = "data"):
+def tokenize_word_lists(tokenizer, word_lists: Sequence[Sequence[str]], max_length: int | None, name: str = "data"):
     """Tokenize sentences given as words: (the encoding, with offsets and special-token masks, and
-    each sentence's word spans in the text it joined). Refuses an empty sentence and a word that
-    is empty or holds whitespace (it would not stay one word)."""
+    each sentence's word spans in the text it joined), cut to `max_length` tokens (None: whole).
+    Refuses an empty sentence and a word that is empty or holds whitespace (it would not stay one
+    word)."""
     texts, all_spans = [], []
     for index, words in enumerate(word_lists):
         if not words:
@@ -134,55 +139,96 @@ def tokenize_word_lists(tokenizer, word_lists: Sequence[Sequence[str]], max_leng
         all_spans.append(spans)
     with warnings.catch_warnings():  # truncation is counted and reported by the callers
         warnings.simplefilter("ignore")
-        enc = tokenizer(texts, padding=False, truncation=True, max_length=max_length,
+        enc = tokenizer(texts, padding=False, truncation=max_length is not None, max_length=max_length,
                         return_offsets=True, return_special_tokens_mask=True, return_tensors=None)
     return enc, all_spans
 
 
 def encode_words(tokenizer, examples: Sequence[TokenExample], max_length: int,
                  label2id: dict | None = None, label_all_subwords: bool = False,
-                 name: str = "data") -> list[dict]:
-    """Token-classification features; `labels` when `label2id` is given, `word_ids` always."""
-    enc, all_spans = tokenize_word_lists(tokenizer, [e.tokens for e in examples], max_length, name)
+                 name: str = "data", long_text: str = "truncate", stride: int = 32) -> list[dict]:
+    """Token-classification features; `labels` when `label2id` is given, `word_ids` always. With
+    `long_text="chunks"` a sentence longer than `max_length` is read whole, as overlapping windows
+    (`_windows`), each feature naming its sentence ("example"); else it is cut (its last words
+    get no tag: "O")."""
+    chunks = long_text == "chunks"
+    enc, all_spans = tokenize_word_lists(tokenizer, [e.tokens for e in examples], None if chunks else max_length,
+                                         name)
     inside = inside_label_map(label2id) if label2id and label_all_subwords else None
     features, cut = [], 0
     for row, example in enumerate(examples):
         word_ids = word_ids_from_offsets(enc["offsets"][row], enc["special_tokens_mask"][row], all_spans[row])
-        feature = {"input_ids": np.asarray(enc["input_ids"][row], dtype=np.int64),
-                   "token_type_ids": np.asarray(enc["token_type_ids"][row], dtype=np.int64),
-                   "word_ids": word_ids}
+        whole = {"input_ids": np.asarray(enc["input_ids"][row], dtype=np.int64),
+                 "token_type_ids": np.asarray(enc["token_type_ids"][row], dtype=np.int64),
+                 "word_ids": word_ids}
         cut += int(word_ids.max(initial=-1)) + 1 < len(example.tokens)
-        if label2id is not None:
-            word_labels = [label2id[tag] for tag in example.tags]
-            aligned = align_labels_to_tokens([None if w < 0 else int(w) for w in word_ids], word_labels,
-                                             label_all_subwords, inside)
-            feature["labels"] = np.asarray(aligned, dtype=np.int64)
-        features.append(feature)
-    truncation_warning(cut, len(features), max_length, name, "sentences (their last words are tagged O)")
+        for feature in (_windows(whole, row, max_length, stride) if chunks else [whole]):
+            if label2id is not None:
+                word_labels = [label2id[tag] for tag in example.tags]
+                aligned = align_labels_to_tokens([None if w < 0 else int(w) for w in feature["word_ids"]],
+                                                 word_labels, label_all_subwords, inside)
+                feature["labels"] = np.asarray(aligned, dtype=np.int64)
+            features.append(feature)
+    truncation_warning(cut, len(examples), max_length, name, "sentences (their last words are tagged O)",
+                       TAGGING_CUT_HINT)
     return features
+
+
+TAGGING_CUT_HINT = "; --set data.long_text=chunks tags every word (overlapping windows)"
+
+
+def _windows(whole: dict, owner: int, max_length: int, stride: int) -> list[dict]:
+    """A sentence's features as windows of at most `max_length` tokens, each its first and last
+    (special) token around a stretch of the body, neighbours sharing `stride` tokens
+    (`long_text.window_starts`). A word begun before a window's stretch has no word id in it (-1,
+    as a special token): its tag comes from a window holding its first sub-word."""
+    ids, types, words = whole["input_ids"], whole["token_type_ids"], whole["word_ids"]
+    body = len(ids) - 2
+    windows = []
+    for start in window_starts(body, max_length, stride):
+        keep = np.r_[0, np.arange(1 + start, 1 + min(start + max_length - 2, body)), len(ids) - 1]
+        piece = words[keep].copy()
+        piece[(piece >= 0) & np.isin(piece, words[1:1 + start])] = -1
+        windows.append({"input_ids": ids[keep], "token_type_ids": types[keep], "word_ids": piece, "example": owner})
+    return windows
 
 
 def encode(tokenizer, examples, data: DataConfig, label2id: dict | None, training: bool, name: str):
     return encode_words(tokenizer, examples, data.max_length, label2id if training else None,
-                        data.label_all_subwords, name)
+                        data.label_all_subwords, name, data.long_text, data.doc_stride)
 
 
 # ---------------------------------------------------------------------------- decoding
 def decode(model, tokenizer, examples: Sequence[TokenExample], spec: TaskSpec, name: str = "data",
            features: list | None = None) -> list[list[str]]:
-    """Per sentence, one predicted tag per word: the tag of the word's first sub-word (words cut
-    off by truncation get "O")."""
+    """Per sentence, one predicted tag per word: the tag of the word's first sub-word (`_word_classes`;
+    words cut off by truncation get "O")."""
+    data = spec.data
     if features is None:
-        features = encode_words(tokenizer, examples, spec.data.max_length, name=name)
-    outputs = forward_features(model, features, spec.data.eval_batch_size, tokenizer.pad_token_id,
-                              spec.data.eval_batching)
+        features = encode_words(tokenizer, examples, data.max_length, name=name, long_text=data.long_text,
+                                stride=data.doc_stride)
+    outputs = forward_features(model, features, data.eval_batch_size, tokenizer.pad_token_id, data.eval_batching)
     labels = model_labels(model)
-    result = []
-    for example, feature, logits in zip(examples, features, outputs):
-        word_ids = [None if w < 0 else int(w) for w in feature["word_ids"]]
-        words = word_predictions_from_tokens(word_ids, logits.argmax(axis=-1), num_words=len(example.tokens))
-        result.append(["O" if p == IGNORE_INDEX else labels[p] for p in words])
-    return result
+    return [["O" if p == IGNORE_INDEX else labels[p] for p in words]
+            for words in _word_classes(examples, features, outputs)]
+
+
+def _word_classes(examples: Sequence[TokenExample], features: Sequence[dict], outputs: Sequence) -> list[np.ndarray]:
+    """Per sentence, each word's predicted class id (IGNORE_INDEX for a word no feature holds): the
+    class of its first sub-word in the feature (window) where that sub-word is farthest from the
+    ends, so a word is tagged with most context on both sides; one feature per sentence without
+    windows."""
+    classes = [np.full(len(e.tokens), IGNORE_INDEX, dtype=np.int64) for e in examples]
+    margins = [np.full(len(e.tokens), -1, dtype=np.int64) for e in examples]
+    for index, (feature, logits) in enumerate(zip(features, outputs)):
+        owner, word_ids = feature.get("example", index), np.asarray(feature["word_ids"])
+        words, first = np.unique(word_ids, return_index=True)  # each word's first sub-word in the feature
+        words, first = words[words >= 0], first[words >= 0]
+        margin = np.minimum(first, len(word_ids) - 1 - first)
+        better = margin > margins[owner][words]
+        classes[owner][words[better]] = np.asarray(logits)[first[better]].argmax(axis=-1)
+        margins[owner][words[better]] = margin[better]
+    return classes
 
 
 def tag_metrics(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]) -> dict:
