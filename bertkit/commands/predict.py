@@ -21,7 +21,7 @@ One row per input, in input order: every row starts with "index" (0-based) and "
 the input starts in its file; null for SQuAD JSON, built-in data and a folder), then, for a folder of
 .txt files (one text each, at any depth, sorted by path; a folder of class folders too, its labels
 unused), "file": the file's path in the folder; an empty file is a blank input. A blank or
-whitespace-only line (a blank JSONL line too; or text, question, context) is an input too: its row has the task's keys
+whitespace-only line (a blank JSONL line too; or text, either text of a pair, question, context) is an input too: its row has the task's keys
 with null values (no label, no value, no words, no answer) instead of being dropped. A file
 with no non-blank input at all is refused. SQuAD questions whose gold answer is not in the
 context are predicted like the others (the gold answers are not used).

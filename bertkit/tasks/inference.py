@@ -228,7 +228,8 @@ def prediction_rows(model, tokenizer, spec: TaskSpec, inputs: PredictionInput, n
     Every row starts with "index" (0-based position among the inputs) and "line" (1-based line
     where the input starts in its file; None for SQuAD JSON and built-in data), then "file" for
     an input that is a file of a folder (its path in the folder). A blank input
-    (empty or whitespace-only text, question or context; a sentence without words) is not sent
+    (empty or whitespace-only text, either text of a pair, question or context; a sentence without
+    words) is not sent
     to the model: its row has the task's keys with null values (the task's `blank_row`).
     Computed in chunks (`prediction_chunks`), with one truncation warning over all of them.
     """
@@ -262,8 +263,8 @@ def _is_blank(example) -> bool:
         return not example.tokens
     if isinstance(example, QAExample):
         return not example.question.strip() or not example.context.strip()
-    if isinstance(example, TextExample):
-        return not example.text.strip() and not (example.text_pair or "").strip()
+    if isinstance(example, TextExample):  # a pair with either text blank, as QA's question or context
+        return not example.text.strip() or (example.text_pair is not None and not example.text_pair.strip())
     if isinstance(example, ChoiceExample):
         return not example.context.strip()
     return False

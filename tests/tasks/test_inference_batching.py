@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from bertkit.commands.cli import main
+from bertkit.errors import DataError
 from bertkit.models.config import BertConfig
 from bertkit.inference.fastpath import pack_for_cpu
 from bertkit.models.heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
@@ -326,13 +327,11 @@ def test_a_chunked_run_shows_one_bar_and_one_truncation_warning_over_the_whole_i
     assert len(bars) == 1 and bars[0].startswith("predict: 18/18 input (100%)")  # one bar, not one per chunk
 
 
-@pytest.mark.parametrize("failure", ["bad input", "Ctrl-C"])
+@pytest.mark.parametrize("failure", ["error", "Ctrl-C"])
 def test_a_failure_in_a_later_chunk_leaves_no_file_and_an_earlier_one_as_it_was(tokenizer, tmp_path, monkeypatch,
                                                                                 capsys, failure):
     model = classifier_dir(tokenizer, tmp_path)
     pairs = [(" ".join(w), " ".join(w[:3])) for w in sentences(14, seed=7)]
-    if failure == "bad input":
-        pairs[9] = (pairs[9][0], "")  # no second text: refused when chunk 2 (inputs 6-9) is encoded
     (tmp_path / "in.csv").write_text("text,text_pair\n" + "".join(f"{a},{b}\n" for a, b in pairs), encoding="utf-8")
     (tmp_path / "out.jsonl").write_text("an earlier run's rows\n", encoding="utf-8")
     small_chunks(monkeypatch)
@@ -340,8 +339,8 @@ def test_a_failure_in_a_later_chunk_leaves_no_file_and_an_earlier_one_as_it_was(
 
     def failing(*args, **kwargs):
         chunks.append(len(chunks))
-        if failure == "Ctrl-C" and len(chunks) == 3:
-            raise KeyboardInterrupt
+        if len(chunks) == 3:  # chunk 2 (inputs 6-9)
+            raise KeyboardInterrupt if failure == "Ctrl-C" else DataError("chunk 2 went wrong")
         return compute(*args, **kwargs)
 
     monkeypatch.setattr(inference, "_rows_of", failing)
@@ -351,7 +350,22 @@ def test_a_failure_in_a_later_chunk_leaves_no_file_and_an_earlier_one_as_it_was(
             warnings.simplefilter("ignore")
             code = main(["predict", "--model", model, "--input", str(tmp_path / "in.csv"), "--output",
                          str(tmp_path / name), "--set", "data.pair_column=text_pair"])
-        assert code == (2 if failure == "bad input" else 130) and len(chunks) == 3  # chunks 0 and 1 were done
-        assert "second text" in capsys.readouterr().err or failure == "Ctrl-C"
+        assert code == (2 if failure == "error" else 130) and len(chunks) == 3  # chunks 0 and 1 were done
+        assert "chunk 2 went wrong" in capsys.readouterr().err or failure == "Ctrl-C"
     assert (tmp_path / "out.jsonl").read_text(encoding="utf-8") == "an earlier run's rows\n"
     assert sorted(os.listdir(tmp_path)) == ["in.csv", "model", "out.jsonl"]  # no new file, no temporary one
+
+
+def test_a_pair_with_a_blank_text_gets_a_blank_row_as_a_blank_line_does(tokenizer, tmp_path, monkeypatch):
+    model = classifier_dir(tokenizer, tmp_path)
+    pairs = [(" ".join(w), " ".join(w[:3])) for w in sentences(10, seed=8)]
+    pairs[7], pairs[8] = (pairs[7][0], " "), ("", pairs[8][1])  # in the second chunk
+    (tmp_path / "in.csv").write_text("text,text_pair\n" + "".join(f"{a},{b}\n" for a, b in pairs), encoding="utf-8")
+    small_chunks(monkeypatch)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["predict", "--model", model, "--input", str(tmp_path / "in.csv"), "--output",
+                     str(tmp_path / "out.jsonl"), "--set", "data.pair_column=text_pair"]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [row["index"] for row in rows] == list(range(10))
+    assert [row["label"] is None for row in rows] == [i in (7, 8) for i in range(10)]
