@@ -170,6 +170,31 @@ def test_jsonl_lines_are_copied_byte_for_byte(tmp_path, capsys):
     assert train == sorted(train)
 
 
+@pytest.mark.parametrize("form", ["parquet", "datasets"])
+def test_parquet_and_a_datasets_directory_split_into_jsonl_that_finetune_reads(tmp_path, capsys, form):
+    """Records as tables.py reads them (a ClassLabel column as its names) become JSONL lines: every
+    record once, stratified by label, read back equal by the readers finetune uses."""
+    records = [{"text": text, "label": label, "n": i} for i, (text, label) in enumerate(labelled_rows(200, seed=3))]
+    if form == "parquet":
+        pyarrow = pytest.importorskip("pyarrow")
+        import pyarrow.parquet as pq
+        source = tmp_path / "all.parquet"
+        pq.write_table(pyarrow.Table.from_pylist(records), source)
+    else:
+        datasets = pytest.importorskip("datasets")
+        features = datasets.Features({"text": datasets.Value("string"), "label": datasets.ClassLabel(names=list("abc")),
+                                      "n": datasets.Value("int64")})
+        source = tmp_path / "saved"
+        datasets.Dataset.from_list(records, features=features).save_to_disk(str(source))
+    code, said = split(["--input", source, "--out", tmp_path / "out"], capsys)
+    assert code == 0, said.err
+    parts = {name: [record for _, record in iter_jsonl(str(tmp_path / "out" / f"{name}.jsonl"))] for name in SPLITS}
+    assert sorted((r for part in parts.values() for r in part), key=lambda r: r["n"]) == records
+    assert (len(parts["dev"]), len(parts["test"])) == (20, 20)
+    assert all(set(Counter(r["label"] for r in part)) == {"a", "b", "c"} for part in parts.values())
+    assert "--train" in said.out and "train.jsonl" in said.out
+
+
 def test_a_conll_file_splits_by_sentence_and_reads_back_as_the_same_sentences(tmp_path, capsys):
     """A tagger's one file (CoNLL: a sentence per blank-line block) into train/dev/test, its token
     lines as they were; a repeated sentence stays in one split; -DOCSTART- is left out."""

@@ -1,5 +1,6 @@
 """One labelled file into train, dev and test files (`bertkit split`), in the file's own format
-(a folder of class folders, CLASS/*.txt, into CSV files of "text" and "label").
+(a folder of class folders, CLASS/*.txt, into CSV files of "text" and "label"; a Parquet file or a
+`datasets` directory into JSONL files, a record per row as tables.py reads it).
 
 Read with bertkit's readers (`io.iter_csv_rows`, `io.iter_jsonl`: a byte-order mark, a ';' or tab
 CSV, quoted fields over several lines, blank lines, bad bytes, all as `finetune` reads them), split
@@ -36,6 +37,7 @@ from bertkit.io import (atomic_open, check_regular_file, csv_delimiter, is_json_
                         iter_text_lines, json_lines_fix, loads_json, read_text)
 from bertkit.tasks.class_folders import is_class_folder, one_class_error, read_class_folder
 from bertkit.tasks.formats import no_input_error, parse_number, read_conll, read_squad, same_text, spreadsheet_fix
+from bertkit.tasks.tables import is_table, iter_records
 
 __all__ = ["Table", "read_table", "split_file", "MAX_NUMBER_CLASSES"]
 
@@ -72,6 +74,8 @@ def _check_format(path: str) -> str:
     CSV files); else a one-line refusal saying what to give."""
     if is_class_folder(path):
         return ".csv"
+    if is_table(path):  # Parquet, a `datasets` directory: written as JSON lines, which finetune reads
+        return ".jsonl"
     check_regular_file(path)  # missing (with the nearest name), a directory, a FIFO
     suffix = Path(path).suffix.lower()
     if suffix == SQUAD and is_json_array(path):
@@ -81,15 +85,17 @@ def _check_format(path: str) -> str:
         return suffix
     if suffix == ".txt":
         raise DataError(f"{path} is a text file: one text per line, with no labels to split by; split reads a .csv, "
-                        ".tsv or .jsonl with a text and a label column, a .conll file of tagged sentences (a CoNLL "
-                        "file named .txt: rename it .conll), a SQuAD .json or a folder of class folders")
-    raise DataError(f"{path}: split reads .csv, .tsv, .jsonl, .conll or SQuAD .json files or a folder of class folders, not "
+                        ".tsv, .jsonl or .parquet with a text and a label column, a .conll file of tagged sentences (a "
+                        "CoNLL file named .txt: rename it .conll), a SQuAD .json or a folder of class folders")
+    raise DataError(f"{path}: split reads .csv, .tsv, .jsonl, .parquet, .conll or SQuAD .json files, a folder of class "
+                    "folders or a `datasets` directory, not "
                     f"{suffix or 'a file without an extension'}" + (spreadsheet_fix(suffix) or "; save the data as one of these"))
 
 
 def read_table(path: str) -> Table:
-    """Every record of a .csv, .tsv, .jsonl, .conll or SQuAD .json file or a folder of class folders,
-    through bertkit's readers; an empty file or one with a header only is refused."""
+    """Every record of a .csv, .tsv, .jsonl, .conll or SQuAD .json file, a folder of class folders, a
+    Parquet file or a `datasets` directory, through bertkit's readers; an empty file or one with a
+    header only is refused."""
     path = os.fspath(path)
     table = Table(path, _check_format(path))
     if is_class_folder(path):  # each file a row of a CSV: its text and its folder's name
@@ -103,6 +109,11 @@ def read_table(path: str) -> Table:
         read_conll_sentences(table)
     elif table.suffix == SQUAD:
         read_squad_questions(table)
+    elif is_table(path):
+        for number, record in iter_records(path):
+            table.rows.append(record)
+            table.lines.append(number)
+            table.raw.append(json.dumps(record, ensure_ascii=False, default=str) + "\n")
     elif table.suffix == ".jsonl":
         lines = dict(iter_text_lines(path, keepends=True))
         for line, record in iter_jsonl(path):
