@@ -21,6 +21,8 @@ import json
 import sys
 import warnings
 
+import numpy as np
+
 from bertkit.errors import ConfigError, DataError
 from bertkit.inference.quantize import inference_copy
 from bertkit.tasks.baseline import (describe, describe_reference, has_tfidf_baseline, score_like_finetune,
@@ -29,7 +31,7 @@ from bertkit.tasks import (TASKS, check_model_labels, clean_metrics, inference_s
                            load_inference_model, predict_examples, showing_progress, subsample)
 from bertkit.settings.config_io import split_override
 from bertkit.tasks.common import TruncationWarning
-from bertkit.tasks.metrics import proportion_standard_error
+from bertkit.tasks.metrics import paired_difference, proportion_standard_error
 from bertkit.train.distributed import init_distributed, leave
 
 from bertkit.commands.options import (add_device, add_int8, add_precision, add_seed, add_set, add_task_module,
@@ -77,11 +79,15 @@ def run(args) -> int:
     if ctx.is_main:
         print(f"{spec.task.name} on {args.data}: {len(examples)} examples")
         line = clean_metrics({k: float(v) for k, v in metrics.items()})
+        paired = None
         if not args.no_baseline and has_tfidf_baseline(spec.task.name):
-            baselines, note = score_like_finetune(args.model, spec.task.name, spec.data, examples)
+            baselines, note, theirs = score_like_finetune(args.model, spec.task.name, spec.data, examples)
             if "trivial" in baselines:
                 print(f"trivial baseline: {json.dumps(baselines['trivial'], ensure_ascii=False)}")
             print(note or describe(baselines["tfidf"]))
+            paired = theirs and paired_accuracy(examples, predictions, theirs, line, baselines["tfidf"])
+            if paired:
+                baselines["tfidf"]["paired"] = paired
             line = {**line, "baselines": baselines} if baselines else line
         if not args.no_baseline and spec.task.reference is not None:  # needs no training data
             baselines = {"trivial": clean_metrics(spec.task.baseline([], examples)),
@@ -96,6 +102,8 @@ def run(args) -> int:
         if args.per_class:
             line = {**line, "per_class": per_class_table(spec.task.per_class(examples, predictions))}
         print(model_line(args.data, spec.task, line, len(examples)))
+        if paired:
+            print(paired_line(paired, len(examples)))
         print(json.dumps(line, ensure_ascii=False))
     return 0
 
@@ -125,6 +133,31 @@ def model_line(data: str, task, line: dict, count: int) -> str:
     shown = [f"{BASELINE_NAMES[key] or baselines[key].get('method', key)} {rounded(baselines[key][first])}"
              for key in BASELINE_NAMES if (baselines.get(key) or {}).get(first) is not None]
     return f"model on {data}: {', '.join(parts)}" + (f"; baselines' {first}: {', '.join(shown)}" if shown else "")
+
+
+def paired_accuracy(examples, predictions, theirs, ours_scores: dict, their_scores: dict) -> dict | None:
+    """The model's accuracy minus TF-IDF's on the same examples, with the paired standard error
+    (metrics.paired_difference), for a task whose prediction is (label, probabilities) and whose
+    accuracy is the share of labels equal to the gold one; None where that does not reproduce both
+    accuracies (a multi-label set's, say), so a number is never paired from the wrong rule."""
+    def right(predicted) -> list[bool] | None:
+        if not all(isinstance(p, tuple) and len(p) == 2 for p in predicted):
+            return None
+        return [p[0] == e.label for p, e in zip(predicted, examples)]
+
+    ours, rivals = right(predictions), right(theirs)
+    if ours is None or rivals is None or "accuracy" not in ours_scores:
+        return None
+    if abs(np.mean(ours) - ours_scores["accuracy"]) > 1e-9 or abs(np.mean(rivals) - their_scores["accuracy"]) > 1e-9:
+        return None
+    return paired_difference(ours, rivals)
+
+
+def paired_line(paired: dict, count: int) -> str:
+    """Whether the lead over TF-IDF is more than the draw of examples, in words."""
+    return (f"model - TF-IDF accuracy: {paired['difference']:+.4g} (± {paired['standard_error']:.2g}, one standard "
+            f"error of the paired difference over {count} examples; right where the other is wrong: the model on "
+            f"{paired['only_ours']}, TF-IDF on {paired['only_theirs']})")
 
 
 def per_class_table(report: dict) -> dict:

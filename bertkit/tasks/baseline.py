@@ -254,22 +254,26 @@ def warn_if_trained_on(train: Sequence, examples: Sequence) -> None:
                       f"on them overstates how it does on new text; evaluate on {kind} it was not trained on")
 
 
-def score_like_finetune(model_dir: str, task_name: str, data: DataConfig, examples: Sequence) -> tuple[dict, str]:
-    """For `evaluate`: ({"trivial": metrics, "tfidf": {C: ..., metrics}}, note) on `examples`,
-    both fitted on the fine-tune's training examples. What cannot be done is left out and said in
-    the note, one line: no record or the training data gone or changed (neither baseline), no
-    TF-IDF choice (fine-tuned without scikit-learn) or no scikit-learn now (the trivial one only)."""
+def score_like_finetune(model_dir: str, task_name: str, data: DataConfig, examples: Sequence
+                        ) -> tuple[dict, str, list | None]:
+    """For `evaluate`: ({"trivial": metrics, "tfidf": {C: ..., metrics}}, note, TF-IDF's predictions
+    of `examples` or None) on `examples`, both fitted on the fine-tune's training examples. What
+    cannot be done is left out and said in the note, one line: no record or the training data gone
+    or changed (neither baseline), no TF-IDF choice (fine-tuned without scikit-learn) or no
+    scikit-learn now (the trivial one only)."""
     record, train, note = _recorded_training(model_dir, "tfidf_baseline", task_name, data)
     if train is None:
-        return {}, note
+        return {}, note, None
     warn_if_trained_on(train, examples)
     baselines = {"trivial": clean_metrics(get_task(task_name).baseline(train, examples))}
     if "value" not in record:  # the fine-tune could not choose one: say why, and how to get it
-        return baselines, f"{record.get('note', 'TF-IDF baseline: none')} (then fine-tune again: --overwrite)"
+        return baselines, f"{record.get('note', 'TF-IDF baseline: none')} (then fine-tune again: --overwrite)", None
     if not sklearn_available():
-        return baselines, INSTALL_HINT
+        return baselines, INSTALL_HINT, None
     fitted = fit_tfidf(task_name, train, record["value"])
-    return {**baselines, "tfidf": clean_metrics({record["param"]: record["value"], **fitted.metrics(examples)})}, ""
+    predictions = fitted.predict(examples)
+    scores = get_task(task_name).metrics(examples, predictions)
+    return {**baselines, "tfidf": clean_metrics({record["param"]: record["value"], **scores})}, "", predictions
 
 
 def describe_reference(result: dict) -> str:

@@ -72,6 +72,19 @@ def proportion_standard_error(p: float, n: int) -> float:
     return float(np.sqrt(p * (1.0 - p) / n))
 
 
+def paired_difference(ours: Sequence[bool], theirs: Sequence[bool]) -> dict:
+    """Two methods scored on the same examples (right or wrong each): mean(ours) - mean(theirs) and
+    its standard error sqrt(var(d) / n) over the per-example differences d in {-1, 0, 1}. Paired:
+    an example both get right (or wrong) adds no noise, so this is smaller than the two scores'
+    own errors combined, and it is what says whether a lead is more than the draw of examples
+    (with `only_ours` and `only_theirs`, the discordant counts McNemar's test reads)."""
+    if len(ours) != len(theirs) or not len(ours):
+        raise DataError(f"a paired difference needs the same examples on both sides, got {len(ours)} and {len(theirs)}")
+    difference = np.asarray(ours, dtype=np.float64) - np.asarray(theirs, dtype=np.float64)
+    return {"difference": float(difference.mean()), "standard_error": float(difference.std() / np.sqrt(len(ours))),
+            "only_ours": int((difference > 0).sum()), "only_theirs": int((difference < 0).sum())}
+
+
 def _is_multi(label) -> bool:
     return isinstance(label, (list, tuple, set, frozenset))
 

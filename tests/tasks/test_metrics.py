@@ -14,6 +14,8 @@ from bertkit.tasks.metrics import (
     micro_f1,
     normalize_answer,
     order_correlations,
+    paired_difference,
+    proportion_standard_error,
     pearson,
     per_class_prf,
     spearman,
@@ -236,3 +238,19 @@ def test_squad_evaluate_breakdown_and_missing():
     assert result["HasAns_total"] == 3 and result["NoAns_total"] == 1
     assert result["NoAns_exact"] == pytest.approx(100.0)
     assert result["HasAns_exact"] == pytest.approx(100 / 3)
+
+
+def test_paired_difference_is_the_mean_and_error_of_the_per_example_differences():
+    # walk P's test set: 500 texts, 109 right by the model alone, 22 by TF-IDF alone, 300 by both
+    ours = [True] * 109 + [False] * 22 + [True] * 300 + [False] * 69
+    theirs = [False] * 109 + [True] * 22 + [True] * 300 + [False] * 69
+    paired = paired_difference(ours, theirs)
+    assert paired["difference"] == pytest.approx((109 - 22) / 500)
+    # var(d) = E[d^2] - E[d]^2 = 131/500 - 0.174^2; the error is sqrt(var / n)
+    assert paired["standard_error"] == pytest.approx(np.sqrt((131 / 500 - 0.174 ** 2) / 500)) == pytest.approx(0.0215, abs=1e-4)
+    assert (paired["only_ours"], paired["only_theirs"]) == (109, 22)
+    # the same two scores unpaired would carry about sqrt(2) times more noise here
+    assert paired["standard_error"] < np.hypot(proportion_standard_error(409 / 500, 500),
+                                               proportion_standard_error(322 / 500, 500))
+    with pytest.raises(DataError, match="same examples"):
+        paired_difference([True], [True, False])

@@ -96,10 +96,25 @@ def test_finetune_and_evaluate_report_the_baseline_scikit_learn_gives(bbc_files,
     # the model's own score labelled before the JSON line (walk N #7), its accuracy with one standard error
     model = json.loads(printed[-1])
     error = math.sqrt(model["accuracy"] * (1 - model["accuracy"]) / 50)
-    assert printed[-2] == (f"model on {files['test']}: accuracy={model['accuracy']:.4g} (± {error:.2g}, one standard "
+    assert printed[-3] == (f"model on {files['test']}: accuracy={model['accuracy']:.4g} (± {error:.2g}, one standard "
                            f"error over 50 examples), macro_f1={model['macro_f1']:.4g}, loss={model['loss']:.4g}; "
                            f"baselines' accuracy: TF-IDF {scores['tfidf']['accuracy']:.4g}, "
                            f"trivial {scores['trivial']['accuracy']:.4g}")
+    # the lead over TF-IDF with the paired error (walk P #5): from the model's predictions and scikit-learn's
+    run_cli(["predict", "--model", out, "--input", files["test"], "--output", str(root / "test-predictions.jsonl")],
+            capsys)
+    ours = [json.loads(line)["label"] == e.label
+            for line, e in zip(open(root / "test-predictions.jsonl", encoding="utf-8"), data["test"])]
+    predict, classes = sklearn_classifier(data["train"], chosen)
+    theirs = [classes[row.argmax()] == e.label for row, e in zip(predict(data["test"]), data["test"])]
+    difference = np.array(ours, dtype=float) - np.array(theirs, dtype=float)
+    paired = scores["tfidf"]["paired"]
+    assert paired["only_ours"] == int((difference > 0).sum()) and paired["only_theirs"] == int((difference < 0).sum())
+    assert paired["difference"] == pytest.approx(model["accuracy"] - scores["tfidf"]["accuracy"])
+    assert paired["standard_error"] == pytest.approx(difference.std() / math.sqrt(50))
+    assert printed[-2] == (f"model - TF-IDF accuracy: {paired['difference']:+.4g} (± {paired['standard_error']:.2g}, one "
+                           "standard error of the paired difference over 50 examples; right where the other is "
+                           f"wrong: the model on {paired['only_ours']}, TF-IDF on {paired['only_theirs']})")
 
     # the training file changed after the fine-tune: evaluate says so in one line, scores the model
     write_csv(files["train"] + ".changed.csv", data["train"][:100])
