@@ -109,7 +109,7 @@ def report(summary: dict, out: str) -> None:
               f"({json.dumps(summary['search']['settings'], ensure_ascii=False)}); "
               f"the table: {os.path.join(out, summary['search']['table'])}")
     best = summary["best_dev"]
-    ended = ENDINGS.get(summary.get("stopped_by", "patience" if summary.get("stopped_early") else None))
+    ended = ENDINGS.get(stopped_by(summary))
     start = " (the model before fine-tuning: no later evaluation beat it)" if summary["best_step"] == 0 else ""
     steps = f"{summary['steps']} step{'s' * (summary['steps'] != 1)}"
     print(f"best dev {summary['select_metric']} = {rounded(best.get(summary['select_metric']))} at step "
@@ -140,14 +140,21 @@ ENDINGS = {"patience": "stopped early: no better dev score in train.patience eva
            "train.max_minutes": "stopped by the time budget, train.max_minutes", None: "as many as asked"}
 
 
+def stopped_by(summary: dict) -> str | None:
+    """What ended the run early: "patience", "train.max_minutes" (the clock) or None (every step
+    asked); a summary from before "stopped_by" was recorded says only whether it stopped early."""
+    return summary.get("stopped_by", "patience" if summary.get("stopped_early") else None)
+
+
 def training_hints(summary: dict) -> list[str]:
-    """What the dev history says to try: more epochs when the best score came at the last
-    evaluation of a run that was not stopped; a look at the data when the model is not above the
-    trivial baseline; more when the task's reference method (BM25) is level or ahead."""
+    """What the dev history says to try: more epochs (or minutes) when the best score came at the
+    last evaluation of a run that patience did not stop; a look at the data when the model is not
+    above the trivial baseline; the imbalance settings when small classes are missed; more when the
+    task's reference method (BM25) is level or ahead."""
     metric = summary["select_metric"]
     history, hints = summary.get("dev_history") or [], []
     trained = [row for row in history if row["step"] > 0]  # step 0: the model before fine-tuning
-    if trained and summary["best_step"] == trained[-1]["step"] and not summary.get("stopped_early"):
+    if trained and summary["best_step"] == trained[-1]["step"] and stopped_by(summary) != "patience":
         when = "at the last evaluation" if len(trained) > 1 else "at the run's one evaluation, its end"
         hints.append(f"the best dev {metric} came {when}, so it may still be improving: try {longer_run(summary)}")
     trivial_scores = summary.get("dev_baseline") or {}
@@ -163,17 +170,43 @@ def training_hints(summary: dict) -> list[str]:
                      "try more epochs or a larger lr"
                      + ("; if one class is most of the data, also --set train.class_weights=balanced "
                         "train.select_metric=macro_f1" if weighted else ""))
+    else:
+        hints.append(imbalance_hint(summary))
     reference = summary.get("reference_baseline") or {}
     if not_ahead(summary, reference.get(metric)):
         tries = [] if "search" in summary else ["--search"]
         hints.append(behind(reference["method"], summary, reference[metric], [*tries, "more training data",
                                                                               "a longer run"]))
-    return hints
+    return [hint for hint in hints if hint]
+
+
+# macro-F1 this far below accuracy: the large classes are right and small ones missed (walk P: dev
+# accuracy 0.786, macro-F1 0.519 on 26 WordNet supersenses; balanced weights + macro-F1 selection
+# gave 0.818 / 0.700)
+MISSED_CLASSES_GAP = 0.1
+
+
+def imbalance_hint(summary: dict) -> str | None:
+    """The imbalance settings (docs/finetune.md, "Imbalanced classes") when dev macro-F1 is
+    MISSED_CLASSES_GAP or more below accuracy in a run without them; None otherwise."""
+    best, options = summary["best_dev"], summary["options"]
+    if "macro_f1" not in best or "accuracy" not in best or not TASKS[summary["spec"]["task"]].class_weights:
+        return None
+    if options.get("class_weights", "none") != "none" or best["accuracy"] - best["macro_f1"] < MISSED_CLASSES_GAP:
+        return None
+    settings = "train.class_weights=balanced" + (" train.select_metric=macro_f1" if summary["select_metric"] !=
+                                                 "macro_f1" else "")
+    return (f"dev macro_f1 {rounded(best['macro_f1'])} is far below accuracy {rounded(best['accuracy'])}: the "
+            f"large classes are right and small ones missed (bertkit evaluate --per-class names them); try --set "
+            f"{settings} (docs/finetune.md, \"Imbalanced classes\")")
 
 
 def longer_run(summary: dict) -> str:
     """The setting that lengthens the run: a search sets each trial's train.epochs from search.epochs
     (the last rung's, the most), so there train.epochs would change nothing."""
+    if stopped_by(summary) == "train.max_minutes":  # the clock ended it before its epochs
+        budget = "search.max_minutes" if "search" in summary else "train.max_minutes"
+        return f"more time ({budget}; the run was stopped by the clock)"
     if "search" in summary:
         return f"longer trials (search.epochs, now {max(row['epochs'] for row in summary['search']['trials']):g})"
     return (f"a longer run (train.epochs, now {summary['options']['epochs']:g}; or train.max_steps, now "
@@ -203,12 +236,19 @@ def standing(method: str, summary: dict, theirs: float) -> str:
             f"{rounded(theirs)} against {rounded(ours)})")
 
 
+# The scores on which TF-IDF's lead is said when the run selects on another one (a model ahead on
+# accuracy may trail on macro-F1: walk P's LoRA run, 0.66 against 0.622 and 0.32 against 0.50).
+SHARED_SCORES = ("accuracy", "macro_f1")
+
+
 def baseline_hint(summary: dict) -> str | None:
     """What to try, in one line, when TF-IDF is level with or ahead of the model on dev (the
-    levers measured in docs/results.md, "Fine-tuning defaults across real sets"); None otherwise."""
-    theirs = (recorded_result(summary.get("tfidf_baseline")) or {}).get(summary["select_metric"])
+    levers measured in docs/results.md, "Fine-tuning defaults across real sets"), or ahead on
+    another score; None otherwise."""
+    tfidf = recorded_result(summary.get("tfidf_baseline")) or {}
+    theirs = tfidf.get(summary["select_metric"])
     if not not_ahead(summary, theirs):
-        return None
+        return other_score_lead(summary, tfidf)
     if summary.get("dev_in_training"):  # TF-IDF memorises the shared texts: tuning would chase memory
         return (f"{standing('TF-IDF', summary, theirs)}, but {summary['dev_in_training']} of the dev split's "
                 f"{summary['dev_examples']} texts are training texts, so the dev score (TF-IDF's above all) is not a "
@@ -217,5 +257,17 @@ def baseline_hint(summary: dict) -> str | None:
     data = summary["spec"]["data"]
     if data.get("long_text", "truncate") != "chunks":  # chunks read every token: nothing is cut
         tries.append(f"a longer --set data.max_length (now {data['max_length']}) if texts were cut")
-    tries.append("continued pre-training on your training texts first (configs/tapt-mini.toml, docs/dapt.md)")
+    tries.append("continued pre-training on your training texts first (docs/dapt.md: configs/tapt-mini.toml for "
+                 "bertkit's small from-scratch model; a pretrained encoder without an MLM head, such as MiniLM, "
+                 "needs one trained first, configs/dapt-minilm-head.toml, and takes longer)")
     return behind("TF-IDF", summary, theirs, tries)
+
+
+def other_score_lead(summary: dict, tfidf: dict) -> str | None:
+    """TF-IDF ahead of the model on a SHARED_SCORES score other than the one the run selects on."""
+    for metric in SHARED_SCORES:
+        if metric != summary["select_metric"] and not_ahead(summary, tfidf.get(metric), metric) and \
+                tfidf[metric] != summary["best_dev"][metric]:
+            return (f"TF-IDF is ahead of the model on dev {metric} ({rounded(tfidf[metric])} against "
+                    f"{rounded(summary['best_dev'][metric])}), though not on {summary['select_metric']}")
+    return None

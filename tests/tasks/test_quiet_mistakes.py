@@ -135,6 +135,37 @@ def test_the_report_says_when_the_best_score_came_last_or_is_not_above_the_trivi
     assert hint.startswith("BM25 is ahead of the model on dev (accuracy 0.6 against 0.45)")
 
 
+def test_a_run_the_clock_stopped_while_improving_is_told_to_take_more_time():
+    """walk P #3: a search trial cut by its time budget was marked stopped early, and the "still
+    improving" hint, meant to be silent after a patience stop, was silent after the clock's too."""
+    rising = [{"step": 20, "accuracy": 0.6}, {"step": 40, "accuracy": 0.7}]
+    (hint,) = training_hints({**summary(rising, stopped_early=True), "stopped_by": "train.max_minutes"})
+    assert hint.endswith("so it may still be improving: try more time (train.max_minutes; the run was stopped by "
+                         "the clock)")
+    searched = {**summary(rising, stopped_early=True), "stopped_by": "train.max_minutes", "search": {"trials": []}}
+    assert "(search.max_minutes;" in training_hints(searched)[0]
+    assert training_hints({**summary(rising, stopped_early=True), "stopped_by": "patience"}) == []
+
+
+def test_small_classes_missed_get_the_imbalance_settings():
+    """walk P #1: 26 supersenses, dev accuracy 0.786 and macro-F1 0.519, and nothing said; the
+    imbalance settings then gave 0.818 / 0.700."""
+    missed = [{"step": 20, "accuracy": 0.786, "macro_f1": 0.519}, {"step": 40, "accuracy": 0.7, "macro_f1": 0.5}]
+    (hint,) = training_hints(summary(missed, trivial=0.138))
+    assert hint == ("dev macro_f1 0.519 is far below accuracy 0.786: the large classes are right and small ones "
+                    "missed (bertkit evaluate --per-class names them); try --set train.class_weights=balanced "
+                    "train.select_metric=macro_f1 (docs/finetune.md, \"Imbalanced classes\")")
+    weighted = summary(missed, trivial=0.138)
+    weighted["options"]["class_weights"] = "balanced"
+    assert training_hints(weighted) == []  # already on
+    close = [{"step": 20, "accuracy": 0.786, "macro_f1": 0.7}, {"step": 40, "accuracy": 0.7, "macro_f1": 0.6}]
+    assert training_hints(summary(close, trivial=0.138)) == []
+    by_f1 = summary([{"step": 20, "accuracy": 0.786, "macro_f1": 0.519}, {"step": 40, "accuracy": 0.7, "macro_f1": 0.5}],
+                    trivial=0.01, metric="macro_f1")
+    assert training_hints(by_f1)[0].endswith("try --set train.class_weights=balanced (docs/finetune.md, "
+                                             "\"Imbalanced classes\")")
+
+
 def test_under_search_the_longer_run_hint_names_search_epochs():
     """walk N #10: a search sets each trial's train.epochs from search.epochs, so the hint named a
     setting that would change nothing."""

@@ -251,6 +251,14 @@ def test_a_fine_tune_that_does_not_beat_tfidf_on_dev_says_what_to_try():
     assert "--search" not in baseline_hint(summary(0.60, 0.61, search={"best_trial": 0}))  # it was a search
     assert baseline_hint(summary(0.5, 0.7, task="regression", metric="mse")) is None  # lower mse wins
     assert baseline_hint(summary(0.7, 0.5, task="regression", metric="mse")).startswith("TF-IDF is ahead")
+    assert "configs/dapt-minilm-head.toml" in hint  # a pretrained encoder's route too (walk P #4)
+    # ahead on accuracy, behind on macro-F1 (walk P #2: a LoRA run, 0.66 against 0.622 and 0.32 against 0.50)
+    split_lead = summary(0.66, 0.622)
+    split_lead["best_dev"]["macro_f1"], split_lead["tfidf_baseline"]["dev"]["macro_f1"] = 0.3226, 0.4988
+    assert baseline_hint(split_lead) == ("TF-IDF is ahead of the model on dev macro_f1 (0.4988 against 0.3226), "
+                                         "though not on accuracy")
+    split_lead["best_dev"]["macro_f1"] = 0.51
+    assert baseline_hint(split_lead) is None
 
 
 def test_with_dev_texts_that_are_training_texts_the_hint_points_at_the_overlap_not_at_tuning(bbc_files, capsys):
