@@ -79,33 +79,42 @@ def run(args) -> int:
     if ctx.is_main:
         print(f"{spec.task.name} on {args.data}: {len(examples)} examples")
         line = clean_metrics({k: float(v) for k, v in metrics.items()})
-        paired = None
-        if not args.no_baseline and has_tfidf_baseline(spec.task.name):
-            baselines, note, theirs = score_like_finetune(args.model, spec.task.name, spec.data, examples)
-            if "trivial" in baselines:
-                print(f"trivial baseline: {json.dumps(baselines['trivial'], ensure_ascii=False)}")
-            print(note or describe(baselines["tfidf"]))
-            paired = theirs and paired_accuracy(examples, predictions, theirs, line, baselines["tfidf"])
-            if paired:
-                baselines["tfidf"]["paired"] = paired
-            line = {**line, "baselines": baselines} if baselines else line
-        if not args.no_baseline and spec.task.reference is not None:  # needs no training data
-            baselines = {"trivial": clean_metrics(spec.task.baseline([], examples)),
-                         "reference": clean_metrics(spec.task.reference(examples))}
-            print(f"trivial baseline: {json.dumps(baselines['trivial'], ensure_ascii=False)}")
-            print(describe_reference(baselines["reference"]))
-            line = {**line, "baselines": baselines}
-        elif not args.no_baseline and not has_tfidf_baseline(spec.task.name):  # refitted on the training data
-            baselines, note = score_trivial(args.model, spec.task.name, spec.data, examples)
-            print(f"trivial baseline: {json.dumps(baselines['trivial'], ensure_ascii=False)}" if baselines else note)
-            line = {**line, "baselines": baselines} if baselines else line
+        line, theirs = with_baselines(args, spec, examples, predictions, line)
         if args.per_class:
-            line = {**line, "per_class": per_class_table(spec.task.per_class(examples, predictions))}
+            rival = spec.task.per_class(examples, theirs) if theirs else None
+            line = {**line, "per_class": per_class_table(spec.task.per_class(examples, predictions), rival)}
         print(model_line(args.data, spec.task, line, len(examples)))
+        paired = ((line.get("baselines") or {}).get("tfidf") or {}).get("paired")
         if paired:
             print(paired_line(paired, len(examples)))
         print(json.dumps(line, ensure_ascii=False))
     return 0
+
+
+def with_baselines(args, spec, examples, predictions, line: dict) -> tuple[dict, list | None]:
+    """(the metrics line with "baselines" added, TF-IDF's predictions or None), each baseline
+    printed on its way: TF-IDF and trivial refitted on the fine-tune's training data (with the
+    paired difference to TF-IDF), the task's reference method (BM25), or the trivial one alone."""
+    if args.no_baseline:
+        return line, None
+    if has_tfidf_baseline(spec.task.name):
+        baselines, note, theirs = score_like_finetune(args.model, spec.task.name, spec.data, examples)
+        if "trivial" in baselines:
+            print(f"trivial baseline: {json.dumps(baselines['trivial'], ensure_ascii=False)}")
+        print(note or describe(baselines["tfidf"]))
+        paired = theirs and paired_accuracy(examples, predictions, theirs, line, baselines["tfidf"])
+        if paired:
+            baselines["tfidf"]["paired"] = paired
+        return ({**line, "baselines": baselines} if baselines else line), theirs
+    if spec.task.reference is not None:  # needs no training data
+        baselines = {"trivial": clean_metrics(spec.task.baseline([], examples)),
+                     "reference": clean_metrics(spec.task.reference(examples))}
+        print(f"trivial baseline: {json.dumps(baselines['trivial'], ensure_ascii=False)}")
+        print(describe_reference(baselines["reference"]))
+        return {**line, "baselines": baselines}, None
+    baselines, note = score_trivial(args.model, spec.task.name, spec.data, examples)  # refitted on the training data
+    print(f"trivial baseline: {json.dumps(baselines['trivial'], ensure_ascii=False)}" if baselines else note)
+    return ({**line, "baselines": baselines} if baselines else line), None
 
 
 # Metrics that are the share of examples scored right (QA's exact in percent): for these alone one
@@ -160,16 +169,24 @@ def paired_line(paired: dict, count: int) -> str:
             f"{paired['only_ours']}, TF-IDF on {paired['only_theirs']})")
 
 
-def per_class_table(report: dict) -> dict:
+def per_class_table(report: dict, rival: dict | None = None) -> dict:
     """The task's per-class report (precision, recall, F1, support = gold count) printed as a
-    table, most frequent class first; returned as JSON holds it."""
+    table, most frequent class first, with TF-IDF's F1 beside it when `rival` (its report) is
+    given, then the classes of the file the model never gets right; returned as JSON holds it."""
     order = sorted(report, key=lambda label: (-report[label]["support"], str(label)))
     width = max(len(str(label)) for label in order)
-    print(f"{'class':<{width}}  precision  recall     f1  support")
+    print(f"{'class':<{width}}  precision  recall     f1  support" + ("  TF-IDF f1" if rival is not None else ""))
     for label in order:
         row = report[label]
         scores = f"{row['precision']:9.3f}  {row['recall']:6.3f}  {row['f1']:5.3f}"
-        print(f"{label!s:<{width}}  {scores}  {row['support']:7d}")
+        beside = f"  {rival.get(label, {}).get('f1', 0.0):10.3f}" if rival is not None else ""
+        print(f"{label!s:<{width}}  {scores}  {row['support']:7d}{beside}")
+    present = [label for label in order if report[label]["support"]]
+    missed = [label for label in present if report[label]["recall"] == 0]
+    if missed:
+        shown = ", ".join(f"{label} ({report[label]['support']})" for label in missed[:10])
+        print(f"{len(missed)} of the {len(present)} classes in the file never right (recall 0; gold count): "
+              f"{shown}{', ...' if len(missed) > 10 else ''}")
     return {str(label): clean_metrics(report[label]) for label in order}
 
 

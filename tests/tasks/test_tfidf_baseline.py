@@ -116,6 +116,21 @@ def test_finetune_and_evaluate_report_the_baseline_scikit_learn_gives(bbc_files,
                            "standard error of the paired difference over 50 examples; right where the other is "
                            f"wrong: the model on {paired['only_ours']}, TF-IDF on {paired['only_theirs']})")
 
+    # --per-class: TF-IDF's F1 beside each class's, and the classes the model never gets right (walk P #7)
+    printed = run_cli(["evaluate", "--model", out, "--data", files["test"], "--per-class"], capsys)
+    table = printed[printed.index(next(line for line in printed if line.startswith("class "))):]
+    assert table[0].split() == ["class", "precision", "recall", "f1", "support", "TF-IDF", "f1"]
+    report = json.loads(printed[-1])["per_class"]
+    gold = [e.label for e in data["test"]]
+    their_predictions = classes[predict(data["test"]).argmax(axis=1)]
+    for label, row in zip(report, table[1:]):
+        f1 = f1_score(gold, their_predictions, labels=[label], average="macro")
+        assert row.split()[0] == label and float(row.split()[-1]) == pytest.approx(f1, abs=5e-4)
+    missed = [label for label, row in report.items() if row["support"] and row["recall"] == 0]
+    said = [line for line in printed if "never right" in line]
+    assert said == ([f"{len(missed)} of the {len(report)} classes in the file never right (recall 0; gold count): "
+                     + ", ".join(f"{label} ({report[label]['support']})" for label in missed)] if missed else [])
+
     # the training file changed after the fine-tune: evaluate says so in one line, scores the model
     write_csv(files["train"] + ".changed.csv", data["train"][:100])
     with open(files["train"] + ".changed.csv") as src, open(files["train"], "w") as dst:
