@@ -314,9 +314,9 @@ def seconds_per_epoch(rows: list[dict]) -> float | None:
 def pace_text(space: SearchSpace, rows: list[dict], plan: list[tuple[int, float]]) -> str:
     """After trial 0: its time, what the whole plan takes at that pace, and how many trials the budget fits."""
     pace, first = seconds_per_epoch(rows), rows[0]
-    if pace is None:  # too short to measure (epochs_run rounds to 0)
-        return f"search: trial 0 took {first['wall_time_s'] / 60:.1f} min"
     epochs = [e for count, e in plan for _ in range(count)][:space.max_trials or None]
+    if pace is None or len(epochs) == 1:  # too short to measure (epochs_run rounds to 0), or nothing to plan
+        return f"search: trial 0 took {first['wall_time_s'] / 60:.1f} min"
     need = [first["wall_time_s"]] + [pace * e for e in epochs[1:]]
     text = (f"search: trial 0 took {first['wall_time_s'] / 60:.1f} min for {_epochs(first['epochs_run'])}; at that "
             f"pace the {len(need)} trials take up to {sum(need) / 60:.0f} min")
