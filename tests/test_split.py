@@ -425,3 +425,32 @@ def test_the_readmes_split_line_makes_the_files_its_finetune_and_evaluate_lines_
     for argv, option in ((finetune, "--train"), (finetune, "--dev"), (evaluate, "--data")):
         assert (tmp_path / argv[argv.index(option) + 1]).is_file(), (option, os.listdir(tmp_path))
     assert "--group-column context" in own_data_section()
+
+
+def test_many_classes_show_the_smallest_too_and_few_dev_or_test_rows_are_warned_about(tmp_path, capsys):
+    """Walk P #6: with 26 classes the dev line named the 10 largest, "+16 more classes" hid two with
+    1 dev row each. Now the 6 largest and the 3 smallest, and one warning naming the few-row classes."""
+    sizes = {f"c{k:02d}": 100 - 4 * k for k in range(10)} | {"c10": 30, "c11": 20, "tiny": 10}  # largest first
+    rows = [(f"{label} text {i}", label) for label, n in sizes.items() for i in range(n)]
+    source = write_csv(tmp_path / "all.csv", ["text", "label"], rows)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert main(["split", "--input", source, "--out", str(tmp_path / "out")]) == 0
+    dev = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("dev:"))
+    counts = Counter(row["label"] for row in read_rows(tmp_path / "out" / "dev.csv"))
+    shown = ", ".join(f"{label}: {counts[label]}" for label in ["c00", "c01", "c02", "c03", "c04", "c05"])
+    assert dev.startswith(f"dev: {sum(counts.values())} rows ({shown}, ... 4 more ..., "
+                          f"c10: {counts['c10']}, c11: {counts['c11']}, tiny: {counts['tiny']}) -> ")
+    (few,) = [str(w.message) for w in seen if "rows in dev or test" in str(w.message)]
+    small = sorted((label for label in sizes if counts[label] < 5), key=lambda label: (sizes[label], label))
+    assert small == ["tiny", "c11", "c10"] and few.startswith(f"{len(small)} class(es) have fewer than 5 rows in dev or test: 'tiny' (dev 1, test ")
+    assert all(repr(label) in few for label in small) and "'c00'" not in few
+    assert "in macro-F1 each weighs as much as the largest class" in few
+
+
+def test_classes_with_enough_dev_and_test_rows_get_no_few_rows_warning(tmp_path):
+    source = write_csv(tmp_path / "all.csv", ["text", "label"], [(f"text {i}", "ab"[i % 2]) for i in range(100)])
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert main(["split", "--input", source, "--out", str(tmp_path / "out")]) == 0
+    assert not [w for w in seen if "rows in dev or test" in str(w.message)]

@@ -30,7 +30,10 @@ learning rate first). `strategy` says how many epochs each gets:
 
 The budget: `max_trials` (0 = every trial of the strategy) and `max_minutes` (0 = none; a trial
 that starts gets the rest of it as its train.max_minutes). A halving rung that the budget cut
-promotes nobody: the best trial run so far is the result.
+promotes nobody: the best trial run so far is the result. The search prints its plan first, and
+after trial 0 that trial's time and how many trials the budget fits at its pace. A trial the clock
+cuts mid-schedule is said before it starts (when the pace so far says so) and noted "partial" in
+the table: half-trained, its dev score is not comparable with a full trial's.
 All settings are the `[search]` section (`--set search.lr=[1e-4,3e-4] search.max_minutes=30`);
 every other section applies to every trial (the same seed: the settings alone differ).
 
@@ -124,6 +127,10 @@ class SearchSpace:
 
 def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _epochs(count: float) -> str:
+    return f"{count:g} epoch{'s' * (count != 1)}"
 
 
 SEARCH_KEYS = [f.name for f in dataclasses.fields(SearchSpace)]
@@ -232,7 +239,9 @@ def run_trials(task: str, model_dir: str, sources: tuple, out_dir: str, sections
     The table rows. A trial finished by an earlier run is read back; its model, moved to OUT when
     it was the best, stays there until a better trial replaces it."""
     rows, summaries, best, points = [], {}, None, grid
-    for rung, (count, epochs) in enumerate(rungs(space, len(grid))):
+    plan = rungs(space, len(grid))
+    log(plan_text(space, grid, plan))
+    for rung, (count, epochs) in enumerate(plan):
         if rung:  # the previous rung's best `count` points, each afresh with more epochs
             previous = [r["trial"] for r in rows if r["rung"] == rung - 1]
             if any(index not in summaries for index in previous):
@@ -247,21 +256,85 @@ def run_trials(task: str, model_dir: str, sources: tuple, out_dir: str, sections
             if (space.max_trials and index >= space.max_trials) or (left is not None and left <= 0):
                 rows.append({"trial": index, "rung": rung, **settings, "status": "not run (budget)"})
                 continue
+            warning = cut_warning(index, epochs, left, rows)
+            if warning:
+                log(warning)
             trial_dir = os.path.join(out_dir, SEARCH_DIR, f"trial-{index:03d}")
             summary = run_trial(task, model_dir, sources, trial_dir, sections, space, settings, left, progress)
             summaries[index] = summary
             rows.append(table_row(index, rung, settings, summary))
             log(" ".join(f"{k}={v}" for k, v in rows[-1].items()))
-            wins = best is None or better(summary, best[1])
-            if wins:
-                best = (index, summary)
-            if wins and os.path.isfile(os.path.join(trial_dir, "config.json")):  # its model is still in the trial
-                publish(trial_dir, out_dir)
-            elif not wins:
-                drop_weights(trial_dir)
+            if index == 0:
+                log(pace_text(space, rows, plan))
+            best = keep_best(best, index, summary, trial_dir, out_dir)
             write_out_summary(out_dir, best, rows)
     write_out_summary(out_dir, best, rows)
+    if best is not None and "note" in rows[best[0]]:
+        log(f"search: the best on dev, trial {best[0]}, was cut by the time budget before its "
+            f"{_epochs(rows[best[0]]['epochs'])}: fine-tune its settings for the whole schedule for its full score")
     return rows
+
+
+def keep_best(best: tuple | None, index: int, summary: dict, trial_dir: str, out_dir: str) -> tuple:
+    """(index, summary) of the better of the best so far and this trial; the winner's model goes to OUT,
+    a loser's weights are deleted."""
+    wins = best is None or better(summary, best[1])
+    if wins and os.path.isfile(os.path.join(trial_dir, "config.json")):  # its model is still in the trial
+        publish(trial_dir, out_dir)
+    elif not wins:
+        drop_weights(trial_dir)
+    return (index, summary) if wins else best
+
+
+# ---------------------------------------------------------------------------- what the search says
+def plan_text(space: SearchSpace, grid: list[dict], plan: list[tuple[int, float]]) -> str:
+    """The plan before the first trial: how many trials, the grid, their length, the budget."""
+    axes = [f"{name} {', '.join(dict.fromkeys(f'{g[name]:g}' if _number(g[name]) else str(g[name]) for g in grid))}"
+            for name in ("lr", "dropout", "pooling") if grid[0][name] is not None]
+    if space.strategy == "grid":
+        length = f"each up to {_epochs(space.epochs)}"
+    else:
+        length = "successive halving: " + ", then ".join(f"{count} of {_epochs(round(epochs, 3))}"
+                                                         for count, epochs in plan)
+    limits = ([f"search.max_trials={space.max_trials}"] if space.max_trials else []) + (
+        [f"search.max_minutes={space.max_minutes:g}"] if space.max_minutes else [])
+    budget = f"budget {' and '.join(limits)}" if limits else "no budget (search.max_trials, search.max_minutes)"
+    stopping = (f"early stopping after {space.patience} dev evaluations without a better score" if space.patience
+                else "no early stopping")
+    return (f"search: {sum(count for count, _ in plan)} trials ({' x '.join(axes)}), {length}, {stopping}; "
+            f"{budget}; lr varies fastest")
+
+
+def seconds_per_epoch(rows: list[dict]) -> float | None:
+    """The pace of the trials run so far (their wall time over their epochs), None before the first."""
+    done = [r for r in rows if r.get("epochs_run")]
+    return sum(r["wall_time_s"] for r in done) / sum(r["epochs_run"] for r in done) if done else None
+
+
+def pace_text(space: SearchSpace, rows: list[dict], plan: list[tuple[int, float]]) -> str:
+    """After trial 0: its time, what the whole plan takes at that pace, and how many trials the budget fits."""
+    pace, first = seconds_per_epoch(rows), rows[0]
+    epochs = [e for count, e in plan for _ in range(count)][:space.max_trials or None]
+    if pace is None or len(epochs) == 1:  # too short to measure (epochs_run rounds to 0), or nothing to plan
+        return f"search: trial 0 took {first['wall_time_s'] / 60:.1f} min"
+    need = [first["wall_time_s"]] + [pace * e for e in epochs[1:]]
+    text = (f"search: trial 0 took {first['wall_time_s'] / 60:.1f} min for {_epochs(first['epochs_run'])}; at that "
+            f"pace the {len(need)} trials take up to {sum(need) / 60:.0f} min")
+    if space.max_minutes:
+        fits = sum(1 for k in range(len(need)) if sum(need[:k + 1]) <= space.max_minutes * 60)
+        text += (f"; search.max_minutes={space.max_minutes:g} fits about {fits} of them in full (early "
+                 "stopping may make room for more)")
+    return text
+
+
+def cut_warning(index: int, epochs: float, left: float | None, rows: list[dict]) -> str | None:
+    """Said before a trial whose schedule the time left cannot fit at the pace so far."""
+    pace = seconds_per_epoch(rows)
+    if left is None or pace is None or pace * epochs <= left:
+        return None
+    return (f"search: trial {index}'s {_epochs(epochs)} take about {pace * epochs / 60:.1f} min at the pace so far and "
+            f"{left / 60:.1f} min of search.max_minutes are left: the clock will likely cut it, and a trial cut "
+            "mid-schedule (its learning rate not yet decayed) has a dev score not comparable with full trials'")
 
 
 def run_trial(task: str, model_dir: str, sources: tuple, trial_dir: str, sections: dict, space: SearchSpace,
@@ -303,10 +376,18 @@ def better(summary: dict, best: dict) -> bool:
 
 
 def table_row(index: int, rung: int, settings: dict, summary: dict) -> dict:
+    """A trial's row: its settings and dev score, and what ended it (stopped_by: patience, the clock
+    as train.max_minutes, or None: every epoch ran); a clock cut is noted as partial."""
     metric = summary["select_metric"]
-    return {"trial": index, "rung": rung, **settings, "status": "done", f"dev_{metric}": summary["best_dev"].get(metric),
-            "best_step": summary["best_step"], "epochs_run": round(summary["epochs_run"], 2),
-            "stopped_early": summary["stopped_early"], "wall_time_s": summary["wall_time_s"]}
+    # a summary from before "stopped_by" was recorded says only whether it stopped early
+    ended = summary.get("stopped_by", "patience" if summary["stopped_early"] else None)
+    row = {"trial": index, "rung": rung, **settings, "status": "done", f"dev_{metric}": summary["best_dev"].get(metric),
+           "best_step": summary["best_step"], "epochs_run": round(summary["epochs_run"], 2), "stopped_by": ended,
+           "wall_time_s": summary["wall_time_s"]}
+    if ended == "train.max_minutes":
+        row["note"] = (f"partial: cut by the time budget at {row['epochs_run']:g} of {_epochs(settings['epochs'])}; "
+                       "its dev score is not comparable with full trials'")
+    return row
 
 
 # ---------------------------------------------------------------------------- OUT and the table

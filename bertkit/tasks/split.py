@@ -47,6 +47,8 @@ SQUAD = ".json"  # a question is a row ("text", "context"); questions about one 
 # Labels that are all whole numbers with at most this many values are classes (0/1, 1-5 stars) and
 # are stratified; more values, or fractions, are a regression target.
 MAX_NUMBER_CLASSES = 20
+SHOWN_CLASSES = 10  # a split's line names up to 10 classes; more: the 6 largest and the 3 smallest
+FEW_ROWS = 5  # fewer dev or test rows of a class than this: its per-class score there is noise
 NO_LABEL = "(no label)"  # how a row without a label is counted in a classified file
 
 
@@ -282,7 +284,8 @@ def check_no_split_empty(table: Table, keys: list, assigned: list[str], fraction
 
 def warn_small_classes(labels: list[str], assigned: list[str], fractions: dict[str, float]) -> None:
     """One warning naming the classes some split lacks (a class of one row is in train only): dev
-    cannot pick a checkpoint on them, nor test score them."""
+    cannot pick a checkpoint on them, nor test score them. Another naming those with a few dev or
+    test rows."""
     wanted = [name for name in SPLITS if name == "train" or fractions[name] > 0]
     where: dict[str, set[str]] = {}
     for label, split in zip(labels, assigned):
@@ -295,6 +298,24 @@ def warn_small_classes(labels: list[str], assigned: list[str], fractions: dict[s
         more = f" and {len(short) - 5} more" if len(short) > 5 else ""
         warnings.warn(f"{len(short)} class(es) have too few rows to appear in every split: {shown}{more}; the splits "
                       "that lack a class cannot measure it: add rows for it if it matters", stacklevel=2)
+    warn_few_held_out(labels, assigned, [name for name in wanted if name != "train"], sizes)
+
+
+def warn_few_held_out(labels: list[str], assigned: list[str], held_out: list[str], sizes: Counter) -> None:
+    """One warning naming the classes with 1 to FEW_ROWS - 1 rows in dev or test (none at all is the
+    warning above): a per-class score on so few rows is noise, yet macro-F1 weighs every class alike."""
+    counts = Counter(zip(labels, assigned))
+    few = sorted((label for label in sizes if any(0 < counts[label, name] < FEW_ROWS for name in held_out)),
+                 key=lambda label: (sizes[label], label))
+    if not few:
+        return
+    shown = ", ".join(f"{label!r} ({', '.join(f'{name} {counts[label, name]}' for name in held_out)})"
+                      for label in few[:10])
+    more = f" and {len(few) - 10} more" if len(few) > 10 else ""
+    warnings.warn(f"{len(few)} class(es) have fewer than {FEW_ROWS} rows in {' or '.join(held_out)}: {shown}{more}; "
+                  "their per-class scores there are noise, yet in macro-F1 each weighs as much as the largest class "
+                  "(1/K each, K classes): read those scores as rough, or give the split more rows (a larger "
+                  "--dev/--test, more data)", stacklevel=3)
 
 
 def write_splits(table: Table, assigned: list[str], paths: dict[str, str]) -> None:
@@ -323,11 +344,16 @@ def write_splits(table: Table, assigned: list[str], paths: dict[str, str]) -> No
 
 
 def _counts_text(labels: list[str] | None, assigned: list[str], split: str, order: list[str]) -> str:
+    """The split's count per class, largest classes first; past SHOWN_CLASSES the first 6 and the
+    last 3: the smallest classes, where a dev or test row or two is all there is, stay in sight."""
     if labels is None:
         return ""
     counts = Counter(label for label, name in zip(labels, assigned) if name == split)
-    shown = ", ".join(f"{label}: {counts[label]}" for label in order[:10])  # "1: 4", not "1 4", for numbered classes
-    return f" ({shown}{f', +{len(order) - 10} more classes' if len(order) > 10 else ''})"
+    kept = order if len(order) <= SHOWN_CLASSES else order[:6] + [None] + order[-3:]
+    # "1: 4", not "1 4", for numbered classes
+    shown = ", ".join(f"{label}: {counts[label]}" if label is not None else f"... {len(order) - 9} more ..."
+                      for label in kept)
+    return f" ({shown})"
 
 
 def _described(kind: str, label_column: str, labels: list | None) -> str:

@@ -619,9 +619,12 @@ class Trainer:
               file=sys.stderr, flush=True)
 
     def _progress_bar(self):
-        # a bar on a terminal, a line a minute in a log file (bertkit/runtime/progress.py)
+        # a bar on a terminal, a line a minute in a log file (bertkit/runtime/progress.py); under
+        # train.max_minutes the clock may end the run before max_steps, so the line's time left heeds it
+        budget = self.config.max_minutes
+        left = None if budget is None else (lambda: 60.0 * budget - self._shared_clock())
         return progress(total=self.config.max_steps, initial=self.step, desc="train", unit="step",
-                        enabled=self.progress)
+                        enabled=self.progress, time_left=left)
 
     # ------------------------------------------------------------------ save / restore
     def _rank_state(self) -> dict:

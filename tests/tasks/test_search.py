@@ -106,6 +106,8 @@ def test_a_time_budget_stops_starting_trials(files, tmp_path):
     assert run_search(root, tiny, out, "--set", "search.max_minutes=0.0001") == 0
     summary = json.load(open(os.path.join(out, SUMMARY_FILE)))
     assert [r["status"] for r in summary["search"]["trials"]] == ["done"] + ["not run (budget)"] * 3
+    first = summary["search"]["trials"][0]  # the clock, not patience, ended it: partial
+    assert first["stopped_by"] == "train.max_minutes" and first["note"].startswith("partial: cut by the time budget")
 
 
 def test_ctrl_c_during_trial_0s_baseline_stops_the_search_and_resume_fits_it(files, tmp_path, monkeypatch, capsys):
@@ -226,3 +228,60 @@ def test_halving_promotes_the_best_dev_point_to_the_full_epochs(files, tmp_path,
     assert run_search(root, tiny, cut, "--set", "search.strategy=\"halving\"", "search.max_trials=3") == 0
     table = json.load(open(os.path.join(cut, SUMMARY_FILE)))["search"]["trials"]
     assert [(r["rung"], r["status"]) for r in table] == [(0, "done")] * 3 + [(0, "not run (budget)")]
+
+
+def instant_trials(monkeypatch, minutes_per_epoch: float, scores: list[float], cut: tuple = ()) -> None:
+    """finetune replaced by instant trials of a given pace and dev score (those in `cut` stopped by
+    the clock halfway): what the search says about time, without training or a real clock."""
+    def fake(task, model, train, dev, out, sections, progress=True, resume=False):
+        os.makedirs(out, exist_ok=True)
+        index, epochs = int(out[-3:]), sections["train"]["epochs"]
+        ran = epochs / 2 if index in cut else epochs
+        return {"spec": {"task": task}, "select_metric": "accuracy", "tie_metric": "loss",
+                "best_dev": {"accuracy": scores[index], "loss": 1.0}, "best_step": 1, "epochs_run": ran,
+                "stopped_early": index in cut, "stopped_by": "train.max_minutes" if index in cut else None,
+                "wall_time_s": minutes_per_epoch * 60 * ran, "tfidf_baseline": None}
+    monkeypatch.setattr(search_recipe, "finetune", fake)
+
+
+def test_the_search_says_its_plan_its_pace_and_marks_a_trial_the_clock_cut(files, tmp_path, monkeypatch):
+    """Walk P #3: a 14-minute search ran 2 of 12 trials without a word, and its clock-cut trial read
+    stopped_early=True like a patience stop. Trials of 4 epochs at 2 min each, 25 minutes: 3 fit."""
+    _, tiny = files
+    instant_trials(monkeypatch, 2.0, scores=[0.5, 0.6, 0.55, 0.7], cut=(3,))
+    said = []
+    search_recipe.search("classification", tiny, "train.jsonl", "dev.jsonl", str(tmp_path / "out"),
+                         {"search": {"lr": [1e-3, 3e-3], "dropout": [0.1], "pooling": ["cls", "mean"], "epochs": 4,
+                                     "patience": 1, "max_minutes": 25}}, progress=False, log=said.append)
+    assert said[0] == ("search: 4 trials (lr 0.001, 0.003 x dropout 0.1 x pooling cls, mean), each up to 4 epochs, "
+                       "early stopping after 1 dev evaluations without a better score; budget search.max_minutes=25; "
+                       "lr varies fastest")
+    assert said[2] == ("search: trial 0 took 8.0 min for 4 epochs; at that pace the 4 trials take up to 32 min; "
+                       "search.max_minutes=25 fits about 3 of them in full (early stopping may make room for more)")
+    # 24 minutes spent, 1 left: trial 3 is said to be cut before it starts
+    warned = [line for line in said if "the clock will likely cut it" in line]
+    assert len(warned) == 1 and warned[0].startswith("search: trial 3's 4 epochs take about 8.0 min")
+    with open(tmp_path / "out" / "search" / "trials.csv", newline="") as f:
+        table = list(csv.DictReader(f))
+    assert "stopped_early" not in table[0]
+    assert [r["stopped_by"] for r in table] == ["", "", "", "train.max_minutes"]
+    assert [r["note"] for r in table[:3]] == ["", "", ""]
+    assert table[3]["note"].startswith("partial: cut by the time budget at 2 of 4 epochs; its dev score is not comparable")
+    # the search still picks the best dev score, and says when that one is partial
+    summary = json.load(open(tmp_path / "out" / SUMMARY_FILE))
+    assert summary["search"]["best_trial"] == 3
+    assert said[-1].startswith("search: the best on dev, trial 3, was cut by the time budget before its 4 epochs")
+
+
+def test_a_search_without_a_budget_gives_its_length_and_no_cut_warning(files, tmp_path, monkeypatch):
+    _, tiny = files
+    instant_trials(monkeypatch, 1.0, scores=[0.5] * 6)
+    said = []
+    search_recipe.search("classification", tiny, "train.jsonl", "dev.jsonl", str(tmp_path / "out"),
+                         {"search": {"lr": [1e-3, 3e-3, 1e-2], "dropout": [0.1], "pooling": ["cls"], "epochs": 3,
+                                     "strategy": "halving"}}, progress=False, log=said.append)
+    assert said[0].startswith("search: 4 trials (lr 0.001, 0.003, 0.01 x dropout 0.1 x pooling cls), successive "
+                              "halving: 3 of 1 epoch, then 1 of 3 epochs,")
+    assert "no budget (search.max_trials, search.max_minutes)" in said[0]
+    assert said[2] == "search: trial 0 took 1.0 min for 1 epoch; at that pace the 4 trials take up to 6 min"
+    assert not [line for line in said if "cut" in line]

@@ -2,6 +2,7 @@
 then, never a bar's carriage-return redraws. One helper (bertkit/runtime/progress.py) decides."""
 
 import io
+import re
 import sys
 
 import numpy as np
@@ -71,6 +72,36 @@ def test_the_first_log_line_comes_after_ten_seconds_the_others_every_minute(monk
         bar.update(1)
     lines = capsys.readouterr().err.splitlines()
     assert [line.split()[1] for line in lines] == ["2/100", "5/100"]  # at 11 s, then 60 s after it (72 s)
+
+
+LEFT = r"(<1 min|~\d+ min|~\d+\.\d h) left"  # the time-left estimate's form (its value is the machine's)
+
+
+def test_log_lines_say_the_time_left_until_the_end(tmp_path, capsys, monkeypatch):
+    """Walk P #9: a log line gave step/s and N/M steps but no time to finish. Each line before the
+    last says it, for pretrain and finetune alike (both train through Trainer); the last has none."""
+    monkeypatch.setattr(progress_module, "LOG_EVERY_S", 0.0)
+    train(tmp_path / "run")
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("train:")]
+    assert len(lines) == STEPS + 1 and all(re.search(rf"step/s, {LEFT}(, |$)", line) for line in lines[:STEPS - 1])
+    assert not [line for line in lines[STEPS - 1:] if "left" in line]  # at the last step and at close: done
+
+
+def test_the_time_left_comes_from_the_rate_or_the_budget_when_that_ends_sooner(monkeypatch, capsys):
+    """A faked clock: no real timing in the test, only which estimate is given and its form."""
+    now, budget = [0.0], [None]
+    monkeypatch.setattr(progress_module.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(progress_module, "LOG_EVERY_S", 0.0)  # a line per update
+    bar = progress_module.LogLines(total=100, desc="train", unit="step", time_left=lambda: budget[0])
+    for seconds, left in ((10, None), (20, 60.0)):  # the rate's estimate, then a budget that ends sooner
+        now[0], budget[0] = seconds, left
+        bar.update(1)
+    bar.close()
+    rate_line, budget_line, last = capsys.readouterr().err.splitlines()
+    assert re.fullmatch(rf"train: \d+/100 step \(\d+%\), [\d.]+ step/s, {LEFT}", rate_line)
+    assert re.fullmatch(rf"train: \d+/100 step \(\d+%\), [\d.]+ step/s, {LEFT} \(the time budget\)", budget_line)
+    assert "left" not in last  # closed: the work is over, even before the total (a budget stop)
+    assert [progress_module.left_text(s) for s in (30, 240, 7200)] == ["<1 min left", "~4 min left", "~2.0 h left"]
 
 
 def test_a_terminal_gets_the_bar(tmp_path, monkeypatch):
