@@ -3,13 +3,15 @@
 Pre-training example builders (NSP, SOP, packing) need document and sentence boundaries,
 so every corpus is seen as ``Iterator[list[str]]``: one list per document, one string per
 sentence. Nothing is held beyond the document being read, so a corpus larger than memory
-streams through (``blank`` and ``jsonl`` files are read line by line).
+streams through (``line``, ``blank`` and ``jsonl`` files are read line by line).
 
 Sources:
 
 * a text file or a directory of them (searched recursively, files in sorted order so that
-  two runs see the same document order), read in one of two modes:
-  ``"file"``  one document per file; ``"blank"`` documents separated by blank lines;
+  two runs see the same document order), read in one of three modes:
+  ``"file"``  one document per file; ``"line"`` one document per non-blank line; ``"blank"``
+  documents separated by blank lines (a paragraph of an article with blank lines between its
+  paragraphs is then a document of its own);
 * JSONL files (``*.jsonl``), one JSON object per line with a text field (``"text"``), and CSV or
   TSV files (``*.csv``, ``*.tsv``) with a header row naming that column: one document per row.
   So the training file of a fine-tune (text and label columns) is a corpus as it is, for
@@ -52,7 +54,7 @@ __all__ = ["Corpus", "split_sentences", "open_corpus", "NAMED_CORPORA"]
 
 WORDNET_DIR = Path("/usr/share/wordnet")
 NAMED_CORPORA = ("bbc", "bbc:train", "wordnet", "gcide", *SPHINX_SOURCES)
-MODES = ("file", "blank", "jsonl")
+MODES = ("file", "line", "blank", "jsonl")
 TABLE_SUFFIXES = {".jsonl": "jsonl", ".csv": "csv", ".tsv": "tsv"}  # read as records whatever the mode
 
 # ---------------------------------------------------------------------------- sentences
@@ -193,6 +195,8 @@ class Corpus:
             stats["files"] += 1
             if mode == "file":  # read_text decodes the whole file before its document is used
                 yield split_sentences(read_text(path))
+            elif mode == "line":
+                yield from _line_documents(path)
             elif mode == "blank":
                 yield from _blank_line_documents(path)
             elif mode == "jsonl":
@@ -205,8 +209,9 @@ def open_corpus(source: str | Path | Iterable[str | Path], mode: str = "file", t
     """Resolve a corpus name, a path, or a list of paths to a `Corpus`.
 
     ``source`` is a named corpus (`NAMED_CORPORA`), a file, a directory (all files below it, sorted)
-    or a list of those paths. ``mode`` is ``"file"`` (one document per file), ``"blank"``
-    (documents separated by blank lines) or ``"jsonl"`` (``*.jsonl`` files always are).
+    or a list of those paths. ``mode`` is ``"file"`` (one document per file), ``"line"`` (one per
+    non-blank line), ``"blank"`` (documents separated by blank lines) or ``"jsonl"`` (``*.jsonl``
+    files always are).
     """
     if mode not in MODES:
         raise DataError(f"unknown corpus mode {mode!r}; use one of {', '.join(MODES)}")
@@ -315,6 +320,13 @@ def _looks_like_text(path: Path, alone: bool, whole: bool, probe: int = 8192) ->
         raise DataError(f"{problem}; give a UTF-8 text file")
     warnings.warn(f"skipping {problem}")
     return False
+
+
+def _line_documents(path: Path) -> Iterator[list[str]]:
+    """One document per non-blank line (an article per line), read line by line."""
+    for _, line in iter_text_lines(path):
+        if line.strip():
+            yield split_sentences(line)
 
 
 def _blank_line_documents(path: Path) -> Iterator[list[str]]:

@@ -170,8 +170,9 @@ def shard_documents(corpus: CorpusDocuments, tokenizer, directory: str, *, is_ma
 
 def too_few_documents(n: int) -> ConfigError:
     return ConfigError(f"the corpus has {n} document(s); pre-training needs at least 2 (one to train on, one to "
-                       "hold out), and a text file is one document: separate its documents by blank lines and --set "
-                       "data.mode=blank, or use JSONL, one {\"text\": ...} per line")
+                       "hold out), and a text file is one document: one document per line: --set data.mode=line; "
+                       "documents separated by blank lines: --set data.mode=blank (prepare: --mode line, --mode "
+                       "blank); or use JSONL, one {\"text\": ...} per line")
 
 
 def split_documents(n: int, eval_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -123,7 +123,7 @@ MAX_LENGTH = 8192  # tokens per sequence: the longest context of today's encoder
 @dataclass
 class DataSection:
     corpus: str = "bbc"
-    mode: str = "file"  # how text files split into documents: "file" | "blank" | "jsonl"
+    mode: str = "file"  # how text files split into documents: "file" | "line" | "blank" | "jsonl"
     text_field: str = "text"  # the text's field (.jsonl) or column (.csv, .tsv) of a table corpus
     objective: str = "mlm"  # a name in the objective registry (bertkit/objectives/)
     objective_module: str = ""  # a module (dotted name or .py file) imported first: it registers objectives

@@ -3,6 +3,7 @@ import warnings
 
 import pytest
 
+from bertkit.data import corpus as corpus_module
 from bertkit.data.corpus import open_corpus, split_sentences
 from bertkit.errors import DataError
 
@@ -59,6 +60,17 @@ def test_binary_files_are_skipped_with_a_warning(tmp_path):
     assert docs == [["Good text here."]]
     messages = " ".join(str(w.message) for w in record)
     assert "image.bin" in messages and "latin1.txt" in messages
+
+
+def test_line_mode_is_one_document_per_non_blank_line_streamed(tmp_path, monkeypatch):
+    """A file of one article per line was one document (or refused) in every mode (walk O #3)."""
+    f = tmp_path / "lines.txt"
+    f.write_text("First article. Two sentences.\n\n  \nSecond article.\r\nThird one!\n", encoding="utf-8")
+    monkeypatch.setattr(corpus_module, "read_text", None)  # streamed line by line, never read whole
+    corpus = open_corpus(f, mode="line")
+    assert list(corpus) == [["First article.", "Two sentences."], ["Second article."], ["Third one!"]]
+    assert corpus.stats["documents"] == 3
+    assert "line" in corpus_module.MODES
 
 
 def test_empty_or_unusable_corpus_raises(tmp_path):
