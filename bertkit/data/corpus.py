@@ -11,7 +11,9 @@ Sources:
   two runs see the same document order), read in one of three modes:
   ``"file"``  one document per file; ``"line"`` one document per non-blank line; ``"blank"``
   documents separated by blank lines (a paragraph of an article with blank lines between its
-  paragraphs is then a document of its own);
+  paragraphs is then a document of its own). A directory gives its ``.txt`` files and the
+  table files below; other files (README.md, .html) are left out with one warning naming them,
+  and hidden files and folders are skipped, as `bertkit/tasks/class_folders.py` reads a folder;
 * JSONL files (``*.jsonl``), one JSON object per line with a text field (``"text"``), and CSV or
   TSV files (``*.csv``, ``*.tsv``) with a header row naming that column: one document per row.
   So the training file of a fine-tune (text and label columns) is a corpus as it is, for
@@ -56,6 +58,8 @@ WORDNET_DIR = Path("/usr/share/wordnet")
 NAMED_CORPORA = ("bbc", "bbc:train", "wordnet", "gcide", *SPHINX_SOURCES)
 MODES = ("file", "line", "blank", "jsonl")
 TABLE_SUFFIXES = {".jsonl": "jsonl", ".csv": "csv", ".tsv": "tsv"}  # read as records whatever the mode
+TEXT_SUFFIX = ".txt"  # with TABLE_SUFFIXES, what a directory corpus reads
+LISTED = 10  # files named in the warning of a directory's files left out
 
 # ---------------------------------------------------------------------------- sentences
 
@@ -208,10 +212,10 @@ class Corpus:
 def open_corpus(source: str | Path | Iterable[str | Path], mode: str = "file", text_field: str = "text") -> Corpus:
     """Resolve a corpus name, a path, or a list of paths to a `Corpus`.
 
-    ``source`` is a named corpus (`NAMED_CORPORA`), a file, a directory (all files below it, sorted)
+    ``source`` is a named corpus (`NAMED_CORPORA`), a file, a directory (its files below it, sorted)
     or a list of those paths. ``mode`` is ``"file"`` (one document per file), ``"line"`` (one per
     non-blank line), ``"blank"`` (documents separated by blank lines) or ``"jsonl"`` (``*.jsonl``
-    files always are).
+    files always are). A directory gives only its .txt and table files (`directory_files`).
     """
     if mode not in MODES:
         raise DataError(f"unknown corpus mode {mode!r}; use one of {', '.join(MODES)}")
@@ -227,7 +231,7 @@ def open_corpus(source: str | Path | Iterable[str | Path], mode: str = "file", t
     for s in sources:
         p = Path(s)
         if p.is_dir():
-            paths.extend(sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith(".")))
+            paths.extend(directory_files(p))
         elif p.is_file():
             paths.append(p)
         elif p.exists():
@@ -242,6 +246,34 @@ def open_corpus(source: str | Path | Iterable[str | Path], mode: str = "file", t
         raise DataError(f"corpus {source} contains no files; add text files or choose another path")
     named_files = all(Path(s).is_file() for s in sources)
     return Corpus(paths=paths, mode=mode, text_field=text_field, refuse_bad_files=named_files)
+
+
+def directory_files(top: Path) -> list[Path]:
+    """The .txt and table files under `top` at any depth, sorted; hidden files and folders are
+    skipped, other files are left out with one warning naming them (a README.md or an .html page
+    read as text taught the tokenizer "<" and "body"). Refuses a folder with files but none to read."""
+    found, others = [], []
+    for root, dirs, files in os.walk(top):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]  # in place: os.walk then skips hidden folders
+        for name in files:
+            if name.startswith("."):
+                continue
+            path = Path(root, name)
+            if not path.is_file():
+                continue
+            suffix = path.suffix.lower()
+            (found if suffix == TEXT_SUFFIX or suffix in TABLE_SUFFIXES else others).append(path)
+    left_out = [str(p.relative_to(top)) for p in sorted(others)]
+    more = f" and {len(left_out) - LISTED} more" if len(left_out) > LISTED else ""
+    reads = f"{TEXT_SUFFIX}, {', '.join(TABLE_SUFFIXES)}"
+    if others and not found:
+        raise DataError(f"corpus {top} holds no {reads} file, only {', '.join(left_out[:LISTED])}{more}; rename "
+                        f"the text files to {TEXT_SUFFIX}, or give one file as the corpus")
+    if others:
+        warnings.warn(f"corpus {top}: {len(left_out)} file(s) left out, not {reads}: {', '.join(left_out[:LISTED])}"
+                      f"{more}; to read them as text, rename them to {TEXT_SUFFIX} (a file given as the corpus itself "
+                      "is read whatever its name)", stacklevel=3)
+    return sorted(found)  # by Path, as the rglob before: the same order, so the same shards and split
 
 
 def _joined_corpus(source: str) -> Corpus:
