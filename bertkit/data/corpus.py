@@ -28,9 +28,10 @@ Sources:
   sources, sphinx_text.py); named corpora joined with ``+`` (``"gcide+python-docs+linux-docs"``)
   are read one after another as one corpus.
 
-Files that are not text (a NUL byte in the first 8 KiB, or bytes that are not UTF-8) are
-skipped, whole, with a warning naming the file (and line) when the corpus has several files;
-a corpus of one such file is refused with that message. A corpus with no usable document
+Files that are not text (a NUL byte in the first 8 KiB, gzip-compressed, or bytes that are not
+UTF-8) are skipped, whole, with a warning naming the file (and line) when the corpus has several
+files; a corpus of one such file is refused with that message (gzip: "gunzip it first"; .gz is
+not read transparently, as the tokenizer's trainer reads the same files as they are). A corpus with no usable document
 raises `DataError`.
 """
 
@@ -323,6 +324,11 @@ def _is_utf8(path: Path) -> bool:
     return True
 
 
+def check_text_file(path: Path) -> None:
+    """Refuse (DataError) a file that is not UTF-8 text by its first bytes: binary, gzip-compressed."""
+    _looks_like_text(path, alone=True, whole=False)
+
+
 def _looks_like_text(path: Path, alone: bool, whole: bool, probe: int = 8192) -> bool:
     """False (with a warning naming the file and line) for a file with NUL bytes in its first
     `probe` bytes, or with bytes that are not UTF-8 (in its first `probe` bytes, or anywhere
@@ -333,7 +339,9 @@ def _looks_like_text(path: Path, alone: bool, whole: bool, probe: int = 8192) ->
     with open(path, "rb") as f:
         head = f.read(probe)
     problem = None
-    if b"\0" in head:
+    if head[:2] == b"\x1f\x8b":  # gzip's magic number: not text, whatever its bytes decode to
+        problem = f"{path} is gzip-compressed: gunzip it first"
+    elif b"\0" in head:
         problem = f"{path} is a binary file (contains NUL bytes)"
     else:
         try:

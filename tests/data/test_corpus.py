@@ -1,3 +1,4 @@
+import gzip
 import json
 import warnings
 
@@ -56,11 +57,13 @@ def test_binary_files_are_skipped_with_a_warning(tmp_path):
     (tmp_path / "good.txt").write_text("Good text here.")
     (tmp_path / "image.txt").write_bytes(b"\x89PNG\x00\x00\x01binary")
     (tmp_path / "latin1.txt").write_bytes("caf\xe9 cr\xe8me".encode("latin-1"))
+    (tmp_path / "zipped.txt").write_bytes(gzip.compress(b"Zipped text."))
     with pytest.warns(UserWarning) as record:
         docs = list(open_corpus(tmp_path))
     assert docs == [["Good text here."]]
     messages = " ".join(str(w.message) for w in record)
     assert "image.txt is a binary file" in messages and "latin1.txt" in messages
+    assert "zipped.txt is gzip-compressed: gunzip it first" in messages
 
 
 def test_line_mode_is_one_document_per_non_blank_line_streamed(tmp_path, monkeypatch):
@@ -106,6 +109,31 @@ def test_a_folder_of_no_text_file_is_refused_naming_its_files(tmp_path):
     with pytest.raises(DataError, match=r"holds no \.txt, \.jsonl, \.csv, \.tsv file, only a\.bin, notes\.md"):
         open_corpus(tmp_path)
     assert list(open_corpus(tmp_path / "notes.md")) == [["words"]]  # a file named as the corpus: read as it is
+
+
+def test_a_gzip_file_named_alone_is_refused_saying_so(tmp_path):
+    f = tmp_path / "big.txt.gz"
+    f.write_bytes(gzip.compress(b"Some text.\n\nMore text.\n"))
+    for mode in ("file", "blank", "line"):
+        with pytest.raises(DataError, match=r"big\.txt\.gz is gzip-compressed: gunzip it first"):
+            list(open_corpus(f, mode=mode))
+
+
+def test_one_text_file_of_too_few_documents_is_refused_before_reading(tmp_path):
+    """pretrain's and prepare's one check (walk O #4, #6): empty, gzip, or one file read whole."""
+    from bertkit.data.documents import check_document_count
+    from bertkit.errors import ConfigError
+
+    f = tmp_path / "lines.txt"
+    f.write_text("one article.\nanother article.\n")
+    with pytest.raises(ConfigError, match=r"the corpus has 1 document\(s\).*one document per line: --set data\.mode=line"):
+        check_document_count(str(f), "file")
+    check_document_count(str(f), "line")
+    check_document_count(str(tmp_path), "file")  # a folder: counted as it is read
+    check_document_count("bbc", "file")
+    (tmp_path / "empty.txt").write_text("")
+    with pytest.raises(DataError, match=r"empty\.txt is empty"):
+        check_document_count(str(tmp_path / "empty.txt"), "line")
 
 
 def test_empty_or_unusable_corpus_raises(tmp_path):
