@@ -140,7 +140,8 @@ def test_a_run_folder_given_to_a_command_is_one_line(tmp_path, capsys):
 def test_single_document_corpus_says_how_to_give_several():
     from bertkit.data.documents import split_documents
 
-    with pytest.raises(ConfigError, match=r"blank lines and --set data.mode=blank, or use JSONL"):
+    with pytest.raises(ConfigError, match=r"one document per line: --set data.mode=line; documents separated by "
+                                          r"blank lines: --set data.mode=blank .*or use JSONL"):
         split_documents(1, 0.1, 0)
 
 

@@ -528,3 +528,27 @@ def test_a_single_text_file_corpus_is_refused_before_any_work(tmp_path, capsys):
     assert_refused(pretrain_argv(str(tmp_path / "out"), *sets([f"data.corpus={corpus}"])), capsys, tmp_path,
                    "the corpus has 1 document(s)", "--set data.mode=blank")
     assert not (tmp_path / "out").exists()  # no tokenizer/ or shards/ first
+
+
+def test_prepare_refuses_a_one_document_corpus_before_tokenizing_as_pretrain_does(encoder, tmp_path, capsys):
+    """prepare tokenized a one-article-per-line file as one document, and pretrain refused the shards
+    only afterwards (walk O #4): the same check, with the same message, now runs first."""
+    corpus = tmp_path / "lines.txt"
+    corpus.write_text("".join(f"article {i} about shares.\n" for i in range(4)), encoding="utf-8")
+    argv = ["prepare", "--corpus", corpus, "--tokenizer", encoder["model"], "--out", tmp_path / "shards"]
+    assert_refused(argv, capsys, tmp_path, "the corpus has 1 document(s)", "--set data.mode=line", "--mode line")
+    assert run([*argv, "--mode", "line"], capsys)[0] == 0
+    assert json.loads((tmp_path / "shards" / "meta.json").read_text())["num_documents"] == 4
+
+
+@pytest.mark.parametrize("name, content, fragment", [
+    ("empty.txt", b"", "empty.txt is empty"), ("blank.txt", b" \n\n", "blank.txt is empty"),
+    ("big.txt.gz", b"\x1f\x8b\x08\x00" + bytes(range(1, 200)), "big.txt.gz is gzip-compressed: gunzip it first")])
+def test_an_empty_or_gzip_corpus_file_is_said_so_not_counted_as_one_document(name, content, fragment, tmp_path,
+                                                                              capsys):
+    """Both got "the corpus has 1 document(s) ... separate by blank lines" (walk O #6)."""
+    corpus = tmp_path / name
+    corpus.write_bytes(content)
+    for mode in ("file", "blank"):
+        assert_refused(pretrain_argv(str(tmp_path / "out"), *sets([f"data.corpus={corpus}", f"data.mode={mode}"])),
+                       capsys, tmp_path, fragment)

@@ -7,14 +7,16 @@ The recipe is bertkit/recipes/prepare.py.
 
 from __future__ import annotations
 
+from bertkit.data.corpus import MODES
 from bertkit.recipes.prepare import prepare
 from bertkit.commands.options import add_progress, resolve_models
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--corpus", default="bbc", help="bbc, wordnet, a file or a directory")
-    parser.add_argument("--mode", choices=("file", "blank", "jsonl"), default="file",
-                        help="file: one document per file; blank: documents separated by blank lines")
+    parser.add_argument("--mode", choices=MODES, default="file",
+                        help="file: one document per file; line: one per non-blank line; blank: documents separated "
+                             "by blank lines")
     parser.add_argument("--text-field", default="text", help="the JSONL field holding the text")
     parser.add_argument("--tokenizer", required=True, help="tokenizer (or model) directory")
     parser.add_argument("--out", required=True, help="output directory for the shards")

@@ -3,13 +3,17 @@
 Pre-training example builders (NSP, SOP, packing) need document and sentence boundaries,
 so every corpus is seen as ``Iterator[list[str]]``: one list per document, one string per
 sentence. Nothing is held beyond the document being read, so a corpus larger than memory
-streams through (``blank`` and ``jsonl`` files are read line by line).
+streams through (``line``, ``blank`` and ``jsonl`` files are read line by line).
 
 Sources:
 
 * a text file or a directory of them (searched recursively, files in sorted order so that
-  two runs see the same document order), read in one of two modes:
-  ``"file"``  one document per file; ``"blank"`` documents separated by blank lines;
+  two runs see the same document order), read in one of three modes:
+  ``"file"``  one document per file; ``"line"`` one document per non-blank line; ``"blank"``
+  documents separated by blank lines (a paragraph of an article with blank lines between its
+  paragraphs is then a document of its own). A directory gives its ``.txt`` files and the
+  table files below; other files (README.md, .html) are left out with one warning naming them,
+  and hidden files and folders are skipped, as `bertkit/tasks/class_folders.py` reads a folder;
 * JSONL files (``*.jsonl``), one JSON object per line with a text field (``"text"``), and CSV or
   TSV files (``*.csv``, ``*.tsv``) with a header row naming that column: one document per row.
   So the training file of a fine-tune (text and label columns) is a corpus as it is, for
@@ -24,9 +28,10 @@ Sources:
   sources, sphinx_text.py); named corpora joined with ``+`` (``"gcide+python-docs+linux-docs"``)
   are read one after another as one corpus.
 
-Files that are not text (a NUL byte in the first 8 KiB, or bytes that are not UTF-8) are
-skipped, whole, with a warning naming the file (and line) when the corpus has several files;
-a corpus of one such file is refused with that message. A corpus with no usable document
+Files that are not text (a NUL byte in the first 8 KiB, gzip-compressed, or bytes that are not
+UTF-8) are skipped, whole, with a warning naming the file (and line) when the corpus has several
+files; a corpus of one such file is refused with that message (gzip: "gunzip it first"; .gz is
+not read transparently, as the tokenizer's trainer reads the same files as they are). A corpus with no usable document
 raises `DataError`.
 """
 
@@ -52,8 +57,10 @@ __all__ = ["Corpus", "split_sentences", "open_corpus", "NAMED_CORPORA"]
 
 WORDNET_DIR = Path("/usr/share/wordnet")
 NAMED_CORPORA = ("bbc", "bbc:train", "wordnet", "gcide", *SPHINX_SOURCES)
-MODES = ("file", "blank", "jsonl")
+MODES = ("file", "line", "blank", "jsonl")
 TABLE_SUFFIXES = {".jsonl": "jsonl", ".csv": "csv", ".tsv": "tsv"}  # read as records whatever the mode
+TEXT_SUFFIX = ".txt"  # with TABLE_SUFFIXES, what a directory corpus reads
+LISTED = 10  # files named in the warning of a directory's files left out
 
 # ---------------------------------------------------------------------------- sentences
 
@@ -193,6 +200,8 @@ class Corpus:
             stats["files"] += 1
             if mode == "file":  # read_text decodes the whole file before its document is used
                 yield split_sentences(read_text(path))
+            elif mode == "line":
+                yield from _line_documents(path)
             elif mode == "blank":
                 yield from _blank_line_documents(path)
             elif mode == "jsonl":
@@ -204,9 +213,10 @@ class Corpus:
 def open_corpus(source: str | Path | Iterable[str | Path], mode: str = "file", text_field: str = "text") -> Corpus:
     """Resolve a corpus name, a path, or a list of paths to a `Corpus`.
 
-    ``source`` is a named corpus (`NAMED_CORPORA`), a file, a directory (all files below it, sorted)
-    or a list of those paths. ``mode`` is ``"file"`` (one document per file), ``"blank"``
-    (documents separated by blank lines) or ``"jsonl"`` (``*.jsonl`` files always are).
+    ``source`` is a named corpus (`NAMED_CORPORA`), a file, a directory (its files below it, sorted)
+    or a list of those paths. ``mode`` is ``"file"`` (one document per file), ``"line"`` (one per
+    non-blank line), ``"blank"`` (documents separated by blank lines) or ``"jsonl"`` (``*.jsonl``
+    files always are). A directory gives only its .txt and table files (`directory_files`).
     """
     if mode not in MODES:
         raise DataError(f"unknown corpus mode {mode!r}; use one of {', '.join(MODES)}")
@@ -222,7 +232,7 @@ def open_corpus(source: str | Path | Iterable[str | Path], mode: str = "file", t
     for s in sources:
         p = Path(s)
         if p.is_dir():
-            paths.extend(sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith(".")))
+            paths.extend(directory_files(p))
         elif p.is_file():
             paths.append(p)
         elif p.exists():
@@ -237,6 +247,34 @@ def open_corpus(source: str | Path | Iterable[str | Path], mode: str = "file", t
         raise DataError(f"corpus {source} contains no files; add text files or choose another path")
     named_files = all(Path(s).is_file() for s in sources)
     return Corpus(paths=paths, mode=mode, text_field=text_field, refuse_bad_files=named_files)
+
+
+def directory_files(top: Path) -> list[Path]:
+    """The .txt and table files under `top` at any depth, sorted; hidden files and folders are
+    skipped, other files are left out with one warning naming them (a README.md or an .html page
+    read as text taught the tokenizer "<" and "body"). Refuses a folder with files but none to read."""
+    found, others = [], []
+    for root, dirs, files in os.walk(top):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]  # in place: os.walk then skips hidden folders
+        for name in files:
+            if name.startswith("."):
+                continue
+            path = Path(root, name)
+            if not path.is_file():
+                continue
+            suffix = path.suffix.lower()
+            (found if suffix == TEXT_SUFFIX or suffix in TABLE_SUFFIXES else others).append(path)
+    left_out = [str(p.relative_to(top)) for p in sorted(others)]
+    more = f" and {len(left_out) - LISTED} more" if len(left_out) > LISTED else ""
+    reads = f"{TEXT_SUFFIX}, {', '.join(TABLE_SUFFIXES)}"
+    if others and not found:
+        raise DataError(f"corpus {top} holds no {reads} file, only {', '.join(left_out[:LISTED])}{more}; rename "
+                        f"the text files to {TEXT_SUFFIX}, or give one file as the corpus")
+    if others:
+        warnings.warn(f"corpus {top}: {len(left_out)} file(s) left out, not {reads}: {', '.join(left_out[:LISTED])}"
+                      f"{more}; to read them as text, rename them to {TEXT_SUFFIX} (a file given as the corpus itself "
+                      "is read whatever its name)", stacklevel=3)
+    return sorted(found)  # by Path, as the rglob before: the same order, so the same shards and split
 
 
 def _joined_corpus(source: str) -> Corpus:
@@ -286,6 +324,11 @@ def _is_utf8(path: Path) -> bool:
     return True
 
 
+def check_text_file(path: Path) -> None:
+    """Refuse (DataError) a file that is not UTF-8 text by its first bytes: binary, gzip-compressed."""
+    _looks_like_text(path, alone=True, whole=False)
+
+
 def _looks_like_text(path: Path, alone: bool, whole: bool, probe: int = 8192) -> bool:
     """False (with a warning naming the file and line) for a file with NUL bytes in its first
     `probe` bytes, or with bytes that are not UTF-8 (in its first `probe` bytes, or anywhere
@@ -296,7 +339,9 @@ def _looks_like_text(path: Path, alone: bool, whole: bool, probe: int = 8192) ->
     with open(path, "rb") as f:
         head = f.read(probe)
     problem = None
-    if b"\0" in head:
+    if head[:2] == b"\x1f\x8b":  # gzip's magic number: not text, whatever its bytes decode to
+        problem = f"{path} is gzip-compressed: gunzip it first"
+    elif b"\0" in head:
         problem = f"{path} is a binary file (contains NUL bytes)"
     else:
         try:
@@ -315,6 +360,13 @@ def _looks_like_text(path: Path, alone: bool, whole: bool, probe: int = 8192) ->
         raise DataError(f"{problem}; give a UTF-8 text file")
     warnings.warn(f"skipping {problem}")
     return False
+
+
+def _line_documents(path: Path) -> Iterator[list[str]]:
+    """One document per non-blank line (an article per line), read line by line."""
+    for _, line in iter_text_lines(path):
+        if line.strip():
+            yield split_sentences(line)
 
 
 def _blank_line_documents(path: Path) -> Iterator[list[str]]:

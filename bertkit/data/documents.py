@@ -19,16 +19,17 @@ import json
 import os
 import shutil
 import warnings
+from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
-from bertkit.data.corpus import Corpus, open_corpus
+from bertkit.data.corpus import TABLE_SUFFIXES, Corpus, check_text_file, open_corpus
 from bertkit.data.shards import META, ShardedCorpus, prepare_shards
-from bertkit.errors import ConfigError
+from bertkit.errors import ConfigError, DataError
 
-__all__ = ["CorpusDocuments", "first", "complete_shards", "is_shard_directory", "origin_changes", "shard_documents",
-           "shard_origin", "split_documents"]
+__all__ = ["CorpusDocuments", "first", "check_document_count", "complete_shards", "is_shard_directory",
+           "origin_changes", "shard_documents", "shard_origin", "split_documents"]
 
 
 def first(docs: Iterable, n: int) -> Iterator:
@@ -170,8 +171,30 @@ def shard_documents(corpus: CorpusDocuments, tokenizer, directory: str, *, is_ma
 
 def too_few_documents(n: int) -> ConfigError:
     return ConfigError(f"the corpus has {n} document(s); pre-training needs at least 2 (one to train on, one to "
-                       "hold out), and a text file is one document: separate its documents by blank lines and --set "
-                       "data.mode=blank, or use JSONL, one {\"text\": ...} per line")
+                       "hold out), and a text file is one document: one document per line: --set data.mode=line; "
+                       "documents separated by blank lines: --set data.mode=blank (prepare: --mode line, --mode "
+                       "blank); or use JSONL, one {\"text\": ...} per line")
+
+
+def check_document_count(source, mode: str) -> None:
+    """Refuse, before a tokenizer or shards are built from it, a corpus that is one text file of
+    too few documents: an empty file, a file that is not text (gzip, binary: said so, not counted),
+    or a .txt file read whole (mode "file": one document). `pretrain` and `prepare` both call it."""
+    if not isinstance(source, (str, os.PathLike)) or not os.path.isfile(source):
+        return  # a directory, a named corpus, shards: counted as they are read
+    path = Path(source)
+    if _is_blank(path):
+        raise DataError(f"corpus {path} is empty (no text in it); give a file with your documents")
+    check_text_file(path)
+    if mode == "file" and path.suffix.lower() not in TABLE_SUFFIXES:
+        raise too_few_documents(1)
+
+
+def _is_blank(path: Path, probe: int = 1 << 16) -> bool:
+    """An empty or whitespace-only file (a larger one is not read through for this)."""
+    with open(path, "rb") as f:
+        head = f.read(probe)
+    return not head.strip() and len(head) < probe
 
 
 def split_documents(n: int, eval_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

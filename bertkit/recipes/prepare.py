@@ -13,7 +13,7 @@ import shlex
 import signal
 
 from bertkit.data.corpus import open_corpus
-from bertkit.data.documents import shard_origin
+from bertkit.data.documents import check_document_count, shard_origin
 from bertkit.data.shards import META, prepare_shards
 from bertkit.errors import BertkitError, DataError, RunInterrupted
 from bertkit.io import loads_json, read_text
@@ -29,6 +29,7 @@ def prepare(corpus: str, tokenizer: str, out_dir: str, mode: str = "file", text_
     if os.path.isdir(corpus):  # the shards' files inside the corpus folder would be read as documents
         check_apart(corpus, out_dir, "--corpus", inside_only=True)
     refuse_earlier_shards(out_dir, resume)
+    check_document_count(corpus, mode)  # pretrain would refuse the shards only after all the tokenizing
     documents, tok = open_corpus(corpus, mode, text_field), Tokenizer.from_pretrained(tokenizer)
     created = not os.path.exists(out_dir)
     with run_lock(out_dir, f"prepare --corpus {corpus}"):

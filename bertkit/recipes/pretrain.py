@@ -54,7 +54,6 @@ import random
 import shutil
 import warnings
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Sequence
 
 import torch
@@ -63,9 +62,9 @@ from bertkit.models.checkpoint import read_config
 from bertkit.models.config import SIZE_PRESETS
 from bertkit.data.cleaning import CleaningRules, clean_documents
 from bertkit.data.collate import STRATEGIES
-from bertkit.data.corpus import TABLE_SUFFIXES, open_corpus
+from bertkit.data.corpus import open_corpus
 from bertkit.data.documents import (CorpusDocuments, is_shard_directory, origin_changes, shard_documents, shard_origin,
-                                    split_documents, too_few_documents)
+                                    split_documents, check_document_count)
 from bertkit.data.examples import BUILDERS, SpecialTokens, build_examples, make_builder
 from bertkit.errors import BertkitError, ConfigError, DataError
 from bertkit.io import atomic_write_json, loads_json, read_json_object, read_text
@@ -123,7 +122,7 @@ MAX_LENGTH = 8192  # tokens per sequence: the longest context of today's encoder
 @dataclass
 class DataSection:
     corpus: str = "bbc"
-    mode: str = "file"  # how text files split into documents: "file" | "blank" | "jsonl"
+    mode: str = "file"  # how text files split into documents: "file" | "line" | "blank" | "jsonl"
     text_field: str = "text"  # the text's field (.jsonl) or column (.csv, .tsv) of a table corpus
     objective: str = "mlm"  # a name in the objective registry (bertkit/objectives/)
     objective_module: str = ""  # a module (dotted name or .py file) imported first: it registers objectives
@@ -734,8 +733,7 @@ def check_corpora(data: DataSection, out_dir: str) -> None:
     for key, source in (("corpus", data.corpus), ("general_corpus", data.general_corpus)):
         if source and os.path.isdir(source):
             check_apart(source, out_dir, f"data.{key}", inside_only=True)
-    if data.mode == "file" and os.path.isfile(data.corpus) and Path(data.corpus).suffix.lower() not in TABLE_SUFFIXES:
-        raise too_few_documents(1)
+    check_document_count(data.corpus, data.mode)  # one text file: empty, gzip, or one document read whole
     if data.general_corpus:
         try:
             open_corpus(data.general_corpus, data.mode)

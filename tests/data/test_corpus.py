@@ -1,8 +1,10 @@
+import gzip
 import json
 import warnings
 
 import pytest
 
+from bertkit.data import corpus as corpus_module
 from bertkit.data.corpus import open_corpus, split_sentences
 from bertkit.errors import DataError
 
@@ -51,14 +53,87 @@ def test_jsonl_mode(tmp_path):
 
 
 def test_binary_files_are_skipped_with_a_warning(tmp_path):
+    # (a .txt name: since a folder reads only its .txt and table files, an image.bin is left out by its name)
     (tmp_path / "good.txt").write_text("Good text here.")
-    (tmp_path / "image.bin").write_bytes(b"\x89PNG\x00\x00\x01binary")
+    (tmp_path / "image.txt").write_bytes(b"\x89PNG\x00\x00\x01binary")
     (tmp_path / "latin1.txt").write_bytes("caf\xe9 cr\xe8me".encode("latin-1"))
+    (tmp_path / "zipped.txt").write_bytes(gzip.compress(b"Zipped text."))
     with pytest.warns(UserWarning) as record:
         docs = list(open_corpus(tmp_path))
     assert docs == [["Good text here."]]
     messages = " ".join(str(w.message) for w in record)
-    assert "image.bin" in messages and "latin1.txt" in messages
+    assert "image.txt is a binary file" in messages and "latin1.txt" in messages
+    assert "zipped.txt is gzip-compressed: gunzip it first" in messages
+
+
+def test_line_mode_is_one_document_per_non_blank_line_streamed(tmp_path, monkeypatch):
+    """A file of one article per line was one document (or refused) in every mode (walk O #3)."""
+    f = tmp_path / "lines.txt"
+    f.write_text("First article. Two sentences.\n\n  \nSecond article.\r\nThird one!\n", encoding="utf-8")
+    monkeypatch.setattr(corpus_module, "read_text", None)  # streamed line by line, never read whole
+    corpus = open_corpus(f, mode="line")
+    assert list(corpus) == [["First article.", "Two sentences."], ["Second article."], ["Third one!"]]
+    assert corpus.stats["documents"] == 3
+    assert "line" in corpus_module.MODES
+
+
+def test_a_folder_reads_its_txt_and_table_files_and_names_the_rest_once(tmp_path):
+    """A README.md and an index.html were read as documents, and the tokenizer learnt "<" and
+    "body" (walk O #5); hidden files and folders are skipped without a word, as class_folders.py's."""
+    (tmp_path / "a.txt").write_text("Article a.")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.TXT").write_text("Article b.")
+    (tmp_path / "sub" / "c.jsonl").write_text(json.dumps({"text": "Record c."}) + "\n")
+    (tmp_path / "README.md").write_text("# how these files were made")
+    (tmp_path / "index.html").write_text("<html><body>page</body></html>")
+    (tmp_path / ".notes").write_text("hidden")
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "config").write_text("[core]")
+    with pytest.warns(UserWarning) as record:
+        corpus = open_corpus(tmp_path)
+    assert [p.name for p in corpus.paths] == ["a.txt", "b.TXT", "c.jsonl"]
+    assert list(corpus) == [["Article a."], ["Article b."], ["Record c."]]
+    assert len(record) == 1
+    message = str(record[0].message)
+    assert "2 file(s) left out" in message and "README.md, index.html" in message and "rename them to .txt" in message
+    assert "config" not in message and ".notes" not in message
+    for i in range(12):
+        (tmp_path / f"page{i:02d}.html").write_text("<p>x</p>")
+    with pytest.warns(UserWarning, match=r"14 file\(s\) left out.*page07.html and 4 more"):
+        open_corpus(tmp_path)
+
+
+def test_a_folder_of_no_text_file_is_refused_naming_its_files(tmp_path):
+    (tmp_path / "a.bin").write_bytes(b"\x00\x01")
+    (tmp_path / "notes.md").write_text("words")
+    with pytest.raises(DataError, match=r"holds no \.txt, \.jsonl, \.csv, \.tsv file, only a\.bin, notes\.md"):
+        open_corpus(tmp_path)
+    assert list(open_corpus(tmp_path / "notes.md")) == [["words"]]  # a file named as the corpus: read as it is
+
+
+def test_a_gzip_file_named_alone_is_refused_saying_so(tmp_path):
+    f = tmp_path / "big.txt.gz"
+    f.write_bytes(gzip.compress(b"Some text.\n\nMore text.\n"))
+    for mode in ("file", "blank", "line"):
+        with pytest.raises(DataError, match=r"big\.txt\.gz is gzip-compressed: gunzip it first"):
+            list(open_corpus(f, mode=mode))
+
+
+def test_one_text_file_of_too_few_documents_is_refused_before_reading(tmp_path):
+    """pretrain's and prepare's one check (walk O #4, #6): empty, gzip, or one file read whole."""
+    from bertkit.data.documents import check_document_count
+    from bertkit.errors import ConfigError
+
+    f = tmp_path / "lines.txt"
+    f.write_text("one article.\nanother article.\n")
+    with pytest.raises(ConfigError, match=r"the corpus has 1 document\(s\).*one document per line: --set data\.mode=line"):
+        check_document_count(str(f), "file")
+    check_document_count(str(f), "line")
+    check_document_count(str(tmp_path), "file")  # a folder: counted as it is read
+    check_document_count("bbc", "file")
+    (tmp_path / "empty.txt").write_text("")
+    with pytest.raises(DataError, match=r"empty\.txt is empty"):
+        check_document_count(str(tmp_path / "empty.txt"), "line")
 
 
 def test_empty_or_unusable_corpus_raises(tmp_path):
