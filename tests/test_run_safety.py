@@ -552,3 +552,18 @@ def test_an_empty_or_gzip_corpus_file_is_said_so_not_counted_as_one_document(nam
     for mode in ("file", "blank"):
         assert_refused(pretrain_argv(str(tmp_path / "out"), *sets([f"data.corpus={corpus}", f"data.mode={mode}"])),
                        capsys, tmp_path, fragment)
+
+
+def test_a_tokenizer_trained_into_out_tokenizer_is_refused_not_deleted(tmp_path, capsys):
+    """walk O #1: `tokenizer train --out runs/mytext/tokenizer` then `pretrain --out runs/mytext`
+    deleted the user's tokenizer (no record of a pretrain run's data) and trained another."""
+    corpus = tmp_path / "texts.txt"
+    corpus.write_text("\n\n".join(t for t, _ in TEXTS * 4) + "\n", encoding="utf-8")
+    out, mine = tmp_path / "runs", tmp_path / "runs" / "tokenizer"
+    code, _, err = run(["tokenizer", "train", "--files", corpus, "--vocab-size", "120", "--out", mine], capsys)
+    assert code == 0, err
+    before = (mine / "tokenizer.json").read_bytes()
+    code, _, err = run(pretrain_argv(out), capsys)
+    assert code == 2 and "holds a tokenizer that no pretrain run made" in err
+    assert f"--set tokenizer.path={mine}" in err
+    assert (mine / "tokenizer.json").read_bytes() == before  # kept as it was

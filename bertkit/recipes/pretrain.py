@@ -384,8 +384,12 @@ def drop_stale_tokenizer(directory: str, origin: dict) -> None:
     if not os.path.exists(os.path.join(directory, "tokenizer.json")):
         return
     record = os.path.join(directory, TOKENIZER_ORIGIN)
+    if not os.path.isfile(record):  # not a pretrain run's (`bertkit tokenizer train --out` there): the user's own
+        raise ConfigError(f"{directory} holds a tokenizer that no pretrain run made (it has no {TOKENIZER_ORIGIN}), "
+                          f"and a pretrain run keeps its own there: to pre-train with it, --set "
+                          f"tokenizer.path={directory}; else move it or give another --out")
     try:
-        old = read_json_object(record, "it is trained again") if os.path.isfile(record) else None
+        old = read_json_object(record, "it is trained again")
     except BertkitError:
         old = None  # unreadable: as good as no record
     changes = origin_changes(old, origin)
