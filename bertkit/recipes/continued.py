@@ -259,6 +259,10 @@ def open_general(data, seed: int, tokenizer, out_dir: str, ctx) -> GeneralCorpus
     """The general corpus of [data] (None without `data.general_corpus`), split with train.seed `seed`."""
     if not data.general_corpus:
         return None
+    if ctx.is_main:  # walk O #2: a recipe's own general text, mixed in unsaid, and tokenized for a while
+        share = f"{data.general_fraction:.0%} of the training sequences" if data.general_fraction else "evaluated only, not trained on"
+        print(f"pretrain: mixing in data.general_corpus={data.general_corpus} ({share}; --set "
+              f"'data.general_corpus=\"\"' to use only data.corpus): tokenizing it", flush=True)
     corpus = CorpusDocuments(data.general_corpus, data.mode, data.general_max_documents, keep=False)
     docs = shard_documents(corpus, tokenizer, os.path.join(out_dir, "general-shards"), is_main=ctx.is_main,
                            barrier=ctx.barrier)

@@ -131,7 +131,7 @@ def test_general_mixing_ratio():
     assert mix_examples(domain, general, 0.0, seed=0) == domain
 
 
-def test_dapt_from_minilm_lowers_held_out_domain_loss(minilm_dir, bbc_dir, tmp_path, monkeypatch):
+def test_dapt_from_minilm_lowers_held_out_domain_loss(minilm_dir, bbc_dir, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("bertkit.train.trainer.Trainer.plot", lambda self: None)  # PNGs: not tested here
     out = str(tmp_path / "dapt")
     raw = {
@@ -144,6 +144,9 @@ def test_dapt_from_minilm_lowers_held_out_domain_loss(minilm_dir, bbc_dir, tmp_p
                   "save_every": 0, "seed": 0},
     }
     metrics = run_pretraining(parse_config(raw), out, progress=False)
+    # the general text is said, with its share and how to leave it out (walk O #2: mixed in unsaid)
+    assert ("pretrain: mixing in data.general_corpus=wordnet (20% of the training sequences; --set "
+            "'data.general_corpus=\"\"' to use only data.corpus): tokenizing it") in capsys.readouterr().out
     rows = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
     evals = {r["step"]: r for r in rows if r["split"] == "eval"}
     first_train = next(r["loss"] for r in rows if r["split"] == "train")
