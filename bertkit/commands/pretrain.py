@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+
 from bertkit.recipes.pretrain import pretrain
 from bertkit.runtime.run_dir import final_model, is_main_process, not_a_model
 from bertkit.commands.options import add_device, add_progress, add_seed, add_set, metrics_text, typed_settings
@@ -37,4 +40,24 @@ def run(args) -> int:
         kept = f" (early stopping kept step {best.pop('best_step')}: {metrics_text(best)}{tail})"
     model = final_model(args.out)
     print(f"model saved in {model}{kept}{not_a_model(model) if model else ''}")
+    against = against_unigram(args.out, best.get("best_mlm_loss", metrics.get("mlm_loss")))
+    if against:
+        print(against)
     return 0
+
+
+def against_unigram(out: str, loss: float | None) -> str | None:
+    """The kept model's held-out MLM loss beside OUT/baseline.json's unigram loss (word frequencies,
+    no context), said plainly when it is not below it (walk O #11: a too-high lr "kept" a model that
+    predicted word frequencies, and the baseline was a line many screens up)."""
+    path = os.path.join(out, "baseline.json")
+    if loss is None or not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        unigram = json.load(f).get("unigram_loss")
+    if unigram is None:
+        return None
+    if loss < unigram:
+        return f"held-out mlm_loss {loss:.3f} against the unigram loss {unigram:.3f} (word frequencies, no context)"
+    return (f"held-out mlm_loss {loss:.3f} is not below the unigram loss {unigram:.3f}: the model has not learnt "
+            "beyond word frequencies; try a lower train.lr, more train.max_steps or more text")

@@ -1,0 +1,19 @@
+"""pretrain's last lines: the kept model's held-out MLM loss beside the context-free unigram loss
+(bertkit/commands/pretrain.py `against_unigram`), said plainly when it is not below it."""
+
+from __future__ import annotations
+
+import json
+
+from bertkit.commands.pretrain import against_unigram
+
+
+def test_a_model_at_the_unigram_loss_is_said_to_have_learnt_nothing_beyond_word_frequencies(tmp_path):
+    (tmp_path / "baseline.json").write_text(json.dumps({"unigram_loss": 6.87}), encoding="utf-8")
+    stuck = against_unigram(str(tmp_path), 6.895)  # walk O #11: lr 2e-2 kept at step 225
+    assert stuck == ("held-out mlm_loss 6.895 is not below the unigram loss 6.870: the model has not learnt beyond "
+                     "word frequencies; try a lower train.lr, more train.max_steps or more text")
+    assert against_unigram(str(tmp_path), 4.2) == ("held-out mlm_loss 4.200 against the unigram loss 6.870 (word "
+                                                   "frequencies, no context)")
+    assert against_unigram(str(tmp_path), None) is None  # no evaluation (a resume with nothing to train)
+    assert against_unigram(str(tmp_path / "elsewhere"), 4.2) is None  # no baseline (ELECTRA, no held-out set)
