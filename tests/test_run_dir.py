@@ -111,8 +111,8 @@ def test_prepare_and_the_scale_sweep_hold_the_lock_of_their_out(command, tmp_pat
         with pytest.raises(BertkitError, match="is in use by another bertkit run .*the first run"):
             if command == "prepare":
                 corpus = tmp_path / "corpus.txt"
-                corpus.write_text("One sentence. Another one.\n", encoding="utf-8")
-                prepare(str(corpus), minilm_dir, str(tmp_path / "out"), progress=False)
+                corpus.write_text("One sentence. Another one.\nA second document.\n", encoding="utf-8")
+                prepare(str(corpus), minilm_dir, str(tmp_path / "out"), mode="line", progress=False)
             else:
                 scaling_sweep("1x32,2x32,2x64", 1e3, 60, str(tmp_path / "out"), log=lambda line: None)
     finally:

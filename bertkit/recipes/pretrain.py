@@ -738,7 +738,7 @@ def check_corpora(data: DataSection, out_dir: str) -> None:
         if source and os.path.isdir(source):
             check_apart(source, out_dir, f"data.{key}", inside_only=True)
     check_document_count(data.corpus, data.mode)  # one text file: empty, gzip, or one document read whole
-    if data.general_corpus:
+    if data.general_corpus and not is_shard_directory(data.general_corpus):  # shards hold token ids, no text
         try:
             open_corpus(data.general_corpus, data.mode)
         except DataError as err:

@@ -97,10 +97,11 @@ def test_two_processes_take_half_the_steps_and_evaluate_splits_the_examples(setu
     assert max(json.loads(line)["step"] for line in open(root / "ddp" / "metrics.jsonl")) == 4
 
     # evaluate: rank 0 alone prints, the metrics of all 12 dev examples as one process gives them
-    # (then the trivial and TF-IDF baselines, a line each, and the model's labelled line)
-    assert printed[-5] == f"classification on {dev}: 12 examples"
-    assert printed[-2].startswith(f"model on {dev}: accuracy=") and "over 12 examples" in printed[-2]
-    assert printed[-7] == f"model saved in {root / 'ddp'}"  # finetune's report, from rank 0 alone
+    # (then the trivial and TF-IDF baselines, a line each, the model's labelled line and its paired lead)
+    assert printed[-6] == f"classification on {dev}: 12 examples"
+    assert printed[-3].startswith(f"model on {dev}: accuracy=") and "over 12 examples" in printed[-3]
+    assert printed[-2].startswith("model - TF-IDF accuracy: ") and "over 12 examples" in printed[-2]
+    assert printed[-8] == f"model saved in {root / 'ddp'}"  # finetune's report, from rank 0 alone
     split = json.loads(printed[-1])
     assert split.keys() == alone.keys()
     assert split.pop("baselines") == alone.pop("baselines")  # fitted on rank 0 from the same training data
