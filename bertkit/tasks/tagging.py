@@ -162,9 +162,9 @@ def encode_words(tokenizer, examples: Sequence[TokenExample], max_length: int,
                  "token_type_ids": np.asarray(enc["token_type_ids"][row], dtype=np.int64),
                  "word_ids": word_ids}
         cut += int(word_ids.max(initial=-1)) + 1 < len(example.tokens)
+        word_labels = [label2id[tag] for tag in example.tags] if label2id is not None else None
         for feature in (_windows(whole, row, max_length, stride) if chunks else [whole]):
-            if label2id is not None:
-                word_labels = [label2id[tag] for tag in example.tags]
+            if word_labels is not None:
                 aligned = align_labels_to_tokens([None if w < 0 else int(w) for w in feature["word_ids"]],
                                                  word_labels, label_all_subwords, inside)
                 feature["labels"] = np.asarray(aligned, dtype=np.int64)
