@@ -383,19 +383,26 @@ def drop_stale_tokenizer(directory: str, origin: dict) -> None:
     TOKENIZER_ORIGIN beside it records), with a note naming what changed."""
     if not os.path.exists(os.path.join(directory, "tokenizer.json")):
         return
-    record = os.path.join(directory, TOKENIZER_ORIGIN)
-    if not os.path.isfile(record):  # not a pretrain run's (`bertkit tokenizer train --out` there): the user's own
-        raise ConfigError(f"{directory} holds a tokenizer that no pretrain run made (it has no {TOKENIZER_ORIGIN}), "
-                          f"and a pretrain run keeps its own there: to pre-train with it, --set "
-                          f"tokenizer.path={directory}; else move it or give another --out")
+    refuse_foreign_tokenizer(directory)
     try:
-        old = read_json_object(record, "it is trained again")
-    except BertkitError:
-        old = None  # unreadable: as good as no record
-    changes = origin_changes(old, origin)
+        changes = origin_changes(read_json_object(os.path.join(directory, TOKENIZER_ORIGIN), "it is trained again"),
+                                 origin)
+    except BertkitError:  # a pretrain run's record, damaged: its tokenizer is retrained like a stale one
+        changes = f"its {TOKENIZER_ORIGIN} is unreadable"
     if changes is not None:
         warnings.warn(f"{directory} was trained on other data ({changes}); training it again")
         shutil.rmtree(directory)
+
+
+def refuse_foreign_tokenizer(directory: str) -> None:
+    """A tokenizer in OUT/tokenizer without a pretrain run's record (TOKENIZER_ORIGIN) is the
+    user's (`bertkit tokenizer train --out OUT/tokenizer`): refused, never deleted and retrained
+    (walk O #1 lost one so, with a warning blaming an older bertkit)."""
+    if os.path.isfile(os.path.join(directory, "tokenizer.json")) and \
+            not os.path.isfile(os.path.join(directory, TOKENIZER_ORIGIN)):
+        raise ConfigError(f"{directory} holds a tokenizer that no pretrain run made (it has no {TOKENIZER_ORIGIN}), "
+                          f"and a pretrain run keeps its own there: to pre-train with it, --set "
+                          f"tokenizer.path={directory}; else move it or give another --out")
 
 
 def train_tokenizer(section: TokenizerSection, corpus: CorpusDocuments) -> Tokenizer:
@@ -725,6 +732,8 @@ def check_run_dir(cfg: PretrainConfig, out_dir: str, resume: bool) -> None:
     check_corpora(cfg.data, out_dir)
     check_shard_tokenizer(cfg)
     existing = latest_checkpoint(out_dir)
+    if not existing and (cfg.tokenizer.extend_vocab or not (cfg.tokenizer.path or cfg.model.get("init"))):
+        refuse_foreign_tokenizer(os.path.join(out_dir, "tokenizer"))  # before the corpus is opened: see walk O #1
     refuse_unresumed(out_dir, existing, resume)
     if existing:
         check_saved_options(out_dir, RUN_FILE, cfg.to_dict(), defaults=parse_config({}).to_dict())
