@@ -517,6 +517,7 @@ class PretrainData:
     general_eval_batches: list  # held-out general text: the forgetting monitor
     num_train_examples: int | None  # None when streamed
     num_eval_examples: int
+    num_general_examples: int = 0  # of num_train_examples, those of data.general_corpus
 
 
 def build_data(d: DataSection, t: TrainConfig, objective: Objective, tokenizer, corpus: CorpusDocuments,
@@ -528,15 +529,16 @@ def build_data(d: DataSection, t: TrainConfig, objective: Objective, tokenizer, 
     rules = cleaning_rules(d)
     docs, train_docs = clean_training(rules, "corpus", docs, train_docs, eval_docs, tokenizer, out_dir, ctx.is_main)
     builder = make_builder(d.builder, d.max_length, SpecialTokens.from_tokenizer(tokenizer))
-    general = open_general(d, t.seed, tokenizer, out_dir, ctx)  # None without data.general_corpus
+    general = open_general(d, t.seed, tokenizer, out_dir, ctx, progress)  # None without data.general_corpus
     if general is not None:
         general.docs, general.train_docs = clean_training(rules, "general_corpus", general.docs, general.train_docs,
                                                           general.eval_docs, tokenizer, out_dir, ctx.is_main)
     if d.streaming:  # examples are built lazily, a block of documents at a time
-        train_examples = None
+        train_examples, mixed = None, 0
         eval_examples = take_examples(builder, docs, eval_docs, random.Random(t.seed + 1), d.max_eval_examples)
     else:
-        train_examples, eval_examples = _examples_in_memory(d, t.seed, builder, docs, train_docs, eval_docs, general)
+        train_examples, eval_examples, mixed = _examples_in_memory(d, t.seed, builder, docs, train_docs, eval_docs,
+                                                                   general)
 
     def collator(seed: int):
         return objective.collator(tokenizer, d, seed)
@@ -559,7 +561,7 @@ def build_data(d: DataSection, t: TrainConfig, objective: Objective, tokenizer, 
                                      d.max_eval_examples)
         general_eval_batches = _fixed_batches(general_eval, t.batch_size, collator(t.seed + 99992))
     return PretrainData(docs, train_docs, batches, data_state, eval_batches, general_eval_batches,
-                        None if train_examples is None else len(train_examples), len(eval_examples))
+                        None if train_examples is None else len(train_examples), len(eval_examples), mixed)
 
 
 def cleaning_rules(data: DataSection) -> CleaningRules:
@@ -587,16 +589,18 @@ def clean_training(rules: CleaningRules, which: str, docs, train_docs, eval_docs
 
 
 def _examples_in_memory(data: DataSection, seed: int, builder, docs, train_docs, eval_docs,
-                        general: GeneralCorpus | None) -> tuple[list, list]:
+                        general: GeneralCorpus | None) -> tuple[list, list, int]:
     """(train, held-out) examples, fixed for the run like BERT's static data (the masks are
-    not); general text is mixed into training as data.general_fraction says."""
+    not), and how many of the train ones are general text (mixed in as data.general_fraction says)."""
     train_examples = build_examples(builder, docs, train_docs, random.Random(seed))
     eval_examples = build_examples(builder, docs, eval_docs, random.Random(seed + 1))
     eval_examples = eval_examples[: data.max_eval_examples]
     if general is not None and data.general_fraction:
         general_examples = build_examples(builder, general.docs, general.train_docs, random.Random(seed + 2))
+        own = len(train_examples)
         train_examples = mix_examples(train_examples, general_examples, data.general_fraction, seed)
-    return train_examples, eval_examples
+        return train_examples, eval_examples, len(train_examples) - own
+    return train_examples, eval_examples, 0
 
 
 def _fixed_batches(examples: list, batch_size: int, collate) -> list:
@@ -653,13 +657,21 @@ def report_start(model_section: dict, data_section: DataSection, model, data: Pr
     """One line on the model and the data, and one on a newly created MLM head."""
     source = model_section.get("init") or model_section["preset"]
     described = (f"streamed examples (blocks of {data_section.block_docs} documents)" if data_section.streaming else
-                 f"{data.num_train_examples} train examples, {len(data.batches)} batches per epoch per "
+                 f"{data.num_train_examples} train examples{general_share(data_section, data)}, "
+                 f"{len(data.batches)} batches per epoch per "
                  f"rank, padding {data.batches.padding_fraction():.1%}")
     print(f"pretrain: {type(model).__name__} {source} ({model.num_parameters() / 1e6:.2f}M params), "
           f"{len(data.docs)} documents, {described}, {data.num_eval_examples} held-out examples", flush=True)
     if getattr(model, "init_info", None) and model.init_info["new_head_weights"]:
         print(f"pretrain: new MLM head ({model_section.get('head_init', 'identity')} init) on "
               f"the encoder of {model_section['init']}", flush=True)
+
+
+def general_share(data_section: DataSection, data: PretrainData) -> str:
+    """How many of the train examples are data.general_corpus's (walk O #2: counted unsaid)."""
+    if not data.num_general_examples:
+        return ""
+    return f" ({data.num_general_examples} of them from data.general_corpus={data_section.general_corpus})"
 
 
 def write_baseline(data: PretrainData, tokenizer, out_dir: str) -> None:

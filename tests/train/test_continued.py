@@ -2,6 +2,8 @@
 
 import json
 import os
+import re
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -12,6 +14,7 @@ from bertkit.errors import CheckpointError, ConfigError
 from bertkit.data.keywords import read_keywords
 from bertkit.objectives.mlm import masking_options
 from bertkit.recipes.continued import general_count, mix_examples
+from bertkit.recipes import continued
 from bertkit.recipes.pretrain import DataSection, build_model, parse_config, run_pretraining
 
 KEYWORDS = ["market", "shares", "profits", "economy", "bank", "prices", "sales", "growth"]
@@ -145,8 +148,11 @@ def test_dapt_from_minilm_lowers_held_out_domain_loss(minilm_dir, bbc_dir, tmp_p
     }
     metrics = run_pretraining(parse_config(raw), out, progress=False)
     # the general text is said, with its share and how to leave it out (walk O #2: mixed in unsaid)
+    said = capsys.readouterr().out
     assert ("pretrain: mixing in data.general_corpus=wordnet (20% of the training sequences; --set "
-            "'data.general_corpus=\"\"' to use only data.corpus): tokenizing it") in capsys.readouterr().out
+            "'data.general_corpus=\"\"' to use only data.corpus): tokenizing it") in said
+    counted = re.search(r"(\d+) train examples \((\d+) of them from data.general_corpus=wordnet\)", said)
+    assert counted and round(int(counted[2]) / int(counted[1]), 1) == 0.2  # the count says what is not one's own
     rows = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
     evals = {r["step"]: r for r in rows if r["split"] == "eval"}
     first_train = next(r["loss"] for r in rows if r["split"] == "train")
@@ -164,6 +170,22 @@ def test_dapt_from_minilm_lowers_held_out_domain_loss(minilm_dir, bbc_dir, tmp_p
     assert torch.equal(adapted["bert.pooler.dense.weight"], original["pooler.dense.weight"])  # carried
     query = "encoder.layer.0.attention.self.query.weight"
     assert not torch.equal(adapted["bert." + query], original[query])  # the encoder did adapt
+
+
+def test_the_general_corpus_is_tokenized_with_the_runs_progress_bar(monkeypatch, tmp_path):
+    """walk O #2: GCIDE took 45 s with no bar while the run's own shards had one."""
+    seen = {}
+
+    def shards(corpus, tokenizer, directory, **kwargs):
+        seen.update(kwargs)
+        return list(range(10))
+
+    monkeypatch.setattr(continued, "shard_documents", shards)
+    data = SimpleNamespace(general_corpus="wordnet", general_fraction=0.25, mode="file", general_max_documents=0,
+                           eval_fraction=0.2)
+    ctx = SimpleNamespace(is_main=True, barrier=lambda: None)
+    continued.open_general(data, 0, None, str(tmp_path), ctx, progress=True)
+    assert seen["progress"] is True
 
 
 def _tiny_modern_checkpoint(directory, with_head: bool) -> str:
