@@ -74,6 +74,7 @@ from bertkit.runtime.run_dir import (check_apart, check_saved_options, latest_ch
                                      refuse_unresumed, run_lock)
 from bertkit.tokenizer import Tokenizer
 from bertkit.tokenizer.extend import extended, words_to_add
+from bertkit.tokenizer.training import small_vocabulary
 from bertkit.train.batching import LengthBucketedBatches
 from bertkit.settings.config_io import apply_overrides, check_keys, dataclass_from_dict, load_toml, Override, split_override, suggest
 from bertkit.train.distributed import DistContext, init_distributed, shutdown
@@ -421,6 +422,10 @@ def train_tokenizer(section: TokenizerSection, corpus: CorpusDocuments) -> Token
     if tokenizer.vocab_size > section.vocab_size:  # every character (byte) of the text is a token
         warnings.warn(f"tokenizer.vocab_size={section.vocab_size} is below the text's alphabet and the special "
                       f"tokens: the vocabulary has {tokenizer.vocab_size} tokens")
+    small = small_vocabulary(tokenizer.vocab_size, section.vocab_size, section.min_frequency,
+                             "tokenizer.min_frequency")
+    if small:  # the model is built for the vocabulary it got: said, not refused
+        warnings.warn(f"data.corpus: {small}")
     return tokenizer
 
 
