@@ -85,7 +85,8 @@ from bertkit.train.config import TrainConfig
 from bertkit.train.rng import seed_everything
 from bertkit.train.trainer import Trainer
 from bertkit.recipes.continued import (INIT_KEYS, GeneralCorpus, check_data_section, check_model_section, grow_vocabulary,
-                        load_init_model, mix_examples, open_general, read_init_config)
+                        load_init_model, mix_examples, open_general, read_init_config,
+                        refuse_other_architecture)
 
 TOKENIZER_KINDS = ("wordpiece", "bpe")
 RUN_FILE = "pretrain_config.json"  # the options of the run, checked when it is resumed
@@ -268,6 +269,8 @@ def parse_config(raw: dict, overrides: Sequence[Override] = ()) -> PretrainConfi
     check_model_section(model)
     if not model.get("init"):  # (a checkpoint's own config decides its family)
         refuse_other_family_keys(model, family_for(model.get("model_type", "bert")), from_recipe)
+    else:
+        refuse_other_architecture(model, from_recipe)
     model.setdefault("preset", "tiny")  # unused with model.init (the checkpoint fixes the shape)
     if model["preset"] not in SIZE_PRESETS:
         raise ConfigError(f"model.preset {model['preset']!r} is not known; use one of {sorted(SIZE_PRESETS)}")

@@ -15,8 +15,9 @@ from bertkit.data.keywords import read_keywords
 from bertkit.objectives.mlm import masking_options
 from bertkit.recipes.continued import general_count, mix_examples
 from bertkit.recipes import continued
-from bertkit.recipes.pretrain import DataSection, build_model, parse_config, run_pretraining
+from bertkit.recipes.pretrain import DataSection, build_model, load_config, parse_config, run_pretraining
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KEYWORDS = ["market", "shares", "profits", "economy", "bank", "prices", "sales", "growth"]
 
 
@@ -186,6 +187,24 @@ def test_the_general_corpus_is_tokenized_with_the_runs_progress_bar(monkeypatch,
     ctx = SimpleNamespace(is_main=True, barrier=lambda: None)
     continued.open_general(data, 0, None, str(tmp_path), ctx, progress=True)
     assert seen["progress"] is True
+
+
+def test_a_recipe_for_another_family_is_refused_naming_the_recipe_to_continue_with(minilm_dir):
+    """walk O #9: pretrain-tiny.toml (the modern encoder) with model.init = a BERT checkpoint said
+    "remove model.model_type" (not removable from the command line), then, with --set
+    model.model_type=bert, "replace: 'global_attn_every_n_layers' is not a BertConfig field"."""
+    tiny = os.path.join(ROOT, "configs", "pretrain-tiny.toml")
+    for extra, named in (([], "model.model_type = 'modernbert', "), (["model.model_type=bert"], "")):
+        with pytest.raises(ConfigError) as refused:
+            load_config(tiny, [f"model.init={minilm_dir}", *extra])
+        said = str(refused.value)
+        assert said.startswith(f"the recipe is for another model than model.init's (it sets {named}"
+                               "model.global_attn_every_n_layers, model.local_attention): ")
+        assert f"{minilm_dir} holds a 'bert' model (BERT family)" in said
+        assert "continue it with configs/tapt-mini.toml" in said and "replace:" not in said
+    with pytest.raises(ConfigError, match=r"^model.local_attention does not fit model.init: .* drop it from --set"):
+        parse_config({"model": {"init": minilm_dir}}, ["model.local_attention=8"])
+    assert load_config(os.path.join(ROOT, "configs", "tapt-mini.toml"), [f"model.init={minilm_dir}"]).model["init"]
 
 
 def _tiny_modern_checkpoint(directory, with_head: bool) -> str:
