@@ -1,11 +1,15 @@
 """pretrain's last lines: the kept model's held-out MLM loss beside the context-free unigram loss
-(bertkit/commands/pretrain.py `against_unigram`), said plainly when it is not below it."""
+(bertkit/commands/pretrain.py `against_unigram`), said plainly when it is not below it; and what
+a Ctrl-C before training says."""
 
 from __future__ import annotations
 
 import json
 
+import bertkit.commands.pretrain as command
+from bertkit.commands.cli import main
 from bertkit.commands.pretrain import against_unigram
+from bertkit.runtime.run_dir import STATE_FILE
 
 
 def test_a_model_at_the_unigram_loss_is_said_to_have_learnt_nothing_beyond_word_frequencies(tmp_path):
@@ -17,3 +21,20 @@ def test_a_model_at_the_unigram_loss_is_said_to_have_learnt_nothing_beyond_word_
                                                    "frequencies, no context)")
     assert against_unigram(str(tmp_path), None) is None  # no evaluation (a resume with nothing to train)
     assert against_unigram(str(tmp_path / "elsewhere"), 4.2) is None  # no baseline (ELECTRA, no held-out set)
+
+
+def test_a_ctrl_c_before_training_says_what_a_rerun_keeps(tmp_path, capsys, monkeypatch):
+    """walk O #12: a Ctrl-C while the tokenizer or the shards were built said only "interrupted"."""
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(command, "pretrain", interrupted)
+    code = main(["pretrain", "--config", "configs/pretrain-tiny.toml", "--out", str(tmp_path / "run")])
+    assert code == 130
+    assert capsys.readouterr().err.strip() == (
+        "bertkit pretrain: interrupted before the first checkpoint; run the same command again to start over "
+        "(--resume is not needed): a tokenizer it finished and its finished token shards are reused, the rest is "
+        "built again")
+    (tmp_path / "run" / "checkpoint-40").mkdir(parents=True)  # a --resume run stopped before the Trainer took over
+    (tmp_path / "run" / "checkpoint-40" / STATE_FILE).write_bytes(b"")
+    assert command.interrupted_before_training(str(tmp_path / "run")).endswith("continue from checkpoint-40")

@@ -567,3 +567,29 @@ def test_a_tokenizer_trained_into_out_tokenizer_is_refused_not_deleted(tmp_path,
     assert code == 2 and "holds a tokenizer that no pretrain run made" in err
     assert f"--set tokenizer.path={mine}" in err
     assert (mine / "tokenizer.json").read_bytes() == before  # kept as it was
+    code, said, err = run(pretrain_argv(out, *sets([f"tokenizer.path={mine}"])), capsys)  # the fix the refusal names
+    assert code == 0, err
+    assert "held-out mlm_loss" in said and "the unigram loss" in said  # walk O #11: the last line compares them
+    assert (mine / "tokenizer.json").read_bytes() == before
+
+
+def test_a_pretrain_run_refuses_a_foreign_tokenizer_before_it_reads_the_corpus(tmp_path, capsys, monkeypatch):
+    (tmp_path / "runs" / "tokenizer").mkdir(parents=True)
+    (tmp_path / "runs" / "tokenizer" / "tokenizer.json").write_text("{}", encoding="utf-8")
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the run started before the refusal")
+
+    monkeypatch.setattr(pretrain_recipe, "run_pretraining", no_work)
+    code, _, err = run(pretrain_argv(tmp_path / "runs"), capsys)
+    assert code == 2 and "holds a tokenizer that no pretrain run made" in err
+
+
+def test_a_pretrain_made_tokenizer_with_an_unreadable_record_is_said_so_and_retrained(tmp_path):
+    made = tmp_path / "tokenizer"
+    made.mkdir()
+    (made / "tokenizer.json").write_text("{}", encoding="utf-8")
+    (made / pretrain_recipe.TOKENIZER_ORIGIN).write_text("{not json", encoding="utf-8")
+    with pytest.warns(UserWarning, match=f"its {pretrain_recipe.TOKENIZER_ORIGIN} is unreadable"):
+        pretrain_recipe.drop_stale_tokenizer(str(made), {"corpus": "bbc"})  # not "an older bertkit"
+    assert not made.exists()

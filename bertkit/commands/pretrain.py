@@ -6,7 +6,7 @@ import json
 import os
 
 from bertkit.recipes.pretrain import pretrain
-from bertkit.runtime.run_dir import final_model, is_main_process, not_a_model
+from bertkit.runtime.run_dir import final_model, is_main_process, latest_checkpoint, not_a_model
 from bertkit.commands.options import add_device, add_progress, add_seed, add_set, metrics_text, typed_settings
 
 
@@ -23,7 +23,12 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     overrides = list(args.set) + typed_settings(args)
-    metrics = pretrain(args.config, args.out, overrides, resume=args.resume, progress=not args.no_progress)
+    try:
+        metrics = pretrain(args.config, args.out, overrides, resume=args.resume, progress=not args.no_progress)
+    except KeyboardInterrupt as e:
+        if str(e):  # the Trainer's RunInterrupted: it saved a checkpoint and says how to continue
+            raise
+        raise KeyboardInterrupt(interrupted_before_training(args.out)) from None
     if not is_main_process():  # a run under torchrun reports once (every rank returns its metrics)
         return 0
     best = {k: metrics.pop(k) for k in list(metrics) if k.startswith("best_")}  # (replayed on a resume too)
@@ -44,6 +49,17 @@ def run(args) -> int:
     if against:
         print(against)
     return 0
+
+
+def interrupted_before_training(out: str) -> str:
+    """A Ctrl-C before the Trainer took over signals (tokenizer training, shard building: minutes
+    on a large corpus) said only "interrupted" (walk O #12): what a rerun keeps and redoes."""
+    checkpoint = latest_checkpoint(out)
+    if checkpoint:  # only a --resume run gets this far with a checkpoint in --out
+        return (f"interrupted before training resumed; run the same command again (with --resume) to continue "
+                f"from {os.path.basename(checkpoint)}")
+    return ("interrupted before the first checkpoint; run the same command again to start over (--resume is not "
+            "needed): a tokenizer it finished and its finished token shards are reused, the rest is built again")
 
 
 def against_unigram(out: str, loss: float | None) -> str | None:

@@ -16,6 +16,7 @@ from bertkit.models.checkpoint import WEIGHT_FILES
 from bertkit.peft.io import ADAPTER_WEIGHTS
 from bertkit.runtime.progress import on_terminal
 from bertkit.tokenizer import Tokenizer
+from bertkit.tokenizer.training import small_vocabulary
 
 VOCABULARY_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "merges.txt")
 
@@ -54,6 +55,9 @@ def run(args) -> int:
     if tok.vocab_size > args.vocab_size:  # every character of the text, and the specials, is a token
         print(f"note: above --vocab-size {args.vocab_size}: the alphabet (every character; every byte for "
               f"BPE) and the special tokens alone are {tok.vocab_size} tokens")
+    small = small_vocabulary(tok.vocab_size, args.vocab_size, args.min_frequency, "--min-frequency")
+    if small:
+        print(f"note: {small}")
     return 0
 
 

@@ -74,6 +74,7 @@ from bertkit.runtime.run_dir import (check_apart, check_saved_options, latest_ch
                                      refuse_unresumed, run_lock)
 from bertkit.tokenizer import Tokenizer
 from bertkit.tokenizer.extend import extended, words_to_add
+from bertkit.tokenizer.training import small_vocabulary
 from bertkit.train.batching import LengthBucketedBatches
 from bertkit.settings.config_io import apply_overrides, check_keys, dataclass_from_dict, load_toml, Override, split_override, suggest
 from bertkit.train.distributed import DistContext, init_distributed, shutdown
@@ -84,7 +85,8 @@ from bertkit.train.config import TrainConfig
 from bertkit.train.rng import seed_everything
 from bertkit.train.trainer import Trainer
 from bertkit.recipes.continued import (INIT_KEYS, GeneralCorpus, check_data_section, check_model_section, grow_vocabulary,
-                        load_init_model, mix_examples, open_general, read_init_config)
+                        load_init_model, mix_examples, open_general, read_init_config,
+                        refuse_other_architecture)
 
 TOKENIZER_KINDS = ("wordpiece", "bpe")
 RUN_FILE = "pretrain_config.json"  # the options of the run, checked when it is resumed
@@ -267,6 +269,8 @@ def parse_config(raw: dict, overrides: Sequence[Override] = ()) -> PretrainConfi
     check_model_section(model)
     if not model.get("init"):  # (a checkpoint's own config decides its family)
         refuse_other_family_keys(model, family_for(model.get("model_type", "bert")), from_recipe)
+    else:
+        refuse_other_architecture(model, from_recipe)
     model.setdefault("preset", "tiny")  # unused with model.init (the checkpoint fixes the shape)
     if model["preset"] not in SIZE_PRESETS:
         raise ConfigError(f"model.preset {model['preset']!r} is not known; use one of {sorted(SIZE_PRESETS)}")
@@ -383,19 +387,26 @@ def drop_stale_tokenizer(directory: str, origin: dict) -> None:
     TOKENIZER_ORIGIN beside it records), with a note naming what changed."""
     if not os.path.exists(os.path.join(directory, "tokenizer.json")):
         return
-    record = os.path.join(directory, TOKENIZER_ORIGIN)
-    if not os.path.isfile(record):  # not a pretrain run's (`bertkit tokenizer train --out` there): the user's own
-        raise ConfigError(f"{directory} holds a tokenizer that no pretrain run made (it has no {TOKENIZER_ORIGIN}), "
-                          f"and a pretrain run keeps its own there: to pre-train with it, --set "
-                          f"tokenizer.path={directory}; else move it or give another --out")
+    refuse_foreign_tokenizer(directory)
     try:
-        old = read_json_object(record, "it is trained again")
-    except BertkitError:
-        old = None  # unreadable: as good as no record
-    changes = origin_changes(old, origin)
+        changes = origin_changes(read_json_object(os.path.join(directory, TOKENIZER_ORIGIN), "it is trained again"),
+                                 origin)
+    except BertkitError:  # a pretrain run's record, damaged: its tokenizer is retrained like a stale one
+        changes = f"its {TOKENIZER_ORIGIN} is unreadable"
     if changes is not None:
         warnings.warn(f"{directory} was trained on other data ({changes}); training it again")
         shutil.rmtree(directory)
+
+
+def refuse_foreign_tokenizer(directory: str) -> None:
+    """A tokenizer in OUT/tokenizer without a pretrain run's record (TOKENIZER_ORIGIN) is the
+    user's (`bertkit tokenizer train --out OUT/tokenizer`): refused, never deleted and retrained
+    (walk O #1 lost one so, with a warning blaming an older bertkit)."""
+    if os.path.isfile(os.path.join(directory, "tokenizer.json")) and \
+            not os.path.isfile(os.path.join(directory, TOKENIZER_ORIGIN)):
+        raise ConfigError(f"{directory} holds a tokenizer that no pretrain run made (it has no {TOKENIZER_ORIGIN}), "
+                          f"and a pretrain run keeps its own there: to pre-train with it, --set "
+                          f"tokenizer.path={directory}; else move it or give another --out")
 
 
 def train_tokenizer(section: TokenizerSection, corpus: CorpusDocuments) -> Tokenizer:
@@ -414,6 +425,10 @@ def train_tokenizer(section: TokenizerSection, corpus: CorpusDocuments) -> Token
     if tokenizer.vocab_size > section.vocab_size:  # every character (byte) of the text is a token
         warnings.warn(f"tokenizer.vocab_size={section.vocab_size} is below the text's alphabet and the special "
                       f"tokens: the vocabulary has {tokenizer.vocab_size} tokens")
+    small = small_vocabulary(tokenizer.vocab_size, section.vocab_size, section.min_frequency,
+                             "tokenizer.min_frequency")
+    if small:  # the model is built for the vocabulary it got: said, not refused
+        warnings.warn(f"data.corpus: {small}")
     return tokenizer
 
 
@@ -510,6 +525,7 @@ class PretrainData:
     general_eval_batches: list  # held-out general text: the forgetting monitor
     num_train_examples: int | None  # None when streamed
     num_eval_examples: int
+    num_general_examples: int = 0  # of num_train_examples, those of data.general_corpus
 
 
 def build_data(d: DataSection, t: TrainConfig, objective: Objective, tokenizer, corpus: CorpusDocuments,
@@ -521,15 +537,16 @@ def build_data(d: DataSection, t: TrainConfig, objective: Objective, tokenizer, 
     rules = cleaning_rules(d)
     docs, train_docs = clean_training(rules, "corpus", docs, train_docs, eval_docs, tokenizer, out_dir, ctx.is_main)
     builder = make_builder(d.builder, d.max_length, SpecialTokens.from_tokenizer(tokenizer))
-    general = open_general(d, t.seed, tokenizer, out_dir, ctx)  # None without data.general_corpus
+    general = open_general(d, t.seed, tokenizer, out_dir, ctx, progress)  # None without data.general_corpus
     if general is not None:
         general.docs, general.train_docs = clean_training(rules, "general_corpus", general.docs, general.train_docs,
                                                           general.eval_docs, tokenizer, out_dir, ctx.is_main)
     if d.streaming:  # examples are built lazily, a block of documents at a time
-        train_examples = None
+        train_examples, mixed = None, 0
         eval_examples = take_examples(builder, docs, eval_docs, random.Random(t.seed + 1), d.max_eval_examples)
     else:
-        train_examples, eval_examples = _examples_in_memory(d, t.seed, builder, docs, train_docs, eval_docs, general)
+        train_examples, eval_examples, mixed = _examples_in_memory(d, t.seed, builder, docs, train_docs, eval_docs,
+                                                                   general)
 
     def collator(seed: int):
         return objective.collator(tokenizer, d, seed)
@@ -552,7 +569,7 @@ def build_data(d: DataSection, t: TrainConfig, objective: Objective, tokenizer, 
                                      d.max_eval_examples)
         general_eval_batches = _fixed_batches(general_eval, t.batch_size, collator(t.seed + 99992))
     return PretrainData(docs, train_docs, batches, data_state, eval_batches, general_eval_batches,
-                        None if train_examples is None else len(train_examples), len(eval_examples))
+                        None if train_examples is None else len(train_examples), len(eval_examples), mixed)
 
 
 def cleaning_rules(data: DataSection) -> CleaningRules:
@@ -580,16 +597,18 @@ def clean_training(rules: CleaningRules, which: str, docs, train_docs, eval_docs
 
 
 def _examples_in_memory(data: DataSection, seed: int, builder, docs, train_docs, eval_docs,
-                        general: GeneralCorpus | None) -> tuple[list, list]:
+                        general: GeneralCorpus | None) -> tuple[list, list, int]:
     """(train, held-out) examples, fixed for the run like BERT's static data (the masks are
-    not); general text is mixed into training as data.general_fraction says."""
+    not), and how many of the train ones are general text (mixed in as data.general_fraction says)."""
     train_examples = build_examples(builder, docs, train_docs, random.Random(seed))
     eval_examples = build_examples(builder, docs, eval_docs, random.Random(seed + 1))
     eval_examples = eval_examples[: data.max_eval_examples]
     if general is not None and data.general_fraction:
         general_examples = build_examples(builder, general.docs, general.train_docs, random.Random(seed + 2))
+        own = len(train_examples)
         train_examples = mix_examples(train_examples, general_examples, data.general_fraction, seed)
-    return train_examples, eval_examples
+        return train_examples, eval_examples, len(train_examples) - own
+    return train_examples, eval_examples, 0
 
 
 def _fixed_batches(examples: list, batch_size: int, collate) -> list:
@@ -646,13 +665,21 @@ def report_start(model_section: dict, data_section: DataSection, model, data: Pr
     """One line on the model and the data, and one on a newly created MLM head."""
     source = model_section.get("init") or model_section["preset"]
     described = (f"streamed examples (blocks of {data_section.block_docs} documents)" if data_section.streaming else
-                 f"{data.num_train_examples} train examples, {len(data.batches)} batches per epoch per "
+                 f"{data.num_train_examples} train examples{general_share(data_section, data)}, "
+                 f"{len(data.batches)} batches per epoch per "
                  f"rank, padding {data.batches.padding_fraction():.1%}")
     print(f"pretrain: {type(model).__name__} {source} ({model.num_parameters() / 1e6:.2f}M params), "
           f"{len(data.docs)} documents, {described}, {data.num_eval_examples} held-out examples", flush=True)
     if getattr(model, "init_info", None) and model.init_info["new_head_weights"]:
         print(f"pretrain: new MLM head ({model_section.get('head_init', 'identity')} init) on "
               f"the encoder of {model_section['init']}", flush=True)
+
+
+def general_share(data_section: DataSection, data: PretrainData) -> str:
+    """How many of the train examples are data.general_corpus's (walk O #2: counted unsaid)."""
+    if not data.num_general_examples:
+        return ""
+    return f" ({data.num_general_examples} of them from data.general_corpus={data_section.general_corpus})"
 
 
 def write_baseline(data: PretrainData, tokenizer, out_dir: str) -> None:
@@ -725,6 +752,8 @@ def check_run_dir(cfg: PretrainConfig, out_dir: str, resume: bool) -> None:
     check_corpora(cfg.data, out_dir)
     check_shard_tokenizer(cfg)
     existing = latest_checkpoint(out_dir)
+    if not existing and (cfg.tokenizer.extend_vocab or not (cfg.tokenizer.path or cfg.model.get("init"))):
+        refuse_foreign_tokenizer(os.path.join(out_dir, "tokenizer"))  # before the corpus is opened: see walk O #1
     refuse_unresumed(out_dir, existing, resume)
     if existing:
         check_saved_options(out_dir, RUN_FILE, cfg.to_dict(), defaults=parse_config({}).to_dict())

@@ -20,6 +20,21 @@ from bertkit.tokenizer.kinds import (ROLES, SPECIALS, add_bpe_specials, bert_pos
                                      roberta_post_processor)
 
 
+SMALL_VOCABULARY = 0.5  # a vocabulary under this share of the size asked: the text ran out of pieces
+
+
+def small_vocabulary(got: int, asked: int, min_frequency: int, option: str) -> str | None:
+    """Said when training gave far fewer tokens than asked (walk O #8: 60 for 2,000, unsaid): the
+    merges stop when no pair of pieces occurs `min_frequency` times, so the text is what is short.
+    `option`: the minimum frequency's name where the caller sets it."""
+    if got >= SMALL_VOCABULARY * asked:
+        return None
+    lower = f", as may a lower {option}" if min_frequency > 1 else ""
+    return (f"the vocabulary has {got:,} tokens of the {asked:,} asked: the text has only {got:,} distinct "
+            f"pieces (its characters, the special tokens, and the merges of pieces seen {min_frequency}+ times); "
+            f"a larger corpus gives a fuller vocabulary{lower}")
+
+
 def wordpiece_backend(
     files=None,
     vocab_size: int = 30522,

@@ -2,6 +2,8 @@
 
 import json
 import os
+import re
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -12,8 +14,10 @@ from bertkit.errors import CheckpointError, ConfigError
 from bertkit.data.keywords import read_keywords
 from bertkit.objectives.mlm import masking_options
 from bertkit.recipes.continued import general_count, mix_examples
-from bertkit.recipes.pretrain import DataSection, build_model, parse_config, run_pretraining
+from bertkit.recipes import continued
+from bertkit.recipes.pretrain import DataSection, build_model, load_config, parse_config, run_pretraining
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KEYWORDS = ["market", "shares", "profits", "economy", "bank", "prices", "sales", "growth"]
 
 
@@ -145,8 +149,11 @@ def test_dapt_from_minilm_lowers_held_out_domain_loss(minilm_dir, bbc_dir, tmp_p
     }
     metrics = run_pretraining(parse_config(raw), out, progress=False)
     # the general text is said, with its share and how to leave it out (walk O #2: mixed in unsaid)
+    said = capsys.readouterr().out
     assert ("pretrain: mixing in data.general_corpus=wordnet (20% of the training sequences; --set "
-            "'data.general_corpus=\"\"' to use only data.corpus): tokenizing it") in capsys.readouterr().out
+            "'data.general_corpus=\"\"' to use only data.corpus): tokenizing it") in said
+    counted = re.search(r"(\d+) train examples \((\d+) of them from data.general_corpus=wordnet\)", said)
+    assert counted and round(int(counted[2]) / int(counted[1]), 1) == 0.2  # the count says what is not one's own
     rows = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
     evals = {r["step"]: r for r in rows if r["split"] == "eval"}
     first_train = next(r["loss"] for r in rows if r["split"] == "train")
@@ -164,6 +171,40 @@ def test_dapt_from_minilm_lowers_held_out_domain_loss(minilm_dir, bbc_dir, tmp_p
     assert torch.equal(adapted["bert.pooler.dense.weight"], original["pooler.dense.weight"])  # carried
     query = "encoder.layer.0.attention.self.query.weight"
     assert not torch.equal(adapted["bert." + query], original[query])  # the encoder did adapt
+
+
+def test_the_general_corpus_is_tokenized_with_the_runs_progress_bar(monkeypatch, tmp_path):
+    """walk O #2: GCIDE took 45 s with no bar while the run's own shards had one."""
+    seen = {}
+
+    def shards(corpus, tokenizer, directory, **kwargs):
+        seen.update(kwargs)
+        return list(range(10))
+
+    monkeypatch.setattr(continued, "shard_documents", shards)
+    data = SimpleNamespace(general_corpus="wordnet", general_fraction=0.25, mode="file", general_max_documents=0,
+                           eval_fraction=0.2)
+    ctx = SimpleNamespace(is_main=True, barrier=lambda: None)
+    continued.open_general(data, 0, None, str(tmp_path), ctx, progress=True)
+    assert seen["progress"] is True
+
+
+def test_a_recipe_for_another_family_is_refused_naming_the_recipe_to_continue_with(minilm_dir):
+    """walk O #9: pretrain-tiny.toml (the modern encoder) with model.init = a BERT checkpoint said
+    "remove model.model_type" (not removable from the command line), then, with --set
+    model.model_type=bert, "replace: 'global_attn_every_n_layers' is not a BertConfig field"."""
+    tiny = os.path.join(ROOT, "configs", "pretrain-tiny.toml")
+    for extra, named in (([], "model.model_type = 'modernbert', "), (["model.model_type=bert"], "")):
+        with pytest.raises(ConfigError) as refused:
+            load_config(tiny, [f"model.init={minilm_dir}", *extra])
+        said = str(refused.value)
+        assert said.startswith(f"the recipe is for another model than model.init's (it sets {named}"
+                               "model.global_attn_every_n_layers, model.local_attention): ")
+        assert f"{minilm_dir} holds a 'bert' model (BERT family)" in said
+        assert "continue it with configs/tapt-mini.toml" in said and "replace:" not in said
+    with pytest.raises(ConfigError, match=r"^model.local_attention does not fit model.init: .* drop it from --set"):
+        parse_config({"model": {"init": minilm_dir}}, ["model.local_attention=8"])
+    assert load_config(os.path.join(ROOT, "configs", "tapt-mini.toml"), [f"model.init={minilm_dir}"]).model["init"]
 
 
 def _tiny_modern_checkpoint(directory, with_head: bool) -> str:

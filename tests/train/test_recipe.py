@@ -192,3 +192,20 @@ def test_a_vocabulary_size_below_the_alphabet_is_said():
     cfg = parse_config({"tokenizer": {"vocab_size": 20}, "data": {"max_documents": 5}})
     with pytest.warns(UserWarning, match=r"tokenizer.vocab_size=20 is below the text's alphabet .* has \d+ tokens"):
         train_tokenizer(cfg.tokenizer, CorpusDocuments("bbc", max_documents=5))
+
+
+def test_a_vocabulary_far_under_the_size_asked_is_said(tmp_path, capsys):
+    """walk O #8: 3 short documents gave 41 of 4,000 tokens, and two files 60 of 2,000, unsaid."""
+    texts = ["the cat sat on the mat", "a dog ran in the park", "the sun is hot today"]
+    (tmp_path / "few.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    cfg = parse_config({"tokenizer": {"vocab_size": 4000}})
+    with pytest.warns(UserWarning, match=r"data.corpus: the vocabulary has \d+ tokens of the 4,000 asked: the text "
+                                         r"has only \d+ distinct pieces .* a larger corpus gives a fuller vocabulary, "
+                                         r"as may a lower tokenizer.min_frequency"):
+        train_tokenizer(cfg.tokenizer, CorpusDocuments(str(tmp_path / "few.txt")))
+    out = str(tmp_path / "tok")
+    args = ["train", "--files", str(tmp_path / "few.txt"), "--vocab-size", "2000", "--min-frequency", "1", "--out", out]
+    assert run_command("tokenizer", args) == 0
+    said = capsys.readouterr().out
+    assert "note: the vocabulary has" in said and "of the 2,000 asked: the text has only" in said
+    assert said.rstrip().endswith("a larger corpus gives a fuller vocabulary")  # --min-frequency 1: nothing lower
