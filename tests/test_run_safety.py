@@ -554,6 +554,16 @@ def test_an_empty_or_gzip_corpus_file_is_said_so_not_counted_as_one_document(nam
                        capsys, tmp_path, fragment)
 
 
+def test_tokenizer_train_on_a_gzip_file_says_gunzip_not_re_encode(tmp_path, capsys):
+    """It said "not valid UTF-8; re-encode it (iconv ...)" for a .gz file, after the trainer failed."""
+    packed = tmp_path / "texts.txt.gz"
+    packed.write_bytes(b"\x1f\x8b\x08\x00" + bytes(range(1, 200)))
+    code, _, err = run(["tokenizer", "train", "--files", packed, "--vocab-size", "120", "--out", tmp_path / "tok"],
+                       capsys)
+    assert code == 2 and "gzip-compressed: gunzip it first" in err and "iconv" not in err
+    assert not (tmp_path / "tok").exists()
+
+
 def test_a_tokenizer_trained_into_out_tokenizer_is_refused_not_deleted(tmp_path, capsys):
     """walk O #1: `tokenizer train --out runs/mytext/tokenizer` then `pretrain --out runs/mytext`
     deleted the user's tokenizer (no record of a pretrain run's data) and trained another."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from bertkit.data.corpus import TABLE_SUFFIXES
+from bertkit.data.corpus import TABLE_SUFFIXES, check_text_file
 from bertkit.data.documents import CorpusDocuments
 from bertkit.errors import ConfigError
 from bertkit.models.checkpoint import WEIGHT_FILES
@@ -65,6 +65,9 @@ MODEL_WEIGHTS = WEIGHT_FILES + (ADAPTER_WEIGHTS,)  # a model's (or an adapter's)
 
 
 def _check_options(args) -> None:
+    for path in args.files:  # a gzip or binary file, by its first bytes, before any training (not "re-encode it")
+        if os.path.splitext(path)[1].lower() not in TABLE_SUFFIXES:
+            check_text_file(path)
     if args.cased and args.kind == "bpe":
         raise ConfigError("--cased is for --kind wordpiece: byte-level BPE keeps case always; drop --cased")
     weights = [name for name in MODEL_WEIGHTS if os.path.isfile(os.path.join(args.out, name))]
