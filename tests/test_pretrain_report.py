@@ -38,3 +38,18 @@ def test_a_ctrl_c_before_training_says_what_a_rerun_keeps(tmp_path, capsys, monk
     (tmp_path / "run" / "checkpoint-40").mkdir(parents=True)  # a --resume run stopped before the Trainer took over
     (tmp_path / "run" / "checkpoint-40" / STATE_FILE).write_bytes(b"")
     assert command.interrupted_before_training(str(tmp_path / "run")).endswith("continue from checkpoint-40")
+
+
+def test_the_unigram_line_reads_the_kept_models_loss_not_the_last_steps(tmp_path, capsys, monkeypatch):
+    """Early stopping on mlm_accuracy kept step 200; the line compared step 400's loss."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "baseline.json").write_text(json.dumps({"unigram_loss": 6.87}), encoding="utf-8")
+    finals = {"mlm_loss": 7.5, "mlm_accuracy": 0.1, "best_step": 200, "best_mlm_accuracy": 0.3}
+    for kept, line in (({"best_mlm_loss": 4.2}, "held-out mlm_loss 4.200 against the unigram loss 6.870"),
+                       ({}, None)):  # the kept step's loss unknown: no line rather than another step's
+        monkeypatch.setattr(command, "pretrain", lambda *args, **kwargs: {**finals, **kept})
+        assert main(["pretrain", "--config", "configs/pretrain-tiny.toml", "--out", str(out)]) == 0
+        said = capsys.readouterr().out
+        assert "early stopping kept step 200" in said and "7.500 against" not in said
+        assert (line in said) if line else "unigram" not in said

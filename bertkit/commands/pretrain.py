@@ -39,13 +39,13 @@ def run(args) -> int:
         print(f"final: {metrics_text(metrics)}")
         if clock is not None:
             print(f"the time budget (train.max_minutes) ended the run at step {clock:,}")
-    kept = ""
+    kept, kept_loss = "", best.get("best_mlm_loss") if "best_step" in best else metrics.get("mlm_loss")
     if "best_step" in best:  # early stopping kept another step's model than the last
         tail = "; the final line is the last step's" if metrics else ""
         kept = f" (early stopping kept step {best.pop('best_step')}: {metrics_text(best)}{tail})"
     model = final_model(args.out)
     print(f"model saved in {model}{kept}{not_a_model(model) if model else ''}")
-    against = against_unigram(args.out, best.get("best_mlm_loss", metrics.get("mlm_loss")))
+    against = against_unigram(args.out, kept_loss)  # the kept model's loss, not the last step's
     if against:
         print(against)
     return 0

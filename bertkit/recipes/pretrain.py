@@ -738,7 +738,8 @@ def run_pretraining(cfg: PretrainConfig, out_dir: str, resume: bool = False, pro
     metrics = trainer.train(resume=resume)
     keeper = trainer.keeper
     if keeper is not None and keeper.best_step is not None:  # OUT/best is not the last step's model
-        metrics = {**metrics, "best_step": keeper.best_step, f"best_{keeper.metric}": keeper.best_metrics[keeper.metric]}
+        kept = {name: value for name, value in keeper.best_metrics.items() if name in (keeper.metric, "mlm_loss")}
+        metrics = {**metrics, "best_step": keeper.best_step, **{f"best_{name}": value for name, value in kept.items()}}
     if metrics and trainer.step < cfg.train.max_steps and not trainer.stop_requested:  # the clock ended it
         metrics = {**metrics, "stopped_by_clock_at": trainer.step}
     return metrics

@@ -190,3 +190,16 @@ def test_pretraining_stops_when_the_held_out_loss_stops_improving(tmp_path, caps
     assert os.path.isfile(os.path.join(out, "best", "tokenizer.json"))  # a complete model directory
     saved = json.load(open(os.path.join(out, "pretrain_config.json")))
     assert saved["early_stopping"] == {"patience": 2, "min_delta": 0.01, "metric": "mlm_loss"}
+
+
+def test_a_run_kept_on_accuracy_compares_the_kept_steps_loss_with_the_unigram_loss(tmp_path, capsys):
+    out = str(tmp_path / "run")
+    args = ["--config", CONFIG, "--out", out, "--no-progress", *[x for item in SMALL for x in ("--set", item)],
+            "--set", "train.max_steps=6", "--set", "train.lr=1e-7", "--set", "early_stopping.patience=1",
+            "--set", "early_stopping.metric=mlm_accuracy", "--set", "early_stopping.min_delta=0.5"]
+    capsys.readouterr()
+    assert run_command("pretrain", args) == 0
+    evals = [r for r in map(json.loads, open(os.path.join(out, "metrics.jsonl"))) if r["split"] == "eval"]
+    said = capsys.readouterr().out
+    assert "early stopping kept step 2" in said and evals[-1]["step"] > 2
+    assert f"held-out mlm_loss {evals[0]['mlm_loss']:.3f}" in said  # step 2's, the model in OUT/best
