@@ -595,6 +595,24 @@ def test_a_pretrain_run_refuses_a_foreign_tokenizer_before_it_reads_the_corpus(t
     assert code == 2 and "holds a tokenizer that no pretrain run made" in err
 
 
+def test_shards_the_user_prepared_into_out_shards_are_refused_not_rebuilt(tmp_path, capsys):
+    """As the tokenizer of walk O #1: `prepare --out runs/shards` then `pretrain --out runs` on the
+    text rebuilt the user's shards over (another origin) with only a warning."""
+    corpus = tmp_path / "texts.txt"
+    corpus.write_text("\n\n".join(t for t, _ in TEXTS * 4) + "\n", encoding="utf-8")
+    tok, out = tmp_path / "tok", tmp_path / "runs"
+    assert run(["tokenizer", "train", "--files", corpus, "--vocab-size", "120", "--out", tok], capsys)[0] == 0
+    code, _, err = run(["prepare", "--corpus", corpus, "--mode", "blank", "--tokenizer", tok, "--out", out / "shards",
+                        "--no-progress"], capsys)
+    assert code == 0, err
+    before = (out / "shards" / "meta.json").read_bytes()
+    code, _, err = run(pretrain_argv(out, *sets([f"data.corpus={corpus}", "data.mode=blank"])), capsys)
+    assert code == 2 and "holds shards made by bertkit prepare" in err and f"data.corpus={out / 'shards'}" in err
+    assert (out / "shards" / "meta.json").read_bytes() == before
+    code, _, err = run(pretrain_argv(out, *sets([f"data.corpus={out / 'shards'}", f"tokenizer.path={tok}"])), capsys)
+    assert code == 0, err  # the way the refusal names
+
+
 def test_a_pretrain_made_tokenizer_with_an_unreadable_record_is_said_so_and_retrained(tmp_path):
     made = tmp_path / "tokenizer"
     made.mkdir()

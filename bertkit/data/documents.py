@@ -114,6 +114,19 @@ def is_shard_directory(path: str) -> bool:
     return os.path.isfile(os.path.join(path, META))
 
 
+PREPARED_BY = "bertkit prepare"  # meta.json's "made_by" in shards the user prepared: never rebuilt by a run
+
+
+def refuse_prepared_shards(directory: str, setting: str) -> None:
+    """Shards `bertkit prepare` wrote where a pretrain run keeps its own (OUT/shards,
+    OUT/general-shards) are the user's: refused, never deleted and rebuilt from the corpus."""
+    meta = _meta(directory)
+    if meta and meta.get("made_by") == PREPARED_BY:
+        raise ConfigError(f"{directory} holds shards made by bertkit prepare, and a pretrain run keeps its own there: "
+                          f"to pre-train on them, --set {setting}={directory} (with tokenizer.path=the --tokenizer "
+                          "given to prepare); else move them or give another --out")
+
+
 def complete_shards(directory: str, origin: dict | None = None) -> bool:
     """True when `directory` holds shards that `prepare_shards` finished (an interrupted run
     leaves meta.json without "complete", and is resumed), built from `origin` when given."""

@@ -183,6 +183,7 @@ def prepare_shards(
     resume: bool = False,
     batch_docs: int = 64,
     built_from: dict | None = None,
+    made_by: str | None = None,
 ) -> dict:
     """Tokenize documents (lists of sentences) into memory-mapped shards under ``out_dir``.
 
@@ -195,7 +196,8 @@ def prepare_shards(
     ``docs`` (which must yield the same documents in the same order, as `Corpus` does).
     ``built_from`` (JSON values: the corpus, its fingerprint, the settings) is recorded in
     meta.json so a later run can tell whether these shards are still its data; resuming
-    shards built from something else is refused.
+    shards built from something else is refused. ``made_by`` names the command that owns them
+    (`bertkit prepare`: a pretrain run must never rebuild them over, as it does its own).
     Returns the final meta dict (also written to ``out_dir/meta.json``).
     """
     if shard_tokens < 1:
@@ -203,6 +205,8 @@ def prepare_shards(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     meta = _starting_meta(out, tokenizer, shard_tokens, resume, built_from)
+    if made_by:
+        meta["made_by"] = made_by
     if meta["complete"]:
         return meta
     atomic_write_json(out / META, _with_totals(meta))

@@ -13,7 +13,7 @@ import shlex
 import signal
 
 from bertkit.data.corpus import open_corpus
-from bertkit.data.documents import check_document_count, shard_origin
+from bertkit.data.documents import PREPARED_BY, check_document_count, shard_origin
 from bertkit.data.shards import META, prepare_shards
 from bertkit.errors import BertkitError, DataError, RunInterrupted
 from bertkit.io import loads_json, read_text
@@ -35,7 +35,8 @@ def prepare(corpus: str, tokenizer: str, out_dir: str, mode: str = "file", text_
     with run_lock(out_dir, f"prepare --corpus {corpus}"):
         try:
             return prepare_shards(documents, tok, out_dir, shard_tokens=shard_tokens, num_workers=workers,
-                                  progress=progress, resume=resume, built_from=shard_origin(corpus, documents))
+                                  progress=progress, resume=resume, built_from=shard_origin(corpus, documents),
+                                  made_by=PREPARED_BY)
         except DataError:  # bad input: a folder this run made holds nothing worth keeping
             meta = os.path.join(out_dir, META)  # (not written yet when the settings were refused)
             if created and os.path.isfile(meta) and not any(name.endswith(".bin") for name in os.listdir(out_dir)):

@@ -63,8 +63,8 @@ from bertkit.models.config import SIZE_PRESETS
 from bertkit.data.cleaning import CleaningRules, clean_documents
 from bertkit.data.collate import STRATEGIES
 from bertkit.data.corpus import open_corpus
-from bertkit.data.documents import (CorpusDocuments, is_shard_directory, origin_changes, shard_documents, shard_origin,
-                                    split_documents, check_document_count)
+from bertkit.data.documents import (CorpusDocuments, check_document_count, is_shard_directory, origin_changes,
+                                    refuse_prepared_shards, shard_documents, shard_origin, split_documents)
 from bertkit.data.examples import BUILDERS, SpecialTokens, build_examples, make_builder
 from bertkit.errors import BertkitError, ConfigError, DataError
 from bertkit.io import atomic_write_json, loads_json, read_json_object, read_text
@@ -755,9 +755,17 @@ def check_run_dir(cfg: PretrainConfig, out_dir: str, resume: bool) -> None:
     existing = latest_checkpoint(out_dir)
     if not existing and (cfg.tokenizer.extend_vocab or not (cfg.tokenizer.path or cfg.model.get("init"))):
         refuse_foreign_tokenizer(os.path.join(out_dir, "tokenizer"))  # before the corpus is opened: see walk O #1
+    for name, key in (("shards", "corpus"), ("general-shards", "general_corpus")):
+        given = getattr(cfg.data, key)
+        if not (isinstance(given, str) and given and _same_path(given, os.path.join(out_dir, name))):
+            refuse_prepared_shards(os.path.join(out_dir, name), f"data.{key}")  # the user's: see walk O
     refuse_unresumed(out_dir, existing, resume)
     if existing:
         check_saved_options(out_dir, RUN_FILE, cfg.to_dict(), defaults=parse_config({}).to_dict())
+
+
+def _same_path(a: str, b: str) -> bool:
+    return os.path.realpath(a) == os.path.realpath(b)
 
 
 def check_corpora(data: DataSection, out_dir: str) -> None:
