@@ -194,8 +194,10 @@ def imbalance_hint(summary: dict) -> str | None:
         return None
     if options.get("class_weights", "none") != "none" or best["accuracy"] - best["macro_f1"] < MISSED_CLASSES_GAP:
         return None
-    settings = "train.class_weights=balanced" + (" train.select_metric=macro_f1" if summary["select_metric"] !=
-                                                 "macro_f1" else "")
+    if any("class_weights" in row for row in summary.get("search", {}).get("trials", [])):
+        return None  # the search tried both weightings and chose on dev
+    weights = "search.class_weights=[none,balanced]" if "search" in summary else "train.class_weights=balanced"
+    settings = weights + (" train.select_metric=macro_f1" if summary["select_metric"] != "macro_f1" else "")
     return (f"dev macro_f1 {rounded(best['macro_f1'])} is far below accuracy {rounded(best['accuracy'])}: the "
             f"large classes are right and small ones missed (bertkit evaluate --per-class names them); try --set "
             f"{settings} (docs/finetune.md, \"Imbalanced classes\")")

@@ -12,13 +12,16 @@ trial, as a fine-tune picks its checkpoint):
               and the classifier's; default 0.1, 0.0
     pooling   what a sequence head reads (model.classifier_pooling); default the checkpoint's
               own and "mean"; only for the tasks with a pooled head
+    class_weights  train.class_weights, only when given (search.class_weights=[none,balanced]):
+              for single-label or token classification whose small classes are missed; pair it
+              with train.select_metric=macro_f1, or accuracy will choose "none"
     epochs    the most epochs of a trial; early stopping (`patience` evaluations) ends each trial
               at its best number of epochs. Both default to the fine-tune's own (train.epochs and
               train.patience: 6 and 2 unless --config or --set gives them), so a recipe's length
               (configs/finetune-bbc-scratch.toml: 8 epochs, no early stop) holds in its search
 
-Trials run in the order lr, then dropout, then pooling vary (so a budget cut still tried every
-learning rate first). `strategy` says how many epochs each gets:
+Trials run in the order lr, then dropout, then pooling, then class_weights vary (so a budget cut
+still tried every learning rate first). `strategy` says how many epochs each gets:
 
     grid      every grid point for `epochs` (early stopping may end it sooner)
     halving   successive halving (Jamieson & Talwalkar 2016) in rungs: every grid point trains
@@ -78,6 +81,8 @@ BUDGET_KEYS = ("max_trials", "max_minutes")  # may change on --resume
 POOLED_HEADS = (BertForSequenceClassification, BertForMultipleChoice)  # heads that read classifier_pooling
 SMALL_LRS, BASE_LRS = (5e-5, 1e-4, 3e-4), (2e-5, 3e-5, 5e-5)
 STRATEGIES = ("grid", "halving")
+AXES = ("lr", "dropout", "pooling", "class_weights")  # a trial's settings, the fastest-varying first
+CLASS_WEIGHTS = ("none", "balanced")
 HALVING_RATE = 3  # each rung keeps the best third and gives it 3x the epochs (Hyperband's eta)
 
 
@@ -88,6 +93,7 @@ class SearchSpace:
     lr: list | None = None  # None: by the model's hidden size
     dropout: list = dataclasses.field(default_factory=lambda: [0.1, 0.0])
     pooling: list | None = None  # None: the checkpoint's pooling and "mean"
+    class_weights: list | None = None  # None: not searched (the fine-tune's train.class_weights)
     epochs: float | None = None  # None: the fine-tune's train.epochs
     patience: int | None = None  # None: the fine-tune's train.patience
     strategy: str = "grid"
@@ -95,12 +101,15 @@ class SearchSpace:
     max_minutes: float = 0.0  # 0 = no time limit
 
     def __post_init__(self) -> None:
-        for name in ("lr", "dropout", "pooling"):
+        for name in ("lr", "dropout", "pooling", "class_weights"):
             values = getattr(self, name)
             if values is not None and (not isinstance(values, list) or not values):
                 raise ConfigError(f"search.{name} must be a non-empty list, e.g. search.{name}=[...], got {values!r}")
         if self.lr is not None and not all(_number(v) and v > 0 for v in self.lr):
             raise ConfigError(f"search.lr must hold positive numbers, got {self.lr!r}")
+        if self.class_weights is not None and not set(self.class_weights) <= set(CLASS_WEIGHTS):
+            raise ConfigError(f"search.class_weights must hold {' and/or '.join(CLASS_WEIGHTS)}, e.g. "
+                              f"search.class_weights=[none,balanced], got {self.class_weights!r}")
         if not all(_number(v) and 0 <= v < 1 for v in self.dropout):
             raise ConfigError(f"search.dropout must hold numbers in [0, 1), got {self.dropout!r}")
         if self.epochs is not None and not (_number(self.epochs) and self.epochs > 0):
@@ -138,15 +147,19 @@ SEARCH_KEYS = [f.name for f in dataclasses.fields(SearchSpace)]
 
 # ---------------------------------------------------------------------------- the grid
 def trial_grid(space: SearchSpace, model_dir: str, task_name: str) -> list[dict]:
-    """Every trial's settings, lr varying fastest: [{"lr", "dropout", "pooling"}, ...]."""
+    """Every trial's settings, lr varying fastest: [{"lr", "dropout", "pooling"(, "class_weights")}, ...]."""
     config = read_config(model_dir)
     lrs = space.lr or list(BASE_LRS if getattr(config, "encoder", config).hidden_size >= 768 else SMALL_LRS)
     poolings = [None]
     if get_task(task_name).model_class in POOLED_HEADS:
         own = getattr(config, "classifier_pooling", "cls")
         poolings = space.pooling or list(dict.fromkeys([own, "mean"]))
-    return [{"lr": lr, "dropout": dropout, "pooling": pooling}
-            for pooling, dropout, lr in itertools.product(poolings, space.dropout, lrs)]
+    weights = space.class_weights or [None]
+    if space.class_weights and not get_task(task_name).class_weights:
+        raise ConfigError(f"search.class_weights is for single-label or token classification, not --task {task_name}; "
+                          "leave it out")
+    return [{"lr": lr, "dropout": dropout, "pooling": pooling, **({"class_weights": w} if w else {})}
+            for w, pooling, dropout, lr in itertools.product(weights, poolings, space.dropout, lrs)]
 
 
 def rungs(space: SearchSpace, points: int) -> list[tuple[int, float]]:
@@ -171,6 +184,8 @@ def trial_sections(sections: dict, settings: dict, space: SearchSpace, model_dir
         model["classifier_pooling"] = settings["pooling"]
     train = {**sections.get("train", {}), "lr": settings["lr"], "epochs": settings.get("epochs", space.epochs),
              "patience": space.patience, **extra}
+    if "class_weights" in settings:
+        train["class_weights"] = settings["class_weights"]
     return {**sections, "model": model, "train": train}
 
 
@@ -212,7 +227,7 @@ def check_search_dir(out_dir: str, resume: bool, record: dict) -> None:
     path = os.path.join(out_dir, SEARCH_DIR, SEARCH_FILE)
     if resume and os.path.isfile(path):
         changed = changed_options(search_options(loads_json(read_text(path), path)), search_options(record),
-                                  may_change=())
+                                  may_change=(), defaults={"search.class_weights": None})  # (newer than the record)
         if changed:
             raise ConfigError(f"--resume: the search in {out_dir} was started with other options ("
                               f"{'; '.join(changed)}); repeat its options (only search.max_trials and "
@@ -248,7 +263,7 @@ def run_trials(task: str, model_dir: str, sources: tuple, out_dir: str, sections
                 break  # the budget cut that rung: its ranking is incomplete, nobody is promoted
             ranked = sorted(previous, key=functools.cmp_to_key(
                 lambda a, b: -1 if better(summaries[a], summaries[b]) else int(better(summaries[b], summaries[a]))))
-            points = [{k: rows[index][k] for k in ("lr", "dropout", "pooling")} for index in ranked[:count]]
+            points = [{k: rows[index][k] for k in AXES if k in rows[index]} for index in ranked[:count]]
         for settings in points:
             index, settings = len(rows), {**settings, "epochs": epochs}
             spent = sum(r.get("wall_time_s") or 0 for r in rows)
@@ -290,7 +305,7 @@ def keep_best(best: tuple | None, index: int, summary: dict, trial_dir: str, out
 def plan_text(space: SearchSpace, grid: list[dict], plan: list[tuple[int, float]]) -> str:
     """The plan before the first trial: how many trials, the grid, their length, the budget."""
     axes = [f"{name} {', '.join(dict.fromkeys(f'{g[name]:g}' if _number(g[name]) else str(g[name]) for g in grid))}"
-            for name in ("lr", "dropout", "pooling") if grid[0][name] is not None]
+            for name in AXES if grid[0].get(name) is not None]
     if space.strategy == "grid":
         length = f"each up to {_epochs(space.epochs)}"
     else:
@@ -415,7 +430,7 @@ def write_out_summary(out_dir: str, best: tuple, rows: list[dict]) -> None:
     first = os.path.join(out_dir, SEARCH_DIR, "trial-000", SUMMARY_FILE)
     baseline = loads_json(read_text(first), first).get("tfidf_baseline") if os.path.isfile(first) else None
     settings = next(r for r in rows if r["trial"] == index)
-    entry = {"best_trial": index, "settings": {k: settings[k] for k in ("lr", "dropout", "pooling", "epochs")},
+    entry = {"best_trial": index, "settings": {k: settings[k] for k in (*AXES, "epochs") if k in settings},
              "trials": rows, "table": f"{SEARCH_DIR}/trials.csv"}
     write_table(os.path.join(out_dir, SEARCH_DIR), rows)
     atomic_write_json(os.path.join(out_dir, SUMMARY_FILE), {**summary, "tfidf_baseline": baseline, "search": entry})

@@ -164,6 +164,11 @@ def test_small_classes_missed_get_the_imbalance_settings():
                     trivial=0.01, metric="macro_f1")
     assert training_hints(by_f1)[0].endswith("try --set train.class_weights=balanced (docs/finetune.md, "
                                              "\"Imbalanced classes\")")
+    searched = {**summary(missed, trivial=0.138), "search": {"trials": [{"trial": 0, "epochs": 6.0}]}}
+    assert "try --set search.class_weights=[none,balanced] train.select_metric=macro_f1" in \
+        " ".join(training_hints(searched))  # a search tries both weightings
+    searched["search"]["trials"][0]["class_weights"] = "none"
+    assert "class_weights" not in " ".join(training_hints(searched))  # tried, and dev chose none
 
 
 def test_under_search_the_longer_run_hint_names_search_epochs():

@@ -285,3 +285,31 @@ def test_a_search_without_a_budget_gives_its_length_and_no_cut_warning(files, tm
     assert "no budget (search.max_trials, search.max_minutes)" in said[0]
     assert said[2] == "search: trial 0 took 1.0 min for 1 epoch; at that pace the 4 trials take up to 6 min"
     assert not [line for line in said if "cut" in line]
+
+
+def test_class_weights_is_an_axis_only_when_asked(files, tmp_path, monkeypatch, capsys):
+    """walk P: balanced class weights were worth 14 macro-F1 points on dev, and --search could not try them."""
+    root, tiny = files
+    space = search_recipe.SearchSpace().resolved({})
+    assert all("class_weights" not in g for g in search_recipe.trial_grid(space, tiny, "classification"))
+    weighed = search_recipe.SearchSpace(class_weights=["none", "balanced"]).resolved({})
+    grid = search_recipe.trial_grid(weighed, tiny, "classification")
+    assert len(grid) == 24 and [g["class_weights"] for g in grid[11:13]] == ["none", "balanced"]  # varied last
+    assert search_recipe.trial_sections({}, grid[12], weighed, tiny, {})["train"]["class_weights"] == "balanced"
+    with pytest.raises(ConfigError, match="search.class_weights is for single-label or token classification"):
+        search_recipe.trial_grid(weighed, tiny, "regression")
+    with pytest.raises(ConfigError, match="search.class_weights must hold none and/or balanced"):
+        search_recipe.SearchSpace(class_weights=["inverse"])
+
+    out = str(tmp_path / "out")
+    calls = count_trials(monkeypatch)
+    assert run_search(root, tiny, out, "--set", "search.pooling=[\"cls\"]", "search.lr=[1e-3]",
+                      "search.class_weights=[\"none\",\"balanced\"]", "train.select_metric=macro_f1") == 0
+    said = capsys.readouterr().out
+    assert len(calls) == 2 and "class_weights none, balanced" in said
+    summary = json.load(open(os.path.join(out, SUMMARY_FILE)))
+    assert [r["class_weights"] for r in summary["search"]["trials"]] == ["none", "balanced"]
+    best = summary["search"]["best_trial"]
+    assert summary["search"]["settings"]["class_weights"] == ["none", "balanced"][best]
+    trial = json.load(open(os.path.join(out, "search", "trial-001", SUMMARY_FILE)))
+    assert trial["options"]["class_weights"] == "balanced"
