@@ -66,7 +66,9 @@ def add_arguments(parser) -> None:
                              "(early stopping picks the epochs), the best kept in --out, the trials in "
                              "OUT/search/trials.csv; settings and budget: --set search.max_trials=6 "
                              "search.max_minutes=30 'search.lr=[1e-4,3e-4]'; --set search.strategy=halving: "
-                             "short trials first, the best third trained longer (bertkit/recipes/search.py)")
+                             "short trials first, the best third trained longer; 'search.class_weights=[none,"
+                             "balanced]' tries class weights; with --peft, the method's learning rates "
+                             "(bertkit/recipes/search.py)")
     parser.add_argument("--no-baseline", action="store_true",
                         help="skip the TF-IDF + linear model baseline on the same split (same as --set "
                              "train.baseline=false; it is fitted for classification and regression)")
@@ -90,9 +92,9 @@ def run(args) -> int:
 def train_or_search(args, sections: dict) -> dict:
     """One fine-tune, or with --search the best of the search's trials."""
     if args.search:
-        if args.peft or args.overwrite:
-            raise ConfigError(f"--search with --{'peft' if args.peft else 'overwrite'}: the search tunes full "
-                              "fine-tuning into a new --out (or --resume); drop one of them")
+        if args.overwrite:
+            raise ConfigError("--search with --overwrite: the search writes into a new --out (or continues one "
+                              "with --resume); drop --overwrite")
         return search(args.task, args.model, args.train, args.dev, args.out, sections, resume=args.resume,
                       progress=not args.no_progress, log=say)
     if "search" in sections:

@@ -7,7 +7,8 @@ dev score (`train.select_metric`; an exact tie goes to the lower dev loss, then 
 trial, as a fine-tune picks its checkpoint):
 
     lr        learning rates; default by model size: hidden >= 768 Devlin et al.'s 2e-5, 3e-5, 5e-5;
-              smaller encoders (MiniLM, the from-scratch models) 5e-5, 1e-4, 3e-4
+              smaller encoders (MiniLM, the from-scratch models) 5e-5, 1e-4, 3e-4; with --peft the
+              method's default lr, half of it and 2.5 times it (LoRA: 1e-3, 2e-3, 5e-3)
     dropout   the encoder's dropout (its model family's `dropout_key`: BERT's hidden_dropout_prob)
               and the classifier's; default 0.1, 0.0
     pooling   what a sequence head reads (model.classifier_pooling); default the checkpoint's
@@ -68,6 +69,7 @@ from bertkit.io import atomic_write_json, atomic_write_text, loads_json, read_te
 from bertkit.models.checkpoint import read_config
 from bertkit.models.families import family_of
 from bertkit.models.heads import BertForMultipleChoice, BertForSequenceClassification
+from bertkit.peft import DEFAULT_LR as PEFT_DEFAULT_LR
 from bertkit.recipes.finetune import BASELINE_SKIPPED, FinetuneOptions, finetune, fit_skipped_baseline
 from bertkit.runtime.resume_check import changed_options, flatten
 from bertkit.runtime.run_dir import LOCK_FILE, check_apart, list_checkpoints, run_lock
@@ -80,6 +82,7 @@ RECORD_FILES = (SUMMARY_FILE, "metrics.jsonl", "curves.png", "finetune_config.js
 BUDGET_KEYS = ("max_trials", "max_minutes")  # may change on --resume
 POOLED_HEADS = (BertForSequenceClassification, BertForMultipleChoice)  # heads that read classifier_pooling
 SMALL_LRS, BASE_LRS = (5e-5, 1e-4, 3e-4), (2e-5, 3e-5, 5e-5)
+PEFT_LR_FACTORS = (0.5, 1.0, 2.5)  # around the method's default (bertkit.peft.DEFAULT_LR): LoRA 1e-3, 2e-3, 5e-3
 STRATEGIES = ("grid", "halving")
 AXES = ("lr", "dropout", "pooling", "class_weights")  # a trial's settings, the fastest-varying first
 CLASS_WEIGHTS = ("none", "balanced")
@@ -146,10 +149,14 @@ SEARCH_KEYS = [f.name for f in dataclasses.fields(SearchSpace)]
 
 
 # ---------------------------------------------------------------------------- the grid
-def trial_grid(space: SearchSpace, model_dir: str, task_name: str) -> list[dict]:
+def trial_grid(space: SearchSpace, model_dir: str, task_name: str, peft_method: str | None = None) -> list[dict]:
     """Every trial's settings, lr varying fastest: [{"lr", "dropout", "pooling"(, "class_weights")}, ...]."""
     config = read_config(model_dir)
-    lrs = space.lr or list(BASE_LRS if getattr(config, "encoder", config).hidden_size >= 768 else SMALL_LRS)
+    if peft_method:  # a few trained parameters take a larger lr than the whole model
+        defaults = [round(PEFT_DEFAULT_LR[peft_method] * factor, 12) for factor in PEFT_LR_FACTORS]
+    else:
+        defaults = list(BASE_LRS if getattr(config, "encoder", config).hidden_size >= 768 else SMALL_LRS)
+    lrs = space.lr or defaults
     poolings = [None]
     if get_task(task_name).model_class in POOLED_HEADS:
         own = getattr(config, "classifier_pooling", "cls")
@@ -203,7 +210,7 @@ def search(task: str, model_dir: str, train_source: str, dev_source: str | None,
         sections.get("train", {}))
     check_dev_source(dev_source)
     check_apart(model_dir, out_dir)
-    grid = trial_grid(space, model_dir, task)
+    grid = trial_grid(space, model_dir, task, sections.get("peft", {}).get("method"))
     record = {"task": task, "model": os.path.abspath(model_dir), "train": train_source, "dev": dev_source,
               "sections": sections, "space": {k: v for k, v in dataclasses.asdict(space).items()
                                               if k not in BUDGET_KEYS}}

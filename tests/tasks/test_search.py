@@ -313,3 +313,26 @@ def test_class_weights_is_an_axis_only_when_asked(files, tmp_path, monkeypatch, 
     assert summary["search"]["settings"]["class_weights"] == ["none", "balanced"][best]
     trial = json.load(open(os.path.join(out, "search", "trial-001", SUMMARY_FILE)))
     assert trial["options"]["class_weights"] == "balanced"
+
+
+def test_a_lora_search_tries_lora_learning_rates_and_keeps_the_best_adapter(files, tmp_path, monkeypatch, capsys):
+    """peft.md sent LoRA users to try 1e-3 / 2e-3 / 5e-3 by hand: --search refused --peft."""
+    root, tiny = files
+    lora = search_recipe.trial_grid(search_recipe.SearchSpace().resolved({}), tiny, "classification", "lora")
+    assert [g["lr"] for g in lora[:3]] == [1e-3, 2e-3, 5e-3]
+    out = str(tmp_path / "out")
+    calls = count_trials(monkeypatch)
+    argv = ["finetune", "--search", "--peft", "lora", "--task", "classification", "--model", tiny, "--train",
+            str(root / "train.jsonl"), "--dev", str(root / "dev.jsonl"), "--out", out, "--no-progress", "--set",
+            "train.batch_size=8", "data.max_length=16", "search.dropout=[0.1]", "search.pooling=[\"cls\"]",
+            "search.epochs=1", "search.patience=0", "search.max_trials=2"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(argv) == 0
+    assert len(calls) == 2 and "lr 0.001, 0.002, 0.005" in capsys.readouterr().out
+    summary = json.load(open(os.path.join(out, SUMMARY_FILE)))
+    assert summary["peft"]["method"] == "lora" and summary["search"]["settings"]["lr"] in (1e-3, 2e-3)
+    assert os.path.isfile(os.path.join(out, "adapter_config.json"))  # OUT is the best trial's adapter
+    assert main(["evaluate", "--model", out, "--data", str(root / "dev.jsonl"), "--no-baseline"]) == 0
+    scored = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert scored["accuracy"] == pytest.approx(summary["best_dev"]["accuracy"])  # the kept adapter, reloaded
