@@ -1,0 +1,36 @@
+"""The QA baseline (bertkit/tasks/qa.py `baseline`): the best of the first sentence, the SQuAD
+paper's sliding window and abstaining. The first sentence alone scored 5 F1 on the newcomer walk's
+definition questions, where the sliding window scored 17: a baseline that weak flatters the model."""
+
+from __future__ import annotations
+
+import pytest
+
+from bertkit.tasks.formats import QAExample
+from bertkit.tasks.qa import baseline, sliding_window_answer
+
+CONTEXT = ("A person who plays an instrument: the pianist bowed to the hall. A stringed instrument played "
+           "with a bow: she tuned her violin before the concert.")
+
+
+def test_the_sliding_window_picks_the_word_beside_the_question_words():
+    question = 'Which word is used in the sense "a stringed instrument played with a bow"?'
+    assert sliding_window_answer(question, CONTEXT) == "hall"  # 5 question words beside it: 'the' and 4 after
+    assert sliding_window_answer(question, CONTEXT[CONTEXT.index("A stringed"):]) == "she"  # 5 before it
+    # "her" and "violin" both have tuned/before/the/concert beside them: the earlier wins
+    assert sliding_window_answer("Who tuned it before the concert?", CONTEXT) == "her"
+    assert sliding_window_answer("Why?", "") == ""  # no candidate
+    assert sliding_window_answer("Which is it?", "it is") == ""  # every word a question word: none
+
+
+def test_the_answer_is_as_long_as_the_median_training_answer():
+    train = [QAExample(str(i), "q", "two words here", [{"text": "two words", "answer_start": 0}]) for i in range(3)]
+    question = QAExample("x", "Who tuned it before the concert?", CONTEXT,
+                         [{"text": "her violin", "answer_start": CONTEXT.index("her violin")}])
+    assert baseline(train, [question])["exact"] == pytest.approx(100.0)  # "her violin": two words
+    assert baseline([], [question])["f1"] == pytest.approx(200 / 3)  # "her" alone: F1 2/3
+
+
+def test_the_first_sentence_still_counts_where_it_is_better():
+    question = QAExample("1", "What is said?", "Tea is hot. Tea is hot.", [{"text": "Tea is hot.", "answer_start": 0}])
+    assert baseline([], [question])["exact"] == pytest.approx(100.0)
