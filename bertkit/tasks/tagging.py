@@ -233,12 +233,13 @@ def per_type_scores(examples: Sequence[TokenExample], predictions) -> dict:
 
 
 def baseline(train: Sequence[TokenExample], examples: Sequence[TokenExample]) -> dict:
-    """Word lookup: each word gets its most frequent training tag (lowercased match), else O."""
+    """Word lookup: each word gets its most frequent training tag (lowercased match; a tie goes to
+    O, then to the first tag in sorted order, not to whichever the file showed first), else O."""
     counts: dict[str, Counter] = {}
     for example in train:
         for word, tag in zip(example.tokens, example.tags):
             counts.setdefault(word.lower(), Counter())[tag] += 1
-    lookup = {word: c.most_common(1)[0][0] for word, c in counts.items()}
+    lookup = {word: min(c, key=lambda tag: (-c[tag], tag != "O", tag)) for word, c in counts.items()}
     predicted = [[lookup.get(w.lower(), "O") for w in e.tokens] for e in examples]
     # A looked-up I- tag after O still opens an entity under conlleval; that is fine for a baseline.
     return metrics(examples, predicted)
