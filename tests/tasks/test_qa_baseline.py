@@ -34,3 +34,32 @@ def test_the_answer_is_as_long_as_the_median_training_answer():
 def test_the_first_sentence_still_counts_where_it_is_better():
     question = QAExample("1", "What is said?", "Tea is hot. Tea is hot.", [{"text": "Tea is hot.", "answer_start": 0}])
     assert baseline([], [question])["exact"] == pytest.approx(100.0)
+
+
+def test_finetune_warns_when_dev_has_unanswerable_questions_and_train_none(tmp_path):
+    """A SQuAD v1 training file with a v2 dev file: the model cannot abstain (the task allows "no
+    answer" only when training shows it), so every unanswerable dev question scores 0; say so."""
+    import json
+    import warnings
+
+    from bertkit.recipes.finetune import build_recipe, load_task_data
+    from bertkit.tasks import get_task
+
+    def squad(path, impossible):
+        qas = [{"id": "1", "question": "Where?", "answers": [{"text": "Paris", "answer_start": 15}]}]
+        if impossible:
+            qas.append({"id": "2", "question": "Who?", "answers": [], "is_impossible": True})
+        path.write_text(json.dumps({"version": "v2.0", "data": [{"title": "t", "paragraphs": [
+            {"context": "Alice lives in Paris.", "qas": qas}]}]}), encoding="utf-8")
+        return str(path)
+
+    train, dev = squad(tmp_path / "train.json", False), squad(tmp_path / "dev.json", True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        data = load_task_data(get_task("qa"), train, dev, build_recipe({}))
+    assert not data.spec.allow_no_answer
+    assert any("never learns to answer \"no answer\"" in str(w.message) for w in caught)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_task_data(get_task("qa"), dev, dev, build_recipe({}))
+    assert not any("never learns" in str(w.message) for w in caught)
