@@ -73,3 +73,18 @@ def test_the_sliding_window_takes_linear_time_on_a_long_context():
     # every word of "word299 filler the violin" has "tuned here" within 5 words: the earliest wins
     assert sliding_window_answer("What was tuned here?", context) == "word299"
     assert time.perf_counter() - began < 5  # ~0.2 s vectorised; a Python loop per window took far longer
+
+
+def test_evaluate_warns_when_a_model_that_cannot_abstain_meets_unanswerable_questions():
+    import warnings
+
+    from bertkit.tasks import DataConfig, TaskSpec, check_model_labels, get_task
+
+    answered = QAExample("1", "Where?", "Alice lives in Paris.", [{"text": "Paris", "answer_start": 15}])
+    unanswerable = QAExample("2", "Who?", "Alice lives in Paris.", [], True)
+    for allow, examples, warned in ((False, [answered, unanswerable], True), (True, [answered, unanswerable], False),
+                                    (False, [answered], False)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            check_model_labels(None, TaskSpec(get_task("qa"), DataConfig(), allow), examples, "dev.json")
+        assert any("never answers \"no answer\"" in str(w.message) for w in caught) == warned
