@@ -179,13 +179,14 @@ def baseline(train, examples: Sequence[QAExample]) -> dict:
     """The best (by F1) of simple answers given to every question: the context's first sentence;
     the sliding-window answer (`sliding_window_answer`, as long as the median training answer);
     and, where some questions have no answer (SQuAD 2.0), "no answer": the score of a model that
-    learnt only to abstain."""
+    learnt only to abstain; "method" names the one chosen."""
     width = _answer_words(train)
-    candidates = [_scores(examples, {e.id: _SENTENCE_END.split(e.context, maxsplit=1)[0] for e in examples}),
-                  _scores(examples, {e.id: sliding_window_answer(e.question, e.context, width) for e in examples})]
+    candidates = {"first sentence": {e.id: _SENTENCE_END.split(e.context, maxsplit=1)[0] for e in examples},
+                  "sliding window": {e.id: sliding_window_answer(e.question, e.context, width) for e in examples}}
     if any(e.is_impossible for e in [*train, *examples]):
-        candidates.append(_scores(examples, {e.id: "" for e in examples}))
-    return max(candidates, key=lambda scores: scores["f1"])
+        candidates["no answer"] = {e.id: "" for e in examples}
+    scored = [{"method": name, **_scores(examples, answers)} for name, answers in candidates.items()]
+    return max(scored, key=lambda scores: scores["f1"])  # the first of the best
 
 
 def rows(model, predictions: Sequence[SpanPrediction], inputs: PredictionInput) -> list[dict]:

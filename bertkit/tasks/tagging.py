@@ -242,7 +242,7 @@ def baseline(train: Sequence[TokenExample], examples: Sequence[TokenExample]) ->
     lookup = {word: min(c, key=lambda tag: (-c[tag], tag != "O", tag)) for word, c in counts.items()}
     predicted = [[lookup.get(w.lower(), "O") for w in e.tokens] for e in examples]
     # A looked-up I- tag after O still opens an entity under conlleval; that is fine for a baseline.
-    return metrics(examples, predicted)
+    return {"method": "each word's most frequent training tag", **metrics(examples, predicted)}
 
 
 # ---------------------------------------------------------------------------- rows

@@ -28,12 +28,14 @@ def test_the_answer_is_as_long_as_the_median_training_answer():
     question = QAExample("x", "Who tuned it before the concert?", CONTEXT,
                          [{"text": "her violin", "answer_start": CONTEXT.index("her violin")}])
     assert baseline(train, [question])["exact"] == pytest.approx(100.0)  # "her violin": two words
+    assert baseline(train, [question])["method"] == "sliding window"
     assert baseline([], [question])["f1"] == pytest.approx(200 / 3)  # "her" alone: F1 2/3
 
 
 def test_the_first_sentence_still_counts_where_it_is_better():
     question = QAExample("1", "What is said?", "Tea is hot. Tea is hot.", [{"text": "Tea is hot.", "answer_start": 0}])
     assert baseline([], [question])["exact"] == pytest.approx(100.0)
+    assert baseline([], [question])["method"] == "first sentence"
 
 
 def test_finetune_warns_when_dev_has_unanswerable_questions_and_train_none(tmp_path):
