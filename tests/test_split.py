@@ -219,6 +219,23 @@ def test_a_conll_file_splits_by_sentence_and_reads_back_as_the_same_sentences(tm
     assert "in\tO" in written and "-DOCSTART-" not in written
 
 
+def test_a_conll_sentence_with_a_tag_no_training_sentence_has_goes_to_train(tmp_path, capsys):
+    """finetune refuses a dev tag it never trained on, so split puts every sentence holding a rare
+    tag (here each tag of its own sentence) in train, and says so."""
+    from bertkit.tasks.formats import read_conll
+
+    blocks = [f"w{i} O\nword{i} B-T{i % 15}\n" for i in range(15)] + [f"x{i} O\ny{i} B-COMMON\n" for i in range(45)]
+    source = tmp_path / "all.conll"
+    source.write_text("\n".join(blocks), encoding="utf-8")
+    code, said = split(["--input", source, "--out", tmp_path / "out"], capsys)
+    assert code == 0, said.err
+    parts = {name: read_conll(tmp_path / "out" / f"{name}.conll") for name in SPLITS}
+    trained = {tag for e in parts["train"] for tag in e.tags}
+    assert all(set(e.tags) <= trained for name in ("dev", "test") for e in parts[name])
+    assert sum(len(part) for part in parts.values()) == 60 and parts["dev"] and parts["test"]
+    assert "moved to train:" in said.out and "holding a tag no training sentence had" in said.out
+
+
 def test_qa_like_jsonl_keeps_questions_of_one_context_together(tmp_path, capsys):
     source = tmp_path / "qa.jsonl"
     source.write_text("".join(json.dumps({"question": f"q{i}", "context": f"passage {i // 4}", "answer": "x"}) + "\n"

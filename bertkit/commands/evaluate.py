@@ -124,6 +124,15 @@ PROPORTIONS = {"accuracy": 1.0, "exact_match": 1.0, "exact": 100.0}
 BASELINE_NAMES = {"tfidf": "TF-IDF", "reference": None, "trivial": "trivial"}  # None: its "method" names it
 
 
+def _baseline_name(key: str, scores: dict) -> str:
+    """A baseline's name in the model line: its key's, with its "method" beside (the trivial
+    baseline of a tagger is a word lookup, of QA the sliding window...), or the method alone."""
+    method = scores.get("method")
+    if BASELINE_NAMES[key] is None:
+        return method or key
+    return f"{BASELINE_NAMES[key]} ({method})" if method else BASELINE_NAMES[key]
+
+
 def model_line(data: str, task, line: dict, count: int) -> str:
     """The model's own score, labelled (the JSON line after it has the shape of finetune's dev
     scores, so the two were easy to mix up): the task's metrics, a proportion with its standard
@@ -139,7 +148,7 @@ def model_line(data: str, task, line: dict, count: int) -> str:
                      f"over {count} examples)")
         parts.append(f"{name}={rounded(value)}{error}")
     first, baselines = names[0] if names else None, line.get("baselines") or {}
-    shown = [f"{BASELINE_NAMES[key] or baselines[key].get('method', key)} {rounded(baselines[key][first])}"
+    shown = [f"{_baseline_name(key, baselines[key])} {rounded(baselines[key][first])}"
              for key in BASELINE_NAMES if (baselines.get(key) or {}).get(first) is not None]
     return f"model on {data}: {', '.join(parts)}" + (f"; baselines' {first}: {', '.join(shown)}" if shown else "")
 

@@ -401,6 +401,10 @@ def load_task_data(task: Task, train_source: str, dev_source: str | None, recipe
         shared = warn_about_shared_texts(train, dev)
     labels = prepare_labels(task, train_source, train, dev, dev_source)
     spec = TaskSpec(task, recipe.data, task.allows_no_answer(train))
+    if not spec.allow_no_answer and task.allows_no_answer(dev):
+        warnings.warn("the dev split has questions with no answer (SQuAD 2.0 \"is_impossible\") but the training split "
+                      "has none, so the model never learns to answer \"no answer\" and scores 0 on them: add "
+                      "unanswerable training questions, or remove them from dev")
     return TaskData(task, train, dev, labels, spec, dev_source, shared)
 
 

@@ -15,7 +15,7 @@ from bertkit.errors import DataError
 
 from bertkit.data.masking import IGNORE_INDEX
 
-__all__ = ["IGNORE_INDEX", "align_labels_to_tokens", "word_predictions_from_tokens"]
+__all__ = ["IGNORE_INDEX", "align_labels_to_tokens", "word_predictions"]
 
 
 def _word_id_array(word_ids: Sequence[int | None]) -> np.ndarray:
@@ -64,30 +64,28 @@ def align_labels_to_tokens(
     return labels.tolist()
 
 
-def word_predictions_from_tokens(
-    word_ids: Sequence[int | None],
-    token_pred: Sequence[int],
-    num_words: int | None = None,
-    missing: int = IGNORE_INDEX,
-) -> list[int]:
-    """Per-word predictions: the prediction of each word's first sub-word.
-
-    The result has `num_words` entries (default: largest word id + 1); a word with no token
-    (e.g. cut off by truncation) gets `missing`.
-    """
-    ids = _word_id_array(word_ids)
-    predictions = np.asarray(token_pred)
-    if predictions.shape[0] != ids.size:
-        raise DataError(f"{ids.size} word ids but {predictions.shape[0]} token predictions; they must align")
-    if num_words is None:
-        num_words = int(ids.max(initial=-1)) + 1
-    first = _first_subword_mask(ids)
-    if first.any() and ids[first].max() >= num_words:
-        raise DataError(f"word id {int(ids[first].max())} is beyond num_words={num_words}")
-    words = np.full(num_words, missing, dtype=np.int64)
-    positions = np.flatnonzero(first)
-    # np.unique's return_index is the first occurrence: a word's first piece wins even if a
-    # special token were to split the word into two runs
-    word_ids_seen, first_index = np.unique(ids[positions], return_index=True)
-    words[word_ids_seen] = predictions[positions[first_index]]
-    return words.tolist()
+def word_predictions(word_counts: Sequence[int], features: Sequence[Mapping], outputs: Sequence) -> list[np.ndarray]:
+    """Per example, each word's predicted class id (IGNORE_INDEX for a word no feature holds, e.g.
+    one cut off by truncation): the argmax of the logits at its first sub-word, in the feature
+    (window) where that sub-word is farthest from the ends, so a word is tagged with most context
+    on both sides. `word_counts[i]`: example i's words; `features[j]["word_ids"]`: each token's word
+    (None or -1 for special tokens and padding), `features[j]["example"]` its example (default j:
+    one feature per example); `outputs[j]`: its logits, (tokens, classes)."""
+    classes = [np.full(n, IGNORE_INDEX, dtype=np.int64) for n in word_counts]
+    margins = [np.full(n, -1, dtype=np.int64) for n in word_counts]
+    for index, (feature, logits) in enumerate(zip(features, outputs)):
+        owner, word_ids = feature.get("example", index), _word_id_array(feature["word_ids"])
+        logits = np.asarray(logits)
+        if logits.shape[0] != word_ids.size:
+            raise DataError(f"feature {index}: {word_ids.size} word ids but logits for {logits.shape[0]} tokens; "
+                            "they must align")
+        if word_ids.max(initial=-1) >= len(classes[owner]):
+            raise DataError(f"feature {index}: word id {int(word_ids.max())} is beyond example {owner}'s "
+                            f"{len(classes[owner])} words")
+        words, first = np.unique(word_ids, return_index=True)  # each word's first sub-word in the feature
+        words, first = words[words >= 0], first[words >= 0]
+        margin = np.minimum(first, word_ids.size - 1 - first)
+        better = margin > margins[owner][words]
+        classes[owner][words[better]] = logits[first[better]].argmax(axis=-1)
+        margins[owner][words[better]] = margin[better]
+    return classes

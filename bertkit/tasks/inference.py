@@ -161,8 +161,12 @@ def baseline_metrics(spec: TaskSpec, train: Sequence, examples: Sequence) -> dic
 def check_model_labels(model, spec: TaskSpec, examples: Sequence, source: str, allow: bool = False) -> list[str]:
     """The labels in the data that the model cannot predict, sorted. Any -> DataError listing
     them, unless `allow`: then they are returned, and the examples holding them count as errors
-    (the model never predicts them; a classification loss becomes inf)."""
+    (the model never predicts them; a classification loss becomes inf). Warns when the data has
+    unanswerable questions a model trained without them cannot give."""
     task = spec.task
+    if not spec.allow_no_answer and task.allows_no_answer(examples):
+        warnings.warn(f"{source} has questions with no answer (SQuAD 2.0), but the model was trained without any "
+                      "and never answers \"no answer\": they all score 0 (NoAns_* in the metrics)")
     if task.labels_of is None:
         return []
     known = set(model_labels(model))

@@ -62,6 +62,7 @@ class Table:
     rows: list[dict] = field(default_factory=list)
     lines: list[int] = field(default_factory=list)
     raw: list = field(default_factory=list)  # JSONL/CoNLL: the row's text; SQuAD: (article, paragraph, question)
+    tags: list = field(default_factory=list)  # CoNLL: each sentence's tags
     document: dict = field(default_factory=dict)  # SQuAD: the whole file
     header: list[str] = field(default_factory=list)  # CSV/TSV
     delimiter: str = ","
@@ -140,7 +141,9 @@ def read_conll_sentences(table: Table) -> None:
     """A CoNLL file's sentences as rows: each its token lines as they were (`raw`) and its words
     as its "text". read_conll checks the file first (columns, encoding: its refusals); -DOCSTART-
     lines are left out, since sentences of one document go to different splits."""
-    count = len(read_conll(table.path))
+    sentences = read_conll(table.path)
+    count = len(sentences)
+    table.tags = [sentence.tags for sentence in sentences]
     block: list[str] = []
     for line, text in [*iter_text_lines(table.path, keepends=True), (0, "")]:
         fields = text.split()
@@ -282,6 +285,28 @@ def check_no_split_empty(table: Table, keys: list, assigned: list[str], fraction
                     f"its training row ({n} rows); {fix}")
 
 
+def tags_into_train(table: Table, keys: list, assigned: list[str]) -> str | None:
+    """Move each held-out sentence (with the rows sharing its key) holding a tag no training
+    sentence has into train, and say how many: finetune refuses a dev tag it never trained on, and
+    a test tag the model cannot predict only lowers its score. One pass suffices: a move only adds
+    tags to train."""
+    trained = {tag for tags, split in zip(table.tags, assigned) if split == "train" for tag in tags}
+    members: dict = {}
+    for index, key in enumerate(keys):
+        members.setdefault(key, []).append(index)
+    moved: Counter = Counter()
+    for index, tags in enumerate(table.tags):
+        if assigned[index] != "train" and not trained.issuperset(tags):
+            for other in members[keys[index]]:
+                moved[assigned[other]] += 1
+                assigned[other] = "train"
+                trained.update(table.tags[other])
+    if not moved:
+        return None
+    return (f"moved to train: {', '.join(f'{n} {name} sentence(s)' for name, n in sorted(moved.items()))} holding a "
+            "tag no training sentence had (a model cannot learn a tag it never sees)")
+
+
 def warn_small_classes(labels: list[str], assigned: list[str], fractions: dict[str, float]) -> None:
     """One warning naming the classes some split lacks (a class of one row is in train only): dev
     cannot pick a checkpoint on them, nor test score them. Another naming those with a few dev or
@@ -416,6 +441,7 @@ def split_file(source: str, out: str, dev: float = 0.1, test: float = 0.1, seed:
                     label_kind(table, columns[0], label_column is not None))
     assigned = assign_splits(keys, fractions, seed, labels)
     check_no_split_empty(table, keys, assigned, fractions, columns[1])
+    moved = tags_into_train(table, keys, assigned) if suffix == CONLL else None
     if labels is not None:
         warn_small_classes(labels, assigned, fractions)
     for name in HELD_OUT:
@@ -424,6 +450,7 @@ def split_file(source: str, out: str, dev: float = 0.1, test: float = 0.1, seed:
             warnings.warn(f"{stale} from an earlier split is left as it was (--{name} 0 writes none); it may hold rows "
                           "of the new train: remove it", stacklevel=2)
     write_splits(table, assigned, paths)
-    for line in report(table, kind, labels, assigned, paths, columns, seed):
+    lines = report(table, kind, labels, assigned, paths, columns, seed)
+    for line in lines[:1] + ([moved] if moved else []) + lines[1:]:
         log(line)
     return {name: assigned.count(name) for name in paths}

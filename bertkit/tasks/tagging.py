@@ -22,7 +22,7 @@ from bertkit.errors import DataError
 from bertkit.models.families import architectures_for
 from bertkit.models.heads import BertForTokenClassification
 from bertkit.io import iter_jsonl
-from bertkit.tasks.alignment import IGNORE_INDEX, align_labels_to_tokens
+from bertkit.tasks.alignment import IGNORE_INDEX, align_labels_to_tokens, word_predictions
 from bertkit.tasks.common import (DataConfig, PredictionInput, TaskSpec, forward_features, model_labels,
                                   truncation_warning)
 from bertkit.tasks.formats import TextExample, TokenExample, read_conll, read_text_dataset
@@ -201,7 +201,7 @@ def encode(tokenizer, examples, data: DataConfig, label2id: dict | None, trainin
 # ---------------------------------------------------------------------------- decoding
 def decode(model, tokenizer, examples: Sequence[TokenExample], spec: TaskSpec, name: str = "data",
            features: list | None = None) -> list[list[str]]:
-    """Per sentence, one predicted tag per word: the tag of the word's first sub-word (`_word_classes`;
+    """Per sentence, one predicted tag per word: the tag of the word's first sub-word (`alignment.word_predictions`;
     words cut off by truncation get "O")."""
     data = spec.data
     if features is None:
@@ -210,25 +210,7 @@ def decode(model, tokenizer, examples: Sequence[TokenExample], spec: TaskSpec, n
     outputs = forward_features(model, features, data.eval_batch_size, tokenizer.pad_token_id, data.eval_batching)
     labels = model_labels(model)
     return [["O" if p == IGNORE_INDEX else labels[p] for p in words]
-            for words in _word_classes(examples, features, outputs)]
-
-
-def _word_classes(examples: Sequence[TokenExample], features: Sequence[dict], outputs: Sequence) -> list[np.ndarray]:
-    """Per sentence, each word's predicted class id (IGNORE_INDEX for a word no feature holds): the
-    class of its first sub-word in the feature (window) where that sub-word is farthest from the
-    ends, so a word is tagged with most context on both sides; one feature per sentence without
-    windows."""
-    classes = [np.full(len(e.tokens), IGNORE_INDEX, dtype=np.int64) for e in examples]
-    margins = [np.full(len(e.tokens), -1, dtype=np.int64) for e in examples]
-    for index, (feature, logits) in enumerate(zip(features, outputs)):
-        owner, word_ids = feature.get("example", index), np.asarray(feature["word_ids"])
-        words, first = np.unique(word_ids, return_index=True)  # each word's first sub-word in the feature
-        words, first = words[words >= 0], first[words >= 0]
-        margin = np.minimum(first, len(word_ids) - 1 - first)
-        better = margin > margins[owner][words]
-        classes[owner][words[better]] = np.asarray(logits)[first[better]].argmax(axis=-1)
-        margins[owner][words[better]] = margin[better]
-    return classes
+            for words in word_predictions([len(e.tokens) for e in examples], features, outputs)]
 
 
 def tag_metrics(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]) -> dict:
@@ -251,15 +233,16 @@ def per_type_scores(examples: Sequence[TokenExample], predictions) -> dict:
 
 
 def baseline(train: Sequence[TokenExample], examples: Sequence[TokenExample]) -> dict:
-    """Word lookup: each word gets its most frequent training tag (lowercased match), else O."""
+    """Word lookup: each word gets its most frequent training tag (lowercased match; a tie goes to
+    O, then to the first tag in sorted order, not to whichever the file showed first), else O."""
     counts: dict[str, Counter] = {}
     for example in train:
         for word, tag in zip(example.tokens, example.tags):
             counts.setdefault(word.lower(), Counter())[tag] += 1
-    lookup = {word: c.most_common(1)[0][0] for word, c in counts.items()}
+    lookup = {word: min(c, key=lambda tag: (-c[tag], tag != "O", tag)) for word, c in counts.items()}
     predicted = [[lookup.get(w.lower(), "O") for w in e.tokens] for e in examples]
     # A looked-up I- tag after O still opens an entity under conlleval; that is fine for a baseline.
-    return metrics(examples, predicted)
+    return {"method": "each word's most frequent training tag", **metrics(examples, predicted)}
 
 
 # ---------------------------------------------------------------------------- rows

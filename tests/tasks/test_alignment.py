@@ -1,9 +1,10 @@
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bertkit.errors import DataError
-from bertkit.tasks.alignment import IGNORE_INDEX, align_labels_to_tokens, word_predictions_from_tokens
+from bertkit.tasks.alignment import IGNORE_INDEX, align_labels_to_tokens, word_predictions
 
 # "[CLS] Wolf ##gang lives in Ber ##lin [SEP] [PAD]"
 WORD_IDS = [None, 0, 0, 1, 2, 3, 3, None, None]
@@ -22,20 +23,29 @@ def test_label_all_subwords_with_inside_mapping():
         -100, 1, 2, 0, 0, 3, 4, -100, -100]
 
 
+def one_hot(classes, width=10):
+    """Logits whose argmax at each token is the given class."""
+    return np.eye(width)[classes]
+
+
 def test_word_predictions_take_first_subword():
     token_pred = [9, 1, 2, 0, 0, 3, 4, 9, 9]
-    assert word_predictions_from_tokens(WORD_IDS, token_pred) == [1, 0, 0, 3]
+    words = word_predictions([4], [{"word_ids": WORD_IDS}], [one_hot(token_pred)])
+    assert words[0].tolist() == [1, 0, 0, 3]
 
 
-def test_truncated_words_get_missing():
-    assert word_predictions_from_tokens([None, 0, 1, None], [5, 6, 7, 5], num_words=4) == [6, 7, -100, -100]
+def test_truncated_words_get_ignore_index():
+    words = word_predictions([4], [{"word_ids": [None, 0, 1, None]}], [one_hot([5, 6, 7, 5])])
+    assert words[0].tolist() == [6, 7, IGNORE_INDEX, IGNORE_INDEX]
 
 
 def test_errors():
     with pytest.raises(DataError, match="word id 3 has no label: only 2 word labels"):
         align_labels_to_tokens([None, 0, 3], [1, 2])
-    with pytest.raises(DataError, match="3 word ids but 2 token predictions"):
-        word_predictions_from_tokens([None, 0, None], [1, 2])
+    with pytest.raises(DataError, match="3 word ids but logits for 2 tokens"):
+        word_predictions([1], [{"word_ids": [None, 0, None]}], [one_hot([1, 2])])
+    with pytest.raises(DataError, match="word id 2 is beyond example 0's 2 words"):
+        word_predictions([2], [{"word_ids": [None, 0, 2, None]}], [one_hot([1, 2, 3, 4])])
 
 
 @st.composite
@@ -55,4 +65,5 @@ def test_round_trip_recovers_word_labels(case):
     token_labels = align_labels_to_tokens(word_ids, labels)
     assert len(token_labels) == len(word_ids)
     assert sum(label != IGNORE_INDEX for label in token_labels) == len(labels)  # one per word
-    assert word_predictions_from_tokens(word_ids, token_labels, num_words=len(labels)) == labels
+    predicted = [0 if label == IGNORE_INDEX else label for label in token_labels]
+    assert word_predictions([len(labels)], [{"word_ids": word_ids}], [one_hot(predicted)])[0].tolist() == labels

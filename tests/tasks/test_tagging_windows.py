@@ -1,5 +1,5 @@
 """A tagger reading a sentence longer than max_length: data.long_text="chunks" tags every word from
-overlapping windows (bertkit/tasks/tagging.py `_windows`, `_word_classes`), where truncation tags
+overlapping windows (bertkit/tasks/tagging.py `_windows`, alignment.py `word_predictions`), where truncation tags
 the cut words "O"; predict reads a folder of .txt files, each file one text."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from bertkit.models.heads import BertForTokenClassification
 from bertkit.recipes.finetune import finetune
 from bertkit.tasks import DataConfig, TaskSpec, get_task, read_prediction_input
 from bertkit.tasks.inference import inference_spec
-from bertkit.tasks.alignment import IGNORE_INDEX
+from bertkit.tasks.alignment import IGNORE_INDEX, word_predictions
 from bertkit.tasks.formats import TokenExample
-from bertkit.tasks.tagging import _word_classes, encode_words
+from bertkit.tasks.tagging import encode_words
 from bertkit.tokenizer import Tokenizer
 
 from .helpers import make_tiny_model
@@ -72,7 +72,7 @@ def test_each_word_takes_the_window_where_it_sits_farthest_from_the_ends():
                 {"word_ids": np.array([-1, 1, 2, 3, -1]), "example": 0}]
     outputs = [np.tile([5.0, 0.0], (5, 1)), np.tile([0.0, 5.0], (5, 1))]
     # word 1: position 2 of 5 in window 0 (2 from an end) against 1 in window 1; word 2 the reverse
-    assert _word_classes([example], features, outputs)[0].tolist() == [0, 0, 1, 1]
+    assert word_predictions([len(example.tokens)], features, outputs)[0].tolist() == [0, 0, 1, 1]
 
 
 def _context_free_tagger(tokenizer) -> BertForTokenClassification:

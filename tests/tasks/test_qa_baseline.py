@@ -1,0 +1,92 @@
+"""The QA baseline (bertkit/tasks/qa.py `baseline`): the best of the first sentence, the SQuAD
+paper's sliding window and abstaining. The first sentence alone scored 5 F1 on the newcomer walk's
+definition questions, where the sliding window scored 18.75: a baseline that weak flatters the model."""
+
+from __future__ import annotations
+
+import pytest
+
+from bertkit.tasks.formats import QAExample
+from bertkit.tasks.qa import baseline, sliding_window_answer
+
+CONTEXT = ("A person who plays an instrument: the pianist bowed to the hall. A stringed instrument played "
+           "with a bow: she tuned her violin before the concert.")
+
+
+def test_the_sliding_window_picks_the_word_beside_the_question_words():
+    question = 'Which word is used in the sense "a stringed instrument played with a bow"?'
+    assert sliding_window_answer(question, CONTEXT) == "hall"  # 5 question words beside it: 'the' and 4 after
+    assert sliding_window_answer(question, CONTEXT[CONTEXT.index("A stringed"):]) == "she"  # 5 before it
+    # "her" and "violin" both have tuned/before/the/concert beside them: the earlier wins
+    assert sliding_window_answer("Who tuned it before the concert?", CONTEXT) == "her"
+    assert sliding_window_answer("Why?", "") == ""  # no candidate
+    assert sliding_window_answer("Which is it?", "it is") == ""  # every word a question word: none
+
+
+def test_the_answer_is_as_long_as_the_median_training_answer():
+    train = [QAExample(str(i), "q", "two words here", [{"text": "two words", "answer_start": 0}]) for i in range(3)]
+    question = QAExample("x", "Who tuned it before the concert?", CONTEXT,
+                         [{"text": "her violin", "answer_start": CONTEXT.index("her violin")}])
+    assert baseline(train, [question])["exact"] == pytest.approx(100.0)  # "her violin": two words
+    assert baseline(train, [question])["method"] == "sliding window"
+    assert baseline([], [question])["f1"] == pytest.approx(200 / 3)  # "her" alone: F1 2/3
+
+
+def test_the_first_sentence_still_counts_where_it_is_better():
+    question = QAExample("1", "What is said?", "Tea is hot. Tea is hot.", [{"text": "Tea is hot.", "answer_start": 0}])
+    assert baseline([], [question])["exact"] == pytest.approx(100.0)
+    assert baseline([], [question])["method"] == "first sentence"
+
+
+def test_finetune_warns_when_dev_has_unanswerable_questions_and_train_none(tmp_path):
+    """A SQuAD v1 training file with a v2 dev file: the model cannot abstain (the task allows "no
+    answer" only when training shows it), so every unanswerable dev question scores 0; say so."""
+    import json
+    import warnings
+
+    from bertkit.recipes.finetune import build_recipe, load_task_data
+    from bertkit.tasks import get_task
+
+    def squad(path, impossible):
+        qas = [{"id": "1", "question": "Where?", "answers": [{"text": "Paris", "answer_start": 15}]}]
+        if impossible:
+            qas.append({"id": "2", "question": "Who?", "answers": [], "is_impossible": True})
+        path.write_text(json.dumps({"version": "v2.0", "data": [{"title": "t", "paragraphs": [
+            {"context": "Alice lives in Paris.", "qas": qas}]}]}), encoding="utf-8")
+        return str(path)
+
+    train, dev = squad(tmp_path / "train.json", False), squad(tmp_path / "dev.json", True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        data = load_task_data(get_task("qa"), train, dev, build_recipe({}))
+    assert not data.spec.allow_no_answer
+    assert any("never learns to answer \"no answer\"" in str(w.message) for w in caught)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_task_data(get_task("qa"), dev, dev, build_recipe({}))
+    assert not any("never learns" in str(w.message) for w in caught)
+
+
+def test_the_sliding_window_takes_linear_time_on_a_long_context():
+    import time
+
+    context = " ".join(f"word{i % 997} filler" for i in range(100_000)) + " the violin tuned here"
+    began = time.perf_counter()
+    # every word of "word299 filler the violin" has "tuned here" within 5 words: the earliest wins
+    assert sliding_window_answer("What was tuned here?", context) == "word299"
+    assert time.perf_counter() - began < 5  # ~0.2 s vectorised; a Python loop per window took far longer
+
+
+def test_evaluate_warns_when_a_model_that_cannot_abstain_meets_unanswerable_questions():
+    import warnings
+
+    from bertkit.tasks import DataConfig, TaskSpec, check_model_labels, get_task
+
+    answered = QAExample("1", "Where?", "Alice lives in Paris.", [{"text": "Paris", "answer_start": 15}])
+    unanswerable = QAExample("2", "Who?", "Alice lives in Paris.", [], True)
+    for allow, examples, warned in ((False, [answered, unanswerable], True), (True, [answered, unanswerable], False),
+                                    (False, [answered], False)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            check_model_labels(None, TaskSpec(get_task("qa"), DataConfig(), allow), examples, "dev.json")
+        assert any("never answers \"no answer\"" in str(w.message) for w in caught) == warned
