@@ -76,3 +76,9 @@ def test_peft_model_on_a_base_built_from_the_adapters_config_has_the_names(adapt
     assert theirs.config.id2label == NAMES
     with torch.no_grad():
         assert (theirs(input_ids=ids, attention_mask=mask).logits - expected).abs().max() < 1e-5
+
+
+def test_transformers_reads_the_directory_as_a_whole_model_as_the_docs_say(adapter):
+    root, _, _, _ = adapter
+    with pytest.raises(OSError, match="no file named model.safetensors"):  # config.json beside adapter_config.json
+        _quiet(transformers.AutoModelForSequenceClassification.from_pretrained, str(root / "lora"))
