@@ -111,6 +111,22 @@ def test_task_model_from_a_directory(minilm_dir, tmp_path, capsys):
     assert "mc is a multiple-choice model, which has no ONNX graph" in capsys.readouterr().err
 
 
+def test_an_export_given_back_as_a_model_is_named(minilm_dir, tmp_path, capsys):
+    """walk R: predict / embed on the export directory said only "no weights in DIR"."""
+    config = BertConfig.preset("tiny", num_labels=2)
+    target("classification").model_class(config).save_pretrained(tmp_path / "clf",
+                                                                  tokenizer=Tokenizer.from_pretrained(minilm_dir))
+    assert main(["export", "--model", str(tmp_path / "clf"), "--out", str(tmp_path / "x"), "--no-verify"]) == 0
+    (tmp_path / "in.txt").write_text("a text\n")
+    for argv in (["predict", "--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "p.jsonl")],
+                 ["embed", "--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "v.npy")]):
+        capsys.readouterr()
+        assert main([argv[0], "--model", str(tmp_path / "x"), *argv[1:]]) == 2
+        err = capsys.readouterr().err
+        assert "is an ONNX export (`bertkit export`): run its model.onnx with ONNX Runtime" in err, err
+        assert not (tmp_path / "p.jsonl").exists() and not (tmp_path / "v.npy").exists()
+
+
 def test_head_the_checkpoint_lacks_is_refused(minilm_dir, tmp_path):
     with pytest.raises(CheckpointError, match="no trained qa head"):
         export_onnx(minilm_dir, str(tmp_path / "x"), task=get_task("qa"), verify=False)

@@ -27,7 +27,7 @@ from bertkit.inference.encode import SentenceEncoder
 from bertkit.io import atomic_open
 from bertkit.tasks.formats import read_text_inputs
 from bertkit.tokenizer.coverage import warn_about_unknown_texts
-from bertkit.commands.options import (add_device, add_int8, add_precision, at_least, check_output_files, device_of,
+from bertkit.commands.options import (add_device, add_int8, add_precision, add_progress, at_least, check_output_files, device_of,
                                       precision_of, resolve_models)
 
 
@@ -46,6 +46,7 @@ def add_arguments(parser) -> None:
     add_int8(parser)
     add_device(parser)
     add_precision(parser)
+    add_progress(parser)
 
 
 NAMES_SUFFIX = ".files.txt"  # beside vectors.npy: the file of each row, for a folder of texts
@@ -81,7 +82,8 @@ def run(args) -> int:
     warn_about_unknown_texts(texts, encoder.tokenizer, args.model, f"texts of {args.input}")
     kept = [i for i, text in enumerate(texts) if text.strip()]
     found = encoder.encode([texts[i] for i in kept], batch_size=args.batch_size, max_length=args.max_length,
-                           normalize=False if args.no_normalize else None)  # None: as the model says
+                           normalize=False if args.no_normalize else None,  # None: as the model says
+                           show_progress=False if args.no_progress else None)
     vectors = np.zeros((len(texts), found.shape[1]), dtype=found.dtype)
     vectors[kept] = found
     if len(kept) < len(texts):

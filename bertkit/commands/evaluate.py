@@ -34,8 +34,8 @@ from bertkit.tasks.common import TruncationWarning
 from bertkit.tasks.metrics import paired_difference, proportion_standard_error
 from bertkit.train.distributed import init_distributed, leave
 
-from bertkit.commands.options import (add_device, add_int8, add_precision, add_seed, add_set, add_task_module,
-                                      resolve_models, rounded, running_in)
+from bertkit.commands.options import (add_device, add_int8, add_precision, add_progress, add_seed, add_set,
+                                      add_task_module, resolve_models, rounded, running_in)
 
 
 def add_arguments(parser) -> None:
@@ -49,6 +49,7 @@ def add_arguments(parser) -> None:
     add_int8(parser)
     add_device(parser)
     add_precision(parser)
+    add_progress(parser)
     parser.add_argument("--limit", type=int, default=0,
                         help="evaluate on a seeded random subset of this many examples (0 = all)")
     add_seed(parser, "of the --limit subset; default 0")
@@ -216,7 +217,7 @@ def score(args, ctx):
     if unseen and ctx.is_main:
         print(f"{len(unseen)} label(s) the model never saw ({', '.join(unseen[:10])}"
               f"{', ...' if len(unseen) > 10 else ''}): counted as errors", file=sys.stderr)
-    with running_in(args, ctx.device), warnings.catch_warnings(), showing_progress("evaluate" if ctx.is_main else None):
+    with running_in(args, ctx.device), warnings.catch_warnings(), showing_progress("evaluate" if ctx.is_main and not args.no_progress else None):
         if not any(split_override(item)[0] == "data.max_length" for item in args.set):
             # the length the model was fine-tuned at: texts are cut as they were in training
             warnings.simplefilter("ignore", TruncationWarning)

@@ -167,7 +167,8 @@ class BertConfig:
     # ------------------------------------------------------------------ validation
     def validate(self) -> None:
         """Raise `ConfigError` with what to change when the values cannot make a model."""
-        _check_types(self)
+        _check_model_type(self.model_type)  # first: another architecture's config.json (GPT-2's
+        _check_types(self)                  # pad_token_id null) would fail a field check instead
         for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                      "intermediate_size", "max_position_embeddings"):
             value = getattr(self, name)
@@ -197,9 +198,6 @@ class BertConfig:
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise ConfigError(f"pad_token_id ({self.pad_token_id}) must be a valid id below "
                               f"vocab_size ({self.vocab_size})")
-        if self.model_type not in MODEL_TYPES:
-            raise ConfigError(f"model_type {self.model_type!r} is not supported; use one of {MODEL_TYPES} "
-                              "(it selects the variant switches and the checkpoint key names)")
         validate_switches(self)  # each switch's own fields (bertkit/models/variants/switches.py)
         _check_decoder(self)
         _check_size(self)
@@ -435,6 +433,16 @@ def _is_number(value: Any) -> bool:
 _KIND_CHECKS = {"int": _is_int, "number": _is_number, "str": lambda v: isinstance(v, str),
                 "bool": lambda v: isinstance(v, bool)}
 _KIND_WORDS = {"int": "an integer", "number": "a finite number", "str": "a string", "bool": "true or false"}
+
+
+def _check_model_type(model_type: Any) -> None:
+    """A config.json of another architecture (GPT-2, T5, ...) is named as such, not by the first of its
+    fields that BERT reads differently."""
+    if model_type not in MODEL_TYPES:
+        raise ConfigError(f"model_type {model_type!r} is not supported; use one of {MODEL_TYPES} "
+                          "(it selects the variant switches and the checkpoint key names); bertkit runs "
+                          "BERT-family encoders: a checkpoint of another architecture cannot be loaded by "
+                          "changing its config.json")
 
 
 def _check_types(config: BertConfig) -> None:

@@ -228,13 +228,16 @@ ADAPTER_CONFIG, OWN_ADAPTER_CONFIG = "adapter_config.json", "bertkit_adapter_con
 
 def not_a_model(directory: str | os.PathLike) -> str:
     """What a folder bertkit writes that holds no usable model of its own is, for the end of a
-    loader's "no config / weights / tokenizer files" error: a PEFT adapter (how to load it), an
-    ELECTRA checkpoint (its two models) or a run folder (the model inside); "" for any other folder."""
+    loader's "no config / weights / tokenizer files" error: a PEFT adapter (how to load it), an ONNX
+    export, an ELECTRA checkpoint (its two models) or a run folder (the model inside); "" for any other folder."""
     directory = os.path.normpath(directory)
     if any(os.path.isfile(os.path.join(directory, name)) for name in (ADAPTER_CONFIG, OWN_ADAPTER_CONFIG)):
         return (f"; {directory} is a PEFT adapter, not a whole model: load it with "
                 f"bertkit.peft.PeftModel.from_pretrained, or fold it into one with `bertkit peft merge --model "
                 f"{directory} --out DIR`")
+    if os.path.isfile(os.path.join(directory, "model.onnx")):  # what `bertkit export` writes
+        return (f"; {directory} is an ONNX export (`bertkit export`): run its model.onnx with ONNX Runtime "
+                "(docs/inference.md), or give bertkit the model directory it was exported from")
     pair = [os.path.join(directory, part) for part in ("discriminator", "generator")]
     if all(os.path.isfile(os.path.join(part, "config.json")) for part in pair):
         return (f"; {directory} is an ELECTRA pre-training checkpoint (the pair, for --resume): fine-tune "

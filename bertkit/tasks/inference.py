@@ -7,7 +7,8 @@ One path serves dev evaluation during fine-tuning, `bertkit evaluate` and `bertk
 
 A fine-tuned model directory says what it is: `finetune_summary.json` (written by
 `bertkit finetune`) holds the task and the data settings it was trained with; without it the
-task is read from config.json (`architectures`, `problem_type`), with default data settings.
+task is read from config.json (`architectures`, `problem_type`), with default data settings read
+at the tokenizer's `model_max_length` (as transformers' pipeline reads such a directory).
 """
 
 from __future__ import annotations
@@ -58,10 +59,22 @@ def read_spec(model_dir: str, task: Task | str | None = None) -> TaskSpec:
     if asked is None:
         if found is None:
             raise ConfigError(_no_task_head(model_dir, config.architectures))
-        return TaskSpec(found, DataConfig())
+        return TaskSpec(found, _data_of_a_saved_model(model_dir, config))
     if found is not None and found in asked.variants:
         asked = found  # a multi-label head asked for as "classification"
-    return TaskSpec(asked, DataConfig())
+    return TaskSpec(asked, _data_of_a_saved_model(model_dir, config))
+
+
+def _data_of_a_saved_model(model_dir: str, config) -> DataConfig:
+    """Default data settings for a directory `bertkit finetune` did not write (transformers' or
+    sentence-transformers' `save_pretrained`, bertkit's from Python), read at the length its tokenizer
+    says (`model_max_length`, within the model's positions), as `pipeline(..., truncation=True)`
+    and `AutoTokenizer` read it; DataConfig's 128 cut such a model's 512-token texts short (walk R)."""
+    length = Tokenizer.from_pretrained(tokenizer_dir(model_dir)).model_max_length
+    positions = getattr(config, "max_sequence_length", None)
+    if length is None:
+        return DataConfig()
+    return DataConfig(max_length=min(length, positions) if positions else length)
 
 
 def _no_task_head(model_dir: str, architectures) -> str:
