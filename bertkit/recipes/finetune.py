@@ -73,6 +73,9 @@ from bertkit.models.variants import linformer
 
 
 # ---------------------------------------------------------------------------- options
+CLASS_WEIGHTS = ("none", "balanced")  # train.class_weights: "balanced" weighs each class by N / (K * n_class)
+
+
 @dataclass
 class FinetuneOptions:
     """Keys of `[train]` beyond TrainConfig's: the length of the run and model selection."""
@@ -97,7 +100,7 @@ class FinetuneOptions:
                                   f"got {value!r}")
         if not isinstance(self.baseline, bool):
             raise ConfigError(f"train.baseline must be true or false, got {self.baseline!r}")
-        if self.class_weights not in ("none", "balanced"):
+        if self.class_weights not in CLASS_WEIGHTS:
             raise ConfigError(f"train.class_weights must be \"none\" or \"balanced\", got {self.class_weights!r}")
 
 

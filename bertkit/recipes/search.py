@@ -70,7 +70,7 @@ from bertkit.models.checkpoint import read_config
 from bertkit.models.families import family_of
 from bertkit.models.heads import BertForMultipleChoice, BertForSequenceClassification
 from bertkit.peft import DEFAULT_LR as PEFT_DEFAULT_LR
-from bertkit.recipes.finetune import BASELINE_SKIPPED, FinetuneOptions, finetune, fit_skipped_baseline
+from bertkit.recipes.finetune import BASELINE_SKIPPED, CLASS_WEIGHTS, FinetuneOptions, finetune, fit_skipped_baseline
 from bertkit.runtime.resume_check import changed_options, flatten
 from bertkit.runtime.run_dir import LOCK_FILE, check_apart, list_checkpoints, run_lock
 from bertkit.settings.config_io import dataclass_from_dict
@@ -85,7 +85,6 @@ SMALL_LRS, BASE_LRS = (5e-5, 1e-4, 3e-4), (2e-5, 3e-5, 5e-5)
 PEFT_LR_FACTORS = (0.5, 1.0, 2.5)  # around the method's default (bertkit.peft.DEFAULT_LR): LoRA 1e-3, 2e-3, 5e-3
 STRATEGIES = ("grid", "halving")
 AXES = ("lr", "dropout", "pooling", "class_weights")  # a trial's settings, the fastest-varying first
-CLASS_WEIGHTS = ("none", "balanced")
 HALVING_RATE = 3  # each rung keeps the best third and gives it 3x the epochs (Hyperband's eta)
 
 
@@ -104,7 +103,7 @@ class SearchSpace:
     max_minutes: float = 0.0  # 0 = no time limit
 
     def __post_init__(self) -> None:
-        for name in ("lr", "dropout", "pooling", "class_weights"):
+        for name in AXES:
             values = getattr(self, name)
             if values is not None and (not isinstance(values, list) or not values):
                 raise ConfigError(f"search.{name} must be a non-empty list, e.g. search.{name}=[...], got {values!r}")
