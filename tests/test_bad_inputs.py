@@ -445,7 +445,12 @@ def test_a_multiple_choice_model_predicts_in_int8(models, tmp_path, capsys):
                            warnings_are_errors=False)  # (torch deprecation notes from the int8 kernels)
         assert code == 0, err
         rows[name] = _rows(out)
-    assert [r["choice"] for r in rows["int8"]] == [r["choice"] for r in rows["fp32"]]
+    # A random tiny model scores the two choices near 0.5 each, where int8's rounding may flip the argmax:
+    # compare the probabilities, and the choice only where fp32's margin is wider than that rounding.
+    for fp32, int8 in zip(rows["fp32"], rows["int8"]):
+        assert int8["probabilities"] == pytest.approx(fp32["probabilities"], abs=0.01)
+        if abs(fp32["probabilities"][0] - fp32["probabilities"][1]) > 0.02:
+            assert int8["choice"] == fp32["choice"]
 
 
 @pytest.mark.parametrize("command", ["predict", "evaluate"])
