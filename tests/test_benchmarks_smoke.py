@@ -32,6 +32,18 @@ def test_every_script_smoke():
         assert re.search(RATIO_LINE, out, re.M), f"{script}: {out}"
 
 
+@pytest.mark.slow
+def test_serve_cli_bench_smoke():
+    """Whole `bertkit predict` / `embed` processes against the pipeline and sentence-transformers, outputs equal."""
+    pytest.importorskip("sentence_transformers")
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_serve_cli.py"), "--smoke"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.search(r"^RATIO predict: bertkit / transformers pipeline = [0-9.]+x .*, 0 of 20 labels differ$",
+                     proc.stdout, re.M), proc.stdout
+    assert re.search(r"^RATIO embed: bertkit / sentence-transformers = [0-9.]+x", proc.stdout, re.M), proc.stdout
+
+
 def test_embedding_training_bench_smoke():
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_embedding_train.py"), "--smoke",
                            "--threads", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
