@@ -329,6 +329,11 @@ def loads_json(text: str, path: str, line: int | None = None) -> Any:
         raise DataError(f"{path}: {'line %d: ' % line if line else ''}JSON nested too deeply") from None
 
 
+def same_path(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Whether two paths name one file or folder (links and ".." resolved)."""
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
 # The name of each JSON value's kind, for "must hold a JSON object, not ...".
 _JSON_KINDS = {list: "a list", str: "a string", int: "a number", float: "a number", bool: "true/false",
                type(None): "null"}

@@ -21,6 +21,9 @@ def test_a_model_at_the_unigram_loss_is_said_to_have_learnt_nothing_beyond_word_
                                                    "frequencies, no context)")
     assert against_unigram(str(tmp_path), None) is None  # no evaluation (a resume with nothing to train)
     assert against_unigram(str(tmp_path / "elsewhere"), 4.2) is None  # no baseline (ELECTRA, no held-out set)
+    for damaged in ("{", "[6.87]", '{"unigram_loss": "6.87"}', "\udcff"):  # after a finished run: no traceback
+        (tmp_path / "baseline.json").write_text(damaged, encoding="utf-8", errors="surrogateescape")
+        assert against_unigram(str(tmp_path), 4.2) is None
 
 
 def test_a_ctrl_c_before_training_says_what_a_rerun_keeps(tmp_path, capsys, monkeypatch):

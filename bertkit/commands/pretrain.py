@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import os
 
+from bertkit.errors import BertkitError
+from bertkit.io import read_json_object
 from bertkit.recipes.pretrain import pretrain
 from bertkit.runtime.run_dir import final_model, is_main_process, latest_checkpoint, not_a_model
 from bertkit.commands.options import add_device, add_progress, add_seed, add_set, metrics_text, typed_settings
@@ -69,9 +70,11 @@ def against_unigram(out: str, loss: float | None) -> str | None:
     path = os.path.join(out, "baseline.json")
     if loss is None or not os.path.isfile(path):
         return None
-    with open(path, encoding="utf-8") as f:
-        unigram = json.load(f).get("unigram_loss")
-    if unigram is None:
+    try:  # the run has finished: a damaged file costs the line, not a traceback
+        unigram = read_json_object(path, fix="").get("unigram_loss")
+    except BertkitError:
+        return None
+    if not isinstance(unigram, (int, float)):
         return None
     if loss < unigram:
         return f"held-out mlm_loss {loss:.3f} against the unigram loss {unigram:.3f} (word frequencies, no context)"

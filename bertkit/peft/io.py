@@ -43,7 +43,7 @@ from bertkit.models import heads
 from bertkit.models.checkpoint import load_into, read_state_dict
 from bertkit.models.config import BertConfig
 from bertkit.errors import CheckpointError, ConfigError
-from bertkit.io import atomic_open, atomic_write_json, make_output_dir, read_json_object
+from bertkit.io import atomic_open, atomic_write_json, make_output_dir, read_json_object, same_path
 from bertkit.models.encoder import BertModel
 from bertkit.peft.base import CONFIG_CLASSES, PeftConfig, base_shape, encoder_of
 from bertkit.peft.lora import LoraConfig
@@ -474,7 +474,7 @@ def check_fingerprint(meta: dict, fingerprint: str, base: str, adapter_dir: str)
     own adapters do not)."""
     if meta.get("base_fingerprint") is not None and meta["base_fingerprint"] != fingerprint:
         recorded = meta.get("base_model")
-        same = recorded and os.path.realpath(recorded) == os.path.realpath(base)
+        same = recorded and same_path(recorded, base)
         which = (f"the weights in {base} changed since it was trained on them" if same else
                  f"it records {recorded} as its base" if recorded else "it does not record which base that was")
         raise CheckpointError(

@@ -67,7 +67,7 @@ from bertkit.data.documents import (CorpusDocuments, check_document_count, is_sh
                                     refuse_prepared_shards, shard_documents, shard_origin, split_documents)
 from bertkit.data.examples import BUILDERS, SpecialTokens, build_examples, make_builder
 from bertkit.errors import BertkitError, ConfigError, DataError
-from bertkit.io import atomic_write_json, loads_json, read_json_object, read_text
+from bertkit.io import atomic_write_json, loads_json, read_json_object, read_text, same_path
 from bertkit.models.families import families, family_for, family_of
 from bertkit.objectives import OBJECTIVES, Objective, get_objective, import_objective_module
 from bertkit.runtime.run_dir import (check_apart, check_saved_options, latest_checkpoint, refuse_nothing_to_resume,
@@ -757,15 +757,11 @@ def check_run_dir(cfg: PretrainConfig, out_dir: str, resume: bool) -> None:
         refuse_foreign_tokenizer(os.path.join(out_dir, "tokenizer"))  # before the corpus is opened: see walk O #1
     for name, key in (("shards", "corpus"), ("general-shards", "general_corpus")):
         given = getattr(cfg.data, key)
-        if not (isinstance(given, str) and given and _same_path(given, os.path.join(out_dir, name))):
+        if not (isinstance(given, str) and given and same_path(given, os.path.join(out_dir, name))):
             refuse_prepared_shards(os.path.join(out_dir, name), f"data.{key}")  # the user's: see walk O
     refuse_unresumed(out_dir, existing, resume)
     if existing:
         check_saved_options(out_dir, RUN_FILE, cfg.to_dict(), defaults=parse_config({}).to_dict())
-
-
-def _same_path(a: str, b: str) -> bool:
-    return os.path.realpath(a) == os.path.realpath(b)
 
 
 def check_corpora(data: DataSection, out_dir: str) -> None:

@@ -34,7 +34,7 @@ from typing import Callable
 from bertkit.data.splits import HELD_OUT, SPLITS, assign_splits, rows_needed
 from bertkit.errors import ConfigError, DataError
 from bertkit.io import (atomic_open, check_regular_file, csv_delimiter, is_json_array, iter_csv_rows, iter_jsonl,
-                        iter_text_lines, json_lines_fix, loads_json, read_text)
+                        iter_text_lines, json_lines_fix, loads_json, read_text, same_path)
 from bertkit.tasks.class_folders import is_class_folder, one_class_error, read_class_folder
 from bertkit.tasks.formats import no_input_error, parse_number, read_conll, read_squad, same_text, spreadsheet_fix
 from bertkit.tasks.tables import is_table, iter_records
@@ -255,7 +255,7 @@ def check_outputs(paths: dict[str, str], out: str, source: str, overwrite: bool)
                           "pre-training run on the folder would read them, test texts too); write them beside it, "
                           f"e.g. --out {os.path.join(os.path.dirname(os.path.normpath(source)) or '.', 'data')}")
     for path in paths.values():
-        if os.path.exists(path) and os.path.realpath(path) == os.path.realpath(source):
+        if os.path.exists(path) and same_path(path, source):
             raise ConfigError(f"--out {out} would write {path}, which is --input: splitting would replace the file it "
                               "reads; give another --out, or rename the input (e.g. all"
                               f"{Path(path).suffix})")
