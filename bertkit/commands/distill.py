@@ -99,6 +99,8 @@ def run(args) -> int:
         args.temperature = 2.0
     if args.limit < 0:
         raise ConfigError(f"--limit must be >= 0, got {args.limit}")
+    if args.speed_repeats < 1:  # else refused by compare_speed only after the whole distillation
+        raise ConfigError(f"--speed-repeats must be at least 1, got {args.speed_repeats}")
     if args.compare_only:
         if not args.test:
             raise ConfigError("--compare-only needs --test DATA (e.g. bbc:test)")

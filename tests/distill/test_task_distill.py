@@ -176,6 +176,9 @@ def test_a_bad_test_file_or_zero_layers_is_refused_before_any_training(tagger, t
     assert "nosuch.conll: no such file" in capsys.readouterr().err
     assert cli.main([*base, "--layers", "0"]) == 2
     assert "--layers must be at least 1, got 0" in capsys.readouterr().err
+    # --speed-repeats 0 was refused by the timing, after the whole distillation
+    assert cli.main([*base, "--test", "wordnet-tagging:test", "--speed-repeats", "0"]) == 2
+    assert "--speed-repeats must be at least 1, got 0" in capsys.readouterr().err
     assert not (tmp_path / "s").exists()
 
 
