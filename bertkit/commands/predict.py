@@ -29,6 +29,7 @@ context are predicted like the others (the gold answers are not used).
 
 from __future__ import annotations
 
+from bertkit.errors import ConfigError
 from bertkit.inference.quantize import inference_copy
 from bertkit.table_output import rows_writer
 from bertkit.tasks import (TASKS, inference_spec, load_inference_model, prediction_chunks, read_prediction_input,
@@ -57,6 +58,9 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
+    if args.input == STDOUT:  # "-" reads as stdin beside --output -, but inputs are files (their format by extension)
+        raise ConfigError("--input -: predict reads a file, not stdin; save the texts to a .txt file (one per "
+                          "line) and pass its path, e.g. --input new.txt (--output - does write to stdout)")
     check_output_files(args)  # before any work: a folder, or a file the command reads
     device = device_of(args)  # before the model loads
     spec = inference_spec(args.model, args.task, args.set)

@@ -264,6 +264,14 @@ def test_user_errors_are_one_line_and_say_where(tiny, capsys, tmp_path):
     assert not os.path.exists(tmp_path / "o" / "model.safetensors")
 
 
+def test_predict_input_dash_says_it_reads_files_not_stdin(tiny, capsys):
+    """`--output -` is stdout, so a newcomer serving from a pipe tried `--input -`: it was looked up
+    as a file or built-in data name and refused as "-: no such file (or built-in data name: ...)"."""
+    code, _, err = run_cli(["predict", "--model", tiny, "--input", "-", "--output", "-"], capsys)
+    assert code == 2 and "--input -: predict reads a file, not stdin" in err and "--input new.txt" in err
+    assert "no such file" not in err
+
+
 def test_evaluate_of_a_classifier_saved_from_python_says_why_there_is_no_baseline(tiny, capsys, tmp_path):
     model = BertForSequenceClassification.from_pretrained(tiny, num_labels=2, id2label={0: "business", 1: "sport"})
     model.save_pretrained(tmp_path / "py", tokenizer=Tokenizer.from_pretrained(tiny))
