@@ -23,7 +23,8 @@ from bertkit.errors import ConfigError, DataError
 from bertkit.recipes.distill import DISTILLABLE, compare_on_test, distill_finetuned, distill_pretraining
 from bertkit.recipes.finetune import section_keys
 from bertkit.settings.config_io import apply_overrides, load_toml
-from bertkit.tasks import load_examples, read_spec
+from bertkit.tasks import TASKS, load_examples, read_spec
+from bertkit.tasks.baseline import describe, recorded_result
 
 from bertkit.commands.options import add_device, add_progress, add_seed, add_set, metrics_text, resolve_models, rounded, typed_settings
 
@@ -118,15 +119,37 @@ def run(args) -> int:
                                 progress=not args.no_progress, student_dir=args.student, resume=args.resume)
     if not summary:  # a non-zero rank of a distributed run
         return 0
-    info, metric = summary["distillation"], summary["select_metric"]
-    print(f"student: teacher layers {info['layer_map']} of {info['teacher_layers']}, "
-          f"{info['student_parameters'] / 1e6:.1f}M of the teacher's {info['teacher_parameters'] / 1e6:.1f}M "
-          f"parameters; best dev {metric} = {rounded(summary['best_dev'].get(metric))} at step {summary['best_step']} "
-          f"({summary['wall_time_s']} s)")
-    print(f"model saved in {args.out}")
+    report_student(summary, args.out)
     if args.test:
         report_test(args)
     return 0
+
+
+def report_student(summary: dict, out: str) -> None:
+    """The student's best dev score beside the dev baselines finetune fitted (trivial, TF-IDF), and
+    the hints a newcomer needs: the run printed the score alone, so a student behind TF-IDF on dev,
+    or one still improving at its last evaluation, was not said (finetune says both)."""
+    info, metric = summary["distillation"], summary["select_metric"]
+    ours = summary["best_dev"].get(metric)
+    print(f"student: teacher layers {info['layer_map']} of {info['teacher_layers']}, "
+          f"{info['student_parameters'] / 1e6:.1f}M of the teacher's {info['teacher_parameters'] / 1e6:.1f}M "
+          f"parameters; best dev {metric} = {rounded(ours)} at step {summary['best_step']} "
+          f"({summary['wall_time_s']} s)" + (f"; trivial baseline: {metrics_text(summary['dev_baseline'])}"
+                                              if summary.get("dev_baseline") else ""))
+    tfidf = summary.get("tfidf_baseline")
+    if tfidf is not None:
+        print(tfidf.get("note") or describe(recorded_result(tfidf)))
+    theirs = (recorded_result(tfidf) or {}).get(metric)
+    lower = metric in TASKS[summary["spec"]["task"]].lower_is_better
+    if theirs is not None and ours is not None and (ours >= theirs if lower else ours <= theirs):
+        print(f"TF-IDF is {'level with' if ours == theirs else 'ahead of'} the student on dev ({metric} "
+              f"{rounded(theirs)} against {rounded(ours)}): try a longer run or more student layers (--layers)")
+    trained = [row for row in summary.get("dev_history") or [] if row["step"] > 0]
+    if trained and summary["best_step"] == trained[-1]["step"] and summary.get("stopped_by") is None:
+        print(f"the best dev {metric} came at the last evaluation, so the student may still be improving: try a "
+              f"longer run (train.epochs, now {summary['options']['epochs']:g}; or train.max_steps, now "
+              f"{summary['train_config']['max_steps']})")
+    print(f"model saved in {out}")
 
 
 def run_pretrain_stage(args) -> int:

@@ -270,3 +270,29 @@ def test_tinybert_stage_one_lowers_the_layer_loss_and_distill_continues_from_it(
     start, end = student.state_dict(), load_model(str(stage2), "token-classification").state_dict()
     assert max((start[k] - end[k]).abs().max().item() for k in start) < 1e-4
     assert cli.main(argv[:-1] + ["--layer-map", "0,1", "--overwrite"]) == 2  # its depth must be the map's
+
+
+def test_distill_reports_the_student_beside_the_dev_baselines(tmp_path, capsys, monkeypatch):
+    """distill printed the student's best dev score alone: a student behind TF-IDF on dev, or still
+    improving at its last evaluation, went unsaid (walk S: 0.857 against TF-IDF's 0.914)."""
+    from bertkit.commands import cli, distill
+
+    summary = {"distillation": {"layer_map": [0, 2, 4], "teacher_layers": 6, "student_parameters": 17.4e6,
+                                "teacher_parameters": 22.7e6},
+               "select_metric": "accuracy", "best_dev": {"accuracy": 0.8571, "loss": 1.0}, "best_step": 54,
+               "wall_time_s": 71.3, "dev_baseline": {"accuracy": 0.2}, "spec": {"task": "classification"},
+               "tfidf_baseline": {"param": "C", "value": 100.0, "dev": {"accuracy": 0.9143, "loss": 0.41}},
+               "dev_history": [{"step": 18, "accuracy": 0.6}, {"step": 54, "accuracy": 0.8571}],
+               "stopped_by": None, "options": {"epochs": 3}, "train_config": {"max_steps": 54}}
+    monkeypatch.setattr(distill, "distill_finetuned", lambda *a, **k: summary)
+    assert cli.main(["distill", "--task", "classification", "--teacher", str(tmp_path), "--train", "bbc",
+                     "--out", str(tmp_path / "s")]) == 0
+    out = capsys.readouterr().out
+    assert "trivial baseline: accuracy=0.2" in out and 'TF-IDF baseline (C=100, chosen on dev)' in out
+    assert "TF-IDF is ahead of the student on dev (accuracy 0.9143 against 0.8571)" in out
+    assert "the best dev accuracy came at the last evaluation" in out and "train.epochs, now 3" in out
+    summary.update(best_dev={"accuracy": 0.95, "loss": 0.3}, best_step=18)  # ahead, and best before the end
+    assert cli.main(["distill", "--task", "classification", "--teacher", str(tmp_path), "--train", "bbc",
+                     "--out", str(tmp_path / "s")]) == 0
+    out = capsys.readouterr().out
+    assert "TF-IDF is" not in out and "last evaluation" not in out and "model saved in" in out
