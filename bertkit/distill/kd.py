@@ -84,8 +84,11 @@ def every_other_layer(teacher_layers: int, student_layers: int | None = None) ->
     student_layers = student_layers or max(1, teacher_layers // 2)
     chosen = list(range(0, teacher_layers, 2))[:student_layers]
     if len(chosen) < student_layers:
+        # "pass layer_map" named the Python argument, not the command's --layer-map, and no limit
+        example = ",".join(str(i) for i in range(min(student_layers, teacher_layers)))
         raise ConfigError(f"cannot take {student_layers} layers from every other of the teacher's "
-                          f"{teacher_layers}; pass layer_map explicitly")
+                          f"{teacher_layers} (at most {len(chosen)}): give a smaller --layers, or name the teacher "
+                          f"layers with --layer-map (Python: layer_map=), e.g. {example}")
     return chosen
 
 

@@ -296,3 +296,13 @@ def test_distill_reports_the_student_beside_the_dev_baselines(tmp_path, capsys, 
                      "--out", str(tmp_path / "s")]) == 0
     out = capsys.readouterr().out
     assert "TF-IDF is" not in out and "last evaluation" not in out and "model saved in" in out
+
+
+def test_too_many_student_layers_name_the_limit_and_the_command_s_option():
+    """--layers 9 on a 6-layer teacher said "pass layer_map explicitly": the Python name, no limit."""
+    from bertkit.distill.kd import every_other_layer
+
+    assert every_other_layer(6) == [0, 2, 4] and every_other_layer(6, 2) == [0, 2]
+    with pytest.raises(ConfigError, match=r"every other of the teacher's 6 \(at most 3\): give a smaller --layers, "
+                                          r"or name the teacher layers with --layer-map .*e\.g\. 0,1,2,3"):
+        every_other_layer(6, 4)
