@@ -18,12 +18,13 @@ bertkit/recipes/distill.py.
 from __future__ import annotations
 
 import json
+import os
 
 from bertkit.errors import ConfigError, DataError
 from bertkit.recipes.distill import DISTILLABLE, compare_on_test, distill_finetuned, distill_pretraining
 from bertkit.recipes.finetune import section_keys
 from bertkit.settings.config_io import apply_overrides, load_toml
-from bertkit.tasks import TASKS, load_examples, read_spec
+from bertkit.tasks import SUMMARY_FILE, TASKS, load_examples, read_spec
 from bertkit.tasks.baseline import describe, recorded_result
 
 from bertkit.commands.options import add_device, add_progress, add_seed, add_set, metrics_text, resolve_models, rounded, typed_settings
@@ -105,6 +106,9 @@ def run(args) -> int:
     if args.compare_only:
         if not args.test:
             raise ConfigError("--compare-only needs --test DATA (e.g. bbc:test)")
+        if not os.path.isfile(os.path.join(args.out, SUMMARY_FILE)):  # else "no config file at OUT", the student unnamed
+            raise ConfigError(f"--compare-only compares the student already in --out, and {args.out} holds no "
+                              "distilled model; run the same command without --compare-only first")
         report_test(args)
         return 0
     if args.test:

@@ -179,6 +179,9 @@ def test_a_bad_test_file_or_zero_layers_is_refused_before_any_training(tagger, t
     # --speed-repeats 0 was refused by the timing, after the whole distillation
     assert cli.main([*base, "--test", "wordnet-tagging:test", "--speed-repeats", "0"]) == 2
     assert "--speed-repeats must be at least 1, got 0" in capsys.readouterr().err
+    # --compare-only before any student: "no config file at OUT" did not say which model was missing
+    assert cli.main([*base, "--compare-only", "--test", "wordnet-tagging:test"]) == 2
+    assert "--compare-only compares the student already in --out" in capsys.readouterr().err
     assert not (tmp_path / "s").exists()
 
 
