@@ -205,3 +205,7 @@ def report_test(args) -> None:
           f"{result['examples']} examples ({result['features']} inputs), batch {result['batch_size']}, "
           f"max_length {result['max_length']}, "
           f"{result['threads']} thread(s)")
+    own = read_spec(args.teacher).data.max_length
+    if own != result["max_length"]:  # the teacher's score above is then not the one evaluate gives it
+        print(f"both were scored and timed at the student's data.max_length {result['max_length']}; the teacher was "
+              f"fine-tuned at {own}: its own score is `bertkit evaluate --model {args.teacher} --data {args.test}`")

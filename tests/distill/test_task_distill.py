@@ -309,3 +309,27 @@ def test_too_many_student_layers_name_the_limit_and_the_command_s_option():
     with pytest.raises(ConfigError, match=r"every other of the teacher's 6 \(at most 3\): give a smaller --layers, "
                                           r"or name the teacher layers with --layer-map .*e\.g\. 0,1,2,3"):
         every_other_layer(6, 4)
+
+
+def test_compare_says_when_the_teacher_was_scored_at_the_student_s_length(tmp_path, capsys, monkeypatch):
+    """A student distilled with --set data.max_length=64 from a teacher tuned at 128: --test scores
+    both at 64, and the teacher's line read as its own score (the share kept overstated)."""
+    from types import SimpleNamespace
+
+    from bertkit.commands import cli, distill
+
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "finetune_summary.json").write_text("{}")
+    result = {"teacher": {"accuracy": 0.9}, "student": {"accuracy": 0.88}, "median_seconds": {"teacher": 2.0,
+              "student": 1.0}, "retained": {"accuracy": 0.978}, "speedup": 2.0,
+              "speedup_per_pair": {"median": 2.0, "min": 1.9, "max": 2.1}, "examples": 10, "features": 10,
+              "batch_size": 64, "max_length": 64, "threads": 1}
+    monkeypatch.setattr(distill, "compare_on_test", lambda *a, **k: result)
+    monkeypatch.setattr(distill, "read_spec", lambda *a, **k: SimpleNamespace(data=SimpleNamespace(max_length=128)))
+    argv = ["distill", "--teacher", str(tmp_path), "--train", "bbc", "--out", str(tmp_path / "s"),
+            "--compare-only", "--test", "bbc:test"]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "scored and timed at the student's data.max_length 64; the teacher was fine-tuned at 128" in out
+    result["max_length"] = 128
+    assert cli.main(argv) == 0 and "fine-tuned at" not in capsys.readouterr().out
