@@ -178,3 +178,25 @@ def test_modern_encoder_heads_export_and_match_bertkit(task, tmp_path):
             if e.ndim >= 2 and e.shape[1] == length:  # per-token outputs: real tokens only
                 e, g = e[real], g[real]
             assert np.abs(g - e).max() < 1e-4
+
+
+def test_the_docs_serving_block_runs_a_classifier_export(minilm_dir, tmp_path):
+    """docs/inference.md's ONNX Runtime block (the error for an export given to predict points there,
+    which showed no code): run as written on an export, it gives bertkit's logits and label names."""
+    import re
+    from pathlib import Path
+
+    config = BertConfig.preset("tiny", num_labels=3)  # MiniLM's vocabulary size: its tokenizer fits
+    model = target("classification").model_class(config).eval()
+    tok = Tokenizer.from_pretrained(minilm_dir)
+    model.save_pretrained(tmp_path / "clf", tokenizer=tok)
+    assert main(["export", "--model", str(tmp_path / "clf"), "--out", str(tmp_path / "onnx")]) == 0
+    doc = (Path(__file__).parent.parent / "docs" / "inference.md").read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"```python\n(.*?)```", doc, re.S) if "ort.InferenceSession" in b)
+    scope = {}
+    exec(block.replace('"runs/bbc-onnx"', repr(str(tmp_path / "onnx"))), scope)
+    with torch.no_grad():
+        expected = model(**tok(["The striker scored twice in the final.",
+                                "Shares fell after the profit warning."])).logits.numpy()
+    assert np.abs(scope["logits"] - expected).max() < 1e-4
+    assert scope["labels"] == [config.id2label[int(i)] for i in expected.argmax(-1)]
