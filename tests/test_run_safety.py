@@ -621,3 +621,17 @@ def test_a_pretrain_made_tokenizer_with_an_unreadable_record_is_said_so_and_retr
     with pytest.warns(UserWarning, match=f"its {pretrain_recipe.TOKENIZER_ORIGIN} is unreadable"):
         pretrain_recipe.drop_stale_tokenizer(str(made), {"corpus": "bbc"})  # not "an older bertkit"
     assert not made.exists()
+
+
+def test_finetune_resume_before_the_first_checkpoint_says_it_starts_over(encoder, tmp_path, capsys):
+    """walk T: `kill -9` before the first checkpoint left finetune_config.json and metrics.jsonl;
+    `--resume` trained from step 0 again saying only that it took over a dead run's lock."""
+    out = tmp_path / "run"
+    assert run(finetune_argv(encoder, out), capsys)[0] == 0
+    for name in os.listdir(out):  # what the killed run had written: its record, no checkpoint
+        if name != "finetune_config.json":
+            (shutil.rmtree if (out / name).is_dir() else os.remove)(out / name)
+    code, _, err = run(finetune_argv(encoder, out, "--resume"), capsys)
+    assert code == 0
+    assert f"--resume: {out} holds no checkpoint yet (the run stopped before its first save): training from step 0" \
+        in err
