@@ -635,3 +635,44 @@ def test_finetune_resume_before_the_first_checkpoint_says_it_starts_over(encoder
     assert code == 0
     assert f"--resume: {out} holds no checkpoint yet (the run stopped before its first save): training from step 0" \
         in err
+
+
+def test_a_resume_under_fewer_processes_skips_the_batches_all_ranks_drew_and_says_what_changes(tmp_path):
+    """walk T: a run stopped under torchrun --nproc_per_node 2 and resumed by one process skipped
+    only one rank's count of the epoch's batches (half of those trained on came again), and the
+    warning named only the RNG, though each step's examples halve (train.batch_size is per process)."""
+    from bertkit.models.heads import BertForMaskedLM
+    from bertkit.runtime.run_dir import STATE_FILE
+    from bertkit.train import Trainer, TrainConfig
+
+    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=16)
+
+    class Batches:  # an epoch of 8 batches that records where the Trainer asks it to start
+        def __init__(self):
+            self.skips = []
+
+        def skip(self, n):
+            self.skips.append(n)
+
+        def __iter__(self):
+            generator = torch.Generator().manual_seed(0)
+            for _ in range(8 - (self.skips[-1] if self.skips else 0)):
+                ids = torch.randint(5, 50, (4, 8), generator=generator)
+                yield {"input_ids": ids, "labels": ids}
+
+    def trainer(data, steps):
+        cfg = TrainConfig(max_steps=steps, lr=1e-3, batch_size=4, log_every=1)
+        return Trainer(BertForMaskedLM(config), data, cfg, tmp_path, progress=False)
+
+    trainer(Batches(), 2).train()
+    path = tmp_path / "checkpoint-2" / STATE_FILE
+    state = torch.load(path, weights_only=True)
+    state["ranks"] = state["ranks"] * 2  # as two processes write it: 2 batches drawn by each
+    torch.save(state, path)
+    data = Batches()
+    with pytest.warns(UserWarning, match=r"written by 2 processes, this run has 1: each step now trains on 4 "
+                                         r"examples, not 8 \(train.batch_size is per process\), the epoch goes on "
+                                         r"after the 4 batches drawn.*--nproc_per_node 2"):
+        trainer(data, 3).train(resume=True)
+    assert data.skips == [4]
