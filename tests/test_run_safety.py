@@ -676,3 +676,31 @@ def test_a_resume_under_fewer_processes_skips_the_batches_all_ranks_drew_and_say
                                          r"after the 4 batches drawn.*--nproc_per_node 2"):
         trainer(data, 3).train(resume=True)
     assert data.skips == [4]
+
+
+def test_a_signal_during_an_evaluation_announces_no_step_the_run_will_not_take(tmp_path, capsys):
+    """walk T: Ctrl-C during finetune's evaluation after step 36 printed "finishing step 37", then
+    "stopped by SIGINT after step 36": the run stops after the step done, so no number is promised."""
+    from bertkit.models.heads import BertForMaskedLM
+    from bertkit.train import Trainer, TrainConfig
+
+    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=16)
+    ids = torch.randint(5, 50, (4, 8), generator=torch.Generator().manual_seed(0))
+
+    def evaluate(model):  # Ctrl-C arrives while the step-2 evaluation runs
+        os.kill(os.getpid(), signal.SIGINT)
+        return {"loss": 1.0}
+
+    cfg = TrainConfig(max_steps=4, lr=1e-3, batch_size=4, log_every=1, eval_every=2)
+    trainer = Trainer(BertForMaskedLM(config), [{"input_ids": ids, "labels": ids}] * 4, cfg, tmp_path,
+                      eval_fn=evaluate, progress=False)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # SIG_IGN in a background job
+    try:
+        with pytest.raises(BaseException, match="after step 2 of 4"):
+            trainer.train()
+    finally:
+        signal.signal(signal.SIGINT, before)
+    out = capsys.readouterr().out
+    assert "SIGINT: finishing the step in progress, then saving a checkpoint" in out
+    assert "step 3" not in out

@@ -380,7 +380,9 @@ class Trainer:
         if not self.ctx.enabled:  # alone, no need to wait for the next step's all-reduce
             self._agreed_signal = signum
         if self.ctx.is_main:
-            tqdm.write(f"{name}: finishing step {self.step + 1}, then saving a checkpoint "
+            # no step number: a signal between steps (an evaluation, a save) stops after the step done,
+            # under torchrun after the next one; "finishing step 37" then "stopped after step 36" misled
+            tqdm.write(f"{name}: finishing the step in progress, then saving a checkpoint "
                        f"(send {name} again to stop at once)")
 
     def _stop_for_signal(self, saved: bool) -> None:
