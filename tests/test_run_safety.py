@@ -705,3 +705,16 @@ def test_a_signal_during_an_evaluation_announces_no_step_the_run_will_not_take(t
     out = capsys.readouterr().out
     assert "SIGINT: finishing the step in progress, then saving a checkpoint" in out
     assert "step 3" not in out
+
+
+def test_pretrain_resume_before_the_first_checkpoint_says_it_starts_over(tmp_path, capsys):
+    """walk T: pretrain killed (kill -9) after its tokenizer and shards, before checkpoint-N: `--resume`
+    trained from step 0 saying only that it took over a dead run's lock (as finetune did)."""
+    out = tmp_path / "run"
+    assert run(pretrain_argv(out), capsys)[0] == 0
+    for name in os.listdir(out):  # what the killed run had left: its record, tokenizer and shards
+        if name.startswith("checkpoint-") or name == "metrics.jsonl":
+            (shutil.rmtree if (out / name).is_dir() else os.remove)(out / name)
+    said = f"--resume: {out} holds no checkpoint yet (the run stopped before its first save): training from step 0"
+    with pytest.warns(UserWarning, match=re.escape(said)):
+        assert run(pretrain_argv(out, "--resume"), capsys)[0] == 0
