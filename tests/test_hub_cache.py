@@ -111,3 +111,23 @@ def test_a_misspelt_local_folder_names_the_one_beside_it(hf_home, tmp_path, monk
         resolve_model_dir("runs/zzzzzz-other")
     with pytest.raises(CheckpointError, match="not in the local Hugging Face cache"):
         resolve_model_dir("some-org/zzzzzz-other")
+
+
+def test_a_checkpoint_the_run_never_wrote_names_the_ones_it_did(tmp_path, monkeypatch, capsys):
+    """`--model runs/A/checkpoint-999` (three parts: no hub name) failed after the data were read,
+    as "tokenizer path runs/A/checkpoint-999 does not exist" (walk T); now one line before any
+    work, listing the run's checkpoints in step order; a path under no folder names the option."""
+    monkeypatch.chdir(tmp_path)
+    for step in (50, 100, 200):
+        (tmp_path / "runs" / "A" / f"checkpoint-{step}").mkdir(parents=True)
+    (tmp_path / "runs" / "A" / "metrics.jsonl").write_text("")
+    (tmp_path / "train.csv").write_text("text,label\na,x\nb,y\n")
+    base = ["finetune", "--task", "classification", "--train", "train.csv", "--dev", "train.csv", "--out", "runs/F"]
+    for model, expected in (
+            ("runs/A/checkpoint-999", "runs/A/checkpoint-999 does not exist (runs/A/ holds checkpoint-50, "
+                                      "checkpoint-100, checkpoint-200); make it first"),
+            ("runs/B/checkpoint-20", "runs/B/checkpoint-20 does not exist; pass --model a model directory")):
+        assert cli.main(base + ["--model", model]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"bertkit finetune: error: {expected}") and err.count("\n") == 1, err
+    assert not (tmp_path / "runs" / "F").exists()

@@ -9,6 +9,7 @@ import json
 import bertkit.commands.pretrain as command
 from bertkit.commands.cli import main
 from bertkit.commands.pretrain import against_unigram
+from bertkit.errors import RunInterrupted
 from bertkit.runtime.run_dir import STATE_FILE
 
 
@@ -56,3 +57,20 @@ def test_the_unigram_line_reads_the_kept_models_loss_not_the_last_steps(tmp_path
         said = capsys.readouterr().out
         assert "early stopping kept step 200" in said and "7.500 against" not in said
         assert (line in said) if line else "unigram" not in said
+
+
+def test_a_stop_under_torchrun_is_reported_once_by_rank_0(tmp_path, capsys, monkeypatch):
+    """walk T: Ctrl-C on `torchrun --nproc_per_node 2 ... pretrain` printed "stopped by SIGINT after
+    step 22 of 40; saved ..." once per rank; every rank stops after the same step with the same words."""
+    def stopped(*args, **kwargs):
+        raise RunInterrupted("stopped by SIGINT after step 22 of 40; saved run/checkpoint-22", 2)
+
+    monkeypatch.setattr(command, "pretrain", stopped)
+    said = {}
+    for rank in ("0", "1"):
+        monkeypatch.setenv("RANK", rank)
+        code = main(["pretrain", "--config", "configs/pretrain-tiny.toml", "--out", str(tmp_path / f"run{rank}")])
+        assert code == 130
+        said[rank] = capsys.readouterr().err
+    assert said["0"].strip() == "bertkit pretrain: stopped by SIGINT after step 22 of 40; saved run/checkpoint-22"
+    assert said["1"] == ""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -621,3 +622,99 @@ def test_a_pretrain_made_tokenizer_with_an_unreadable_record_is_said_so_and_retr
     with pytest.warns(UserWarning, match=f"its {pretrain_recipe.TOKENIZER_ORIGIN} is unreadable"):
         pretrain_recipe.drop_stale_tokenizer(str(made), {"corpus": "bbc"})  # not "an older bertkit"
     assert not made.exists()
+
+
+def test_finetune_resume_before_the_first_checkpoint_says_it_starts_over(encoder, tmp_path, capsys):
+    """walk T: `kill -9` before the first checkpoint left finetune_config.json and metrics.jsonl;
+    `--resume` trained from step 0 again saying only that it took over a dead run's lock."""
+    out = tmp_path / "run"
+    assert run(finetune_argv(encoder, out), capsys)[0] == 0
+    for name in os.listdir(out):  # what the killed run had written: its record, no checkpoint
+        if name != "finetune_config.json":
+            (shutil.rmtree if (out / name).is_dir() else os.remove)(out / name)
+    # pytest records warnings rather than letting them reach stderr: catch it as a warning
+    said = f"--resume: {out} holds no checkpoint yet (the run stopped before its first save): training from step 0"
+    with pytest.warns(UserWarning, match=re.escape(said)):
+        assert run(finetune_argv(encoder, out, "--resume"), capsys)[0] == 0
+
+
+def test_a_resume_under_fewer_processes_skips_the_batches_all_ranks_drew_and_says_what_changes(tmp_path):
+    """walk T: a run stopped under torchrun --nproc_per_node 2 and resumed by one process skipped
+    only one rank's count of the epoch's batches (half of those trained on came again), and the
+    warning named only the RNG, though each step's examples halve (train.batch_size is per process)."""
+    from bertkit.models.heads import BertForMaskedLM
+    from bertkit.runtime.run_dir import STATE_FILE
+    from bertkit.train import Trainer, TrainConfig
+
+    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=16)
+
+    class Batches:  # an epoch of 8 batches that records where the Trainer asks it to start
+        def __init__(self):
+            self.skips = []
+
+        def skip(self, n):
+            self.skips.append(n)
+
+        def __iter__(self):
+            generator = torch.Generator().manual_seed(0)
+            for _ in range(8 - (self.skips[-1] if self.skips else 0)):
+                ids = torch.randint(5, 50, (4, 8), generator=generator)
+                yield {"input_ids": ids, "labels": ids}
+
+    def trainer(data, steps):
+        cfg = TrainConfig(max_steps=steps, lr=1e-3, batch_size=4, log_every=1)
+        return Trainer(BertForMaskedLM(config), data, cfg, tmp_path, progress=False)
+
+    trainer(Batches(), 2).train()
+    path = tmp_path / "checkpoint-2" / STATE_FILE
+    state = torch.load(path, weights_only=True)
+    state["ranks"] = state["ranks"] * 2  # as two processes write it: 2 batches drawn by each
+    torch.save(state, path)
+    data = Batches()
+    with pytest.warns(UserWarning, match=r"written by 2 processes, this run has 1: each step now trains on 4 "
+                                         r"examples, not 8 \(train.batch_size is per process\), the epoch goes on "
+                                         r"after the 4 batches drawn.*--nproc_per_node 2"):
+        trainer(data, 3).train(resume=True)
+    assert data.skips == [4]
+
+
+def test_a_signal_during_an_evaluation_announces_no_step_the_run_will_not_take(tmp_path, capsys):
+    """walk T: Ctrl-C during finetune's evaluation after step 36 printed "finishing step 37", then
+    "stopped by SIGINT after step 36": the run stops after the step done, so no number is promised."""
+    from bertkit.models.heads import BertForMaskedLM
+    from bertkit.train import Trainer, TrainConfig
+
+    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=16)
+    ids = torch.randint(5, 50, (4, 8), generator=torch.Generator().manual_seed(0))
+
+    def evaluate(model):  # Ctrl-C arrives while the step-2 evaluation runs
+        os.kill(os.getpid(), signal.SIGINT)
+        return {"loss": 1.0}
+
+    cfg = TrainConfig(max_steps=4, lr=1e-3, batch_size=4, log_every=1, eval_every=2)
+    trainer = Trainer(BertForMaskedLM(config), [{"input_ids": ids, "labels": ids}] * 4, cfg, tmp_path,
+                      eval_fn=evaluate, progress=False)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # SIG_IGN in a background job
+    try:
+        with pytest.raises(BaseException, match="after step 2 of 4"):
+            trainer.train()
+    finally:
+        signal.signal(signal.SIGINT, before)
+    out = capsys.readouterr().out
+    assert "SIGINT: finishing the step in progress, then saving a checkpoint" in out
+    assert "step 3" not in out
+
+
+def test_pretrain_resume_before_the_first_checkpoint_says_it_starts_over(tmp_path, capsys):
+    """walk T: pretrain killed (kill -9) after its tokenizer and shards, before checkpoint-N: `--resume`
+    trained from step 0 saying only that it took over a dead run's lock (as finetune did)."""
+    out = tmp_path / "run"
+    assert run(pretrain_argv(out), capsys)[0] == 0
+    for name in os.listdir(out):  # what the killed run had left: its record, tokenizer and shards
+        if name.startswith("checkpoint-") or name == "metrics.jsonl":
+            (shutil.rmtree if (out / name).is_dir() else os.remove)(out / name)
+    said = f"--resume: {out} holds no checkpoint yet (the run stopped before its first save): training from step 0"
+    with pytest.warns(UserWarning, match=re.escape(said)):
+        assert run(pretrain_argv(out, "--resume"), capsys)[0] == 0

@@ -16,8 +16,9 @@ import warnings
 import torch
 
 from bertkit.runtime import job_warnings
-from bertkit.errors import BertkitError, DataError
+from bertkit.errors import BertkitError, DataError, RunInterrupted
 from bertkit.io import describe_os_error
+from bertkit.runtime.run_dir import is_main_process
 from bertkit.runtime.threads import default_threads
 from bertkit.runtime.user_modules import TASK_MODULE, import_user_module, task_modules
 
@@ -184,7 +185,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bertkit {args.command}: error: {describe_os_error(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:  # Ctrl-C; a training loop stopped by a signal says more (RunInterrupted)
-        print(f"bertkit {args.command}: {str(e) or 'interrupted'}", file=sys.stderr)
+        # under torchrun all ranks stop after the same step with the same message: rank 0 says it once
+        if is_main_process() or not isinstance(e, RunInterrupted):
+            print(f"bertkit {args.command}: {str(e) or 'interrupted'}", file=sys.stderr)
         return getattr(e, "exit_code", 130)
     finally:
         torch.set_num_threads(before)  # main() called in-process (tests) leaves torch as it was

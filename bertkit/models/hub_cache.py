@@ -24,6 +24,13 @@ from bertkit.io import nearest_sibling
 # A hub repository id: NAME or ORG/NAME, letters, digits, "-", "_", "." (not leading, no "--" or "..").
 _REPO_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*$")
 
+_CHECKPOINT = re.compile(r"^checkpoint-\d+$")
+
+
+def _natural(name: str) -> tuple:
+    """checkpoint-50 before checkpoint-100."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
+
 
 def hub_cache_dir() -> str:
     """The directory huggingface_hub caches models in, read from the environment as it reads it
@@ -50,6 +57,24 @@ def cached_snapshot(repo_id: str, revision: str = "main") -> str | None:
     return snapshot if commit and os.path.isdir(snapshot) else None
 
 
+def missing_local_path(path: str) -> CheckpointError | None:
+    """The error for a local path that is not there, when it reads as one: a typo of a name beside
+    it, or a name in a folder that exists (runs/bbc, runs/A/checkpoint-999: a checkpoint never
+    written). None when neither holds (then it may be a hub name)."""
+    step = _CHECKPOINT.match(os.path.basename(path))  # checkpoint-999's "nearest" name is any other step
+    near = None if step else nearest_sibling(path)
+    if near:  # "runs/mien" beside "runs/mine": a typo of a local folder, not a hub name
+        return CheckpointError(f"{path} does not exist; did you mean {near}?")
+    folder = os.path.dirname(path)
+    if folder and os.path.isdir(folder):  # a folder not made yet, or a checkpoint the run never wrote
+        held = sorted((name for name in os.listdir(folder) if not name.startswith(".")
+                       and (not step or _CHECKPOINT.match(name))), key=_natural)
+        shown = ", ".join(held[:8]) + (", ..." if len(held) > 8 else "") if held else "nothing"
+        return CheckpointError(f"{path} does not exist ({folder}/ holds {shown}); make it first, or pass a "
+                               "model directory that exists")
+    return None
+
+
 def resolve_model_dir(name: str | os.PathLike) -> str:
     """`name` itself when it exists (or cannot be a hub name); else its snapshot in the local
     Hugging Face cache; a hub name that is not cached raises CheckpointError (no network is used)."""
@@ -58,15 +83,9 @@ def resolve_model_dir(name: str | os.PathLike) -> str:
         return path
     snapshot = cached_snapshot(path)
     if snapshot is None:
-        near = nearest_sibling(path)
-        if near:  # "runs/mien" beside "runs/mine": a typo of a local folder, not a hub name
-            raise CheckpointError(f"{path} does not exist; did you mean {near}?")
-        folder = os.path.dirname(path)
-        if os.path.isdir(folder):  # "runs/bbc" with a local runs/: a folder not made yet, not a hub name
-            held = sorted(name for name in os.listdir(folder) if not name.startswith("."))
-            shown = ", ".join(held[:8]) + (", ..." if len(held) > 8 else "") if held else "nothing"
-            raise CheckpointError(f"{path} does not exist ({folder}/ holds {shown}); make it first, or pass a "
-                                  "model directory that exists")
+        local = missing_local_path(path)
+        if local is not None:
+            raise local
         raise CheckpointError(f"{path} is not a local directory, and not in the local Hugging Face cache "
                               f"({hub_cache_dir()}); bertkit does not download: fetch it where there is "
                               f"network (`hf download {path}`, or any transformers from_pretrained), set "

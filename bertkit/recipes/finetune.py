@@ -307,6 +307,9 @@ def check_out_dir(out_dir: str, overwrite: bool, resume: bool = False, record: d
     if resume and taken:
         raise BertkitError(f"{out_dir} holds a finished run ({', '.join(taken[:3])}) and no checkpoint to resume; "
                            "pass --overwrite to train again, or choose a new --out directory")
+    if resume:  # killed (kill -9, a crash) before its first checkpoint: say the run starts over, not resumes
+        warnings.warn(f"--resume: {out_dir} holds no checkpoint yet (the run stopped before its first save): "
+                      "training from step 0", stacklevel=2)
     if taken and not overwrite:
         unfinished = all(n.startswith("checkpoint-") for n in taken)  # stopped before its summary was written
         hint = "pass --resume to continue it, " if any(n.startswith("checkpoint-") for n in taken) else ""

@@ -762,6 +762,9 @@ def check_run_dir(cfg: PretrainConfig, out_dir: str, resume: bool) -> None:
     refuse_unresumed(out_dir, existing, resume)
     if existing:
         check_saved_options(out_dir, RUN_FILE, cfg.to_dict(), defaults=parse_config({}).to_dict())
+    elif resume:  # killed before its first checkpoint: it had started over saying only that it took the lock
+        warnings.warn(f"--resume: {out_dir} holds no checkpoint yet (the run stopped before its first save): "
+                      "training from step 0 (a tokenizer and shards it finished are reused)", stacklevel=2)
 
 
 def check_corpora(data: DataSection, out_dir: str) -> None:

@@ -256,6 +256,20 @@ def search_options(record: dict) -> dict:
 
 def run_trials(task: str, model_dir: str, sources: tuple, out_dir: str, sections: dict, space: SearchSpace,
                grid: list[dict], progress: bool, log) -> list[dict]:
+    """`trials`, with Ctrl-C outside a trial's training (while a trial loads its data and model, or the
+    best moves to OUT) said as a stop that --resume continues: it had ended in a bare "interrupted"."""
+    try:
+        return trials(task, model_dir, sources, out_dir, sections, space, grid, progress, log)
+    except RunInterrupted:  # stopped in training: the message names the checkpoint and --resume
+        raise
+    except KeyboardInterrupt:
+        raise RunInterrupted(f"stopped by SIGINT between trials (each finished trial is kept, the best so far "
+                             f"in {out_dir}); run the same command with --resume for the other trials",
+                             signal.SIGINT) from None
+
+
+def trials(task: str, model_dir: str, sources: tuple, out_dir: str, sections: dict, space: SearchSpace,
+           grid: list[dict], progress: bool, log) -> list[dict]:
     """Each rung's trials in turn within the budget; after each trial, OUT holds the best so far.
     The table rows. A trial finished by an earlier run is read back; its model, moved to OUT when
     it was the best, stays there until a better trial replaces it."""

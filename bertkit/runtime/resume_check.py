@@ -32,6 +32,9 @@ MAY_CHANGE = frozenset({
     "train.eval_at_start",  # read at step 0 only: a resumed run logged that evaluation, or never will
     "train.patience", "early_stopping.patience",  # wait longer (or less) before stopping early
     "train.device", "train.compile",  # where and how the same steps run
+    # ddp <-> fsdp: both save one process's layout (tests/train/test_fsdp.py), so an FSDP run can
+    # go on in one process, which FSDP refuses; like a changed process count, not bit-exact
+    "train.strategy",
     "train.baseline",  # the TF-IDF baseline beside the score: computed after training, changes no step
 })
 

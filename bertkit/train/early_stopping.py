@@ -84,7 +84,9 @@ class BestKeeper:
         metrics.jsonl with split "eval"), without saving: the best model is already on disk."""
         for row in rows:
             if row.get("split") == "eval" and self.metric in row:
-                self._record(row["step"], {k: v for k, v in row.items() if k not in ("step", "split")})
+                # train_seconds: the trainer's clock in the row, not a measure; the live run never sees it
+                self._record(row["step"], {k: v for k, v in row.items()
+                                           if k not in ("step", "split", "train_seconds")})
 
     def _record(self, step: int, metrics: dict) -> bool:
         """Update the best value and the count of evaluations without gain; True = improved."""

@@ -380,7 +380,9 @@ class Trainer:
         if not self.ctx.enabled:  # alone, no need to wait for the next step's all-reduce
             self._agreed_signal = signum
         if self.ctx.is_main:
-            tqdm.write(f"{name}: finishing step {self.step + 1}, then saving a checkpoint "
+            # no step number: a signal between steps (an evaluation, a save) stops after the step done,
+            # under torchrun after the next one; "finishing step 37" then "stopped after step 36" misled
+            tqdm.write(f"{name}: finishing the step in progress, then saving a checkpoint "
                        f"(send {name} again to stop at once)")
 
     def _stop_for_signal(self, saved: bool) -> None:
@@ -486,6 +488,20 @@ class Trainer:
     def _lr(self) -> float:
         """The lr of the last group (full lr under LLRD) used by the last update."""
         return self._step_lr
+
+    def _rescale_position(self, checkpoint_dir: str, written_by: int) -> None:
+        """batches_in_epoch counts one rank's batches, and rank r of W takes every W-th batch of the
+        epoch's order: W_old ranks had drawn n x W_old batches, so each of W_new ranks skips
+        n x W_old / W_new (the same count of n had repeated or skipped part of the epoch: walk T)."""
+        drawn = self.batches_in_epoch * written_by
+        self.batches_in_epoch = drawn // self.ctx.world_size
+        per_step = self.config.batch_size * self.config.grad_accum
+        warnings.warn(f"{checkpoint_dir} was written by {written_by} processes, this run has {self.ctx.world_size}: "
+                      f"each step now trains on {per_step * self.ctx.world_size} examples, not "
+                      f"{per_step * written_by} (train.batch_size is per process), the epoch goes on after the "
+                      f"{drawn} batches drawn, and RNG streams are re-seeded, so this is not the run "
+                      f"{written_by} processes would make; resume under torchrun --nproc_per_node {written_by} "
+                      "to continue it exactly")
 
     # ------------------------------------------------------------------ data position
     def _batches(self):
@@ -712,9 +728,8 @@ class Trainer:
         ranks = state["ranks"]
         if len(ranks) == self.ctx.world_size:
             self._pending_rng = ranks[self.ctx.rank]
-        else:  # a different number of processes: positions still hold, randomness cannot
-            warnings.warn(f"{checkpoint_dir} was written by {len(ranks)} processes, this run has "
-                          f"{self.ctx.world_size}: RNG streams are re-seeded, so the run is not bit-exact")
+        else:  # a different number of processes: the position is rescaled, randomness cannot be kept
+            self._rescale_position(checkpoint_dir, len(ranks))
             seed_everything(self.config.seed + self.ctx.rank + self.step)
             self._pending_rng = None
         if self._pending_rng is not None and self.batches_in_epoch == 0:

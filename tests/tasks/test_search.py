@@ -336,3 +336,24 @@ def test_a_lora_search_tries_lora_learning_rates_and_keeps_the_best_adapter(file
     assert main(["evaluate", "--model", out, "--data", str(root / "dev.jsonl"), "--no-baseline"]) == 0
     scored = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert scored["accuracy"] == pytest.approx(summary["best_dev"]["accuracy"])  # the kept adapter, reloaded
+
+
+def test_ctrl_c_while_a_trial_starts_says_how_to_go_on_and_resume_runs_the_rest(files, tmp_path, monkeypatch, capsys):
+    """walk T: Ctrl-C after trial 0, while trial 1 loaded its data, ended in a bare
+    "bertkit finetune: interrupted" though --resume continues the search."""
+    calls, real = [], search_recipe.finetune
+
+    def interrupted_at_trial_1(*args, **kwargs):
+        calls.append(args[4])
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # as Python raises it outside the Trainer's signal handler
+        return real(*args, **kwargs)
+    monkeypatch.setattr(search_recipe, "finetune", interrupted_at_trial_1)
+    root, tiny = files
+    out = str(tmp_path / "out")
+    assert run_search(root, tiny, out) == 130
+    err = capsys.readouterr().err
+    assert f"stopped by SIGINT between trials (each finished trial is kept, the best so far in {out}); run the " \
+           "same command with --resume for the other trials" in err and err.count("\n") == 1, err
+    assert run_search(root, tiny, out, "--resume") == 0
+    assert len(calls) == 5  # trial 0 read back, trials 1-3 run

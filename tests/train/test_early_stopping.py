@@ -161,6 +161,10 @@ def test_replayed_evaluations_give_the_live_decisions():
     for step, metrics in ((9, {"accuracy": 0.96, "loss": 0.48}), (10, {"accuracy": 0.96, "loss": 0.6})):
         assert resumed._record(step, metrics) == live._record(step, metrics)
     assert resumed.best_step == live.best_step == 9
+    # walk T: the resumed run's finetune_summary.json and final line carried train_seconds (the
+    # trainer's bookkeeping in each row, not a metric) for the evaluations before the stop
+    assert json.dumps(resumed.history) == json.dumps(live.history)  # as text: a NaN loss is not == itself
+    assert resumed.best_metrics == live.best_metrics
 
 
 def test_pretraining_stops_when_the_held_out_loss_stops_improving(tmp_path, capsys):

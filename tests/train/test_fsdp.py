@@ -14,6 +14,7 @@ from helpers import SimpleMasker, tiny_config, torchrun
 from bertkit.models.checkpoint import read_state_dict
 from bertkit.errors import ConfigError
 from bertkit.models.heads import BertForMaskedLM
+from bertkit.runtime.resume_check import changed_options
 from bertkit.train import LengthBucketedBatches, Trainer, TrainConfig
 from bertkit.train.fsdp import check_model
 
@@ -119,6 +120,15 @@ def test_fsdp_in_one_process_says_to_use_torchrun(monkeypatch):
     assert TrainConfig(strategy="fsdp").strategy == "fsdp"  # under torchrun
     with pytest.raises(ConfigError, match='does not support train.precision = "fp16"'):
         TrainConfig(strategy="fsdp", precision="fp16")
+
+
+def test_an_fsdp_run_may_resume_in_one_process_as_ddp():
+    """walk T: a run started under torchrun with train.strategy = "fsdp" could not go on in one
+    process: FSDP refuses one process ("or leave train.strategy = ddp") and --resume refused the
+    change to ddp. Its checkpoints are one process's layout (the test above), so ddp reads them."""
+    saved = {"train": {"strategy": "fsdp", "lr": 2e-3}}
+    assert changed_options(saved, {"train": {"strategy": "ddp", "lr": 2e-3}}) == []
+    assert changed_options(saved, {"train": {"strategy": "ddp", "lr": 1e-3}}) != []  # the rest still counts
 
 
 def test_models_fsdp_cannot_train_are_named():
