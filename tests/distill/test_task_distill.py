@@ -133,6 +133,7 @@ def test_recipe_and_command_route_tagging_and_qa_to_the_task_distiller(tmp_path,
     with pytest.raises(ConfigError, match=r"token-classification or qa teacher \(single-label\); .*teacher is a "
                                           r"regression model"):
         distill_finetuned("regression", str(tmp_path / "teacher"), "bbc", None, str(tmp_path / "out"))
+    (tmp_path / "teacher").mkdir()  # a teacher path that does not exist is refused first, by resolve_models
     argv = ["distill", "--task", "qa", "--teacher", str(tmp_path / "teacher"), "--train", "wordnet-qa",
             "--out", str(tmp_path / "out"), "--test", "wordnet-qa:test", "--limit", "-1"]
     assert cli.main(argv) == 2
