@@ -24,10 +24,11 @@ from bertkit.errors import ConfigError, DataError
 from bertkit.recipes.distill import DISTILLABLE, compare_on_test, distill_finetuned, distill_pretraining
 from bertkit.recipes.finetune import section_keys
 from bertkit.settings.config_io import apply_overrides, load_toml
-from bertkit.tasks import SUMMARY_FILE, TASKS, load_examples, read_spec
+from bertkit.tasks import SUMMARY_FILE, load_examples, read_spec
 from bertkit.tasks.baseline import describe, recorded_result
 
-from bertkit.commands.options import add_device, add_progress, add_seed, add_set, metrics_text, resolve_models, rounded, typed_settings
+from bertkit.commands.options import (add_device, add_progress, add_seed, add_set, longer_run, metrics_text, not_ahead,
+                                      resolve_models, rounded, standing, stopped_by, typed_settings)
 
 # --stage pretrain options and the [distil] keys they set
 PRETRAIN_WEIGHTS = {"alpha_ce": "distil.alpha_ce", "alpha_mlm": "distil.alpha_mlm", "alpha_cos": "distil.alpha_cos"}
@@ -144,15 +145,13 @@ def report_student(summary: dict, out: str) -> None:
     if tfidf is not None:
         print(tfidf.get("note") or describe(recorded_result(tfidf)))
     theirs = (recorded_result(tfidf) or {}).get(metric)
-    lower = metric in TASKS[summary["spec"]["task"]].lower_is_better
-    if theirs is not None and ours is not None and (ours >= theirs if lower else ours <= theirs):
-        print(f"TF-IDF is {'level with' if ours == theirs else 'ahead of'} the student on dev ({metric} "
-              f"{rounded(theirs)} against {rounded(ours)}): try a longer run or more student layers (--layers)")
+    if not_ahead(summary, theirs):
+        print(f"{standing('TF-IDF', summary, theirs, 'the student')}: try a longer run or more student layers "
+              "(--layers)")
     trained = [row for row in summary.get("dev_history") or [] if row["step"] > 0]
-    if trained and summary["best_step"] == trained[-1]["step"] and summary.get("stopped_by") is None:
-        print(f"the best dev {metric} came at the last evaluation, so the student may still be improving: try a "
-              f"longer run (train.epochs, now {summary['options']['epochs']:g}; or train.max_steps, now "
-              f"{summary['train_config']['max_steps']})")
+    if trained and summary["best_step"] == trained[-1]["step"] and stopped_by(summary) != "patience":
+        print(f"the best dev {metric} came at the last evaluation, so the student may still be improving: try "
+              f"{longer_run(summary)}")
     print(f"model saved in {out}")
 
 

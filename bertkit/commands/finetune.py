@@ -26,8 +26,9 @@ from bertkit.tasks import BUILTIN_DATA, TASKS
 from bertkit.tasks.baseline import describe, describe_reference, recorded_result
 from bertkit.settings.config_io import apply_overrides, load_toml
 
-from bertkit.commands.options import (add_device, add_progress, add_seed, add_set, add_task_module, metrics_text,
-                                      refuse_disagreeing, resolve_models, rounded, say, typed_settings)
+from bertkit.commands.options import (add_device, add_progress, add_seed, add_set, add_task_module, longer_run,
+                                      metrics_text, not_ahead, refuse_disagreeing, resolve_models, rounded, say,
+                                      standing, stopped_by, typed_settings)
 
 
 def add_arguments(parser) -> None:
@@ -142,12 +143,6 @@ ENDINGS = {"patience": "stopped early: no better dev score in train.patience eva
            "train.max_minutes": "stopped by the time budget, train.max_minutes", None: "as many as asked"}
 
 
-def stopped_by(summary: dict) -> str | None:
-    """What ended the run early: "patience", "train.max_minutes" (the clock) or None (every step
-    asked); a summary from before "stopped_by" was recorded says only whether it stopped early."""
-    return summary.get("stopped_by", "patience" if summary.get("stopped_early") else None)
-
-
 def training_hints(summary: dict) -> list[str]:
     """What the dev history says to try: more epochs (or minutes) when the best score came at the
     last evaluation of a run that patience did not stop; a look at the data when the model is not
@@ -205,39 +200,9 @@ def imbalance_hint(summary: dict) -> str | None:
             f"{settings} (docs/finetune.md, \"Imbalanced classes\")")
 
 
-def longer_run(summary: dict) -> str:
-    """The setting that lengthens the run: a search sets each trial's train.epochs from search.epochs
-    (the last rung's, the most), so there train.epochs would change nothing."""
-    if stopped_by(summary) == "train.max_minutes":  # the clock ended it before its epochs
-        budget = "search.max_minutes" if "search" in summary else "train.max_minutes"
-        return f"more time ({budget}; the run was stopped by the clock)"
-    if "search" in summary:
-        return f"longer trials (search.epochs, now {max(row['epochs'] for row in summary['search']['trials']):g})"
-    return (f"a longer run (train.epochs, now {summary['options']['epochs']:g}; or train.max_steps, now "
-            f"{summary['train_config']['max_steps']})")
-
-
-def not_ahead(summary: dict, theirs: float | None, metric: str | None = None) -> bool:
-    """Whether the model's best dev `metric` (default: the select metric) is level with or behind
-    `theirs` (False when either is unknown); lower is better for the task's loss-like metrics."""
-    metric = metric or summary["select_metric"]
-    ours = summary["best_dev"].get(metric)
-    if ours is None or theirs is None:
-        return False
-    return ours >= theirs if metric in TASKS[summary["spec"]["task"]].lower_is_better else ours <= theirs
-
-
 def behind(method: str, summary: dict, theirs: float, tries: list[str]) -> str:
     """One line: `method` is level with or ahead of the model on dev, and what to try."""
     return f"{standing(method, summary, theirs)}; to beat it, try: {'; '.join(tries)}"
-
-
-def standing(method: str, summary: dict, theirs: float) -> str:
-    """`method` is level with or ahead of the model on dev (select metric: theirs against ours)."""
-    metric = summary["select_metric"]
-    ours = summary["best_dev"][metric]
-    return (f"{method} is {'level with' if ours == theirs else 'ahead of'} the model on dev ({metric} "
-            f"{rounded(theirs)} against {rounded(ours)})")
 
 
 # The scores on which TF-IDF's lead is said when the run selects on another one (a model ahead on

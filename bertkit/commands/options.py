@@ -5,7 +5,8 @@ randomness is involved, `--device` wherever a model runs, `--no-progress`, `--mo
 positional DIR came first: `add_model_dir`); `typed_settings` passes the typed ones to a recipe as
 values; `resolve_models` reads every option that names a model. A command module adds the ones it
 takes. `say` is how a long run's report reaches the terminal, `metrics_text` how a summary reads,
-and `stream_output` how a stream output reaches a file or, for `--output -`, stdout, as it is computed.
+and `stream_output` how a stream output reaches a file or, for `--output -`, stdout, as it is computed;
+`stopped_by`, `longer_run`, `not_ahead` and `standing` read a fine-tuning run's summary (finetune, distill).
 """
 
 from __future__ import annotations
@@ -226,3 +227,42 @@ def add_task_module(parser) -> None:
     parser.add_argument(TASK_MODULE, metavar="MODULE|FILE.py", action="append", default=[],
                         help="a module (dotted name, or a .py file) that registers a task of your own with "
                              "bertkit.tasks.register_task, imported first (docs/architecture.md)")
+
+
+# ---------------------------------------------------------------------------- a run's summary
+def stopped_by(summary: dict) -> str | None:
+    """What ended the run early: "patience", "train.max_minutes" (the clock) or None (every step
+    asked); a summary from before "stopped_by" was recorded says only whether it stopped early."""
+    return summary.get("stopped_by", "patience" if summary.get("stopped_early") else None)
+
+
+def longer_run(summary: dict) -> str:
+    """The setting that lengthens the run: a search sets each trial's train.epochs from search.epochs
+    (the last rung's, the most), so there train.epochs would change nothing."""
+    if stopped_by(summary) == "train.max_minutes":  # the clock ended it before its epochs
+        budget = "search.max_minutes" if "search" in summary else "train.max_minutes"
+        return f"more time ({budget}; the run was stopped by the clock)"
+    if "search" in summary:
+        return f"longer trials (search.epochs, now {max(row['epochs'] for row in summary['search']['trials']):g})"
+    return (f"a longer run (train.epochs, now {summary['options']['epochs']:g}; or train.max_steps, now "
+            f"{summary['train_config']['max_steps']})")
+
+
+def not_ahead(summary: dict, theirs: float | None, metric: str | None = None) -> bool:
+    """Whether the model's best dev `metric` (default: the select metric) is level with or behind
+    `theirs` (False when either is unknown); lower is better for the task's loss-like metrics."""
+    from bertkit.tasks import TASKS  # here: every command imports this module, few read a summary
+
+    metric = metric or summary["select_metric"]
+    ours = summary["best_dev"].get(metric)
+    if ours is None or theirs is None:
+        return False
+    return ours >= theirs if metric in TASKS[summary["spec"]["task"]].lower_is_better else ours <= theirs
+
+
+def standing(method: str, summary: dict, theirs: float, subject: str = "the model") -> str:
+    """`method` is level with or ahead of `subject` on dev (select metric: theirs against ours)."""
+    metric = summary["select_metric"]
+    ours = summary["best_dev"][metric]
+    return (f"{method} is {'level with' if ours == theirs else 'ahead of'} {subject} on dev ({metric} "
+            f"{rounded(theirs)} against {rounded(ours)})")

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from bertkit.commands.cli import main
-from bertkit.commands.finetune import longer_run
+from bertkit.commands.options import longer_run
 from bertkit.errors import ConfigError
 from bertkit.recipes import finetune as finetune_recipe
 from bertkit.recipes import search as search_recipe
