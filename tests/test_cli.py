@@ -54,7 +54,7 @@ def test_embed_bad_input_is_one_line(minilm_dir, tmp_path, capsys, content, mess
 
 def test_missing_model_dir(capsys, tmp_path):
     assert main(["info", str(tmp_path / "nope")]) == 2
-    assert "config.json" in capsys.readouterr().err
+    assert f"{tmp_path / 'nope'} does not exist" in capsys.readouterr().err  # named before config.json is looked for
 
 
 def test_warnings_from_a_command_are_one_line():

@@ -200,7 +200,8 @@ def test_a_folder_above_the_class_folders_is_refused_naming_the_one_that_holds_t
                f"holds the folders a, b: if those are the classes, give {top / 'win'}"
     assert main(["split", "--input", str(top), "--out", str(tmp_path / "out")]) == 2
     assert expected in capsys.readouterr().err and not (tmp_path / "out").exists()
-    assert main(["finetune", "--task", "classification", "--model", str(tmp_path / "none"), "--train", str(top),
+    (tmp_path / "model").mkdir()  # a --model that does not exist would be refused first
+    assert main(["finetune", "--task", "classification", "--model", str(tmp_path / "model"), "--train", str(top),
                  "--dev", str(top), "--out", str(tmp_path / "run")]) == 2
     assert expected in capsys.readouterr().err and not (tmp_path / "run").exists()
     assert len(read_text_dataset(str(top))) == 5  # evaluating on one class is fine: read as it is
