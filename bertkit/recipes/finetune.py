@@ -53,7 +53,8 @@ from bertkit.io import atomic_write_json, loads_json, read_text
 from bertkit.peft import DEFAULT_LR as PEFT_DEFAULT_LR
 from bertkit.peft import PEFT_KEYS, get_peft_model, make_config
 from bertkit.runtime.run_dir import (check_apart, check_saved_options, list_checkpoints, not_a_model, publish_best,
-                                     refuse_nothing_to_resume, remove_leftovers, replacing, run_lock)
+                                     refuse_nothing_to_resume, remove_leftovers, replacing, run_lock,
+                                     warn_resuming_from_scratch)
 from bertkit.tasks import (BUILTIN_DATA, SUMMARY_FILE, TASKS, Collator, DataConfig, Task, TaskSpec,
                            baseline_metrics, batching_length, builtin_labels, clean_metrics, evaluate_examples,
                            get_task, load_examples, parse_source, subsample)
@@ -307,9 +308,8 @@ def check_out_dir(out_dir: str, overwrite: bool, resume: bool = False, record: d
     if resume and taken:
         raise BertkitError(f"{out_dir} holds a finished run ({', '.join(taken[:3])}) and no checkpoint to resume; "
                            "pass --overwrite to train again, or choose a new --out directory")
-    if resume:  # killed (kill -9, a crash) before its first checkpoint: say the run starts over, not resumes
-        warnings.warn(f"--resume: {out_dir} holds no checkpoint yet (the run stopped before its first save): "
-                      "training from step 0", stacklevel=2)
+    if resume:
+        warn_resuming_from_scratch(out_dir)
     if taken and not overwrite:
         unfinished = all(n.startswith("checkpoint-") for n in taken)  # stopped before its summary was written
         hint = "pass --resume to continue it, " if any(n.startswith("checkpoint-") for n in taken) else ""

@@ -71,7 +71,7 @@ from bertkit.io import atomic_write_json, loads_json, read_json_object, read_tex
 from bertkit.models.families import families, family_for, family_of
 from bertkit.objectives import OBJECTIVES, Objective, get_objective, import_objective_module
 from bertkit.runtime.run_dir import (check_apart, check_saved_options, latest_checkpoint, refuse_nothing_to_resume,
-                                     refuse_unresumed, run_lock)
+                                     refuse_unresumed, run_lock, warn_resuming_from_scratch)
 from bertkit.tokenizer import Tokenizer
 from bertkit.tokenizer.extend import extended, words_to_add
 from bertkit.tokenizer.training import small_vocabulary
@@ -762,9 +762,8 @@ def check_run_dir(cfg: PretrainConfig, out_dir: str, resume: bool) -> None:
     refuse_unresumed(out_dir, existing, resume)
     if existing:
         check_saved_options(out_dir, RUN_FILE, cfg.to_dict(), defaults=parse_config({}).to_dict())
-    elif resume:  # killed before its first checkpoint: it had started over saying only that it took the lock
-        warnings.warn(f"--resume: {out_dir} holds no checkpoint yet (the run stopped before its first save): "
-                      "training from step 0 (a tokenizer and shards it finished are reused)", stacklevel=2)
+    elif resume:
+        warn_resuming_from_scratch(out_dir, reused="a tokenizer and shards it finished are reused")
 
 
 def check_corpora(data: DataSection, out_dir: str) -> None:

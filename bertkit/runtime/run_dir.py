@@ -271,6 +271,13 @@ def refuse_nothing_to_resume(out_dir: str, resume: bool) -> None:
                            "drop --resume to start one there")
 
 
+def warn_resuming_from_scratch(out_dir: str, reused: str = "") -> None:
+    """--resume on a run killed (kill -9, a crash) before its first checkpoint trains from step 0:
+    said, where it had started over saying only that it took over the dead run's lock."""
+    warnings.warn(f"--resume: {out_dir} holds no checkpoint yet (the run stopped before its first save): "
+                  f"training from step 0{f' ({reused})' if reused else ''}", stacklevel=3)
+
+
 def refuse_unresumed(out_dir: str, existing: str | None, resume: bool) -> None:
     """Refuse a new run on `out_dir`'s newest checkpoint `existing` (`latest_checkpoint`) without
     `resume`: it would mix its checkpoints and metrics into the old run's."""
