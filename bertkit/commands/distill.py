@@ -107,7 +107,8 @@ def run(args) -> int:
     if args.compare_only:
         if not args.test:
             raise ConfigError("--compare-only needs --test DATA (e.g. bbc:test)")
-        if not os.path.isfile(os.path.join(args.out, SUMMARY_FILE)):  # else "no config file at OUT", the student unnamed
+        # else "no config file at OUT", the student unnamed
+        if not os.path.isfile(os.path.join(args.out, SUMMARY_FILE)):
             raise ConfigError(f"--compare-only compares the student already in --out, and {args.out} holds no "
                               "distilled model; run the same command without --compare-only first")
         report_test(args)

@@ -27,8 +27,8 @@ from bertkit.inference.encode import SentenceEncoder
 from bertkit.io import atomic_open
 from bertkit.tasks.formats import read_text_inputs
 from bertkit.tokenizer.coverage import warn_about_unknown_texts
-from bertkit.commands.options import (add_device, add_int8, add_precision, add_progress, at_least, check_output_files, device_of,
-                                      precision_of, resolve_models)
+from bertkit.commands.options import (add_device, add_int8, add_precision, add_progress, at_least, check_output_files,
+                                      device_of, precision_of, resolve_models)
 
 
 def add_arguments(parser) -> None:

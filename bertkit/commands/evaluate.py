@@ -217,7 +217,8 @@ def score(args, ctx):
     if unseen and ctx.is_main:
         print(f"{len(unseen)} label(s) the model never saw ({', '.join(unseen[:10])}"
               f"{', ...' if len(unseen) > 10 else ''}): counted as errors", file=sys.stderr)
-    with running_in(args, ctx.device), warnings.catch_warnings(), showing_progress("evaluate" if ctx.is_main and not args.no_progress else None):
+    bar = "evaluate" if ctx.is_main and not args.no_progress else None  # one bar, rank 0's
+    with running_in(args, ctx.device), warnings.catch_warnings(), showing_progress(bar):
         if not any(split_override(item)[0] == "data.max_length" for item in args.set):
             # the length the model was fine-tuned at: texts are cut as they were in training
             warnings.simplefilter("ignore", TruncationWarning)

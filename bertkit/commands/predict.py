@@ -36,8 +36,9 @@ from bertkit.tasks import (TASKS, inference_spec, load_inference_model, predicti
                            showing_progress, summing_truncations)
 from bertkit.tokenizer.coverage import warn_about_unknown_texts
 
-from bertkit.commands.options import (STDOUT, add_device, add_int8, add_precision, add_progress, add_set, add_task_module,
-                                      check_output_files, device_of, resolve_models, running_in, stream_output)
+from bertkit.commands.options import (STDOUT, add_device, add_int8, add_precision, add_progress, add_set,
+                                      add_task_module, check_output_files, device_of, resolve_models, running_in,
+                                      stream_output)
 
 
 def add_arguments(parser) -> None:
@@ -71,8 +72,8 @@ def run(args) -> int:
     model = inference_copy(model, tokenizer, args.int8, device, args.precision)
     written = 0
     # a bar over the inputs (stderr); one truncation warning for the whole input, at its end
-    with (running_in(args, device), showing_progress(None if args.no_progress else "predict", len(inputs.examples)), summing_truncations(),
-          stream_output(args.output) as out):
+    with (running_in(args, device), showing_progress(None if args.no_progress else "predict", len(inputs.examples)),
+          summing_truncations(), stream_output(args.output) as out):
         writer = rows_writer(out, args.output)  # JSON lines, or a table for an output named .csv/.tsv
         for rows in prediction_chunks(model, tokenizer, spec, inputs, name=args.input):
             writer.write(rows)
