@@ -79,6 +79,9 @@ def run(args) -> int:
     leave(ctx)
     if ctx.is_main:
         print(f"{spec.task.name} on {args.data}: {len(examples)} examples")
+        if spec.blend is not None:
+            print(f"the model's scores are of its blend with TF-IDF (weight {spec.blend.weight:g}, chosen on dev by "
+                  "finetune --set train.blend_tfidf=true)")
         line = clean_metrics({k: float(v) for k, v in metrics.items()})
         line, theirs = with_baselines(args, spec, examples, predictions, line)
         if args.per_class:

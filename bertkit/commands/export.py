@@ -15,6 +15,7 @@ from bertkit.errors import ConfigError
 from bertkit.models.checkpoint import WEIGHT_FILES
 from bertkit.runtime.run_dir import check_apart
 from bertkit.tasks.export import export_directory, export_names
+from bertkit.tasks.tfidf_blend import BLEND_FILE
 
 
 def add_arguments(parser) -> None:
@@ -52,6 +53,9 @@ def run(args) -> int:
     check_out(args)
     result = export_directory(args.model, args.out, task=args.task, verify=not args.no_verify)
     print(f"wrote {result.task} graph to {result.path}")
+    if os.path.isfile(os.path.join(args.model, BLEND_FILE)):
+        print(f"note: the graph is the encoder alone; {args.model}'s TF-IDF blend ({BLEND_FILE}) is not in it, so its "
+              "scores are those of the encoder, not of bertkit predict (docs/finetune.md, \"Blending with TF-IDF\")")
     if result.max_difference is not None:
         print(f"ONNX Runtime vs bertkit on three batch shapes: max |difference| {result.max_difference:.1e}")
     return 0

@@ -20,6 +20,7 @@ import json
 import os
 
 from bertkit.errors import ConfigError
+from bertkit.recipes.blend import BLENDED_TASKS
 from bertkit.recipes.finetune import finetune, section_keys
 from bertkit.recipes.search import SEARCH_KEYS, search
 from bertkit.tasks import BUILTIN_DATA, TASKS
@@ -123,6 +124,8 @@ def report(summary: dict, out: str) -> None:
     before = {k: v for k, v in history[0].items() if k != "step"} if history and history[0]["step"] == 0 else None
     if tfidf is not None:
         print(tfidf.get("note") or describe(recorded_result(tfidf)))
+    if summary.get("tfidf_blend"):
+        print(blend_line(summary))
     if reference:
         print(describe_reference(reference))
     if before and summary["best_step"] != 0:
@@ -137,6 +140,23 @@ def report(summary: dict, out: str) -> None:
     if shown:  # beside the model's dev scores, as evaluate's last line has them (none with --no-baseline)
         best = {**best, "baselines": {"trivial": summary.get("dev_baseline"), **baselines}}
     print(json.dumps(best, ensure_ascii=False))
+
+
+def blend_line(summary: dict) -> str:
+    """train.blend_tfidf's outcome: the blend's dev score beside the encoder's and TF-IDF's, and what was saved."""
+    blend = summary["tfidf_blend"]
+    if "note" in blend:
+        return blend["note"]
+    metric = blend["select_metric"]
+    alone = next(row for row in blend["grid"] if row["weight"] == 0)
+    tfidf = (recorded_result(summary.get("tfidf_baseline")) or {}).get(metric)
+    scores = f"(the model alone {rounded(alone[metric])}, TF-IDF alone {rounded(tfidf)})"
+    if blend["weight"] == 0:
+        return (f"TF-IDF blend: none kept, the model alone is best on dev {metric} {scores} among the weights "
+                f"{', '.join(f'{w:g}' for w in blend['weights'])}")
+    return (f"TF-IDF blend (weight {blend['weight']:g}, chosen on dev): {metric} {rounded(blend['dev'][metric])} "
+            f"{scores}; saved beside the model, predict and evaluate use it (docs/finetune.md, \"Blending with "
+            "TF-IDF\")")
 
 
 ENDINGS = {"patience": "stopped early: no better dev score in train.patience evaluations",
@@ -223,6 +243,8 @@ def baseline_hint(summary: dict) -> str | None:
                 f"{summary['dev_examples']} texts are training texts, so the dev score (TF-IDF's above all) is not a "
                 "held-out score: keep each text on one side (bertkit split) before comparing or tuning")
     tries = [] if "search" in summary else ["--search (lr, dropout and pooling chosen on dev)"]
+    if summary["spec"]["task"] in BLENDED_TASKS and not summary.get("options", {}).get("blend_tfidf"):
+        tries.insert(0, "--set train.blend_tfidf=true (the model and TF-IDF blended, the weight chosen on dev)")
     data = summary["spec"]["data"]
     if data.get("long_text", "truncate") != "chunks":  # chunks read every token: nothing is cut
         tries.append(f"a longer --set data.max_length (now {data['max_length']}) if texts were cut")

@@ -52,6 +52,7 @@ from bertkit.models.heads import BertForMultipleChoice, BertForSequenceClassific
 from bertkit.io import atomic_write_json, loads_json, read_text
 from bertkit.peft import DEFAULT_LR as PEFT_DEFAULT_LR
 from bertkit.peft import PEFT_KEYS, get_peft_model, make_config
+from bertkit.recipes.blend import blend_entry, check_blend
 from bertkit.runtime.run_dir import (check_apart, check_saved_options, list_checkpoints, not_a_model, publish_best,
                                      refuse_nothing_to_resume, remove_leftovers, replacing, run_lock,
                                      warn_resuming_from_scratch)
@@ -90,6 +91,7 @@ class FinetuneOptions:
     evals_per_epoch: int = 1  # dev evaluations per epoch (unless train.eval_every is given)
     class_weights: str = "none"  # "none" | "balanced" (single-label and token classification)
     baseline: bool = True  # also fit the TF-IDF baseline on the same split (bertkit/tasks/baseline.py)
+    blend_tfidf: bool = False  # blend the classifier with that baseline, weight chosen on dev (recipes/blend.py)
 
     def __post_init__(self) -> None:
         if not (isinstance(self.epochs, (int, float)) and self.epochs > 0):
@@ -99,8 +101,12 @@ class FinetuneOptions:
             if not isinstance(value, int) or isinstance(value, bool) or value < (0 if name == "patience" else 1):
                 raise ConfigError(f"train.{name} must be an integer >= {0 if name == 'patience' else 1}, "
                                   f"got {value!r}")
-        if not isinstance(self.baseline, bool):
-            raise ConfigError(f"train.baseline must be true or false, got {self.baseline!r}")
+        for name in ("baseline", "blend_tfidf"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"train.{name} must be true or false, got {getattr(self, name)!r}")
+        if self.blend_tfidf and not self.baseline:
+            raise ConfigError("train.blend_tfidf blends the model with its TF-IDF baseline, which train.baseline=false "
+                              "(--no-baseline) switches off: drop one of them")
         if self.class_weights not in CLASS_WEIGHTS:
             raise ConfigError(f"train.class_weights must be \"none\" or \"balanced\", got {self.class_weights!r}")
 
@@ -567,6 +573,8 @@ def _finetune(task_name: Task | str, model_dir: str, train_source: str, dev_sour
     with run_lock(out_dir, f"finetune --task {task.name}"):
         resume = check_out_dir(out_dir, overwrite, resume, record)  # before the slow parts
         data = load_task_data(task, train_source, dev_source, recipe)
+        if recipe.options.blend_tfidf:
+            check_blend(data.task.name)  # (classification refines to multi-label on the data)
         record["run"].update(train_sha256=examples_hash(data.train), dev_sha256=examples_hash(data.dev))
         if resume:
             check_same_data(out_dir, record)
@@ -597,8 +605,11 @@ def _finetune(task_name: Task | str, model_dir: str, train_source: str, dev_sour
             summary = run_summary(data, recipe, train_config, model, features, trainer.step, steps_per_epoch,
                                   keeper, metric, model_dir, train_source, started)
             atomic_write_json(os.path.join(work, SUMMARY_FILE), summary)  # a whole model before the baseline
-            summary = {**summary, "tfidf_baseline": tfidf_baseline(data, recipe, train_source, metric, keeper),
-                       "wall_time_s": round(time.time() - started, 1)}
+            summary = {**summary, "tfidf_baseline": tfidf_baseline(data, recipe, train_source, metric, keeper)}
+            if recipe.options.blend_tfidf:
+                summary["tfidf_blend"] = blend_entry(work, data.task.name, data.train, data.dev,
+                                                     summary["tfidf_baseline"], metric, keeper.tie_metric)
+            summary["wall_time_s"] = round(time.time() - started, 1)
             atomic_write_json(os.path.join(work, SUMMARY_FILE), summary)
     return summary
 

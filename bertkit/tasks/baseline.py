@@ -132,7 +132,7 @@ def fit_linear(task_name: str, train: Sequence, vectorizer, features, strength: 
     return FittedBaseline(task_name, vectorizer, linear, [str(c) for c in linear.classes_])
 
 
-def _better(task, metric: str, tie: str | None, new: dict, old: dict | None) -> bool:
+def better_result(task, metric: str, tie: str | None, new: dict, old: dict | None) -> bool:
     """Is `new` a better dev result than `old`: the selected metric first, then the tie metric
     (as the fine-tune chooses its checkpoint); equal results keep the earlier grid point."""
     if old is None:
@@ -156,7 +156,7 @@ def choose_on_dev(task_name: str, train: Sequence, dev: Sequence, metric: str, t
     for value in grid:
         metrics = fit_linear(task_name, train, vectorizer, features, value).metrics(dev)
         tried.append(clean_metrics({param: value, **metrics}))
-        if _better(task, metric, tie, metrics, best):
+        if better_result(task, metric, tie, metrics, best):
             best_value, best = value, metrics
     return {"model": name, "param": param, "value": best_value, "grid": tried, "dev": clean_metrics(best)}
 

@@ -120,6 +120,7 @@ class TaskSpec:
     task: Any
     data: DataConfig = field(default_factory=DataConfig)
     allow_no_answer: bool = True
+    blend: Any = None  # a classifier's TF-IDF blend (tasks/tfidf_blend.py), read from its directory; not recorded
 
     def to_dict(self) -> dict:
         return {"task": self.task.name, "data": self.data.to_dict(), "allow_no_answer": self.allow_no_answer}

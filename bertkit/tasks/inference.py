@@ -32,6 +32,7 @@ from bertkit.tasks.formats import ChoiceExample, QAExample, TextExample, TokenEx
 from bertkit.tasks.long_text import check_long_text_task
 from bertkit.tasks.registry import get_task, task_of_config
 from bertkit.tasks.spec import Task
+from bertkit.tasks.tfidf_blend import load_blend
 from bertkit.tokenizer import Tokenizer
 from bertkit.settings.config_io import apply_overrides, dataclass_from_dict
 
@@ -54,6 +55,7 @@ def read_spec(model_dir: str, task: Task | str | None = None) -> TaskSpec:
         if asked is not None and not asked.names(spec.task):
             raise ConfigError(f"--task {asked.name} but {model_dir} was fine-tuned for {spec.task.name}; drop "
                               "--task or use a model fine-tuned for this task")
+        spec.blend = load_blend(model_dir)  # (finetune --set train.blend_tfidf=true saved one)
         return spec
     found = task_of_config(config)
     if asked is None:

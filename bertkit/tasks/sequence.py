@@ -185,9 +185,12 @@ def _by_label(labels: list[str], probs: np.ndarray) -> dict[str, float]:
 
 def decode_classes(model, tokenizer, examples, spec: TaskSpec, name: str = "data",
                    features: list | None = None) -> list[tuple[str, dict]]:
-    """(label, {class: probability}) per example: the argmax of the softmax."""
+    """(label, {class: probability}) per example: the argmax of the softmax, or of its blend with
+    the TF-IDF model saved beside the encoder (`spec.blend`, bertkit/tasks/tfidf_blend.py)."""
     probs = softmax(_logits(model, tokenizer, examples, spec, name, features))
     labels = model_labels(model)
+    if spec.blend is not None:
+        probs = spec.blend.mix(probs, labels, examples)
     return [(labels[j], _by_label(labels, p)) for j, p in zip(probs.argmax(axis=1), probs)]
 
 

@@ -1,0 +1,153 @@
+"""A fine-tuned classifier blended with its TF-IDF baseline: the mean of the two models'
+class probabilities, weighted on dev.
+
+    p(class | text) = (1 - w) * p_encoder(class | text) + w * p_tfidf(class | text),   w in WEIGHTS
+
+The encoder reads the first data.max_length tokens; the bag of words reads the whole text and
+knows the exact words of a small training set. Where one is unsure the other decides: measured on
+three sets (docs/finetune.md, "Blending with TF-IDF"), the blend was ahead of both on small and
+long-text sets and level where the encoder led by far. `bertkit finetune --set
+train.blend_tfidf=true` chooses w on dev (w = 0 keeps the encoder alone and saves nothing) and saves
+the TF-IDF model beside the encoder; predict and evaluate then blend, from the saved arrays alone
+(no scikit-learn at prediction time, no pickle):
+
+    features  word 1-2 grams of the lower-cased text (tokens: runs of 2+ word characters, as
+              scikit-learn's TfidfVectorizer), x_t = (1 + ln count_t) * idf_t, then x / ||x||_2
+    scores    coef @ x + intercept; softmax over the classes (binary: sigmoid of the one row)
+
+Single-label classification only (a multi-label or regression blend is not built).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+from safetensors import SafetensorError
+from safetensors.numpy import load_file, save
+
+from bertkit.errors import CheckpointError
+from bertkit.io import atomic_write_bytes, atomic_write_text
+from bertkit.tasks.baseline import baseline_text, better_result, fit_tfidf
+from bertkit.tasks.registry import get_task
+
+BLEND_FILE = "tfidf_blend.json"  # the weight, the classes and the vocabulary (terms in column order)
+ARRAYS_FILE = "tfidf_blend.safetensors"  # idf (F,), coef (K or 1, F), intercept (K or 1,)
+WEIGHTS = (0.0, 0.25, 0.5, 0.75)  # w, tried on dev in this order (a tie keeps the smaller)
+TOKEN = re.compile(r"(?u)\b\w\w+\b")  # scikit-learn's default token_pattern
+
+
+def grams(text: str) -> Counter:
+    """Counts of the lower-cased text's words and word pairs, as TfidfVectorizer(ngram_range=(1, 2)) sees them."""
+    words = TOKEN.findall(text.lower())
+    return Counter(words + [f"{a} {b}" for a, b in zip(words, words[1:])])
+
+
+@dataclass
+class TfidfBlend:
+    weight: float  # w: the TF-IDF model's share of the blended probabilities
+    classes: list[str]  # the columns of coef's softmax (binary: coef's one row scores classes[1])
+    columns: dict[str, int]  # term -> feature column
+    idf: np.ndarray
+    coef: np.ndarray
+    intercept: np.ndarray
+
+    @classmethod
+    def from_fitted(cls, fitted, weight: float) -> "TfidfBlend":
+        """From a fitted baseline (tasks/baseline.py FittedBaseline: TfidfVectorizer + LogisticRegression)."""
+        vectorizer, linear = fitted.vectorizer, fitted.linear
+        return cls(weight, list(fitted.classes), {t: int(i) for t, i in vectorizer.vocabulary_.items()},
+                   np.asarray(vectorizer.idf_, dtype=np.float64), np.asarray(linear.coef_, dtype=np.float64),
+                   np.asarray(linear.intercept_, dtype=np.float64))
+
+    def features(self, texts: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per text (columns, values) of its L2-normalised sublinear TF-IDF row."""
+        rows = []
+        for text in texts:
+            found = [(self.columns[g], n) for g, n in grams(text).items() if g in self.columns]
+            cols = np.array([c for c, _ in found], dtype=np.int64)
+            values = np.array([1.0 + math.log(n) for _, n in found]) * self.idf[cols]
+            norm = np.linalg.norm(values)
+            rows.append((cols, values / norm if norm > 0 else values))
+        return rows
+
+    def probabilities(self, texts: Sequence[str]) -> np.ndarray:
+        """(N, K) class probabilities in `classes` order, as LogisticRegression.predict_proba gives them."""
+        scores = np.stack([self.coef[:, cols] @ values for cols, values in self.features(texts)]) + self.intercept
+        if self.coef.shape[0] == 1:  # binary: one score, for the second class
+            second = 1.0 / (1.0 + np.exp(-scores[:, 0]))
+            return np.stack([1.0 - second, second], axis=1)
+        scores -= scores.max(axis=1, keepdims=True)
+        exp = np.exp(scores)
+        return exp / exp.sum(axis=1, keepdims=True)
+
+    def mix(self, encoder_probs: np.ndarray, labels: Sequence[str], examples: Sequence,
+            weight: float | None = None) -> np.ndarray:
+        """The blend of the encoder's (N, K) probabilities (columns in the model's `labels` order)
+        with this model's for the same examples (a pair's two texts a newline apart, as the
+        baseline reads them); a class the TF-IDF model never saw gets 0 from it."""
+        weight = self.weight if weight is None else weight
+        tfidf = self.probabilities([baseline_text(e) for e in examples])
+        index = {name: j for j, name in enumerate(self.classes)}
+        aligned = np.stack([tfidf[:, index[name]] if name in index else np.zeros(len(examples)) for name in labels],
+                           axis=1)
+        return (1.0 - weight) * encoder_probs + weight * aligned
+
+    def save(self, directory: str) -> None:
+        """The arrays, then the JSON that makes the blend visible (load_blend looks for it first), each atomic."""
+        terms = [""] * len(self.columns)
+        for term, column in self.columns.items():
+            terms[column] = term
+        arrays = {"idf": self.idf, "coef": self.coef, "intercept": self.intercept}
+        atomic_write_bytes(os.path.join(directory, ARRAYS_FILE),
+                           save({name: np.ascontiguousarray(a) for name, a in arrays.items()}))
+        atomic_write_text(os.path.join(directory, BLEND_FILE),
+                          json.dumps({"weight": self.weight, "classes": self.classes, "terms": terms}, ensure_ascii=False))
+
+
+def load_blend(directory: str) -> TfidfBlend | None:
+    """The blend `directory` holds, or None (a model fine-tuned without train.blend_tfidf)."""
+    path, arrays_path = os.path.join(directory, BLEND_FILE), os.path.join(directory, ARRAYS_FILE)
+    if not os.path.exists(path):
+        return None
+    fix = (f"fine-tune again with --set train.blend_tfidf=true, or delete {BLEND_FILE} and {ARRAYS_FILE} "
+           "to predict with the encoder alone")
+    try:
+        with open(path, encoding="utf-8") as f:
+            record = json.load(f)
+        arrays = load_file(arrays_path)
+        blend = TfidfBlend(float(record["weight"]), [str(c) for c in record["classes"]],
+                           {t: i for i, t in enumerate(record["terms"])}, arrays["idf"], arrays["coef"],
+                           arrays["intercept"])
+    except (OSError, ValueError, KeyError, TypeError, SafetensorError) as e:
+        raise CheckpointError(f"{directory}'s TF-IDF blend is unreadable ({e}); {fix}") from None
+    rows = len(blend.classes) if len(blend.classes) > 2 else 1
+    if blend.coef.shape != (rows, len(blend.idf)) or len(blend.columns) != len(blend.idf) or not 0 <= blend.weight < 1:
+        raise CheckpointError(f"{directory}'s TF-IDF blend does not fit together (coef {blend.coef.shape}, "
+                              f"{len(blend.columns)} terms, {len(blend.classes)} classes); {fix}")
+    return blend
+
+
+def choose_blend(task_name: str, train: Sequence, dev: Sequence, strength: float, encoder_predictions: list,
+                 labels: Sequence[str], metric: str, tie: str | None = None) -> tuple[TfidfBlend, list[dict]]:
+    """The TF-IDF model of the baseline's chosen C (`strength`) on `train`, its weight chosen on
+    `dev` from WEIGHTS by `metric` (then `tie`), as the fine-tune chooses its checkpoint.
+    `encoder_predictions`: the fine-tuned model's (label, {class: probability}) for `dev`.
+    Returns (the blend, [{"weight": w, **dev metrics}] for every w tried)."""
+    task = get_task(task_name)
+    blend = TfidfBlend.from_fitted(fit_tfidf(task_name, train, strength), 0.0)
+    encoder_probs = np.array([[probs[name] for name in labels] for _, probs in encoder_predictions])
+    best, tried = None, []
+    for weight in WEIGHTS:
+        probs = blend.mix(encoder_probs, labels, dev, weight)
+        metrics = task.metrics(dev, [(labels[j], dict(zip(labels, p.tolist()))) for j, p in zip(probs.argmax(1), probs)])
+        tried.append({"weight": weight, **metrics})
+        if better_result(task, metric, tie, metrics, best):
+            best, blend.weight = metrics, weight
+    return blend, tried

@@ -1,0 +1,140 @@
+"""A classifier blended with its TF-IDF baseline (bertkit/tasks/tfidf_blend.py,
+bertkit/recipes/blend.py): the saved TF-IDF model gives scikit-learn's probabilities without
+scikit-learn, the weight is chosen on dev, and predict / evaluate use what finetune saved."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import os
+import re
+import warnings
+
+import numpy as np
+import pytest
+
+from bertkit.commands.cli import main
+from bertkit.errors import CheckpointError
+from bertkit.tasks import baseline, builtin_splits, load_for_inference, subsample
+from bertkit.tasks.formats import TextExample
+from bertkit.tasks.registry import get_task
+from bertkit.tasks.tfidf_blend import ARRAYS_FILE, BLEND_FILE, WEIGHTS, TfidfBlend, choose_blend, load_blend
+
+from .helpers import make_tiny_model
+
+FAST = ["--no-progress", "--set", "train.max_steps=2", "train.batch_size=8", "data.max_length=16"]
+
+
+@pytest.fixture(scope="module")
+def bbc():
+    splits = builtin_splits("bbc")
+    return {"train": subsample(splits["train"], 120, 0), "dev": subsample(splits["dev"], 40, 0),
+            "test": subsample(splits["test"], 50, 0)}
+
+
+def write_csv(path, examples, label=lambda e: e.label) -> str:
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["text", "label"])
+        writer.writerows([e.text, label(e)] for e in examples)
+    return str(path)
+
+
+@pytest.mark.parametrize("binary", [False, True], ids=["five-classes", "binary"])
+def test_the_saved_tfidf_model_gives_scikit_learns_probabilities(bbc, binary, tmp_path):
+    topics = sorted({e.label for e in bbc["train"]})[:2 if binary else None]
+    keep = lambda rows: [e for e in rows if e.label in topics]
+    train, test = keep(bbc["train"]), keep(bbc["test"])
+    fitted = baseline.fit_tfidf("classification", train, 10.0)
+    TfidfBlend.from_fitted(fitted, 0.5).save(str(tmp_path))
+    loaded = load_blend(str(tmp_path))
+    pair = TextExample(text=test[0].text, text_pair="Shares fell as the match ended", label=None)
+    unknown = TextExample(text="zzzq qqqz", label=None)  # no known word: the intercept alone
+    rows = [*test, pair, unknown]
+    expected = fitted.linear.predict_proba(fitted.vectorizer.transform([baseline.baseline_text(e) for e in rows]))
+    got = loaded.probabilities([baseline.baseline_text(e) for e in rows])
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-9)
+    assert loaded.weight == 0.5 and loaded.classes == [str(c) for c in fitted.linear.classes_]
+    # the blend is the weighted mean, columns aligned by class name to the model's label order
+    labels = list(reversed(loaded.classes))
+    encoder = np.full((len(rows), len(labels)), 1.0 / len(labels))
+    mixed = loaded.mix(encoder, labels, rows)
+    np.testing.assert_allclose(mixed, 0.5 * encoder + 0.5 * expected[:, ::-1], atol=1e-9)
+
+
+def test_the_weight_is_chosen_on_dev_by_the_select_metric_then_the_loss(bbc):
+    train, dev = bbc["train"], bbc["dev"]
+    labels = sorted({e.label for e in train})
+    sure = [(e.label, {name: float(name == e.label) for name in labels}) for e in dev]  # always right
+    blend, grid = choose_blend("classification", train, dev, 10.0, sure, labels, "accuracy", "loss")
+    assert [row["weight"] for row in grid] == list(WEIGHTS)
+    assert blend.weight == 0.0  # the encoder alone is right with the least loss
+    unsure = [(labels[0], {name: 1.0 / len(labels) for name in labels}) for _ in dev]  # knows nothing
+    blend, grid = choose_blend("classification", train, dev, 10.0, unsure, labels, "accuracy", "loss")
+    best = max(grid, key=lambda row: (row["accuracy"], -row["loss"]))
+    assert blend.weight == best["weight"] > 0 and grid[0]["accuracy"] < best["accuracy"]
+
+
+def test_finetune_blends_and_predict_and_evaluate_use_the_blend(bbc, tmp_path, capsys):
+    files = {name: write_csv(tmp_path / f"{name}.csv", rows) for name, rows in bbc.items()}
+    tiny = make_tiny_model(tmp_path / "tiny", [e.text[:300] for e in bbc["train"][:40]])
+    out = str(tmp_path / "clf")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["finetune", "--task", "classification", "--model", tiny, "--train", files["train"],
+                     "--dev", files["dev"], "--out", out, *FAST, "train.blend_tfidf=true"]) == 0
+    printed = capsys.readouterr().out
+    record = json.load(open(os.path.join(out, "finetune_summary.json")))["tfidf_blend"]
+    # two steps of a tiny random encoder know little: TF-IDF carries the blend
+    assert record["weight"] > 0 and os.path.isfile(os.path.join(out, BLEND_FILE))
+    assert f"TF-IDF blend (weight {record['weight']:g}, chosen on dev): accuracy" in printed
+    alone = next(row for row in record["grid"] if row["weight"] == 0)
+    assert record["dev"]["accuracy"] > alone["accuracy"]
+
+    model, tokenizer, spec = load_for_inference(out)
+    assert spec.blend is not None and spec.blend.weight == record["weight"]
+    encoder = get_task("classification").decode(model, tokenizer, bbc["test"], _without_blend(spec))
+    labels = list(encoder[0][1])
+    expected = spec.blend.mix(np.array([[p[name] for name in labels] for _, p in encoder]), labels, bbc["test"])
+    assert main(["predict", "--model", out, "--input", files["test"], "--output", str(tmp_path / "p.jsonl"),
+                 "--no-progress"]) == 0
+    assert f"(the model blended with TF-IDF, weight {record['weight']:g})" in capsys.readouterr().out
+    rows = [json.loads(line) for line in open(tmp_path / "p.jsonl")]
+    got = np.array([[row["probabilities"][name] for name in labels] for row in rows])
+    np.testing.assert_allclose(got, expected, atol=1e-6)  # (rows round to 6 digits)
+    assert [row["label"] for row in rows] == [labels[j] for j in expected.argmax(1)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["evaluate", "--model", out, "--data", files["test"], "--no-baseline"]) == 0
+    printed = capsys.readouterr().out
+    assert "the model's scores are of its blend with TF-IDF" in printed
+    gold = [e.label for e in bbc["test"]]
+    assert json.loads(printed.splitlines()[-1])["accuracy"] == pytest.approx(
+        np.mean([labels[j] == g for j, g in zip(expected.argmax(1), gold)]))
+
+    with open(os.path.join(out, ARRAYS_FILE), "wb") as f:
+        f.write(b"not safetensors")
+    with pytest.raises(CheckpointError, match="TF-IDF blend is unreadable.*delete tfidf_blend.json"):
+        load_for_inference(out)
+
+
+def _without_blend(spec):
+    return dataclasses.replace(spec, blend=None)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--task", "regression", "--set", "train.blend_tfidf=true"], "--task regression has none to blend"),
+    (["--task", "classification", "--no-baseline", "--set", "train.blend_tfidf=true"],
+     "train.baseline=false .* switches off"),
+    (["--task", "classification", "--search", "--set", "train.blend_tfidf=true"], "with --search"),
+])
+def test_blend_tfidf_is_refused_where_it_cannot_run(bbc, tmp_path, argv, message, capsys):
+    label = (lambda e: len(e.text.split())) if "regression" in argv else (lambda e: e.label)
+    train = write_csv(tmp_path / "train.csv", bbc["train"][:20], label)
+    dev = write_csv(tmp_path / "dev.csv", bbc["dev"][:10], label)
+    tiny = make_tiny_model(tmp_path / "tiny", [e.text[:200] for e in bbc["train"][:20]])
+    assert main(["finetune", *argv, "--model", tiny, "--train", train, "--dev", dev, "--out", str(tmp_path / "o"),
+                 "--no-progress"]) == 2
+    assert re.search(message, capsys.readouterr().err)
+    assert not os.path.exists(tmp_path / "o" / "model.safetensors")
