@@ -65,6 +65,7 @@ from bertkit.tasks.builtin import default_dev, source_name
 from bertkit.tasks.class_folders import is_class_folder, one_class_error
 from bertkit.tasks.formats import build_label_map, check_labels_known, count_shared, input_kind, text_key
 from bertkit.tasks.long_text import check_long_text_task
+from bertkit.tasks.tfidf_blend import remove_blend
 from bertkit.tokenizer import Tokenizer
 from bertkit.tokenizer.coverage import UNKNOWN_SHARE, count_unknown
 from bertkit.train import LengthBucketedBatches, TrainConfig, Trainer
@@ -602,6 +603,7 @@ def _finetune(task_name: Task | str, model_dir: str, train_source: str, dev_sour
             if not ctx.is_main:
                 return {}
             publish_best(work, keeper.best_dir)
+            remove_blend(work)  # one a killed attempt of this run left: chosen for another model, if any
             summary = run_summary(data, recipe, train_config, model, features, trainer.step, steps_per_epoch,
                                   keeper, metric, model_dir, train_source, started)
             atomic_write_json(os.path.join(work, SUMMARY_FILE), summary)  # a whole model before the baseline

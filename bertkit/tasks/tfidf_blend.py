@@ -111,6 +111,14 @@ class TfidfBlend:
                           json.dumps({"weight": self.weight, "classes": self.classes, "terms": terms}, ensure_ascii=False))
 
 
+def remove_blend(directory: str) -> None:
+    """Drop a blend from `directory`: it belongs to the model it was chosen for (a resumed run
+    whose first attempt was killed while blending trains that model again)."""
+    for name in (BLEND_FILE, ARRAYS_FILE):  # the JSON first: without it the arrays are unread
+        if os.path.exists(os.path.join(directory, name)):
+            os.remove(os.path.join(directory, name))
+
+
 def load_blend(directory: str) -> TfidfBlend | None:
     """The blend `directory` holds, or None (a model fine-tuned without train.blend_tfidf)."""
     path, arrays_path = os.path.join(directory, BLEND_FILE), os.path.join(directory, ARRAYS_FILE)

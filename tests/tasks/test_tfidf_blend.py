@@ -19,7 +19,8 @@ from bertkit.errors import CheckpointError
 from bertkit.tasks import baseline, builtin_splits, load_for_inference, subsample
 from bertkit.tasks.formats import TextExample
 from bertkit.tasks.registry import get_task
-from bertkit.tasks.tfidf_blend import ARRAYS_FILE, BLEND_FILE, WEIGHTS, TfidfBlend, choose_blend, load_blend
+from bertkit.tasks.tfidf_blend import (ARRAYS_FILE, BLEND_FILE, WEIGHTS, TfidfBlend, choose_blend, load_blend,
+                                       remove_blend)
 
 from .helpers import make_tiny_model
 
@@ -61,6 +62,8 @@ def test_the_saved_tfidf_model_gives_scikit_learns_probabilities(bbc, binary, tm
     encoder = np.full((len(rows), len(labels)), 1.0 / len(labels))
     mixed = loaded.mix(encoder, labels, rows)
     np.testing.assert_allclose(mixed, 0.5 * encoder + 0.5 * expected[:, ::-1], atol=1e-9)
+    remove_blend(str(tmp_path))  # (finetune drops a blend a killed attempt left before choosing its own)
+    assert load_blend(str(tmp_path)) is None and not os.listdir(tmp_path)
 
 
 def test_the_weight_is_chosen_on_dev_by_the_select_metric_then_the_loss(bbc):
