@@ -20,6 +20,7 @@ from bertkit.io import atomic_directory
 from bertkit.peft import load_peft_model, read_adapter_config
 from bertkit.runtime.run_dir import check_apart
 from bertkit.tasks.common import SUMMARY_FILE
+from bertkit.tasks.tfidf_blend import ARRAYS_FILE, BLEND_FILE
 from bertkit.tokenizer import Tokenizer
 from bertkit.commands.options import add_model_dir, resolve_models
 
@@ -66,6 +67,9 @@ def merge(args) -> int:
         summary = os.path.join(args.model, SUMMARY_FILE)
         if os.path.isfile(summary):  # the fine-tune's task and data settings (max_length, ...) that
             shutil.copy2(summary, tmp)  # evaluate and predict read: without them, other predictions
+        for name in (ARRAYS_FILE, BLEND_FILE):  # a classifier's TF-IDF blend (train.blend_tfidf): the same
+            if os.path.isfile(os.path.join(args.model, name)):  # predictions again
+                shutil.copy2(os.path.join(args.model, name), tmp)
     size = os.path.getsize(os.path.join(args.out, "model.safetensors"))
     print(f"merged {peft.peft_configs[peft.active_adapter].method} adapter {args.model} and its base "
           f"{peft.base_model_path} into {os.path.abspath(args.out)}: {type(plain).__name__}, {size / 1e6:.1f} MB")

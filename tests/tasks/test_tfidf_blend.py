@@ -141,3 +141,22 @@ def test_blend_tfidf_is_refused_where_it_cannot_run(bbc, tmp_path, argv, message
                  "--no-progress"]) == 2
     assert re.search(message, capsys.readouterr().err)
     assert not os.path.exists(tmp_path / "o" / "model.safetensors")
+
+
+def test_a_lora_classifier_blends_and_its_merged_copy_predicts_the_same(bbc, tmp_path, capsys):
+    files = {name: write_csv(tmp_path / f"{name}.csv", rows) for name, rows in bbc.items()}
+    tiny = make_tiny_model(tmp_path / "tiny", [e.text[:300] for e in bbc["train"][:40]])
+    lora, merged = str(tmp_path / "lora"), str(tmp_path / "merged")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["finetune", "--task", "classification", "--model", tiny, "--train", files["train"],
+                     "--dev", files["dev"], "--out", lora, "--peft", "lora", *FAST, "train.blend_tfidf=true"]) == 0
+        assert main(["peft", "merge", "--model", lora, "--out", merged]) == 0
+        for model in (lora, merged):
+            assert main(["predict", "--model", model, "--input", files["test"], "--output", f"{model}.jsonl",
+                         "--no-progress"]) == 0
+    assert os.path.isfile(os.path.join(lora, BLEND_FILE)) and os.path.isfile(os.path.join(merged, BLEND_FILE))
+    rows = {model: [json.loads(line) for line in open(f"{model}.jsonl")] for model in (lora, merged)}
+    for ours, theirs in zip(rows[lora], rows[merged]):
+        assert ours["label"] == theirs["label"]
+        assert ours["probabilities"] == pytest.approx(theirs["probabilities"], abs=1e-5)
