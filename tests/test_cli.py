@@ -35,6 +35,9 @@ def test_embed_gives_reference_cosine(minilm_dir, tmp_path, capsys):
     assert not vectors[1].any()
     assert np.allclose(np.linalg.norm(vectors[[0, 2]], axis=1), 1.0, atol=1e-5)
     assert abs(float(vectors[0] @ vectors[2]) - 0.755) < 0.001
+    assert capsys.readouterr().out.strip().endswith("vectors.npy")
+    assert main(["embed", "--model", minilm_dir, "--input", str(src), "--output", str(out)]) == 0
+    assert capsys.readouterr().out.strip().endswith("vectors.npy (it replaced the file that was there)")
 
 
 @pytest.mark.parametrize("content,message", [

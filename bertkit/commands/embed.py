@@ -28,7 +28,7 @@ from bertkit.io import atomic_open
 from bertkit.tasks.formats import read_text_inputs
 from bertkit.tokenizer.coverage import warn_about_unknown_texts
 from bertkit.commands.options import (add_device, add_int8, add_precision, add_progress, at_least, check_output_files,
-                                      device_of, precision_of, resolve_models)
+                                      device_of, precision_of, replacing_note, resolve_models)
 
 
 def add_arguments(parser) -> None:
@@ -72,6 +72,7 @@ def check_names_file(source: str, output: str) -> None:
 def run(args) -> int:
     resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
     check_output_files(args)  # before any work: a folder, or a file the command reads
+    replaced = replacing_note(args.output)
     check_names_file(args.input, args.output)
     inputs = read_text_inputs(args.input, args.text_column)  # before loading the model: bad input fails fast
     texts, files = [e.text for e in inputs], [e.file for e in inputs if e.file]
@@ -94,7 +95,7 @@ def run(args) -> int:
         np.save(stack.enter_context(atomic_open(args.output, "wb")), vectors.astype(np.float32))
         if names:
             stack.enter_context(atomic_open(names, "w", encoding="utf-8")).writelines(f + "\n" for f in files)
-    print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} embeddings to {os.path.abspath(args.output)}")
+    print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} embeddings to {os.path.abspath(args.output)}{replaced}")
     if names:
         print(f"row i is the file on line i + 1 of {os.path.abspath(names)}")
     return 0

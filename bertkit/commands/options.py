@@ -202,6 +202,12 @@ def check_output_files(args, outputs: tuple[str, ...] = ("output",),
                                   "command reads; choose another file")
 
 
+def replacing_note(path: str) -> str:
+    """" (it replaced the file that was there)" when the output `path` exists before the work: the
+    command's last line says so, so a rerun that wrote over earlier results is not silent."""
+    return " (it replaced the file that was there)" if path != STDOUT and os.path.isfile(path) else ""
+
+
 def at_least(minimum: int):
     """An argparse type: an integer of at least `minimum`, refused while parsing (before any model
     loads) with the option's name, as argparse names it."""

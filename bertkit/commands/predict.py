@@ -38,7 +38,7 @@ from bertkit.tokenizer.coverage import warn_about_unknown_texts
 
 from bertkit.commands.options import (STDOUT, add_device, add_int8, add_precision, add_progress, add_set,
                                       add_task_module, check_output_files, device_of, resolve_models, running_in,
-                                      stream_output)
+                                      replacing_note, stream_output)
 
 
 def add_arguments(parser) -> None:
@@ -63,6 +63,7 @@ def run(args) -> int:
         raise ConfigError("--input -: predict reads a file, not stdin; save the texts to a .txt file (one per "
                           "line) and pass its path, e.g. --input new.txt (--output - does write to stdout)")
     check_output_files(args)  # before any work: a folder, or a file the command reads
+    replaced = replacing_note(args.output)
     device = device_of(args)  # before the model loads
     spec = inference_spec(args.model, args.task, args.set)
     inputs = read_prediction_input(spec.task, args.input, spec.data)  # bad input refused before the model loads
@@ -82,5 +83,5 @@ def run(args) -> int:
         writer.flush()
     if args.output != STDOUT:  # on stdout the rows are the whole output
         blended = f" (the model blended with TF-IDF, weight {spec.blend.weight:g})" if spec.blend is not None else ""
-        print(f"wrote {written} predictions to {args.output}{blended}")
+        print(f"wrote {written} predictions to {args.output}{blended}{replaced}")
     return 0

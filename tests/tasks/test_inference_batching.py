@@ -325,6 +325,13 @@ def test_a_chunked_run_shows_one_bar_and_one_truncation_warning_over_the_whole_i
     assert captured.out == f"wrote 18 predictions to {tmp_path / 'out.jsonl'}\n"
     bars = [line for line in captured.err.splitlines() if line.startswith("predict:")]
     assert len(bars) == 1 and bars[0].startswith("predict: 18/18 input (100%)")  # one bar, not one per chunk
+    # run again on the same --output: replaced, and the last line says so (not silently)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["predict", "--model", model, "--input", str(tmp_path / "in.txt"), "--output",
+                     str(tmp_path / "out.jsonl"), "--set", "data.max_length=32", *batches]) == 0
+    assert capsys.readouterr().out == (f"wrote 18 predictions to {tmp_path / 'out.jsonl'} (it replaced the file "
+                                       "that was there)\n")
 
 
 @pytest.mark.parametrize("failure", ["error", "Ctrl-C"])
