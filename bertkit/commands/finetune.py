@@ -139,6 +139,9 @@ def report(summary: dict, out: str) -> None:
     shown = baselines or (summary.get("dev_baseline") and summary["options"].get("baseline", True))
     if shown:  # beside the model's dev scores, as evaluate's last line has them (none with --no-baseline)
         best = {**best, "baselines": {"trivial": summary.get("dev_baseline"), **baselines}}
+    blend = summary.get("tfidf_blend") or {}
+    if blend.get("weight"):  # what predict and evaluate now score: the saved blend's dev scores
+        best = {**best, "tfidf_blend": {"weight": blend["weight"], **blend["dev"]}}
     print(json.dumps(best, ensure_ascii=False))
 
 

@@ -92,6 +92,7 @@ def test_finetune_blends_and_predict_and_evaluate_use_the_blend(bbc, tmp_path, c
     # two steps of a tiny random encoder know little: TF-IDF carries the blend
     assert record["weight"] > 0 and os.path.isfile(os.path.join(out, BLEND_FILE))
     assert f"TF-IDF blend (weight {record['weight']:g}, chosen on dev): accuracy" in printed
+    assert json.loads(printed.splitlines()[-1])["tfidf_blend"] == {"weight": record["weight"], **record["dev"]}
     alone = next(row for row in record["grid"] if row["weight"] == 0)
     assert record["dev"]["accuracy"] > alone["accuracy"]
 
