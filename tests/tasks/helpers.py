@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import os
 
 from bertkit.models.config import BertConfig
@@ -23,3 +24,12 @@ def make_tiny_model(directory, corpus_texts) -> str:
     BertModel(config).save_pretrained(directory, tokenizer=tokenizer)
     os.remove(corpus)
     return directory
+
+
+def write_csv(path, examples, label=lambda e: e.label) -> str:
+    """`examples` as a text,label CSV file (the label as `label` gives it); returns its path."""
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["text", "label"])
+        writer.writerows([e.text, label(e)] for e in examples)
+    return str(path)

@@ -4,7 +4,6 @@ fitted here directly on the same split with the same grid."""
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import warnings
@@ -18,17 +17,9 @@ from sklearn.metrics import accuracy_score, f1_score, log_loss, mean_squared_err
 from bertkit.commands.cli import main
 from bertkit.tasks import baseline, builtin_splits, subsample
 
-from .helpers import make_tiny_model
+from .helpers import make_tiny_model, write_csv
 
 FAST = ["--no-progress", "--set", "train.max_steps=2", "train.batch_size=8", "data.max_length=16"]
-
-
-def write_csv(path, examples, label=lambda e: e.label) -> str:
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(["text", "label"])
-        writer.writerows([e.text, label(e)] for e in examples)
-    return str(path)
 
 
 def run_cli(argv, capsys) -> list[str]:

@@ -4,7 +4,6 @@ scikit-learn, the weight is chosen on dev, and predict / evaluate use what finet
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 import os
@@ -22,7 +21,7 @@ from bertkit.tasks.registry import get_task
 from bertkit.tasks.tfidf_blend import (ARRAYS_FILE, BLEND_FILE, WEIGHTS, TfidfBlend, choose_blend, load_blend,
                                        remove_blend)
 
-from .helpers import make_tiny_model
+from .helpers import make_tiny_model, write_csv
 
 FAST = ["--no-progress", "--set", "train.max_steps=2", "train.batch_size=8", "data.max_length=16"]
 
@@ -32,14 +31,6 @@ def bbc():
     splits = builtin_splits("bbc")
     return {"train": subsample(splits["train"], 120, 0), "dev": subsample(splits["dev"], 40, 0),
             "test": subsample(splits["test"], 50, 0)}
-
-
-def write_csv(path, examples, label=lambda e: e.label) -> str:
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(["text", "label"])
-        writer.writerows([e.text, label(e)] for e in examples)
-    return str(path)
 
 
 @pytest.mark.parametrize("binary", [False, True], ids=["five-classes", "binary"])
