@@ -177,6 +177,7 @@ def training_hints(summary: dict) -> list[str]:
     if trained and summary["best_step"] == trained[-1]["step"] and stopped_by(summary) != "patience":
         when = "at the last evaluation" if len(trained) > 1 else "at the run's one evaluation, its end"
         hints.append(f"the best dev {metric} came {when}, so it may still be improving: try {longer_run(summary)}")
+    hints.append(loss_still_falling_hint(summary, trained))
     trivial_scores = summary.get("dev_baseline") or {}
     # the trivial baseline's own metric where it lacks the select one (regression's mean: no correlation)
     shared = metric if metric in trivial_scores else next((m for m in trivial_scores if m in summary["best_dev"]),
@@ -198,6 +199,22 @@ def training_hints(summary: dict) -> list[str]:
         hints.append(behind(reference["method"], summary, reference[metric], [*tries, "more training data",
                                                                               "a longer run"]))
     return [hint for hint in hints if hint]
+
+
+def loss_still_falling_hint(summary: dict, trained: list[dict]) -> str | None:
+    """When patience stopped a run whose dev loss was lowest at its last evaluation: the selected
+    score wobbled while the model was still learning. 100 BBC articles (7 steps an epoch): accuracy
+    0.39, 0.30, 0.39 stopped it at step 21 as the loss fell 1.586, 1.540, 1.464; with train.patience=0
+    the same run reached 0.94 at step 42 (docs/finetune.md, "Blending with TF-IDF")."""
+    metric, option = summary["select_metric"], "search.patience" if "search" in summary else "train.patience"
+    losses = [row.get("loss") for row in trained]
+    if stopped_by(summary) != "patience" or metric == "loss" or len(losses) < 2 or None in losses:
+        return None
+    if losses[-1] >= min(losses[:-1]):
+        return None
+    return (f"{option} stopped the run while the dev loss was still falling ({rounded(losses[0])} to "
+            f"{rounded(losses[-1])} over {len(losses)} evaluations, lowest at the last) and dev {metric} wobbled: the "
+            f"model may be undertrained; try --set {option}=0 (every epoch runs; the best dev score is still kept)")
 
 
 # macro-F1 this far below accuracy: the large classes are right and small ones missed (walk P: dev
