@@ -205,7 +205,8 @@ def loss_still_falling_hint(summary: dict, trained: list[dict]) -> str | None:
     """When patience stopped a run whose dev loss was lowest at its last evaluation: the selected
     score wobbled while the model was still learning. 100 BBC articles (7 steps an epoch): accuracy
     0.39, 0.30, 0.39 stopped it at step 21 as the loss fell 1.586, 1.540, 1.464; with train.patience=0
-    the same run reached 0.94 at step 42 (docs/finetune.md, "Blending with TF-IDF")."""
+    it reached 0.86 at its last step (42), and with train.epochs=20 as well 0.95 (docs/finetune.md,
+    "Blending with TF-IDF")."""
     metric, option = summary["select_metric"], "search.patience" if "search" in summary else "train.patience"
     losses = [row.get("loss") for row in trained]
     if stopped_by(summary) != "patience" or metric == "loss" or len(losses) < 2 or None in losses:
@@ -214,7 +215,8 @@ def loss_still_falling_hint(summary: dict, trained: list[dict]) -> str | None:
         return None
     return (f"{option} stopped the run while the dev loss was still falling ({rounded(losses[0])} to "
             f"{rounded(losses[-1])} over {len(losses)} evaluations, lowest at the last) and dev {metric} wobbled: the "
-            f"model may be undertrained; try --set {option}=0 (every epoch runs; the best dev score is still kept)")
+            f"model may be undertrained; try --set {option}=0 (the best dev score is still kept) and "
+            f"{longer_run(summary)}")
 
 
 # macro-F1 this far below accuracy: the large classes are right and small ones missed (walk P: dev
