@@ -56,7 +56,7 @@ def test_the_unigram_line_reads_the_kept_models_loss_not_the_last_steps(tmp_path
         assert main(["pretrain", "--config", "configs/pretrain-tiny.toml", "--out", str(out)]) == 0
         said = capsys.readouterr().out
         assert "early stopping kept step 200" in said and "7.500 against" not in said
-        assert (line in said) if line else "unigram" not in said
+        assert (line in said) if line else "unigram loss" not in said  # (the run's path names the test)
 
 
 def test_a_stop_under_torchrun_is_reported_once_by_rank_0(tmp_path, capsys, monkeypatch):
@@ -74,3 +74,19 @@ def test_a_stop_under_torchrun_is_reported_once_by_rank_0(tmp_path, capsys, monk
         said[rank] = capsys.readouterr().err
     assert said["0"].strip() == "bertkit pretrain: stopped by SIGINT after step 22 of 40; saved run/checkpoint-22"
     assert said["1"] == ""
+
+
+def test_a_run_that_saves_no_checkpoint_says_so_not_model_saved_in_none(tmp_path, capsys, monkeypatch):
+    """walk V: train.save_every = -1 printed "model saved in None"."""
+    out = tmp_path / "run"
+    out.mkdir()
+    monkeypatch.setattr(command, "pretrain", lambda *args, **kwargs: {"mlm_loss": 7.5})
+    (out / "pretrain_config.json").write_text(json.dumps({"train": {"save_every": -1}}), encoding="utf-8")
+    assert main(["pretrain", "--config", "configs/pretrain-tiny.toml", "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "None" not in said
+    assert (f"no model saved in {out}: train.save_every = -1 writes no checkpoint; run again with --set "
+            "train.save_every=0 to save the model at the end") in said
+    (out / "pretrain_config.json").unlink()  # no run config to read: only that nothing was saved
+    assert main(["pretrain", "--config", "configs/pretrain-tiny.toml", "--out", str(out)]) == 0
+    assert f"no model saved in {out}\n" in capsys.readouterr().out

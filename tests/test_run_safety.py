@@ -417,6 +417,8 @@ def test_an_option_newer_than_the_checkpoint_passes_only_at_its_default():
 SET_CASES = [
     ("both", "train.adam_eps=abc", ["train.adam_eps must be a number, got 'abc'"]),
     ("both", "train.adam_eps=0", ["train.adam_eps must be a positive number", "got 0"]),
+    ("both", "train.lr=inf", ["train.lr must be a positive number (e.g. 1e-4), got inf"]),  # walk V: was accepted
+    ("both", "train.head_lr=inf", ["train.head_lr must be a positive number", "got inf"]),
     ("both", "train.seed=abc", ["train.seed must be an integer, got 'abc'"]),
     ("both", "train.seed=1.5", ["train.seed must be an integer, got 1.5"]),
     ("both", "train.seed=-1", ["train.seed must be an integer in [0, 2**63), got -1"]),

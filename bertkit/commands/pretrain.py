@@ -44,12 +44,26 @@ def run(args) -> int:
     if "best_step" in best:  # early stopping kept another step's model than the last
         tail = "; the final line is the last step's" if metrics else ""
         kept = f" (early stopping kept step {best.pop('best_step')}: {metrics_text(best)}{tail})"
-    model = final_model(args.out)
-    print(f"model saved in {model}{kept}{not_a_model(model) if model else ''}")
+    print(saved_line(args.out, final_model(args.out), kept))
     against = against_unigram(args.out, kept_loss)  # the kept model's loss, not the last step's
     if against:
         print(against)
     return 0
+
+
+def saved_line(out: str, model: str | None, kept: str) -> str:
+    """Where the model is; a run with train.save_every = -1 writes none, and said "model saved in None"
+    (walk V)."""
+    if model:
+        return f"model saved in {model}{kept}{not_a_model(model)}"
+    try:
+        train = read_json_object(os.path.join(out, "pretrain_config.json"), "").get("train")
+    except BertkitError:  # no readable run config: say only that nothing was saved
+        train = None
+    if isinstance(train, dict) and train.get("save_every") == -1:
+        return (f"no model saved in {out}{kept}: train.save_every = -1 writes no checkpoint; run again with "
+                "--set train.save_every=0 to save the model at the end")
+    return f"no model saved in {out}{kept}"
 
 
 def interrupted_before_training(out: str) -> str:

@@ -2,7 +2,10 @@
 
 Text files are read as they are; a .csv, .tsv or .jsonl file gives the texts of its text column
 (`--text-field`, default "text"), one document per row, as `pretrain` reads `data.corpus`: a
-fine-tuning file's header and labels are not text to learn words from.
+fine-tuning file's header and labels are not text to learn words from. A folder gives the files
+`prepare` and `pretrain` read in it (.txt and tables at any depth, hidden ones skipped): a shell
+glob such as `my_texts/*.txt` misses its subfolders, and the shards would then hold text the
+tokenizer never saw (walk V).
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ def add_arguments(parser) -> None:
                                        "layout (tokenizer.json, vocab.txt or vocab.json + merges.txt) in --out. "
                                        "The same files give the same vocabulary every run.")
     train.add_argument("--files", nargs="+", required=True,
-                       help="UTF-8 text files; .csv/.tsv/.jsonl: the texts of their --text-field column")
+                       help="UTF-8 text files; .csv/.tsv/.jsonl: the texts of their --text-field column; a "
+                            "folder: its .txt and table files at any depth, as prepare and pretrain read it")
     train.add_argument("--text-field", default="text", help="the column or JSONL field holding the text of a table")
     train.add_argument("--vocab-size", type=int, required=True, help="tokens in the vocabulary, specials included")
     train.add_argument("--out", required=True, help="output directory (tokenizer.json, vocab.txt, ...)")
@@ -66,7 +70,7 @@ MODEL_WEIGHTS = WEIGHT_FILES + (ADAPTER_WEIGHTS,)  # a model's (or an adapter's)
 
 def _check_options(args) -> None:
     for path in args.files:  # a gzip or binary file, by its first bytes, before any training (not "re-encode it")
-        if os.path.splitext(path)[1].lower() not in TABLE_SUFFIXES:
+        if not os.path.isdir(path) and os.path.splitext(path)[1].lower() not in TABLE_SUFFIXES:
             check_text_file(path)
     if args.cased and args.kind == "bpe":
         raise ConfigError("--cased is for --kind wordpiece: byte-level BPE keeps case always; drop --cased")
@@ -81,8 +85,8 @@ def _check_options(args) -> None:
 
 
 def _training_text(files: list[str], text_field: str) -> dict:
-    """Tokenizer training's source: the files as they are, or (any table among them) the lines of
-    every file's documents as `pretrain` reads them."""
-    if not any(os.path.splitext(f)[1].lower() in TABLE_SUFFIXES for f in files):
+    """Tokenizer training's source: the files as they are, or (any table or folder among them) the
+    lines of every file's documents as `pretrain` reads them."""
+    if not any(os.path.isdir(f) or os.path.splitext(f)[1].lower() in TABLE_SUFFIXES for f in files):
         return {"files": files}
     return {"texts": CorpusDocuments(files, text_field=text_field).lines()}

@@ -27,6 +27,7 @@ the MLM collator (the generator reads an MLM batch) and `evaluate_electra`.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -250,7 +251,10 @@ def evaluate_electra(model: ElectraPretrainer, batches, seed: int = 0) -> dict:
     """Held-out metrics of the pair on pre-masked MLM `batches`, over all positions at once:
 
         generator_loss      = mean over masked positions of -log p_G(x_t)  (also mlm_loss)
+        perplexity          = exp(generator_loss)
         mlm_accuracy        = share of masked positions where argmax p_G = x_t
+        mlm_replaced_accuracy  the same over the masked positions whose input was replaced
+                            ([MASK] or a random token; metrics.py says why it is the one to read)
         discriminator_loss  = mean over real tokens of the replaced-token BCE
         rtd_accuracy        = share of real tokens whose replaced / original call is right
         rtd_recall          = share of the replaced tokens the discriminator calls replaced
@@ -262,7 +266,7 @@ def evaluate_electra(model: ElectraPretrainer, batches, seed: int = 0) -> dict:
     device = next(model.parameters()).device
     fork = [device] if device.type == "cuda" else []
     gen_sum = disc_sum = 0.0
-    masked_n = gen_correct = real_n = disc_correct = replaced_n = detected = 0
+    masked_n = gen_correct = real_n = disc_correct = replaced_n = detected = replaced_hits = masked_replaced = 0
     with torch.random.fork_rng(devices=fork):
         torch.manual_seed(seed)
         for batch in batches:
@@ -271,8 +275,12 @@ def evaluate_electra(model: ElectraPretrainer, batches, seed: int = 0) -> dict:
             out = model(batch["input_ids"], labels, batch.get("attention_mask"), batch.get("token_type_ids"))
             targets = labels[labels != IGNORE_INDEX]
             gen_sum += float(F.cross_entropy(out.generator_logits.float(), targets, reduction="sum"))
-            gen_correct += int((out.generator_logits.argmax(-1) == targets).sum())
+            hits = out.generator_logits.argmax(-1) == targets
+            gen_correct += int(hits.sum())
             masked_n += targets.numel()
+            was_replaced = batch["input_ids"][labels != IGNORE_INDEX] != targets
+            replaced_hits += int(hits[was_replaced].sum())
+            masked_replaced += int(was_replaced.sum())
             mask = batch.get("attention_mask")
             real = mask.bool() if mask is not None else torch.ones_like(labels, dtype=torch.bool)
             logits, replaced = out.discriminator_logits[real].float(), out.replaced[real]
@@ -285,6 +293,11 @@ def evaluate_electra(model: ElectraPretrainer, batches, seed: int = 0) -> dict:
     if masked_n == 0 or real_n == 0:
         return {}
     gen_loss = gen_sum / masked_n
-    return {"generator_loss": gen_loss, "mlm_loss": gen_loss, "mlm_accuracy": gen_correct / masked_n,
+    return {"generator_loss": gen_loss, "mlm_loss": gen_loss, "perplexity": math.exp(min(gen_loss, 50.0)),
+            "mlm_accuracy": gen_correct / masked_n, "mlm_replaced_accuracy": replaced_hits / max(1, masked_replaced),
             "discriminator_loss": disc_sum / real_n, "rtd_accuracy": disc_correct / real_n,
             "rtd_recall": detected / max(1, replaced_n), "replaced_fraction": replaced_n / real_n}
+
+
+METRICS = ("generator_loss", "mlm_loss", "perplexity", "mlm_accuracy", "mlm_replaced_accuracy", "discriminator_loss",
+           "rtd_accuracy", "rtd_recall", "replaced_fraction")  # evaluate_electra's, for the registry entry

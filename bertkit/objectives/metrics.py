@@ -32,6 +32,9 @@ import torch.nn.functional as F
 from bertkit.data.masking import IGNORE_INDEX
 
 
+MLM_METRICS = ("mlm_loss", "mlm_accuracy", "perplexity", "mlm_replaced_accuracy")  # evaluate_pretraining's
+
+
 @torch.no_grad()
 def evaluate_pretraining(model, batches: Iterable[dict], sentence_task: str = "nsp") -> dict:
     """Metrics of `model` (BertForMaskedLM or BertForPreTraining) on pre-masked `batches`."""

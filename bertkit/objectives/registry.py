@@ -29,6 +29,7 @@ from bertkit.data.examples import BUILDERS
 from bertkit.errors import ConfigError
 from bertkit.runtime.user_modules import import_user_module
 from bertkit.objectives import distill, electra, mlm
+from bertkit.objectives.metrics import MLM_METRICS
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,12 @@ class Objective:
                     has the encoder as `.bert` and an MLM head as `.cls.predictions`
     unigram_baseline  the batches' labels are vocabulary ids at masked positions, so the
                     context-free unigram score is computed and written to baseline.json
+    pairs           its examples are sentence pairs told apart by segments (token_type_ids):
+                    a model family without segment embeddings (the modern encoder) is refused
+                    when the config is read, before the tokenizer and shards are built
+    metrics         the held-out metric names `evaluate` returns: `[early_stopping] metric` is
+                    checked against them when the config is read; empty (yours, by default):
+                    checked at the first evaluation
     """
 
     build_model: Callable[..., Any]
@@ -65,25 +72,30 @@ class Objective:
     model_type: str | None = None
     init_from_checkpoint: bool = False
     unigram_baseline: bool = False
+    pairs: bool = False
+    metrics: tuple[str, ...] = ()
 
 
 MLM_LOGGED = {"mlm_loss": "mlm_loss"}  # the pair objectives' MLM part; the pair part follows
 
 OBJECTIVES: dict[str, Objective] = {
-    "mlm": Objective(mlm.masked_lm, mlm.mlm_metrics, init_from_checkpoint=True, unigram_baseline=True),
+    "mlm": Objective(mlm.masked_lm, mlm.mlm_metrics, init_from_checkpoint=True, unigram_baseline=True,
+                     metrics=MLM_METRICS),
     "mlm+nsp": Objective(mlm.pre_training, mlm.pair_metrics("nsp"), builders=("nsp",),
                          logged={**MLM_LOGGED, "nsp_loss": "nsp_loss"},
-                         init_from_checkpoint=True, unigram_baseline=True),
+                         init_from_checkpoint=True, unigram_baseline=True, pairs=True,
+                         metrics=(*MLM_METRICS, "nsp_accuracy")),
     "mlm+sop": Objective(mlm.pre_training, mlm.pair_metrics("sop"), builders=("sop",),
                          logged={**MLM_LOGGED, "sop_loss": "nsp_loss"},  # the 2-way head's loss
-                         init_from_checkpoint=True, unigram_baseline=True),
+                         init_from_checkpoint=True, unigram_baseline=True, pairs=True,
+                         metrics=(*MLM_METRICS, "sop_accuracy")),
     "electra": Objective(electra.build_pretrainer, electra.evaluate_electra, settings=electra.ElectraSettings,
                          logged={"generator_loss": "generator_loss", "discriminator_loss": "discriminator_loss"},
-                         model_type="electra", unigram_baseline=True),
+                         model_type="electra", unigram_baseline=True, metrics=electra.METRICS),
     # DistilBERT's pre-training distillation (objectives/distill.py; bertkit distill --stage pretrain)
     "distil": Objective(distill.build_distiller, distill.distil_metrics, settings=distill.DistilSettings,
                         logged={"kd_loss": "kd_loss", "mlm_loss": "mlm_loss", "cosine_loss": "cosine_loss"},
-                        unigram_baseline=True),
+                        unigram_baseline=True, metrics=(*MLM_METRICS, "teacher_mlm_loss", "teacher_mlm_accuracy")),
 }
 
 

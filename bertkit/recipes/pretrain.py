@@ -284,11 +284,45 @@ def parse_config(raw: dict, overrides: Sequence[Override] = ()) -> PretrainConfi
         objective_settings=settings,
         early_stopping=dataclass_from_dict(EarlyStoppingSection, raw.get("early_stopping", {}), "early_stopping"),
     )
+    _refuse_pairs_without_segments(cfg)
+    _check_early_stopping_metric(cfg)
     if cfg.tokenizer.extend_vocab and (not model.get("init") or cfg.tokenizer.path):
         raise ConfigError("tokenizer.extend_vocab grows the vocabulary of model.init's checkpoint: set model.init "
                           "(and leave tokenizer.path empty), or --set tokenizer.extend_vocab=0 (a run from scratch "
                           "trains its own vocabulary on data.corpus)")
     return cfg
+
+
+def _refuse_pairs_without_segments(cfg: PretrainConfig) -> None:
+    """A sentence-pair objective (NSP, SOP) on a family without segment embeddings (the modern
+    encoder, the default recipe's) is refused here: its model used to refuse it only after the
+    tokenizer and the shards were built (walk V)."""
+    if not cfg.objective.pairs:
+        return
+    init = cfg.model.get("init")
+    model_type = read_config(init).model_type if init else cfg.model.get("model_type", "bert")
+    family = family_for(model_type)
+    if family.has_segments:
+        return
+    held = f"model.init {init} holds a {model_type!r} model" if init else f"model.model_type is {model_type!r}"
+    raise ConfigError(f"data.objective = \"{cfg.data.objective}\" trains a sentence-pair head on segments "
+                      f"(token_type_ids), which the {family.name} has not ({held}): use data.objective = \"mlm\", "
+                      "or a BERT-family recipe (configs/pretrain-tiny-bert.toml)")
+
+
+def _check_early_stopping_metric(cfg: PretrainConfig) -> None:
+    """`[early_stopping] metric` among the held-out metrics the objective names (with
+    data.general_corpus also their general_ forms), before any work: a misspelt one was refused
+    only at the first evaluation (walk V). An objective naming none is checked there."""
+    known = list(cfg.objective.metrics)
+    if not cfg.early_stopping.patience or not known:
+        return
+    if cfg.data.general_corpus:
+        known += [f"general_{name}" for name in known]
+    metric = cfg.early_stopping.metric
+    if metric not in known:
+        raise ConfigError(f"early_stopping.metric {metric!r} is not a held-out metric of data.objective = "
+                          f"\"{cfg.data.objective}\"; {suggest(metric, known, '')} (it measures {', '.join(known)})")
 
 
 def _start_evaluated(train: dict, model: dict) -> dict:

@@ -74,8 +74,8 @@ class TrainConfig:
                 and math.isfinite(self.max_minutes) and self.max_minutes > 0):
             raise ConfigError(f"train.max_minutes must be a positive number of minutes (or unset: no time "
                               f"limit), got {self.max_minutes!r}")
-        if not (isinstance(self.lr, (int, float)) and self.lr > 0):
-            raise ConfigError(f"train.lr must be a positive number, got {self.lr!r}")
+        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):  # inf: NaN weights
+            raise ConfigError(f"train.lr must be a positive number (e.g. 1e-4), got {self.lr!r}")
         if self.schedule not in SCHEDULES:
             raise ConfigError(f"train.schedule {self.schedule!r} is not known; use one of {SCHEDULES}")
         if self.schedule_over not in ("steps", "minutes"):
@@ -99,7 +99,8 @@ class TrainConfig:
             raise ConfigError("set train.warmup_steps or train.warmup_ratio, not both")
         if self.llrd is not None and not 0.0 < self.llrd <= 1.0:
             raise ConfigError(f"train.llrd must be in (0, 1], got {self.llrd}")
-        if self.head_lr is not None and not (isinstance(self.head_lr, (int, float)) and self.head_lr > 0):
+        if self.head_lr is not None and not (isinstance(self.head_lr, (int, float)) and math.isfinite(self.head_lr)
+                                             and self.head_lr > 0):
             raise ConfigError(f"train.head_lr must be a positive number (or unset: the head trains at train.lr), "
                               f"got {self.head_lr!r}")
         for name in ("compile", "eval_at_start"):

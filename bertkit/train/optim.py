@@ -5,8 +5,8 @@ biases and LayerNorm gains toward 0 has no regularising purpose (they do not sca
 input), so, as in the original BERT code, they get wd = 0; every other weight gets `weight_decay`.
 
 LLRD (Howard & Ruder 2018; Clark et al. 2020): lower layers hold general features, so when
-fine-tuning they move less. With L encoder layers, numbered 1..L bottom to top, and the
-embeddings as layer 0,
+fine-tuning they move less. With L encoder layers (any family's: BERT's `encoder.layer.N`, the
+modern encoder's `layers.N`), numbered 1..L bottom to top, and the embeddings as layer 0,
 
     lr(layer i) = lr * decay ** (L - i)
 
@@ -29,18 +29,23 @@ import torch
 from torch import nn
 
 from bertkit.errors import ConfigError
+from bertkit.models.families import families
 
-_LAYER = re.compile(r"(?:^|\.)encoder\.layer\.(\d+)\.")
+def _layer_names() -> re.Pattern:
+    """Names inside a transformer layer of any family (its `layer_modules`: BERT's `encoder.layer.N`,
+    the modern encoder's `layers.N`), N captured. BERT's alone left every modern layer at the full lr
+    under train.llrd, only the embeddings decayed (walk V)."""
+    return re.compile(r"(?:^|\.)(?:" + "|".join(f"(?:{family.layer_modules})" for family in families()) + r")\.")
 
 
 def layer_index(name: str, num_layers: int) -> int:
-    """Depth of a parameter: 0 for embeddings, i + 1 for encoder.layer.i, L for heads/pooler.
+    """Depth of a parameter: 0 for embeddings, i + 1 for layer i, L for heads/pooler.
 
     Heads sit at depth L so that `decay ** (L - depth)` gives them the full learning rate.
     """
-    match = _LAYER.search(name)
+    match = _layer_names().search(name)
     if match:
-        return int(match.group(1)) + 1
+        return int(re.search(r"(\d+)\.$", match.group(0)).group(1)) + 1
     if name.startswith("embeddings.") or ".embeddings." in name:
         return 0
     return num_layers

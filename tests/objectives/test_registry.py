@@ -78,3 +78,60 @@ def test_objective_module_is_imported_once_from_a_file_or_the_python_path(tmp_pa
         parse_config({"data": {"objective_module": str(tmp_path / "missing.py")}})
     with pytest.raises(ConfigError, match="cannot be imported"):
         parse_config({"data": {"objective_module": "no_such_module_here"}})
+
+
+def test_a_pair_objective_on_a_family_without_segments_is_refused_when_the_config_is_read(tmp_path):
+    # walk V: mlm+nsp on the default (modern) recipe was refused only after the tokenizer and shards
+    with pytest.raises(ConfigError, match="mlm\\+nsp.*modern encoder has not.*'modernbert'.*pretrain-tiny-bert"):
+        parse_config({"model": {"model_type": "modernbert"}, "data": {"objective": "mlm+nsp"}})
+    from bertkit.models.modern import ModernBertConfig
+    ModernBertConfig.preset("tiny", vocab_size=100).save_pretrained(str(tmp_path))
+    with pytest.raises(ConfigError, match="mlm\\+sop.*model.init .* holds a 'modernbert' model"):
+        parse_config({"model": {"init": str(tmp_path)}, "data": {"objective": "mlm+sop"}})
+    assert parse_config({"data": {"objective": "mlm+sop"}}).objective.pairs  # BERT: accepted
+
+
+@pytest.mark.parametrize("objective, metric, suggested", [
+    ("mlm", "mlm_los", "mlm_loss"), ("mlm+nsp", "sop_accuracy", "nsp_accuracy"),
+    ("electra", "rtd_acc", "rtd_accuracy"), ("mlm+sop", "sop_acc", "sop_accuracy")])
+def test_a_misspelt_early_stopping_metric_is_refused_when_the_config_is_read(objective, metric, suggested):
+    # walk V: it was refused at the first evaluation, after tokenizing and eval_every steps
+    raw = {"data": {"objective": objective}, "early_stopping": {"patience": 2, "metric": metric}}
+    with pytest.raises(ConfigError, match=f"early_stopping.metric '{metric}' is not.*did you mean {suggested}"):
+        parse_config(raw)
+    raw["early_stopping"]["metric"] = suggested
+    assert parse_config(raw).early_stopping.metric == suggested
+    raw["data"]["general_corpus"] = "wordnet"  # general text adds general_ forms
+    raw["early_stopping"]["metric"] = f"general_{suggested}"
+    assert parse_config(raw).early_stopping.metric == f"general_{suggested}"
+    raw["early_stopping"] = {"patience": 0, "metric": metric}  # off: not read
+    assert parse_config(raw).early_stopping.patience == 0
+    register_objective("unnamed", Objective(masked_lm, mlm_metrics))  # names no metrics: checked at evaluation
+    assert parse_config({"data": {"objective": "unnamed"}, "early_stopping": {"patience": 1, "metric": "x"}})
+
+
+def test_every_builtin_entry_names_the_metrics_its_evaluation_returns():
+    # the names early_stopping.metric is checked against must be the evaluations' own; ELECTRA's
+    # now has the MLM metrics docs/objectives.md says it has (perplexity, mlm_replaced_accuracy)
+    import math
+    import torch
+    from bertkit.objectives.electra import evaluate_electra
+    from bertkit.objectives.metrics import MLM_METRICS
+    cfg = parse_config({"model": dict(SMALL_MODEL), "data": {"objective": "electra"}})
+    model = build_model(cfg, 200, 0).eval()
+    torch.manual_seed(0)
+    ids = torch.randint(5, 200, (2, 12))
+    labels = torch.full_like(ids, -100)
+    labels[:, 2:8] = torch.randint(5, 200, (2, 6))
+    labels[:, 6:8] = ids[:, 6:8]  # kept: the input shows the answer
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels}
+    with torch.no_grad():
+        metrics = evaluate_electra(model, [batch])
+        out = model(ids, labels, batch["attention_mask"])
+    assert set(metrics) == set(OBJECTIVES["electra"].metrics)
+    hits = out.generator_logits.argmax(-1) == labels[labels != -100]
+    replaced = (ids != labels)[labels != -100]
+    assert metrics["mlm_replaced_accuracy"] == pytest.approx(float(hits[replaced].float().mean()))
+    assert metrics["perplexity"] == pytest.approx(math.exp(metrics["mlm_loss"]))
+    for name, objective in OBJECTIVES.items():
+        assert set(MLM_METRICS) <= set(objective.metrics), name

@@ -48,6 +48,21 @@ def test_llrd_learning_rates_per_layer():
         param_groups(model, 1.0, llrd=1.5)
 
 
+def test_llrd_decays_the_modern_encoders_layers_too():
+    # walk V: BERT's layer names alone were matched, so under train.llrd every modern layer trained
+    # at the full lr and only the embeddings decayed
+    from bertkit.models.modern import ModernBertConfig, ModernBertForSequenceClassification
+    config = ModernBertConfig.preset("tiny", vocab_size=100, num_labels=3, num_hidden_layers=3)
+    opt = build_optimizer(ModernBertForSequenceClassification(config), lr=1.0, weight_decay=0.01, llrd=0.5)
+    lr_of = {n: g["lr"] for g in opt.param_groups for n in g["names"]}
+    assert lr_of["model.embeddings.tok_embeddings.weight"] == pytest.approx(0.5 ** 3)
+    assert lr_of["model.layers.0.attn.Wqkv.weight"] == pytest.approx(0.5 ** 2)
+    assert lr_of["model.layers.1.mlp.Wo.weight"] == pytest.approx(0.5)
+    assert lr_of["model.layers.2.mlp_norm.weight"] == pytest.approx(1.0)
+    assert lr_of["model.final_norm.weight"] == lr_of["classifier.weight"] == pytest.approx(1.0)
+    assert layer_index("model.layers.10.attn.Wo.weight", 12) == 11
+
+
 def test_schedule_values_match_transformers():
     from transformers import get_cosine_schedule_with_warmup, get_linear_schedule_with_warmup
 

@@ -209,3 +209,20 @@ def test_a_vocabulary_far_under_the_size_asked_is_said(tmp_path, capsys):
     said = capsys.readouterr().out
     assert "note: the vocabulary has" in said and "of the 2,000 asked: the text has only" in said
     assert said.rstrip().endswith("a larger corpus gives a fuller vocabulary")  # --min-frequency 1: nothing lower
+
+
+def test_tokenizer_train_reads_a_folder_as_prepare_does(tmp_path, capsys):
+    # walk V: docs/training.md trained the tokenizer on `my_texts/*.txt`, which misses the subfolders
+    # prepare reads; a folder was refused ("is a directory; give a file")
+    (tmp_path / "texts" / "sub").mkdir(parents=True)
+    (tmp_path / "texts" / ".hidden").mkdir()
+    (tmp_path / "texts" / "a.txt").write_text("The striker scored twice.\n" * 20, encoding="utf-8")
+    (tmp_path / "texts" / "sub" / "b.txt").write_text("Shares fell sharply on Monday.\n" * 20, encoding="utf-8")
+    (tmp_path / "texts" / ".hidden" / "c.txt").write_text("zebrawords everywhere\n" * 20, encoding="utf-8")
+    (tmp_path / "texts" / "notes.html").write_text("<body>markupword</body>\n" * 20, encoding="utf-8")
+    out = str(tmp_path / "tok")
+    assert run_command("tokenizer", ["train", "--files", str(tmp_path / "texts"), "--vocab-size", "300",
+                                     "--out", out]) == 0, capsys.readouterr().err
+    vocabulary = Tokenizer.from_pretrained(out).get_vocab()
+    assert "striker" in vocabulary and "shares" in vocabulary  # the subfolder's text too
+    assert not {"zebrawords", "markupword", "body"} & set(vocabulary)  # hidden and non-text files left out
