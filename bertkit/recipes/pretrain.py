@@ -238,7 +238,8 @@ def _objective_settings(raw: dict, data: DataSection, model: dict):
                           "or leave model.init out")
     if objective.model_type and model.setdefault("model_type", objective.model_type) != objective.model_type:
         raise ConfigError(f"data.objective = \"{data.objective}\" trains a model_type \"{objective.model_type}\" "
-                          f"model: set model.model_type = \"{objective.model_type}\" (got {model['model_type']!r})")
+                          f"model (got {model['model_type']!r}): use a recipe of that family, or set "
+                          f"model.model_type = \"{objective.model_type}\"")
     if objective.settings is None:
         return None
     return dataclass_from_dict(objective.settings, raw.get(data.objective, {}), data.objective)

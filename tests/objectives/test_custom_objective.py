@@ -88,3 +88,17 @@ def test_an_objective_is_one_module_plus_one_registry_line_in_a_package_of_its_o
     evals = [json.loads(line) for line in open(out / "metrics.jsonl") if '"eval"' in line]
     assert evals and math.isfinite(evals[-1]["letter_loss"])
     assert json.load(open(out / "checkpoint-6" / "config.json"))["architectures"] == ["FirstLetterModel"]
+
+
+def test_the_documented_objective_on_a_modern_recipe_is_refused_before_any_work(tmp_path, capsys):
+    """walk V D3: the page's objective (a BertModel) on the default modern recipe died with an
+    AttributeError traceback after the tokenizer and shards were built; its model_type="bert" now
+    refuses the recipe as the config is read."""
+    out = tmp_path / "run"
+    modern = os.path.join(ROOT, "configs", "pretrain-tiny.toml")
+    argv = ["pretrain", "--config", modern, "--out", str(out), "--no-progress",
+            "--set", "data.objective=first-letter", f"data.objective_module={doc_module(tmp_path)}"]
+    assert cli.main(argv) == 2
+    assert "trains a model_type \"bert\" model (got 'modernbert'): use a recipe of that family, or set " \
+           "model.model_type = \"bert\"" in capsys.readouterr().err
+    assert not out.exists()
