@@ -135,8 +135,7 @@ class Tokenizer:
         window by `stride` tokens, and `overflow_to_sample_mapping` gives each row's input
         index; for pairs only the second text is windowed (question + context QA style).
         Without it, truncated texts raise one warning per call, never an error. A window with no room
-        for text past the specials, or (pairs) no more room for the cut text than `stride`, is refused
-        before the Rust tokenizer runs (it panics there).
+        for text, or no more for a cut text than `stride`, is refused (the Rust tokenizer panics).
 
         transformers' spellings are accepted too: `text_pair=` for `pairs`, truncation
         strategies ("longest_first", "only_first", "only_second", "do_not_truncate"), and
@@ -159,13 +158,11 @@ class Tokenizer:
             check_window_room(self._backend, batch, pair_batch, max_length, stride, strategy)
         with self._settings(truncation, max_length, stride, strategy, padding):
             encodings = self._backend.encode_batch(inputs, add_special_tokens=True)
-
         if return_overflowing_tokens:
             rows, sample_map = with_overflow(encodings)
         else:
             rows, sample_map = encodings, None
             self._warn_if_truncated(encodings, truncation, max_length)
-
         return self._to_batch(rows, sample_map, return_word_ids=return_word_ids, return_offsets=return_offsets,
                               return_offsets_mapping=return_offsets_mapping,
                               return_special_tokens_mask=return_special_tokens_mask, return_tensors=return_tensors)
