@@ -38,6 +38,9 @@ def run(args) -> int:
     if full > len(enc["input_ids"][0]):
         warnings.warn(f"the text has {full} tokens; shown are the first {len(enc['input_ids'][0])} "
                       f"(--max-length {args.max_length}): raise --max-length or leave it out to see them all")
+    elif tok.model_max_length and full > tok.model_max_length:  # all shown: say where a model stops reading
+        warnings.warn(f"the text has {full} tokens, more than the {tok.model_max_length} the model reads at once "
+                      "(model_max_length)")
     ids = enc["input_ids"][0]
     row = {
         "tokens": tok.convert_ids_to_tokens(ids),
