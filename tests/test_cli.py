@@ -1,6 +1,7 @@
 """The foundation's CLI commands, run in-process through bertkit.commands.cli.main."""
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -24,6 +25,17 @@ def test_tokenize_pair(minilm_dir, capsys):
     assert row["token_type_ids"][-2:] == [1, 1]
     assert row["word_ids"][1:5] == [0, 0, 0, 0]
 
+
+
+def test_tokenize_without_max_length_shows_the_whole_text(minilm_dir, capsys):
+    # it had cut at the model's 512 tokens and said "(--max-length None): ... leave it out to see them all"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["tokenize", "--model", minilm_dir, "--json", "the markets rallied " * 200]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert len(row["input_ids"]) == 602 and row["tokens"][-1] == "[SEP]"
+    notes = [str(w.message) for w in caught]
+    assert notes == ["the text has 602 tokens, more than the 512 the model reads at once (model_max_length)"]
 
 def test_embed_gives_reference_cosine(minilm_dir, tmp_path, capsys):
     src = tmp_path / "in.txt"

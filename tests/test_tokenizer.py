@@ -332,6 +332,11 @@ def test_a_cased_tokenizer_reads_decomposed_accents_as_composed_ones(kind, tmp_p
         assert composed != decomposed
         assert tok.encode(decomposed) == tok.encode(composed) == theirs.encode(decomposed)
         assert tok.unk_token_id not in tok.encode(decomposed)
+    # docs/reliability.md says AutoTokenizer differs: transformers 5's BertTokenizer / RobertaTokenizer rebuild their
+    # normaliser without the NFC (walk U). Should this fail, transformers reads the NFC now: update that row.
+    auto = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
+    decomposed = unicodedata.normalize("NFD", texts[0])
+    assert auto.encode(unicodedata.normalize("NFC", decomposed)) == tok.encode(decomposed) != auto.encode(decomposed)
 
 
 def test_train_wordpiece_is_repeatable(training_files):
@@ -426,6 +431,32 @@ def test_bad_call_inputs(ours):
     with pytest.raises(DataError, match="cannot be stacked"):
         ours(["a", "a b c"], padding=False)
 
+
+
+def test_windows_the_rust_tokenizer_cannot_cut_are_refused_not_a_panic(ours, bbc_docs):
+    """A stride at or above a window's room for text made tokenizers panic (a PanicException, past
+    `except Exception`, with a Rust backtrace on stderr); a max_length the specials fill was read
+    uncut (202 tokens at max_length=1). Each is one bertkit error now, before the Rust call."""
+    article = bbc_docs[0]
+    with pytest.raises(ConfigError, match="stride=8 is too large for max_length=10: the 2 special tokens leave 8"):
+        ours(article, max_length=10, stride=8, return_overflowing_tokens=True)
+    with pytest.raises(ConfigError, match="max_length=1 leaves no room for text: the 2 special tokens fill it"):
+        ours(article, max_length=1, return_tensors=None)
+    question = " ".join(["market"] * 46)  # QA's call: a question that leaves the context 15 tokens a window
+    assert len(ours.encode(question, add_special_tokens=False)) == 46
+    with pytest.raises(DataError, match="pair 2: its first text has 46 tokens, which leaves 15 of each "
+                                        "max_length=64 window for the second, not more than stride=16"):
+        ours(["who?", question], [article, article], max_length=64, stride=16, return_overflowing_tokens=True)
+    # tokenizers' own cut lengths (pair_cut) say which rows panic: both halved, to 14 and 13 of 27; the first to 12
+    with pytest.raises(DataError, match="its second text has 46 tokens, which leaves 14 of each max_length=30"):
+        ours(article, question, max_length=30, stride=14, truncation="longest_first", return_overflowing_tokens=True)
+    with pytest.raises(DataError, match="its second text has 25 tokens, which leaves 12 of each max_length=40"):
+        ours(article, " ".join(["market"] * 25), max_length=40, stride=16, truncation="only_first",
+             return_overflowing_tokens=True)
+    # windows with room past the stride are cut as before
+    rows = ours(question, article, max_length=64, stride=14, return_overflowing_tokens=True)["input_ids"]
+    assert rows.shape[1] == 64 and len(rows) > 1
+    assert ours(question, article, max_length=64, stride=16)["input_ids"].shape == (1, 64)  # longest_first: halves
 
 def test_missing_checkpoint_files(tmp_path):
     with pytest.raises(CheckpointError, match=r"does not exist; expected .*vocab\.txt"):

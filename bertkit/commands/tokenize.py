@@ -30,13 +30,17 @@ def run(args) -> int:
     text = args.text if args.text is not None else stdin_text()
     with warnings.catch_warnings():  # the tokenizer's note speaks to Python callers; ours below to this one
         warnings.simplefilter("ignore")
+        # no --max-length: the whole text, as the option's help says (not the model's 512)
         enc = tok([text], [args.pair] if args.pair is not None else None, padding=False,
-                  max_length=args.max_length, return_word_ids=True, return_offsets=True,
-                  return_tensors=None)
+                  truncation=args.max_length is not None, max_length=args.max_length, return_word_ids=True,
+                  return_offsets=True, return_tensors=None)
         full = len(tok.encode(text, args.pair))
     if full > len(enc["input_ids"][0]):
         warnings.warn(f"the text has {full} tokens; shown are the first {len(enc['input_ids'][0])} "
                       f"(--max-length {args.max_length}): raise --max-length or leave it out to see them all")
+    elif tok.model_max_length and full > tok.model_max_length:  # all shown: say where a model stops reading
+        warnings.warn(f"the text has {full} tokens, more than the {tok.model_max_length} the model reads at once "
+                      "(model_max_length)")
     ids = enc["input_ids"][0]
     row = {
         "tokens": tok.convert_ids_to_tokens(ids),

@@ -11,15 +11,18 @@ tokenizer never saw (walk V).
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
+from bertkit.commands.options import at_least
 from bertkit.data.corpus import TABLE_SUFFIXES, check_text_file
 from bertkit.data.documents import CorpusDocuments
 from bertkit.errors import ConfigError
+from bertkit.io import make_output_dir
 from bertkit.models.checkpoint import WEIGHT_FILES
 from bertkit.peft.io import ADAPTER_WEIGHTS
 from bertkit.runtime.progress import on_terminal
 from bertkit.tokenizer import Tokenizer
-from bertkit.tokenizer.training import small_vocabulary
+from bertkit.tokenizer.training import check_training_file, small_vocabulary
 
 VOCABULARY_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "merges.txt")
 
@@ -35,12 +38,14 @@ def add_arguments(parser) -> None:
                        help="UTF-8 text files; .csv/.tsv/.jsonl: the texts of their --text-field column; a "
                             "folder: its .txt and table files at any depth, as prepare and pretrain read it")
     train.add_argument("--text-field", default="text", help="the column or JSONL field holding the text of a table")
-    train.add_argument("--vocab-size", type=int, required=True, help="tokens in the vocabulary, specials included")
+    train.add_argument("--vocab-size", type=at_least(1), required=True,
+                       help="tokens in the vocabulary, specials included")
     train.add_argument("--out", required=True, help="output directory (tokenizer.json, vocab.txt, ...)")
     train.add_argument("--overwrite", action="store_true", help="replace a tokenizer already in --out")
     train.add_argument("--kind", choices=("wordpiece", "bpe"), default="wordpiece",
                        help="wordpiece (BERT) or bpe (byte-level, RoBERTa)")
-    train.add_argument("--min-frequency", type=int, default=2, help="merges of pairs seen fewer times are not made")
+    train.add_argument("--min-frequency", type=at_least(0), default=2,
+                       help="merges of pairs seen fewer times are not made")
     train.add_argument("--cased", action="store_true", help="keep case (WordPiece only; byte-level BPE always does)")
 
 
@@ -48,12 +53,19 @@ def run(args) -> int:
     _check_options(args)
     bar = on_terminal()  # the tokenizers library's own bar: only on a terminal, as bertkit's
     source = _training_text(args.files, args.text_field)
-    if args.kind == "wordpiece":
-        tok = Tokenizer.train_wordpiece(**source, vocab_size=args.vocab_size, min_frequency=args.min_frequency,
-                                        lowercase=not args.cased, show_progress=bar)
-    else:
-        tok = Tokenizer.train_bpe(**source, vocab_size=args.vocab_size, min_frequency=args.min_frequency,
-                                  show_progress=bar)
+    made = not os.path.exists(args.out)
+    make_output_dir(args.out)  # a file in the way, or a folder that cannot be made: said before the training
+    try:
+        if args.kind == "wordpiece":
+            tok = Tokenizer.train_wordpiece(**source, vocab_size=args.vocab_size, min_frequency=args.min_frequency,
+                                            lowercase=not args.cased, show_progress=bar)
+        else:
+            tok = Tokenizer.train_bpe(**source, vocab_size=args.vocab_size, min_frequency=args.min_frequency,
+                                      show_progress=bar)
+    except BaseException:
+        if made and not os.listdir(args.out):  # a failed training leaves no empty --out behind
+            os.rmdir(args.out)
+        raise
     tok.save_pretrained(args.out)
     print(f"saved a {args.kind} tokenizer with {tok.vocab_size} tokens to {args.out}")
     if tok.vocab_size > args.vocab_size:  # every character of the text, and the specials, is a token
@@ -70,7 +82,10 @@ MODEL_WEIGHTS = WEIGHT_FILES + (ADAPTER_WEIGHTS,)  # a model's (or an adapter's)
 
 def _check_options(args) -> None:
     for path in args.files:  # a gzip or binary file, by its first bytes, before any training (not "re-encode it")
-        if not os.path.isdir(path) and os.path.splitext(path)[1].lower() not in TABLE_SUFFIXES:
+        if os.path.isdir(path):
+            continue  # a folder: its .txt and table files, as prepare reads it (_training_text)
+        check_training_file(Path(path))  # missing or without text
+        if os.path.splitext(path)[1].lower() not in TABLE_SUFFIXES:
             check_text_file(path)
     if args.cased and args.kind == "bpe":
         raise ConfigError("--cased is for --kind wordpiece: byte-level BPE keeps case always; drop --cased")

@@ -14,6 +14,7 @@ Sources:
   paragraphs is then a document of its own). A directory gives its ``.txt`` files and the
   table files below; other files (README.md, .html) are left out with one warning naming them,
   and hidden files and folders are skipped, as `bertkit/tasks/class_folders.py` reads a folder;
+  a tokenizer's or model's folder inside it (TOKENIZER_MARKERS) is left out with a warning;
 * JSONL files (``*.jsonl``), one JSON object per line with a text field (``"text"``), and CSV or
   TSV files (``*.csv``, ``*.tsv``) with a header row naming that column: one document per row.
   So the training file of a fine-tune (text and label columns) is a corpus as it is, for
@@ -61,6 +62,9 @@ MODES = ("file", "line", "blank", "jsonl")
 TABLE_SUFFIXES = {".jsonl": "jsonl", ".csv": "csv", ".tsv": "tsv"}  # read as records whatever the mode
 TEXT_SUFFIX = ".txt"  # with TABLE_SUFFIXES, what a directory corpus reads
 LISTED = 10  # files named in the warning of a directory's files left out
+# what save_pretrained writes beside a tokenizer's vocab.txt (a tokenizer, a model, a checkpoint): a corpus
+# folder's subfolder holding one is left out, or `tokenizer train --out my_texts/tok` made its vocabulary a document
+TOKENIZER_MARKERS = frozenset({"tokenizer.json", "tokenizer_config.json"})
 
 # ---------------------------------------------------------------------------- sentences
 
@@ -252,10 +256,15 @@ def open_corpus(source: str | Path | Iterable[str | Path], mode: str = "file", t
 def directory_files(top: Path) -> list[Path]:
     """The .txt and table files under `top` at any depth, sorted; hidden files and folders are
     skipped, other files are left out with one warning naming them (a README.md or an .html page
-    read as text taught the tokenizer "<" and "body"). Refuses a folder with files but none to read."""
-    found, others = [], []
+    read as text taught the tokenizer "<" and "body"), and so is a folder holding a tokenizer or model, its
+    vocab.txt no document. Refuses a folder with files but none to read."""
+    found, others, held = [], [], []
     for root, dirs, files in os.walk(top):
         dirs[:] = [d for d in dirs if not d.startswith(".")]  # in place: os.walk then skips hidden folders
+        if Path(root) != Path(top) and not TOKENIZER_MARKERS.isdisjoint(files):  # its vocab.txt is no document
+            held.append(str(Path(root).relative_to(top)))
+            dirs[:] = []
+            continue
         for name in files:
             if name.startswith("."):
                 continue
@@ -270,6 +279,10 @@ def directory_files(top: Path) -> list[Path]:
     if others and not found:
         raise DataError(f"corpus {top} holds no {reads} file, only {', '.join(left_out[:LISTED])}{more}; rename "
                         f"the text files to {TEXT_SUFFIX}, or give one file as the corpus")
+    if held:
+        warnings.warn(f"corpus {top}: left out {', '.join(sorted(held))}, a tokenizer's or model's folder (its "
+                      "vocab.txt is a vocabulary, not text); keep tokenizers and runs outside the corpus folder",
+                      stacklevel=3)
     if others:
         warnings.warn(f"corpus {top}: {len(left_out)} file(s) left out, not {reads}: {', '.join(left_out[:LISTED])}"
                       f"{more}; to read them as text, rename them to {TEXT_SUFFIX} (a file given as the corpus itself "

@@ -14,8 +14,8 @@ from tokenizers import Tokenizer as _RustTokenizer
 
 from bertkit.errors import CheckpointError, ConfigError, DataError
 from bertkit.io import atomic_write_text, make_output_dir
-from bertkit.tokenizer.encoding import (BatchEncoding, as_id_list, check_call_options, check_texts, second_texts,
-                                        truncation_strategy, with_overflow, word_ids_array)
+from bertkit.tokenizer.encoding import (BatchEncoding, as_id_list, check_call_options, check_texts, check_window_room,
+                                        second_texts, truncation_strategy, with_overflow, word_ids_array)
 from bertkit.tokenizer.files import read_tokenizer, sane_max_length, tokenizer_files
 from bertkit.tokenizer.kinds import DEFAULT_MAX_LENGTH, REQUIRED_ROLES, ROLES, SPECIALS
 from bertkit.tokenizer.training import bpe_backend, wordpiece_backend
@@ -134,7 +134,8 @@ class Tokenizer:
         `return_overflowing_tokens` the rest becomes extra rows that overlap the previous
         window by `stride` tokens, and `overflow_to_sample_mapping` gives each row's input
         index; for pairs only the second text is windowed (question + context QA style).
-        Without it, truncated texts raise one warning per call, never an error.
+        Without it, truncated texts raise one warning per call, never an error. A window with no room
+        for text, or no more for a cut text than `stride`, is refused (the Rust tokenizer panics).
 
         transformers' spellings are accepted too: `text_pair=` for `pairs`, truncation
         strategies ("longest_first", "only_first", "only_second", "do_not_truncate"), and
@@ -153,15 +154,15 @@ class Tokenizer:
         # trim the longer one first, as BERT pre-processing does.
         if strategy is None:
             strategy = "only_second" if (pair_batch is not None and return_overflowing_tokens) else "longest_first"
+        if truncation:
+            check_window_room(self._backend, batch, pair_batch, max_length, stride, strategy)
         with self._settings(truncation, max_length, stride, strategy, padding):
             encodings = self._backend.encode_batch(inputs, add_special_tokens=True)
-
         if return_overflowing_tokens:
             rows, sample_map = with_overflow(encodings)
         else:
             rows, sample_map = encodings, None
             self._warn_if_truncated(encodings, truncation, max_length)
-
         return self._to_batch(rows, sample_map, return_word_ids=return_word_ids, return_offsets=return_offsets,
                               return_offsets_mapping=return_offsets_mapping,
                               return_special_tokens_mask=return_special_tokens_mask, return_tensors=return_tensors)

@@ -74,6 +74,69 @@ def check_call_options(return_tensors, padding, max_length: int, stride: int) ->
         raise ConfigError(f"stride must be >= 0, got {stride}")
 
 
+
+def check_window_room(backend, batch: list[str], pair_batch: list[str] | None, max_length: int, stride: int,
+                      strategy: str) -> None:
+    """Refuse, before the Rust tokenizer runs, a truncation it cannot do: a max_length the special tokens
+    fill, or a text cut to `stride` tokens or fewer, where tokenizers panics (a PanicException with a
+    backtrace, past `except Exception`). A pair's cut lengths follow tokenizers' rule (`pair_cut`)."""
+    specials = backend.num_special_tokens_to_add(pair_batch is not None)
+    budget = max_length - specials  # the text tokens of one row
+    if budget < 1 + (pair_batch is not None):
+        raise ConfigError(f"max_length={max_length} leaves no room for text: the {specials} special tokens fill it; "
+                          f"use a max_length of at least {specials + 1 + (pair_batch is not None)}")
+    if pair_batch is None:
+        if stride >= budget:
+            raise ConfigError(f"stride={stride} is too large for max_length={max_length}: the {specials} special "
+                              f"tokens leave {budget} tokens of text per window; use a stride below {budget}")
+        return
+    if not stride:
+        return
+    for row, n1, n2 in _pair_lengths(backend, batch, pair_batch, budget - stride, strategy):
+        for side, (kept, length) in enumerate(zip(pair_cut(n1, n2, budget, strategy), (n1, n2))):
+            if 0 < kept <= stride and kept < length:
+                whole, cut = ("second", "first") if side == 0 else ("first", "second")
+                raise DataError(f"pair {row + 1}: its {whole} text has {(n1, n2)[1 - side]} tokens, which leaves "
+                                f"{kept} of each max_length={max_length} window for the {cut}, not more than "
+                                f"stride={stride}; shorten the {whole} text, raise max_length or lower the stride")
+
+
+def _pair_lengths(backend, batch: list[str], pair_batch: list[str], room: int, strategy: str):
+    """(row, first's tokens, second's tokens) of every pair that may be cut to the stride or fewer tokens.
+    With only_first / only_second only the text kept whole is measured in every row (QA's questions: short),
+    the other only where the whole one has `room` (the budget minus the stride) tokens or more."""
+    encode = getattr(backend, "encode_batch_fast", backend.encode_batch)  # lengths only: no offsets
+
+    def lengths(texts):
+        return [len(e) for e in encode(texts, add_special_tokens=False)]
+
+    if strategy == "longest_first":
+        yield from zip(range(len(batch)), lengths(batch), lengths(pair_batch))
+        return
+    kept_whole = 0 if strategy == "only_second" else 1
+    whole = lengths((batch, pair_batch)[kept_whole])
+    rows = [i for i, n in enumerate(whole) if n >= room]
+    cut = lengths([(pair_batch, batch)[kept_whole][i] for i in rows]) if rows else []
+    for i, n in zip(rows, cut):
+        yield (i, whole[i], n) if kept_whole == 0 else (i, n, whole[i])
+
+
+def pair_cut(n1: int, n2: int, budget: int, strategy: str) -> tuple[int, int]:
+    """The lengths tokenizers cuts a pair of n1 and n2 text tokens to, in `budget` tokens
+    (tokenizers/src/utils/truncation.rs: longest_first keeps the shorter text whole when the longer
+    can take the rest, else halves the budget)."""
+    if n1 + n2 <= budget:
+        return n1, n2
+    if strategy == "only_first":
+        return budget - n2, n2
+    if strategy == "only_second":
+        return n1, budget - n1
+    short, long_ = sorted((n1, n2))
+    long_ = short if short > budget else max(short, budget - short)
+    if short + long_ > budget:
+        short, long_ = budget // 2, budget // 2 + budget % 2
+    return (short, long_) if n1 <= n2 else (long_, short)
+
 def with_overflow(encodings) -> tuple[list, list[int]]:
     """(every encoding followed by its overflowing windows, the input index of each row)."""
     rows, sample_map = [], []

@@ -58,6 +58,7 @@ def wordpiece_backend(
     """
     source = _training_source(files, texts)
     check_positive("vocab_size", vocab_size)
+    check_min_frequency(min_frequency)
     specials = SPECIALS["wordpiece"]
     backend = _RustTokenizer(models.WordPiece(unk_token=specials["unk"], max_input_chars_per_word=100))
     bert = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=strip_accents,
@@ -103,6 +104,7 @@ def bpe_backend(
     """
     source = _training_source(files, texts)
     check_positive("vocab_size", vocab_size)
+    check_min_frequency(min_frequency)
     specials = SPECIALS["bpe"]
     backend = _RustTokenizer(models.BPE())
     backend.normalizer = normalizers.NFC()  # one byte sequence, and so one set of ids, for "ö" and "o" + U+0308
@@ -129,14 +131,26 @@ def _check_training_files(files) -> list[str]:
     if not paths:
         raise DataError("no training files given: pass one or more text file paths")
     for path in paths:
-        if path.is_dir():
-            raise DataError(f"training file {path} is a directory; pass the files in it ({path}/*.txt), or "
-                            f"`bertkit pretrain` with data.corpus={path}, which trains its tokenizer on a folder")
-        if not path.is_file():
-            raise DataError(f"training file {path} does not exist (or is not a file); check the path")
-        if not _has_text(path):
-            raise DataError(f"training file {path} is empty or whitespace-only; remove it from the list")
+        check_training_file(path)
     return [str(p) for p in paths]
+
+
+def check_training_file(path: Path) -> None:
+    """Refuse (DataError) a training file that is a folder, missing, or without text, saying what to pass."""
+    if path.is_dir():
+        raise DataError(f"training file {path} is a directory; pass the files in it ({path}/*.txt), or "
+                        f"`bertkit pretrain` with data.corpus={path}, which trains its tokenizer on a folder")
+    if not path.is_file():
+        raise DataError(f"training file {path} does not exist (or is not a file); check the path")
+    if not _has_text(path):
+        raise DataError(f"training file {path} is empty or whitespace-only; remove it from the list")
+
+
+def check_min_frequency(min_frequency) -> None:
+    """0 or more (the Rust trainer raised a bare OverflowError for a negative one)."""
+    if not isinstance(min_frequency, int) or isinstance(min_frequency, bool) or min_frequency < 0:
+        raise ConfigError(f"min_frequency must be an integer of 0 or more (merges of pairs seen fewer times are "
+                          f"not made), got {min_frequency!r}")
 
 
 def _has_text(path: Path, chunk: int = 1 << 16) -> bool:

@@ -103,6 +103,27 @@ def test_a_folder_reads_its_txt_and_table_files_and_names_the_rest_once(tmp_path
         open_corpus(tmp_path)
 
 
+
+def test_a_tokenizer_or_model_folder_inside_a_corpus_folder_is_left_out(tmp_path):
+    """`tokenizer train --files my_texts/*.txt --out my_texts/tok`, then `prepare --corpus my_texts/`: the
+    tokenizer's vocab.txt (8,000 lines) was read as a document, and its JSON files named as text to rename
+    (walk U); a checkpoint's folder (config.json, tokenizer_config.json, vocab.txt) alike."""
+    from bertkit.tokenizer import Tokenizer
+
+    (tmp_path / "a.txt").write_text("The markets rallied on Monday. Shares rose.\n")
+    (tmp_path / "b.txt").write_text("The striker scored twice. The crowd cheered.\n")
+    Tokenizer.train_wordpiece([tmp_path / "a.txt", tmp_path / "b.txt"], vocab_size=100,
+                              show_progress=False).save_pretrained(tmp_path / "tok")
+    (tmp_path / "run" / "checkpoint-4").mkdir(parents=True)
+    for name in ("config.json", "tokenizer_config.json", "vocab.txt"):
+        (tmp_path / "run" / "checkpoint-4" / name).write_text("{}\n")
+    (tmp_path / "run" / "notes.txt").write_text("A note of the run, read as text.\n")
+    with pytest.warns(UserWarning) as record:
+        corpus = open_corpus(tmp_path)
+    assert [p.name for p in corpus.paths] == ["a.txt", "b.txt", "notes.txt"]
+    messages = [str(w.message) for w in record]
+    assert len(messages) == 1 and "left out run/checkpoint-4, tok, a tokenizer's or model's folder" in messages[0]
+
 def test_a_folder_of_no_text_file_is_refused_naming_its_files(tmp_path):
     (tmp_path / "a.bin").write_bytes(b"\x00\x01")
     (tmp_path / "notes.md").write_text("words")

@@ -93,6 +93,39 @@ def test_tokenizer_train_command(tmp_path, bbc_dir, capsys):
     assert os.listdir(tmp_path / "model") == ["model.safetensors"]
 
 
+
+def test_tokenizer_train_refuses_bad_options_and_outs_before_training(tmp_path, bbc_dir, capsys, monkeypatch):
+    from helpers import bbc_files
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained before the bad option was said")
+
+    monkeypatch.setattr(Tokenizer, "train_wordpiece", no_training)
+    files = bbc_files(bbc_dir, 10)
+    (tmp_path / "a-file").write_text("not a folder\n", encoding="utf-8")
+    with pytest.raises(SystemExit):  # refused while parsing: it was an OverflowError from inside tokenizers
+        run_command("tokenizer", ["train", "--files", *files, "--vocab-size", "300", "--min-frequency", "-3",
+                                  "--out", str(tmp_path / "o")])
+    assert "--min-frequency: must be at least 0, got -3" in capsys.readouterr().err
+    cases = [  # (arguments, what the one line says); each had trained first
+        (["--files", *files, "--out", str(tmp_path / "a-file")], "it is a file, not a directory"),
+        (["--files", *files, "--out", str(tmp_path / "a-file" / "sub")], "Not a directory"),
+        (["--files", str(tmp_path / "missing.txt"), "--out", str(tmp_path / "o")],  # (a folder is read: walk V)
+         "missing.txt does not exist (or is not a file); check the path"),
+    ]
+    for arguments, message in cases:
+        assert run_command("tokenizer", ["train", "--vocab-size", "300", *arguments]) == 2
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+    monkeypatch.undo()  # a bad byte past the first bytes probed fails the training: --out, made for it, goes again
+    (tmp_path / "late.txt").write_bytes(b"good text here\n" * 2000 + b"caf\xe9\n")
+    assert run_command("tokenizer", ["train", "--files", str(tmp_path / "late.txt"), "--vocab-size", "300",
+                                     "--out", str(tmp_path / "o")]) == 2
+    assert "late.txt is not valid UTF-8" in capsys.readouterr().err and not (tmp_path / "o").exists()
+    with pytest.raises(ConfigError, match="min_frequency must be an integer of 0 or more"):
+        Tokenizer.train_bpe(files, vocab_size=300, min_frequency=-1, show_progress=False)
+
+
 def test_tokenizer_train_reads_a_tables_text_column_not_its_header_and_labels(tmp_path, capsys):
     rows = [("The striker scored twice, said the manager.", "sportlabel"), ("Shares fell sharply.", "businesslabel")]
     (tmp_path / "train.csv").write_text("text,label\n" + "".join(f'"{t}",{l}\n' for t, l in rows * 20),
