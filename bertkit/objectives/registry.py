@@ -56,7 +56,7 @@ class Objective:
     unigram_baseline  the batches' labels are vocabulary ids at masked positions, so the
                     context-free unigram score is computed and written to baseline.json
     pairs           its examples are sentence pairs told apart by segments (token_type_ids):
-                    a model family without segment embeddings (the modern encoder) is refused
+                    a model family without segment embeddings is refused
                     when the config is read, before the tokenizer and shards are built
     metrics         the held-out metric names `evaluate` returns: `[early_stopping] metric` is
                     checked against them when the config is read; empty (yours, by default):

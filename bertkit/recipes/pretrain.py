@@ -295,9 +295,9 @@ def parse_config(raw: dict, overrides: Sequence[Override] = ()) -> PretrainConfi
 
 
 def _refuse_pairs_without_segments(cfg: PretrainConfig) -> None:
-    """A sentence-pair objective (NSP, SOP) on a family without segment embeddings (the modern
-    encoder, the default recipe's) is refused here: its model used to refuse it only after the
-    tokenizer and the shards were built (walk V)."""
+    """A sentence-pair objective (NSP, SOP) on a family without segment embeddings (the default
+    recipe's) is refused here: its model used to refuse it only after the tokenizer and the
+    shards were built (walk V)."""
     if not cfg.objective.pairs:
         return
     init = cfg.model.get("init")

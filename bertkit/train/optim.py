@@ -5,8 +5,8 @@ biases and LayerNorm gains toward 0 has no regularising purpose (they do not sca
 input), so, as in the original BERT code, they get wd = 0; every other weight gets `weight_decay`.
 
 LLRD (Howard & Ruder 2018; Clark et al. 2020): lower layers hold general features, so when
-fine-tuning they move less. With L encoder layers (any family's: BERT's `encoder.layer.N`, the
-modern encoder's `layers.N`), numbered 1..L bottom to top, and the embeddings as layer 0,
+fine-tuning they move less. With L encoder layers (any family's: BERT's `encoder.layer.N`, another
+family's `layers.N`), numbered 1..L bottom to top, and the embeddings as layer 0,
 
     lr(layer i) = lr * decay ** (L - i)
 
@@ -33,8 +33,8 @@ from bertkit.models.families import families
 
 def _layer_names() -> re.Pattern:
     """Names inside a transformer layer of any family (its `layer_modules`: BERT's `encoder.layer.N`,
-    the modern encoder's `layers.N`), N captured. BERT's alone left every modern layer at the full lr
-    under train.llrd, only the embeddings decayed (walk V)."""
+    another's `layers.N`), N captured. BERT's alone left every layer of the other family at the full
+    lr under train.llrd, only the embeddings decayed (walk V)."""
     return re.compile(r"(?:^|\.)(?:" + "|".join(f"(?:{family.layer_modules})" for family in families()) + r")\.")
 
 
