@@ -205,8 +205,8 @@ def loss_still_falling_hint(summary: dict, trained: list[dict]) -> str | None:
     """When patience stopped a run whose dev loss was lowest at its last evaluation: the selected
     score wobbled while the model was still learning. 100 BBC articles (7 steps an epoch): accuracy
     0.39, 0.30, 0.39 stopped it at step 21 as the loss fell 1.586, 1.540, 1.464; with train.patience=0
-    it reached 0.86 at its last step (42), and with train.epochs=20 as well 0.95 (docs/finetune.md,
-    "Blending with TF-IDF")."""
+    it reached 0.86 at its last step (42), and with train.epochs=20 as well 0.95 (docs/results.md,
+    "The fine-tuned model blended with TF-IDF")."""
     metric, option = summary["select_metric"], "search.patience" if "search" in summary else "train.patience"
     losses = [row.get("loss") for row in trained]
     if stopped_by(summary) != "patience" or metric == "loss" or len(losses) < 2 or None in losses:
