@@ -64,9 +64,13 @@ def encode_qa(tokenizer, examples: Sequence[QAExample], max_length: int, doc_str
     contexts = [e.context for e in examples]
     check_texts(questions, "question", name)
     check_texts(contexts, "context", name)
-    enc = tokenizer(questions, contexts, padding=False, truncation=True, max_length=max_length,
-                    stride=doc_stride, return_overflowing_tokens=True, return_offsets=True,
-                    return_tensors=None)
+    try:
+        enc = tokenizer(questions, contexts, padding=False, truncation=True, max_length=max_length,
+                        stride=doc_stride, return_overflowing_tokens=True, return_offsets=True,
+                        return_tensors=None)
+    except DataError as e:  # windows the tokenizer cannot cut (a question leaving no more than the overlap)
+        raise DataError(f"{name}: {e} (here the first text of pair N is question N, max_length is "
+                        f"data.max_length={max_length} and the stride data.doc_stride={doc_stride})") from None
     features = []
     for row, ids in enumerate(enc["input_ids"]):
         example_index = enc["overflow_to_sample_mapping"][row]

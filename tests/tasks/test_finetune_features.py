@@ -263,3 +263,13 @@ def test_head_lr_on_an_encoder_decoder_trains_what_the_warm_start_adds():
     assert {"decoder.cls.predictions.transform.dense.weight", "decoder.cls.predictions.bias"} <= fast
     assert "decoder.bert.embeddings.word_embeddings.weight" in slow
     assert "decoder.bert.encoder.layer.0.attention.self.query.weight" in slow
+
+
+def test_a_question_leaving_no_more_context_than_the_overlap_is_said_in_the_data_settings(tokenizer):
+    """walk U: a 101-token question at data.max_length=128 and data.doc_stride=32 made the tokenizer
+    panic; its refusal named a pair and a stride, the QA user's settings are data.max_length and data.doc_stride."""
+    examples = wordnet_qa(limit=3, seed=3)
+    long_question = QAExample("q-long", " ".join(["which"] * 101), examples[0].context * 6, examples[0].answers)
+    with pytest.raises(DataError, match=r"train: .*stride=32.*question N, max_length is data.max_length=128 and "
+                                        r"the stride data.doc_stride=32"):
+        encode_qa(tokenizer, [*examples, long_question], max_length=128, doc_stride=32, name="train")
