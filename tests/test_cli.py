@@ -1,6 +1,8 @@
 """The foundation's CLI commands, run in-process through bertkit.commands.cli.main."""
 
+import io
 import json
+import sys
 import warnings
 
 import numpy as np
@@ -26,6 +28,19 @@ def test_tokenize_pair(minilm_dir, capsys):
     assert row["word_ids"][1:5] == [0, 0, 0, 0]
 
 
+def test_tokenize_reads_stdin_without_its_last_line_end(tmp_path, capsys, monkeypatch):
+    # walk U: `echo "hello world" | bertkit tokenize` showed echo's newline as a byte-level BPE token, "Ċ"
+    from bertkit.tokenizer import Tokenizer
+    Tokenizer.train_bpe(texts=["hello world, the markets rallied\n"] * 50, vocab_size=300,
+                        show_progress=False).save_pretrained(str(tmp_path / "bpe"))
+    rows = []
+    for typed in ("hello world\n", "hello world\r\n", "hello world\n\n"):
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(typed.encode("utf-8"))))
+        assert main(["tokenize", "--model", str(tmp_path / "bpe"), "--json"]) == 0
+        rows.append(json.loads(capsys.readouterr().out)["tokens"])
+    assert rows[0] == rows[1] and "Ċ" not in rows[0]
+    assert rows[2] == [*rows[0][:-1], "Ċ", rows[0][-1]]  # a blank last line is text: one line end is kept
+
 
 def test_tokenize_without_max_length_shows_the_whole_text(minilm_dir, capsys):
     # it had cut at the model's 512 tokens and said "(--max-length None): ... leave it out to see them all"
@@ -36,6 +51,7 @@ def test_tokenize_without_max_length_shows_the_whole_text(minilm_dir, capsys):
     assert len(row["input_ids"]) == 602 and row["tokens"][-1] == "[SEP]"
     notes = [str(w.message) for w in caught]
     assert notes == ["the text has 602 tokens, more than the 512 the model reads at once (model_max_length)"]
+
 
 def test_embed_gives_reference_cosine(minilm_dir, tmp_path, capsys):
     src = tmp_path / "in.txt"

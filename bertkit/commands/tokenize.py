@@ -13,7 +13,8 @@ from bertkit.commands.options import resolve_models
 
 def add_arguments(parser) -> None:
     parser.add_argument("--model", required=True, help="model or tokenizer directory")
-    parser.add_argument("text", nargs="?", help="the text; read from stdin when omitted (all of it, one text)")
+    parser.add_argument("text", nargs="?", help="the text; read from stdin when omitted (all of it, one text, "
+                                                "without the last line end)")
     parser.add_argument("--pair", help="a second text for a pair input")
     parser.add_argument("--max-length", type=int, default=None, help="cut the input to this many tokens "
                                                                      "(default: no cut)")
@@ -61,10 +62,13 @@ def run(args) -> int:
 
 
 def stdin_text() -> str:
-    """All of stdin as UTF-8 text; bytes that are not UTF-8 are one line saying where."""
+    """All of stdin as UTF-8 text but the one line end `echo` or a file's last line adds (byte-level
+    BPE showed it as a token, `Ċ`, that the user never typed); bytes that are not UTF-8 are one
+    line saying where."""
     raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode("utf-8")
     try:
-        return raw.decode("utf-8-sig")
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         raise DataError(f"stdin is not UTF-8 (byte 0x{raw[err.start]:02x} at byte {err.start + 1}); convert it, "
                         "e.g. iconv -f latin1 -t utf-8") from None
+    return text[:-2] if text.endswith("\r\n") else text[:-1] if text.endswith("\n") else text
