@@ -191,6 +191,11 @@ def decode_classes(model, tokenizer, examples, spec: TaskSpec, name: str = "data
     labels = model_labels(model)
     if spec.blend is not None:
         probs = spec.blend.mix(probs, labels, examples)
+    return class_predictions(labels, probs)
+
+
+def class_predictions(labels: list[str], probs: np.ndarray) -> list[tuple[str, dict]]:
+    """(label, {class: probability}) per row of (N, K) probabilities in `labels` order: the argmax."""
     return [(labels[j], _by_label(labels, p)) for j, p in zip(probs.argmax(axis=1), probs)]
 
 

@@ -37,6 +37,7 @@ from bertkit.errors import CheckpointError
 from bertkit.io import atomic_write_bytes, atomic_write_text
 from bertkit.tasks.baseline import baseline_text, better_result, fit_tfidf
 from bertkit.tasks.registry import get_task
+from bertkit.tasks.sequence import class_predictions
 
 BLEND_FILE = "tfidf_blend.json"  # the weight, the classes and the vocabulary (terms in column order)
 ARRAYS_FILE = "tfidf_blend.safetensors"  # idf (F,), coef (K or 1, F), intercept (K or 1,)
@@ -88,17 +89,17 @@ class TfidfBlend:
         exp = np.exp(scores)
         return exp / exp.sum(axis=1, keepdims=True)
 
-    def mix(self, encoder_probs: np.ndarray, labels: Sequence[str], examples: Sequence,
-            weight: float | None = None) -> np.ndarray:
-        """The blend of the encoder's (N, K) probabilities (columns in the model's `labels` order)
-        with this model's for the same examples (a pair's two texts a newline apart, as the
-        baseline reads them); a class the TF-IDF model never saw gets 0 from it."""
-        weight = self.weight if weight is None else weight
+    def aligned(self, labels: Sequence[str], examples: Sequence) -> np.ndarray:
+        """(N, K) probabilities of `examples` (a pair's two texts a newline apart, as the baseline reads
+        them), columns in the model's `labels` order; a class the TF-IDF model never saw gets 0."""
         tfidf = self.probabilities([baseline_text(e) for e in examples])
         index = {name: j for j, name in enumerate(self.classes)}
-        aligned = np.stack([tfidf[:, index[name]] if name in index else np.zeros(len(examples)) for name in labels],
-                           axis=1)
-        return (1.0 - weight) * encoder_probs + weight * aligned
+        return np.stack([tfidf[:, index[name]] if name in index else np.zeros(len(examples)) for name in labels],
+                        axis=1)
+
+    def mix(self, encoder_probs: np.ndarray, labels: Sequence[str], examples: Sequence) -> np.ndarray:
+        """The blend of the encoder's (N, K) probabilities (columns in `labels` order) with this model's."""
+        return blended(encoder_probs, self.aligned(labels, examples), self.weight)
 
     def save(self, directory: str) -> None:
         """The arrays, then the JSON that makes the blend visible (load_blend looks for it first), each atomic."""
@@ -110,6 +111,11 @@ class TfidfBlend:
                            save({name: np.ascontiguousarray(a) for name, a in arrays.items()}))
         atomic_write_text(os.path.join(directory, BLEND_FILE),
                           json.dumps({"weight": self.weight, "classes": self.classes, "terms": terms}, ensure_ascii=False))
+
+
+def blended(encoder_probs: np.ndarray, tfidf_probs: np.ndarray, weight: float) -> np.ndarray:
+    """(1 - w) * p_encoder + w * p_tfidf, both (N, K) in the same column order."""
+    return (1.0 - weight) * encoder_probs + weight * tfidf_probs
 
 
 def remove_blend(directory: str) -> None:
@@ -152,10 +158,10 @@ def choose_blend(task_name: str, train: Sequence, dev: Sequence, strength: float
     task = get_task(task_name)
     blend = TfidfBlend.from_fitted(fit_tfidf(task_name, train, strength), 0.0)
     encoder_probs = np.array([[probs[name] for name in labels] for _, probs in encoder_predictions])
+    tfidf_probs = blend.aligned(labels, dev)  # once: only the weight changes below
     best, tried = None, []
     for weight in WEIGHTS:
-        probs = blend.mix(encoder_probs, labels, dev, weight)
-        metrics = task.metrics(dev, [(labels[j], dict(zip(labels, p.tolist()))) for j, p in zip(probs.argmax(1), probs)])
+        metrics = task.metrics(dev, class_predictions(list(labels), blended(encoder_probs, tfidf_probs, weight)))
         tried.append({"weight": weight, **metrics})
         if better_result(task, metric, tie, metrics, best):
             best, blend.weight = metrics, weight
