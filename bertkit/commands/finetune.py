@@ -118,7 +118,8 @@ def report(summary: dict, out: str) -> None:
     steps = f"{summary['steps']} step{'s' * (summary['steps'] != 1)}"
     print(f"best dev {summary['select_metric']} = {rounded(best.get(summary['select_metric']))} at step "
           f"{summary['best_step']}{start}, kept; the run trained {steps} ({summary['epochs_run']:.2f} "
-          f"epochs, {ended}; {summary['wall_time_s']} s); trivial baseline: {metrics_text(summary['dev_baseline'])}")
+          f"epochs{stretch_note(summary)}, {ended}; {summary['wall_time_s']} s); trivial baseline: "
+          f"{metrics_text(summary['dev_baseline'])}")
     tfidf, reference = summary.get("tfidf_baseline"), summary.get("reference_baseline")
     history = summary.get("dev_history") or []
     before = {k: v for k, v in history[0].items() if k != "step"} if history and history[0]["step"] == 0 else None
@@ -143,6 +144,15 @@ def report(summary: dict, out: str) -> None:
     if blend.get("weight"):  # what predict and evaluate now score: the saved blend's dev scores
         best = {**best, "tfidf_blend": {"weight": blend["weight"], **blend["dev"]}}
     print(json.dumps(best, ensure_ascii=False))
+
+
+def stretch_note(summary: dict) -> str:
+    """Why a run trained more epochs than train.epochs: train.min_steps stretched a small set's run."""
+    if not summary.get("stretched_to_min_steps"):
+        return ""
+    options = summary["options"]
+    return (f": train.min_steps={options['min_steps']} stretched {options['epochs']:g} epochs of "
+            f"{summary['steps_per_epoch']} steps to {summary['train_config']['max_steps']}")
 
 
 def blend_line(summary: dict) -> str:

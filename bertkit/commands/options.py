@@ -244,12 +244,15 @@ def stopped_by(summary: dict) -> str | None:
 
 def longer_run(summary: dict) -> str:
     """The setting that lengthens the run: a search sets each trial's train.epochs from search.epochs
-    (the last rung's, the most), so there train.epochs would change nothing."""
+    (the last rung's, the most), so there train.epochs would change nothing; a run train.min_steps
+    stretched is lengthened by it (train.epochs named alone turns the stretch off)."""
     if stopped_by(summary) == "train.max_minutes":  # the clock ended it before its epochs
         budget = "search.max_minutes" if "search" in summary else "train.max_minutes"
         return f"more time ({budget}; the run was stopped by the clock)"
     if "search" in summary:
         return f"longer trials (search.epochs, now {max(row['epochs'] for row in summary['search']['trials']):g})"
+    if summary.get("stretched_to_min_steps"):  # its length came from the floor: named epochs alone would cut it
+        return f"a longer run (train.min_steps, now {summary['options']['min_steps']})"
     return (f"a longer run (train.epochs, now {summary['options']['epochs']:g}; or train.max_steps, now "
             f"{summary['train_config']['max_steps']})")
 

@@ -76,6 +76,7 @@ from bertkit.models.variants import linformer
 
 
 # ---------------------------------------------------------------------------- options
+MIN_STEPS = 300  # train.min_steps: the fewest optimizer steps of a fine-tune set by train.epochs
 CLASS_WEIGHTS = ("none", "balanced")  # train.class_weights: "balanced" weighs each class by N / (K * n_class)
 
 
@@ -87,6 +88,12 @@ class FinetuneOptions:
     # Measured against 3 fixed epochs (docs/results.md, issue 31): WordNet supersenses +9.3 points,
     # kernel-doc passages +2.3, fortunes +2.2, BBC level; never below.
     epochs: float = 6.0  # the most epochs: sets max_steps unless train.max_steps is given
+    # A small training set gives too few updates in `epochs` passes: 100 BBC articles at batch 16 made
+    # 42 steps and a model at 0.40 test accuracy (docs/results.md, "Small training sets"). Such a run
+    # is stretched to min_steps, its evaluations still `epochs x evals_per_epoch` (each a round of
+    # ceil(min_steps / epochs) steps over the set); not when train.max_steps is given, nor
+    # train.epochs without train.min_steps. 0 = never stretch.
+    min_steps: int = MIN_STEPS
     patience: int = 2  # evaluations without a better dev score before stopping; 0 = never stop
     select_metric: str = ""  # dev metric of the best checkpoint; "" = the task's default (mse, loss: lowest wins)
     evals_per_epoch: int = 1  # dev evaluations per epoch (unless train.eval_every is given)
@@ -97,11 +104,10 @@ class FinetuneOptions:
     def __post_init__(self) -> None:
         if not (isinstance(self.epochs, (int, float)) and self.epochs > 0):
             raise ConfigError(f"train.epochs must be a positive number, got {self.epochs!r}")
-        for name in ("patience", "evals_per_epoch"):
+        for name, least in (("patience", 0), ("evals_per_epoch", 1), ("min_steps", 0)):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < (0 if name == "patience" else 1):
-                raise ConfigError(f"train.{name} must be an integer >= {0 if name == 'patience' else 1}, "
-                                  f"got {value!r}")
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ConfigError(f"train.{name} must be an integer >= {least}, got {value!r}")
         for name in ("baseline", "blend_tfidf"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"train.{name} must be true or false, got {getattr(self, name)!r}")
@@ -151,6 +157,9 @@ class Recipe:
     explicit_max_steps: bool
     explicit_eval_every: bool
     explicit_eval_at_start: bool = False
+    # train.min_steps may lengthen the run: not when train.max_steps is given, nor train.epochs
+    # without train.min_steps (a user who names the epochs gets them)
+    stretch: bool = True
     peft: dict = dataclasses.field(default_factory=dict)  # [peft]: method = "lora" | ..., settings
     freeze_encoder: bool = False
 
@@ -207,8 +216,9 @@ def build_recipe(sections: dict | None) -> Recipe:
         raise ConfigError(f"model.freeze_encoder must be true or false, got {freeze!r}")
     if freeze and peft:
         raise ConfigError("model.freeze_encoder and [peft] both choose what trains; use one of them")
+    stretch = not explicit_max_steps and ("epochs" not in train_values or "min_steps" in train_values)
     return Recipe(data, train, options, model, explicit_max_steps, explicit_eval_every,
-                  "eval_at_start" in train_only, peft, freeze)
+                  "eval_at_start" in train_only, stretch, peft, freeze)
 
 
 # ---------------------------------------------------------------------------- model
@@ -518,14 +528,27 @@ def build_model(model_dir: str, data: TaskData, recipe: Recipe, model_fn=None, p
 
 def run_length(recipe: Recipe, batches: LengthBucketedBatches, task: Task) -> tuple[TrainConfig, int]:
     """TrainConfig with max_steps from the epoch count and eval_every from evals_per_epoch (and
-    eval_at_start for a task whose checkpoint is already a model of it)."""
+    eval_at_start for a task whose checkpoint is already a model of it). A set too small for
+    train.min_steps in train.epochs passes is trained in rounds of several passes (`rounds`)."""
     steps_per_epoch = max(1, len(batches) // recipe.train.grad_accum)
+    round_steps = rounds(steps_per_epoch, recipe.options) if recipe.stretch else steps_per_epoch
     changes = {"eval_at_start": True} if task.starts_trained and not recipe.explicit_eval_at_start else {}
     if not recipe.explicit_max_steps:
-        changes["max_steps"] = max(1, math.ceil(recipe.options.epochs * steps_per_epoch))
+        changes["max_steps"] = max(1, math.ceil(recipe.options.epochs * round_steps))
     if not recipe.explicit_eval_every:
-        changes["eval_every"] = max(1, steps_per_epoch // recipe.options.evals_per_epoch)
+        changes["eval_every"] = max(1, round_steps // recipe.options.evals_per_epoch)
     return dataclasses.replace(recipe.train, **changes), steps_per_epoch
+
+
+def stretched(recipe: Recipe, steps_per_epoch: int) -> bool:
+    """Whether train.min_steps lengthened this run (Recipe.stretch says when it may)."""
+    return recipe.stretch and rounds(steps_per_epoch, recipe.options) > steps_per_epoch
+
+
+def rounds(steps_per_epoch: int, options: FinetuneOptions) -> int:
+    """The steps that stand for one epoch in the run's length and evaluations: the epoch itself, or
+    ceil(min_steps / epochs) when the epochs would give fewer than train.min_steps steps."""
+    return max(steps_per_epoch, math.ceil(options.min_steps / options.epochs))
 
 
 def finetune(task: Task | str, model_dir: str, train_source: str, dev_source: str | None, out_dir: str,
@@ -670,6 +693,11 @@ def train_task_model(work: str, recipe: Recipe, data: TaskData, tokenizer, model
                                     lengths=[batching_length(f) for f in features], seed=recipe.train.seed,
                                     rank=ctx.rank, world_size=ctx.world_size)  # this rank's share
     train_config, steps_per_epoch = run_length(recipe, batches, data.task)
+    if ctx.is_main and stretched(recipe, steps_per_epoch):
+        print(f"train.min_steps={recipe.options.min_steps}: {len(features):,} training rows make {steps_per_epoch} "
+              f"step{'s' * (steps_per_epoch != 1)} an epoch, so the run is up to {train_config.max_steps} steps "
+              f"({train_config.max_steps / steps_per_epoch:.1f} epochs), the dev set read every "
+              f"{train_config.eval_every} (--set train.min_steps=0: {recipe.options.epochs:g} epochs)", flush=True)
     saved = fine_tuned_tokenizer(tokenizer, recipe.data)  # what OUT and each checkpoint hold
     keeper = BestKeeper(work, metric, recipe.options.patience, saved, metric in data.task.lower_is_better,
                         tie_metric=tie_metric(data.task, metric))
@@ -722,6 +750,7 @@ def run_summary(data: TaskData, recipe: Recipe, train_config: TrainConfig, model
         "steps": steps,
         "steps_per_epoch": steps_per_epoch,
         "epochs_run": steps / steps_per_epoch,
+        "stretched_to_min_steps": stretched(recipe, steps_per_epoch),  # a small set's run made longer
         "stopped_early": steps < train_config.max_steps,
         # what ended it early: patience (no better dev score) or the clock (train.max_minutes); none
         # when it trained every step asked (patience may run out at the last evaluation, the end anyway)

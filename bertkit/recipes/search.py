@@ -20,6 +20,8 @@ trial, as a fine-tune picks its checkpoint):
               at its best number of epochs. Both default to the fine-tune's own (train.epochs and
               train.patience: 6 and 2 unless --config or --set gives them), so a recipe's length
               (configs/finetune-bbc-scratch.toml: 8 epochs, no early stop) holds in its search
+    min_steps the fewest steps of a full-length trial on a small set (train.min_steps, 300 unless
+              epochs are named); a halving rung's trial of a third of the epochs gets a third
 
 Trials run in the order lr, then dropout, then pooling, then class_weights vary (so a budget cut
 still tried every learning rate first). `strategy` says how many epochs each gets:
@@ -58,6 +60,7 @@ import dataclasses
 import functools
 import itertools
 import json
+import math
 import os
 import shutil
 import signal
@@ -99,6 +102,9 @@ class SearchSpace:
     class_weights: list | None = None  # None: not searched (the fine-tune's train.class_weights)
     epochs: float | None = None  # None: the fine-tune's train.epochs
     patience: int | None = None  # None: the fine-tune's train.patience
+    # None: the fine-tune's train.min_steps where it applies (not to named epochs), for a trial of
+    # `epochs`; a halving rung's shorter trial gets its share
+    min_steps: int | None = None
     strategy: str = "grid"
     max_trials: int = 0  # 0 = every trial of the strategy
     max_minutes: float = 0.0  # 0 = no time limit
@@ -119,9 +125,9 @@ class SearchSpace:
             raise ConfigError(f"search.epochs must be a positive number, got {self.epochs!r}")
         if self.strategy not in STRATEGIES:
             raise ConfigError(f"search.strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
-        for name, low in (("patience", 0), ("max_trials", 0)):
+        for name, low in (("patience", 0), ("max_trials", 0), ("min_steps", 0)):
             value = getattr(self, name)
-            if name == "patience" and value is None:
+            if name in ("patience", "min_steps") and value is None:
                 continue
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ConfigError(f"search.{name} must be an integer >= {low}"
@@ -130,11 +136,15 @@ class SearchSpace:
             raise ConfigError(f"search.max_minutes must be a number >= 0 (0: no limit), got {self.max_minutes!r}")
 
     def resolved(self, train: dict) -> "SearchSpace":
-        """epochs and patience that were left unset, from the user's [train] or the fine-tune's defaults."""
+        """epochs, patience and min_steps that were left unset, from the user's [train] or the
+        fine-tune's defaults (min_steps as a fine-tune applies it: not to epochs the user named)."""
         defaults = FinetuneOptions()
+        named_epochs = self.epochs is not None or "epochs" in train
+        min_steps = train.get("min_steps", 0 if named_epochs else defaults.min_steps)
         return dataclasses.replace(
             self, epochs=self.epochs if self.epochs is not None else train.get("epochs", defaults.epochs),
-            patience=self.patience if self.patience is not None else train.get("patience", defaults.patience))
+            patience=self.patience if self.patience is not None else train.get("patience", defaults.patience),
+            min_steps=self.min_steps if self.min_steps is not None else min_steps)
 
 
 def _number(value) -> bool:
@@ -189,8 +199,9 @@ def trial_sections(sections: dict, settings: dict, space: SearchSpace, model_dir
             model[key] = settings["dropout"]
     if settings["pooling"] is not None:
         model["classifier_pooling"] = settings["pooling"]
-    train = {**sections.get("train", {}), "lr": settings["lr"], "epochs": settings.get("epochs", space.epochs),
-             "patience": space.patience, **extra}
+    epochs = settings.get("epochs", space.epochs)
+    train = {**sections.get("train", {}), "lr": settings["lr"], "epochs": epochs, "patience": space.patience,
+             "min_steps": math.ceil(space.min_steps * epochs / space.epochs), **extra}
     if "class_weights" in settings:
         train["class_weights"] = settings["class_weights"]
     return {**sections, "model": model, "train": train}

@@ -9,7 +9,7 @@ listing every changed key as `old -> new`.
 
 `MAY_CHANGE` holds what does not change the optimisation of the steps already planned:
 the length of the run (extend it: `train.max_steps`, `train.max_minutes`, fine-tuning's
-`train.epochs`; the lr
+`train.epochs` and `train.min_steps`; the lr
 schedule then follows the new length, see `Trainer._apply_current_schedule`), how often it
 evaluates, saves and logs, how many checkpoints it keeps, early-stopping patience, and the
 device (moving a run to another machine; exactness across devices is not promised).
@@ -27,7 +27,7 @@ from typing import Any
 from bertkit.errors import ConfigError
 
 MAY_CHANGE = frozenset({
-    "train.max_steps", "train.epochs", "train.max_minutes",  # extend (or shorten) the run
+    "train.max_steps", "train.epochs", "train.min_steps", "train.max_minutes",  # extend (or shorten) the run
     "train.eval_every", "train.evals_per_epoch", "train.save_every", "train.log_every", "train.keep_last",
     "train.eval_at_start",  # read at step 0 only: a resumed run logged that evaluation, or never will
     "train.patience", "early_stopping.patience",  # wait longer (or less) before stopping early

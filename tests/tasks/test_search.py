@@ -174,7 +174,8 @@ def test_the_grid_follows_the_model_family_and_size(files, tmp_path):
     assert {g["pooling"] for g in search_recipe.trial_grid(space, tiny, "token-classification")} == {None}
     sections = search_recipe.trial_sections({"train": {"seed": 3}}, grid[3], space, tiny, {"baseline": False})
     assert sections["model"] == {"hidden_dropout_prob": 0.0, "classifier_dropout": 0.0, "classifier_pooling": "pooler"}
-    assert sections["train"] == {"seed": 3, "lr": grid[3]["lr"], "epochs": 6.0, "patience": 2, "baseline": False}
+    assert sections["train"] == {"seed": 3, "lr": grid[3]["lr"], "epochs": 6.0, "patience": 2, "min_steps": 300,
+                                 "baseline": False}
 
     modern = tmp_path / "modern"
     ModernBertModel(ModernBertConfig(vocab_size=64, hidden_size=768, num_hidden_layers=1, num_attention_heads=12,
@@ -199,6 +200,22 @@ def test_halving_rungs_shrink_by_three_and_grow_the_epochs():
     assert search_recipe.SearchSpace(epochs=3.0, patience=1).resolved(recipe).epochs == 3.0
     with pytest.raises(ConfigError, match="search.strategy must be one of grid, halving"):
         search_recipe.SearchSpace(strategy="random")
+
+
+def test_trials_keep_the_fine_tunes_min_steps_scaled_to_their_epochs(files):
+    """A trial stretches a small set's run as a plain fine-tune would (train.min_steps), a halving
+    rung's shorter trial by its share; epochs the user names are not stretched."""
+    _, tiny = files
+    space = search_recipe.SearchSpace(strategy="halving").resolved({})
+    assert space.min_steps == 300
+    short = search_recipe.trial_sections({}, {"lr": 1e-4, "dropout": 0.1, "pooling": None, "epochs": 2.0}, space,
+                                         tiny, {})["train"]
+    assert short["min_steps"] == 100 and finetune_recipe.build_recipe({"train": short}).stretch
+    assert search_recipe.SearchSpace().resolved({"epochs": 3}).min_steps == 0
+    assert search_recipe.SearchSpace(epochs=3.0).resolved({}).min_steps == 0
+    assert search_recipe.SearchSpace().resolved({"epochs": 3, "min_steps": 90}).min_steps == 90
+    with pytest.raises(ConfigError, match="search.min_steps must be an integer >= 0"):
+        search_recipe.SearchSpace(min_steps=-1)
 
 
 def test_halving_promotes_the_best_dev_point_to_the_full_epochs(files, tmp_path, monkeypatch, capsys):

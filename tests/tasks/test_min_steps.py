@@ -1,0 +1,97 @@
+"""train.min_steps: a small training set's run is stretched to a floor of optimizer steps, its
+evaluations still train.epochs x train.evals_per_epoch; a user who names the epochs or the steps
+gets them (bertkit/recipes/finetune.py, run_length)."""
+
+import json
+
+import pytest
+
+from bertkit.commands.cli import main
+from bertkit.commands.finetune import stretch_note
+from bertkit.commands.options import longer_run
+from bertkit.errors import ConfigError
+from bertkit.recipes.finetune import MIN_STEPS, build_recipe, run_length, stretched
+from bertkit.tasks import SUMMARY_FILE, get_task
+
+from .helpers import make_tiny_model
+
+
+class Batches:
+    """Stands in for LengthBucketedBatches: run_length reads only its length."""
+
+    def __init__(self, count: int):
+        self.count = count
+
+    def __len__(self) -> int:
+        return self.count
+
+
+def length(train: dict, batches: int) -> tuple[int, int, bool]:
+    recipe = build_recipe({"train": train})
+    config, _ = run_length(recipe, Batches(batches), get_task("classification"))
+    return config.max_steps, config.eval_every, stretched(recipe, batches)
+
+
+def test_a_small_set_is_stretched_to_min_steps_in_as_many_evaluations():
+    # 100 examples at batch 16: 7 steps an epoch, 42 in 6 epochs; stretched to 300 in 6 rounds of 50
+    assert length({}, 7) == (MIN_STEPS, MIN_STEPS // 6, True)
+    assert length({"evals_per_epoch": 2}, 7) == (300, 25, True)
+    assert length({"min_steps": 120}, 7) == (120, 20, True)
+
+
+def test_a_set_with_enough_steps_runs_its_epochs():
+    assert length({}, 97) == (582, 97, False)  # BBC's 1,556 training articles
+    assert length({}, 50) == (300, 50, False)  # exactly at the floor: nothing to stretch
+    assert length({"min_steps": 0}, 7) == (42, 7, False)
+
+
+def test_named_epochs_or_steps_are_kept():
+    assert length({"epochs": 3}, 7) == (21, 7, False)
+    assert length({"max_steps": 30}, 7) == (30, 7, False)
+    # the epochs and the floor both named: both hold
+    assert length({"epochs": 3, "min_steps": 90}, 7) == (90, 30, True)
+
+
+def test_min_steps_must_be_a_whole_number():
+    for bad in (-1, 2.5, True, "300"):
+        with pytest.raises(ConfigError, match="train.min_steps must be an integer"):
+            build_recipe({"train": {"min_steps": bad}})
+
+
+def test_the_report_says_why_the_run_had_more_epochs():
+    summary = {"stretched_to_min_steps": True, "options": {"epochs": 6.0, "min_steps": 300},
+               "steps_per_epoch": 7, "train_config": {"max_steps": 300}}
+    assert stretch_note(summary) == ": train.min_steps=300 stretched 6 epochs of 7 steps to 300"
+    assert stretch_note({**summary, "stretched_to_min_steps": False}) == ""
+    assert stretch_note({"options": {"epochs": 6.0}}) == ""  # a summary written before min_steps
+
+
+def test_a_stretched_run_is_lengthened_by_min_steps():
+    """Naming train.epochs alone turns the stretch off: 12 epochs of 7 steps is shorter than 300."""
+    summary = {"stretched_to_min_steps": True, "options": {"epochs": 6.0, "min_steps": 300},
+               "train_config": {"max_steps": 300}}
+    assert longer_run(summary) == "a longer run (train.min_steps, now 300)"
+    assert "train.epochs, now 6" in longer_run({**summary, "stretched_to_min_steps": False})
+
+
+def test_a_stretched_fine_tune_says_so_first_and_in_its_report(tmp_path, capsys):
+    texts = [f"the match ended {i} nil after a long afternoon" for i in range(6)] + \
+            [f"shares fell {i} percent as the markets closed" for i in range(6)]
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"text": t, "label": "sport" if "match" in t else "business"}) + "\n"
+                            for t in texts))
+    model = make_tiny_model(tmp_path / "tiny", texts)
+    out = tmp_path / "out"
+    # 12 rows at batch 6: 2 steps an epoch, 12 in 6 epochs; a floor of 24 makes 6 rounds of 4 steps
+    main(["finetune", "--task", "classification", "--model", model, "--train", str(data), "--dev", str(data),
+          "--out", str(out), "--no-progress", "--no-baseline", "--set", "train.batch_size=6", "data.max_length=12",
+          "train.min_steps=24", "train.patience=0"])
+    printed = capsys.readouterr().out
+    assert ("train.min_steps=24: 12 training rows make 2 steps an epoch, so the run is up to 24 steps (12.0 epochs), "
+            "the dev set read every 4 (--set train.min_steps=0: 6 epochs)") in printed
+    assert "the run trained 24 steps (12.00 epochs: train.min_steps=24 stretched 6 epochs of 2 steps to 24" in printed
+    evaluations = [row["step"] for row in map(json.loads, open(out / "metrics.jsonl")) if row["split"] == "eval"]
+    assert evaluations == [4, 8, 12, 16, 20, 24]
+    with open(out / SUMMARY_FILE) as f:
+        summary = json.load(f)
+    assert summary["stretched_to_min_steps"] and summary["steps_per_epoch"] == 2
