@@ -317,3 +317,16 @@ def test_a_patience_stop_while_the_dev_loss_still_fell_says_the_model_may_be_und
     assert training_hints(summary(wobbling, trivial=0.23)) == []  # not a patience stop: every step ran
     searched = {**summary(wobbling, stopped_early=True, trivial=0.23), "search": {"trials": [{"epochs": 6.0}]}}
     assert "--set search.patience=0" in training_hints(searched)[0]
+    near_prior = summary(wobbling, stopped_early=True, trivial=0.23)
+    near_prior["dev_baseline"]["loss"] = 1.62  # the trivial loss: 1.464 is still near it
+    assert len(training_hints(near_prior)) == 1
+
+
+def test_a_learned_model_whose_loss_still_fell_gets_no_undertrained_hint():
+    """100 BBC articles trained 300 steps (session 30): patience stopped it at step 200 as the loss
+    fell to 0.200 (trivial 1.62) at dev accuracy 0.946; train.patience=0 gave the same model."""
+    learned = [{"step": 50, "accuracy": 0.9193, "loss": 0.8714}, {"step": 100, "accuracy": 0.9462, "loss": 0.2804},
+               {"step": 150, "accuracy": 0.9417, "loss": 0.2128}, {"step": 200, "accuracy": 0.9417, "loss": 0.2004}]
+    stopped = summary(learned, stopped_early=True, trivial=0.23)
+    stopped["dev_baseline"]["loss"] = 1.62
+    assert training_hints(stopped) == []
