@@ -11,7 +11,7 @@ import warnings
 import pytest
 
 from bertkit.commands.cli import main
-from bertkit.commands.finetune import training_hints
+from bertkit.commands.finetune import baseline_hint, training_hints
 from bertkit.errors import DataError
 from bertkit.tasks import DataConfig, builtin_splits, get_task, load_examples
 from bertkit.tasks.formats import QAExample, read_text_dataset
@@ -330,3 +330,18 @@ def test_a_learned_model_whose_loss_still_fell_gets_no_undertrained_hint():
     stopped = summary(learned, stopped_early=True, trivial=0.23)
     stopped["dev_baseline"]["loss"] = 1.62
     assert training_hints(stopped) == []
+
+
+def test_a_tie_won_at_the_end_or_a_perfect_dev_score_gets_no_advice_to_train_longer():
+    """90 articles in 3 topics (session 30): dev accuracy 1 on 9 texts from step 50 of 300, the last
+    evaluation kept for its lower loss, TF-IDF also 1: neither a longer run nor a lever can beat it."""
+    perfect = [{"step": 50, "accuracy": 1.0, "loss": 0.2}, {"step": 300, "accuracy": 1.0, "loss": 0.01}]
+    run = {**summary(perfect, trivial=0.33), "best_step": 300, "best_dev": perfect[-1], "dev_examples": 9,
+           "tfidf_baseline": {"param": "C", "value": 100.0, "dev": {"accuracy": 1.0, "macro_f1": 1.0}}}
+    assert training_hints(run) == []
+    hint = baseline_hint({**run, "spec": {"task": "classification", "data": {"max_length": 128}}})
+    assert hint.startswith("TF-IDF and the model both score dev accuracy 1 on the 9 dev texts: this dev split "
+                           "cannot tell them apart")
+    rising = [{"step": 50, "accuracy": 0.9}, {"step": 300, "accuracy": 1.0}]
+    (hint,) = training_hints(summary(rising, trivial=0.33))
+    assert "came at the last evaluation" in hint
