@@ -529,9 +529,9 @@ def build_model(model_dir: str, data: TaskData, recipe: Recipe, model_fn=None, p
 def run_length(recipe: Recipe, batches: LengthBucketedBatches, task: Task) -> tuple[TrainConfig, int]:
     """TrainConfig with max_steps from the epoch count and eval_every from evals_per_epoch (and
     eval_at_start for a task whose checkpoint is already a model of it). A set too small for
-    train.min_steps in train.epochs passes is trained in rounds of several passes (`rounds`)."""
+    train.min_steps in train.epochs passes is trained in rounds of several passes (`steps_per_round`)."""
     steps_per_epoch = max(1, len(batches) // recipe.train.grad_accum)
-    round_steps = rounds(steps_per_epoch, recipe.options) if recipe.stretch else steps_per_epoch
+    round_steps = steps_per_round(steps_per_epoch, recipe.options) if recipe.stretch else steps_per_epoch
     changes = {"eval_at_start": True} if task.starts_trained and not recipe.explicit_eval_at_start else {}
     if not recipe.explicit_max_steps:
         changes["max_steps"] = max(1, math.ceil(recipe.options.epochs * round_steps))
@@ -542,10 +542,10 @@ def run_length(recipe: Recipe, batches: LengthBucketedBatches, task: Task) -> tu
 
 def stretched(recipe: Recipe, steps_per_epoch: int) -> bool:
     """Whether train.min_steps lengthened this run (Recipe.stretch says when it may)."""
-    return recipe.stretch and rounds(steps_per_epoch, recipe.options) > steps_per_epoch
+    return recipe.stretch and steps_per_round(steps_per_epoch, recipe.options) > steps_per_epoch
 
 
-def rounds(steps_per_epoch: int, options: FinetuneOptions) -> int:
+def steps_per_round(steps_per_epoch: int, options: FinetuneOptions) -> int:
     """The steps that stand for one epoch in the run's length and evaluations: the epoch itself, or
     ceil(min_steps / epochs) when the epochs would give fewer than train.min_steps steps."""
     return max(steps_per_epoch, math.ceil(options.min_steps / options.epochs))
