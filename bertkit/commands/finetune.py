@@ -199,7 +199,7 @@ def training_hints(summary: dict) -> list[str]:
         weighted = task.class_weights and summary["options"].get("class_weights", "none") == "none"
         hints.append(f"the model is not above the trivial baseline on dev ({shared} "
                      f"{rounded(summary['best_dev'][shared])} against {rounded(trivial)}): {task.check_data}, and "
-                     "try more epochs or a larger lr"
+                     f"try {patience_off(summary)}{longer_run(summary)} or a larger lr"
                      + ("; if one class is most of the data, also --set train.class_weights=balanced "
                         "train.select_metric=macro_f1" if weighted else ""))
     else:
@@ -210,6 +210,14 @@ def training_hints(summary: dict) -> list[str]:
         hints.append(behind(reference["method"], summary, reference[metric], [*tries, "more training data",
                                                                               "a longer run"]))
     return [hint for hint in hints if hint]
+
+
+def patience_off(summary: dict) -> str:
+    """The patience setting to turn off before a longer run, when patience ended this one: its dev
+    score had not risen in train.patience evaluations, so more steps alone would stop as soon."""
+    if stopped_by(summary) != "patience":
+        return ""
+    return f"--set {'search' if 'search' in summary else 'train'}.patience=0 with "
 
 
 # A dev loss below this share of the trivial baseline's (the training class frequencies) is a model

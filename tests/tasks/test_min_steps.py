@@ -95,3 +95,22 @@ def test_a_stretched_fine_tune_says_so_first_and_in_its_report(tmp_path, capsys)
     with open(out / SUMMARY_FILE) as f:
         summary = json.load(f)
     assert summary["stretched_to_min_steps"] and summary["steps_per_epoch"] == 2
+
+
+def test_a_stretched_run_below_the_trivial_baseline_is_not_told_to_name_more_epochs():
+    """walk W: the not-above-trivial line said "try more epochs", but train.epochs named alone turns
+    the stretch off: 12 epochs of 13 steps (200 tagging sentences) is 156 steps, fewer than the 300
+    the run had. It names train.min_steps there, and patience when patience ended the run."""
+    from bertkit.commands.finetune import training_hints
+
+    summary = {"select_metric": "f1", "best_dev": {"step": 50, "f1": 0.0}, "best_step": 50,
+               "dev_history": [{"step": 50, "f1": 0.0}, {"step": 100, "f1": 0.0}, {"step": 150, "f1": 0.0}],
+               "stopped_early": True, "stopped_by": "patience", "dev_baseline": {"f1": 0.0093},
+               "spec": {"task": "token-classification"}, "stretched_to_min_steps": True,
+               "options": {"epochs": 6.0, "min_steps": 300}, "train_config": {"max_steps": 300}}
+    (hint,) = [hint for hint in training_hints(summary) if "trivial" in hint]
+    assert "more epochs" not in hint
+    assert "try --set train.patience=0 with a longer run (train.min_steps, now 300) or a larger lr" in hint
+    summary = {**summary, "stopped_early": False, "stopped_by": None, "stretched_to_min_steps": False}
+    (hint,) = [hint for hint in training_hints(summary) if "trivial" in hint]
+    assert "try a longer run (train.epochs, now 6; or train.max_steps, now 300) or a larger lr" in hint
