@@ -197,11 +197,13 @@ def training_hints(summary: dict) -> list[str]:
     if not_ahead(summary, trivial, shared):
         task = TASKS[summary["spec"]["task"]]
         weighted = task.class_weights and summary["options"].get("class_weights", "none") == "none"
+        # macro_f1 only where the task scores it (token classification's entity f1 is its own)
+        select = " train.select_metric=macro_f1" if "macro_f1" in task.metric_names else ""
         hints.append(f"the model is not above the trivial baseline on dev ({shared} "
                      f"{rounded(summary['best_dev'][shared])} against {rounded(trivial)}): {task.check_data}, and "
                      f"try {patience_off(summary)}{longer_run(summary)} or a larger lr"
-                     + ("; if one class is most of the data, also --set train.class_weights=balanced "
-                        "train.select_metric=macro_f1" if weighted else ""))
+                     + (f"; if one class is most of the data, also --set train.class_weights=balanced{select}"
+                        if weighted else ""))
     else:
         hints.append(imbalance_hint(summary))
     reference = summary.get("reference_baseline") or {}

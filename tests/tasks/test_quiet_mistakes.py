@@ -123,6 +123,9 @@ def test_the_report_says_when_the_best_score_came_last_or_is_not_above_the_trivi
     weighted = summary(peaked)
     weighted["options"]["class_weights"] = "balanced"
     assert "class_weights" not in training_hints(weighted)[0]  # already on: not suggested again
+    tagging = summary([{"step": 20, "f1": 0.0}], metric="f1", task="token-classification", trivial=0.0093)
+    (hint,) = [hint for hint in training_hints(tagging) if "trivial" in hint]  # walk W: entity f1, no macro_f1
+    assert hint.endswith("also --set train.class_weights=balanced")  # select_metric=macro_f1 would be refused
     collapsed = summary([{"step": 20, "pearson": 0.66, "mse": 184.5}], metric="pearson", task="regression")
     collapsed["dev_baseline"] = {"mse": 28.03}  # the training mean: no correlation, only mse
     assert any("not above the trivial baseline on dev (mse 184.5 against 28.03)" in hint
