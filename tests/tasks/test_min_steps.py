@@ -114,3 +114,23 @@ def test_a_stretched_run_below_the_trivial_baseline_is_not_told_to_name_more_epo
     summary = {**summary, "stopped_early": False, "stopped_by": None, "stretched_to_min_steps": False}
     (hint,) = [hint for hint in training_hints(summary) if "trivial" in hint]
     assert "try a longer run (train.epochs, now 6; or train.max_steps, now 300) or a larger lr" in hint
+
+
+def test_a_short_run_of_named_epochs_says_the_floor_was_not_applied():
+    """walk W: configs/finetune-wordnet-tagging.toml names 3 epochs; with 200 training sentences
+    that is 21 steps (dev f1 0.008) and nothing said that the floor, 300 steps by default, was off
+    (with train.min_steps=300 as well: dev f1 0.434)."""
+    from bertkit.recipes.finetune import length_line
+
+    def line(train: dict, batches: int) -> str | None:
+        recipe = build_recipe({"train": train})
+        config, steps_per_epoch = run_length(recipe, Batches(batches), get_task("token-classification"))
+        return length_line(recipe, 200, steps_per_epoch, config)
+
+    assert line({"epochs": 3}, 7) == (
+        "train.epochs=3 is named, so train.min_steps=300 does not stretch the run: 200 training rows make 7 steps "
+        "an epoch, 21 steps in all (--set train.min_steps=300 as well: that many steps in as many evaluations)")
+    assert line({}, 7).startswith("train.min_steps=300: 200 training rows make 7 steps an epoch, so the run is up")
+    assert line({"epochs": 3}, 100) is None  # 300 steps: at the floor
+    assert line({"max_steps": 30}, 7) is None  # steps named: the user's length
+    assert line({"min_steps": 0}, 7) is None and line({"epochs": 3, "min_steps": 0}, 7) is None
