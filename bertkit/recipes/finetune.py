@@ -551,14 +551,17 @@ def steps_per_round(steps_per_epoch: int, options: FinetuneOptions) -> int:
     return max(steps_per_epoch, math.ceil(options.min_steps / options.epochs))
 
 
-def length_line(recipe: Recipe, rows: int, steps_per_epoch: int, train_config: TrainConfig) -> str | None:
+def length_line(recipe: Recipe, rows: int, steps_per_epoch: int, train_config: TrainConfig,
+                examples: int | None = None) -> str | None:
     """The run's first line when train.min_steps shaped its length: it stretched a small set's run,
     or would have but for train.epochs named alone, a recipe file's too (walk W: configs/finetune-
     wordnet-tagging.toml on 200 sentences plans 21 steps, patience stopped it at 9, dev f1 0.008;
-    with --set train.min_steps=300 as well, 300 steps and dev f1 0.434)."""
-    options, each = recipe.options, f"step{'s' * (steps_per_epoch != 1)} an epoch"
+    with --set train.min_steps=300 as well, 300 steps and dev f1 0.434). `examples`: the training
+    examples, said beside the rows when they differ (QA's windows: 200 questions made 204 rows)."""
+    options, source = recipe.options, f" (from {examples:,} examples)" if examples not in (None, rows) else ""
+    each = f"{source} make {steps_per_epoch} step{'s' * (steps_per_epoch != 1)} an epoch"
     if stretched(recipe, steps_per_epoch):
-        return (f"train.min_steps={options.min_steps}: {rows:,} training rows make {steps_per_epoch} {each}, so "
+        return (f"train.min_steps={options.min_steps}: {rows:,} training rows{each}, so "
                 f"the run is up to {train_config.max_steps} steps ({train_config.max_steps / steps_per_epoch:.1f} "
                 f"epochs), the dev set read every {train_config.eval_every} (--set train.min_steps=0: "
                 f"{options.epochs:g} epochs)")
@@ -566,7 +569,7 @@ def length_line(recipe: Recipe, rows: int, steps_per_epoch: int, train_config: T
     if recipe.stretch or recipe.explicit_max_steps or not short:
         return None
     return (f"train.epochs={options.epochs:g} is named, so train.min_steps={options.min_steps} does not stretch the "
-            f"run: {rows:,} training rows make {steps_per_epoch} {each}, {train_config.max_steps} steps in all (--set "
+            f"run: {rows:,} training rows{each}, {train_config.max_steps} steps in all (--set "
             f"train.min_steps={options.min_steps} as well: that many steps in as many evaluations)")
 
 
@@ -712,7 +715,7 @@ def train_task_model(work: str, recipe: Recipe, data: TaskData, tokenizer, model
                                     lengths=[batching_length(f) for f in features], seed=recipe.train.seed,
                                     rank=ctx.rank, world_size=ctx.world_size)  # this rank's share
     train_config, steps_per_epoch = run_length(recipe, batches, data.task)
-    line = length_line(recipe, len(features), steps_per_epoch, train_config)
+    line = length_line(recipe, len(features), steps_per_epoch, train_config, len(data.train))
     if ctx.is_main and line:
         print(line, flush=True)
     saved = fine_tuned_tokenizer(tokenizer, recipe.data)  # what OUT and each checkpoint hold

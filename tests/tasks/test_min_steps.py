@@ -134,3 +134,16 @@ def test_a_short_run_of_named_epochs_says_the_floor_was_not_applied():
     assert line({"epochs": 3}, 100) is None  # 300 steps: at the floor
     assert line({"max_steps": 30}, 7) is None  # steps named: the user's length
     assert line({"min_steps": 0}, 7) is None and line({"epochs": 3, "min_steps": 0}, 7) is None
+
+
+def test_the_first_line_says_the_examples_beside_their_rows_when_they_differ():
+    """walk W: 200 wordnet-qa questions made 204 rows (a context too long for one window makes two):
+    the line said "204 training rows" to a user who asked for 200."""
+    from bertkit.recipes.finetune import length_line
+
+    recipe = build_recipe({})
+    config, steps_per_epoch = run_length(recipe, Batches(13), get_task("qa"))
+    assert length_line(recipe, 204, steps_per_epoch, config, 200).startswith(
+        "train.min_steps=300: 204 training rows (from 200 examples) make 13 steps an epoch, so the run is up to 300")
+    assert length_line(recipe, 200, steps_per_epoch, config, 200).startswith(
+        "train.min_steps=300: 200 training rows make 13 steps an epoch")
