@@ -212,6 +212,9 @@ QA = Task(
     allows_no_answer=lambda train: any(e.is_impossible for e in train),
     blank_row=lambda example: {"id": example.id, "answer": None, "start": None, "end": None, "score": None,
                                "no_answer": None},
+    # a QA set has answers, not labels (the file reader has already checked each answer's answer_start)
+    check_data="check that each answer is the span that answers its question and is at most "
+               "data.max_answer_length tokens (a longer one cannot be predicted)",
     file_only=True, distiller=TaskDistiller,
     export_outputs={"start_logits": ("batch", "sequence"), "end_logits": ("batch", "sequence")},
 )

@@ -130,6 +130,9 @@ def test_the_report_says_when_the_best_score_came_last_or_is_not_above_the_trivi
     collapsed["dev_baseline"] = {"mse": 28.03}  # the training mean: no correlation, only mse
     assert any("not above the trivial baseline on dev (mse 184.5 against 28.03)" in hint
                for hint in training_hints(collapsed))
+    spans = summary([{"step": 13, "f1": 23.13}], metric="f1", task="qa", trivial=25.69)  # walk W: 200 wordnet-qa
+    (hint,) = [hint for hint in training_hints(spans) if "trivial" in hint]  # questions, 39 steps: no labels
+    assert "(f1 23.13 against 25.69): check that each answer is the span that answers its question" in hint
     lead = summary([{"step": 20, "rouge_l": 0.09}], metric="rouge_l", task="seq2seq", trivial=0.16)
     (hint,) = [hint for hint in training_hints(lead) if "trivial" in hint]  # a seq2seq run has targets, not labels
     assert "(rouge_l 0.09 against 0.16): check that each target (data.target_column) is the text to generate" in hint
