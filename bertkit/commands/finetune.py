@@ -173,7 +173,7 @@ def blend_line(summary: dict) -> str:
 
 
 ENDINGS = {"patience": "stopped early: no better dev score in train.patience evaluations",
-           "train.max_minutes": "stopped by the time budget, train.max_minutes", None: "as many as asked"}
+           "train.max_minutes": "stopped by the time budget, train.max_minutes", None: "all it planned"}
 
 
 def training_hints(summary: dict) -> list[str]:

@@ -197,7 +197,7 @@ def test_the_report_says_what_ended_the_run(capsys):
             "epochs_run": 2.0, "wall_time_s": 1.0, "tfidf_baseline": None}
     for stopped_by, said in (("patience", "stopped early: no better dev score in train.patience evaluations"),
                              ("train.max_minutes", "stopped by the time budget, train.max_minutes"),
-                             (None, "as many as asked")):
+                             (None, "all it planned")):
         report({**base, "stopped_by": stopped_by, "stopped_early": stopped_by is not None}, "out")
         assert said in capsys.readouterr().out
 
@@ -215,7 +215,7 @@ def test_a_run_whose_patience_runs_out_at_its_last_step_trained_as_many_as_asked
     summary = json.loads((out / "finetune_summary.json").read_text())
     assert [row["step"] for row in summary["dev_history"]] == [1, 2]  # step 2 no better: patience 1 ran out
     assert summary["stopped_by"] is None and not summary["stopped_early"]
-    assert "(2.00 epochs, as many as asked;" in capsys.readouterr().out
+    assert "(2.00 epochs, all it planned;" in capsys.readouterr().out
 
 
 def test_a_training_label_missing_from_dev_is_warned_about():
