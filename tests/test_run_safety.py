@@ -343,13 +343,16 @@ def test_finetune_sigterm_saves_a_checkpoint_and_resume_is_bit_identical(encoder
     finally:
         with open(encoder["data"], "w", encoding="utf-8") as f:
             f.write(data)
-    code, _, err = run(finetune_argv(encoder, out, "--resume", *sets(["train.eval_every=2"])), capsys)
+    code, printed, err = run(finetune_argv(encoder, out, "--resume", *sets(["train.eval_every=2"])), capsys)
     assert code == 0, err
     assert train_rows(out) == train_rows(reference)
     assert_same_weights(out, reference)
     summary = json.loads((out / "finetune_summary.json").read_text())
-    assert summary["steps"] == 6 and summary["best_step"] == json.loads(
-        (reference / "finetune_summary.json").read_text())["best_step"]
+    uninterrupted = json.loads((reference / "finetune_summary.json").read_text())
+    assert summary["steps"] == 6 and summary["best_step"] == uninterrupted["best_step"]
+    # the report's time: this attempt's since the resume, and the steps' time of both attempts
+    assert summary["resumed_at_step"] == 3 and uninterrupted["resumed_at_step"] is None
+    assert f"s since resuming at step 3, {summary['train_seconds']} s of training steps in all)" in printed
     assert_refused(finetune_argv(encoder, out, "--resume"), capsys, tmp_path, "holds a finished run")
 
 

@@ -118,7 +118,7 @@ def report(summary: dict, out: str) -> None:
     steps = f"{summary['steps']} step{'s' * (summary['steps'] != 1)}"
     print(f"best dev {summary['select_metric']} = {rounded(best.get(summary['select_metric']))} at step "
           f"{summary['best_step']}{start}, kept; the run trained {steps} ({summary['epochs_run']:.2f} "
-          f"epochs{stretch_note(summary)}, {ended}; {summary['wall_time_s']} s); trivial baseline: "
+          f"epochs{stretch_note(summary)}, {ended}; {time_note(summary)}); trivial baseline: "
           f"{metrics_text(summary['dev_baseline'])}")
     tfidf, reference = summary.get("tfidf_baseline"), summary.get("reference_baseline")
     history = summary.get("dev_history") or []
@@ -144,6 +144,15 @@ def report(summary: dict, out: str) -> None:
     if blend.get("weight"):  # what predict and evaluate now score: the saved blend's dev scores
         best = {**best, "tfidf_blend": {"weight": blend["weight"], **blend["dev"]}}
     print(json.dumps(best, ensure_ascii=False))
+
+
+def time_note(summary: dict) -> str:
+    """The run's time: a resumed run's wall time is only since the resume, so its training-step time
+    over every attempt is said too (walk W: 29.8 s after a resume at step 181 of a 92.5 s run)."""
+    if summary.get("resumed_at_step") is None:
+        return f"{summary['wall_time_s']} s"
+    return (f"{summary['wall_time_s']} s since resuming at step {summary['resumed_at_step']}, "
+            f"{summary['train_seconds']} s of training steps in all")
 
 
 def stretch_note(summary: dict) -> str:

@@ -651,7 +651,7 @@ def _finetune(task_name: Task | str, model_dir: str, train_source: str, dev_sour
                 return {}
             publish_best(work, keeper.best_dir)
             remove_blend(work)  # one a killed attempt of this run left: chosen for another model, if any
-            summary = run_summary(data, recipe, train_config, model, features, trainer.step, steps_per_epoch,
+            summary = run_summary(data, recipe, train_config, model, features, trainer, steps_per_epoch,
                                   keeper, metric, model_dir, train_source, started)
             atomic_write_json(os.path.join(work, SUMMARY_FILE), summary)  # a whole model before the baseline
             summary = {**summary, "tfidf_baseline": tfidf_baseline(data, recipe, train_source, metric, keeper)}
@@ -751,10 +751,11 @@ def fine_tuned_tokenizer(tokenizer: Tokenizer, data: DataConfig) -> Tokenizer:
     return saved
 
 
-def run_summary(data: TaskData, recipe: Recipe, train_config: TrainConfig, model, features, steps: int,
+def run_summary(data: TaskData, recipe: Recipe, train_config: TrainConfig, model, features, trainer: Trainer,
                 steps_per_epoch: int, keeper: BestKeeper, metric: str, model_dir: str, train_source: str,
                 started: float) -> dict:
     """What finetune_summary.json records: the task spec, data, settings, and the dev results."""
+    steps = trainer.step
     return {
         "spec": data.spec.to_dict(),
         "labels": data.labels,
@@ -788,7 +789,9 @@ def run_summary(data: TaskData, recipe: Recipe, train_config: TrainConfig, model
         "trivial_baseline": trivial_entry(recipe.options.baseline, data.task, train_source, data.train, recipe.data,
                                           recipe.train.seed),
         "dev_history": [clean_metrics(row) for row in keeper.history],
-        "wall_time_s": round(time.time() - started, 1),
+        "wall_time_s": round(time.time() - started, 1),  # this attempt's: since resumed_at_step when resumed
+        "resumed_at_step": trainer.resumed_at,
+        "train_seconds": round(trainer.train_seconds, 1),  # training steps of every attempt (the checkpoint's clock)
     }
 
 

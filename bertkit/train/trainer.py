@@ -201,6 +201,7 @@ class Trainer:
 
         self.step = 0
         self.train_seconds = 0.0  # wall time spent in training steps (what max_minutes limits)
+        self.resumed_at: int | None = None  # the checkpoint's step when this run was resumed
         self.epoch = 0
         self.batches_in_epoch = 0
         self.window = self._empty_window()
@@ -739,6 +740,7 @@ class Trainer:
             self._truncate_metrics(self.step)
             if self.keeper is not None:
                 self.keeper.replay(self.history)
+        self.resumed_at = self.step
         if self.ctx.is_main:
             tqdm.write(f"resuming from {checkpoint_dir} (step {self.step})")
 
