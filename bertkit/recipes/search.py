@@ -355,9 +355,11 @@ def plan_text(space: SearchSpace, grid: list[dict], plan: list[tuple[int, float]
 
 
 def seconds_per_epoch(rows: list[dict]) -> float | None:
-    """The pace of the trials run so far (their wall time over their epochs), None before the first."""
-    done = [r for r in rows if r.get("epochs_run")]
-    return sum(r["wall_time_s"] for r in done) / sum(r["epochs_run"] for r in done) if done else None
+    """The pace of the trials run so far (their wall time over the epochs it timed: a resumed trial's
+    wall time is the resumed part's), None before the first."""
+    done = [r for r in rows if r.get("epochs_timed", r.get("epochs_run"))]
+    timed = sum(r.get("epochs_timed", r.get("epochs_run")) for r in done)
+    return sum(r["wall_time_s"] for r in done) / timed if done else None
 
 
 def pace_text(space: SearchSpace, rows: list[dict], plan: list[tuple[int, float]]) -> str:
@@ -433,6 +435,8 @@ def table_row(index: int, rung: int, settings: dict, summary: dict) -> dict:
     row = {"trial": index, "rung": rung, **settings, "status": "done", f"dev_{metric}": summary["best_dev"].get(metric),
            "best_step": summary["best_step"], "epochs_run": round(summary["epochs_run"], 2), "stopped_by": ended,
            "wall_time_s": summary["wall_time_s"]}
+    if summary.get("resumed_at_step"):  # wall_time_s timed the resumed part only: the pace reads that part
+        row["epochs_timed"] = round((summary["steps"] - summary["resumed_at_step"]) / summary["steps_per_epoch"], 2)
     if ended == "train.max_minutes":
         row["note"] = (f"partial: cut by the time budget at {row['epochs_run']:g} of {_epochs(settings['epochs'])}; "
                        "its dev score is not comparable with full trials'")

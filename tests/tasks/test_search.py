@@ -374,3 +374,16 @@ def test_ctrl_c_while_a_trial_starts_says_how_to_go_on_and_resume_runs_the_rest(
            "same command with --resume for the other trials" in err and err.count("\n") == 1, err
     assert run_search(root, tiny, out, "--resume") == 0
     assert len(calls) == 5  # trial 0 read back, trials 1-3 run
+
+
+def test_a_resumed_trials_pace_is_its_resumed_part_over_the_epochs_that_part_ran():
+    """After --resume a trial's wall_time_s times the steps since the resume only (walk W): its pace is
+    that time over those steps' epochs, not over the whole trial's."""
+    summary = {"select_metric": "accuracy", "best_dev": {"accuracy": 0.9}, "best_step": 60, "stopped_early": False,
+               "stopped_by": None, "epochs_run": 6.0, "steps": 60, "steps_per_epoch": 10, "wall_time_s": 30.0,
+               "resumed_at_step": 30}
+    row = search_recipe.table_row(0, 0, {"lr": 1e-4, "epochs": 6.0}, summary)
+    assert row["epochs_timed"] == 3.0
+    assert search_recipe.seconds_per_epoch([row]) == 10.0  # 30 s for the 3 epochs after the resume, not 5 s
+    plain = search_recipe.table_row(1, 0, {"lr": 3e-4, "epochs": 6.0}, {**summary, "resumed_at_step": None})
+    assert "epochs_timed" not in plain and search_recipe.seconds_per_epoch([plain]) == 5.0
