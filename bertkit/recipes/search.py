@@ -357,9 +357,9 @@ def plan_text(space: SearchSpace, grid: list[dict], plan: list[tuple[int, float]
 def seconds_per_epoch(rows: list[dict]) -> float | None:
     """The pace of the trials run so far (their wall time over the epochs it timed: a resumed trial's
     wall time is the resumed part's), None before the first."""
-    done = [r for r in rows if r.get("epochs_timed", r.get("epochs_run"))]
-    timed = sum(r.get("epochs_timed", r.get("epochs_run")) for r in done)
-    return sum(r["wall_time_s"] for r in done) / timed if done else None
+    timed = [(r.get("wall_time_s"), r.get("epochs_timed", r.get("epochs_run"))) for r in rows]
+    done = [(seconds, epochs) for seconds, epochs in timed if epochs]
+    return sum(s for s, _ in done) / sum(e for _, e in done) if done else None
 
 
 def pace_text(space: SearchSpace, rows: list[dict], plan: list[tuple[int, float]]) -> str:

@@ -7,10 +7,10 @@ import json
 import pytest
 
 from bertkit.commands.cli import main
-from bertkit.commands.finetune import stretch_note
+from bertkit.commands.finetune import stretch_note, training_hints
 from bertkit.commands.options import longer_run
 from bertkit.errors import ConfigError
-from bertkit.recipes.finetune import MIN_STEPS, build_recipe, run_length, stretched
+from bertkit.recipes.finetune import MIN_STEPS, build_recipe, length_line, run_length, stretched
 from bertkit.tasks import SUMMARY_FILE, get_task
 
 from .helpers import make_tiny_model
@@ -101,8 +101,6 @@ def test_a_stretched_run_below_the_trivial_baseline_is_not_told_to_name_more_epo
     """walk W: the not-above-trivial line said "try more epochs", but train.epochs named alone turns
     the stretch off: 12 epochs of 13 steps (200 tagging sentences) is 156 steps, fewer than the 300
     the run had. It names train.min_steps there, and patience when patience ended the run."""
-    from bertkit.commands.finetune import training_hints
-
     summary = {"select_metric": "f1", "best_dev": {"step": 50, "f1": 0.0}, "best_step": 50,
                "dev_history": [{"step": 50, "f1": 0.0}, {"step": 100, "f1": 0.0}, {"step": 150, "f1": 0.0}],
                "stopped_early": True, "stopped_by": "patience", "dev_baseline": {"f1": 0.0093},
@@ -120,8 +118,6 @@ def test_a_short_run_of_named_epochs_says_the_floor_was_not_applied():
     """walk W: configs/finetune-wordnet-tagging.toml names 3 epochs; with 200 training sentences
     that is 21 steps (dev f1 0.008) and nothing said that the floor, 300 steps by default, was off
     (with train.min_steps=300 as well: dev f1 0.434)."""
-    from bertkit.recipes.finetune import length_line
-
     def line(train: dict, batches: int) -> str | None:
         recipe = build_recipe({"train": train})
         config, steps_per_epoch = run_length(recipe, Batches(batches), get_task("token-classification"))
@@ -140,8 +136,6 @@ def test_a_short_run_of_named_epochs_says_the_floor_was_not_applied():
 def test_the_first_line_says_the_examples_beside_their_rows_when_they_differ():
     """walk W: 200 wordnet-qa questions made 204 rows (a context too long for one window makes two):
     the line said "204 training rows" to a user who asked for 200."""
-    from bertkit.recipes.finetune import length_line
-
     recipe = build_recipe({})
     config, steps_per_epoch = run_length(recipe, Batches(13), get_task("qa"))
     assert length_line(recipe, 204, steps_per_epoch, config, 200).startswith(
