@@ -15,7 +15,7 @@ from bertkit.errors import DataError
 
 from bertkit.data.masking import IGNORE_INDEX
 
-__all__ = ["IGNORE_INDEX", "align_labels_to_tokens", "word_predictions"]
+__all__ = ["IGNORE_INDEX", "align_labels_to_tokens", "word_classes", "word_logits", "word_predictions"]
 
 
 def _word_id_array(word_ids: Sequence[int | None]) -> np.ndarray:
@@ -64,14 +64,15 @@ def align_labels_to_tokens(
     return labels.tolist()
 
 
-def word_predictions(word_counts: Sequence[int], features: Sequence[Mapping], outputs: Sequence) -> list[np.ndarray]:
-    """Per example, each word's predicted class id (IGNORE_INDEX for a word no feature holds, e.g.
-    one cut off by truncation): the argmax of the logits at its first sub-word, in the feature
-    (window) where that sub-word is farthest from the ends, so a word is tagged with most context
-    on both sides. `word_counts[i]`: example i's words; `features[j]["word_ids"]`: each token's word
+def word_logits(word_counts: Sequence[int], features: Sequence[Mapping], outputs: Sequence) -> list[np.ndarray]:
+    """Per example, a (words, classes) array: each word's logits at its first sub-word, in the
+    feature (window) where that sub-word is farthest from the ends, so a word is read with most
+    context on both sides; a row of NaN for a word no feature holds (e.g. one cut off by
+    truncation). `word_counts[i]`: example i's words; `features[j]["word_ids"]`: each token's word
     (None or -1 for special tokens and padding), `features[j]["example"]` its example (default j:
     one feature per example); `outputs[j]`: its logits, (tokens, classes)."""
-    classes = [np.full(n, IGNORE_INDEX, dtype=np.int64) for n in word_counts]
+    classes = next((np.shape(o)[-1] for o in outputs), 0)
+    chosen = [np.full((n, classes), np.nan, dtype=np.float64) for n in word_counts]
     margins = [np.full(n, -1, dtype=np.int64) for n in word_counts]
     for index, (feature, logits) in enumerate(zip(features, outputs)):
         owner, word_ids = feature.get("example", index), _word_id_array(feature["word_ids"])
@@ -79,13 +80,27 @@ def word_predictions(word_counts: Sequence[int], features: Sequence[Mapping], ou
         if logits.shape[0] != word_ids.size:
             raise DataError(f"feature {index}: {word_ids.size} word ids but logits for {logits.shape[0]} tokens; "
                             "they must align")
-        if word_ids.max(initial=-1) >= len(classes[owner]):
+        if word_ids.max(initial=-1) >= len(chosen[owner]):
             raise DataError(f"feature {index}: word id {int(word_ids.max())} is beyond example {owner}'s "
-                            f"{len(classes[owner])} words")
+                            f"{len(chosen[owner])} words")
         words, first = np.unique(word_ids, return_index=True)  # each word's first sub-word in the feature
         words, first = words[words >= 0], first[words >= 0]
         margin = np.minimum(first, word_ids.size - 1 - first)
         better = margin > margins[owner][words]
-        classes[owner][words[better]] = logits[first[better]].argmax(axis=-1)
+        chosen[owner][words[better]] = logits[first[better]]
         margins[owner][words[better]] = margin[better]
+    return chosen
+
+
+def word_classes(logits: np.ndarray) -> np.ndarray:
+    """Each word's predicted class id from its `word_logits` row: the argmax, IGNORE_INDEX for a NaN row."""
+    held = ~np.isnan(logits).any(axis=-1) if logits.shape[-1] else np.zeros(len(logits), dtype=bool)
+    classes = np.full(len(logits), IGNORE_INDEX, dtype=np.int64)
+    classes[held] = logits[held].argmax(axis=-1)
     return classes
+
+
+def word_predictions(word_counts: Sequence[int], features: Sequence[Mapping], outputs: Sequence) -> list[np.ndarray]:
+    """Per example, each word's predicted class id (IGNORE_INDEX for a word no feature holds): the
+    argmax of its `word_logits`."""
+    return [word_classes(logits) for logits in word_logits(word_counts, features, outputs)]

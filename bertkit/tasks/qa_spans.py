@@ -37,7 +37,9 @@ class QAFeature:
 class SpanPrediction:
     """The answer chosen for one example: context[start_char:end_char], or "" with
     `is_impossible` True for no answer. `text` is None when merge_features got no context.
-    `n_best` lists the pooled (score, start_char, end_char) candidates, best first."""
+    `n_best` lists the pooled (score, start_char, end_char) candidates, best first;
+    `window_losses` each window's training loss against the example's answer (qa.py `window_loss`;
+    empty when not computed)."""
 
     text: str | None
     start_char: int
@@ -46,6 +48,7 @@ class SpanPrediction:
     null_score: float
     is_impossible: bool
     n_best: list[tuple[float, int, int]] = field(default_factory=list)
+    window_losses: tuple[float, ...] = ()
 
 
 def _offset_array(offsets: Sequence, length: int) -> tuple[np.ndarray, np.ndarray]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections import Counter
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
@@ -22,8 +22,8 @@ from bertkit.errors import DataError
 from bertkit.models.families import architectures_for
 from bertkit.models.heads import BertForTokenClassification
 from bertkit.io import iter_jsonl
-from bertkit.tasks.alignment import IGNORE_INDEX, align_labels_to_tokens, word_predictions
-from bertkit.tasks.common import (DataConfig, PredictionInput, TaskSpec, forward_features, model_labels,
+from bertkit.tasks.alignment import IGNORE_INDEX, align_labels_to_tokens, word_classes, word_logits
+from bertkit.tasks.common import (DataConfig, PredictionInput, TaskSpec, forward_features, model_labels, softmax,
                                   truncation_warning)
 from bertkit.tasks.formats import TextExample, TokenExample, read_conll, read_text_dataset
 from bertkit.tasks.long_text import window_starts
@@ -199,18 +199,30 @@ def encode(tokenizer, examples, data: DataConfig, label2id: dict | None, trainin
 
 
 # ---------------------------------------------------------------------------- decoding
+class TagPrediction(NamedTuple):
+    """One sentence's predicted tags and, from a model, each word's tag probabilities: `probs[i, j]`
+    is p(labels[j]) for word i, a NaN row for a word cut off by truncation (tagged "O" unread);
+    None from a method that gives tags only (the word-lookup baseline without counts)."""
+    tags: list[str]
+    probs: np.ndarray | None = None
+    labels: Sequence[str] = ()
+
+
 def decode(model, tokenizer, examples: Sequence[TokenExample], spec: TaskSpec, name: str = "data",
-           features: list | None = None) -> list[list[str]]:
-    """Per sentence, one predicted tag per word: the tag of the word's first sub-word (`alignment.word_predictions`;
-    words cut off by truncation get "O")."""
+           features: list | None = None) -> list[TagPrediction]:
+    """Per sentence, one predicted tag per word: the tag of the word's first sub-word (`alignment.word_logits`;
+    words cut off by truncation get "O"), with the softmax there."""
     data = spec.data
     if features is None:
         features = encode_words(tokenizer, examples, data.max_length, name=name, long_text=data.long_text,
                                 stride=data.doc_stride)
     outputs = forward_features(model, features, data.eval_batch_size, tokenizer.pad_token_id, data.eval_batching)
     labels = model_labels(model)
-    return [["O" if p == IGNORE_INDEX else labels[p] for p in words]
-            for words in word_predictions([len(e.tokens) for e in examples], features, outputs)]
+    predictions = []
+    for logits in word_logits([len(e.tokens) for e in examples], features, outputs):
+        tags = ["O" if p == IGNORE_INDEX else labels[p] for p in word_classes(logits)]
+        predictions.append(TagPrediction(tags, softmax(logits).astype(np.float32), labels))
+    return predictions
 
 
 def tag_metrics(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]) -> dict:
@@ -222,25 +234,59 @@ def tag_metrics(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]
             "tag_accuracy": same / max(1, total)}
 
 
-def metrics(examples: Sequence[TokenExample], predictions) -> dict:
-    return tag_metrics([e.tags for e in examples], predictions)
+def word_loss(examples: Sequence[TokenExample], predictions: Sequence[TagPrediction]) -> float:
+    """Mean cross-entropy of the gold tag over the words read, -1/N sum ln p(gold) (natural log, as
+    classification's `loss`); a word cut off by truncation is left out (the same words at every
+    evaluation), a gold tag the model does not know has p = 0 (inf). Empty: nan."""
+    gold = []
+    for example, prediction in zip(examples, predictions):
+        column = {label: j for j, label in enumerate(prediction.labels)}
+        probs = np.asarray(prediction.probs, dtype=np.float64).reshape(len(example.tags), len(column))
+        read = ~np.isnan(probs).any(axis=-1)
+        gold += [row[column[tag]] if tag in column else 0.0
+                 for tag, row in zip(np.asarray(example.tags)[read], probs[read])]
+    if not gold:
+        return float("nan")
+    with np.errstate(divide="ignore"):  # ln 0 = -inf is the answer, not a numerical accident
+        return float(-np.mean(np.log(gold)))
 
 
-def per_type_scores(examples: Sequence[TokenExample], predictions) -> dict:
+def metrics(examples: Sequence[TokenExample], predictions: Sequence[TagPrediction]) -> dict:
+    """`tag_metrics`, and the dev `loss` (`word_loss`) when every prediction carries probabilities:
+    F1 on a small dev set often ties between checkpoints (0 for the first evaluations of a short
+    run), the loss still tells them apart, and the report reads it for its advice."""
+    scores = tag_metrics([e.tags for e in examples], [p.tags for p in predictions])
+    if all(p.probs is not None for p in predictions):
+        scores["loss"] = word_loss(examples, predictions)
+    return scores
+
+
+def per_type_scores(examples: Sequence[TokenExample], predictions: Sequence[TagPrediction]) -> dict:
     """Each entity type's precision, recall, F1 and support (gold entities), as seqeval's
     classification_report counts them (`evaluate --per-class`)."""
-    return entity_prf([e.tags for e in examples], predictions)["per_type"]
+    return entity_prf([e.tags for e in examples], [p.tags for p in predictions])["per_type"]
 
 
 def baseline(train: Sequence[TokenExample], examples: Sequence[TokenExample]) -> dict:
     """Word lookup: each word gets its most frequent training tag (lowercased match; a tie goes to
-    O, then to the first tag in sorted order, not to whichever the file showed first), else O."""
+    O, then to the first tag in sorted order, not to whichever the file showed first), else O. Its
+    loss reads the same counts as probabilities, p(tag | word) = (n(word, tag) + prior(tag)) /
+    (n(word) + 1), a word never seen getting the prior, the training tag frequencies add-one
+    smoothed: prior(tag) = (n(tag) + 1) / (N + K) over the K tags of training and of `examples`
+    (a model's inventory may name tags a small training set lacks). So a pairing training never
+    showed is unlikely rather than impossible."""
     counts: dict[str, Counter] = {}
     for example in train:
         for word, tag in zip(example.tokens, example.tags):
             counts.setdefault(word.lower(), Counter())[tag] += 1
     lookup = {word: min(c, key=lambda tag: (-c[tag], tag != "O", tag)) for word, c in counts.items()}
-    predicted = [[lookup.get(w.lower(), "O") for w in e.tokens] for e in examples]
+    labels = sorted({tag for example in [*train, *examples] for tag in example.tags})
+    prior = np.array([sum(c[tag] for c in counts.values()) for tag in labels], dtype=np.float64) + 1
+    prior /= prior.sum()
+    table = {word: (np.array([c[tag] for tag in labels]) + prior) / (sum(c.values()) + 1) for word, c in counts.items()}
+    predicted = [TagPrediction([lookup.get(w.lower(), "O") for w in e.tokens],
+                               np.array([table.get(w.lower(), prior) for w in e.tokens]).reshape(-1, len(labels)),
+                               labels) for e in examples]
     # A looked-up I- tag after O still opens an entity under conlleval; that is fine for a baseline.
     return {"method": "each word's most frequent training tag", **metrics(examples, predicted)}
 
@@ -254,11 +300,12 @@ def entities_with_spans(tags: Sequence[str], spans: Sequence[tuple[int, int]], t
     return out
 
 
-def rows(model, predictions, inputs: PredictionInput) -> list[dict]:
+def rows(model, predictions: Sequence[TagPrediction], inputs: PredictionInput) -> list[dict]:
     """{"words", "tags", "entities": [{"type", "start", "end", "text"}]}, character offsets into
     the input text (by default the words joined by spaces)."""
     out = []
-    for i, (example, tags) in enumerate(zip(inputs.examples, predictions)):
+    for i, (example, prediction) in enumerate(zip(inputs.examples, predictions)):
+        tags = prediction.tags
         text, spans = word_char_spans(example.tokens)
         if inputs.texts is not None:
             text, spans = inputs.texts[i], inputs.spans[i]
@@ -271,7 +318,8 @@ TOKEN_CLASSIFICATION = Task(
     description="one tag per word (BIO entity tags or any word labels)",
     model_class=BertForTokenClassification,
     read=read, read_inputs=read_inputs, encode=encode, decode=decode, metrics=metrics, baseline=baseline,
-    rows=rows, metric_names=("f1", "precision", "recall", "tag_accuracy"), per_class=per_type_scores,
+    rows=rows, metric_names=("f1", "precision", "recall", "tag_accuracy", "loss"), per_class=per_type_scores,
+    lower_is_better=frozenset({"loss"}),
     labels_of=lambda examples: [tag for e in examples for tag in e.tags],
     head_config=label_head_config(None),
     architectures=architectures_for(BertForTokenClassification),

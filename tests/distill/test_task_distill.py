@@ -231,7 +231,7 @@ def test_test_comparison_of_a_tagger_scores_the_evaluate_subset_and_times_both(t
                          "--speed-repeats", "2"]) == 0
     result = json.load(open(student / "finetune_summary.json"))["distillation"]["test"]
     assert result["examples"] == 30 == result["features"] and len(result["seconds"]["teacher"]) == 2
-    assert set(result["student"]) == {"f1", "precision", "recall", "tag_accuracy"}
+    assert set(result["student"]) == {"f1", "precision", "recall", "tag_accuracy", "loss"}
     capsys.readouterr()
     assert cli.main(["evaluate", "--model", str(student), "--data", "wordnet-tagging:test", "--limit", "30"]) == 0
     printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

@@ -73,7 +73,7 @@ def test_evaluate_prints_json_on_the_last_line(tagger, capsys, tmp_path):
     code, out, _ = run_cli(["evaluate", "--model", tagger, "--data", str(tmp_path / "test.conll")], capsys)
     assert code == 0
     metrics = json.loads(out.strip().splitlines()[-1])
-    assert set(metrics) == {"f1", "precision", "recall", "tag_accuracy", "baselines"}
+    assert set(metrics) == {"f1", "precision", "recall", "tag_accuracy", "loss", "baselines"}
     assert 0.0 <= metrics["f1"] <= 1.0 and metrics["tag_accuracy"] > 0.5
     # the trivial baseline (most frequent tag per word), refitted on the fine-tune's training data
     assert set(metrics["baselines"]) == {"trivial"} and 0.0 <= metrics["baselines"]["trivial"]["f1"] < metrics["f1"]

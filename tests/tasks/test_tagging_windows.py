@@ -97,14 +97,15 @@ def test_chunks_tag_each_word_as_it_is_tagged_alone(tiny):
     task = get_task("token-classification")
     example = _long_sentence()
     chunked = task.decode(model, tokenizer, [example], TaskSpec(task, DataConfig(max_length=24, long_text="chunks",
-                                                                                   doc_stride=6)))[0]
+                                                                                   doc_stride=6)))[0].tags
     alone = task.decode(model, tokenizer, [TokenExample([w], ["O"]) for w in example.tokens],
                         TaskSpec(task, DataConfig(max_length=24)))
-    assert chunked == [tags[0] for tags in alone]
+    assert chunked == [prediction.tags[0] for prediction in alone]
     assert len(set(chunked)) == 3  # the classes differ by word: the check can tell windows apart
     with pytest.warns(UserWarning, match="long_text=chunks"):  # truncated: a hint names the setting
         cut = task.decode(model, tokenizer, [example], TaskSpec(task, DataConfig(max_length=24)))[0]
-    assert cut[:10] == chunked[:10] and set(cut[30:]) == {"O"}
+    assert cut.tags[:10] == chunked[:10] and set(cut.tags[30:]) == {"O"}
+    assert np.isnan(cut.probs[30:]).all() and not np.isnan(cut.probs[:10]).any()  # cut words are not read
 
 
 def test_a_folder_of_documents_is_tagged_whole_one_row_per_file(tiny, tmp_path, capsys):

@@ -1,0 +1,127 @@
+"""The dev loss of token classification (bertkit/tasks/tagging.py `word_loss`, alignment.py
+`word_logits`: the mean cross-entropy of each word's gold tag at its first sub-word) and of QA (qa.py
+`window_loss`: the mean over windows of the start and end cross-entropies). Each is the model's own
+training loss on the same dev examples (checked against torch), it breaks the F1 ties of a small dev
+set (`finetune.tie_metric`), and the word-lookup tagging baseline gets one from its counts."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from bertkit.models.config import BertConfig
+from bertkit.models.heads import BertForQuestionAnswering, BertForTokenClassification, span_loss
+from bertkit.recipes.finetune import tie_metric
+from bertkit.tasks import get_task
+from bertkit.tasks.alignment import IGNORE_INDEX, word_classes, word_logits
+from bertkit.tasks.common import DataConfig, TaskSpec
+from bertkit.tasks.formats import QAExample, TokenExample
+from bertkit.tasks.qa import encode_qa
+from bertkit.tasks.tagging import TagPrediction, baseline, encode_words, metrics, word_loss
+from bertkit.tokenizer import Tokenizer
+
+TAGS = ["O", "B-X", "I-X"]
+WORDS = "the striker scored a late goal and the bank cut its rates again".split()
+
+
+def test_word_loss_is_the_mean_gold_cross_entropy_over_the_words_read():
+    probs = np.array([[0.5, 0.25, 0.25], [np.nan] * 3, [0.1, 0.8, 0.1]])  # the second word was cut off
+    examples = [TokenExample(["a", "b", "c"], ["O", "O", "B-X"])]
+    assert word_loss(examples, [TagPrediction(["O", "O", "B-X"], probs, TAGS)]) == pytest.approx(
+        -(math.log(0.5) + math.log(0.8)) / 2)
+    unknown = [TokenExample(["a"], ["B-Y"])]  # a tag the model has no column for: p = 0
+    assert word_loss(unknown, [TagPrediction(["O"], probs[:1], TAGS)]) == math.inf
+    assert math.isnan(word_loss([], []))
+
+
+def test_metrics_carry_a_loss_only_when_every_prediction_has_probabilities():
+    example = TokenExample(["a"], ["O"])
+    assert "loss" not in metrics([example], [TagPrediction(["O"])])
+    assert metrics([example], [TagPrediction(["O"], np.array([[0.9, 0.05, 0.05]]), TAGS)])["loss"] == pytest.approx(
+        -math.log(0.9))
+
+
+def test_word_logits_take_the_first_subword_and_leave_unread_words_nan():
+    logits = np.arange(12, dtype=np.float64).reshape(4, 3)  # 4 tokens: [CLS] w0 w0-piece [SEP]
+    chosen = word_logits([2], [{"word_ids": [None, 0, 0, None]}], [logits])[0]
+    np.testing.assert_array_equal(chosen[0], logits[1])
+    assert np.isnan(chosen[1]).all()  # word 1 is in no feature
+    assert word_classes(chosen).tolist() == [2, IGNORE_INDEX]
+
+
+def test_the_lookup_baseline_reads_its_counts_as_smoothed_probabilities():
+    train = [TokenExample(["Paris", "is"], ["B-X", "O"]), TokenExample(["Paris", "was"], ["O", "O"])]
+    # training tag frequencies add-one smoothed over the tags of training and test (B-Y: test only)
+    prior = {"B-X": (1 + 1) / (4 + 3), "B-Y": (0 + 1) / (4 + 3), "O": (3 + 1) / (4 + 3)}
+    p_paris_bx = (1 + prior["B-X"]) / (2 + 1)  # (n(word, tag) + prior(tag)) / (n(word) + 1)
+    p_rome_o = prior["O"]  # a word never seen: the prior
+    p_is_by = (0 + prior["B-Y"]) / (1 + 1)  # a tag training never showed: unlikely, not impossible
+    scores = baseline(train, [TokenExample(["Paris", "Rome", "is"], ["B-X", "O", "B-Y"])])
+    assert scores["loss"] == pytest.approx(-(math.log(p_paris_bx) + math.log(p_rome_o) + math.log(p_is_by)) / 3)
+
+
+@pytest.mark.parametrize("name", ["token-classification", "qa"])
+def test_token_classification_and_qa_break_f1_ties_by_the_dev_loss(name):
+    task = get_task(name)
+    assert tie_metric(task, "f1") == "loss" and "loss" in task.lower_is_better
+    assert tie_metric(task, "loss") is None
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    corpus = tmp_path_factory.mktemp("corpus") / "corpus.txt"
+    rng = random.Random(0)
+    corpus.write_text("\n".join(" ".join(rng.choice(WORDS) for _ in range(10)) for _ in range(100)) + "\n",
+                      encoding="utf-8")
+    return Tokenizer.train_wordpiece([str(corpus)], vocab_size=60, min_frequency=1, show_progress=False)
+
+
+def tiny_config(tokenizer, **head) -> BertConfig:
+    torch.manual_seed(0)
+    return BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                      intermediate_size=64, max_position_embeddings=64, **head)
+
+
+def test_the_tagging_dev_loss_equals_the_models_training_loss_on_the_same_sentences(tokenizer):
+    model = BertForTokenClassification(tiny_config(tokenizer, id2label=dict(enumerate(TAGS)))).eval()
+    rng = random.Random(1)
+    examples = [TokenExample(words, [rng.choice(TAGS) for _ in words])
+                for words in ([rng.choice(WORDS) for _ in range(rng.randint(1, 12))] for _ in range(20))]
+    task = get_task("token-classification")
+    ours = task.metrics(examples, task.decode(model, tokenizer, examples, TaskSpec(task, DataConfig(max_length=64))))
+    features = encode_words(tokenizer, examples, 64, {t: i for i, t in enumerate(TAGS)})
+    with torch.no_grad():
+        logits = torch.cat([model(input_ids=torch.from_numpy(f["input_ids"])[None]).logits[0] for f in features])
+    labels = torch.cat([torch.as_tensor(f["labels"]) for f in features])
+    assert (labels != IGNORE_INDEX).sum() == sum(len(e.tokens) for e in examples)  # one labelled token per word
+    assert ours["loss"] == pytest.approx(F.cross_entropy(logits, labels, ignore_index=IGNORE_INDEX).item(), rel=1e-5)
+
+
+def test_the_qa_dev_loss_equals_the_models_training_loss_over_every_window(tokenizer):
+    model = BertForQuestionAnswering(tiny_config(tokenizer, num_labels=2)).eval()
+    rng = random.Random(2)
+    examples = []
+    for i in range(12):
+        words = [rng.choice(WORDS) for _ in range(rng.randint(3, 40))]
+        k = rng.randrange(len(words))
+        context = " ".join(words)
+        start = len(" ".join(words[:k])) + (k > 0)
+        examples.append(QAExample(str(i), "who scored the goal", context,
+                                  [{"text": words[k], "answer_start": start}]))
+    task, data = get_task("qa"), DataConfig(max_length=24, doc_stride=6)
+    ours = task.metrics(examples, task.decode(model, tokenizer, examples, TaskSpec(task, data)))
+    features = encode_qa(tokenizer, examples, 24, 6, with_positions=True)
+    assert len(features) > len(examples)  # long contexts make several windows, most without the answer
+    losses = []
+    with torch.no_grad():
+        for f in features:
+            out = model(input_ids=torch.from_numpy(f["input_ids"])[None],
+                        token_type_ids=torch.from_numpy(f["token_type_ids"])[None])
+            losses.append(span_loss(out.start_logits, out.end_logits, torch.tensor([int(f["start_positions"])]),
+                                    torch.tensor([int(f["end_positions"])])).item())
+    assert ours["loss"] == pytest.approx(np.mean(losses), rel=1e-5)
