@@ -3,7 +3,8 @@
 Each (context, choice_c) pair is encoded as one row, so an example is C rows; the head scores
 each row from its pooled [CLS] vector, s_c = w . pooled_c + b, and the loss is the
 cross-entropy of softmax(s_1..s_C) against the index of the right choice
-(`BertForMultipleChoice`). The prediction is argmax_c s_c. Metric: accuracy; chance is 1/C.
+(`BertForMultipleChoice`). The prediction is argmax_c s_c. Metrics: accuracy (chance is 1/C)
+and that cross-entropy on the dev examples, `loss`.
 
 File: JSON lines {"id"?, "context": str, "choices": [str, ...], "label": index of the right
 choice}; every line has the same number of choices (>= 2). `predict` takes the same lines
@@ -77,14 +78,31 @@ def decode(model, tokenizer, examples: Sequence[ChoiceExample], spec: TaskSpec, 
     return [softmax(np.asarray(s, dtype=np.float64)) for s in scores]
 
 
+def choice_loss(examples: Sequence[ChoiceExample], predictions: Sequence[np.ndarray]) -> float:
+    """Mean cross-entropy of the right choice, -1/N sum ln p(label) (the model's training loss); nan if empty."""
+    if not examples:
+        return float("nan")
+    gold = np.array([p[e.label] for e, p in zip(examples, predictions)], dtype=np.float64)
+    with np.errstate(divide="ignore"):  # ln 0 = -inf is the answer, not a numerical accident
+        return float(-np.mean(np.log(gold)))
+
+
 def metrics(examples: Sequence[ChoiceExample], predictions: Sequence[np.ndarray]) -> dict:
-    return {"accuracy": accuracy([e.label for e in examples], [int(p.argmax()) for p in predictions])}
+    """Accuracy, and the dev `loss` (`choice_loss`): on a small dev set accuracy ties between
+    checkpoints, the loss tells them apart (fine-tuning settles ties by it)."""
+    return {"accuracy": accuracy([e.label for e in examples], [int(p.argmax()) for p in predictions]),
+            "loss": choice_loss(examples, predictions)}
 
 
 def baseline(train: Sequence[ChoiceExample], examples: Sequence[ChoiceExample]) -> dict:
-    """The answer position seen most often in training, for every example (chance if balanced)."""
-    position = Counter(e.label for e in train).most_common(1)[0][0]
-    return {"accuracy": accuracy([e.label for e in examples], [position] * len(examples))}
+    """The answer position seen most often in training, for every example (chance if balanced); its
+    loss predicts the training positions' frequencies, add-one smoothed over the C positions."""
+    counts = Counter(e.label for e in train)
+    position = counts.most_common(1)[0][0]
+    choices = len(examples[0].choices) if examples else 0
+    prior = (np.array([counts[c] for c in range(choices)], dtype=np.float64) + 1) / (len(train) + choices)
+    return {"accuracy": accuracy([e.label for e in examples], [position] * len(examples)),
+            "loss": choice_loss(examples, [prior] * len(examples))}
 
 
 def rows(model, predictions: Sequence[np.ndarray], inputs: PredictionInput) -> list[dict]:
@@ -98,7 +116,7 @@ MULTIPLE_CHOICE = Task(
     description="pick the right one of C candidate texts for a context (SWAG/RACE style)",
     model_class=BertForMultipleChoice,
     read=read, read_inputs=read_inputs, encode=encode, decode=decode, metrics=metrics, baseline=baseline,
-    rows=rows, metric_names=("accuracy",),
+    rows=rows, metric_names=("accuracy", "loss"), lower_is_better=frozenset({"loss"}),
     head_config=lambda labels: {"num_labels": 2, "id2label": None, "label2id": None, "problem_type": None},
     architectures=architectures_for(BertForMultipleChoice),
     blank_row=lambda example: {"id": None, "choice": None, "text": None, "probabilities": None},

@@ -113,7 +113,7 @@ def test_finetune_evaluate_predict_through_the_cli(tiny, tmp_path, capsys):
                      "train.batch_size=4", "data.max_length=16"]) == 0
         summary = json.load(open(f"{out}/finetune_summary.json"))
         assert summary["spec"]["task"] == "multiple-choice" and summary["select_metric"] == "accuracy"
-        assert set(summary["dev_baseline"]) == {"accuracy"}
+        assert set(summary["dev_baseline"]) == {"accuracy", "loss"} and summary["tie_metric"] == "loss"
         capsys.readouterr()
         assert main(["evaluate", "--model", out, "--data", dev]) == 0
         printed = capsys.readouterr().out.strip().splitlines()
@@ -121,10 +121,12 @@ def test_finetune_evaluate_predict_through_the_cli(tiny, tmp_path, capsys):
         # training data: on the dev file, what finetune reported
         assert json.loads(printed[-1])["baselines"] == {"trivial": summary["dev_baseline"]}
         assert printed[-3] == f"trivial baseline: {json.dumps(summary['dev_baseline'])}"
-        assert set(json.loads(printed[-1])) == {"accuracy", "baselines"}
+        assert set(json.loads(printed[-1])) == {"accuracy", "loss", "baselines"}
         accuracy, trivial = json.loads(printed[-1])["accuracy"], summary["dev_baseline"]["accuracy"]
+        loss = json.loads(printed[-1])["loss"]
         assert printed[-2] == (f"model on {dev}: accuracy={accuracy:.4g} (± {(accuracy * (1 - accuracy) / 8) ** 0.5:.2g}, "
-                               f"one standard error over 8 examples); baselines' accuracy: trivial {trivial:.4g}")
+                               f"one standard error over 8 examples), loss={loss:.4g}; baselines' accuracy: trivial "
+                               f"{trivial:.4g}")
         inputs = write_jsonl(tmp_path / "in.jsonl", colour_examples(5), labelled=False)
         assert main(["predict", "--model", out, "--input", inputs, "--output", str(tmp_path / "p.jsonl")]) == 0
     rows = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]

@@ -2,7 +2,8 @@
 `word_logits`: the mean cross-entropy of each word's gold tag at its first sub-word) and of QA (qa.py
 `window_loss`: the mean over windows of the start and end cross-entropies). Each is the model's own
 training loss on the same dev examples (checked against torch), it breaks the F1 ties of a small dev
-set (`finetune.tie_metric`), and the word-lookup tagging baseline gets one from its counts."""
+set (`finetune.tie_metric`), and the word-lookup tagging baseline gets one from its counts. Multiple
+choice's is the cross-entropy of the right choice."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from bertkit.recipes.finetune import tie_metric
 from bertkit.tasks import get_task
 from bertkit.tasks.alignment import IGNORE_INDEX, word_classes, word_logits
 from bertkit.tasks.common import DataConfig, TaskSpec
-from bertkit.tasks.formats import QAExample, TokenExample
+from bertkit.tasks import multiple_choice
+from bertkit.tasks.formats import ChoiceExample, QAExample, TokenExample
 from bertkit.tasks.qa import encode_qa
 from bertkit.tasks.tagging import TagPrediction, baseline, encode_words, metrics, word_loss
 from bertkit.tokenizer import Tokenizer
@@ -125,3 +127,16 @@ def test_the_qa_dev_loss_equals_the_models_training_loss_over_every_window(token
             losses.append(span_loss(out.start_logits, out.end_logits, torch.tensor([int(f["start_positions"])]),
                                     torch.tensor([int(f["end_positions"])])).item())
     assert ours["loss"] == pytest.approx(np.mean(losses), rel=1e-5)
+
+
+def test_the_multiple_choice_loss_is_the_cross_entropy_of_the_right_choice():
+    examples = [ChoiceExample("a", "ctx", ["x", "y", "z"], 1), ChoiceExample("b", "ctx", ["x", "y", "z"], 0)]
+    scores = torch.tensor([[0.1, 2.0, -1.0], [0.3, 0.2, 0.1]])
+    ours = multiple_choice.metrics(examples, [p.numpy() for p in torch.softmax(scores.double(), -1)])
+    assert ours["loss"] == pytest.approx(F.cross_entropy(scores, torch.tensor([1, 0])).item(), rel=1e-6)
+    # the baseline's: the training positions' frequencies, add-one smoothed over the 3 positions
+    train = [ChoiceExample(str(i), "ctx", ["x", "y", "z"], label) for i, label in enumerate([1, 1, 2])]
+    prior = [(0 + 1) / 6, (2 + 1) / 6, (1 + 1) / 6]
+    assert multiple_choice.baseline(train, examples) == pytest.approx(
+        {"accuracy": 0.5, "loss": -(math.log(prior[1]) + math.log(prior[0])) / 2})
+    assert tie_metric(get_task("multiple-choice"), "accuracy") == "loss"
