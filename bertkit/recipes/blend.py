@@ -1,5 +1,5 @@
 """The fine-tune's last step with `train.blend_tfidf=true`: the saved classifier's dev
-probabilities blended with its TF-IDF baseline's, the weight chosen on dev, and the TF-IDF model
+probabilities (a regression's values) blended with its TF-IDF baseline's, the weight chosen on dev, and the TF-IDF model
 saved beside the encoder when the blend beats the encoder alone (bertkit/tasks/tfidf_blend.py).
 
 It runs after the model and the baseline are saved, on the model as saved (the best checkpoint,
@@ -17,15 +17,16 @@ from bertkit.tasks.baseline import sklearn_available
 from bertkit.tasks.common import TruncationWarning, clean_metrics, model_labels
 from bertkit.tasks.tfidf_blend import WEIGHTS, choose_blend
 
-BLENDED_TASKS = ("classification",)
+BLENDED_TASKS = ("classification", "regression")
 SKIPPED = "TF-IDF blend: skipped (Ctrl-C while it was chosen); the encoder is saved alone"
 
 
 def check_blend(task_name: str, search: bool = False) -> None:
-    """Before any work: train.blend_tfidf needs a single-label classifier, scikit-learn and one run."""
+    """Before any work: train.blend_tfidf needs a single-label classifier or a regression, scikit-learn
+    and one run."""
     if task_name not in BLENDED_TASKS:
-        raise ConfigError(f"train.blend_tfidf blends a single-label classifier's probabilities; --task {task_name} "
-                          "has none to blend: drop train.blend_tfidf")
+        raise ConfigError(f"train.blend_tfidf blends a single-label classifier's probabilities or a regression's "
+                          f"values; --task {task_name} has none to blend: drop train.blend_tfidf")
     if not sklearn_available():
         raise ConfigError("train.blend_tfidf fits the TF-IDF model with scikit-learn, which is missing: "
                           "pip install 'bertkit[baseline]'")

@@ -99,7 +99,7 @@ class FinetuneOptions:
     evals_per_epoch: int = 1  # dev evaluations per epoch (unless train.eval_every is given)
     class_weights: str = "none"  # "none" | "balanced" (single-label and token classification)
     baseline: bool = True  # also fit the TF-IDF baseline on the same split (bertkit/tasks/baseline.py)
-    blend_tfidf: bool = False  # blend the classifier with that baseline, weight chosen on dev (recipes/blend.py)
+    blend_tfidf: bool = False  # blend the model with that baseline, weight chosen on dev (recipes/blend.py)
 
     def __post_init__(self) -> None:
         if not (isinstance(self.epochs, (int, float)) and self.epochs > 0):

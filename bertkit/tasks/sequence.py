@@ -209,7 +209,12 @@ def decode_label_sets(model, tokenizer, examples, spec: TaskSpec, name: str = "d
 
 def decode_values(model, tokenizer, examples, spec: TaskSpec, name: str = "data",
                   features: list | None = None) -> list[float]:
-    return [float(v) for v in _logits(model, tokenizer, examples, spec, name, features)[:, 0]]
+    """The regression head's value per example, or its blend with the ridge regression saved beside
+    the encoder (`spec.blend`)."""
+    values = _logits(model, tokenizer, examples, spec, name, features)[:, 0].astype(np.float64)
+    if spec.blend is not None:
+        values = spec.blend.mix_values(values, examples)
+    return [float(v) for v in values]
 
 
 # ---------------------------------------------------------------------------- metrics

@@ -1,7 +1,8 @@
-"""A fine-tuned classifier blended with its TF-IDF baseline: the mean of the two models'
-class probabilities, weighted on dev.
+"""A fine-tuned classifier or regressor blended with its TF-IDF baseline: the mean of the two
+models' class probabilities, or of their predicted values, weighted on dev.
 
     p(class | text) = (1 - w) * p_encoder(class | text) + w * p_tfidf(class | text),   w in WEIGHTS
+    y(text) = (1 - w) * y_encoder(text) + w * y_ridge(text)                            (regression)
 
 The encoder reads the first data.max_length tokens; the bag of words reads the whole text and
 knows the exact words of a small training set. Where one is unsure the other decides: measured on
@@ -15,9 +16,10 @@ the TF-IDF model beside the encoder; predict and evaluate then blend, from the s
 
     features  word 1-2 grams of the lower-cased text (tokens: runs of 2+ word characters, as
               scikit-learn's TfidfVectorizer), x_t = (1 + ln count_t) * idf_t, then x / ||x||_2
-    scores    coef @ x + intercept; softmax over the classes (binary: sigmoid of the one row)
+    scores    coef @ x + intercept; softmax over the classes (binary: sigmoid of the one row);
+              regression: the one row's score is the value (ridge regression)
 
-Single-label classification only (a multi-label or regression blend is not built).
+Single-label classification and regression (a multi-label blend is not built).
 """
 
 from __future__ import annotations
@@ -54,8 +56,8 @@ def grams(text: str) -> Counter:
 
 @dataclass
 class TfidfBlend:
-    weight: float  # w: the TF-IDF model's share of the blended probabilities
-    classes: list[str]  # the columns of coef's softmax (binary: coef's one row scores classes[1])
+    weight: float  # w: the TF-IDF model's share of the blended probabilities (or values)
+    classes: list[str]  # the columns of coef's softmax (binary: coef's one row scores classes[1]; regression: [])
     columns: dict[str, int]  # term -> feature column
     idf: np.ndarray
     coef: np.ndarray
@@ -63,11 +65,12 @@ class TfidfBlend:
 
     @classmethod
     def from_fitted(cls, fitted, weight: float) -> "TfidfBlend":
-        """From a fitted baseline (tasks/baseline.py FittedBaseline: TfidfVectorizer + LogisticRegression)."""
+        """From a fitted baseline (tasks/baseline.py FittedBaseline: TfidfVectorizer + LogisticRegression
+        or Ridge, whose one target's coef_ is (F,) and intercept_ a number: one row here)."""
         vectorizer, linear = fitted.vectorizer, fitted.linear
         return cls(weight, list(fitted.classes), {t: int(i) for t, i in vectorizer.vocabulary_.items()},
-                   np.asarray(vectorizer.idf_, dtype=np.float64), np.asarray(linear.coef_, dtype=np.float64),
-                   np.asarray(linear.intercept_, dtype=np.float64))
+                   np.asarray(vectorizer.idf_, dtype=np.float64), np.atleast_2d(np.asarray(linear.coef_, np.float64)),
+                   np.atleast_1d(np.asarray(linear.intercept_, dtype=np.float64)))
 
     def features(self, texts: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per text (columns, values) of its L2-normalised sublinear TF-IDF row."""
@@ -80,9 +83,18 @@ class TfidfBlend:
             rows.append((cols, values / norm if norm > 0 else values))
         return rows
 
+    def scores(self, texts: Sequence[str]) -> np.ndarray:
+        """(N, rows) linear scores coef @ x + intercept."""
+        rows = [self.coef[:, cols] @ values for cols, values in self.features(texts)]
+        return (np.stack(rows) if rows else np.zeros((0, self.coef.shape[0]))) + self.intercept
+
+    def values(self, examples: Sequence) -> np.ndarray:
+        """(N,) a regression's predictions for `examples`, as Ridge.predict gives them."""
+        return self.scores([baseline_text(e) for e in examples])[:, 0]
+
     def probabilities(self, texts: Sequence[str]) -> np.ndarray:
         """(N, K) class probabilities in `classes` order, as LogisticRegression.predict_proba gives them."""
-        scores = np.stack([self.coef[:, cols] @ values for cols, values in self.features(texts)]) + self.intercept
+        scores = self.scores(texts)
         if self.coef.shape[0] == 1:  # binary: one score, for the second class
             second = 1.0 / (1.0 + np.exp(-scores[:, 0]))
             return np.stack([1.0 - second, second], axis=1)
@@ -102,6 +114,10 @@ class TfidfBlend:
         """The blend of the encoder's (N, K) probabilities (columns in `labels` order) with this model's."""
         return blended(encoder_probs, self.aligned(labels, examples), self.weight)
 
+    def mix_values(self, encoder_values: np.ndarray, examples: Sequence) -> np.ndarray:
+        """The blend of a regression encoder's (N,) values with this model's."""
+        return blended(encoder_values, self.values(examples), self.weight)
+
     def save(self, directory: str) -> None:
         """The arrays, then the JSON that makes the blend visible (load_blend looks for it first), each atomic."""
         terms = [""] * len(self.columns)
@@ -115,7 +131,7 @@ class TfidfBlend:
 
 
 def blended(encoder_probs: np.ndarray, tfidf_probs: np.ndarray, weight: float) -> np.ndarray:
-    """(1 - w) * p_encoder + w * p_tfidf, both (N, K) in the same column order."""
+    """(1 - w) * p_encoder + w * p_tfidf, both (N, K) in the same column order (or both (N,) values)."""
     return (1.0 - weight) * encoder_probs + weight * tfidf_probs
 
 
@@ -150,19 +166,30 @@ def load_blend(directory: str) -> TfidfBlend | None:
     return blend
 
 
+def blended_predictions(blend: TfidfBlend, dev: Sequence, encoder_predictions: list, labels: Sequence[str]):
+    """A function of w giving the dev predictions of the blend in the task's form: values for a
+    regression (`encoder_predictions` numbers), else (label, {class: probability}); the two
+    models' outputs are computed once, only the weight changes."""
+    if not blend.classes:  # regression
+        encoder_values, tfidf_values = np.asarray(encoder_predictions, dtype=np.float64), blend.values(dev)
+        return lambda weight: [float(v) for v in blended(encoder_values, tfidf_values, weight)]
+    encoder_probs = np.array([[probs[name] for name in labels] for _, probs in encoder_predictions])
+    tfidf_probs = blend.aligned(labels, dev)
+    return lambda weight: class_predictions(list(labels), blended(encoder_probs, tfidf_probs, weight))
+
+
 def choose_blend(task_name: str, train: Sequence, dev: Sequence, strength: float, encoder_predictions: list,
                  labels: Sequence[str], metric: str, tie: str | None = None) -> tuple[TfidfBlend, list[dict]]:
-    """The TF-IDF model of the baseline's chosen C (`strength`) on `train`, its weight chosen on
-    `dev` from WEIGHTS by `metric` (then `tie`), as the fine-tune chooses its checkpoint.
-    `encoder_predictions`: the fine-tuned model's (label, {class: probability}) for `dev`.
-    Returns (the blend, [{"weight": w, **dev metrics}] for every w tried)."""
+    """The TF-IDF model of the baseline's chosen C or alpha (`strength`) on `train`, its weight
+    chosen on `dev` from WEIGHTS by `metric` (then `tie`), as the fine-tune chooses its checkpoint.
+    `encoder_predictions`: the fine-tuned model's predictions for `dev` ((label, {class:
+    probability}), or values). Returns (the blend, [{"weight": w, **dev metrics}] for every w tried)."""
     task = get_task(task_name)
     blend = TfidfBlend.from_fitted(fit_tfidf(task_name, train, strength), 0.0)
-    encoder_probs = np.array([[probs[name] for name in labels] for _, probs in encoder_predictions])
-    tfidf_probs = blend.aligned(labels, dev)  # once: only the weight changes below
+    predict = blended_predictions(blend, dev, encoder_predictions, labels)
     best, tried = None, []
     for weight in WEIGHTS:
-        metrics = task.metrics(dev, class_predictions(list(labels), blended(encoder_probs, tfidf_probs, weight)))
+        metrics = task.metrics(dev, predict(weight))
         tried.append({"weight": weight, **metrics})
         if better_result(task, metric, tie, metrics, best):
             best, blend.weight = metrics, weight

@@ -1,6 +1,7 @@
-"""A classifier blended with its TF-IDF baseline (bertkit/tasks/tfidf_blend.py,
-bertkit/recipes/blend.py): the saved TF-IDF model gives scikit-learn's probabilities without
-scikit-learn, the weight is chosen on dev, and predict / evaluate use what finetune saved."""
+"""A classifier or regressor blended with its TF-IDF baseline (bertkit/tasks/tfidf_blend.py,
+bertkit/recipes/blend.py): the saved TF-IDF model gives scikit-learn's probabilities (a ridge's
+values) without scikit-learn, the weight is chosen on dev, and predict / evaluate use what finetune
+saved."""
 
 from __future__ import annotations
 
@@ -114,20 +115,83 @@ def test_finetune_blends_and_predict_and_evaluate_use_the_blend(bbc, tmp_path, c
         load_for_inference(out)
 
 
+def write_jsonl(path, examples, label_lists: bool) -> str:
+    """{"text", "label"} lines, the label a list of one or two topics when `label_lists` (multi-label)."""
+    label = (lambda i, e: [e.label, "news"] if i % 2 else [e.label]) if label_lists else (lambda i, e: e.label)
+    path.write_text("".join(json.dumps({"text": e.text, "label": label(i, e)}) + "\n" for i, e in enumerate(examples)),
+                    encoding="utf-8")
+    return str(path)
+
+
 def _without_blend(spec):
     return dataclasses.replace(spec, blend=None)
 
 
+def words(example) -> float:
+    return float(len(example.text.split()))
+
+
+def test_the_saved_ridge_gives_scikit_learns_values_and_the_weight_is_chosen_by_mse(bbc, tmp_path):
+    train = [dataclasses.replace(e, label=words(e)) for e in bbc["train"]]
+    dev = [dataclasses.replace(e, label=words(e)) for e in bbc["dev"]]
+    fitted = baseline.fit_tfidf("regression", train, 1.0)
+    TfidfBlend.from_fitted(fitted, 0.25).save(str(tmp_path))
+    loaded = load_blend(str(tmp_path))
+    rows = [*bbc["test"], TextExample(text="zzzq qqqz", label=None)]  # no known word: the intercept alone
+    expected = fitted.linear.predict(fitted.vectorizer.transform([baseline.baseline_text(e) for e in rows]))
+    np.testing.assert_allclose(loaded.values(rows), expected, rtol=0, atol=1e-9)
+    assert loaded.classes == [] and loaded.weight == 0.25
+    encoder = np.full(len(rows), 400.0)
+    np.testing.assert_allclose(loaded.mix_values(encoder, rows), 0.75 * encoder + 0.25 * expected, atol=1e-9)
+    # a regression's weight is chosen by the select metric, mse lowest
+    exact = [e.label for e in dev]  # an encoder that is always right: alone is best
+    assert choose_blend("regression", train, dev, 1.0, exact, [], "mse")[0].weight == 0.0
+    constant = [float(np.mean([e.label for e in train]))] * len(dev)  # the training mean: TF-IDF helps
+    blend, grid = choose_blend("regression", train, dev, 1.0, constant, [], "mse")
+    assert blend.weight == min(grid, key=lambda row: row["mse"])["weight"] > 0 and [r["weight"] for r in grid] == list(
+        WEIGHTS)
+
+
+def test_finetune_blends_a_regression_and_predict_and_evaluate_use_it(bbc, tmp_path, capsys):
+    files = {name: write_csv(tmp_path / f"{name}.csv", rows, words) for name, rows in bbc.items()}
+    tiny = make_tiny_model(tmp_path / "tiny", [e.text[:300] for e in bbc["train"][:40]])
+    out = str(tmp_path / "rg")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["finetune", "--task", "regression", "--model", tiny, "--train", files["train"],
+                     "--dev", files["dev"], "--out", out, *FAST, "train.blend_tfidf=true",
+                     "train.select_metric=mse"]) == 0
+    printed = capsys.readouterr().out
+    record = json.load(open(os.path.join(out, "finetune_summary.json")))["tfidf_blend"]
+    assert f"TF-IDF blend (weight {record['weight']:g}, chosen on dev): mse" in printed
+    assert record["weight"] > 0 and record["dev"]["mse"] < next(r for r in record["grid"] if r["weight"] == 0)["mse"]
+    model, tokenizer, spec = load_for_inference(out)
+    assert spec.blend is not None and spec.blend.weight == record["weight"]
+    task = get_task("regression")
+    encoder = np.array(task.decode(model, tokenizer, bbc["test"], _without_blend(spec)))
+    expected = spec.blend.mix_values(encoder, bbc["test"])
+    assert main(["predict", "--model", out, "--input", files["test"], "--output", str(tmp_path / "p.jsonl"),
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    got = [json.loads(line)["value"] for line in open(tmp_path / "p.jsonl")]
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["evaluate", "--model", out, "--data", files["test"], "--no-baseline"]) == 0
+    scores = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert scores["mse"] == pytest.approx(np.mean((expected - np.array([words(e) for e in bbc["test"]])) ** 2))
+
+
 @pytest.mark.parametrize("argv, message", [
-    (["--task", "regression", "--set", "train.blend_tfidf=true"], "--task regression has none to blend"),
+    (["--task", "classification", "--set", "train.blend_tfidf=true"], "--task multi-label-classification has none"),
     (["--task", "classification", "--no-baseline", "--set", "train.blend_tfidf=true"],
      "train.baseline=false .* switches off"),
     (["--task", "classification", "--search", "--set", "train.blend_tfidf=true"], "with --search"),
 ])
 def test_blend_tfidf_is_refused_where_it_cannot_run(bbc, tmp_path, argv, message, capsys):
-    label = (lambda e: len(e.text.split())) if "regression" in argv else (lambda e: e.label)
-    train = write_csv(tmp_path / "train.csv", bbc["train"][:20], label)
-    dev = write_csv(tmp_path / "dev.csv", bbc["dev"][:10], label)
+    multi = "multi-label" in message
+    write = lambda name, rows: write_jsonl(tmp_path / f"{name}.jsonl", rows, multi)
+    train, dev = write("train", bbc["train"][:20]), write("dev", bbc["dev"][:10])
     tiny = make_tiny_model(tmp_path / "tiny", [e.text[:200] for e in bbc["train"][:20]])
     assert main(["finetune", *argv, "--model", tiny, "--train", train, "--dev", dev, "--out", str(tmp_path / "o"),
                  "--no-progress"]) == 2
