@@ -791,6 +791,8 @@ def run_summary(data: TaskData, recipe: Recipe, train_config: TrainConfig, model
         "dev_history": [clean_metrics(row) for row in keeper.history],
         "wall_time_s": round(time.time() - started, 1),  # this attempt's: since resumed_at_step when resumed
         "resumed_at_step": trainer.resumed_at,
+        # the checkpoint's clock at the resume: the earlier attempts' training steps (None when not resumed)
+        "resumed_train_seconds": None if trainer.resumed_seconds is None else round(trainer.resumed_seconds, 1),
         "train_seconds": round(trainer.train_seconds, 1),  # training steps of every attempt (the checkpoint's clock)
     }
 

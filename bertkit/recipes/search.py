@@ -35,7 +35,9 @@ still tried every learning rate first). `strategy` says how many epochs each get
               learning rate decays over its own epochs rather than being cut mid-schedule).
 
 The budget: `max_trials` (0 = every trial of the strategy) and `max_minutes` (0 = none; a trial
-that starts gets the rest of it as its train.max_minutes). A halving rung that the budget cut
+that starts gets the rest of it as its train.max_minutes). A trial counts against it with all its
+attempts: one that Ctrl-C (or an error) stopped and --resume continued spent the time of both (`time_s`
+in the table; its wall_time_s is the last attempt's). A halving rung that the budget cut
 promotes nobody: the best trial run so far is the result. The search prints its plan first, and
 after trial 0 that trial's time and how many trials the budget fits at its pace. A trial the clock
 cuts mid-schedule is said before it starts (when the pace so far says so) and noted "partial" in
@@ -45,7 +47,8 @@ every other section applies to every trial (the same seed: the settings alone di
 
 OUT always holds the best trial so far as a normal fine-tuned model (weights, tokenizer,
 finetune_summary.json with a `search` entry, metrics.jsonl); OUT/search/ holds the trials
-(trial-NNN: summary and curves, weights only while it runs), `trials.jsonl` and `trials.csv`.
+(trial-NNN: summary and curves, weights only while it runs), `trials.jsonl` and `trials.csv`
+(and `attempts.json`, the time of each stopped attempt, once one was stopped).
 `--resume` skips finished trials and continues an interrupted one from its checkpoint; the
 search settings must match the first run's (the budget may grow).
 
@@ -64,6 +67,7 @@ import math
 import os
 import shutil
 import signal
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -82,6 +86,7 @@ from bertkit.tasks import SUMMARY_FILE, get_task, parse_source
 
 SEARCH_DIR = "search"
 SEARCH_FILE = "search_config.json"  # what a --resume must repeat
+ATTEMPTS_FILE = "attempts.json"  # {trial index: [seconds of each attempt that left no summary]}
 RECORD_FILES = (SUMMARY_FILE, "metrics.jsonl", "curves.png", "finetune_config.json")  # a trial's record
 BUDGET_KEYS = ("max_trials", "max_minutes")  # may change on --resume
 POOLED_HEADS = (BertForSequenceClassification, BertForMultipleChoice)  # heads that read classifier_pooling
@@ -300,7 +305,7 @@ def trials(task: str, model_dir: str, sources: tuple, out_dir: str, sections: di
             points = [{k: rows[index][k] for k in AXES if k in rows[index]} for index in ranked[:count]]
         for settings in points:
             index, settings = len(rows), {**settings, "epochs": epochs}
-            spent = sum(r.get("wall_time_s") or 0 for r in rows)
+            spent = sum(trial_time(r) for r in rows)
             left = space.max_minutes * 60 - spent if space.max_minutes else None
             if (space.max_trials and index >= space.max_trials) or (left is not None and left <= 0):
                 rows.append({"trial": index, "rung": rung, **settings, "status": "not run (budget)"})
@@ -309,9 +314,10 @@ def trials(task: str, model_dir: str, sources: tuple, out_dir: str, sections: di
             if warning:
                 log(warning)
             trial_dir = os.path.join(out_dir, SEARCH_DIR, f"trial-{index:03d}")
-            summary = run_trial(task, model_dir, sources, trial_dir, sections, space, settings, left, progress)
+            summary = timed_trial(out_dir, index, lambda: run_trial(task, model_dir, sources, trial_dir, sections,
+                                                                    space, settings, left, progress))
             summaries[index] = summary
-            rows.append(table_row(index, rung, settings, summary))
+            rows.append(table_row(index, rung, settings, summary, read_attempts(out_dir).get(str(index), [])))
             log(" ".join(f"{k}={v}" for k, v in rows[-1].items()))
             if index == 0:
                 log(pace_text(space, rows, plan))
@@ -322,6 +328,45 @@ def trials(task: str, model_dir: str, sources: tuple, out_dir: str, sections: di
         log(f"search: the best on dev, trial {best[0]}, was cut by the time budget before its "
             f"{_epochs(rows[best[0]]['epochs'])}: fine-tune its settings for the whole schedule for its full score")
     return rows
+
+
+clock = time.monotonic  # what timed_trial reads (a test's own clock replaces it)
+
+
+def timed_trial(out_dir: str, index: int, run: Callable[[], dict]) -> dict:
+    """run() (a trial's attempt); an attempt that ends in an exception (Ctrl-C, SIGTERM, an error)
+    before its trial's summary is written has its seconds added to OUT/search/attempts.json, so a
+    --resume counts them against search.max_minutes (walk W: the resumed part's wall time alone did)."""
+    started = clock()
+    try:
+        return run()
+    except BaseException:
+        trial_done = os.path.isfile(os.path.join(out_dir, SEARCH_DIR, f"trial-{index:03d}", SUMMARY_FILE))
+        if not trial_done:  # a finished trial's wall_time_s holds this attempt already
+            attempts = read_attempts(out_dir)
+            attempts.setdefault(str(index), []).append(round(clock() - started, 1))
+            atomic_write_json(os.path.join(out_dir, SEARCH_DIR, ATTEMPTS_FILE), attempts)
+        raise
+
+
+def read_attempts(out_dir: str) -> dict:
+    """OUT/search/attempts.json: {"3": [seconds, ...]}, the attempts of each trial that left no summary."""
+    path = os.path.join(out_dir, SEARCH_DIR, ATTEMPTS_FILE)
+    return loads_json(read_text(path), path) if os.path.isfile(path) else {}
+
+
+def trial_seconds(summary: dict, earlier: list[float]) -> float:
+    """A trial's time over all its attempts: its last attempt's wall time (the summary's wall_time_s,
+    since the resume when resumed) and the earlier attempts': the larger of their seconds as the
+    search recorded them (`timed_trial`) and the checkpoint's clock at the resume (their training
+    steps' time, all a killed attempt leaves)."""
+    before = max(sum(earlier), summary.get("resumed_train_seconds") or 0.0)
+    return round(summary["wall_time_s"] + before, 1)
+
+
+def trial_time(row: dict) -> float:
+    """What a table row's trial spent of search.max_minutes: every attempt's time."""
+    return row.get("time_s", row.get("wall_time_s")) or 0.0
 
 
 def keep_best(best: tuple | None, index: int, summary: dict, trial_dir: str, out_dir: str) -> tuple:
@@ -367,9 +412,9 @@ def pace_text(space: SearchSpace, rows: list[dict], plan: list[tuple[int, float]
     pace, first = seconds_per_epoch(rows), rows[0]
     epochs = [e for count, e in plan for _ in range(count)][:space.max_trials or None]
     if pace is None or len(epochs) == 1:  # too short to measure (epochs_run rounds to 0), or nothing to plan
-        return f"search: trial 0 took {first['wall_time_s'] / 60:.1f} min"
-    need = [first["wall_time_s"]] + [pace * e for e in epochs[1:]]
-    text = (f"search: trial 0 took {first['wall_time_s'] / 60:.1f} min for {_epochs(first['epochs_run'])}; at that "
+        return f"search: trial 0 took {trial_time(first) / 60:.1f} min"
+    need = [trial_time(first)] + [pace * e for e in epochs[1:]]
+    text = (f"search: trial 0 took {trial_time(first) / 60:.1f} min for {_epochs(first['epochs_run'])}; at that "
             f"pace the {len(need)} trials take up to {sum(need) / 60:.0f} min")
     if space.max_minutes:
         fits = sum(1 for k in range(len(need)) if sum(need[:k + 1]) <= space.max_minutes * 60)
@@ -426,9 +471,11 @@ def better(summary: dict, best: dict) -> bool:
     return False
 
 
-def table_row(index: int, rung: int, settings: dict, summary: dict) -> dict:
+def table_row(index: int, rung: int, settings: dict, summary: dict, earlier: list[float] = ()) -> dict:
     """A trial's row: its settings and dev score, and what ended it (stopped_by: patience, the clock
-    as train.max_minutes, or None: every epoch ran); a clock cut is noted as partial."""
+    as train.max_minutes, or None: every epoch ran); a clock cut is noted as partial. A trial of
+    several attempts (`earlier`: the seconds of those that left no summary; or resumed) has time_s,
+    its time over all of them (`trial_seconds`), beside wall_time_s, the last attempt's."""
     metric = summary["select_metric"]
     # a summary from before "stopped_by" was recorded says only whether it stopped early
     ended = summary.get("stopped_by", "patience" if summary["stopped_early"] else None)
@@ -437,6 +484,8 @@ def table_row(index: int, rung: int, settings: dict, summary: dict) -> dict:
            "wall_time_s": summary["wall_time_s"]}
     if summary.get("resumed_at_step"):  # wall_time_s timed the resumed part only: the pace reads that part
         row["epochs_timed"] = round((summary["steps"] - summary["resumed_at_step"]) / summary["steps_per_epoch"], 2)
+    if earlier or summary.get("resumed_at_step") is not None:
+        row["time_s"] = trial_seconds(summary, list(earlier))
     if ended == "train.max_minutes":
         row["note"] = (f"partial: cut by the time budget at {row['epochs_run']:g} of {_epochs(settings['epochs'])}; "
                        "its dev score is not comparable with full trials'")

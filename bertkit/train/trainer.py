@@ -202,6 +202,7 @@ class Trainer:
         self.step = 0
         self.train_seconds = 0.0  # wall time spent in training steps (what max_minutes limits)
         self.resumed_at: int | None = None  # the checkpoint's step when this run was resumed
+        self.resumed_seconds: float | None = None  # the checkpoint's train_seconds then (earlier attempts' steps)
         self.epoch = 0
         self.batches_in_epoch = 0
         self.window = self._empty_window()
@@ -740,7 +741,7 @@ class Trainer:
             self._truncate_metrics(self.step)
             if self.keeper is not None:
                 self.keeper.replay(self.history)
-        self.resumed_at = self.step
+        self.resumed_at, self.resumed_seconds = self.step, self.train_seconds
         if self.ctx.is_main:
             tqdm.write(f"resuming from {checkpoint_dir} (step {self.step})")
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import signal
 import warnings
 
 import numpy as np
@@ -14,10 +15,11 @@ import pytest
 
 from bertkit.commands.cli import main
 from bertkit.commands.options import longer_run
-from bertkit.errors import ConfigError
+from bertkit.errors import ConfigError, RunInterrupted
 from bertkit.recipes import finetune as finetune_recipe
 from bertkit.recipes import search as search_recipe
 from bertkit.tasks import SUMMARY_FILE, load_model, read_spec
+from bertkit.train import trainer as trainer_module
 
 from .helpers import make_tiny_model
 
@@ -387,3 +389,87 @@ def test_a_resumed_trials_pace_is_its_resumed_part_over_the_epochs_that_part_ran
     assert search_recipe.seconds_per_epoch([row]) == 10.0  # 30 s for the 3 epochs after the resume, not 5 s
     plain = search_recipe.table_row(1, 0, {"lr": 3e-4, "epochs": 6.0}, {**summary, "resumed_at_step": None})
     assert "epochs_timed" not in plain and search_recipe.seconds_per_epoch([plain]) == 5.0
+
+
+def test_a_trials_time_counts_every_attempt():
+    """Walk W: after --resume a trial's wall_time_s is the resumed part's; the budget counts the earlier
+    attempts too: their recorded seconds, or at least the checkpoint's clock (a killed attempt records none)."""
+    summary = {"select_metric": "accuracy", "best_dev": {"accuracy": 0.9}, "best_step": 60, "stopped_early": False,
+               "stopped_by": None, "epochs_run": 6.0, "steps": 60, "steps_per_epoch": 10, "wall_time_s": 30.0,
+               "resumed_at_step": 30, "resumed_train_seconds": 50.0}
+    settings = {"lr": 1e-4, "epochs": 6.0}
+    assert search_recipe.table_row(0, 0, settings, summary, [70.0])["time_s"] == 100.0  # 30 + the stopped 70
+    assert search_recipe.table_row(0, 0, settings, summary)["time_s"] == 80.0  # killed: 30 + the clock's 50
+    row = search_recipe.table_row(0, 0, settings, summary, [20.0, 25.0])
+    assert row["time_s"] == 80.0 and row["wall_time_s"] == 30.0 and search_recipe.trial_time(row) == 80.0
+    fresh = {**summary, "resumed_at_step": None, "resumed_train_seconds": None}
+    # stopped before its first checkpoint, then run afresh: both attempts count
+    assert search_recipe.table_row(0, 0, settings, fresh, [12.0])["time_s"] == 42.0
+    plain = search_recipe.table_row(0, 0, settings, fresh)
+    assert "time_s" not in plain and search_recipe.trial_time(plain) == 30.0
+
+
+def test_a_resumed_search_spends_its_budget_on_every_attempt(files, tmp_path, monkeypatch):
+    """Trials of 8 minutes, a 24-minute budget: trial 1, stopped after 6 minutes and resumed for 2 more,
+    spent 8, so trial 3 does not start (counting the resumed 2 minutes alone, it did)."""
+    _, tiny = files
+    now, attempts = [0.0], []
+    monkeypatch.setattr(search_recipe, "clock", lambda: now[0])
+
+    def fake(task, model, train, dev, out, sections, progress=True, resume=False):
+        os.makedirs(out, exist_ok=True)
+        index = int(out[-3:])
+        attempts.append(index)
+        if attempts == [0, 1]:  # trial 1's first attempt: Ctrl-C after 6 minutes (checkpoint at 5 of them)
+            now[0] += 360.0
+            raise RunInterrupted(f"stopped by SIGINT after step 30 of 60; saved {out}/checkpoint-30", signal.SIGINT)
+        resumed = index == 1
+        now[0] += 120.0 if resumed else 480.0
+        summary = {"spec": {"task": task}, "select_metric": "accuracy", "tie_metric": "loss",
+                   "best_dev": {"accuracy": 0.5 + index / 10, "loss": 1.0}, "best_step": 60, "epochs_run": 4.0,
+                   "steps": 60, "steps_per_epoch": 15, "stopped_early": False, "stopped_by": None,
+                   "wall_time_s": 120.0 if resumed else 480.0, "resumed_at_step": 30 if resumed else None,
+                   "resumed_train_seconds": 300.0 if resumed else None, "tfidf_baseline": None}
+        with open(os.path.join(out, SUMMARY_FILE), "w", encoding="utf-8") as f:  # finished: --resume reads it back
+            json.dump(summary, f)
+        return summary
+    monkeypatch.setattr(search_recipe, "finetune", fake)
+    args = ("classification", tiny, "train.jsonl", "dev.jsonl", str(tmp_path / "out"),
+            {"search": {"lr": [1e-3, 3e-3], "dropout": [0.1], "pooling": ["cls", "mean"], "epochs": 4,
+                        "patience": 1, "max_minutes": 24}})
+    with pytest.raises(RunInterrupted):
+        search_recipe.search(*args, progress=False, log=lambda line: None)
+    assert json.load(open(tmp_path / "out" / "search" / search_recipe.ATTEMPTS_FILE)) == {"1": [360.0]}
+    search_recipe.search(*args, resume=True, progress=False, log=lambda line: None)
+    table = json.load(open(tmp_path / "out" / SUMMARY_FILE))["search"]["trials"]
+    assert [r["status"] for r in table] == ["done"] * 3 + ["not run (budget)"]
+    assert table[1]["wall_time_s"] == 120.0 and table[1]["time_s"] == 480.0
+    assert attempts == [0, 1, 1, 2]
+
+
+def test_ctrl_c_in_a_trial_then_resume_counts_both_attempts(files, tmp_path, monkeypatch, capsys):
+    """The CLI: Ctrl-C at trial 1's second step saves its checkpoint; --resume continues it, and its row's
+    time_s holds both attempts (the stopped one as attempts.json recorded it), wall_time_s the resumed one."""
+    root, tiny = files
+    out = str(tmp_path / "out")
+    original, trial_steps = trainer_module.Trainer._train_step, []
+
+    def step_with_signal(self, batches):
+        trial_steps.append(self.out_dir)
+        if self.out_dir.endswith("trial-001") and self.step + 1 == 2 and trial_steps.count(self.out_dir) == 2:
+            signal.raise_signal(signal.SIGINT)
+        return original(self, batches)
+    monkeypatch.setattr(trainer_module.Trainer, "_train_step", step_with_signal)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # SIG_IGN in a background job
+    try:
+        assert run_search(root, tiny, out, "--set", "search.max_trials=2") == 130
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert "stopped by SIGINT after step 2" in capsys.readouterr().err
+    stopped = json.load(open(os.path.join(out, "search", search_recipe.ATTEMPTS_FILE)))["1"]
+    assert run_search(root, tiny, out, "--resume", "--set", "search.max_trials=2") == 0
+    row = json.load(open(os.path.join(out, SUMMARY_FILE)))["search"]["trials"][1]
+    trial = json.load(open(os.path.join(out, "search", "trial-001", SUMMARY_FILE)))
+    assert trial["resumed_at_step"] == 2 and row["wall_time_s"] == trial["wall_time_s"]
+    assert row["time_s"] == pytest.approx(trial["wall_time_s"] + max(stopped[0], trial["resumed_train_seconds"]),
+                                          abs=0.11)
