@@ -154,6 +154,9 @@ def model_line(data: str, task, line: dict, count: int) -> str:
     first, baselines = names[0] if names else None, line.get("baselines") or {}
     shown = [f"{_baseline_name(key, baselines[key])} {rounded(baselines[key][first])}"
              for key in BASELINE_NAMES if (baselines.get(key) or {}).get(first) is not None]
+    chance = (baselines.get("trivial") or {}).get("chance") or {}  # QA: a random span's expected score
+    if chance.get(first) is not None:
+        shown.append(f"chance ({chance['method']}) {rounded(chance[first])}")
     return f"model on {data}: {', '.join(parts)}" + (f"; baselines' {first}: {', '.join(shown)}" if shown else "")
 
 

@@ -202,14 +202,15 @@ def training_hints(summary: dict) -> list[str]:
     # the trivial baseline's own metric where it lacks the select one (regression's mean: no correlation)
     shared = metric if metric in trivial_scores else next((m for m in trivial_scores if m in summary["best_dev"]),
                                                          metric)
-    trivial = trivial_scores.get(shared)
+    trivial, named = strongest_trivial(summary, shared)
     if not_ahead(summary, trivial, shared):
         task = TASKS[summary["spec"]["task"]]
         weighted = task.class_weights and summary["options"].get("class_weights", "none") == "none"
         # macro_f1 only where the task scores it (token classification's entity f1 is its own)
         select = " train.select_metric=macro_f1" if "macro_f1" in task.metric_names else ""
-        hints.append(f"the model is not above the trivial baseline on dev ({shared} "
-                     f"{rounded(summary['best_dev'][shared])} against {rounded(trivial)}): {task.check_data}, and "
+        ours = rounded(summary["best_dev"][shared])
+        hints.append(f"the model is not above the trivial baseline on dev ({shared} {ours} against {rounded(trivial)}"
+                     f"{named}): {task.check_data}, and "
                      f"try {patience_off(summary)}{longer_run(summary)} or a larger lr"
                      + (f"; if one class is most of the data, also --set train.class_weights=balanced{select}"
                         if weighted else ""))
@@ -221,6 +222,19 @@ def training_hints(summary: dict) -> list[str]:
         hints.append(behind(reference["method"], summary, reference[metric], [*tries, "more training data",
                                                                               "a longer run"]))
     return [hint for hint in hints if hint]
+
+
+def strongest_trivial(summary: dict, metric: str) -> tuple[float | None, str]:
+    """The trivial baseline's dev `metric` where it is strongest: its row's, or the chance row's it
+    carries (QA: the expected score of a random span), then named (", chance: a random 1-word span").
+    Walk W: wordnet-usage-qa's row, the first sentence, scored exact 0, chance 3.4."""
+    scores = summary.get("dev_baseline") or {}
+    theirs, chance = scores.get(metric), scores.get("chance") or {}
+    lower = metric in TASKS[summary["spec"]["task"]].lower_is_better
+    level = chance.get(metric)
+    if level is not None and (theirs is None or (level < theirs if lower else level > theirs)):
+        return level, f", chance: {chance['method']}"
+    return theirs, ""
 
 
 def patience_off(summary: dict) -> str:

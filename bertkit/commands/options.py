@@ -149,8 +149,11 @@ def rounded(value) -> str:
 
 
 def metrics_text(metrics: dict) -> str:
-    """`name=value, ...` with rounded numbers: an end-of-run summary line (JSON lines keep every digit)."""
-    return ", ".join(f"{name}={rounded(value)}" for name, value in metrics.items())
+    """`name=value, ...` with rounded numbers: an end-of-run summary line (JSON lines keep every digit);
+    a row within the row (QA's chance) as `name=(its method: name=value, ...)`."""
+    return ", ".join(f"{name}=({value.get('method', name)}: "
+                     f"{metrics_text({k: v for k, v in value.items() if k != 'method'})})"
+                     if isinstance(value, dict) else f"{name}={rounded(value)}" for name, value in metrics.items())
 
 
 STDOUT = "-"  # `--output -`: a command whose output is a stream writes it to stdout

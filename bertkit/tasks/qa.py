@@ -26,7 +26,7 @@ from bertkit.models.heads import BertForQuestionAnswering
 from bertkit.io import iter_jsonl
 from bertkit.tasks.common import DataConfig, PredictionInput, TaskSpec, check_texts, forward_features, json_float
 from bertkit.tasks.formats import QAExample, read_squad
-from bertkit.tasks.metrics import squad_evaluate
+from bertkit.tasks.metrics import normalize_answer, squad_evaluate
 from bertkit.tasks.qa_spans import QAFeature, SpanPrediction, merge_features
 from bertkit.tasks.spec import Task
 
@@ -201,18 +201,59 @@ def sliding_window_answer(question: str, context: str, width: int = 1) -> str:
     return context[spans[best][0]:spans[best + width - 1][1]] if score[best] > 0 else ""
 
 
+def _span_tokens(context: str, width: int) -> list[list[str]]:
+    """The normalised tokens of every span of `width` consecutive context words (the whole context
+    when it has fewer words; none without a word)."""
+    spans = [m.span() for m in _WORD.finditer(context)]
+    if not spans:
+        return []
+    starts = range(len(spans) - width + 1) if len(spans) >= width else [0]
+    return [normalize_answer(context[spans[i][0]:spans[min(i + width, len(spans)) - 1][1]]).split() for i in starts]
+
+
+def _span_f1(tokens: list[str], gold: list[str]) -> float:
+    """SQuAD's token F1 of normalised token lists (metrics._token_f1)."""
+    if not tokens or not gold:
+        return float(tokens == gold)
+    same = sum((Counter(tokens) & Counter(gold)).values())
+    return 0.0 if same == 0 else 2 * same / (len(tokens) + len(gold))
+
+
+def chance(examples: Sequence[QAExample], width: int) -> dict:
+    """Chance level: the expected SQuAD exact match and F1 (percent) of answering each question with a
+    span of `width` consecutive context words drawn uniformly at random, computed exactly (the mean
+    over every such span, not a sample). On wordnet-usage-qa (1-word answers, ~31 words a context):
+    exact 3.4; scripts/finetune_baselines.py's random *candidate* (one of the 5 words a context's
+    questions ask about: 19.9) knows that set's construction, which chance does not."""
+    exact = f1 = 0.0
+    spans_of: dict[str, list[list[str]]] = {}  # a context's spans, once for all its questions
+    for e in examples:
+        spans = spans_of.setdefault(e.context, _span_tokens(e.context, width))
+        golds = [g.split() for g in (normalize_answer(a["text"]) for a in e.answers or []) if g] or [[]]
+        if spans:
+            exact += sum(any(tokens == g for g in golds) for tokens in spans) / len(spans)
+            f1 += sum(max(_span_f1(tokens, g) for g in golds) for tokens in spans) / len(spans)
+        else:  # no word to draw: the answer is ""
+            exact, f1 = exact + (golds == [[]]), f1 + (golds == [[]])
+    count = max(1, len(examples))
+    return {"method": f"a random {width}-word span", "exact": 100 * exact / count, "f1": 100 * f1 / count}
+
+
 def baseline(train, examples: Sequence[QAExample]) -> dict:
     """The best (by F1) of simple answers given to every question: the context's first sentence;
     the sliding-window answer (`sliding_window_answer`, as long as the median training answer);
     and, where some questions have no answer (SQuAD 2.0), "no answer": the score of a model that
-    learnt only to abstain; "method" names the one chosen."""
+    learnt only to abstain; "method" names the one chosen. Beside it, "chance": the expected scores
+    of a random span as long as the median training answer (`chance`), the level a model must
+    clear whatever the heuristics score (walk W: first sentence scored exact 0 on wordnet-usage-qa)."""
     width = _answer_words(train)
     candidates = {"first sentence": {e.id: _SENTENCE_END.split(e.context, maxsplit=1)[0] for e in examples},
                   "sliding window": {e.id: sliding_window_answer(e.question, e.context, width) for e in examples}}
     if any(e.is_impossible for e in [*train, *examples]):
         candidates["no answer"] = {e.id: "" for e in examples}
     scored = [{"method": name, **_scores(examples, answers)} for name, answers in candidates.items()]
-    return max(scored, key=lambda scores: scores["f1"])  # the first of the best
+    best = max(scored, key=lambda scores: scores["f1"])  # the first of the best
+    return {**best, "chance": chance(examples, width)}
 
 
 def rows(model, predictions: Sequence[SpanPrediction], inputs: PredictionInput) -> list[dict]:

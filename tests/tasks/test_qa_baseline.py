@@ -4,10 +4,17 @@ definition questions, where the sliding window scored 18.75: a baseline that wea
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
+from bertkit.commands.evaluate import model_line
+from bertkit.commands.finetune import training_hints
+from bertkit.commands.options import metrics_text
+from bertkit.tasks import builtin_splits, get_task
 from bertkit.tasks.formats import QAExample
-from bertkit.tasks.qa import baseline, sliding_window_answer
+from bertkit.tasks.metrics import squad_em_f1
+from bertkit.tasks.qa import _WORD, baseline, chance, sliding_window_answer
 
 CONTEXT = ("A person who plays an instrument: the pianist bowed to the hall. A stringed instrument played "
            "with a bow: she tuned her violin before the concert.")
@@ -90,3 +97,54 @@ def test_evaluate_warns_when_a_model_that_cannot_abstain_meets_unanswerable_ques
             warnings.simplefilter("always")
             check_model_labels(None, TaskSpec(get_task("qa"), DataConfig(), allow), examples, "dev.json")
         assert any("never answers \"no answer\"" in str(w.message) for w in caught) == warned
+
+
+def test_chance_is_the_exact_expectation_of_a_random_span_as_long_as_the_typical_answer():
+    """Walk W: wordnet-usage-qa's model at exact 13 stood beside the first sentence's exact 0 only."""
+    tea = QAExample("1", "How is the tea?", "Tea is hot and sweet", [{"text": "hot", "answer_start": 7}])
+    assert chance([tea], 1) == {"method": "a random 1-word span", "exact": pytest.approx(20.0),
+                                "f1": pytest.approx(20.0)}  # 1 of 5 words
+    # "Tea is", "is hot", "hot and", "and sweet": two halves of a match, F1 2/3 each
+    assert chance([tea], 2)["exact"] == 0.0 and chance([tea], 2)["f1"] == pytest.approx(100 / 3)
+    assert chance([tea], 9)["f1"] == pytest.approx(100 * 2 / 6)  # longer than the context: the whole of it
+    abstain = QAExample("2", "Who?", "", [], True)
+    assert chance([abstain], 1)["exact"] == 100.0  # no word to draw: "", right for a question without answer
+    examples = builtin_splits("wordnet-usage-qa")["dev"][:60]
+    for width in (1, 2):  # the mean of SQuAD's own scoring over every span
+        scores = []
+        for e in examples:
+            spans = [m.span() for m in _WORD.finditer(e.context)]
+            texts = [e.context[spans[i][0]:spans[i + width - 1][1]] for i in range(len(spans) - width + 1)]
+            each = [squad_em_f1(t, [a["text"] for a in e.answers]) for t in texts]
+            scores.append([sum(x[k] for x in each) / len(each) for k in (0, 1)])
+        expected = chance(examples, width)
+        assert expected["exact"] == pytest.approx(100 * sum(s[0] for s in scores) / len(scores))
+        assert expected["f1"] == pytest.approx(100 * sum(s[1] for s in scores) / len(scores))
+    rng = random.Random(0)  # and a sample of random words agrees with it
+    drawn = [squad_em_f1(rng.choice(_WORD.findall(e.context)), [a["text"] for a in e.answers])[0]
+             for e in examples for _ in range(200)]
+    assert 100 * sum(drawn) / len(drawn) == pytest.approx(chance(examples, 1)["exact"], abs=1.5)
+
+
+def test_the_report_stands_beside_chance_and_compares_with_the_strongest_row():
+    first = {"method": "first sentence", "exact": 0.0, "f1": 8.85,
+             "chance": {"method": "a random 1-word span", "exact": 3.4, "f1": 3.7}}
+    assert baseline(builtin_splits("wordnet-usage-qa")["train"][:50], [])["chance"]["method"] == \
+        "a random 1-word span"
+    assert metrics_text(first) == ("method=first sentence, exact=0, f1=8.85, "
+                                   "chance=(a random 1-word span: exact=3.4, f1=3.7)")
+
+    def hints(metric, ours):
+        return training_hints({"select_metric": metric, "best_dev": {"exact": ours, "f1": ours}, "best_step": 60,
+                               "dev_history": [{"step": 30, "exact": ours, "f1": ours}, {"step": 60, "exact": ours,
+                                                                                        "f1": ours}],
+                               "stopped_early": True, "stopped_by": "patience", "dev_baseline": first,
+                               "spec": {"task": "qa"}, "options": {"epochs": 6.0, "min_steps": 300},
+                               "stretched_to_min_steps": True, "train_config": {"max_steps": 60}})
+    (hint,) = hints("exact", 2.0)  # above the first sentence's exact 0, below chance's
+    assert "not above the trivial baseline on dev (exact 2 against 3.4, chance: a random 1-word span)" in hint
+    (hint,) = hints("f1", 6.0)  # above chance's F1, below the first sentence's: that one
+    assert "(f1 6 against 8.85): check that each answer" in hint
+    assert hints("exact", 13.0) == []
+    line = model_line("dev.json", get_task("qa"), {"f1": 20.0, "exact": 13.0, "baselines": {"trivial": first}}, 500)
+    assert line.endswith("baselines' f1: trivial (first sentence) 8.85, chance (a random 1-word span) 3.7")
