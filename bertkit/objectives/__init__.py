@@ -4,6 +4,7 @@ Built-in: "mlm", "mlm+nsp", "mlm+sop", "electra"; `register_objective` adds your
 `registry.py` and docs/objectives.md). Objectives are components: they never import a recipe.
 """
 
-from bertkit.objectives.registry import OBJECTIVES, Objective, get_objective, import_objective_module, register_objective
+from bertkit.objectives.registry import (BUILT_IN, OBJECTIVES, Objective, get_objective, import_objective_module,
+                                        register_objective)
 
-__all__ = ["OBJECTIVES", "Objective", "get_objective", "import_objective_module", "register_objective"]
+__all__ = ["BUILT_IN", "OBJECTIVES", "Objective", "get_objective", "import_objective_module", "register_objective"]

@@ -50,7 +50,9 @@ class Objective:
                     rows of metrics.jsonl beside the loss
     settings        a dataclass for the objective's own TOML section, named as the objective
                     (`[electra]`), or None
-    model_type      the model_type the objective needs (set when the config leaves it out)
+    model_type      the model_type the objective needs (set when the config leaves it out); without
+                    it, `bertkit pretrain` builds the module once on the meta device as the config
+                    is read, so a module that cannot read this family's config is refused then
     init_from_checkpoint  model.init may start it from a trained encoder: build_model's module
                     has the encoder as `.bert` and an MLM head as `.cls.predictions`
     unigram_baseline  the batches' labels are vocabulary ids at masked positions, so the
@@ -97,6 +99,7 @@ OBJECTIVES: dict[str, Objective] = {
                         logged={"kd_loss": "kd_loss", "mlm_loss": "mlm_loss", "cosine_loss": "cosine_loss"},
                         unigram_baseline=True, metrics=(*MLM_METRICS, "teacher_mlm_loss", "teacher_mlm_accuracy")),
 }
+BUILT_IN = tuple(OBJECTIVES.values())  # tested here; a registered one is built once as its config is read
 
 
 def register_objective(name: str, objective: Objective, replace: bool = False) -> Objective:

@@ -69,7 +69,7 @@ from bertkit.data.examples import BUILDERS, SpecialTokens, build_examples, make_
 from bertkit.errors import BertkitError, ConfigError, DataError
 from bertkit.io import atomic_write_json, loads_json, read_json_object, read_text, same_path
 from bertkit.models.families import families, family_for, family_of
-from bertkit.objectives import OBJECTIVES, Objective, get_objective, import_objective_module
+from bertkit.objectives import BUILT_IN, OBJECTIVES, Objective, get_objective, import_objective_module
 from bertkit.runtime.run_dir import (check_apart, check_saved_options, latest_checkpoint, refuse_nothing_to_resume,
                                      refuse_unresumed, run_lock, warn_resuming_from_scratch)
 from bertkit.tokenizer import Tokenizer
@@ -287,6 +287,7 @@ def parse_config(raw: dict, overrides: Sequence[Override] = ()) -> PretrainConfi
     )
     _refuse_pairs_without_segments(cfg)
     _check_early_stopping_metric(cfg)
+    _check_objective_builds(cfg)
     if cfg.tokenizer.extend_vocab and (not model.get("init") or cfg.tokenizer.path):
         raise ConfigError("tokenizer.extend_vocab grows the vocabulary of model.init's checkpoint: set model.init "
                           "(and leave tokenizer.path empty), or --set tokenizer.extend_vocab=0 (a run from scratch "
@@ -309,6 +310,35 @@ def _refuse_pairs_without_segments(cfg: PretrainConfig) -> None:
     raise ConfigError(f"data.objective = \"{cfg.data.objective}\" trains a sentence-pair head on segments "
                       f"(token_type_ids), which the {family.name} has not ({held}): use data.objective = \"mlm\", "
                       "or a BERT-family recipe (configs/pretrain-tiny-bert.toml)")
+
+
+def _check_objective_builds(cfg: PretrainConfig) -> None:
+    """A registered objective without model_type is built once from this recipe's config as the
+    config is read: on the meta device (shapes only: no memory, no random draws), and where that
+    fails, for real on the CPU with the random state kept, so code that cannot run on meta is not
+    refused. The page's BertModel objective without model_type="bert" on the modern recipe died with
+    an AttributeError traceback after the tokenizer and the shards were built (session 30)."""
+    objective = cfg.objective
+    if objective.model_type or cfg.model.get("init") or any(objective is known for known in BUILT_IN):
+        return
+    with model_section_errors():
+        config = model_config(cfg, cfg.tokenizer.vocab_size, 0)
+    try:
+        with torch.device("meta"):
+            objective.build_model(config, cfg.objective_settings)
+        return
+    except Exception:  # the user's code on meta tensors: said only if the CPU build fails too
+        pass
+    try:
+        with torch.random.fork_rng(devices=[]):
+            objective.build_model(config, cfg.objective_settings)
+    except Exception as e:  # the user's module, whatever it raises on this config
+        raise ConfigError(
+            f"data.objective = \"{cfg.data.objective}\" cannot build its model from this recipe's "
+            f"{config.model_type!r} config ({type(e).__name__}: {e}); if its module is written for one model "
+            "family, name it where the objective is registered (Objective(..., model_type=\"bert\") for a "
+            "BertModel) and pre-train with a recipe of that family (configs/pretrain-tiny-bert.toml), or set "
+            "model.model_type; docs/objectives.md") from e
 
 
 def _check_early_stopping_metric(cfg: PretrainConfig) -> None:

@@ -12,6 +12,8 @@ import pytest
 
 from bertkit.commands import cli
 from bertkit.objectives import OBJECTIVES
+from bertkit.recipes.pretrain import load_config
+
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 DOC = os.path.join(ROOT, "docs", "objectives.md")
 CONFIG = os.path.join(ROOT, "configs", "pretrain-tiny-bert.toml")  # the example builds a BERT
@@ -102,3 +104,30 @@ def test_the_documented_objective_on_a_modern_recipe_is_refused_before_any_work(
     assert "trains a model_type \"bert\" model (got 'modernbert'): use a recipe of that family, or set " \
            "model.model_type = \"bert\"" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_an_objective_registered_without_model_type_is_refused_before_any_work_where_it_cannot_build(tmp_path,
+                                                                                                       capsys):
+    """Session 30: the page's objective registered without model_type="bert", on the modern recipe, died
+    with an AttributeError traceback after the tokenizer and shards were built. Its module is now built
+    once (on the meta device) as the config is read: the error names the objective, the config's family
+    and the fix; on a BERT recipe, which its BertModel reads, it is accepted."""
+    code = open(doc_module(tmp_path), encoding="utf-8").read()
+    registration = ',\n                                             model_type="bert"))'
+    assert registration in code, "the page's registration line changed: update this test"
+    path = tmp_path / "untyped_objectives.py"
+    path.write_text(code.replace(registration, "))").replace('"first-letter"', '"first-letter-untyped"'),
+                    encoding="utf-8")
+    out = tmp_path / "run"
+    modern = os.path.join(ROOT, "configs", "pretrain-tiny.toml")
+    argv = ["pretrain", "--config", modern, "--out", str(out), "--no-progress",
+            "--set", "data.objective=first-letter-untyped", f"data.objective_module={path}"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "data.objective = \"first-letter-untyped\" cannot build its model from this recipe's 'modernbert' config " \
+           "(AttributeError: 'ModernBertConfig' object has no attribute" in err
+    assert "Objective(..., model_type=\"bert\") for a BertModel) and pre-train with a recipe of that family " \
+           "(configs/pretrain-tiny-bert.toml), or set model.model_type" in err and "Traceback" not in err
+    assert not out.exists()  # refused before the tokenizer, the shards or OUT
+    cfg = load_config(CONFIG, [f"data.objective_module={path}", "data.objective=first-letter-untyped"])
+    assert cfg.objective.model_type is None  # BERT's config: its module builds, nothing refused

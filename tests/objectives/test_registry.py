@@ -4,6 +4,7 @@
 from dataclasses import dataclass
 
 import pytest
+import torch
 
 from bertkit.errors import ConfigError
 from bertkit.models.heads import BertForMaskedLM, BertForPreTraining
@@ -135,3 +136,30 @@ def test_every_builtin_entry_names_the_metrics_its_evaluation_returns():
     assert metrics["perplexity"] == pytest.approx(math.exp(metrics["mlm_loss"]))
     for name, objective in OBJECTIVES.items():
         assert set(MLM_METRICS) <= set(objective.metrics), name
+
+
+def test_an_untyped_objective_is_built_on_the_cpu_when_meta_tensors_fail_it_and_keeps_the_random_state():
+    """The config-time build runs on the meta device; a module whose code cannot (a value read from a
+    tensor) is built for real instead, without moving the random state the run's seed set."""
+    devices = []
+
+    def reads_a_value(config, settings):
+        model = masked_lm(config, settings)
+        devices.append(model.cls.predictions.bias.device.type)
+        float(model.cls.predictions.bias.detach().sum())  # no data on the meta device: an error there
+        return model
+
+    register_objective("reads-a-value", Objective(reads_a_value, mlm_metrics), replace=True)
+    state = torch.random.get_rng_state()
+    assert parse_config({"model": dict(SMALL_MODEL), "data": {"objective": "reads-a-value"}})
+    assert torch.equal(torch.random.get_rng_state(), state) and devices == ["meta", "cpu"]
+
+    def bert_only(config, settings):
+        return masked_lm(config.replace(no_such_field=1) if config.model_type != "bert" else config, settings)
+
+    register_objective("bert-only", Objective(bert_only, mlm_metrics), replace=True)
+    assert parse_config({"model": dict(SMALL_MODEL), "data": {"objective": "bert-only"}})
+    refused = ("data.objective = \"bert-only\" cannot build its model from this recipe's 'modernbert' config "
+               "\\(.*\\); if its module is written for one model family")
+    with pytest.raises(ConfigError, match=refused):
+        parse_config({"model": {"model_type": "modernbert"}, "data": {"objective": "bert-only"}})
