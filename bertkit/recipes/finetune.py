@@ -774,6 +774,8 @@ def run_summary(data: TaskData, recipe: Recipe, train_config: TrainConfig, model
         "steps_per_epoch": steps_per_epoch,
         "epochs_run": steps / steps_per_epoch,
         "stretched_to_min_steps": stretched(recipe, steps_per_epoch),  # a small set's run made longer
+        # train.epochs named without train.min_steps (or train.max_steps): the floor did not apply
+        "epochs_named_alone": not recipe.stretch and not recipe.explicit_max_steps,
         "stopped_early": steps < train_config.max_steps,
         # what ended it early: patience (no better dev score) or the clock (train.max_minutes); none
         # when it trained every step asked (patience may run out at the last evaluation, the end anyway)

@@ -142,3 +142,42 @@ def test_the_first_line_says_the_examples_beside_their_rows_when_they_differ():
         "train.min_steps=300: 204 training rows (from 200 examples) make 13 steps an epoch, so the run is up to 300")
     assert length_line(recipe, 200, steps_per_epoch, config, 200).startswith(
         "train.min_steps=300: 200 training rows make 13 steps an epoch")
+
+
+def test_a_short_run_of_named_epochs_is_told_the_floor_in_its_advice(tmp_path, capsys):
+    """walk W: configs/finetune-wordnet-tagging.toml's 3 epochs of 200 sentences (21 steps, dev f1 0.008)
+    were told "a longer run (train.epochs, now 3; or train.max_steps, now 21)": the first line named
+    train.min_steps, the advice did not (the summary did not say the epochs were named). With
+    train.min_steps=300 as well that run made dev f1 0.434."""
+    summary = {"select_metric": "f1", "best_dev": {"step": 3, "f1": 0.0}, "best_step": 3,
+               "dev_history": [{"step": 3, "f1": 0.0}, {"step": 6, "f1": 0.0}, {"step": 9, "f1": 0.0}],
+               "stopped_early": True, "stopped_by": "patience", "dev_baseline": {"f1": 0.0093},
+               "spec": {"task": "token-classification"}, "stretched_to_min_steps": False, "epochs_named_alone": True,
+               "options": {"epochs": 3.0, "min_steps": 300}, "train_config": {"max_steps": 21}}
+    assert longer_run(summary) == ("a longer run (train.min_steps=300 as well, which train.epochs named alone turned "
+                                   "off: 300 steps, not 21; or train.epochs, now 3)")
+    (hint,) = [hint for hint in training_hints(summary) if "trivial" in hint]
+    assert "try --set train.patience=0 with a longer run (train.min_steps=300 as well" in hint
+    # at or past the floor, or the floor off (0), or steps named: the epochs and steps as before
+    for changed in ({"train_config": {"max_steps": 300}}, {"options": {"epochs": 3.0, "min_steps": 0}},
+                    {"epochs_named_alone": False}):
+        assert longer_run({**summary, **changed}).startswith("a longer run (train.epochs, now 3; or train.max_steps")
+    # the summary records it: 12 rows at batch 6, 2 epochs named: 4 steps, the floor of 300 off
+    texts = [f"the match ended {i} nil" for i in range(6)] + [f"shares fell {i} percent" for i in range(6)]
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"text": t, "label": "sport" if "match" in t else "business"}) + "\n"
+                            for t in texts))
+    model = make_tiny_model(tmp_path / "tiny", texts)
+    runs = {}
+    for name, extra in (("named", []), ("floor", ["train.min_steps=8"]), ("steps", ["train.max_steps=4"])):
+        out = tmp_path / name
+        assert main(["finetune", "--task", "classification", "--model", model, "--train", str(data), "--dev",
+                     str(data), "--out", str(out), "--no-progress", "--no-baseline", "--set", "train.batch_size=6",
+                     "data.max_length=12", "train.epochs=2", *extra]) == 0
+        with open(out / SUMMARY_FILE) as f:
+            runs[name] = json.load(f)
+    capsys.readouterr()
+    assert runs["named"]["epochs_named_alone"] and runs["named"]["train_config"]["max_steps"] == 4
+    assert longer_run(runs["named"]).startswith("a longer run (train.min_steps=300 as well")
+    assert not runs["floor"]["epochs_named_alone"] and runs["floor"]["stretched_to_min_steps"]
+    assert not runs["steps"]["epochs_named_alone"]
