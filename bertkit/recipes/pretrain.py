@@ -316,7 +316,7 @@ def _check_objective_builds(cfg: PretrainConfig) -> None:
     """A registered objective without model_type is built once from this recipe's config as the
     config is read: on the meta device (shapes only: no memory, no random draws), and where that
     fails, for real on the CPU with the random state kept, so code that cannot run on meta is not
-    refused. The page's BertModel objective without model_type="bert" on the modern recipe died with
+    refused. The page's BertModel objective without model_type="bert" on configs/pretrain-tiny.toml died with
     an AttributeError traceback after the tokenizer and the shards were built (session 30)."""
     objective = cfg.objective
     if objective.model_type or cfg.model.get("init") or any(objective is known for known in BUILT_IN):
