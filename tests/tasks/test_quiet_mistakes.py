@@ -130,6 +130,16 @@ def test_the_report_says_when_the_best_score_came_last_or_is_not_above_the_trivi
     collapsed["dev_baseline"] = {"mse": 28.03}  # the training mean: no correlation, only mse
     assert any("not above the trivial baseline on dev (mse 184.5 against 28.03)" in hint
                for hint in training_hints(collapsed))
+    # WordNet glosses -> ln sense count, seed 1: a correlation that orders 250 dev texts, at an mse above the
+    # mean's: off in scale, kept on mse instead (test mse 1.113 against 1.294), not "check the labels"
+    ordered = summary([{"step": 252, "pearson": 0.286, "mse": 1.339}], metric="pearson", task="regression")
+    ordered.update(dev_baseline={"mse": 1.289}, dev_examples=250)
+    hints = [hint for hint in training_hints(ordered) if "mse" in hint]
+    assert hints == ["dev pearson 0.286 says the model orders the texts, but its dev mse 1.339 is not below the "
+                     "training mean's 1.289: its values are off in scale; to keep the checkpoint with the least "
+                     "error, --set train.select_metric=mse"]
+    unordered = {**ordered, "best_dev": {"step": 252, "pearson": 0.1, "mse": 1.339}}  # below 2 / sqrt(250) = 0.126
+    assert any("not above the trivial baseline on dev (mse 1.339 against 1.289)" in h for h in training_hints(unordered))
     spans = summary([{"step": 13, "f1": 23.13}], metric="f1", task="qa", trivial=25.69)  # walk W: 200 wordnet-qa
     (hint,) = [hint for hint in training_hints(spans) if "trivial" in hint]  # questions, 39 steps: no labels
     assert "(f1 23.13 against 25.69): check that each answer is the span that answers its question" in hint
