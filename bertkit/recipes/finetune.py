@@ -162,6 +162,9 @@ class Recipe:
     stretch: bool = True
     peft: dict = dataclasses.field(default_factory=dict)  # [peft]: method = "lora" | ..., settings
     freeze_encoder: bool = False
+    # data.max_length named by the user: kept (and refused when longer than the model's positions);
+    # not named: the default 128, or the model's positions when it has fewer (fit_max_length)
+    explicit_max_length: bool = True
 
 
 def build_recipe(sections: dict | None) -> Recipe:
@@ -218,7 +221,7 @@ def build_recipe(sections: dict | None) -> Recipe:
         raise ConfigError("model.freeze_encoder and [peft] both choose what trains; use one of them")
     stretch = not explicit_max_steps and ("epochs" not in train_values or "min_steps" in train_values)
     return Recipe(data, train, options, model, explicit_max_steps, explicit_eval_every,
-                  "eval_at_start" in train_only, stretch, peft, freeze)
+                  "eval_at_start" in train_only, stretch, peft, freeze, "max_length" in sections.get("data", {}))
 
 
 # ---------------------------------------------------------------------------- model
@@ -496,6 +499,19 @@ def check_model_overrides(config, overrides: dict) -> None:
 
 
 # ---------------------------------------------------------------------------- the recipe
+def fit_max_length(recipe: Recipe, model_dir: str) -> None:
+    """data.max_length not named and longer than the model's positions: the model's positions, said
+    on one line. A model pre-trained by the tiny recipes (configs/pretrain-tiny*.toml: 64 positions)
+    was refused by the default 128 until the user found data.max_length (walk X)."""
+    if recipe.explicit_max_length or not os.path.isfile(os.path.join(model_dir, "config.json")):
+        return  # a model that is not there is refused where it is loaded
+    positions = read_config(model_dir).max_sequence_length
+    if recipe.data.max_length > positions:
+        print(f"data.max_length: {positions}, the model's positions (the default, {recipe.data.max_length}, is "
+              "longer than it reads)", flush=True)
+        recipe.data = dataclasses.replace(recipe.data, max_length=positions)
+
+
 def build_model(model_dir: str, data: TaskData, recipe: Recipe, model_fn=None, progress: bool = True) -> nn.Module:
     """The task model (or a PEFT wrapper of it), its head initialised from train.seed."""
     config = read_config(model_dir)
@@ -613,6 +629,7 @@ def _finetune(task_name: Task | str, model_dir: str, train_source: str, dev_sour
     if recipe.peft and not task.peft:
         raise ConfigError(f"--peft is not available for --task {task.name}: its model trains whole; drop --peft")
     check_apart(model_dir, out_dir)
+    fit_max_length(recipe, model_dir)  # before the run's record, which holds the length
     for option, source in (("--train", train_source), ("--dev", dev_source)):
         if source and os.path.exists(source):  # a file in OUT: --overwrite would delete it, a run mix into it
             check_apart(source, out_dir, option)

@@ -258,10 +258,25 @@ def test_user_errors_are_one_line_and_say_where(tiny, capsys, tmp_path):
 
     code, _, err = run_cli(base + ["--task", "classification", "--train", "bbc", "--set", "train.epoch=1"], capsys)
     assert code == 2 and "train.epochs" in err
-    code, _, err = run_cli(base[:-2] + ["--task", "classification", "--train", str(train), "--dev", str(train)],
-                           capsys)
-    assert code == 2 and "max_length=128 exceeds the model's 64 positions" in err
+    code, _, err = run_cli(base[:-1] + ["data.max_length=128", "--task", "classification", "--train", str(train),
+                                        "--dev", str(train)], capsys)
+    assert code == 2 and "max_length=128 exceeds the model's 64 positions" in err  # named: refused, not cut
     assert not os.path.exists(tmp_path / "o" / "model.safetensors")
+
+
+def test_a_model_with_fewer_positions_than_the_default_length_is_read_at_its_own(tiny, capsys, tmp_path):
+    """Walk X: a model pre-trained by a tiny recipe (64 positions) and fine-tuned as the docs say,
+    without data.max_length, was refused by the default 128 ("use data.max_length=64 or less")
+    after the data had been read; the default now follows the model, and says so."""
+    train = tmp_path / "train.csv"
+    train.write_text("text,label\ngood film,pos\nbad film,neg\nfine film,pos\nodd film,neg\n", encoding="utf-8")
+    out = tmp_path / "o"
+    code, stdout, err = run_cli(["finetune", "--task", "classification", "--model", tiny, "--train", str(train),
+                                 "--dev", str(train), "--out", str(out), "--no-progress", "--no-baseline",
+                                 "--set", "train.max_steps=2"], capsys)
+    assert code == 0, err
+    assert "data.max_length: 64, the model's positions (the default, 128," in stdout
+    assert json.loads((out / "finetune_config.json").read_text())["data"]["max_length"] == 64
 
 
 def test_predict_input_dash_says_it_reads_files_not_stdin(tiny, capsys):
