@@ -51,6 +51,10 @@ def read_pairs(path: str, data: DataConfig, labelled: bool = True) -> list[TextE
             blank += 1
             continue
         source, target = record.get(data.source_column), record.get(data.target_column)
+        if labelled and data.source_column not in record and data.target_column not in record:  # both at once
+            raise DataError(f"{path}: line {line} has no {data.source_column!r} and {data.target_column!r} fields "
+                            f"(the input text and the text to generate); the line has {', '.join(record) or 'none'}: "
+                            "name yours with --set data.source_column=NAME data.target_column=NAME")
         if not isinstance(source, str):
             raise DataError(f"{path}: line {line} needs a string field {data.source_column!r} (the input text)"
                             + _other_name(record, data.source_column, "source_column"))

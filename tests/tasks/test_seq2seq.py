@@ -56,9 +56,14 @@ def test_reader_refuses_bad_lines_with_the_line_number(tmp_path):
         read_pairs(str(tmp_path / "s.csv"), DataConfig())
     other = write_jsonl(tmp_path / "o.jsonl", [{"definition": "a colour", "word": "red"}])
     assert read_pairs(other, DataConfig(source_column="definition", target_column="word"))[0].label == "red"
+    # neither field: both options in one message (walk X: naming the source only led to a second refusal)
+    with pytest.raises(DataError, match=r"line 1 has no 'source' and 'target' fields \(the input text and the text to "
+                                        r"generate\); the line has definition, word: name yours with --set "
+                                        r"data\.source_column=NAME data\.target_column=NAME$"):
+        read_pairs(other, DataConfig())
     with pytest.raises(DataError, match=r"line 1 needs a string field 'source' \(the input text\); the line has "
                                         r"definition, word: name yours with --set data\.source_column=NAME$"):
-        read_pairs(other, DataConfig())
+        read_pairs(other, DataConfig(target_column="word"))
     with pytest.raises(DataError, match=r"needs a non-empty string field 'target' .*--set data\.target_column=NAME$"):
         read_pairs(other, DataConfig(source_column="definition"))
 
