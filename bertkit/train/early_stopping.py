@@ -133,6 +133,13 @@ class EarlyStoppingSection:
             raise ConfigError(f"early_stopping.patience must be an integer >= 0 (0 = off), got {self.patience!r}")
         if not (isinstance(self.min_delta, (int, float)) and self.min_delta >= 0):
             raise ConfigError(f"early_stopping.min_delta must be a number >= 0, got {self.min_delta!r}")
+        named = [f"early_stopping.{key}" for key, unset in (("metric", "mlm_loss"), ("min_delta", 0))
+                 if getattr(self, key) != unset]
+        if named and not self.patience:  # walk X: metric=letter_accuracy alone ran on, no OUT/best, nothing said
+            raise ConfigError(f"{' and '.join(named)} {'are' if len(named) > 1 else 'is'} read only by early "
+                              "stopping, which early_stopping.patience = 0 (the default) leaves off: set "
+                              "early_stopping.patience = N (evaluations without improvement before stopping; the "
+                              f"best model is kept in OUT/best), or drop {' and '.join(named)}")
 
     @property
     def lower_is_better(self) -> bool:

@@ -82,7 +82,7 @@ def test_best_keeper_min_delta_and_direction():
     assert keeper._record(1, {"mlm_accuracy": 0.20})
     assert not keeper._record(2, {"mlm_accuracy": 0.205}) and keeper.should_stop  # below min_delta
     section = EarlyStoppingSection(patience=3)
-    assert section.lower_is_better and not EarlyStoppingSection(metric="rtd_accuracy").lower_is_better
+    assert section.lower_is_better and not EarlyStoppingSection(patience=1, metric="rtd_accuracy").lower_is_better
     assert EarlyStoppingSection().keeper("out", None) is None  # patience 0: off
     with pytest.raises(ConfigError, match="early_stopping.patience"):
         EarlyStoppingSection(patience=-1)
@@ -92,6 +92,21 @@ def test_best_keeper_min_delta_and_direction():
         BestKeeper("unused", "mlm_los", 1, None, setting="early_stopping.metric")._record(
             1, {"mlm_loss": 1.0, "mlm_accuracy": 0.5})
 
+
+
+def test_metric_or_min_delta_without_patience_is_refused_not_ignored():
+    """Walk X: `--set early_stopping.metric=letter_accuracy` alone (patience 0, the default) trained on
+    with no early stopping and no OUT/best, and nothing said that the key did nothing."""
+    for values, named in (({"metric": "mlm_accuracy"}, "early_stopping.metric is"),
+                          ({"min_delta": 0.01}, "early_stopping.min_delta is"),
+                          ({"metric": "mlm_accuracy", "min_delta": 0.01}, "early_stopping.metric and "
+                                                                          "early_stopping.min_delta are")):
+        with pytest.raises(ConfigError, match=f"^{named} read only by early stopping, which "
+                                              "early_stopping.patience = 0 .*set early_stopping.patience = N"):
+            EarlyStoppingSection(**values)
+        assert EarlyStoppingSection(patience=2, **values).keeper("out", None) is not None
+    with pytest.raises(ConfigError, match="early_stopping.metric is read only by early stopping"):
+        parse_config({}, ["early_stopping.metric=mlm_accuracy"])
 
 
 def tie_keeper(patience=0, **kwargs):
