@@ -113,10 +113,10 @@ def test_an_objective_registered_without_model_type_is_refused_before_any_work_w
     once (on the meta device) as the config is read: the error names the objective, the config's family
     and the fix; on a BERT recipe, which its BertModel reads, it is accepted."""
     code = open(doc_module(tmp_path), encoding="utf-8").read()
-    registration = ',\n                                             model_type="bert"))'
+    registration = 'model_type="bert", '
     assert registration in code, "the page's registration line changed: update this test"
     path = tmp_path / "untyped_objectives.py"
-    path.write_text(code.replace(registration, "))").replace('"first-letter"', '"first-letter-untyped"'),
+    path.write_text(code.replace(registration, "").replace('"first-letter"', '"first-letter-untyped"'),
                     encoding="utf-8")
     out = tmp_path / "run"
     modern = os.path.join(ROOT, "configs", "pretrain-tiny.toml")
@@ -131,3 +131,16 @@ def test_an_objective_registered_without_model_type_is_refused_before_any_work_w
     assert not out.exists()  # refused before the tokenizer, the shards or OUT
     cfg = load_config(CONFIG, [f"data.objective_module={path}", "data.objective=first-letter-untyped"])
     assert cfg.objective.model_type is None  # BERT's config: its module builds, nothing refused
+
+
+def test_the_documented_objective_refuses_a_misspelt_early_stopping_metric_before_any_work(tmp_path, capsys):
+    """Walk X: the page's registration named no `metrics`, so `early_stopping.metric=letter_acc`
+    was refused only at the first evaluation, after the tokenizer, the shards and eval_every steps."""
+    out = tmp_path / "run"
+    argv = ["pretrain", "--config", CONFIG, "--out", str(out), "--no-progress", "--set", "data.objective=first-letter",
+            f"data.objective_module={doc_module(tmp_path)}", "early_stopping.patience=2",
+            "early_stopping.metric=letter_acc"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "early_stopping.metric 'letter_acc' is not a held-out metric" in err and "letter_accuracy" in err
+    assert not out.exists()
