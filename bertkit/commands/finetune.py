@@ -195,7 +195,10 @@ def training_hints(summary: dict) -> list[str]:
     trained = [row for row in history if row["step"] > 0]  # step 0: the model before fine-tuning
     if trained and summary["best_step"] == trained[-1]["step"] and stopped_by(summary) != "patience" \
             and rose_at_the_end(trained, metric, summary["best_dev"]):
-        when = "at the last evaluation" if len(trained) > 1 else "at the run's one evaluation, its end"
+        # walk X: "the run's one evaluation" read wrong under the two eval lines of a run that scored step 0
+        once = "at its end, the run's one evaluation after step 0" if len(history) > 1 else \
+            "at the run's one evaluation, its end"
+        when = "at the last evaluation" if len(trained) > 1 else once
         hints.append(f"the best dev {metric} came {when}, so it may still be improving: try {longer_run(summary)}")
     hints.append(loss_still_falling_hint(summary, trained))
     trivial_scores = summary.get("dev_baseline") or {}

@@ -115,6 +115,8 @@ def test_the_report_says_when_the_best_score_came_last_or_is_not_above_the_trivi
     assert training_hints(summary(rising, stopped_early=True)) == []  # a budget stop is said elsewhere
     once = [{"step": 0, "accuracy": 0.55}, {"step": 19, "accuracy": 0.6}]  # 1 epoch: one evaluation after step 0
     (hint,) = training_hints(summary(once))
+    assert "came at its end, the run's one evaluation after step 0, so it may still be improving" in hint
+    (hint,) = training_hints(summary(once[1:]))  # no step 0 (train.eval_at_start=false)
     assert "came at the run's one evaluation, its end, so it may still be improving" in hint
     peaked = [{"step": 20, "accuracy": 0.45}, {"step": 40, "accuracy": 0.4}]
     (hint,) = training_hints(summary(peaked))
