@@ -18,6 +18,8 @@ count, width, and 8 texts spread over the corpus embedded again) before they are
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from bertkit.errors import DataError
@@ -58,6 +60,17 @@ def read_queries(args) -> list[str]:
     return queries
 
 
+def rewrite_advice(path: str, corpus_path: str) -> str:
+    """How to write the corpus's vectors again: to a file named after the corpus, not over `path`
+    unless it is that file (walk X: the advice named the .npy given, so a user who had passed
+    docs.csv's vectors with texts.txt was told to write texts.txt's over them)."""
+    own = os.path.splitext(os.path.normpath(corpus_path))[0] + ".npy"
+    advice = f"write it again: bertkit embed --model MODEL --input {corpus_path} --output {own}"
+    if os.path.abspath(own) == os.path.abspath(path):
+        return advice
+    return f"{advice}, then --corpus-embeddings {own} ({path} may be the vectors of another corpus: kept)"
+
+
 def saved_vectors(path: str, corpus_path: str, corpus: list[str], kept: list[int], encoder,
                   lines: list[int | str | None] | None = None) -> np.ndarray:
     """The kept rows of `bertkit embed`'s .npy of the corpus, L2-normalised, after checking that it
@@ -70,7 +83,7 @@ def saved_vectors(path: str, corpus_path: str, corpus: list[str], kept: list[int
         saved = np.load(path, allow_pickle=False, mmap_mode="r")  # never unpickle
     except (OSError, ValueError) as err:
         raise DataError(f"--corpus-embeddings {path}: not a .npy array that bertkit embed writes ({err})") from None
-    fix = f"write it again: bertkit embed --model MODEL --input {corpus_path} --output {path}"
+    fix = rewrite_advice(path, corpus_path)
     if saved.ndim != 2 or not np.issubdtype(saved.dtype, np.floating):
         raise DataError(f"--corpus-embeddings {path} is a {saved.dtype} array of shape {saved.shape}, not the "
                         f"(texts, width) float vectors bertkit embed writes; {fix}")

@@ -281,7 +281,15 @@ def test_finetune_evaluate_predict_and_sentence_transformers_reads_the_result(ti
     other.write_text(f"{PAIRS[5][0]}\n\n{texts[1]}\n{texts[2]}\n", encoding="utf-8")
     code = main(["nearest", "--model", out, "--corpus", str(other), "x",
                  "--corpus-embeddings", str(tmp_path / "c.npy")])
-    assert code == 2 and "is not this model's vector of that text" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert code == 2 and "is not this model's vector of that text" in err
+    # walk X: the advice wrote other.txt's vectors over c.npy, which may be another corpus's (here: inputs's)
+    assert f"--input {other} --output {tmp_path / 'other.npy'}, then --corpus-embeddings {tmp_path / 'other.npy'} " \
+           f"({tmp_path / 'c.npy'} may be the vectors of another corpus: kept)" in err
+    own = tmp_path / "other.npy"  # the corpus's own file: stale, written over
+    own.write_bytes((tmp_path / "c.npy").read_bytes())
+    assert main(["nearest", "--model", out, "--corpus", str(other), "x", "--corpus-embeddings", str(own)]) == 2
+    assert capsys.readouterr().err.rstrip().endswith(f"--input {other} --output {own}")
     other.write_text(f"{texts[0]}\n\n{texts[2]}\n{texts[1]}\n", encoding="utf-8")  # two later lines swapped
     code = main(["nearest", "--model", out, "--corpus", str(other), "x",
                  "--corpus-embeddings", str(tmp_path / "c.npy")])
