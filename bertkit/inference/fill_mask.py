@@ -69,9 +69,14 @@ def fill_mask(model_dir: str, text: str, top_k: int = TOP_K, device: torch.devic
         warnings.simplefilter("ignore")
         model, report = BertForMaskedLM.from_pretrained(model_dir, output_loading_info=True)
     if report.missing_keys:
-        raise CheckpointError(f"{model_dir} has no trained MLM head ({report.missing_keys[0]} ...); "
-                              f"fill-mask needs a masked-LM checkpoint such as one from bertkit pretrain"
-                              f"{not_a_model(model_dir)}")
+        # walk X: a checkpoint of another pre-training objective (docs/objectives.md's FirstLetterModel)
+        # was told to use "one from bertkit pretrain", which it is: name what it holds instead
+        kind = (getattr(model.config, "architectures", None) or [""])[0]
+        held = f" (it holds a {kind}, not a masked-LM model)" if kind and \
+            "MaskedLM" not in kind and "PreTraining" not in kind else ""
+        raise CheckpointError(f"{model_dir} has no trained MLM head ({report.missing_keys[0]} ...){held}; "
+                              f"fill-mask needs a masked-LM checkpoint such as one from bertkit pretrain with "
+                              f"data.objective mlm, mlm+nsp or mlm+sop{not_a_model(model_dir)}")
     check_mask_spelling(text, tok.mask_token)
     with warnings.catch_warnings():  # longer than the model is handled below, by a window
         warnings.simplefilter("ignore")
