@@ -72,7 +72,7 @@ def fill_mask(model_dir: str, text: str, top_k: int = TOP_K, device: torch.devic
         # walk X: a checkpoint of another pre-training objective (docs/objectives.md's FirstLetterModel)
         # was told to use "one from bertkit pretrain", which it is: name what it holds instead
         kind = (getattr(model.config, "architectures", None) or [""])[0]
-        held = f" (it holds a {kind}, not a masked-LM model)" if kind and \
+        held = f" (its config.json names {kind}, not a masked-LM model)" if kind and \
             "MaskedLM" not in kind and "PreTraining" not in kind else ""
         raise CheckpointError(f"{model_dir} has no trained MLM head ({report.missing_keys[0]} ...){held}; "
                               f"fill-mask needs a masked-LM checkpoint such as one from bertkit pretrain with "

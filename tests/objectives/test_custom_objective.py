@@ -63,8 +63,8 @@ def test_the_documented_objective_registers_trains_and_resumes(tmp_path, capsys,
     assert again[-1]["step"] == 30 and again[-1]["letter_loss"] == pytest.approx(evals[-1]["letter_loss"], rel=1e-5)
     # walk X: fill-mask said to use "a masked-LM checkpoint such as one from bertkit pretrain", which this is
     assert cli.main(["fill-mask", "--model", str(out / "checkpoint-30"), "the [MASK] ran"]) == 2
-    assert "has no trained MLM head (cls.predictions.bias ...) (it holds a FirstLetterModel, not a masked-LM " \
-           "model); fill-mask needs" in capsys.readouterr().err
+    assert "has no trained MLM head (cls.predictions.bias ...) (its config.json names FirstLetterModel, " \
+           "not a masked-LM model); fill-mask needs" in capsys.readouterr().err
 
 
 def test_an_objective_is_one_module_plus_one_registry_line_in_a_package_of_its_own(tmp_path, capsys, monkeypatch):
