@@ -512,6 +512,17 @@ def fit_max_length(recipe: Recipe, model_dir: str) -> None:
         recipe.data = dataclasses.replace(recipe.data, max_length=positions)
 
 
+def refuse_head_only(task: Task, recipe: Recipe) -> None:
+    """--peft or model.freeze_encoder on a task whose model trains whole, before any work: frozen, a
+    sentence model trained nothing (refused after loading, leaving OUT/finetune_config.json) and an
+    encoder-decoder failed with an AttributeError traceback (walk X)."""
+    if recipe.peft and not task.peft:
+        raise ConfigError(f"--peft is not available for --task {task.name}: its model trains whole; drop --peft")
+    if recipe.freeze_encoder and not task.freeze_encoder:
+        raise ConfigError(f"model.freeze_encoder is not available for --task {task.name}: its model trains whole "
+                          "(no head apart from the encoder); drop model.freeze_encoder")
+
+
 def build_model(model_dir: str, data: TaskData, recipe: Recipe, model_fn=None, progress: bool = True) -> nn.Module:
     """The task model (or a PEFT wrapper of it), its head initialised from train.seed."""
     config = read_config(model_dir)
@@ -626,8 +637,7 @@ def _finetune(task_name: Task | str, model_dir: str, train_source: str, dev_sour
               train_wrapper) -> dict:
     started = time.time()
     task = get_task(task_name)  # the one look-up: the entry travels from here
-    if recipe.peft and not task.peft:
-        raise ConfigError(f"--peft is not available for --task {task.name}: its model trains whole; drop --peft")
+    refuse_head_only(task, recipe)
     check_apart(model_dir, out_dir)
     fit_max_length(recipe, model_dir)  # before the run's record, which holds the length
     for option, source in (("--train", train_source), ("--dev", dev_source)):

@@ -212,5 +212,6 @@ EMBEDDING = Task(
     blank_row=lambda example: {"embedding": None},
     reference=reference,
     peft=False,  # PEFT's adapter files name a transformers head class; a sentence-transformers model has none
+    freeze_encoder=False,  # a sentence model is its encoder: frozen, nothing would train
     starts_trained=True,
 )

@@ -184,5 +184,6 @@ SIMILARITY = Task(
     blank_row=lambda example: {"score": None},
     reference=reference,
     peft=False,  # as embedding: PEFT's adapter files name a transformers head class, a sentence model has none
+    freeze_encoder=False,  # a sentence model is its encoder: frozen, nothing would train
     starts_trained=True,
 )

@@ -319,6 +319,21 @@ def test_any_encoder_is_scored_as_an_embedding_model_before_fine_tuning(tiny, tm
     assert report["baselines"]["trivial"]["recall@1"] == pytest.approx(1 / len(PAIRS))
 
 
+@pytest.mark.parametrize("task", ["embedding", "similarity", "seq2seq"])
+def test_freeze_encoder_is_refused_before_any_work_where_the_model_trains_whole(task, tiny, tmp_path):
+    """Walk X: seq2seq with model.freeze_encoder=true died with an AttributeError traceback after
+    reading the data; embedding was refused only after loading ("no trainable parameters"), leaving
+    OUT/finetune_config.json behind."""
+    from bertkit.errors import ConfigError
+    from bertkit.recipes.finetune import finetune
+
+    out = tmp_path / "frozen"
+    with pytest.raises(ConfigError, match=f"model.freeze_encoder is not available for --task {task}: its model "
+                                          "trains whole"):
+        finetune(task, tiny, "missing.jsonl", "missing.jsonl", str(out), {"model": {"freeze_encoder": True}})
+    assert not out.exists()
+
+
 def test_peft_is_refused_before_any_work(tiny, tmp_path):
     from bertkit.errors import ConfigError
     from bertkit.recipes.finetune import finetune
