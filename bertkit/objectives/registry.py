@@ -120,15 +120,26 @@ def register_objective(name: str, objective: Objective, replace: bool = False) -
     return objective
 
 
+# the data.objective_module the config being read named ("" none): an unknown objective's error says
+# that module was imported and registered no such name (walk X: a module that never called
+# register_objective got "register your own and name its module in data.objective_module", as if unnamed)
+_named_module = ""
+
+
 def get_objective(name: str) -> Objective:
     """The registered objective `name`, or a ConfigError listing the known ones."""
     if name not in OBJECTIVES:
-        raise ConfigError(f"data.objective {name!r} is not known; use one of {', '.join(OBJECTIVES)}, or "
-                          "register your own and name its module in data.objective_module (docs/objectives.md)")
+        fix = (f"data.objective_module {_named_module!r} was imported but registered no objective {name!r}: call "
+               f"register_objective({name!r}, ...) in it" if _named_module else
+               "register your own and name its module in data.objective_module")
+        raise ConfigError(f"data.objective {name!r} is not known; use one of {', '.join(OBJECTIVES)}, or {fix} "
+                          "(docs/objectives.md)")
     return OBJECTIVES[name]
 
 
 def import_objective_module(spec: str) -> None:
     """Import the user's module that registers objectives: a dotted module name on the Python
     path, or a path to a .py file. Each is imported once per process."""
+    global _named_module
+    _named_module = spec
     import_user_module(spec, "data.objective_module", "registers your objective")

@@ -1,6 +1,7 @@
 """The objective registry: built-in entries, registration rules, and how a recipe picks an objective
 (data.objective, data.objective_module, the objective's own settings section)."""
 
+import re
 from dataclasses import dataclass
 
 import pytest
@@ -30,7 +31,7 @@ def test_builtin_entries_build_their_models(name, cls, logged):
 
 
 def test_unknown_names_and_bad_entries_are_refused():
-    with pytest.raises(ConfigError, match="'mlm\\+mlm' is not known; use one of mlm, mlm\\+nsp.*docs/objectives.md"):
+    with pytest.raises(ConfigError, match="'mlm\\+mlm' is not known; use one of mlm, mlm\\+nsp.*register your own"):
         parse_config({"data": {"objective": "mlm+mlm"}})
     with pytest.raises(ConfigError, match="needs data.builder = 'nsp'"):
         parse_config({"data": {"objective": "mlm+nsp", "builder": "full_sentences"}})
@@ -164,3 +165,15 @@ def test_an_untyped_objective_is_built_on_the_cpu_when_meta_tensors_fail_it_and_
                "\\(.*\\); if its module is written for one model family")
     with pytest.raises(ConfigError, match=refused):
         parse_config({"model": {"model_type": "modernbert"}, "data": {"objective": "bert-only"}})
+
+
+def test_an_objective_module_that_registers_nothing_is_named_in_the_refusal(tmp_path):
+    """Walk X: a data.objective_module that never called register_objective got "register your own and
+    name its module in data.objective_module", as if no module had been named."""
+    module = tmp_path / "noreg.py"
+    module.write_text("x = 1\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=f"data.objective 'first-letter' is not known; use one of .*, or "
+                                          f"data.objective_module '{re.escape(str(module))}' was imported but "
+                                          "registered no objective 'first-letter': call "
+                                          "register_objective\\('first-letter', ...\\) in it"):
+        parse_config({"data": {"objective": "first-letter", "objective_module": str(module)}})
