@@ -72,3 +72,12 @@ def test_predict_writes_a_table_to_a_csv_and_the_same_rows_as_json_lines_otherwi
     assert list(table[0]) == ["index", "line", "label", "probabilities.business", "probabilities.sport"]
     assert [r["label"] for r in table] == [row["label"] or "" for row in rows] and table[1]["label"] == ""
     assert float(table[2]["probabilities.sport"]) == rows[2]["probabilities"]["sport"]
+
+
+def test_nearest_prints_a_tables_row_and_a_text_files_line_not_a_bare_number():
+    """Walk X: `[2640]` read as the table's own id column; the printed place now says what it counts."""
+    from bertkit.commands.nearest import where_in
+
+    assert where_in("docs.csv", {"index": 2639}) == "row 2640"
+    assert where_in("texts.txt", {"index": 0}) == "line 1"
+    assert where_in("folder", {"index": 3, "file": "b/notes.txt"}) == "b/notes.txt"

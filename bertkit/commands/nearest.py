@@ -4,7 +4,7 @@ Search with a sentence-embedding model (one fine-tuned with `finetune --task emb
 sentence-transformers directory, or a plain encoder: mean pooling): the corpus (a .txt, one text
 per line, a table's text column, or a folder of .txt files, one text each) and the queries are
 embedded as `bertkit embed` embeds them, and each query's `--top` corpus texts by cosine are
-printed, best first, with their line (or row) number, or a folder's file. `--output FILE.jsonl`
+printed, best first, with their line (or a table's row) number, or a folder's file. `--output FILE.jsonl`
 also writes one JSON line per query: {"query", "matches": [{"rank", "index", ("file",) "score",
 "text"}]}, row i for query i (a blank query line's row has no matches); an output named .csv or
 .tsv is a table of one row per match (query_index, query, rank, index, (file,) score, text).
@@ -19,15 +19,17 @@ count, width, and 8 texts spread over the corpus embedded again) before they are
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 
 from bertkit.errors import DataError
 from bertkit.inference.encode import SentenceEncoder
 from bertkit.io import atomic_open, check_regular_file
-from bertkit.tasks.formats import read_text_inputs, read_texts
+from bertkit.tasks.formats import TABLE_SUFFIXES, read_text_inputs, read_texts
 from bertkit.table_output import rows_writer, table_delimiter
 from bertkit.tasks.retrieval import top_matches
+from bertkit.tasks.tables import is_table
 from bertkit.tokenizer.coverage import warn_about_unknown_texts
 from bertkit.commands.options import (add_device, add_precision, at_least, check_output_files, device_of, precision_of,
                                       resolve_models)
@@ -139,11 +141,19 @@ def run(args) -> int:
             continue
         print(f"query: {query}")
         for match in matches:
-            where = match.get("file") or match["index"] + 1  # a folder's file, else the text's number
-            print(f"  {match['rank']}. {match['score']:.3f}  [{where}] {match['text'][:100]}")
+            print(f"  {match['rank']}. {match['score']:.3f}  [{where_in(args.corpus, match)}] {match['text'][:100]}")
     if args.output:
         write_matches(args.output, rows)
     return 0
+
+
+def where_in(corpus: str, match: dict) -> str:
+    """Where a match is in the corpus, as printed: a folder's file, a table's data row ("row 12": not
+    the table's own id column, which a bare number looked like, walk X) or a text file's "line 12"."""
+    if match.get("file"):
+        return match["file"]
+    table = Path(corpus).suffix.lower() in TABLE_SUFFIXES or is_table(corpus)
+    return f"{'row' if table else 'line'} {match['index'] + 1}"
 
 
 def write_matches(path: str, rows: list[dict]) -> None:

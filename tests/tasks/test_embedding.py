@@ -264,7 +264,7 @@ def test_finetune_evaluate_predict_and_sentence_transformers_reads_the_result(ti
     (found,) = [json.loads(line) for line in (tmp_path / "n.jsonl").read_text().splitlines()]
     assert found["matches"][0]["text"] == texts[2] and found["matches"][0]["score"] == pytest.approx(1.0, abs=1e-4)
     assert [m["index"] for m in found["matches"]] != [] and 1 not in [m["index"] for m in found["matches"]]
-    assert lines[0] == f"query: {texts[2]}" and lines[1].startswith("  1. 1.000  [4] ")
+    assert lines[0] == f"query: {texts[2]}" and lines[1].startswith("  1. 1.000  [line 4] ")
     # a blank query line keeps its row (without matches): row i is query i
     run_cli(["nearest", "--model", out, "--corpus", str(inputs), "--queries", str(inputs), "--top", "2",
              "--output", str(tmp_path / "q.jsonl")], capsys)
