@@ -144,11 +144,39 @@ def test_encoder_decoder_generation_matches_transformers(bert2bert, options):
         assert (a[:, 0] == 2).all()  # decoding starts at decoder_start_token_id
 
 
+NO_REPEAT = [dict(num_beams=1, no_repeat_ngram_size=1), dict(num_beams=1, no_repeat_ngram_size=2),
+             dict(num_beams=3, no_repeat_ngram_size=2), dict(num_beams=3, no_repeat_ngram_size=3)]
+
+
+def repeats(sequences: torch.Tensor, n: int) -> int:
+    """How many rows hold some n-gram twice."""
+    rows = [[tuple(row[i:i + n]) for i in range(len(row) - n + 1)] for row in sequences.tolist()]
+    return sum(len(set(grams)) < len(grams) for grams in rows)
+
+
+@pytest.mark.parametrize("options", NO_REPEAT, ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()))
+def test_no_repeat_ngram_size_matches_transformers(causal_lm, bert2bert, options):
+    """The option bans exactly what transformers' NoRepeatNGramLogitsProcessor bans, for greedy and beam
+    search, decoder-only (prompt included) and encoder-decoder; without it these models do repeat."""
+    ids, mask = prompts()
+    n = options["no_repeat_ngram_size"]
+    for (ours, theirs), (x, m) in ((causal_lm, (ids, mask)), (bert2bert, (ids.flip(1), mask.flip(1)))):
+        kwargs = dict(options, max_new_tokens=12)
+        a = ours.generate(x, m, **kwargs)
+        b = quiet(theirs.generate, x, attention_mask=m, do_sample=False, **kwargs)
+        assert a.tolist() == b.tolist()
+        unbanned = ours.generate(x, m, max_new_tokens=12, num_beams=options["num_beams"])
+        new = slice(1, None) if ours.is_encoder_decoder else slice(x.shape[1], None)
+        assert repeats(unbanned[:, new], n) > 0 and repeats(a[:, new], n) == 0
+
+
 def test_generation_options_are_checked():
     with pytest.raises(ConfigError, match="num_return_sequences"):
         GenerationOptions(num_beams=2, num_return_sequences=3)
     with pytest.raises(ConfigError, match="early_stopping"):
         GenerationOptions(early_stopping="sometimes")
+    with pytest.raises(ConfigError, match="no_repeat_ngram_size must be an integer >= 0"):
+        GenerationOptions(no_repeat_ngram_size=-1)
     model = BertLMHeadModel(BertConfig(**TINY, is_decoder=True))
     with pytest.raises(ConfigError, match="positions"):
         model.generate(torch.ones(1, 60, dtype=torch.long), max_new_tokens=10)

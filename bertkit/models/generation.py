@@ -24,6 +24,12 @@ vectorised beam search, rewritten to read top to bottom; the quirks are kept so 
 rows finishing early are filled with pad_token_id, except that a pad id of 0 counts as unset there
 and the eos id is used (BERT's [PAD] is 0: beam outputs pad with [SEP]).
 
+`no_repeat_ngram_size=n` (> 0) forbids any n-gram to occur twice in a row's sequence (the prompt,
+or an encoder-decoder's start token, included): a token that would complete an n-gram whose first
+n - 1 tokens are the sequence's last n - 1 gets score -inf before the argmax or the beam ranking,
+as transformers' NoRepeatNGramLogitsProcessor does. A small model's greedy output that repeats a
+word ("blogs blogs blogs") cannot.
+
 Without a cache each step re-runs the model on the whole sequence; with one (`use_cache=True`,
 the default) only on the new token (bertkit/models/kv_cache.py): the same numbers, less work.
 """
@@ -53,12 +59,16 @@ class GenerationOptions:
     pad_token_id: int | None = None
     decoder_start_token_id: int | None = None  # encoder-decoders: the first decoder token
     use_cache: bool = True
+    no_repeat_ngram_size: int = 0  # > 0: no n-gram of this size occurs twice (0 = off)
 
     def __post_init__(self) -> None:
         for name in ("max_new_tokens", "num_beams", "num_return_sequences"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        size = self.no_repeat_ngram_size
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise ConfigError(f"no_repeat_ngram_size must be an integer >= 0 (0: off), got {size!r}")
         if self.early_stopping not in (True, False, "never"):
             raise ConfigError(f"early_stopping must be True, False or \"never\", got {self.early_stopping!r}")
         if self.num_return_sequences > self.num_beams:
@@ -202,17 +212,32 @@ def generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None
             raise ConfigError(f"{prompt.shape[1]} prompt tokens + max_new_tokens={options.max_new_tokens} exceed "
                               f"the decoder's {positions} positions; lower max_new_tokens or shorten the input")
         if options.num_beams == 1:
-            return greedy_search(steps, prompt, max_length, eos, pad)
+            return greedy_search(steps, prompt, max_length, eos, pad, options.no_repeat_ngram_size)
         return beam_search(steps, prompt, max_length, eos, pad, options)
     finally:
         model.train(was_training)
 
 
+def without_repeated_ngrams(scores: torch.Tensor, sequences: torch.Tensor, n: int) -> torch.Tensor:
+    """`scores` (rows, vocab) with -inf at each token that would repeat an n-gram of its row of
+    `sequences` (rows, length): one that followed the row's last n - 1 tokens before. n = 0: as is."""
+    length = sequences.shape[1]
+    if n == 0 or length + 1 < n:
+        return scores
+    scores = scores.clone()
+    for row, tokens in enumerate(sequences.tolist()):
+        prefix = tokens[length - n + 1:]
+        banned = [tokens[i + n - 1] for i in range(length - n + 1) if tokens[i:i + n - 1] == prefix]
+        if banned:
+            scores[row, banned] = float("-inf")
+    return scores
+
+
 def greedy_search(steps, sequences: torch.Tensor, max_length: int, eos: torch.Tensor | None,
-                  pad: int | None) -> torch.Tensor:
+                  pad: int | None, no_repeat_ngram_size: int = 0) -> torch.Tensor:
     unfinished = torch.ones(sequences.shape[0], dtype=torch.bool, device=sequences.device)
     while True:
-        tokens = steps.logits(sequences).argmax(-1)
+        tokens = without_repeated_ngrams(steps.logits(sequences), sequences, no_repeat_ngram_size).argmax(-1)
         if eos is not None:  # finished rows only pad
             tokens = torch.where(unfinished, tokens, torch.full_like(tokens, pad))
         sequences = torch.cat([sequences, tokens[:, None]], dim=-1)
@@ -264,7 +289,9 @@ def beam_search(steps, prompt: torch.Tensor, max_length: int, eos: torch.Tensor 
     steps.expand(k)
     length = prompt_len
     while True:
-        log_probs = F.log_softmax(steps.logits(running.sequences[:, :, :length].flatten(0, 1)), dim=-1)
+        flat = running.sequences[:, :, :length].flatten(0, 1)
+        log_probs = without_repeated_ngrams(F.log_softmax(steps.logits(flat), dim=-1), flat,
+                                            options.no_repeat_ngram_size)
         candidates, ends = top_continuations(running, log_probs, length, prompt_len, keep, eos, max_length)
         live = candidates.scores + ends.float() * NEG  # ended candidates do not run on
         running = Beams(candidates.sequences, live, candidates.origins).take(live.topk(k).indices)

@@ -69,13 +69,14 @@ class DataConfig:
     negative_column: str = "negative"  # embedding: an optional hard negative per row (read when present)
     max_target_length: int = 32  # seq2seq: target tokens trained on ([SEP] included) and generated at most
     num_beams: int = 1  # seq2seq: beam width of generation; 1 = greedy
+    no_repeat_ngram_size: int = 0  # seq2seq: > 0, no n-gram of this size generated twice (0 = off)
 
     def __post_init__(self) -> None:
         for name in ("max_length", "max_answer_length", "n_best", "eval_batch_size", "max_target_length", "num_beams"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"data.{name} must be a positive integer, got {value!r}")
-        for name in ("max_train_examples", "max_eval_examples", "doc_stride"):
+        for name in ("max_train_examples", "max_eval_examples", "doc_stride", "no_repeat_ngram_size"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError(f"data.{name} must be an integer >= 0, got {value!r}")

@@ -6,7 +6,8 @@ self-attention, new cross-attention layers; Rothe et al. 2020), with [CLS] as th
 token, [SEP] as its end and [PAD] as padding. The target is trained as the next-token
 cross-entropy of "t_1 .. t_n [SEP]" read behind "[CLS] t_1 .. t_n". A saved encoder-decoder
 fine-tunes further as it is. Decoding generates up to `data.max_target_length` tokens, greedily
-or with `data.num_beams` beams (bertkit/models/generation.py).
+or with `data.num_beams` beams, `data.no_repeat_ngram_size` forbidding a repeated n-gram
+(bertkit/models/generation.py).
 
 Files: JSON lines {"source": str, "target": str} (field names: data.source_column,
 data.target_column); `predict` takes the same lines without "target", or .txt with one source
@@ -168,7 +169,8 @@ def decode(model, tokenizer, examples: Sequence[TextExample], spec: TaskSpec, na
     for index in eval_order(features, spec.data.eval_batch_size, cut=False):
         batch = collate([features[i] for i in index])
         out = model.generate(batch["input_ids"].to(device), batch["attention_mask"].to(device),
-                             max_new_tokens=spec.data.max_target_length, num_beams=spec.data.num_beams)
+                             max_new_tokens=spec.data.max_target_length, num_beams=spec.data.num_beams,
+                             no_repeat_ngram_size=spec.data.no_repeat_ngram_size)
         for i, text in zip(index, tokenizer.batch_decode(out[:, 1:].cpu(), skip_special_tokens=True)):
             texts[i] = text
     return texts

@@ -12,7 +12,7 @@ import torch
 
 from bertkit.commands.cli import main
 from bertkit.models.encoder_decoder import EncoderDecoderModel
-from bertkit.errors import DataError
+from bertkit.errors import ConfigError, DataError
 from bertkit.tasks import Collator, DataConfig, TaskSpec, evaluate_examples, get_task
 from bertkit.tasks.builtin import builtin_splits
 from bertkit.tasks.metrics import rouge_l, text_exact_match
@@ -191,3 +191,11 @@ def test_a_tiny_bert2bert_learns_its_training_pairs(tiny, tmp_path):
     spec = TaskSpec(get_task("seq2seq"), DataConfig(max_length=16, max_target_length=4, num_beams=2))
     examples = read_pairs(train, spec.data)
     assert evaluate_examples(model, Tokenizer.from_pretrained(tiny), spec, examples)["exact_match"] == 1.0
+    # data.no_repeat_ngram_size reaches generate (its effect: tests/test_generation.py, against transformers)
+    calls, generate = [], model.generate
+    model.generate = lambda *args, **options: calls.append(options) or generate(*args, **options)
+    spec = TaskSpec(get_task("seq2seq"), DataConfig(max_length=16, max_target_length=4, no_repeat_ngram_size=2))
+    assert evaluate_examples(model, Tokenizer.from_pretrained(tiny), spec, examples)["exact_match"] == 1.0
+    assert calls and all(options["no_repeat_ngram_size"] == 2 for options in calls)
+    with pytest.raises(ConfigError, match="data.no_repeat_ngram_size must be an integer >= 0"):
+        DataConfig(no_repeat_ngram_size=-1)
