@@ -29,6 +29,7 @@ __all__ = [
     "macro_f1",
     "micro_f1",
     "log_loss",
+    "mean_nll",
     "pearson",
     "spearman",
     "order_correlations",
@@ -155,9 +156,15 @@ def log_loss(y_true: Sequence, probabilities: Sequence[Mapping[Hashable, float]]
     inf, as the cross-entropy is; a softmax in float64 reaches 0 only past a logit gap of ~745.
     Empty input gives nan (a mean of nothing)."""
     _check_lengths(y_true, probabilities)
-    if not y_true:
+    return mean_nll([p.get(y, 0.0) for y, p in zip(y_true, probabilities)])
+
+
+def mean_nll(gold_probabilities: Sequence[float]) -> float:
+    """-1/N sum ln p over the probabilities the model gave the gold answers (every task's dev
+    `loss`): inf when one is 0, nan when there are none."""
+    if len(gold_probabilities) == 0:
         return float("nan")
-    gold = np.array([p.get(y, 0.0) for y, p in zip(y_true, probabilities)], dtype=np.float64)
+    gold = np.asarray(gold_probabilities, dtype=np.float64)
     with np.errstate(divide="ignore"):  # ln 0 = -inf is the answer, not a numerical accident
         return float(-np.mean(np.log(gold)))
 

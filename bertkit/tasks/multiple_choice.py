@@ -24,7 +24,7 @@ from bertkit.models.heads import BertForMultipleChoice
 from bertkit.tasks.common import (DataConfig, PredictionInput, TaskSpec, check_texts, forward_features,
                                   softmax, truncation_warning)
 from bertkit.tasks.formats import ChoiceExample, read_choices
-from bertkit.tasks.metrics import accuracy
+from bertkit.tasks.metrics import accuracy, mean_nll
 from bertkit.tasks.spec import Task
 
 
@@ -80,11 +80,7 @@ def decode(model, tokenizer, examples: Sequence[ChoiceExample], spec: TaskSpec, 
 
 def choice_loss(examples: Sequence[ChoiceExample], predictions: Sequence[np.ndarray]) -> float:
     """Mean cross-entropy of the right choice, -1/N sum ln p(label) (the model's training loss); nan if empty."""
-    if not examples:
-        return float("nan")
-    gold = np.array([p[e.label] for e, p in zip(examples, predictions)], dtype=np.float64)
-    with np.errstate(divide="ignore"):  # ln 0 = -inf is the answer, not a numerical accident
-        return float(-np.mean(np.log(gold)))
+    return mean_nll([p[e.label] for e, p in zip(examples, predictions)])
 
 
 def metrics(examples: Sequence[ChoiceExample], predictions: Sequence[np.ndarray]) -> dict:

@@ -27,7 +27,7 @@ from bertkit.tasks.common import (DataConfig, PredictionInput, TaskSpec, forward
                                   truncation_warning)
 from bertkit.tasks.formats import TextExample, TokenExample, read_conll, read_text_dataset
 from bertkit.tasks.long_text import window_starts
-from bertkit.tasks.metrics import entity_prf, entity_spans
+from bertkit.tasks.metrics import entity_prf, entity_spans, mean_nll
 from bertkit.tasks.sequence import read_lines
 from bertkit.tasks.spec import Task, label_head_config
 from bertkit.tasks.tables import is_table
@@ -245,10 +245,7 @@ def word_loss(examples: Sequence[TokenExample], predictions: Sequence[TagPredict
         read = ~np.isnan(probs).any(axis=-1)
         gold += [row[column[tag]] if tag in column else 0.0
                  for tag, row in zip(np.asarray(example.tags)[read], probs[read])]
-    if not gold:
-        return float("nan")
-    with np.errstate(divide="ignore"):  # ln 0 = -inf is the answer, not a numerical accident
-        return float(-np.mean(np.log(gold)))
+    return mean_nll(gold)
 
 
 def metrics(examples: Sequence[TokenExample], predictions: Sequence[TagPrediction]) -> dict:
