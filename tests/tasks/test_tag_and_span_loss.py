@@ -140,3 +140,16 @@ def test_the_multiple_choice_loss_is_the_cross_entropy_of_the_right_choice():
     assert multiple_choice.baseline(train, examples) == pytest.approx(
         {"accuracy": 0.5, "loss": -(math.log(prior[1]) + math.log(prior[0])) / 2})
     assert tie_metric(get_task("multiple-choice"), "accuracy") == "loss"
+
+
+def test_a_confident_mistake_gives_a_finite_tagging_loss(tokenizer):
+    """A gold tag 120 logits below the chosen one has p = e^-120 (a float32 holds none below ~1e-45):
+    the dev loss is the finite 120 of the model's training loss, not inf for every checkpoint alike."""
+    model = BertForTokenClassification(tiny_config(tokenizer, id2label=dict(enumerate(TAGS)))).eval()
+    with torch.no_grad():
+        model.classifier.weight.zero_()
+        model.classifier.bias.copy_(torch.tensor([0.0, 120.0, 0.0]))  # every word: B-X by 120
+    task = get_task("token-classification")
+    examples = [TokenExample(["the", "striker"], ["O", "B-X"])]
+    loss = task.metrics(examples, task.decode(model, tokenizer, examples, TaskSpec(task, DataConfig(max_length=16))))
+    assert loss["loss"] == pytest.approx((120 + 2 * math.exp(-120)) / 2, rel=1e-6)
