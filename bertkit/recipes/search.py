@@ -78,7 +78,8 @@ from bertkit.models.families import family_of
 from bertkit.models.heads import BertForMultipleChoice, BertForSequenceClassification
 from bertkit.peft import DEFAULT_LR as PEFT_DEFAULT_LR
 from bertkit.recipes.blend import check_blend
-from bertkit.recipes.finetune import BASELINE_SKIPPED, CLASS_WEIGHTS, FinetuneOptions, finetune, fit_skipped_baseline
+from bertkit.recipes.finetune import (BASELINE_SKIPPED, CLASS_WEIGHTS, FinetuneOptions, build_recipe, finetune,
+                                      fit_skipped_baseline, refuse_head_only)
 from bertkit.runtime.resume_check import changed_options, flatten
 from bertkit.runtime.run_dir import LOCK_FILE, check_apart, list_checkpoints, run_lock
 from bertkit.settings.config_io import dataclass_from_dict
@@ -227,6 +228,8 @@ def search(task: str, model_dir: str, train_source: str, dev_source: str | None,
     check_dev_source(dev_source)
     if sections.get("train", {}).get("blend_tfidf"):
         check_blend(task, search=True)
+    # before OUT/search is written: refused in trial 0, it left OUT "not empty" for the corrected command
+    refuse_head_only(get_task(task), build_recipe(sections))
     check_apart(model_dir, out_dir)
     grid = trial_grid(space, model_dir, task, sections.get("peft", {}).get("method"))
     record = {"task": task, "model": os.path.abspath(model_dir), "train": train_source, "dev": dev_source,

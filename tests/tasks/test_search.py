@@ -473,3 +473,19 @@ def test_ctrl_c_in_a_trial_then_resume_counts_both_attempts(files, tmp_path, mon
     assert trial["resumed_at_step"] == 2 and row["wall_time_s"] == trial["wall_time_s"]
     assert row["time_s"] == pytest.approx(trial["wall_time_s"] + max(stopped[0], trial["resumed_train_seconds"]),
                                           abs=0.11)
+
+
+@pytest.mark.parametrize("setting", [["--peft", "lora"], ["--set", "model.freeze_encoder=true"]])
+def test_a_head_only_setting_on_a_whole_model_task_is_refused_before_the_search_writes(files, tmp_path, setting,
+                                                                                         capsys):
+    """--peft or model.freeze_encoder with --task embedding: refused before OUT/search is written, so the
+    corrected command runs in the same --out (it had met "OUT is not empty")."""
+    root, tiny = files
+    pairs = root / "pairs.csv"
+    pairs.write_text("text,positive\nthe goal,a goal\nthe bank,rates cut\nparis team,london team\n", encoding="utf-8")
+    out = tmp_path / "out"
+    argv = ["finetune", "--search", "--task", "embedding", "--model", tiny, "--train", str(pairs), "--dev", str(pairs),
+            "--out", str(out), "--no-progress", *setting]
+    assert main(argv) == 2
+    assert "is not available for --task embedding" in capsys.readouterr().err
+    assert not out.exists() or os.listdir(out) == []
