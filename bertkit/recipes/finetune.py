@@ -507,9 +507,15 @@ def fit_max_length(recipe: Recipe, model_dir: str) -> None:
         return  # a model that is not there is refused where it is loaded
     positions = read_config(model_dir).max_sequence_length
     if recipe.data.max_length > positions:
+        # the default stride keeps its ratio to the length, a quarter: QA's windows must overlap by less
+        # than half, and 32 of 64 was refused (data.doc_stride was named by nobody)
+        stride = recipe.data.doc_stride
+        if stride == DataConfig.doc_stride and stride >= positions // 2:
+            stride = positions // 4
+        strided = f"; data.doc_stride: {stride}, a quarter of it (the default, {recipe.data.doc_stride})"
         print(f"data.max_length: {positions}, the model's positions (the default, {recipe.data.max_length}, is "
-              "longer than it reads)", flush=True)
-        recipe.data = dataclasses.replace(recipe.data, max_length=positions)
+              f"longer than it reads){strided if stride != recipe.data.doc_stride else ''}", flush=True)
+        recipe.data = dataclasses.replace(recipe.data, max_length=positions, doc_stride=stride)
 
 
 def refuse_head_only(task: Task, recipe: Recipe) -> None:

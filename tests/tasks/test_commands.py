@@ -279,6 +279,26 @@ def test_a_model_with_fewer_positions_than_the_default_length_is_read_at_its_own
     assert json.loads((out / "finetune_config.json").read_text())["data"]["max_length"] == 64
 
 
+def test_qa_on_a_model_with_fewer_positions_fits_the_default_stride_too(tiny, capsys, tmp_path):
+    """The default doc_stride (32) must be below half of the length: once data.max_length followed a
+    64-position model, QA was refused ("data.doc_stride=32 must be below half of data.max_length=64")
+    though the user had named neither; the stride follows as well (a quarter of the length)."""
+    context = "the film was good and the plot was fine " * 6
+    qas = [{"id": str(i), "question": "how was the film", "answers": [{"text": "good", "answer_start": 13}]}
+           for i in range(4)]
+    squad = tmp_path / "train.json"
+    squad.write_text(json.dumps({"data": [{"title": "t", "paragraphs": [{"context": context, "qas": qas}]}]}),
+                     encoding="utf-8")
+    out = tmp_path / "o"
+    code, stdout, err = run_cli(["finetune", "--task", "qa", "--model", tiny, "--train", str(squad), "--dev",
+                                 str(squad), "--out", str(out), "--no-progress", "--no-baseline",
+                                 "--set", "train.max_steps=2"], capsys)
+    assert code == 0, err
+    assert "data.doc_stride: 16" in stdout
+    data = json.loads((out / "finetune_config.json").read_text())["data"]
+    assert (data["max_length"], data["doc_stride"]) == (64, 16)
+
+
 def test_predict_input_dash_says_it_reads_files_not_stdin(tiny, capsys):
     """`--output -` is stdout, so a newcomer serving from a pipe tried `--input -`: it was looked up
     as a file or built-in data name and refused as "-: no such file (or built-in data name: ...)"."""
