@@ -56,7 +56,7 @@ def read_spec(model_dir: str, task: Task | str | None = None) -> TaskSpec:
         if asked is not None and not asked.names(spec.task):
             raise ConfigError(f"--task {asked.name} but {model_dir} was fine-tuned for {spec.task.name}; drop "
                               "--task or use a model fine-tuned for this task")
-        spec.blend = load_blend(model_dir)  # (finetune --set train.blend_tfidf=true saved one)
+        spec.blend = load_blend(model_dir, spec.task.name)  # (finetune --set train.blend_tfidf=true saved one)
         return spec
     found = task_of_config(config)
     if asked is None:

@@ -143,8 +143,10 @@ def remove_blend(directory: str) -> None:
             os.remove(os.path.join(directory, name))
 
 
-def load_blend(directory: str) -> TfidfBlend | None:
-    """The blend `directory` holds, or None (a model fine-tuned without train.blend_tfidf)."""
+def load_blend(directory: str, task_name: str) -> TfidfBlend | None:
+    """The blend `directory` holds, or None (a model fine-tuned without train.blend_tfidf). A blend
+    of the other kind (a ridge's beside a classifier, or class probabilities beside a regression,
+    copied in from another run) is refused: it would mix silently, or be ignored."""
     path, arrays_path = os.path.join(directory, BLEND_FILE), os.path.join(directory, ARRAYS_FILE)
     if not os.path.exists(path):
         return None
@@ -163,6 +165,10 @@ def load_blend(directory: str) -> TfidfBlend | None:
     if blend.coef.shape != (rows, len(blend.idf)) or len(blend.columns) != len(blend.idf) or not 0 <= blend.weight < 1:
         raise CheckpointError(f"{directory}'s TF-IDF blend does not fit together (coef {blend.coef.shape}, "
                               f"{len(blend.columns)} terms, {len(blend.classes)} classes); {fix}")
+    if (task_name == "regression") != (not blend.classes):
+        kind = f"a classifier's ({len(blend.classes)} classes)" if blend.classes else "a regression's"
+        raise CheckpointError(f"{directory}'s TF-IDF blend is {kind}, but the model is a {task_name} model: it "
+                              f"belongs to another run; {fix}")
     return blend
 
 

@@ -41,7 +41,7 @@ def test_the_saved_tfidf_model_gives_scikit_learns_probabilities(bbc, binary, tm
     train, test = keep(bbc["train"]), keep(bbc["test"])
     fitted = baseline.fit_tfidf("classification", train, 10.0)
     TfidfBlend.from_fitted(fitted, 0.5).save(str(tmp_path))
-    loaded = load_blend(str(tmp_path))
+    loaded = load_blend(str(tmp_path), "classification")
     pair = TextExample(text=test[0].text, text_pair="Shares fell as the match ended", label=None)
     unknown = TextExample(text="zzzq qqqz", label=None)  # no known word: the intercept alone
     rows = [*test, pair, unknown]
@@ -55,7 +55,7 @@ def test_the_saved_tfidf_model_gives_scikit_learns_probabilities(bbc, binary, tm
     mixed = loaded.mix(encoder, labels, rows)
     np.testing.assert_allclose(mixed, 0.5 * encoder + 0.5 * expected[:, ::-1], atol=1e-9)
     remove_blend(str(tmp_path))  # (finetune drops a blend a killed attempt left before choosing its own)
-    assert load_blend(str(tmp_path)) is None and not os.listdir(tmp_path)
+    assert load_blend(str(tmp_path), "classification") is None and not os.listdir(tmp_path)
 
 
 def test_the_weight_is_chosen_on_dev_by_the_select_metric_then_the_loss(bbc):
@@ -136,7 +136,9 @@ def test_the_saved_ridge_gives_scikit_learns_values_and_the_weight_is_chosen_by_
     dev = [dataclasses.replace(e, label=words(e)) for e in bbc["dev"]]
     fitted = baseline.fit_tfidf("regression", train, 1.0)
     TfidfBlend.from_fitted(fitted, 0.25).save(str(tmp_path))
-    loaded = load_blend(str(tmp_path))
+    loaded = load_blend(str(tmp_path), "regression")
+    with pytest.raises(CheckpointError, match="blend is a regression's, but the model is a classification model"):
+        load_blend(str(tmp_path), "classification")  # copied in from another run: it would be ignored
     rows = [*bbc["test"], TextExample(text="zzzq qqqz", label=None)]  # no known word: the intercept alone
     expected = fitted.linear.predict(fitted.vectorizer.transform([baseline.baseline_text(e) for e in rows]))
     np.testing.assert_allclose(loaded.values(rows), expected, rtol=0, atol=1e-9)
