@@ -37,6 +37,7 @@ __all__ = [
     "entity_prf",
     "normalize_answer",
     "squad_em_f1",
+    "tokens_f1",
     "squad_evaluate",
     "text_tokens",
     "text_exact_match",
@@ -348,8 +349,12 @@ def _exact(prediction: str, gold: str) -> float:
 
 def _token_f1(prediction: str, gold: str) -> float:
     """Bag-of-tokens F1 of the normalised strings; two empty strings score 1 (SQuAD v2)."""
-    pred_tokens = normalize_answer(prediction).split()
-    gold_tokens = normalize_answer(gold).split()
+    return tokens_f1(normalize_answer(prediction).split(), normalize_answer(gold).split())
+
+
+def tokens_f1(pred_tokens: Sequence[str], gold_tokens: Sequence[str]) -> float:
+    """SQuAD's bag-of-tokens F1 of two token lists already normalised (`normalize_answer`); two
+    empty lists score 1."""
     if not pred_tokens or not gold_tokens:
         return float(pred_tokens == gold_tokens)
     same = sum((Counter(pred_tokens) & Counter(gold_tokens)).values())

@@ -26,7 +26,7 @@ from bertkit.models.heads import BertForQuestionAnswering
 from bertkit.io import iter_jsonl
 from bertkit.tasks.common import DataConfig, PredictionInput, TaskSpec, check_texts, forward_features, json_float
 from bertkit.tasks.formats import QAExample, read_squad
-from bertkit.tasks.metrics import normalize_answer, squad_evaluate
+from bertkit.tasks.metrics import normalize_answer, squad_evaluate, tokens_f1
 from bertkit.tasks.qa_spans import QAFeature, SpanPrediction, merge_features
 from bertkit.tasks.spec import Task
 
@@ -211,14 +211,6 @@ def _span_tokens(context: str, width: int) -> list[list[str]]:
     return [normalize_answer(context[spans[i][0]:spans[min(i + width, len(spans)) - 1][1]]).split() for i in starts]
 
 
-def _span_f1(tokens: list[str], gold: list[str]) -> float:
-    """SQuAD's token F1 of normalised token lists (metrics._token_f1)."""
-    if not tokens or not gold:
-        return float(tokens == gold)
-    same = sum((Counter(tokens) & Counter(gold)).values())
-    return 0.0 if same == 0 else 2 * same / (len(tokens) + len(gold))
-
-
 def chance(examples: Sequence[QAExample], width: int) -> dict:
     """Chance level: the expected SQuAD exact match and F1 (percent) of answering each question with a
     span of `width` consecutive context words drawn uniformly at random, computed exactly (the mean
@@ -232,7 +224,7 @@ def chance(examples: Sequence[QAExample], width: int) -> dict:
         golds = [g.split() for g in (normalize_answer(a["text"]) for a in e.answers or []) if g] or [[]]
         if spans:
             exact += sum(any(tokens == g for g in golds) for tokens in spans) / len(spans)
-            f1 += sum(max(_span_f1(tokens, g) for g in golds) for tokens in spans) / len(spans)
+            f1 += sum(max(tokens_f1(tokens, g) for g in golds) for tokens in spans) / len(spans)
         else:  # no word to draw: the answer is ""
             exact, f1 = exact + (golds == [[]]), f1 + (golds == [[]])
     count = max(1, len(examples))
