@@ -4,25 +4,38 @@ from __future__ import annotations
 
 import csv
 import os
+import random
 
 from bertkit.models.config import BertConfig
 from bertkit.models.encoder import BertModel
 from bertkit.tokenizer import Tokenizer
 
 
+def train_tokenizer(directory, texts, vocab_size: int) -> Tokenizer:
+    """A WordPiece tokenizer of up to `vocab_size` pieces trained on `texts` (one per line of
+    directory/corpus.txt, which stays there)."""
+    os.makedirs(str(directory), exist_ok=True)
+    corpus = os.path.join(str(directory), "corpus.txt")
+    with open(corpus, "w", encoding="utf-8") as f:
+        f.write("\n".join(texts) + "\n")
+    return Tokenizer.train_wordpiece([corpus], vocab_size=vocab_size, min_frequency=1, show_progress=False)
+
+
+def word_salad(words, lines: int, per_line: int, seed: int = 0) -> list[str]:
+    """`lines` texts of `per_line` words drawn from `words` (seeded): a corpus for a tiny tokenizer."""
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(words) for _ in range(per_line)) for _ in range(lines)]
+
+
 def make_tiny_model(directory, corpus_texts) -> str:
     """A 1-layer, hidden-32 random BERT with a 600-piece WordPiece vocabulary trained on
     `corpus_texts`: the cheapest model for pipeline and error tests (no learning asserted)."""
     directory = str(directory)
-    os.makedirs(directory, exist_ok=True)
-    corpus = os.path.join(directory, "corpus.txt")
-    with open(corpus, "w", encoding="utf-8") as f:
-        f.write("\n".join(corpus_texts) + "\n")
-    tokenizer = Tokenizer.train_wordpiece([corpus], vocab_size=600, min_frequency=1, show_progress=False)
+    tokenizer = train_tokenizer(directory, corpus_texts, 600)
     config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1,
                         num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
     BertModel(config).save_pretrained(directory, tokenizer=tokenizer)
-    os.remove(corpus)
+    os.remove(os.path.join(directory, "corpus.txt"))
     return directory
 
 

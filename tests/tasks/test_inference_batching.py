@@ -25,7 +25,8 @@ from bertkit.tasks.common import DataConfig, PredictionInput, TaskSpec, eval_ord
 from bertkit.tasks.formats import TextExample, TokenExample
 from bertkit.tasks.sequence import LONG_TEXT_HINT, encode_texts
 from bertkit.tasks.tagging import encode_words
-from bertkit.tokenizer import Tokenizer
+
+from .helpers import train_tokenizer, word_salad
 
 WORDS = ("the match ended shares fell percent goal in last minute profits rose good film bad rain "
          "tomorrow striker scored bank cut rates city won league title board met votes").split()
@@ -34,11 +35,7 @@ BATCH = 8  # eval_batch_size: small, so 30 inputs make several batches to cut
 
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory):
-    corpus = tmp_path_factory.mktemp("corpus") / "corpus.txt"
-    rng = random.Random(0)
-    corpus.write_text("\n".join(" ".join(rng.choice(WORDS) for _ in range(12)) for _ in range(200)) + "\n",
-                      encoding="utf-8")
-    return Tokenizer.train_wordpiece([str(corpus)], vocab_size=200, min_frequency=1, show_progress=False)
+    return train_tokenizer(tmp_path_factory.mktemp("corpus"), word_salad(WORDS, lines=200, per_line=12), 200)
 
 
 def sentences(n: int = 30, seed: int = 1) -> list[list[str]]:

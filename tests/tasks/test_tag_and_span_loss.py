@@ -25,7 +25,8 @@ from bertkit.tasks import multiple_choice
 from bertkit.tasks.formats import ChoiceExample, QAExample, TokenExample
 from bertkit.tasks.qa import encode_qa
 from bertkit.tasks.tagging import TagPrediction, baseline, encode_words, metrics, word_loss
-from bertkit.tokenizer import Tokenizer
+
+from .helpers import train_tokenizer, word_salad
 
 TAGS = ["O", "B-X", "I-X"]
 WORDS = "the striker scored a late goal and the bank cut its rates again".split()
@@ -76,11 +77,7 @@ def test_token_classification_and_qa_break_f1_ties_by_the_dev_loss(name):
 
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory):
-    corpus = tmp_path_factory.mktemp("corpus") / "corpus.txt"
-    rng = random.Random(0)
-    corpus.write_text("\n".join(" ".join(rng.choice(WORDS) for _ in range(10)) for _ in range(100)) + "\n",
-                      encoding="utf-8")
-    return Tokenizer.train_wordpiece([str(corpus)], vocab_size=60, min_frequency=1, show_progress=False)
+    return train_tokenizer(tmp_path_factory.mktemp("corpus"), word_salad(WORDS, lines=100, per_line=10), 60)
 
 
 def tiny_config(tokenizer, **head) -> BertConfig:
