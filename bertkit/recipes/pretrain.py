@@ -322,7 +322,7 @@ def _check_objective_builds(cfg: PretrainConfig) -> None:
     if objective.model_type or cfg.model.get("init") or any(objective is known for known in BUILT_IN):
         return
     with model_section_errors():
-        config = model_config(cfg, cfg.tokenizer.vocab_size, 0)
+        config = model_config(cfg, _vocab_size_at_config_time(cfg), 0)
     try:
         with torch.device("meta"):
             objective.build_model(config, cfg.objective_settings)
@@ -339,6 +339,18 @@ def _check_objective_builds(cfg: PretrainConfig) -> None:
             "family, name it where the objective is registered (Objective(..., model_type=\"bert\") for a "
             "BertModel) and pre-train with a recipe of that family (configs/pretrain-tiny-bert.toml), or set "
             "model.model_type; docs/objectives.md") from e
+
+
+def _vocab_size_at_config_time(cfg: PretrainConfig) -> int:
+    """The vocabulary the run's model will embed, as far as the config tells: tokenizer.path's
+    tokenizer when it loads (its size, not tokenizer.vocab_size, which only a trained one uses), else
+    the size asked for. A path that does not load is refused later, by the tokenizer step, in its terms."""
+    if cfg.tokenizer.path:
+        try:
+            return vocab_size_of(Tokenizer.from_pretrained(cfg.tokenizer.path))
+        except Exception:  # whatever a bad path raises: tokenizer_and_config names it
+            pass
+    return cfg.tokenizer.vocab_size
 
 
 def _check_early_stopping_metric(cfg: PretrainConfig) -> None:

@@ -12,7 +12,8 @@ from bertkit.models.heads import BertForMaskedLM, BertForPreTraining
 from bertkit.objectives import OBJECTIVES, Objective, get_objective, register_objective
 from bertkit.objectives.electra import ElectraPretrainer
 from bertkit.objectives.mlm import masked_lm, mlm_metrics
-from bertkit.recipes.pretrain import build_model, logged_outputs, parse_config
+from bertkit.recipes.pretrain import build_model, logged_outputs, parse_config, vocab_size_of
+from tests.tasks.helpers import train_tokenizer, word_salad
 
 SMALL_MODEL = {"hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64, "num_hidden_layers": 1}
 
@@ -177,3 +178,22 @@ def test_an_objective_module_that_registers_nothing_is_named_in_the_refusal(tmp_
                                           "registered no objective 'first-letter': call "
                                           "register_objective\\('first-letter', ...\\) in it"):
         parse_config({"data": {"objective": "first-letter", "objective_module": str(module)}})
+
+
+def test_the_config_time_build_embeds_the_vocabulary_of_tokenizer_path(tmp_path):
+    """With tokenizer.path the model embeds that tokenizer's ids, not tokenizer.vocab_size (the size a
+    trained one would have): an objective that checks its vocabulary was built at 8000 and refused."""
+    tokenizer = train_tokenizer(tmp_path, word_salad(["alpha", "beta", "gamma", "delta"], 50, 6), 120)
+    tokenizer.save_pretrained(str(tmp_path / "tok"))
+    seen = []
+
+    def checks_vocabulary(config, settings):
+        if config.vocab_size != vocab_size_of(tokenizer):
+            raise ValueError(f"built for {config.vocab_size} ids")
+        seen.append(config.vocab_size)
+        return masked_lm(config, settings)
+
+    register_objective("checks-vocabulary", Objective(checks_vocabulary, mlm_metrics), replace=True)
+    assert parse_config({"model": dict(SMALL_MODEL), "tokenizer": {"path": str(tmp_path / "tok")},
+                         "data": {"objective": "checks-vocabulary"}})
+    assert seen == [vocab_size_of(tokenizer)]
