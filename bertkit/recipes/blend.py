@@ -17,15 +17,14 @@ from bertkit.tasks.baseline import sklearn_available
 from bertkit.tasks.common import TruncationWarning, clean_metrics, model_labels
 from bertkit.tasks.tfidf_blend import WEIGHTS, choose_blend
 
-BLENDED_TASKS = ("classification", "regression")
+BLENDED_TASKS = ("classification", "multi-label-classification", "regression")
 SKIPPED = "TF-IDF blend: skipped (Ctrl-C while it was chosen); the encoder is saved alone"
 
 
 def check_blend(task_name: str, search: bool = False) -> None:
-    """Before any work: train.blend_tfidf needs a single-label classifier or a regression, scikit-learn
-    and one run."""
+    """Before any work: train.blend_tfidf needs a classifier or a regression, scikit-learn and one run."""
     if task_name not in BLENDED_TASKS:
-        raise ConfigError(f"train.blend_tfidf blends a single-label classifier's probabilities or a regression's "
+        raise ConfigError(f"train.blend_tfidf blends a classifier's probabilities or a regression's "
                           f"values; --task {task_name} has none to blend: drop train.blend_tfidf")
     if not sklearn_available():
         raise ConfigError("train.blend_tfidf fits the TF-IDF model with scikit-learn, which is missing: "

@@ -160,6 +160,18 @@ def log_loss(y_true: Sequence, probabilities: Sequence[Mapping[Hashable, float]]
     return mean_nll([p.get(y, 0.0) for y, p in zip(y_true, probabilities)])
 
 
+def label_set_loss(gold_sets: Sequence[Sequence[Hashable]],
+                   probabilities: Sequence[Mapping[Hashable, float]]) -> float:
+    """Mean binary cross-entropy over every example and every class it has a probability for,
+    -1/(N K) sum_i sum_k ln(p_ik if k in y_i else 1 - p_ik): a multi-label head's training loss
+    (BCE with logits, the mean over the (N, K) targets). A gold class with no probability (never in
+    training) is left out: no model of these classes scores it."""
+    _check_lengths(gold_sets, probabilities)
+    sides = [p if name in set(gold) else 1.0 - p
+             for gold, probs in zip(gold_sets, probabilities) for name, p in probs.items()]
+    return mean_nll(sides)
+
+
 def mean_nll(gold_probabilities: Sequence[float]) -> float:
     """-1/N sum ln p over the probabilities the model gave the gold answers (every task's dev
     `loss`): inf when one is 0, nan when there are none."""

@@ -29,7 +29,8 @@ from bertkit.tasks.common import (DataConfig, PredictionInput, TaskSpec, check_t
                                   json_float, model_labels, sigmoid, softmax, truncation_warning)
 from bertkit.tasks.formats import TextExample, infer_task_kind, no_input_error, read_text_dataset
 from bertkit.tasks.long_text import fit_to_window, mean_by_owner
-from bertkit.tasks.metrics import accuracy, log_loss, macro_f1, micro_f1, pearson, per_class_prf, spearman
+from bertkit.tasks.metrics import (accuracy, label_set_loss, log_loss, macro_f1, micro_f1, pearson, per_class_prf,
+                                   spearman)
 from bertkit.tasks.spec import Task, label_head_config
 
 ARCHITECTURES = architectures_for(BertForSequenceClassification)  # every family's name for the head
@@ -201,9 +202,17 @@ def class_predictions(labels: list[str], probs: np.ndarray) -> list[tuple[str, d
 
 def decode_label_sets(model, tokenizer, examples, spec: TaskSpec, name: str = "data",
                       features: list | None = None) -> list[tuple[list, dict]]:
-    """(labels with sigmoid >= 0.5, {class: probability}) per example."""
+    """(labels with sigmoid >= 0.5, {class: probability}) per example; with a TF-IDF model saved
+    beside the encoder (`spec.blend`), of the two models' blended probabilities."""
     probs = sigmoid(_logits(model, tokenizer, examples, spec, name, features))
     labels = model_labels(model)
+    if spec.blend is not None:
+        probs = spec.blend.mix(probs, labels, examples)
+    return label_set_predictions(labels, probs)
+
+
+def label_set_predictions(labels: list[str], probs: np.ndarray) -> list[tuple[list, dict]]:
+    """(the labels with p >= 0.5, {class: probability}) per row of (N, K) probabilities in `labels` order."""
     return [([labels[j] for j in np.flatnonzero(p >= 0.5)], _by_label(labels, p)) for p in probs]
 
 
@@ -234,9 +243,14 @@ def classification_metrics(examples, predictions) -> dict:
 
 
 def label_set_metrics(examples, predictions) -> dict:
+    """micro and macro F1 over the classes, exact match of the whole set, and `loss` (the mean binary
+    cross-entropy, the training loss: metrics.label_set_loss) when the predictions carry probabilities."""
     gold, predicted = [label_list(e.label) for e in examples], [p for p, _ in predictions]
-    return {"micro_f1": micro_f1(gold, predicted), "macro_f1": macro_f1(gold, predicted),
-            "exact_match": accuracy(gold, predicted)}
+    metrics = {"micro_f1": micro_f1(gold, predicted), "macro_f1": macro_f1(gold, predicted),
+               "exact_match": accuracy(gold, predicted)}
+    if all(probs is not None for _, probs in predictions):
+        metrics["loss"] = label_set_loss(gold, [probs for _, probs in predictions])
+    return metrics
 
 
 def per_class_scores(examples, predictions) -> dict:
@@ -268,10 +282,13 @@ def majority_baseline(train, examples) -> dict:
 def majority_set_baseline(train, examples) -> dict:
     """Per label the majority of the training rows: every label that is in more than half of them,
     for every example (the empty set when none is). The empty set alone scores micro-F1 0, which
-    hid a model that had learnt only to predict its most common label."""
+    hid a model that had learnt only to predict its most common label. Its probabilities, for the
+    loss, are each label's training share add-one smoothed, (n + 1) / (N + 2): a label in every
+    training row would otherwise make a dev row without it infinitely wrong."""
     counts = Counter(name for e in train for name in set(label_list(e.label)))
     common = sorted(name for name, n in counts.items() if n * 2 > len(train))
-    return label_set_metrics(examples, [(common, None)] * len(examples))
+    shares = {name: (n + 1) / (len(train) + 2) for name, n in sorted(counts.items())}
+    return label_set_metrics(examples, [(common, shares)] * len(examples))
 
 
 def mean_baseline(train, examples) -> dict:
@@ -321,7 +338,7 @@ MULTI_LABEL = Task(
     model_class=BertForSequenceClassification,
     read=_reader("set"), read_inputs=read_inputs, encode=_encoder(multi_hot),
     decode=decode_label_sets, metrics=label_set_metrics, baseline=majority_set_baseline, rows=label_set_rows,
-    metric_names=("micro_f1", "macro_f1", "exact_match"),
+    metric_names=("micro_f1", "macro_f1", "exact_match", "loss"), lower_is_better=frozenset({"loss"}),
     labels_of=lambda examples: [name for e in examples for name in label_list(e.label)],
     head_config=label_head_config("multi_label_classification"),
     blank_row=lambda example: {"labels": None, "probabilities": None}, export_outputs=LOGITS,

@@ -4,6 +4,8 @@ models' class probabilities, or of their predicted values, weighted on dev.
     p(class | text) = (1 - w) * p_encoder(class | text) + w * p_tfidf(class | text),   w in WEIGHTS
     y(text) = (1 - w) * y_encoder(text) + w * y_ridge(text)                            (regression)
 
+(multi-label: each class's two sigmoid probabilities blended, the class in the set at p >= 0.5)
+
 The encoder reads the first data.max_length tokens; the bag of words reads the whole text and
 knows the exact words of a small training set. Where one is unsure the other decides: measured on
 seven training sets (docs/results.md, "The fine-tuned model blended with TF-IDF"), the blend was 0.2 to
@@ -17,9 +19,10 @@ the TF-IDF model beside the encoder; predict and evaluate then blend, from the s
     features  word 1-2 grams of the lower-cased text (tokens: runs of 2+ word characters, as
               scikit-learn's TfidfVectorizer), x_t = (1 + ln count_t) * idf_t, then x / ||x||_2
     scores    coef @ x + intercept; softmax over the classes (binary: sigmoid of the one row);
+              multi-label: a sigmoid per class (one-vs-rest, a row per class);
               regression: the one row's score is the value (ridge regression)
 
-Single-label classification and regression (a multi-label blend is not built).
+Single- and multi-label classification and regression.
 """
 
 from __future__ import annotations
@@ -40,10 +43,13 @@ from bertkit.errors import CheckpointError
 from bertkit.io import atomic_write_bytes, atomic_write_text
 from bertkit.tasks.baseline import baseline_text, better_result, fit_tfidf
 from bertkit.tasks.registry import get_task
-from bertkit.tasks.sequence import class_predictions
+from bertkit.tasks.sequence import class_predictions, label_set_predictions
 
 BLEND_FILE = "tfidf_blend.json"  # the weight, the classes and the vocabulary (terms in column order)
 ARRAYS_FILE = "tfidf_blend.safetensors"  # idf (F,), coef (K or 1, F), intercept (K or 1,)
+# A class every training text holds gets a constant from one-vs-rest, not a logistic regression:
+# its score is this logit (sigmoid 1 - 9e-14), a certainty the blend can still weigh.
+CONSTANT_LOGIT = 30.0
 WEIGHTS = (0.0, 0.25, 0.5, 0.75)  # w, tried on dev in this order (a tie keeps the smaller)
 TOKEN = re.compile(r"(?u)\b\w\w+\b")  # scikit-learn's default token_pattern
 
@@ -62,15 +68,24 @@ class TfidfBlend:
     idf: np.ndarray
     coef: np.ndarray
     intercept: np.ndarray
+    multi_label: bool = False  # a sigmoid per class (one row each), not a softmax over them
 
     @classmethod
     def from_fitted(cls, fitted, weight: float) -> "TfidfBlend":
-        """From a fitted baseline (tasks/baseline.py FittedBaseline: TfidfVectorizer + LogisticRegression
-        or Ridge, whose one target's coef_ is (F,) and intercept_ a number: one row here)."""
-        vectorizer, linear = fitted.vectorizer, fitted.linear
+        """From a fitted baseline (tasks/baseline.py FittedBaseline: TfidfVectorizer + LogisticRegression,
+        one-vs-rest logistic regressions or Ridge, whose one target's coef_ is (F,) and intercept_ a
+        number: one row here)."""
+        vectorizer, multi_label = fitted.vectorizer, fitted.task == "multi-label-classification"
+        coef, intercept = linear_rows(fitted.linear, len(vectorizer.idf_))
         return cls(weight, list(fitted.classes), {t: int(i) for t, i in vectorizer.vocabulary_.items()},
-                   np.asarray(vectorizer.idf_, dtype=np.float64), np.atleast_2d(np.asarray(linear.coef_, np.float64)),
-                   np.atleast_1d(np.asarray(linear.intercept_, dtype=np.float64)))
+                   np.asarray(vectorizer.idf_, dtype=np.float64), coef, intercept, multi_label)
+
+    @property
+    def task_name(self) -> str:
+        """The task whose model this blend belongs to."""
+        if not self.classes:
+            return "regression"
+        return "multi-label-classification" if self.multi_label else "classification"
 
     def features(self, texts: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per text (columns, values) of its L2-normalised sublinear TF-IDF row."""
@@ -95,6 +110,8 @@ class TfidfBlend:
     def probabilities(self, texts: Sequence[str]) -> np.ndarray:
         """(N, K) class probabilities in `classes` order, as LogisticRegression.predict_proba gives them."""
         scores = self.scores(texts)
+        if self.multi_label:  # one-vs-rest: each class's own sigmoid
+            return 1.0 / (1.0 + np.exp(-scores))
         if self.coef.shape[0] == 1:  # binary: one score, for the second class
             second = 1.0 / (1.0 + np.exp(-scores[:, 0]))
             return np.stack([1.0 - second, second], axis=1)
@@ -127,7 +144,24 @@ class TfidfBlend:
         atomic_write_bytes(os.path.join(directory, ARRAYS_FILE),
                            save({name: np.ascontiguousarray(a) for name, a in arrays.items()}))
         atomic_write_text(os.path.join(directory, BLEND_FILE),
-                          json.dumps({"weight": self.weight, "classes": self.classes, "terms": terms}, ensure_ascii=False))
+                          json.dumps({"weight": self.weight, "classes": self.classes, "multi_label": self.multi_label,
+                                      "terms": terms}, ensure_ascii=False))
+
+
+def linear_rows(linear, features: int) -> tuple[np.ndarray, np.ndarray]:
+    """((rows, F) coef, (rows,) intercept) of a fitted linear model: one row for a binary logistic
+    regression or a ridge, K for a multiclass one, and one per class for one-vs-rest (a class every
+    training text holds is scikit-learn's constant predictor: coef 0, intercept CONSTANT_LOGIT)."""
+    if not hasattr(linear, "estimators_"):
+        return (np.atleast_2d(np.asarray(linear.coef_, dtype=np.float64)),
+                np.atleast_1d(np.asarray(linear.intercept_, dtype=np.float64)))
+    coef, intercept = np.zeros((len(linear.estimators_), features)), np.zeros(len(linear.estimators_))
+    for k, estimator in enumerate(linear.estimators_):
+        if hasattr(estimator, "coef_"):
+            coef[k], intercept[k] = np.ravel(estimator.coef_), float(np.ravel(estimator.intercept_)[0])
+        else:  # _ConstantPredictor: y_ is the one value the class takes in training
+            intercept[k] = CONSTANT_LOGIT if float(np.ravel(estimator.y_)[0]) else -CONSTANT_LOGIT
+    return coef, intercept
 
 
 def blended(encoder_probs: np.ndarray, tfidf_probs: np.ndarray, weight: float) -> np.ndarray:
@@ -158,15 +192,15 @@ def load_blend(directory: str, task_name: str) -> TfidfBlend | None:
         arrays = load_file(arrays_path)
         blend = TfidfBlend(float(record["weight"]), [str(c) for c in record["classes"]],
                            {t: i for i, t in enumerate(record["terms"])}, arrays["idf"], arrays["coef"],
-                           arrays["intercept"])
+                           arrays["intercept"], bool(record.get("multi_label", False)))
     except (OSError, ValueError, KeyError, TypeError, SafetensorError) as e:
         raise CheckpointError(f"{directory}'s TF-IDF blend is unreadable ({e}); {fix}") from None
-    rows = len(blend.classes) if len(blend.classes) > 2 else 1
+    rows = len(blend.classes) if len(blend.classes) > 2 or blend.multi_label else 1
     if blend.coef.shape != (rows, len(blend.idf)) or len(blend.columns) != len(blend.idf) or not 0 <= blend.weight < 1:
         raise CheckpointError(f"{directory}'s TF-IDF blend does not fit together (coef {blend.coef.shape}, "
                               f"{len(blend.columns)} terms, {len(blend.classes)} classes); {fix}")
-    if (task_name == "regression") != (not blend.classes):
-        kind = f"a classifier's ({len(blend.classes)} classes)" if blend.classes else "a regression's"
+    if blend.task_name != task_name:
+        kind = f"a {blend.task_name} model's" + (f" ({len(blend.classes)} classes)" if blend.classes else "")
         raise CheckpointError(f"{directory}'s TF-IDF blend is {kind}, but the model is a {task_name} model: it "
                               f"belongs to another run; {fix}")
     return blend
@@ -174,14 +208,15 @@ def load_blend(directory: str, task_name: str) -> TfidfBlend | None:
 
 def blended_predictions(blend: TfidfBlend, dev: Sequence, encoder_predictions: list, labels: Sequence[str]):
     """A function of w giving the dev predictions of the blend in the task's form: values for a
-    regression (`encoder_predictions` numbers), else (label, {class: probability}); the two
-    models' outputs are computed once, only the weight changes."""
+    regression (`encoder_predictions` numbers), else (label or label set, {class: probability}); the
+    two models' outputs are computed once, only the weight changes."""
     if not blend.classes:  # regression
         encoder_values, tfidf_values = np.asarray(encoder_predictions, dtype=np.float64), blend.values(dev)
         return lambda weight: [float(v) for v in blended(encoder_values, tfidf_values, weight)]
     encoder_probs = np.array([[probs[name] for name in labels] for _, probs in encoder_predictions])
     tfidf_probs = blend.aligned(labels, dev)
-    return lambda weight: class_predictions(list(labels), blended(encoder_probs, tfidf_probs, weight))
+    decide = label_set_predictions if blend.multi_label else class_predictions
+    return lambda weight: decide(list(labels), blended(encoder_probs, tfidf_probs, weight))
 
 
 def choose_blend(task_name: str, train: Sequence, dev: Sequence, strength: float, encoder_predictions: list,

@@ -3,12 +3,15 @@ import random
 
 import numpy as np
 import pytest
+import torch
+import torch.nn.functional as F
 
 from bertkit.errors import DataError
 from bertkit.tasks.metrics import (
     accuracy,
     entity_prf,
     entity_spans,
+    label_set_loss,
     log_loss,
     macro_f1,
     micro_f1,
@@ -23,6 +26,8 @@ from bertkit.tasks.metrics import (
     squad_evaluate,
 )
 from bertkit.tasks.metrics import average_ranks
+from bertkit.tasks.formats import TextExample
+from bertkit.tasks.sequence import MULTI_LABEL, majority_set_baseline
 
 # ---------------------------------------------------------------- classification (by hand)
 
@@ -254,3 +259,22 @@ def test_paired_difference_is_the_mean_and_error_of_the_per_example_differences(
                                                proportion_standard_error(322 / 500, 500))
     with pytest.raises(DataError, match="same examples"):
         paired_difference([True], [True, False])
+
+
+def test_the_multi_label_dev_loss_is_the_heads_binary_cross_entropy():
+    """label_set_loss over sigmoid probabilities equals BCE with logits (the training loss) on the
+    same targets; a gold class no model column scores is left out."""
+    classes = ["a", "b", "c"]
+    logits = torch.tensor([[2.0, -1.0, 0.5], [-3.0, 4.0, 0.0], [0.1, 0.2, -6.0]], dtype=torch.float64)
+    targets = torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0]], dtype=torch.float64)
+    probs = [dict(zip(classes, row.tolist())) for row in torch.sigmoid(logits)]
+    gold = [["a", "c"], ["b", "unseen"], []]
+    assert label_set_loss(gold, probs) == pytest.approx(float(F.binary_cross_entropy_with_logits(logits, targets)))
+    examples = [TextExample(text=str(i), label=labels) for i, labels in enumerate(gold)]
+    predictions = [([c for c in classes if p[c] >= 0.5], p) for p in probs]
+    assert MULTI_LABEL.metrics(examples, predictions)["loss"] == pytest.approx(label_set_loss(gold, probs))
+    assert "loss" not in MULTI_LABEL.metrics(examples, [(labels, None) for labels, _ in predictions])
+    # the majority baseline's loss: each training label's add-one-smoothed share, for every example
+    train = [TextExample(text="x", label=["a"]), TextExample(text="y", label=["a", "b"])]
+    shares = {"a": 3 / 4, "b": 2 / 4}
+    assert majority_set_baseline(train, examples)["loss"] == pytest.approx(label_set_loss(gold, [shares] * 3))

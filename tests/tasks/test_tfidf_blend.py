@@ -15,12 +15,13 @@ import numpy as np
 import pytest
 
 from bertkit.commands.cli import main
-from bertkit.errors import CheckpointError
+from bertkit.errors import CheckpointError, ConfigError
+from bertkit.recipes.blend import check_blend
 from bertkit.tasks import baseline, builtin_splits, load_for_inference, subsample
 from bertkit.tasks.formats import TextExample
 from bertkit.tasks.registry import get_task
-from bertkit.tasks.tfidf_blend import (ARRAYS_FILE, BLEND_FILE, WEIGHTS, TfidfBlend, choose_blend, load_blend,
-                                       remove_blend)
+from bertkit.tasks.tfidf_blend import (ARRAYS_FILE, BLEND_FILE, WEIGHTS, TfidfBlend, blended_predictions, choose_blend,
+                                       load_blend, remove_blend)
 
 from .helpers import make_tiny_model, write_csv
 
@@ -137,7 +138,7 @@ def test_the_saved_ridge_gives_scikit_learns_values_and_the_weight_is_chosen_by_
     fitted = baseline.fit_tfidf("regression", train, 1.0)
     TfidfBlend.from_fitted(fitted, 0.25).save(str(tmp_path))
     loaded = load_blend(str(tmp_path), "regression")
-    with pytest.raises(CheckpointError, match="blend is a regression's, but the model is a classification model"):
+    with pytest.raises(CheckpointError, match="blend is a regression model's, but the model is a classification model"):
         load_blend(str(tmp_path), "classification")  # copied in from another run: it would be ignored
     rows = [*bbc["test"], TextExample(text="zzzq qqqz", label=None)]  # no known word: the intercept alone
     expected = fitted.linear.predict(fitted.vectorizer.transform([baseline.baseline_text(e) for e in rows]))
@@ -185,14 +186,12 @@ def test_finetune_blends_a_regression_and_predict_and_evaluate_use_it(bbc, tmp_p
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--task", "classification", "--set", "train.blend_tfidf=true"], "--task multi-label-classification has none"),
     (["--task", "classification", "--no-baseline", "--set", "train.blend_tfidf=true"],
      "train.baseline=false .* switches off"),
     (["--task", "classification", "--search", "--set", "train.blend_tfidf=true"], "with --search"),
 ])
 def test_blend_tfidf_is_refused_where_it_cannot_run(bbc, tmp_path, argv, message, capsys):
-    multi = "multi-label" in message
-    write = lambda name, rows: write_jsonl(tmp_path / f"{name}.jsonl", rows, multi)
+    write = lambda name, rows: write_jsonl(tmp_path / f"{name}.jsonl", rows, False)
     train, dev = write("train", bbc["train"][:20]), write("dev", bbc["dev"][:10])
     tiny = make_tiny_model(tmp_path / "tiny", [e.text[:200] for e in bbc["train"][:20]])
     assert main(["finetune", *argv, "--model", tiny, "--train", train, "--dev", dev, "--out", str(tmp_path / "o"),
@@ -218,3 +217,70 @@ def test_a_lora_classifier_blends_and_its_merged_copy_predicts_the_same(bbc, tmp
     for ours, theirs in zip(rows[lora], rows[merged]):
         assert ours["label"] == theirs["label"]
         assert ours["probabilities"] == pytest.approx(theirs["probabilities"], abs=1e-5)
+
+
+def test_blend_tfidf_is_refused_for_a_task_without_probabilities_or_values():
+    for task in ("token-classification", "qa", "seq2seq"):
+        with pytest.raises(ConfigError, match=f"--task {task} has none to blend: drop train.blend_tfidf"):
+            check_blend(task)
+
+
+def topic_sets(examples) -> list:
+    """BBC articles as multi-label rows: the topic, "long" for articles over 400 words, and "news"
+    for every one (a class every training text holds: one-vs-rest's constant)."""
+    return [dataclasses.replace(e, label=[e.label, "news"] + (["long"] if len(e.text.split()) > 400 else []))
+            for e in examples]
+
+
+def test_the_saved_one_vs_rest_model_gives_scikit_learns_probabilities(bbc, tmp_path):
+    train, test = topic_sets(bbc["train"]), topic_sets(bbc["test"])
+    fitted = baseline.fit_tfidf("multi-label-classification", train, 10.0)
+    TfidfBlend.from_fitted(fitted, 0.25).save(str(tmp_path))
+    with pytest.raises(CheckpointError, match=r"blend is a multi-label-classification model's \(7 classes\), but "
+                                              "the model is a classification model"):
+        load_blend(str(tmp_path), "classification")
+    loaded = load_blend(str(tmp_path), "multi-label-classification")
+    rows = [*test, TextExample(text="zzzq qqqz", label=None)]  # no known word: the intercepts alone
+    expected = fitted.linear.predict_proba(fitted.vectorizer.transform([baseline.baseline_text(e) for e in rows]))
+    np.testing.assert_allclose(loaded.probabilities([baseline.baseline_text(e) for e in rows]), expected,
+                               rtol=0, atol=1e-9)
+    assert loaded.multi_label and loaded.classes == fitted.classes and "news" in loaded.classes
+    # each class blended on its own; the set is every class at p >= 0.5
+    labels = list(reversed(loaded.classes))
+    encoder = np.full((len(rows), len(labels)), 0.4)
+    predict = blended_predictions(loaded, rows, [([], dict(zip(labels, row))) for row in encoder], labels)
+    mixed = 0.75 * encoder + 0.25 * expected[:, ::-1]
+    for (chosen, probs), row in zip(predict(0.25), mixed):
+        assert chosen == [name for name, p in zip(labels, row) if p >= 0.5]
+        np.testing.assert_allclose([probs[name] for name in labels], row, atol=1e-9)
+
+
+def test_finetune_blends_a_multi_label_classifier_and_predict_and_evaluate_use_it(bbc, tmp_path, capsys):
+    files = {name: write_jsonl(tmp_path / f"{name}.jsonl", rows, True) for name, rows in bbc.items()}
+    tiny = make_tiny_model(tmp_path / "tiny", [e.text[:300] for e in bbc["train"][:40]])
+    out = str(tmp_path / "ml")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["finetune", "--task", "classification", "--model", tiny, "--train", files["train"],
+                     "--dev", files["dev"], "--out", out, *FAST, "train.blend_tfidf=true"]) == 0
+    printed = capsys.readouterr().out
+    summary = json.load(open(os.path.join(out, "finetune_summary.json")))
+    record = summary["tfidf_blend"]
+    assert summary["spec"]["task"] == "multi-label-classification" and record["weight"] > 0
+    assert f"TF-IDF blend (weight {record['weight']:g}, chosen on dev): micro_f1" in printed
+    assert record["dev"]["micro_f1"] > next(r for r in record["grid"] if r["weight"] == 0)["micro_f1"]
+    model, tokenizer, spec = load_for_inference(out)
+    assert spec.blend is not None and spec.blend.multi_label
+    encoder = get_task("multi-label-classification").decode(model, tokenizer, bbc["test"], _without_blend(spec))
+    labels = list(encoder[0][1])
+    expected = spec.blend.mix(np.array([[p[name] for name in labels] for _, p in encoder]), labels, bbc["test"])
+    assert main(["predict", "--model", out, "--input", files["test"], "--output", str(tmp_path / "p.jsonl"),
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    rows = [json.loads(line) for line in open(tmp_path / "p.jsonl")]
+    np.testing.assert_allclose([[row["probabilities"][name] for name in labels] for row in rows], expected, atol=1e-6)
+    assert [row["labels"] for row in rows] == [[n for n, p in zip(labels, row) if p >= 0.5] for row in expected]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["evaluate", "--model", out, "--data", files["test"], "--no-baseline"]) == 0
+    assert "the model's scores are of its blend with TF-IDF" in capsys.readouterr().out
