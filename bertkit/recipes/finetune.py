@@ -512,9 +512,10 @@ def fit_max_length(recipe: Recipe, model_dir: str) -> None:
         stride = recipe.data.doc_stride
         if stride == DataConfig.doc_stride and stride >= positions // 2:
             stride = positions // 4
-        strided = f"; data.doc_stride: {stride}, a quarter of it (the default, {recipe.data.doc_stride})"
+        strided = (f"; data.doc_stride: {stride}, a quarter of it (the default, {recipe.data.doc_stride})"
+                   if stride != recipe.data.doc_stride else "")
         print(f"data.max_length: {positions}, the model's positions (the default, {recipe.data.max_length}, is "
-              f"longer than it reads){strided if stride != recipe.data.doc_stride else ''}", flush=True)
+              f"longer than it reads){strided}", flush=True)
         recipe.data = dataclasses.replace(recipe.data, max_length=positions, doc_stride=stride)
 
 
