@@ -167,6 +167,12 @@ class Recipe:
     explicit_max_length: bool = True
 
 
+def floor_applies(epochs_named: bool, min_steps_named: bool) -> bool:
+    """Whether train.min_steps may stretch a run set by its epochs: not when the user named the epochs
+    without the floor (a user who names the epochs gets them), for a fine-tune and a search's trials alike."""
+    return not epochs_named or min_steps_named
+
+
 def build_recipe(sections: dict | None) -> Recipe:
     """DataConfig, TrainConfig, FinetuneOptions and model overrides from TOML-like sections."""
     sections = dict(sections or {})
@@ -219,7 +225,7 @@ def build_recipe(sections: dict | None) -> Recipe:
         raise ConfigError(f"model.freeze_encoder must be true or false, got {freeze!r}")
     if freeze and peft:
         raise ConfigError("model.freeze_encoder and [peft] both choose what trains; use one of them")
-    stretch = not explicit_max_steps and ("epochs" not in train_values or "min_steps" in train_values)
+    stretch = not explicit_max_steps and floor_applies("epochs" in train_values, "min_steps" in train_values)
     return Recipe(data, train, options, model, explicit_max_steps, explicit_eval_every,
                   "eval_at_start" in train_only, stretch, peft, freeze, "max_length" in sections.get("data", {}))
 

@@ -79,7 +79,7 @@ from bertkit.models.heads import BertForMultipleChoice, BertForSequenceClassific
 from bertkit.peft import DEFAULT_LR as PEFT_DEFAULT_LR
 from bertkit.recipes.blend import check_blend
 from bertkit.recipes.finetune import (BASELINE_SKIPPED, CLASS_WEIGHTS, FinetuneOptions, build_recipe, finetune,
-                                      fit_skipped_baseline, refuse_head_only)
+                                      fit_skipped_baseline, floor_applies, refuse_head_only)
 from bertkit.runtime.resume_check import changed_options, flatten
 from bertkit.runtime.run_dir import LOCK_FILE, check_apart, list_checkpoints, run_lock
 from bertkit.settings.config_io import dataclass_from_dict
@@ -146,7 +146,7 @@ class SearchSpace:
         fine-tune's defaults (min_steps as a fine-tune applies it: not to epochs the user named)."""
         defaults = FinetuneOptions()
         named_epochs = self.epochs is not None or "epochs" in train
-        min_steps = train.get("min_steps", 0 if named_epochs else defaults.min_steps)
+        min_steps = train.get("min_steps", defaults.min_steps if floor_applies(named_epochs, False) else 0)
         return dataclasses.replace(
             self, epochs=self.epochs if self.epochs is not None else train.get("epochs", defaults.epochs),
             patience=self.patience if self.patience is not None else train.get("patience", defaults.patience),
