@@ -10,7 +10,7 @@ import torch
 from bertkit import BertConfig
 from bertkit.models.encoder_decoder import EncoderDecoderModel
 from bertkit.errors import ConfigError
-from bertkit.models.generation import GenerationOptions
+from bertkit.models.generation import GenerationOptions, for_sampling
 from bertkit.models.lm_head import BertLMHeadModel
 
 transformers = pytest.importorskip("transformers")
@@ -170,6 +170,59 @@ def test_no_repeat_ngram_size_matches_transformers(causal_lm, bert2bert, options
         assert repeats(unbanned[:, new], n) > 0 and repeats(a[:, new], n) == 0
 
 
+PENALTIES = [dict(num_beams=1, repetition_penalty=1.5), dict(num_beams=1, repetition_penalty=0.7),
+             dict(num_beams=3, repetition_penalty=1.3), dict(num_beams=1, repetition_penalty=1.5, no_repeat_ngram_size=2)]
+
+
+@pytest.mark.parametrize("options", PENALTIES, ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()))
+def test_repetition_penalty_matches_transformers(causal_lm, bert2bert, options):
+    """CTRL's penalty on every real token of the row (a left-padded prompt's pads not counted), before
+    the n-gram ban, as transformers' RepetitionPenaltyLogitsProcessor: greedy and beam search, decoder-only
+    and encoder-decoder; it changes what these models generate."""
+    ids, mask = prompts()
+    for (ours, theirs), (x, m) in ((causal_lm, (ids, mask)), (bert2bert, (ids.flip(1), mask.flip(1)))):
+        kwargs = dict(options, max_new_tokens=10)
+        a = ours.generate(x, m, **kwargs)
+        assert a.tolist() == quiet(theirs.generate, x, attention_mask=m, do_sample=False, **kwargs).tolist()
+        plain = {k: v for k, v in kwargs.items() if k != "repetition_penalty"}
+        assert a.tolist() != ours.generate(x, m, **plain).tolist()
+
+
+SAMPLING = [dict(), dict(temperature=0.7), dict(top_k=5), dict(top_k=0, top_p=0.8),
+            dict(temperature=1.3, top_k=10, top_p=0.9, num_return_sequences=3),
+            dict(repetition_penalty=1.2, no_repeat_ngram_size=2, top_p=0.95)]
+
+
+@pytest.mark.parametrize("options", SAMPLING, ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()) or "defaults")
+def test_sampling_draws_what_transformers_draws_from_the_same_seed(causal_lm, bert2bert, options):
+    """do_sample=True: temperature, top_k (50 unless named), top_p, then one torch.multinomial draw
+    per row and step, so a seed gives transformers' ids; another seed gives other ids."""
+    ids, mask = prompts()
+    for (ours, theirs), (x, m) in ((causal_lm, (ids, mask)), (bert2bert, (ids.flip(1), mask.flip(1)))):
+        kwargs = dict(options, max_new_tokens=10, do_sample=True)
+        torch.manual_seed(3)
+        a = ours.generate(x, m, **kwargs)
+        torch.manual_seed(3)
+        b = quiet(theirs.generate, x, attention_mask=m, **kwargs)
+        assert a.tolist() == b.tolist()
+        assert a.shape[0] == x.shape[0] * options.get("num_return_sequences", 1)
+        torch.manual_seed(4)
+        assert ours.generate(x, m, **kwargs).tolist() != a.tolist()
+
+
+def test_sampling_keeps_only_the_top_k_and_the_nucleus():
+    """for_sampling's cuts on known scores: top_k keeps ties with the k-th, top_p the fewest highest
+    tokens whose probability reaches p (always the most likely)."""
+    scores = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
+    kept = lambda **o: torch.isfinite(for_sampling(scores, GenerationOptions(do_sample=True, **o)))[0].tolist()
+    assert kept(top_k=2) == [True, True, False, False]
+    assert kept(top_k=0, top_p=0.79) == [True, True, False, False]  # 0.5 + 0.3 reaches 0.79
+    assert kept(top_k=0, top_p=0.81) == [True, True, True, False]
+    assert kept(top_k=0, top_p=0.1) == [True, False, False, False]
+    halved = for_sampling(scores, GenerationOptions(do_sample=True, temperature=0.5, top_k=0))
+    torch.testing.assert_close(halved, scores * 2)
+
+
 def test_generation_options_are_checked():
     with pytest.raises(ConfigError, match="num_return_sequences"):
         GenerationOptions(num_beams=2, num_return_sequences=3)
@@ -177,6 +230,14 @@ def test_generation_options_are_checked():
         GenerationOptions(early_stopping="sometimes")
     with pytest.raises(ConfigError, match="no_repeat_ngram_size must be an integer >= 0"):
         GenerationOptions(no_repeat_ngram_size=-1)
+    with pytest.raises(ConfigError, match="temperature=0.7 acts only when sampling: pass do_sample=True"):
+        GenerationOptions(temperature=0.7)
+    with pytest.raises(ConfigError, match="beam sampling is not built"):
+        GenerationOptions(do_sample=True, num_beams=2)
+    for bad in (dict(temperature=0), dict(top_k=-1), dict(top_p=0), dict(top_p=1.5), dict(repetition_penalty=0)):
+        with pytest.raises(ConfigError, match=f"{next(iter(bad))} must be"):
+            GenerationOptions(do_sample=True, **bad)
+    assert GenerationOptions(do_sample=True, num_return_sequences=4).num_return_sequences == 4
     model = BertLMHeadModel(BertConfig(**TINY, is_decoder=True))
     with pytest.raises(ConfigError, match="positions"):
         model.generate(torch.ones(1, 60, dtype=torch.long), max_new_tokens=10)

@@ -28,7 +28,16 @@ and the eos id is used (BERT's [PAD] is 0: beam outputs pad with [SEP]).
 or an encoder-decoder's start token, included): a token that would complete an n-gram whose first
 n - 1 tokens are the sequence's last n - 1 gets score -inf before the argmax or the beam ranking,
 as transformers' NoRepeatNGramLogitsProcessor does. A small model's greedy output that repeats a
-word ("blogs blogs blogs") cannot.
+word ("blogs blogs blogs") cannot. `repetition_penalty=r` (CTRL's; 1 = off) makes every token
+already in the row (its real tokens: a left-padded prompt's pads are not counted) less likely
+before that: a score s becomes s / r where s > 0 and s * r where s < 0 (beam search: the log-probabilities).
+
+Sampling (`do_sample=True`, num_beams 1) draws each token from softmax(scores) with torch's global
+random generator (torch.manual_seed makes it repeatable) after, in transformers' order: the two
+options above, `temperature` (scores / t), `top_k` (only the k highest scores; 50, transformers'
+default; 0 = all) and `top_p` (nucleus: the fewest highest tokens whose probability sums past p,
+always at least one). The same seed draws the same ids as transformers' `generate`;
+`num_return_sequences` draws that many per input.
 
 Without a cache each step re-runs the model on the whole sequence; with one (`use_cache=True`,
 the default) only on the new token (bertkit/models/kv_cache.py): the same numbers, less work.
@@ -60,6 +69,11 @@ class GenerationOptions:
     decoder_start_token_id: int | None = None  # encoder-decoders: the first decoder token
     use_cache: bool = True
     no_repeat_ngram_size: int = 0  # > 0: no n-gram of this size occurs twice (0 = off)
+    repetition_penalty: float = 1.0  # > 1: a token already in the row is less likely (1 = off)
+    do_sample: bool = False  # draw each token (num_beams 1) instead of taking the most likely
+    temperature: float = 1.0  # sampling: scores / temperature (< 1 sharper, > 1 flatter)
+    top_k: int = 50  # sampling: only the k most likely tokens (0 = all); transformers' default
+    top_p: float = 1.0  # sampling: the fewest most likely tokens whose probability reaches p (1 = all)
 
     def __post_init__(self) -> None:
         for name in ("max_new_tokens", "num_beams", "num_return_sequences"):
@@ -71,9 +85,32 @@ class GenerationOptions:
             raise ConfigError(f"no_repeat_ngram_size must be an integer >= 0 (0: off), got {size!r}")
         if self.early_stopping not in (True, False, "never"):
             raise ConfigError(f"early_stopping must be True, False or \"never\", got {self.early_stopping!r}")
-        if self.num_return_sequences > self.num_beams:
+        self._check_sampling()
+        if self.num_return_sequences > self.num_beams and not self.do_sample:
             raise ConfigError(f"num_return_sequences ({self.num_return_sequences}) cannot exceed num_beams "
-                              f"({self.num_beams}): each returned sequence is one beam")
+                              f"({self.num_beams}): each returned sequence is one beam (or draw them: do_sample=True)")
+
+    def _check_sampling(self) -> None:
+        """The sampling options' ranges, and no sampling option without sampling (it would be ignored)."""
+        number = lambda value: isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not (number(self.repetition_penalty) and self.repetition_penalty > 0):
+            raise ConfigError(f"repetition_penalty must be a number > 0 (1: off), got {self.repetition_penalty!r}")
+        if not isinstance(self.do_sample, bool):
+            raise ConfigError(f"do_sample must be True or False, got {self.do_sample!r}")
+        if not (number(self.temperature) and self.temperature > 0):
+            raise ConfigError(f"temperature must be a number > 0, got {self.temperature!r}")
+        if not (isinstance(self.top_k, int) and not isinstance(self.top_k, bool) and self.top_k >= 0):
+            raise ConfigError(f"top_k must be an integer >= 0 (0: every token), got {self.top_k!r}")
+        if not (number(self.top_p) and 0 < self.top_p <= 1):
+            raise ConfigError(f"top_p must be a number in (0, 1], got {self.top_p!r}")
+        named = [f"{name}={getattr(self, name)!r}" for name, unset in (("temperature", 1.0), ("top_k", 50), ("top_p", 1.0))
+                 if getattr(self, name) != unset]
+        if named and not self.do_sample:
+            raise ConfigError(f"{', '.join(named)} acts only when sampling: pass do_sample=True too (greedy and "
+                              "beam search take the most likely tokens)")
+        if self.do_sample and self.num_beams > 1:
+            raise ConfigError(f"do_sample=True with num_beams={self.num_beams}: beam sampling is not built; sample "
+                              "with num_beams=1, or search beams without do_sample")
 
 
 class Generates:
@@ -192,7 +229,7 @@ def left_aligned(input_ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Ten
 
 def generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
              options: GenerationOptions) -> torch.Tensor:
-    """Greedy (num_beams=1) or beam search from `model` (see the module docstring)."""
+    """Greedy (num_beams=1), sampling or beam search from `model` (see the module docstring)."""
     if input_ids.dim() != 2:
         raise ConfigError(f"input_ids must have shape (batch, sequence), got {tuple(input_ids.shape)}")
     eos, pad, start = special_ids(model, options)
@@ -202,18 +239,21 @@ def generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None
         if model.is_encoder_decoder:
             steps = EncoderDecoderSteps(model, input_ids, attention_mask, options.use_cache)
             prompt = torch.full((input_ids.shape[0], 1), start, dtype=torch.long, device=input_ids.device)
+            pads = torch.zeros(prompt.shape[0], dtype=torch.long, device=prompt.device)  # no padding: start token
         else:
             mask = attention_mask if attention_mask is not None else default_mask(input_ids, eos, pad)
             input_ids, mask = left_aligned(input_ids, mask)
             steps, prompt = DecoderOnlySteps(model, input_ids, mask, options.use_cache), input_ids
+            pads = (mask == 0).sum(1)  # each left-padded row's pads: no token the penalty counts
         max_length = prompt.shape[1] + options.max_new_tokens
         positions = model.decoder_config.max_sequence_length
         if max_length > positions:
             raise ConfigError(f"{prompt.shape[1]} prompt tokens + max_new_tokens={options.max_new_tokens} exceed "
                               f"the decoder's {positions} positions; lower max_new_tokens or shorten the input")
+        rules = Rules(options, pads)
         if options.num_beams == 1:
-            return greedy_search(steps, prompt, max_length, eos, pad, options.no_repeat_ngram_size)
-        return beam_search(steps, prompt, max_length, eos, pad, options)
+            return greedy_search(steps, prompt, max_length, eos, pad, rules)
+        return beam_search(steps, prompt, max_length, eos, pad, options, rules)
     finally:
         model.train(was_training)
 
@@ -233,11 +273,72 @@ def without_repeated_ngrams(scores: torch.Tensor, sequences: torch.Tensor, n: in
     return scores
 
 
+def with_repetition_penalty(scores: torch.Tensor, sequences: torch.Tensor, penalty: float,
+                            pads: torch.Tensor) -> torch.Tensor:
+    """`scores` (rows, vocab) with each token already among a row's real tokens (after its `pads`
+    left pads) made less likely: s / penalty where s > 0, s * penalty where s < 0. 1: as is."""
+    if penalty == 1.0:
+        return scores
+    rows, vocab = scores.shape
+    padding = torch.arange(sequences.shape[1], device=sequences.device)[None] < pads[:, None]
+    seen = torch.zeros(rows, vocab + 1, dtype=torch.bool, device=scores.device)
+    seen.scatter_(1, sequences.masked_fill(padding, vocab), True)  # pads go to the extra column
+    penalized = torch.where(scores < 0, scores * penalty, scores / penalty)
+    return torch.where(seen[:, :vocab], penalized, scores)
+
+
+def for_sampling(scores: torch.Tensor, options: GenerationOptions) -> torch.Tensor:
+    """`scores` (rows, vocab) divided by the temperature, then -inf outside the top_k highest and
+    outside the top_p nucleus (the highest tokens whose probabilities sum past top_p; the most
+    likely always stays), as transformers' warpers in that order."""
+    if options.temperature != 1.0:
+        scores = scores / options.temperature
+    if options.top_k:
+        kth = torch.topk(scores, min(options.top_k, scores.shape[-1])).values[:, -1:]
+        scores = scores.masked_fill(scores < kth, float("-inf"))
+    if options.top_p < 1.0:
+        ascending, order = torch.sort(scores, descending=False)
+        below = ascending.softmax(-1).cumsum(-1) <= 1 - options.top_p  # the tail whose mass stays under 1 - p
+        below[:, -1] = False
+        scores = scores.masked_fill(below.scatter(1, order, below), float("-inf"))
+    return scores
+
+
+@dataclass
+class Rules:
+    """What shapes the next-token scores besides the model: the generation options and each row's
+    left pads (rows expand with beams or returned samples; `expand` follows them)."""
+
+    options: GenerationOptions
+    pads: torch.Tensor  # (rows,)
+
+    def expand(self, n: int) -> None:
+        self.pads = self.pads.repeat_interleave(n, 0)
+
+    def scores(self, scores: torch.Tensor, sequences: torch.Tensor) -> torch.Tensor:
+        """The repetition penalty, then the n-gram ban, as transformers' processors in that order."""
+        scores = with_repetition_penalty(scores, sequences, self.options.repetition_penalty, self.pads)
+        return without_repeated_ngrams(scores, sequences, self.options.no_repeat_ngram_size)
+
+    def next_tokens(self, logits: torch.Tensor, sequences: torch.Tensor) -> torch.Tensor:
+        """The argmax, or with do_sample one draw from softmax of the sampling scores."""
+        scores = self.scores(logits, sequences)
+        if not self.options.do_sample:
+            return scores.argmax(-1)
+        return torch.multinomial(for_sampling(scores, self.options).softmax(-1), num_samples=1)[:, 0]
+
+
 def greedy_search(steps, sequences: torch.Tensor, max_length: int, eos: torch.Tensor | None,
-                  pad: int | None, no_repeat_ngram_size: int = 0) -> torch.Tensor:
+                  pad: int | None, rules: Rules) -> torch.Tensor:
+    """Greedy or sampled decoding (num_beams 1), `num_return_sequences` rows per input."""
+    if rules.options.num_return_sequences > 1:  # each input's rows are drawn apart
+        n = rules.options.num_return_sequences
+        steps.expand(n)
+        rules.expand(n)
+        sequences = sequences.repeat_interleave(n, 0)
     unfinished = torch.ones(sequences.shape[0], dtype=torch.bool, device=sequences.device)
     while True:
-        tokens = without_repeated_ngrams(steps.logits(sequences), sequences, no_repeat_ngram_size).argmax(-1)
+        tokens = rules.next_tokens(steps.logits(sequences), sequences)
         if eos is not None:  # finished rows only pad
             tokens = torch.where(unfinished, tokens, torch.full_like(tokens, pad))
         sequences = torch.cat([sequences, tokens[:, None]], dim=-1)
@@ -272,7 +373,7 @@ def gather_beams(tensor: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 
 
 def beam_search(steps, prompt: torch.Tensor, max_length: int, eos: torch.Tensor | None, pad: int | None,
-                options: GenerationOptions) -> torch.Tensor:
+                options: GenerationOptions, rules: Rules) -> torch.Tensor:
     batch, prompt_len = prompt.shape
     k, device = options.num_beams, prompt.device
     keep = max(2, 1 + (0 if eos is None else len(eos))) * k  # enough that k beams survive eos choices
@@ -287,11 +388,11 @@ def beam_search(steps, prompt: torch.Tensor, max_length: int, eos: torch.Tensor 
                      torch.zeros(batch, k, dtype=torch.bool, device=device))
     improvable = torch.ones(batch, 1, dtype=torch.bool, device=device)
     steps.expand(k)
+    rules.expand(k)
     length = prompt_len
     while True:
         flat = running.sequences[:, :, :length].flatten(0, 1)
-        log_probs = without_repeated_ngrams(F.log_softmax(steps.logits(flat), dim=-1), flat,
-                                            options.no_repeat_ngram_size)
+        log_probs = rules.scores(F.log_softmax(steps.logits(flat), dim=-1), flat)
         candidates, ends = top_continuations(running, log_probs, length, prompt_len, keep, eos, max_length)
         live = candidates.scores + ends.float() * NEG  # ended candidates do not run on
         running = Beams(candidates.sequences, live, candidates.origins).take(live.topk(k).indices)
