@@ -18,6 +18,7 @@ Under torchrun (`torchrun --nproc_per_node N -m bertkit evaluate ...`) each proc
 from __future__ import annotations
 
 import json
+import os
 import sys
 import warnings
 
@@ -31,11 +32,12 @@ from bertkit.tasks import (TASKS, check_model_labels, clean_metrics, inference_s
                            load_inference_model, predict_examples, showing_progress, subsample)
 from bertkit.settings.config_io import split_override
 from bertkit.tasks.common import TruncationWarning
+from bertkit.tasks.tfidf_blend import BLEND_FILE
 from bertkit.tasks.metrics import paired_difference, proportion_standard_error
 from bertkit.train.distributed import init_distributed, leave
 
-from bertkit.commands.options import (add_device, add_int8, add_precision, add_progress, add_seed, add_set,
-                                      add_task_module, resolve_models, rounded, running_in)
+from bertkit.commands.options import (add_device, add_int8, add_no_blend, add_precision, add_progress, add_seed,
+                                      add_set, add_task_module, resolve_models, rounded, running_in)
 
 
 def add_arguments(parser) -> None:
@@ -50,6 +52,7 @@ def add_arguments(parser) -> None:
     add_device(parser)
     add_precision(parser)
     add_progress(parser)
+    add_no_blend(parser)
     parser.add_argument("--limit", type=int, default=0,
                         help="evaluate on a seeded random subset of this many examples (0 = all)")
     add_seed(parser, "of the --limit subset; default 0")
@@ -79,9 +82,9 @@ def run(args) -> int:
     leave(ctx)
     if ctx.is_main:
         print(f"{spec.task.name} on {args.data}: {len(examples)} examples")
-        if spec.blend is not None:
-            print(f"the model's scores are of its blend with TF-IDF (weight {spec.blend.weight:g}, chosen on dev by "
-                  "finetune --set train.blend_tfidf=true)")
+        note = blend_note(args.model, spec)
+        if note:
+            print(note)
         line = clean_metrics({k: float(v) for k, v in metrics.items()})
         line, theirs = with_baselines(args, spec, examples, predictions, line)
         if args.per_class:
@@ -93,6 +96,17 @@ def run(args) -> int:
             print(paired_line(paired, len(examples)))
         print(json.dumps(line, ensure_ascii=False))
     return 0
+
+
+def blend_note(model_dir: str, spec) -> str:
+    """Whose scores follow: the encoder blended with its TF-IDF model, or the encoder alone (--no-blend, or no blend
+    saved). Session 31 and walk Z scored the encoder alone from a copy of the run without tfidf_blend.*."""
+    if spec.blend is not None:
+        return (f"the model's scores are of its blend with TF-IDF (weight {spec.blend.weight:g}, chosen on dev by "
+                "finetune --set train.blend_tfidf=true); --no-blend scores the encoder alone")
+    if os.path.exists(os.path.join(model_dir, BLEND_FILE)):
+        return "the encoder alone (--no-blend): its TF-IDF blend saved beside it is left out"
+    return ""
 
 
 def with_baselines(args, spec, examples, predictions, line: dict) -> tuple[dict, list | None]:
@@ -210,6 +224,8 @@ def score(args, ctx):
     """(metrics, spec, examples, predictions) of the model on the data; under torchrun from this
     rank's share."""
     spec = inference_spec(args.model, args.task, args.set)
+    if args.no_blend:
+        spec.blend = None
     if args.per_class and spec.task.per_class is None:
         raise ConfigError(f"--per-class scores the classes of (multi-label) classification and the entity types "
                           f"of token classification; this is a {spec.task.name} model: drop --per-class")

@@ -43,6 +43,12 @@ def add_progress(parser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+def add_no_blend(parser) -> None:
+    parser.add_argument("--no-blend", action="store_true",
+                        help="the encoder alone, without the TF-IDF model finetune --set train.blend_tfidf=true "
+                             "saved beside it (tfidf_blend.*; docs/finetune.md, \"Blending with TF-IDF\")")
+
+
 def add_int8(parser) -> None:
     parser.add_argument("--int8", action="store_true",
                         help="int8 linear layers on the CPU: forward passes 1.3-1.6x faster on large inputs, but "

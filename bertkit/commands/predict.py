@@ -36,8 +36,8 @@ from bertkit.tasks import (TASKS, inference_spec, load_inference_model, predicti
                            showing_progress, summing_truncations)
 from bertkit.tokenizer.coverage import warn_about_unknown_texts
 
-from bertkit.commands.options import (STDOUT, add_device, add_int8, add_precision, add_progress, add_set,
-                                      add_task_module, check_output_files, device_of, resolve_models, running_in,
+from bertkit.commands.options import (STDOUT, add_device, add_int8, add_no_blend, add_precision, add_progress,
+                                      add_set, add_task_module, check_output_files, device_of, resolve_models, running_in,
                                       replacing_note, stream_output)
 
 
@@ -55,6 +55,7 @@ def add_arguments(parser) -> None:
     add_device(parser)
     add_precision(parser)
     add_progress(parser)
+    add_no_blend(parser)
 
 
 def run(args) -> int:
@@ -66,6 +67,8 @@ def run(args) -> int:
     replaced = replacing_note(args.output)
     device = device_of(args)  # before the model loads
     spec = inference_spec(args.model, args.task, args.set)
+    if args.no_blend:
+        spec.blend = None
     inputs = read_prediction_input(spec.task, args.input, spec.data)  # bad input refused before the model loads
     model, tokenizer = load_inference_model(args.model, spec)
     texts = [text for text in (getattr(example, "text", None) for example in inputs.examples) if isinstance(text, str)]

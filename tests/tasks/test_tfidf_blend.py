@@ -181,8 +181,22 @@ def test_finetune_blends_a_regression_and_predict_and_evaluate_use_it(bbc, tmp_p
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert main(["evaluate", "--model", out, "--data", files["test"], "--no-baseline"]) == 0
-    scores = json.loads(capsys.readouterr().out.splitlines()[-1])
-    assert scores["mse"] == pytest.approx(np.mean((expected - np.array([words(e) for e in bbc["test"]])) ** 2))
+    printed = capsys.readouterr().out
+    assert "--no-blend scores the encoder alone" in printed
+    gold = np.array([words(e) for e in bbc["test"]])
+    assert json.loads(printed.splitlines()[-1])["mse"] == pytest.approx(np.mean((expected - gold) ** 2))
+    # the encoder alone, as a copy of the run without tfidf_blend.* scored it (session 31, walk Z)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["evaluate", "--model", out, "--data", files["test"], "--no-baseline", "--no-blend"]) == 0
+    printed = capsys.readouterr().out
+    assert "the encoder alone (--no-blend)" in printed
+    assert json.loads(printed.splitlines()[-1])["mse"] == pytest.approx(np.mean((encoder - gold) ** 2))
+    assert main(["predict", "--model", out, "--input", files["test"], "--output", str(tmp_path / "alone.jsonl"),
+                 "--no-progress", "--no-blend"]) == 0
+    assert "blended" not in capsys.readouterr().out
+    got = [json.loads(line)["value"] for line in open(tmp_path / "alone.jsonl")]
+    np.testing.assert_allclose(got, encoder, rtol=1e-6)
 
 
 @pytest.mark.parametrize("argv, message", [
