@@ -115,10 +115,11 @@ class Task:
     # (model, training examples): start a newly built head where the training data says (regression: its mean)
     init_head: Callable[[Any, Sequence], None] | None = None
     check_data: str = "check the labels"
+    selected_by: str = ""  # the dev metric that keeps a checkpoint unless train.select_metric names one ("": the first)
 
     @property
     def default_metric(self) -> str:
-        return self.metric_names[0]
+        return self.selected_by or self.metric_names[0]
 
     def head_class(self, model_dir: str) -> type:
         """The head class for the checkpoint in `model_dir`: `head_classes[its model_type]`, else

@@ -158,7 +158,7 @@ def test_regression_and_multilabel_pairs_run_and_reload(tmp_path):
         multi = finetune("classification", tiny, str(tmp_path / "train.jsonl"),
                          str(tmp_path / "dev.jsonl"), str(tmp_path / "multi"),
                          {"data": {**common, "label_column": "tags"}, "train": train}, progress=False)
-    assert reg["spec"]["task"] == "regression" and reg["select_metric"] == "pearson"
+    assert reg["spec"]["task"] == "regression" and reg["select_metric"] == "mse"
     assert {"pearson", "spearman", "mse"} <= set(reg["best_dev"])
     assert multi["spec"]["task"] == "multi-label-classification" and multi["select_metric"] == "micro_f1"
     assert "none" in multi["labels"]
