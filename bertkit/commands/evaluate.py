@@ -154,7 +154,8 @@ def _baseline_name(key: str, scores: dict) -> str:
 def model_line(data: str, task, line: dict, count: int) -> str:
     """The model's own score, labelled (the JSON line after it has the shape of finetune's dev
     scores, so the two were easy to mix up): the task's metrics, a proportion with its standard
-    error over the `count` examples, then the baselines' value of the first metric."""
+    error over the `count` examples, then the baselines' value of the metric that selects the task's
+    checkpoints (regression: mse, which the trivial mean has too; else the first)."""
     names = [name for name in task.metric_names if name in line] or [
         name for name, value in line.items() if isinstance(value, (int, float))]
     parts = []
@@ -165,7 +166,8 @@ def model_line(data: str, task, line: dict, count: int) -> str:
             error = (f" (± {scale * proportion_standard_error(value / scale, count):.2g}, one standard error "
                      f"over {count} examples)")
         parts.append(f"{name}={rounded(value)}{error}")
-    first, baselines = names[0] if names else None, line.get("baselines") or {}
+    first = task.default_metric if task.default_metric in names else (names[0] if names else None)
+    baselines = line.get("baselines") or {}
     shown = [f"{_baseline_name(key, baselines[key])} {rounded(baselines[key][first])}"
              for key in BASELINE_NAMES if (baselines.get(key) or {}).get(first) is not None]
     chance = (baselines.get("trivial") or {}).get("chance") or {}  # QA: a random span's expected score

@@ -15,6 +15,8 @@ from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.metrics import accuracy_score, f1_score, log_loss, mean_squared_error
 
 from bertkit.commands.cli import main
+from bertkit.commands.evaluate import model_line
+from bertkit.tasks.registry import get_task
 from bertkit.tasks import baseline, builtin_splits, subsample
 
 from .helpers import make_tiny_model, write_csv
@@ -343,3 +345,15 @@ def test_a_run_killed_during_the_baseline_leaves_a_summary_that_says_so(bbc_file
     printed = run_cli(["evaluate", "--model", out, "--data", files["test"]], capsys)
     assert "TF-IDF baseline: not computed, the run ended while it was fitted (then fine-tune again: --overwrite)" \
         in printed
+
+
+def test_evaluates_words_line_compares_the_baselines_on_the_metric_that_selects():
+    """A regression's line names the baselines' mse (the trivial mean has no correlation, so it was
+    left out when the line named Pearson, the first metric); a classifier's their accuracy."""
+    scores = {"pearson": 0.6, "spearman": 0.55, "mse": 3.2,
+              "baselines": {"trivial": {"mse": 4.6}, "tfidf": {"alpha": 1.0, "pearson": 0.48, "mse": 3.6}}}
+    line = model_line("test.tsv", get_task("regression"), scores, 500)
+    assert line.startswith("model on test.tsv: pearson=0.6, spearman=0.55, mse=3.2")
+    assert line.endswith("; baselines' mse: TF-IDF 3.6, trivial 4.6")
+    scores = {"accuracy": 0.9, "baselines": {"trivial": {"accuracy": 0.2}}}
+    assert model_line("t.csv", get_task("classification"), scores, 100).endswith("baselines' accuracy: trivial 0.2")
