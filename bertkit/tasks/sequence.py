@@ -211,9 +211,9 @@ def decode_label_sets(model, tokenizer, examples, spec: TaskSpec, name: str = "d
     return label_set_predictions(labels, probs)
 
 
-def label_set_predictions(labels: list[str], probs: np.ndarray) -> list[tuple[list, dict]]:
-    """(the labels with p >= 0.5, {class: probability}) per row of (N, K) probabilities in `labels` order."""
-    return [([labels[j] for j in np.flatnonzero(p >= 0.5)], _by_label(labels, p)) for p in probs]
+def label_set_predictions(labels: list[str], probs: np.ndarray, threshold: float = 0.5) -> list[tuple[list, dict]]:
+    """(the labels with p >= threshold, {class: probability}) per row of (N, K) probabilities in `labels` order."""
+    return [([labels[j] for j in np.flatnonzero(p >= threshold)], _by_label(labels, p)) for p in probs]
 
 
 def decode_values(model, tokenizer, examples, spec: TaskSpec, name: str = "data",

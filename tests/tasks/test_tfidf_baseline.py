@@ -209,15 +209,22 @@ def test_multi_label_fits_one_logistic_regression_per_class(bbc_files, capsys):
     binarizer = MultiLabelBinarizer().fit([tags(e) for e in data["train"]])
     vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)
     features = vectorizer.fit_transform([e.text for e in data["train"]])
-    micro = {}
+    micro = {}  # (C, threshold) -> dev micro-F1, C and then the threshold in grid order
     for c in baseline.C_GRID:
         model = OneVsRestClassifier(LogisticRegression(C=c, max_iter=2000)).fit(
             features, binarizer.transform([tags(e) for e in data["train"]]))
-        predicted = model.predict_proba(vectorizer.transform([e.text for e in data["dev"]])) >= 0.5
-        micro[c] = f1_score(binarizer.transform([tags(e) for e in data["dev"]]), predicted, average="micro")
-    chosen = max(baseline.C_GRID, key=lambda c: micro[c])  # the first of equal scores
-    assert (record["model"], record["value"]) == ("one_vs_rest_logistic_regression", chosen)
+        probs = model.predict_proba(vectorizer.transform([e.text for e in data["dev"]]))
+        for t in baseline.THRESHOLDS:
+            micro[c, t] = f1_score(binarizer.transform([tags(e) for e in data["dev"]]), probs >= t, average="micro")
+    chosen = max(micro, key=lambda point: micro[point])  # the first of equal scores
+    assert (record["model"], record["value"], record["threshold"]) == ("one_vs_rest_logistic_regression", *chosen)
     assert record["dev"]["micro_f1"] == pytest.approx(micro[chosen])
+    assert len(record["grid"]) == len(micro) and max(micro.values()) > max(micro[c, 0.5] for c in baseline.C_GRID)
+    # evaluate refits the chosen C and decides at the chosen threshold, and says both
+    printed = run_cli(["evaluate", "--model", out, "--data", files["dev"]], capsys)
+    tfidf = json.loads(printed[-1])["baselines"]["tfidf"]
+    assert (tfidf["C"], tfidf["threshold"]) == chosen and tfidf["micro_f1"] == pytest.approx(micro[chosen])
+    assert f"TF-IDF baseline (C={chosen[0]:g}, threshold {chosen[1]:g}, chosen on dev)" in "\n".join(printed)
     # --per-class: each label of the sets, its support the rows that hold it
     report = json.loads(run_cli(["evaluate", "--model", out, "--data", files["test"], "--per-class",
                                  "--no-baseline"], capsys)[-1])["per_class"]
