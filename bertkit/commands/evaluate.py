@@ -102,7 +102,7 @@ def blend_note(model_dir: str, spec) -> str:
     """Whose scores follow: the encoder blended with its TF-IDF model, or the encoder alone (--no-blend, or no blend
     saved). Session 31 and walk Z scored the encoder alone from a copy of the run without tfidf_blend.*."""
     if spec.blend is not None:
-        return (f"the model's scores are of its blend with TF-IDF (weight {spec.blend.weight:g}, chosen on dev by "
+        return (f"the model's scores are of its blend with TF-IDF ({spec.blend.settings}, chosen on dev by "
                 "finetune --set train.blend_tfidf=true); --no-blend scores the encoder alone")
     if os.path.exists(os.path.join(model_dir, BLEND_FILE)):
         return "the encoder alone (--no-blend): its TF-IDF blend saved beside it is left out"

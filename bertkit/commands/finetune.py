@@ -171,12 +171,13 @@ def blend_line(summary: dict) -> str:
         return blend["note"]
     metric = blend["select_metric"]
     alone = next(row for row in blend["grid"] if row["weight"] == 0)
+    threshold = f", threshold {blend['threshold']:g}" if "threshold" in blend else ""
     tfidf = (recorded_result(summary.get("tfidf_baseline")) or {}).get(metric)
     scores = f"(the model alone {rounded(alone[metric])}, TF-IDF alone {rounded(tfidf)})"
     if blend["weight"] == 0:
         return (f"TF-IDF blend: none kept, the model alone is best on dev {metric} {scores} among the weights "
                 f"{', '.join(f'{w:g}' for w in blend['weights'])}")
-    return (f"TF-IDF blend (weight {blend['weight']:g}, chosen on dev): {metric} {rounded(blend['dev'][metric])} "
+    return (f"TF-IDF blend (weight {blend['weight']:g}{threshold}, chosen on dev): {metric} {rounded(blend['dev'][metric])} "
             f"{scores}; saved beside the model, predict and evaluate use it (docs/finetune.md, \"Blending with "
             "TF-IDF\")")
 

@@ -85,6 +85,6 @@ def run(args) -> int:
             written += len(rows)
         writer.flush()
     if args.output != STDOUT:  # on stdout the rows are the whole output
-        blended = f" (the model blended with TF-IDF, weight {spec.blend.weight:g})" if spec.blend is not None else ""
+        blended = f" (the model blended with TF-IDF, {spec.blend.settings})" if spec.blend is not None else ""
         print(f"wrote {written} predictions to {args.output}{blended}{replaced}")
     return 0

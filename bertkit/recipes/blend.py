@@ -53,6 +53,7 @@ def blend_entry(run_dir: str, task_name: str, train: Sequence, dev: Sequence, tf
     except KeyboardInterrupt:
         return {"note": SKIPPED}
     grid = [clean_metrics(row) for row in grid]
-    chosen = next(row for row in grid if row["weight"] == blend.weight)
-    return {"weight": blend.weight, "weights": list(WEIGHTS), "select_metric": metric,
-            "dev": {k: v for k, v in chosen.items() if k != "weight"}, "grid": grid}
+    chosen = next(row for row in grid if row["weight"] == blend.weight and row.get("threshold", 0.5) == blend.threshold)
+    threshold = {"threshold": blend.threshold} if blend.multi_label else {}
+    return {"weight": blend.weight, **threshold, "weights": list(WEIGHTS), "select_metric": metric,
+            "dev": {k: v for k, v in chosen.items() if k not in ("weight", "threshold")}, "grid": grid}

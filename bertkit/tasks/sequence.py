@@ -206,9 +206,9 @@ def decode_label_sets(model, tokenizer, examples, spec: TaskSpec, name: str = "d
     beside the encoder (`spec.blend`), of the two models' blended probabilities."""
     probs = sigmoid(_logits(model, tokenizer, examples, spec, name, features))
     labels = model_labels(model)
-    if spec.blend is not None:
-        probs = spec.blend.mix(probs, labels, examples)
-    return label_set_predictions(labels, probs)
+    if spec.blend is None:
+        return label_set_predictions(labels, probs)
+    return label_set_predictions(labels, spec.blend.mix(probs, labels, examples), spec.blend.threshold)
 
 
 def label_set_predictions(labels: list[str], probs: np.ndarray, threshold: float = 0.5) -> list[tuple[list, dict]]:

@@ -4,7 +4,9 @@ models' class probabilities, or of their predicted values, weighted on dev.
     p(class | text) = (1 - w) * p_encoder(class | text) + w * p_tfidf(class | text),   w in WEIGHTS
     y(text) = (1 - w) * y_encoder(text) + w * y_ridge(text)                            (regression)
 
-(multi-label: each class's two sigmoid probabilities blended, the class in the set at p >= 0.5)
+(multi-label: each class's two sigmoid probabilities blended, the class in the set at p >= t, with t
+chosen on dev together with w from tasks/baseline.py's THRESHOLDS: the mean of an encoder that is sure
+and a bag of words that is not sits below 0.5 where either alone would not)
 
 The encoder reads the first data.max_length tokens; the bag of words reads the whole text and
 knows the exact words of a small training set. Where one is unsure the other decides: measured on
@@ -41,7 +43,7 @@ from safetensors.numpy import load_file, save
 
 from bertkit.errors import CheckpointError
 from bertkit.io import atomic_write_bytes, atomic_write_text
-from bertkit.tasks.baseline import baseline_text, better_result, fit_tfidf
+from bertkit.tasks.baseline import THRESHOLDS, baseline_text, better_result, fit_tfidf
 from bertkit.tasks.registry import get_task
 from bertkit.tasks.sequence import class_predictions, label_set_predictions
 
@@ -69,6 +71,7 @@ class TfidfBlend:
     coef: np.ndarray
     intercept: np.ndarray
     multi_label: bool = False  # a sigmoid per class (one row each), not a softmax over them
+    threshold: float = 0.5  # multi-label: a class is in the set at blended p >= threshold
 
     @classmethod
     def from_fitted(cls, fitted, weight: float) -> "TfidfBlend":
@@ -79,6 +82,11 @@ class TfidfBlend:
         coef, intercept = linear_rows(fitted.linear, len(vectorizer.idf_))
         return cls(weight, list(fitted.classes), {t: int(i) for t, i in vectorizer.vocabulary_.items()},
                    np.asarray(vectorizer.idf_, dtype=np.float64), coef, intercept, multi_label)
+
+    @property
+    def settings(self) -> str:
+        """What was chosen on dev, in words: "weight 0.5" (multi-label: "weight 0.5, threshold 0.3")."""
+        return f"weight {self.weight:g}" + (f", threshold {self.threshold:g}" if self.multi_label else "")
 
     @property
     def task_name(self) -> str:
@@ -145,7 +153,7 @@ class TfidfBlend:
                            save({name: np.ascontiguousarray(a) for name, a in arrays.items()}))
         atomic_write_text(os.path.join(directory, BLEND_FILE),
                           json.dumps({"weight": self.weight, "classes": self.classes, "multi_label": self.multi_label,
-                                      "terms": terms}, ensure_ascii=False))
+                                      "threshold": self.threshold, "terms": terms}, ensure_ascii=False))
 
 
 def linear_rows(linear, features: int) -> tuple[np.ndarray, np.ndarray]:
@@ -192,11 +200,13 @@ def load_blend(directory: str, task_name: str) -> TfidfBlend | None:
         arrays = load_file(arrays_path)
         blend = TfidfBlend(float(record["weight"]), [str(c) for c in record["classes"]],
                            {t: i for i, t in enumerate(record["terms"])}, arrays["idf"], arrays["coef"],
-                           arrays["intercept"], bool(record.get("multi_label", False)))
+                           arrays["intercept"], bool(record.get("multi_label", False)),
+                           float(record.get("threshold", 0.5)))
     except (OSError, ValueError, KeyError, TypeError, SafetensorError) as e:
         raise CheckpointError(f"{directory}'s TF-IDF blend is unreadable ({e}); {fix}") from None
     rows = len(blend.classes) if len(blend.classes) > 2 or blend.multi_label else 1
-    if blend.coef.shape != (rows, len(blend.idf)) or len(blend.columns) != len(blend.idf) or not 0 <= blend.weight < 1:
+    if blend.coef.shape != (rows, len(blend.idf)) or len(blend.columns) != len(blend.idf) or not 0 <= blend.weight < 1 \
+            or not 0 < blend.threshold < 1:
         raise CheckpointError(f"{directory}'s TF-IDF blend does not fit together (coef {blend.coef.shape}, "
                               f"{len(blend.columns)} terms, {len(blend.classes)} classes); {fix}")
     if blend.task_name != task_name:
@@ -207,16 +217,26 @@ def load_blend(directory: str, task_name: str) -> TfidfBlend | None:
 
 
 def blended_predictions(blend: TfidfBlend, dev: Sequence, encoder_predictions: list, labels: Sequence[str]):
-    """A function of w giving the dev predictions of the blend in the task's form: values for a
-    regression (`encoder_predictions` numbers), else (label or label set, {class: probability}); the
-    two models' outputs are computed once, only the weight changes."""
+    """A function of (w, threshold) giving the dev predictions of the blend in the task's form: values
+    for a regression (`encoder_predictions` numbers), else (label or label set at the threshold, {class:
+    probability}); the two models' outputs are computed once, only the weight and threshold change."""
     if not blend.classes:  # regression
         encoder_values, tfidf_values = np.asarray(encoder_predictions, dtype=np.float64), blend.values(dev)
-        return lambda weight: [float(v) for v in blended(encoder_values, tfidf_values, weight)]
+        return lambda weight, threshold: [float(v) for v in blended(encoder_values, tfidf_values, weight)]
     encoder_probs = np.array([[probs[name] for name in labels] for _, probs in encoder_predictions])
     tfidf_probs = blend.aligned(labels, dev)
-    decide = label_set_predictions if blend.multi_label else class_predictions
-    return lambda weight: decide(list(labels), blended(encoder_probs, tfidf_probs, weight))
+    if blend.multi_label:
+        return lambda weight, threshold: label_set_predictions(
+            list(labels), blended(encoder_probs, tfidf_probs, weight), threshold)
+    return lambda weight, threshold: class_predictions(list(labels), blended(encoder_probs, tfidf_probs, weight))
+
+
+def grid(multi_label: bool) -> list[tuple[float, float]]:
+    """The (w, threshold) points tried on dev, in order (a tie keeps the earlier): each weight at 0.5, and
+    for multi-label every blend (w > 0) also at each of THRESHOLDS; the model alone stays at 0.5."""
+    if not multi_label:
+        return [(weight, 0.5) for weight in WEIGHTS]
+    return [(0.0, 0.5)] + [(weight, threshold) for weight in WEIGHTS if weight > 0 for threshold in THRESHOLDS]
 
 
 def choose_blend(task_name: str, train: Sequence, dev: Sequence, strength: float, encoder_predictions: list,
@@ -229,9 +249,9 @@ def choose_blend(task_name: str, train: Sequence, dev: Sequence, strength: float
     blend = TfidfBlend.from_fitted(fit_tfidf(task_name, train, strength), 0.0)
     predict = blended_predictions(blend, dev, encoder_predictions, labels)
     best, tried = None, []
-    for weight in WEIGHTS:
-        metrics = task.metrics(dev, predict(weight))
-        tried.append({"weight": weight, **metrics})
+    for weight, threshold in grid(blend.multi_label):
+        metrics = task.metrics(dev, predict(weight, threshold))
+        tried.append({"weight": weight, **({"threshold": threshold} if blend.multi_label else {}), **metrics})
         if better_result(task, metric, tie, metrics, best):
-            best, blend.weight = metrics, weight
+            best, blend.weight, blend.threshold = metrics, weight, threshold
     return blend, tried

@@ -264,9 +264,24 @@ def test_the_saved_one_vs_rest_model_gives_scikit_learns_probabilities(bbc, tmp_
     encoder = np.full((len(rows), len(labels)), 0.4)
     predict = blended_predictions(loaded, rows, [([], dict(zip(labels, row))) for row in encoder], labels)
     mixed = 0.75 * encoder + 0.25 * expected[:, ::-1]
-    for (chosen, probs), row in zip(predict(0.25), mixed):
-        assert chosen == [name for name, p in zip(labels, row) if p >= 0.5]
+    for (chosen, probs), row in zip(predict(0.25, 0.3), mixed):
+        assert chosen == [name for name, p in zip(labels, row) if p >= 0.3]
         np.testing.assert_allclose([probs[name] for name in labels], row, atol=1e-9)
+
+
+def test_a_multi_label_blend_chooses_its_threshold_with_its_weight(bbc):
+    """Every blend (w > 0) is tried at each threshold, the model alone at 0.5; the saved threshold is
+    the chosen point's and predictions decide at it. An encoder sure of nothing (0.3 for every label)
+    is beaten by TF-IDF's own probabilities, whose sets need a threshold below 0.5 here."""
+    train, dev = topic_sets(bbc["train"]), topic_sets(bbc["dev"])
+    labels = sorted({name for e in train for name in e.label})
+    unsure = [([], {name: 0.3 for name in labels}) for _ in dev]
+    blend, tried = choose_blend("multi-label-classification", train, dev, 10.0, unsure, labels, "micro_f1", "loss")
+    assert [(row["weight"], row["threshold"]) for row in tried] == [(0.0, 0.5)] + [
+        (w, t) for w in WEIGHTS[1:] for t in baseline.THRESHOLDS]
+    best = next(row for row in tried if row["weight"] == blend.weight and row["threshold"] == blend.threshold)
+    assert best["micro_f1"] == max(row["micro_f1"] for row in tried) > tried[0]["micro_f1"]
+    assert blend.threshold < 0.5 and blend.settings == f"weight {blend.weight:g}, threshold {blend.threshold:g}"
 
 
 def test_finetune_blends_a_multi_label_classifier_and_predict_and_evaluate_use_it(bbc, tmp_path, capsys):
@@ -281,7 +296,8 @@ def test_finetune_blends_a_multi_label_classifier_and_predict_and_evaluate_use_i
     summary = json.load(open(os.path.join(out, "finetune_summary.json")))
     record = summary["tfidf_blend"]
     assert summary["spec"]["task"] == "multi-label-classification" and record["weight"] > 0
-    assert f"TF-IDF blend (weight {record['weight']:g}, chosen on dev): micro_f1" in printed
+    assert f"TF-IDF blend (weight {record['weight']:g}, threshold {record['threshold']:g}, chosen on dev): " \
+           "micro_f1" in printed
     assert record["dev"]["micro_f1"] > next(r for r in record["grid"] if r["weight"] == 0)["micro_f1"]
     model, tokenizer, spec = load_for_inference(out)
     assert spec.blend is not None and spec.blend.multi_label
@@ -293,7 +309,8 @@ def test_finetune_blends_a_multi_label_classifier_and_predict_and_evaluate_use_i
     capsys.readouterr()
     rows = [json.loads(line) for line in open(tmp_path / "p.jsonl")]
     np.testing.assert_allclose([[row["probabilities"][name] for name in labels] for row in rows], expected, atol=1e-6)
-    assert [row["labels"] for row in rows] == [[n for n, p in zip(labels, row) if p >= 0.5] for row in expected]
+    threshold = spec.blend.threshold
+    assert [row["labels"] for row in rows] == [[n for n, p in zip(labels, row) if p >= threshold] for row in expected]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert main(["evaluate", "--model", out, "--data", files["test"], "--no-baseline"]) == 0
