@@ -233,12 +233,12 @@ def test_multi_label_fits_one_logistic_regression_per_class(bbc_files, capsys):
         {label: held.count(label) for label in set(held)}
 
 
-def test_the_trivial_multi_label_baseline_predicts_each_label_held_by_most_training_rows():
+def test_the_trivial_multi_label_baseline_predicts_the_fixed_set_best_on_the_training_rows():
     from bertkit.tasks.formats import TextExample
-    from bertkit.tasks.sequence import MULTI_LABEL
+    from bertkit.tasks.sequence import MULTI_LABEL, constant_label_set
 
     rows = lambda *sets: [TextExample(f"t{i}", label=list(s)) for i, s in enumerate(sets)]  # noqa: E731
-    train = rows(["options"], ["options", "bugs"], ["options"], ["bugs"], [])  # options: 3 of 5, bugs: 2 of 5
+    train = rows(["options"], ["options"], ["options"], ["bugs"], [])  # options: 3 of 5, bugs: 1 of 5
     test = rows(["options"], ["options", "bugs"], ["examples"], [])
     scores = MULTI_LABEL.baseline(train, test)
     gold = [["options"], ["options", "bugs"], ["examples"], []]
@@ -246,7 +246,15 @@ def test_the_trivial_multi_label_baseline_predicts_each_label_held_by_most_train
         *[[[name in s for name in ("bugs", "examples", "options")] for s in sets]
           for sets in (gold, [["options"]] * 4)], average="micro"))
     assert scores["exact_match"] == 0.25
-    assert MULTI_LABEL.baseline(rows(["a"], ["b"]), test)["micro_f1"] == 0.0  # no label in more than half: {}
+    # walk Y: no label in half the rows made the empty set, micro-F1 0, beside a model that predicted nothing
+    assert MULTI_LABEL.baseline(rows(["a"], ["b"]), rows(["a"], ["b"]))["micro_f1"] == pytest.approx(2 / 3)  # {a, b}
+    for sets in ([["a"], ["b"], ["a", "c"]], [["z"], ["z", "y"], ["x"], ["y"], []], [[], ["a"]]):
+        names = sorted({name for labels in sets for name in labels}) + [""]  # "": never held, 2+ columns for sklearn
+        onehot = [[name in labels for name in names] for labels in sets]
+        best = max((f1_score(onehot, [[name in subset for name in names]] * len(sets), average="micro",
+                             zero_division=0), -len(subset), subset)
+                   for subset in ([n for i, n in enumerate(names) if mask >> i & 1] for mask in range(2 ** len(names))))
+        assert constant_label_set(sets) == sorted(best[2])  # the best fixed set of all, found by brute force
 
 
 def test_a_fine_tune_that_does_not_beat_tfidf_on_dev_says_what_to_try():
