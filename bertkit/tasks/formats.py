@@ -195,9 +195,18 @@ def _label_sets(raw: list, where: list[str], path: str, form: str) -> list:
         joined = next((sep for sep in SEPARATORS if sep in name), None)
         if joined:
             raise DataError(f"{path}: {loc} label {name!r} looks like several labels joined by {joined!r}; "
-                            f"write a multi-label set in this file as {form}")
+                            f"write a multi-label set in this file as {form}{_separator_fix(form, joined)}")
         sets.append([name] if name else [])
     return sets
+
+
+def _separator_fix(form: str, sep: str) -> str:
+    """For a CSV or TSV file (`form` names its separator) whose cells join labels with `sep`: the
+    setting that reads them as they are, without rewriting the file (walk Y: a "Chem;Geom" column
+    was told only to be rewritten with "|")."""
+    if not form.startswith("labels joined by") or form.startswith(f"labels joined by {sep!r}"):
+        return ""
+    return f", or read them as they are with --set 'data.multilabel_sep={sep}'"
 
 
 def _warn_about_classes(path: str, labels: list[str], form: str) -> list[str]:
@@ -207,9 +216,10 @@ def _warn_about_classes(path: str, labels: list[str], form: str) -> list[str]:
     names = set(labels)
     joined = sorted(name for name in names if any(sep in name for sep in SEPARATORS[:2]))
     if len(joined) >= 2 and len(joined) * 4 >= len(names):
+        sep = next(sep for sep in SEPARATORS if sep in joined[0])
         warnings.warn(f"{path}: {len(joined)} of the {len(names)} classes look like several labels joined "
                       f"({joined[0]!r}); each is trained as a class of its own. If they are label sets, write "
-                      f"them as {form} (multi-label)", stacklevel=4)
+                      f"them as {form} (multi-label){_separator_fix(form, sep)}", stacklevel=4)
     _warn_about_spellings(path, names)
     return labels
 

@@ -82,9 +82,11 @@ def test_named_multi_label_task_reads_label_sets_in_the_documented_form_only(tmp
                                        '{"text": "c", "label": "z"}\n')
     assert [e.label for e in read(str(path), DataConfig())] == [["x"], [], ["z"]]  # "" is no class
     for name, content, config, form in (
-            ("semi.csv", "text,label\na,x;y\nb,z\n", DataConfig(), r"labels joined by '\|' in one cell \(a\|b\)"),
+            ("semi.csv", "text,label\na,x;y\nb,z\n", DataConfig(), r"labels joined by '\|' in one cell \(a\|b\), "
+             r"or read them as they are with --set 'data\.multilabel_sep=;'"),
             ("pipe.jsonl", '{"text": "a", "label": "x|y"}\n', DataConfig(), r'a JSON list \(\["a", "b"\]\)'),
-            ("pipe.csv", "text,label\na,x|y\n", DataConfig(multilabel_sep=";"), r"labels joined by ';' in one cell \(a;b\)")):
+            ("pipe.csv", "text,label\na,x|y\n", DataConfig(multilabel_sep=";"), r"labels joined by ';' in one cell \(a;b\), "
+             r"or read them as they are with --set 'data\.multilabel_sep=\|'")):
         path = write(tmp_path, name, content)
         with pytest.raises(DataError, match=rf"{name}: line \d label 'x.y' looks like several labels joined by "
                                             rf"'.'; write a multi-label set in this file as {form}$"):
@@ -94,8 +96,11 @@ def test_named_multi_label_task_reads_label_sets_in_the_documented_form_only(tmp
 def test_inferred_classes_that_look_like_joined_label_sets_are_warned_about(tmp_path, recwarn):
     path = write(tmp_path, "semi.csv", "text,label\na,x;y\nb,x;z\nc,x\nd,y\n")
     with pytest.warns(UserWarning, match=r"semi\.csv: 2 of the 4 classes look like several labels joined \('x;y'\); "
-                                         r"each is trained as a class of its own.*labels joined by '\|'"):
+                                         r"each is trained as a class of its own.*labels joined by '\|' in one cell "
+                                         r"\(a\|b\) \(multi-label\), or read them as they are with "
+                                         r"--set 'data\.multilabel_sep=;'$"):
         assert [e.label for e in read_text_dataset(path, label_type="category")] == ["x;y", "x;z", "x", "y"]
+    assert [e.label for e in read_text_dataset(path, multilabel_sep=";")] == [["x", "y"], ["x", "z"], ["x"], ["y"]]
     path = write(tmp_path, "pipe.jsonl", "".join(json.dumps({"text": t, "label": l}) + "\n"
                                                  for t, l in (("a", "x|y"), ("b", "y|z"), ("c", "x"))))
     with pytest.warns(UserWarning, match=r"write them as a JSON list"):
