@@ -323,11 +323,34 @@ def start_at_the_mean(model, train) -> None:
     averaging 22, sd 12) otherwise spent the short run on the offset and ended at a near-constant
     output far below them (dev mse 184 against the mean's 28), scored well by pearson. The weights
     stay plain, so transformers reads the same outputs."""
-    head = getattr(model, "classifier", None)
-    head = getattr(head, "out_proj", head)  # a head with a dense layer before its output
-    if isinstance(head, torch.nn.Linear) and head.out_features == 1 and head.bias is not None:
+    head = _output_layer(model)
+    if head is not None and head.out_features == 1:
         with torch.no_grad():
             head.bias.fill_(float(np.mean([e.label for e in train])))
+
+
+def start_at_the_prior(model, train) -> None:
+    """A new multi-label head's bias set to each label's log-odds in the training rows, ln(f / (1 - f))
+    (f smoothed: (n + 0.5) / (N + 1)), so that fine-tuning starts from the label frequencies (the
+    focal-loss paper's prior initialisation, Lin et al. 2017) instead of p = 0.5 for every label.
+    From 0.5 an optimizer step moves a bias by about the learning rate, so reaching a rare label's
+    frequency fell to the encoder: MiniLM on GCIDE subject fields (20 labels, 6.7% of them held
+    per row) ended 6 epochs with the same probabilities for every text, micro-F1 0 (walk Y)."""
+    head = _output_layer(model)
+    names = model_labels(model)
+    if head is None or head.out_features != len(names) or not train:
+        return
+    held = Counter(name for e in train for name in set(label_list(e.label)))
+    share = np.array([(held[name] + 0.5) / (len(train) + 1) for name in names])
+    with torch.no_grad():
+        head.bias.copy_(torch.from_numpy(np.log(share / (1 - share))).to(head.bias.dtype))
+
+
+def _output_layer(model) -> torch.nn.Linear | None:
+    """The linear layer that makes a sequence head's outputs (after a dense layer, if it has one)."""
+    head = getattr(model, "classifier", None)
+    head = getattr(head, "out_proj", head)
+    return head if isinstance(head, torch.nn.Linear) and head.bias is not None else None
 
 
 # ---------------------------------------------------------------------------- rows
@@ -361,7 +384,7 @@ MULTI_LABEL = Task(
     labels_of=lambda examples: [name for e in examples for name in label_list(e.label)],
     head_config=label_head_config("multi_label_classification"),
     blank_row=lambda example: {"labels": None, "probabilities": None}, export_outputs=LOGITS,
-    per_class=per_class_scores,
+    per_class=per_class_scores, init_head=start_at_the_prior,
 )
 
 
