@@ -384,6 +384,11 @@ def multi_label_macro(summary: dict) -> str:
             "--per-class names them)")
 
 
+def weighable(summary: dict) -> bool:
+    """Whether the run's task takes class weights (imbalance_hint names them); multi-label does not."""
+    return TASKS[summary["spec"]["task"]].class_weights
+
+
 def other_score_lead(summary: dict, tfidf: dict) -> str | None:
     """TF-IDF ahead of the model on a SHARED_SCORES score other than the one the run selects on."""
     for metric in SHARED_SCORES:
@@ -391,5 +396,5 @@ def other_score_lead(summary: dict, tfidf: dict) -> str | None:
                 tfidf[metric] != summary["best_dev"][metric]:
             return (f"TF-IDF is ahead of the model on dev {metric} ({rounded(tfidf[metric])} against "
                     f"{rounded(summary['best_dev'][metric])}), though not on {summary['select_metric']}"
-                    + (multi_label_macro(summary) if summary["spec"]["task"] == "multi-label-classification" else ""))
+                    + (multi_label_macro(summary) if metric == "macro_f1" and not weighable(summary) else ""))
     return None
