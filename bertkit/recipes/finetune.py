@@ -424,6 +424,9 @@ def load_task_data(task: Task, train_source: str, dev_source: str | None, recipe
         refined, dev_refined = task.refine(train), task.refine(dev)
         if refined is task and dev_refined is not task:
             raise DataError(f"{dev_source}: dev labels are {dev_refined.name} but training labels are {task.name}")
+        if refined is not task:  # said, not silent: the head, loss and metrics change with it (walk Y)
+            print(f"{train_source}: the labels give {refined.description}, so --task {task.name} runs as "
+                  f"{refined.name}", flush=True)
         task = refined
     if recipe.options.class_weights == "balanced" and not task.class_weights:
         raise ConfigError(f"train.class_weights=\"balanced\" is for single-label or token classification, "

@@ -296,6 +296,8 @@ def test_finetune_blends_a_multi_label_classifier_and_predict_and_evaluate_use_i
     summary = json.load(open(os.path.join(out, "finetune_summary.json")))
     record = summary["tfidf_blend"]
     assert summary["spec"]["task"] == "multi-label-classification" and record["weight"] > 0
+    assert (f"{files['train']}: the labels give a set of classes per text or text pair, so --task classification "
+            "runs as multi-label-classification") in printed  # said, not silent (walk Y)
     assert f"TF-IDF blend (weight {record['weight']:g}, threshold {record['threshold']:g}, chosen on dev): " \
            "micro_f1" in printed
     assert record["dev"]["micro_f1"] > next(r for r in record["grid"] if r["weight"] == 0)["micro_f1"]
