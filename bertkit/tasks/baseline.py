@@ -37,7 +37,7 @@ from bertkit.tasks.builtin import load_examples
 from bertkit.tasks.common import SUMMARY_FILE, DataConfig, clean_metrics, subsample
 from bertkit.tasks.formats import TextExample, count_shared, input_kind
 from bertkit.tasks.registry import get_task
-from bertkit.tasks.sequence import label_list, label_set_predictions
+from bertkit.tasks.sequence import class_predictions, label_list, label_set_predictions
 
 C_GRID = (0.1, 1.0, 10.0, 100.0)  # logistic regression: larger C = weaker L2 penalty
 ALPHA_GRID = (0.1, 1.0, 10.0, 100.0)  # ridge: larger alpha = stronger L2 penalty
@@ -102,7 +102,7 @@ class FittedBaseline:
         """(label or label set, {class: probability}) per row of predict_proba's (N, K) probabilities."""
         if self.task == "multi-label-classification":
             return label_set_predictions(self.classes, probs, self.threshold)
-        return [(self.classes[row.argmax()], dict(zip(self.classes, row.tolist()))) for row in probs]
+        return class_predictions(self.classes, probs)
 
     def metrics(self, examples: Sequence) -> dict:
         return get_task(self.task).metrics(examples, self.predict(examples))
@@ -232,8 +232,12 @@ def recorded_result(record: dict | None) -> dict | None:
     """The chosen setting and its dev metrics from a summary's record ({"C": 10.0, "accuracy": ...})."""
     if not record or "value" not in record:
         return None
-    threshold = {"threshold": record["threshold"]} if "threshold" in record else {}
-    return {record["param"]: record["value"], **threshold, **record["dev"]}
+    return {record["param"]: record["value"], **chosen_threshold(record), **record["dev"]}
+
+
+def chosen_threshold(record: dict) -> dict:
+    """{"threshold": t} of a multi-label baseline's record (chosen on dev with C), else {}."""
+    return {"threshold": record["threshold"]} if "threshold" in record else {}
 
 
 def _recorded_training(model_dir: str, key: str, task_name: str, data: DataConfig) -> tuple[dict, list | None, str]:
@@ -291,7 +295,7 @@ def score_like_finetune(model_dir: str, task_name: str, data: DataConfig, exampl
         return baselines, f"{record.get('note', 'TF-IDF baseline: none')} (then fine-tune again: --overwrite)", None
     if not sklearn_available():
         return baselines, INSTALL_HINT, None
-    threshold = {"threshold": record["threshold"]} if "threshold" in record else {}
+    threshold = chosen_threshold(record)
     fitted = fit_tfidf(task_name, train, record["value"], **threshold)
     predictions = fitted.predict(examples)
     scores = get_task(task_name).metrics(examples, predictions)

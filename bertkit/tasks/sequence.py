@@ -203,7 +203,7 @@ def class_predictions(labels: list[str], probs: np.ndarray) -> list[tuple[str, d
 def decode_label_sets(model, tokenizer, examples, spec: TaskSpec, name: str = "data",
                       features: list | None = None) -> list[tuple[list, dict]]:
     """(labels with sigmoid >= 0.5, {class: probability}) per example; with a TF-IDF model saved
-    beside the encoder (`spec.blend`), of the two models' blended probabilities."""
+    beside the encoder (`spec.blend`), of the two models' blended probabilities at the blend's threshold."""
     probs = sigmoid(_logits(model, tokenizer, examples, spec, name, features))
     labels = model_labels(model)
     if spec.blend is None:
@@ -288,10 +288,16 @@ def majority_set_baseline(train, examples) -> dict:
     (scripts/gcide_subject_fields.py; walk Y). Its probabilities, for the loss, are each label's
     training share add-one smoothed, (n + 1) / (N + 2): a label in every training row would otherwise
     make a dev row without it infinitely wrong."""
-    counts = Counter(name for e in train for name in set(label_list(e.label)))
-    common = constant_label_set([label_list(e.label) for e in train])
+    sets = [label_list(e.label) for e in train]
+    counts = rows_holding(sets)
+    common = constant_label_set(sets)
     shares = {name: (n + 1) / (len(train) + 2) for name, n in sorted(counts.items())}
     return label_set_metrics(examples, [(common, shares)] * len(examples))
+
+
+def rows_holding(sets) -> Counter:
+    """How many of the label sets hold each label (a label named twice in one set counts once)."""
+    return Counter(name for labels in sets for name in set(labels))
 
 
 def constant_label_set(sets: Sequence[list]) -> list[str]:
@@ -299,7 +305,7 @@ def constant_label_set(sets: Sequence[list]) -> list[str]:
     the smaller set). For a fixed size k the k most frequent labels have the most true positives, and
     micro-F1 = 2 tp / (tp + N k + G) (N rows, G gold labels) rises with tp: the best set is a prefix of
     the labels by frequency."""
-    counts = Counter(name for labels in sets for name in set(labels))
+    counts = rows_holding(sets)
     ranked = sorted(counts, key=lambda name: (-counts[name], name))
     gold, best, best_k, tp = sum(counts.values()), 0.0, 0, 0
     for k, name in enumerate(ranked, start=1):
@@ -340,7 +346,7 @@ def start_at_the_prior(model, train) -> None:
     names = model_labels(model)
     if head is None or head.out_features != len(names) or not train:
         return
-    held = Counter(name for e in train for name in set(label_list(e.label)))
+    held = rows_holding(label_list(e.label) for e in train)
     share = np.array([(held[name] + 0.5) / (len(train) + 1) for name in names])
     with torch.no_grad():
         head.bias.copy_(torch.from_numpy(np.log(share / (1 - share))).to(head.bias.dtype))
