@@ -253,7 +253,7 @@ def generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None
         rules = Rules(options, pads)
         if options.num_beams == 1:
             return greedy_search(steps, prompt, max_length, eos, pad, rules)
-        return beam_search(steps, prompt, max_length, eos, pad, options, rules)
+        return beam_search(steps, prompt, max_length, eos, pad, rules)
     finally:
         model.train(was_training)
 
@@ -373,7 +373,8 @@ def gather_beams(tensor: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 
 
 def beam_search(steps, prompt: torch.Tensor, max_length: int, eos: torch.Tensor | None, pad: int | None,
-                options: GenerationOptions, rules: Rules) -> torch.Tensor:
+                rules: Rules) -> torch.Tensor:
+    options = rules.options
     batch, prompt_len = prompt.shape
     k, device = options.num_beams, prompt.device
     keep = max(2, 1 + (0 if eos is None else len(eos))) * k  # enough that k beams survive eos choices
