@@ -177,8 +177,8 @@ def blend_line(summary: dict) -> str:
     if blend["weight"] == 0:
         return (f"TF-IDF blend: none kept, the model alone is best on dev {metric} {scores} among the weights "
                 f"{', '.join(f'{w:g}' for w in blend['weights'])}")
-    return (f"TF-IDF blend (weight {blend['weight']:g}{threshold}, chosen on dev): {metric} {rounded(blend['dev'][metric])} "
-            f"{scores}; saved beside the model, predict and evaluate use it (docs/finetune.md, \"Blending with "
+    return (f"TF-IDF blend (weight {blend['weight']:g}{threshold}, chosen on dev): {metric} "
+            f"{rounded(blend['dev'][metric])} {scores}; saved beside the model, predict and evaluate use it (docs/finetune.md, \"Blending with "
             "TF-IDF\")")
 
 

@@ -37,8 +37,8 @@ from bertkit.tasks import (TASKS, inference_spec, load_inference_model, predicti
 from bertkit.tokenizer.coverage import warn_about_unknown_texts
 
 from bertkit.commands.options import (STDOUT, add_device, add_int8, add_no_blend, add_precision, add_progress,
-                                      add_set, add_task_module, check_output_files, device_of, resolve_models, running_in,
-                                      replacing_note, stream_output)
+                                      add_set, add_task_module, check_output_files, device_of, resolve_models,
+                                      running_in, replacing_note, stream_output)
 
 
 def add_arguments(parser) -> None:

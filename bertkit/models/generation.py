@@ -103,8 +103,8 @@ class GenerationOptions:
             raise ConfigError(f"top_k must be an integer >= 0 (0: every token), got {self.top_k!r}")
         if not (number(self.top_p) and 0 < self.top_p <= 1):
             raise ConfigError(f"top_p must be a number in (0, 1], got {self.top_p!r}")
-        named = [f"{name}={getattr(self, name)!r}" for name, unset in (("temperature", 1.0), ("top_k", 50), ("top_p", 1.0))
-                 if getattr(self, name) != unset]
+        unset = {"temperature": 1.0, "top_k": 50, "top_p": 1.0}
+        named = [f"{name}={getattr(self, name)!r}" for name, value in unset.items() if getattr(self, name) != value]
         if named and not self.do_sample:
             raise ConfigError(f"{', '.join(named)} acts only when sampling: pass do_sample=True too (greedy and "
                               "beam search take the most likely tokens)")

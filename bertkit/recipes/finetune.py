@@ -95,7 +95,8 @@ class FinetuneOptions:
     # train.epochs without train.min_steps. 0 = never stretch.
     min_steps: int = MIN_STEPS
     patience: int = 2  # evaluations without a better dev score before stopping; 0 = never stop
-    # dev metric of the best checkpoint; "" = the task's own (its first, as accuracy; regression: mse); mse, loss: lowest wins
+    # dev metric of the best checkpoint; "" = the task's own (its first, as accuracy; regression: mse);
+    # mse, loss: lowest wins
     select_metric: str = ""
     evals_per_epoch: int = 1  # dev evaluations per epoch (unless train.eval_every is given)
     class_weights: str = "none"  # "none" | "balanced" (single-label and token classification)

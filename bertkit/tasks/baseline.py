@@ -299,7 +299,8 @@ def score_like_finetune(model_dir: str, task_name: str, data: DataConfig, exampl
     fitted = fit_tfidf(task_name, train, record["value"], **threshold)
     predictions = fitted.predict(examples)
     scores = get_task(task_name).metrics(examples, predictions)
-    return {**baselines, "tfidf": clean_metrics({record["param"]: record["value"], **threshold, **scores})}, "", predictions
+    tfidf = clean_metrics({record["param"]: record["value"], **threshold, **scores})
+    return {**baselines, "tfidf": tfidf}, "", predictions
 
 
 def describe_reference(result: dict) -> str:
