@@ -112,16 +112,19 @@ def report(summary: dict, out: str) -> None:
         print(f"search: trial {summary['search']['best_trial']} of the {done} run is the best on dev "
               f"({json.dumps(summary['search']['settings'], ensure_ascii=False)}); "
               f"the table: {os.path.join(out, summary['search']['table'])}")
-    best = summary["best_dev"]
+    best, history = summary["best_dev"], summary.get("dev_history") or []
+    # the kept checkpoint's scores as it was evaluated (best_dev may be at a threshold chosen after training)
+    kept = next((row for row in history if row["step"] == summary["best_step"]), best)
     ended = ENDINGS.get(stopped_by(summary))
     start = " (the model before fine-tuning: no later evaluation beat it)" if summary["best_step"] == 0 else ""
     steps = f"{summary['steps']} step{'s' * (summary['steps'] != 1)}"
-    print(f"best dev {summary['select_metric']} = {rounded(best.get(summary['select_metric']))} at step "
+    print(f"best dev {summary['select_metric']} = {rounded(kept.get(summary['select_metric']))} at step "
           f"{summary['best_step']}{start}, kept; the run trained {steps} ({summary['epochs_run']:.2f} "
           f"epochs{stretch_note(summary)}, {ended}; {time_note(summary)}); trivial baseline: "
           f"{metrics_text(summary['dev_baseline'])}")
+    if summary.get("decision_threshold"):
+        print(threshold_line(summary))
     tfidf, reference = summary.get("tfidf_baseline"), summary.get("reference_baseline")
-    history = summary.get("dev_history") or []
     before = {k: v for k, v in history[0].items() if k != "step"} if history and history[0]["step"] == 0 else None
     if tfidf is not None:
         print(tfidf.get("note") or describe(recorded_result(tfidf)))
@@ -164,13 +167,27 @@ def stretch_note(summary: dict) -> str:
             f"{summary['steps_per_epoch']} steps to {summary['train_config']['max_steps']}")
 
 
+def threshold_line(summary: dict) -> str:
+    """The decision threshold chosen on dev (recipes/decision.py): its score beside the score at 0.5."""
+    entry = summary["decision_threshold"]
+    if "note" in entry:
+        return entry["note"]
+    metric, threshold = entry["select_metric"], entry["threshold"]
+    at_half = next(row for row in entry["grid"] if row["threshold"] == 0.5)
+    if threshold == 0.5:
+        return f"decision threshold: 0.5 kept, no lower one scored better on dev {metric}"
+    return (f"decision threshold {threshold:g}, chosen on dev: {metric} {rounded(entry['dev'][metric])} (at 0.5: "
+            f"{rounded(at_half[metric])}); a class is in a text's set at p >= {threshold:g} in predict and evaluate")
+
+
 def blend_line(summary: dict) -> str:
     """train.blend_tfidf's outcome: the blend's dev score beside the encoder's and TF-IDF's, and what was saved."""
     blend = summary["tfidf_blend"]
     if "note" in blend:
         return blend["note"]
     metric = blend["select_metric"]
-    alone = next(row for row in blend["grid"] if row["weight"] == 0)
+    own = summary["spec"].get("threshold", 0.5)  # the model alone decides at its own threshold
+    alone = next(row for row in blend["grid"] if row["weight"] == 0 and row.get("threshold", 0.5) == own)
     threshold = f", threshold {blend['threshold']:g}" if "threshold" in blend else ""
     tfidf = (recorded_result(summary.get("tfidf_baseline")) or {}).get(metric)
     scores = f"(the model alone {rounded(alone[metric])}, TF-IDF alone {rounded(tfidf)})"
@@ -195,7 +212,7 @@ def training_hints(summary: dict) -> list[str]:
     history, hints = summary.get("dev_history") or [], []
     trained = [row for row in history if row["step"] > 0]  # step 0: the model before fine-tuning
     if trained and summary["best_step"] == trained[-1]["step"] and stopped_by(summary) != "patience" \
-            and rose_at_the_end(trained, metric, summary["best_dev"]):
+            and rose_at_the_end(trained, metric, trained[-1]):
         # walk X: "the run's one evaluation" read wrong under the two eval lines of a run that scored step 0
         once = "at its end, the run's one evaluation after step 0" if len(history) > 1 else \
             "at the run's one evaluation, its end"

@@ -8,13 +8,12 @@ read back from the run's directory), and Ctrl-C while it runs skips it: the enco
 
 from __future__ import annotations
 
-import warnings
 from typing import Sequence
 
 from bertkit.errors import ConfigError
-from bertkit.tasks import load_for_inference, predict_examples
+from bertkit.recipes.decision import saved_dev_predictions
 from bertkit.tasks.baseline import sklearn_available
-from bertkit.tasks.common import TruncationWarning, clean_metrics, model_labels
+from bertkit.tasks.common import clean_metrics
 from bertkit.tasks.tfidf_blend import WEIGHTS, choose_blend
 
 BLENDED_TASKS = ("classification", "multi-label-classification", "regression")
@@ -42,12 +41,8 @@ def blend_entry(run_dir: str, task_name: str, train: Sequence, dev: Sequence, tf
     if not tfidf or "value" not in tfidf:
         return {"note": "TF-IDF blend: none, " + (tfidf or {}).get("note", "no TF-IDF baseline was fitted")}
     try:
-        model, tokenizer, spec = load_for_inference(run_dir)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", TruncationWarning)  # said of the dev split once, in training
-            predictions = predict_examples(model, tokenizer, spec, dev, name="dev")
-        blend, grid = choose_blend(task_name, train, dev, tfidf["value"], predictions, model_labels(model),
-                                   metric, tie)
+        predictions, labels = saved_dev_predictions(run_dir, dev)
+        blend, grid = choose_blend(task_name, train, dev, tfidf["value"], predictions, labels, metric, tie)
         if blend.weight > 0:
             blend.save(run_dir)
     except KeyboardInterrupt:

@@ -53,6 +53,7 @@ from bertkit.io import atomic_write_json, loads_json, read_text
 from bertkit.peft import DEFAULT_LR as PEFT_DEFAULT_LR
 from bertkit.peft import PEFT_KEYS, get_peft_model, make_config
 from bertkit.recipes.blend import blend_entry, check_blend
+from bertkit.recipes.decision import threshold_entry
 from bertkit.runtime.run_dir import (check_apart, check_saved_options, list_checkpoints, not_a_model, publish_best,
                                      refuse_nothing_to_resume, remove_leftovers, replacing, run_lock,
                                      warn_resuming_from_scratch)
@@ -699,6 +700,8 @@ def _finetune(task_name: Task | str, model_dir: str, train_source: str, dev_sour
             summary = run_summary(data, recipe, train_config, model, features, trainer, steps_per_epoch,
                                   keeper, metric, model_dir, train_source, started)
             atomic_write_json(os.path.join(work, SUMMARY_FILE), summary)  # a whole model before the baseline
+            if data.task.at_threshold is not None:
+                record_threshold(work, summary, data, metric, keeper.tie_metric)
             summary = {**summary, "tfidf_baseline": tfidf_baseline(data, recipe, train_source, metric, keeper)}
             if recipe.options.blend_tfidf:
                 summary["tfidf_blend"] = blend_entry(work, data.task.name, data.train, data.dev,
@@ -706,6 +709,16 @@ def _finetune(task_name: Task | str, model_dir: str, train_source: str, dev_sour
             summary["wall_time_s"] = round(time.time() - started, 1)
             atomic_write_json(os.path.join(work, SUMMARY_FILE), summary)
     return summary
+
+
+def record_threshold(work: str, summary: dict, data: TaskData, metric: str, tie: str | None) -> None:
+    """The decision threshold chosen on dev for the saved model (recipes/decision.py), recorded in
+    the summary and in its spec, which predict and evaluate read; `best_dev` becomes the dev scores
+    at it, the saved model's (the checkpoint's at 0.5 stay in dev_history and the entry's grid)."""
+    entry = summary["decision_threshold"] = threshold_entry(work, data.task, data.dev, metric, tie)
+    if "threshold" in entry:
+        summary["spec"]["threshold"], summary["best_dev"] = entry["threshold"], entry["dev"]
+    atomic_write_json(os.path.join(work, SUMMARY_FILE), summary)
 
 
 def tfidf_baseline(data: TaskData, recipe: Recipe, train_source: str, metric: str, keeper: BestKeeper) -> dict | None:

@@ -122,9 +122,12 @@ class TaskSpec:
     data: DataConfig = field(default_factory=DataConfig)
     allow_no_answer: bool = True
     blend: Any = None  # a classifier's TF-IDF blend (tasks/tfidf_blend.py), read from its directory; not recorded
+    # multi-label: a class is in the set at p >= threshold, chosen on dev after fine-tuning (recipes/decision.py)
+    threshold: float = 0.5
 
     def to_dict(self) -> dict:
-        return {"task": self.task.name, "data": self.data.to_dict(), "allow_no_answer": self.allow_no_answer}
+        return {"task": self.task.name, "data": self.data.to_dict(), "allow_no_answer": self.allow_no_answer,
+                "threshold": self.threshold}
 
     @classmethod
     def from_dict(cls, values: dict, find_task: Callable[[str], Any]) -> "TaskSpec":
@@ -132,7 +135,8 @@ class TaskSpec:
         data = DataConfig(**{k: v for k, v in values.get("data", {}).items()
                              if k in DataConfig.__dataclass_fields__})
         task = _LEGACY_KINDS.get(values.get("kind"), values["task"])
-        return cls(find_task(task), data, bool(values.get("allow_no_answer", True)))
+        threshold = float(values.get("threshold", 0.5))  # a summary written before thresholds were chosen: 0.5
+        return cls(find_task(task), data, bool(values.get("allow_no_answer", True)), threshold=threshold)
 
 
 @dataclass

@@ -53,6 +53,9 @@ def read_spec(model_dir: str, task: Task | str | None = None) -> TaskSpec:
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise CheckpointError(f"{path} is unreadable ({e}); pass --task, or delete the file") from None
         spec = TaskSpec.from_dict(values, get_task)
+        if not 0 < spec.threshold < 1:  # a class is in the set at p >= threshold: 0 or 1 would decide nothing
+            raise CheckpointError(f"{path}: spec.threshold {spec.threshold:g} is not between 0 and 1; set it to "
+                                  "0.5 (the default), or fine-tune again to choose it on dev")
         if asked is not None and not asked.names(spec.task):
             raise ConfigError(f"--task {asked.name} but {model_dir} was fine-tuned for {spec.task.name}; drop "
                               "--task or use a model fine-tuned for this task")

@@ -202,18 +202,23 @@ def class_predictions(labels: list[str], probs: np.ndarray) -> list[tuple[str, d
 
 def decode_label_sets(model, tokenizer, examples, spec: TaskSpec, name: str = "data",
                       features: list | None = None) -> list[tuple[list, dict]]:
-    """(labels with sigmoid >= 0.5, {class: probability}) per example; with a TF-IDF model saved
+    """(labels with sigmoid >= spec.threshold, {class: probability}) per example; with a TF-IDF model saved
     beside the encoder (`spec.blend`), of the two models' blended probabilities at the blend's threshold."""
     probs = sigmoid(_logits(model, tokenizer, examples, spec, name, features))
     labels = model_labels(model)
     if spec.blend is None:
-        return label_set_predictions(labels, probs)
+        return label_set_predictions(labels, probs, spec.threshold)
     return label_set_predictions(labels, spec.blend.mix(probs, labels, examples), spec.blend.threshold)
 
 
 def label_set_predictions(labels: list[str], probs: np.ndarray, threshold: float = 0.5) -> list[tuple[list, dict]]:
     """(the labels with p >= threshold, {class: probability}) per row of (N, K) probabilities in `labels` order."""
     return [([labels[j] for j in np.flatnonzero(p >= threshold)], _by_label(labels, p)) for p in probs]
+
+
+def label_sets_at(predictions: Sequence[tuple[list, dict]], threshold: float) -> list[tuple[list, dict]]:
+    """The same predictions deciding at p >= threshold: each set made again from its probabilities."""
+    return [([label for label, p in probs.items() if p >= threshold], probs) for _, probs in predictions]
 
 
 def decode_values(model, tokenizer, examples, spec: TaskSpec, name: str = "data",
@@ -390,7 +395,7 @@ MULTI_LABEL = Task(
     labels_of=lambda examples: [name for e in examples for name in label_list(e.label)],
     head_config=label_head_config("multi_label_classification"),
     blank_row=lambda example: {"labels": None, "probabilities": None}, export_outputs=LOGITS,
-    per_class=per_class_scores, init_head=start_at_the_prior,
+    per_class=per_class_scores, init_head=start_at_the_prior, at_threshold=label_sets_at,
 )
 
 

@@ -79,6 +79,9 @@ class Task:
                     (`evaluate --per-class`); None: the task has no classes to report
     check_data      what finetune's hint asks the user to look at when the model is not above the
                     trivial baseline on dev
+    at_threshold    (predictions, t) -> the same predictions deciding at p >= t: finetune chooses t on
+                    dev after training (multi-label: a class is in the set at p >= t; recipes/decision.py)
+                    and records it in the spec; None: the task decides without a threshold
     """
 
     name: str
@@ -116,6 +119,7 @@ class Task:
     init_head: Callable[[Any, Sequence], None] | None = None
     check_data: str = "check the labels"
     selected_by: str = ""  # the dev metric that keeps a checkpoint unless train.select_metric names one ("": the first)
+    at_threshold: Callable[[Sequence, float], list] | None = None
 
     @property
     def default_metric(self) -> str:

@@ -233,10 +233,11 @@ def blended_predictions(blend: TfidfBlend, dev: Sequence, encoder_predictions: l
 
 def grid(multi_label: bool) -> list[tuple[float, float]]:
     """The (w, threshold) points tried on dev, in order (a tie keeps the earlier): each weight at 0.5, and
-    for multi-label every blend (w > 0) also at each of THRESHOLDS; the model alone stays at 0.5."""
+    for multi-label each weight at each of THRESHOLDS (w = 0: the model alone, at the threshold fine-tuning
+    chose for it by the same metrics from the same grid, recipes/decision.py)."""
     if not multi_label:
         return [(weight, 0.5) for weight in WEIGHTS]
-    return [(0.0, 0.5)] + [(weight, threshold) for weight in WEIGHTS if weight > 0 for threshold in THRESHOLDS]
+    return [(weight, threshold) for weight in WEIGHTS for threshold in THRESHOLDS]
 
 
 def choose_blend(task_name: str, train: Sequence, dev: Sequence, strength: float, encoder_predictions: list,

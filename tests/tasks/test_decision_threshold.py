@@ -1,0 +1,123 @@
+"""A multi-label model's decision threshold (bertkit/recipes/decision.py): chosen on dev after
+fine-tuning from tasks/baseline.py's THRESHOLDS by the select metric, recorded in the run's spec, and
+the threshold predict and evaluate decide at."""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+from bertkit.commands.cli import main
+from bertkit.errors import CheckpointError
+from bertkit.recipes.decision import choose_threshold
+from bertkit.tasks import baseline, builtin_splits, load_for_inference, subsample
+from bertkit.tasks.common import TaskSpec
+from bertkit.tasks.formats import TextExample
+from bertkit.tasks.registry import get_task
+from bertkit.tasks.sequence import label_set_predictions, label_sets_at
+
+from .helpers import make_tiny_model
+
+MULTI_LABEL = get_task("multi-label-classification")
+FAST = ["--no-progress", "--set", "train.max_steps=4", "train.batch_size=8", "data.max_length=16"]
+
+
+def test_label_sets_at_decides_as_the_model_does_from_its_probabilities():
+    probs = np.random.default_rng(0).random((30, 4))
+    labels = ["a", "b", "c", "d"]
+    for threshold in baseline.THRESHOLDS:
+        assert label_sets_at(label_set_predictions(labels, probs), threshold) == \
+            label_set_predictions(labels, probs, threshold)
+
+
+def test_the_threshold_that_scores_best_on_dev_is_chosen_and_a_tie_keeps_the_earlier():
+    """A model unsure of a rare label (p 0.3 where it holds, 0.1 where not) gets it right only below
+    0.3: the first such threshold, 0.3, wins micro-F1, and 0.25 and 0.15 (equal scores) lose the tie."""
+    dev = [TextExample(text=f"t{i}", label=["common", "rare"] if i % 3 == 0 else ["common"]) for i in range(12)]
+    predictions = [([], {"common": 0.9, "rare": 0.3 if i % 3 == 0 else 0.1}) for i in range(12)]
+    threshold, grid = choose_threshold(MULTI_LABEL, dev, predictions, "micro_f1", "loss")
+    assert [row["threshold"] for row in grid] == list(baseline.THRESHOLDS)
+    assert threshold == 0.3 and next(row for row in grid if row["threshold"] == 0.3)["micro_f1"] == 1.0
+    assert next(row for row in grid if row["threshold"] == 0.5)["micro_f1"] < 1.0
+    # nothing better than 0.5: it stays
+    sure = [(labels, {"common": 0.9, "rare": 0.9 if "rare" in labels else 0.01}) for labels in (e.label for e in dev)]
+    assert choose_threshold(MULTI_LABEL, dev, sure, "micro_f1", "loss")[0] == 0.5
+
+
+def test_a_spec_records_its_threshold_and_an_older_summary_reads_as_0_5():
+    spec = TaskSpec(MULTI_LABEL, threshold=0.25)
+    assert TaskSpec.from_dict(spec.to_dict(), get_task).threshold == 0.25
+    older = {k: v for k, v in spec.to_dict().items() if k != "threshold"}
+    assert TaskSpec.from_dict(older, get_task).threshold == 0.5
+
+
+@pytest.fixture(scope="module")
+def topic_files(tmp_path_factory):
+    """BBC articles as multi-label JSON lines: the topic, plus "news" for every second article (a
+    label the tiny model cannot learn in 4 steps, so its threshold matters)."""
+    splits, root = builtin_splits("bbc"), tmp_path_factory.mktemp("topics")
+    sizes = {"train": 80, "dev": 40, "test": 40}
+    files = {}
+    for name, size in sizes.items():
+        rows = subsample(splits[name], size, 0)
+        path = root / f"{name}.jsonl"
+        path.write_text("".join(json.dumps({"text": e.text, "label": [e.label, "news"] if i % 2 else [e.label]}) + "\n"
+                                for i, e in enumerate(rows)), encoding="utf-8")
+        files[name] = str(path)
+    files["model"] = make_tiny_model(root / "tiny", [e.text[:300] for e in subsample(splits["train"], 40, 0)])
+    return files
+
+
+def test_finetune_chooses_the_threshold_and_predict_and_evaluate_decide_at_it(topic_files, tmp_path, capsys):
+    out = str(tmp_path / "ml")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["finetune", "--task", "multi-label-classification", "--model", topic_files["model"],
+                     "--train", topic_files["train"], "--dev", topic_files["dev"], "--out", out, *FAST]) == 0
+    printed = capsys.readouterr().out
+    summary = json.load(open(os.path.join(out, "finetune_summary.json")))
+    entry, threshold = summary["decision_threshold"], summary["spec"]["threshold"]
+    assert entry["threshold"] == threshold and summary["best_dev"] == entry["dev"]
+    best = max(row["micro_f1"] for row in entry["grid"])
+    assert entry["dev"]["micro_f1"] == best  # the first threshold to reach it (0.5 first)
+    assert threshold == next(row["threshold"] for row in entry["grid"] if row["micro_f1"] == best)
+    at_half = next(row for row in entry["grid"] if row["threshold"] == 0.5)  # the kept checkpoint's scores
+    kept = next(row for row in summary["dev_history"] if row["step"] == summary["best_step"])
+    assert at_half["micro_f1"] == pytest.approx(kept["micro_f1"]) and at_half["loss"] == pytest.approx(kept["loss"])
+    line = ("decision threshold: 0.5 kept" if threshold == 0.5 else
+            f"decision threshold {threshold:g}, chosen on dev: micro_f1")
+    assert line in printed
+    # predict decides at it, from the probabilities it writes
+    model, tokenizer, spec = load_for_inference(out)
+    assert spec.threshold == threshold
+    assert main(["predict", "--model", out, "--input", topic_files["test"], "--output", str(tmp_path / "p.jsonl"),
+                 "--no-progress"]) == 0
+    rows = [json.loads(line) for line in open(tmp_path / "p.jsonl")]
+    decisions = [[name for name, p in row["probabilities"].items() if p >= threshold] for row in rows]
+    assert [row["labels"] for row in rows] == decisions
+    # evaluate on the dev file scores what finetune recorded for the saved model
+    capsys.readouterr()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["evaluate", "--model", out, "--data", topic_files["dev"], "--no-baseline"]) == 0
+    scores = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert scores["micro_f1"] == pytest.approx(entry["dev"]["micro_f1"])
+
+
+def test_a_summary_with_a_threshold_out_of_range_is_refused_by_predict(topic_files, tmp_path):
+    out = str(tmp_path / "ml")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["finetune", "--task", "multi-label-classification", "--model", topic_files["model"],
+                     "--train", topic_files["train"], "--dev", topic_files["dev"], "--out", out, *FAST,
+                     "--no-baseline"]) == 0
+    path = os.path.join(out, "finetune_summary.json")
+    summary = json.load(open(path))
+    summary["spec"]["threshold"] = 0
+    json.dump(summary, open(path, "w"))
+    with pytest.raises(CheckpointError, match="finetune_summary.json: spec.threshold 0 is not between 0 and 1; set it"):
+        load_for_inference(out)
