@@ -4,6 +4,11 @@ the sum over its words). Only senses SemCor tagged at least once (13,739 of 82,1
 a seeded order; a hard target (TF-IDF + ridge: dev Pearson 0.21), for docs/results.md "A regression
 blended with TF-IDF".
 
+Each definition text is kept once, in one split: 21 definitions are shared by two or more counted synsets
+(the same text with different counts, e.g. "a state in northwestern United States on the Pacific"), so a
+text is kept at its first row in the seeded order and its later rows are left out. No split holds a text
+twice and no text is in two splits (which also leaves train and dev as they were before this rule, seed 0).
+
     python scripts/wordnet_sense_frequency.py OUT_DIR [--seed 0]
 
 writes OUT_DIR/{train,dev,test}.tsv (text, label): 1,000 / 250 / 500 rows.
@@ -49,6 +54,14 @@ def counted_glosses() -> list[tuple[str, float]]:
     return rows
 
 
+def distinct_texts(rows: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """Each text once, at its first row (with that row's label), in the given order."""
+    first: dict[str, float] = {}
+    for text, value in rows:
+        first.setdefault(text, value)
+    return list(first.items())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out")
@@ -56,6 +69,7 @@ def main() -> None:
     args = parser.parse_args()
     rows = counted_glosses()
     random.Random(args.seed).shuffle(rows)
+    rows = distinct_texts(rows)
     os.makedirs(args.out, exist_ok=True)
     start = 0
     for name, size in SIZES.items():
@@ -63,7 +77,8 @@ def main() -> None:
             f.write("text\tlabel\n")
             f.writelines(f"{text}\t{value:.4f}\n" for text, value in rows[start:start + size])
         start += size
-    print(f"{len(rows)} counted noun senses; wrote {', '.join(f'{n} {s}' for n, s in SIZES.items())} rows to {args.out}")
+    print(f"{len(rows)} distinct definitions of the counted noun senses; wrote "
+          f"{', '.join(f'{n} {s}' for n, s in SIZES.items())} rows to {args.out}")
 
 
 if __name__ == "__main__":
