@@ -509,3 +509,24 @@ def test_predict_and_evaluate_read_their_input_before_loading_the_model(models, 
                    capsys, tmp_path, "not UTF-8")
     assert_refused(["evaluate", "--model", models["clf"], "--data", path], capsys, tmp_path, "not UTF-8")
 
+
+
+@pytest.mark.parametrize("how", ["task-module-file", "task-module-name", "objective-module-file"])
+def test_a_user_module_with_a_syntax_error_is_one_line_naming_its_file_and_line(how, models, tmp_path, capsys,
+                                                                                 monkeypatch):
+    """A --task-module or data.objective_module that does not parse printed Python's whole traceback; it is
+    one line: the option, then file:line: SyntaxError and Python's message."""
+    path = tmp_path / "broken_user_module.py"
+    path.write_text("from bertkit.tasks import register_task\n\n\ndef broken(:\n    pass\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    option, argv = {
+        "task-module-file": ("--task-module", ["finetune", "--task-module", path]),
+        "task-module-name": ("--task-module", ["finetune", "--task-module", "broken_user_module"]),
+        "objective-module-file": ("data.objective_module", [
+            "pretrain", "--config", os.path.join(os.path.dirname(__file__), "..", "configs", "pretrain-tiny-bert.toml"),
+            "--no-progress", "--set", f"data.objective_module={path}"]),
+    }[how]
+    if argv[0] == "finetune":
+        argv += ["--task", "classification", "--model", models["clf"], "--train", tmp_path / "train.csv"]
+    assert_refused([*argv, "--out", tmp_path / "out"], capsys, tmp_path, option,
+                   f"{path}:4: SyntaxError: invalid syntax")

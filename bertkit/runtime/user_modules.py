@@ -15,9 +15,19 @@ TASK_MODULE = "--task-module"  # the commands' option naming a module that regis
 
 def import_user_module(spec: str, option: str, registers: str) -> None:
     """Import `spec` once per process; `option` names where it was given and `registers` what the
-    module is for, in the one-line errors of a module that cannot be found."""
+    module is for, in the one-line errors of a module that cannot be found or does not parse."""
     if not spec:
         return
+    try:
+        _import(spec, option, registers)
+    except SyntaxError as e:  # the user's file (or one it imports) does not parse: where and why, not a traceback
+        where = ":".join(str(part) for part in (e.filename, e.lineno) if part is not None) or "<unknown>"
+        raise ConfigError(f"{option} {spec!r} cannot be imported: {where}: {type(e).__name__}: {e.msg}; "
+                          "fix that line and run again") from None
+
+
+def _import(spec: str, option: str, registers: str) -> None:
+    """import_user_module's work: a dotted name through importlib, a .py file under its own key."""
     if not spec.endswith(".py"):
         try:
             importlib.import_module(spec)
