@@ -21,6 +21,8 @@ import math
 import os
 import random
 
+from bertkit.data.splits import write_tsv_splits
+
 WORDNET = "/usr/share/wordnet"  # Debian's wordnet-base
 SIZES = {"train": 1000, "dev": 250, "test": 500}
 
@@ -70,13 +72,7 @@ def main() -> None:
     rows = counted_glosses()
     random.Random(args.seed).shuffle(rows)
     rows = distinct_texts(rows)
-    os.makedirs(args.out, exist_ok=True)
-    start = 0
-    for name, size in SIZES.items():
-        with open(os.path.join(args.out, f"{name}.tsv"), "w", encoding="utf-8") as f:
-            f.write("text\tlabel\n")
-            f.writelines(f"{text}\t{value:.4f}\n" for text, value in rows[start:start + size])
-        start += size
+    write_tsv_splits([(text, f"{value:.4f}") for text, value in rows], SIZES, args.out)
     print(f"{len(rows)} distinct definitions of the counted noun senses; wrote "
           f"{', '.join(f'{n} {s}' for n, s in SIZES.items())} rows to {args.out}")
 

@@ -26,6 +26,8 @@ import math
 import os
 import random
 
+from bertkit.data.splits import write_tsv_splits
+
 WORDNET = "/usr/share/wordnet"  # Debian's wordnet-base
 ROOT = "00001740"  # entity.n.01
 SIZES = {"train": 1000, "dev": 250, "test": 500}
@@ -92,13 +94,7 @@ def main() -> None:
     args = parser.parse_args()
     rows, synsets = labelled(args.target)
     random.Random(args.seed).shuffle(rows)
-    os.makedirs(args.out, exist_ok=True)
-    start = 0
-    for name, size in SIZES.items():
-        with open(os.path.join(args.out, f"{name}.tsv"), "w", encoding="utf-8") as f:
-            f.write("text\tlabel\n")
-            f.writelines(f"{text}\t{value}\n" for text, value in rows[start:start + size])
-        start += size
+    write_tsv_splits(rows, SIZES, args.out)
     print(f"{synsets} noun synsets, {len(rows)} distinct definitions; wrote "
           f"{', '.join(f'{n} {s}' for n, s in SIZES.items())} rows ({args.target}) to {args.out}")
 

@@ -17,7 +17,8 @@ from collections import Counter
 import pytest
 
 from bertkit.commands.cli import main
-from bertkit.data.splits import assign_splits, rows_needed
+from bertkit.data.splits import assign_splits, rows_needed, write_tsv_splits
+from bertkit.errors import DataError
 from bertkit.io import iter_csv_rows, iter_jsonl
 from tests.cli_checks import assert_refused, snapshot
 
@@ -471,3 +472,17 @@ def test_classes_with_enough_dev_and_test_rows_get_no_few_rows_warning(tmp_path)
         warnings.simplefilter("always")
         assert main(["split", "--input", source, "--out", str(tmp_path / "out")]) == 0
     assert not [w for w in seen if "rows in dev or test" in str(w.message)]
+
+
+def test_write_tsv_splits_writes_consecutive_slices_read_back_by_bertkit(tmp_path):
+    """The data scripts' one writer (scripts/wordnet_sense_frequency.py, wordnet_synset_regression.py):
+    the next sizes[name] rows per split, in order, after a header; a field with a tab is refused before
+    any file is written."""
+    rows = [(f"text {i}: \"quoted\" word", f"{i / 3:.4f}") for i in range(10)]
+    write_tsv_splits(rows, {"train": 5, "dev": 2, "test": 2}, str(tmp_path / "out"))
+    read = {name: [r for _, r, _ in iter_csv_rows(tmp_path / "out" / f"{name}.tsv", "\t")] for name in SPLITS}
+    assert [(r["text"], r["label"]) for name in SPLITS for r in read[name]] == rows[:9]
+    assert [len(read[name]) for name in SPLITS] == [5, 2, 2]
+    with pytest.raises(DataError, match="holds a tab"):
+        write_tsv_splits([("a\tb", "1")], {"train": 1}, str(tmp_path / "tabbed"))
+    assert not (tmp_path / "tabbed").exists()

@@ -8,18 +8,22 @@ share one split function and therefore one split.
 (and labels, to stratify), every row assigned a split, a key never in two splits, each class
 in proportion with a training row first, and the split sizes as near the whole file's targets as
 the classes allow.
+
+`write_tsv_splits` writes rows already in a seeded order as consecutive slices of fixed sizes
+(the data scripts under scripts/ that build a task's train/dev/test files from real text).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import random
 from collections import Counter
 from typing import Callable, Hashable, Sequence, TypeVar
 
 from bertkit.errors import DataError
 
-__all__ = ["stratified_split", "assign_splits", "rows_needed", "SPLITS"]
+__all__ = ["stratified_split", "assign_splits", "rows_needed", "write_tsv_splits", "SPLITS"]
 
 Example = TypeVar("Example")
 
@@ -178,3 +182,21 @@ def rows_needed(fractions: dict[str, float]) -> int:
         if all(takes) and n - sum(takes) >= 1:
             return n
         n += 1
+
+
+def write_tsv_splits(rows: Sequence[tuple[str, str]], sizes: dict[str, int], out: str,
+                     header: tuple[str, str] = ("text", "label")) -> None:
+    """OUT/<name>.tsv for each split in `sizes`, in its order: the next sizes[name] rows (text, label as
+    written), after a header line; the rows' order is the caller's (seeded), rows past the last split are
+    not written. A tab or line end in a field would shift or split its row: refused before any write."""
+    wanted = rows[:sum(sizes.values())]
+    bad = next((row for row in wanted if any(ch in field for field in row for ch in "\t\r\n")), None)
+    if bad is not None:
+        raise DataError(f"the row {bad!r} holds a tab or line end; replace it before writing a TSV split")
+    os.makedirs(out, exist_ok=True)
+    start = 0
+    for name, size in sizes.items():
+        with open(os.path.join(out, f"{name}.tsv"), "w", encoding="utf-8") as f:
+            f.write("\t".join(header) + "\n")
+            f.writelines(f"{text}\t{label}\n" for text, label in wanted[start:start + size])
+        start += size
