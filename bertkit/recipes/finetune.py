@@ -843,7 +843,7 @@ def run_summary(data: TaskData, recipe: Recipe, train_config: TrainConfig, model
         "tie_metric": keeper.tie_metric,
         "best_step": keeper.best_step,
         "best_dev": clean_metrics(keeper.best_metrics),
-        "dev_baseline": clean_metrics(baseline_metrics(data.spec, data.train, data.dev)),
+        "dev_baseline": clean_metrics(baseline_metrics(data.spec, data.train, data.dev, trainer.tokenizer)),
         "reference_baseline": clean_metrics(data.task.reference(data.dev)) if data.task.reference else None,
         "tfidf_baseline": unfitted_baseline(BASELINE_PENDING, data, recipe, train_source),  # fitted once saved
         "trivial_baseline": trivial_entry(recipe.options.baseline, data.task, train_source, data.train, recipe.data,

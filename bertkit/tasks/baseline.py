@@ -33,11 +33,13 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from bertkit.errors import DataError
+from bertkit.peft import tokenizer_dir
 from bertkit.tasks.builtin import load_examples
 from bertkit.tasks.common import SUMMARY_FILE, DataConfig, clean_metrics, subsample
 from bertkit.tasks.formats import TextExample, count_shared, input_kind
 from bertkit.tasks.registry import get_task
 from bertkit.tasks.sequence import class_predictions, label_list, label_set_predictions
+from bertkit.tokenizer import Tokenizer
 
 C_GRID = (0.1, 1.0, 10.0, 100.0)  # logistic regression: larger C = weaker L2 penalty
 ALPHA_GRID = (0.1, 1.0, 10.0, 100.0)  # ridge: larger alpha = stronger L2 penalty
@@ -268,7 +270,16 @@ def score_trivial(model_dir: str, task_name: str, data: DataConfig, examples: Se
     if train is None:
         return {}, note
     warn_if_trained_on(train, examples)
-    return {"trivial": clean_metrics(get_task(task_name).baseline(train, examples))}, ""
+    return {"trivial": trivial_scores(model_dir, task_name, data, train, examples)}, ""
+
+
+def trivial_scores(model_dir: str, task_name: str, data: DataConfig, train: Sequence, examples: Sequence) -> dict:
+    """The task's trivial baseline on `examples`, held to what the model in `model_dir` reads of them where the
+    task says how (`Task.baseline_reads`: its tokenizer is loaded for that alone), as finetune scored it."""
+    task, scope = get_task(task_name), {}
+    if task.baseline_reads:
+        scope = task.baseline_reads(Tokenizer.from_pretrained(tokenizer_dir(model_dir)), examples, data)
+    return clean_metrics(task.baseline(train, examples, **scope))
 
 
 def warn_if_trained_on(train: Sequence, examples: Sequence) -> None:
@@ -290,7 +301,7 @@ def score_like_finetune(model_dir: str, task_name: str, data: DataConfig, exampl
     if train is None:
         return {}, note, None
     warn_if_trained_on(train, examples)
-    baselines = {"trivial": clean_metrics(get_task(task_name).baseline(train, examples))}
+    baselines = {"trivial": trivial_scores(model_dir, task_name, data, train, examples)}
     if "value" not in record:  # the fine-tune could not choose one: say why, and how to get it
         return baselines, f"{record.get('note', 'TF-IDF baseline: none')} (then fine-tune again: --overwrite)", None
     if not sklearn_available():

@@ -177,9 +177,12 @@ def predict_examples(model, tokenizer, spec: TaskSpec, examples: Sequence, name:
     return predictions
 
 
-def baseline_metrics(spec: TaskSpec, train: Sequence, examples: Sequence) -> dict:
-    """The trivial baseline's metrics on `examples` (each task's `baseline`)."""
-    return spec.task.baseline(train, examples)
+def baseline_metrics(spec: TaskSpec, train: Sequence, examples: Sequence, tokenizer=None) -> dict:
+    """The trivial baseline's metrics on `examples` (each task's `baseline`), held to what the model
+    reads of them through `tokenizer` where the task says how (`baseline_reads`)."""
+    task = spec.task
+    scope = task.baseline_reads(tokenizer, examples, spec.data) if task.baseline_reads and tokenizer else {}
+    return task.baseline(train, examples, **scope)
 
 
 def check_model_labels(model, spec: TaskSpec, examples: Sequence, source: str, allow: bool = False) -> list[str]:

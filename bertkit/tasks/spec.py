@@ -82,6 +82,9 @@ class Task:
     at_threshold    (predictions, t) -> the same predictions deciding at p >= t: finetune chooses t on
                     dev after training (multi-label: a class is in the set at p >= t; recipes/decision.py)
                     and records it in the spec; None: the task decides without a threshold
+    baseline_reads  (tokenizer, examples, data) -> keyword arguments of `baseline` that hold its
+                    scores to what the model reads of `examples`, so both are scored on the same
+                    words (token classification: the words truncation leaves); None: it needs none
     """
 
     name: str
@@ -118,6 +121,7 @@ class Task:
     # (model, training examples): start a newly built head where the training data says (regression: its mean)
     init_head: Callable[[Any, Sequence], None] | None = None
     check_data: str = "check the labels"
+    baseline_reads: Callable[[Any, Sequence, DataConfig], dict] | None = None
     selected_by: str = ""  # the dev metric that keeps a checkpoint unless train.select_metric names one ("": the first)
     at_threshold: Callable[[Sequence, float], list] | None = None
 

@@ -265,14 +265,30 @@ def per_type_scores(examples: Sequence[TokenExample], predictions: Sequence[TagP
     return entity_prf([e.tags for e in examples], [p.tags for p in predictions])["per_type"]
 
 
-def baseline(train: Sequence[TokenExample], examples: Sequence[TokenExample]) -> dict:
+def words_read(tokenizer, examples: Sequence[TokenExample], data: DataConfig) -> dict:
+    """`baseline_reads`: {"read": per sentence, a mask of the words the model reads}, those with a sub-word in
+    the encoding `decode` makes (cut to data.max_length unless data.long_text is "chunks")."""
+    chunks = data.long_text == "chunks"
+    enc, all_spans = tokenize_word_lists(tokenizer, [e.tokens for e in examples], None if chunks else data.max_length)
+    read = []
+    for row, example in enumerate(examples):
+        word_ids = word_ids_from_offsets(enc["offsets"][row], enc["special_tokens_mask"][row], all_spans[row])
+        mask = np.zeros(len(example.tokens), dtype=bool)
+        mask[word_ids[word_ids >= 0]] = True
+        read.append(mask)
+    return {"read": read}
+
+
+def baseline(train: Sequence[TokenExample], examples: Sequence[TokenExample],
+             read: Sequence[np.ndarray] | None = None) -> dict:
     """Word lookup: each word gets its most frequent training tag (lowercased match; a tie goes to
     O, then to the first tag in sorted order, not to whichever the file showed first), else O. Its
     loss reads the same counts as probabilities, p(tag | word) = (n(word, tag) + prior(tag)) /
     (n(word) + 1), a word never seen getting the prior, the training tag frequencies add-one
     smoothed: prior(tag) = (n(tag) + 1) / (N + K) over the K tags of training and of `examples`
     (a model's inventory may name tags a small training set lacks). So a pairing training never
-    showed is unlikely rather than impossible."""
+    showed is unlikely rather than impossible. `read` (`words_read`): the words the model reads; the
+    others are left out of the loss, as the model's is (None: every word counts)."""
     counts: dict[str, Counter] = {}
     for example in train:
         for word, tag in zip(example.tokens, example.tags):
@@ -285,6 +301,12 @@ def baseline(train: Sequence[TokenExample], examples: Sequence[TokenExample]) ->
     predicted = [TagPrediction([lookup.get(w.lower(), "O") for w in e.tokens],
                                np.array([table.get(w.lower(), prior) for w in e.tokens]).reshape(-1, len(labels)),
                                labels) for e in examples]
+    # Scored as the model is. Its F1 and tag accuracy count every word, one cut off by data.max_length
+    # tagged "O" unread (a cost of truncation the score should show), so the lookup tags every word too, as
+    # the TF-IDF baseline reads whole texts. Its loss (word_loss) leaves a cut word out: it has no probability
+    # there; a NaN row leaves the same words out of the lookup's loss, else the two means were over different words.
+    for prediction, mask in zip(predicted, read if read is not None else []):
+        prediction.probs[~np.asarray(mask, dtype=bool)] = np.nan
     # A looked-up I- tag after O still opens an entity under conlleval; that is fine for a baseline.
     return {"method": "each word's most frequent training tag", **metrics(examples, predicted)}
 
@@ -317,6 +339,7 @@ TOKEN_CLASSIFICATION = Task(
     model_class=BertForTokenClassification,
     read=read, read_inputs=read_inputs, encode=encode, decode=decode, metrics=metrics, baseline=baseline,
     rows=rows, metric_names=("f1", "precision", "recall", "tag_accuracy", "loss"), per_class=per_type_scores,
+    baseline_reads=words_read,
     lower_is_better=frozenset({"loss"}),
     labels_of=lambda examples: [tag for e in examples for tag in e.tags],
     head_config=label_head_config(None),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+import warnings
 
 import numpy as np
 import pytest
@@ -24,9 +25,12 @@ from bertkit.tasks.common import DataConfig, TaskSpec
 from bertkit.tasks import multiple_choice
 from bertkit.tasks.formats import ChoiceExample, QAExample, TokenExample
 from bertkit.tasks.qa import encode_qa
-from bertkit.tasks.tagging import TagPrediction, baseline, encode_words, metrics, word_loss
+from bertkit.tasks.baseline import trivial_scores
+from bertkit.tasks.inference import baseline_metrics
+from bertkit.tasks.tagging import TagPrediction, baseline, encode_words, metrics, word_loss, words_read
+from bertkit.tokenizer import Tokenizer
 
-from .helpers import train_tokenizer, word_salad
+from .helpers import make_tiny_model, train_tokenizer, word_salad
 
 TAGS = ["O", "B-X", "I-X"]
 WORDS = "the striker scored a late goal and the bank cut its rates again".split()
@@ -150,3 +154,31 @@ def test_a_confident_mistake_gives_a_finite_tagging_loss(tokenizer):
     examples = [TokenExample(["the", "striker"], ["O", "B-X"])]
     loss = task.metrics(examples, task.decode(model, tokenizer, examples, TaskSpec(task, DataConfig(max_length=16))))
     assert loss["loss"] == pytest.approx((120 + 2 * math.exp(-120)) / 2, rel=1e-6)
+
+
+def test_the_lookup_baseline_loss_leaves_out_the_words_truncation_cut_as_the_models_does(tokenizer, tmp_path):
+    """A sentence longer than data.max_length: the model's dev loss leaves its cut words out (no probability
+    there) while its F1 counts them (tagged O unread). The lookup baseline's loss counted them, a mean over
+    other words than the model's; it is now over the words the model reads, its F1 still over every word."""
+    model = BertForTokenClassification(tiny_config(tokenizer, id2label=dict(enumerate(TAGS)))).eval()
+    rng = random.Random(2)
+    examples = [TokenExample(words, [rng.choice(TAGS) for _ in words])
+                for words in ([rng.choice(WORDS) for _ in range(n)] for n in (30, 5, 12, 40))]
+    task = get_task("token-classification")
+    spec = TaskSpec(task, DataConfig(max_length=16))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the truncation warning
+        model_read = [~np.isnan(p.probs).any(axis=-1) for p in task.decode(model, tokenizer, examples, spec)]
+        scores = baseline_metrics(spec, examples, examples, tokenizer)
+    assert [m.tolist() for m in words_read(tokenizer, examples, spec.data)["read"]] == [m.tolist() for m in model_read]
+    assert not all(m.all() for m in model_read)  # truncation cut words
+    cut = [TokenExample(e.tokens[:m.sum()], e.tags[:m.sum()]) for e, m in zip(examples, model_read)]  # a prefix
+    every_word = baseline(examples, examples)
+    assert scores["loss"] == pytest.approx(baseline(examples, cut)["loss"]) != pytest.approx(every_word["loss"])
+    assert (scores["f1"], scores["tag_accuracy"]) == (every_word["f1"], every_word["tag_accuracy"])
+    # evaluate's refit reads the words the evaluated model's own tokenizer keeps
+    directory = make_tiny_model(tmp_path / "tiny", word_salad(WORDS, lines=100, per_line=10))
+    theirs = words_read(Tokenizer.from_pretrained(directory), examples, spec.data)
+    assert not all(m.all() for m in theirs["read"])
+    assert trivial_scores(directory, task.name, spec.data, examples, examples)["loss"] == \
+        pytest.approx(baseline(examples, examples, **theirs)["loss"])
