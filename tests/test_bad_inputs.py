@@ -10,6 +10,7 @@ import os
 import warnings
 
 import pytest
+import torch
 
 from bertkit.commands.cli import main
 from bertkit.models.config import BertConfig
@@ -530,3 +531,17 @@ def test_a_user_module_with_a_syntax_error_is_one_line_naming_its_file_and_line(
         argv += ["--task", "classification", "--model", models["clf"], "--train", tmp_path / "train.csv"]
     assert_refused([*argv, "--out", tmp_path / "out"], capsys, tmp_path, option,
                    f"{path}:4: SyntaxError: invalid syntax")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="fp16 runs on a CUDA GPU")
+@pytest.mark.parametrize("command", ["pretrain", "finetune"])
+def test_fp16_without_a_gpu_is_refused_before_any_data_is_read(command, models, tmp_path, capsys):
+    """train.precision=fp16 on a machine without a GPU failed only when the Trainer started: after
+    pretrain had trained its tokenizer and written the shards (reliability.md, "Still open")."""
+    (tmp_path / "train.csv").write_text("text,label\nthe match,sport\nthe bank,business\n", encoding="utf-8")
+    argv = {"pretrain": ["pretrain", "--config", os.path.join(os.path.dirname(__file__), "..", "configs",
+                                                               "pretrain-tiny.toml"), "--no-progress"],
+            "finetune": ["finetune", "--task", "classification", "--model", models["clf"], "--train",
+                         tmp_path / "train.csv", "--no-progress"]}[command]
+    assert_refused([*argv, "--out", tmp_path / "out", "--set", "train.precision=fp16"], capsys, tmp_path,
+                   "precision fp16 needs a CUDA GPU")

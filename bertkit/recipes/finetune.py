@@ -641,6 +641,7 @@ def finetune(task: Task | str, model_dir: str, train_source: str, dev_source: st
     """
     recipe = build_recipe(sections)
     ctx = init_distributed(recipe.train.device)
+    recipe.train.precision_on(ctx.device)  # fp16 without a GPU: refused before the data is read
     try:
         summary = _finetune(task, model_dir, train_source, dev_source, out_dir, recipe, ctx, overwrite, resume,
                             progress and ctx.is_main, model_fn, train_wrapper)

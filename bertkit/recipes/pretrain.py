@@ -789,6 +789,7 @@ def evaluation(objective: Objective, data: PretrainData, seed: int):
 def run_pretraining(cfg: PretrainConfig, out_dir: str, resume: bool = False, progress: bool = True) -> dict:
     """Pre-train as configured; returns the final evaluation metrics."""
     ctx = init_distributed(cfg.train.device)
+    cfg.train.precision_on(ctx.device)  # fp16 without a GPU: refused before the corpus is read
     os.makedirs(out_dir, exist_ok=True)
     objective = cfg.objective
     # A tokenizer trained (or extended) here and the shards read the documents once (kept in memory

@@ -273,6 +273,7 @@ def time_sizes(plan: SweepPlan, log: Log = print, finished: set[str] = frozenset
 def prepare_data(cfg, directory: str) -> tuple[str, str]:
     """Train (or load) the tokenizer and write the token shards once: (tokenizer dir, shard dir)."""
     ctx = init_distributed(cfg.train.device)
+    cfg.train.precision_on(ctx.device)  # fp16 without a GPU: refused before the corpus is read
     os.makedirs(directory, exist_ok=True)
     corpus = CorpusDocuments(cfg.data.corpus, cfg.data.mode, cfg.data.max_documents,  # read once for both
                              keep=not (cfg.tokenizer.path or cfg.data.streaming), text_field=cfg.data.text_field)

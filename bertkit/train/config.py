@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from bertkit.errors import ConfigError
 from bertkit.runtime.devices import DEVICE_NAME, DEVICES
-from bertkit.runtime.precision import check_precision
+from bertkit.runtime.precision import check_precision, resolve_precision
 from bertkit.settings.config_io import dataclass_from_dict
 from bertkit.train.fsdp import check_strategy
 from bertkit.train.reporting import check_report_to
@@ -55,6 +55,12 @@ class TrainConfig:
     report_to: str = "none"  # "tensorboard": the metric rows also as TensorBoard scalars (reporting.py)
     strategy: str = "ddp"  # under torchrun: "ddp" = a full copy per process, "fsdp" = sharded (fsdp.py)
     compile: bool = False  # torch.compile each encoder layer (the model's compile_layers): measured on GPUs only
+
+    def precision_on(self, device) -> str:
+        """train.precision resolved for `device` (runtime/precision.py; FSDP has no gradient scaler, so no
+        fp16 there). The recipes call it as soon as the device is known, before any data is read: fp16
+        without a GPU used to fail only after the tokenizer and the shards were built."""
+        return resolve_precision(self.precision, device, scaler_ok=self.strategy != "fsdp")
 
     def __post_init__(self) -> None:
         for name in ("max_steps", "grad_accum", "batch_size", "log_every"):

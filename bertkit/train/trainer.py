@@ -81,7 +81,7 @@ from bertkit.models.families import FAMILIES
 from bertkit.errors import BertkitError, CheckpointError, ConfigError, DataError, RunInterrupted
 from bertkit.io import append_text, atomic_directory, atomic_open, atomic_write_text
 from bertkit.runtime.devices import copy_without_wait
-from bertkit.runtime.precision import autocast, describe, resolve_precision
+from bertkit.runtime.precision import autocast, describe
 from bertkit.runtime.plotting import NO_MATPLOTLIB, can_plot
 from bertkit.runtime.progress import progress
 from bertkit.runtime.resume_check import check_resume_options
@@ -181,7 +181,7 @@ class Trainer:
         self.prefetcher: Prefetcher | None = None
 
         # What runs: "auto" resolved for this device (FSDP has no gradient scaler: no fp16 there).
-        self.precision = resolve_precision(config.precision, self.ctx.device, scaler_ok=config.strategy != "fsdp")
+        self.precision = config.precision_on(self.ctx.device)
         if config.strategy == "fsdp":
             check_strategy(config.strategy, self.precision, self.ctx.world_size)
             check_model(unwrap(self.model))
