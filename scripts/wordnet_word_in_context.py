@@ -68,12 +68,14 @@ def senses_by_word(synsets) -> dict[tuple[str, str], dict[str, list[str]]]:
 def word_rows(senses: dict[str, list[str]], rng: random.Random, banned: set[str],
               taken: set[frozenset]) -> list[tuple[str, str, str]]:
     """A word's balanced rows: up to PER_WORD `same` pairs and as many `different` ones, none with a sentence
-    in `banned` (those used by another split) nor a pair in `taken` (two sentences sharing two words, "gave honest
-    answers", would be one input with the label of each word)."""
+    in `banned` (those used by another split), nor a pair in `taken` (two sentences sharing two words would be one
+    input with the label of each word), nor a pair both `same` and `different` (WordNet gives "gave honest answers"
+    and "honest reporting" as examples of two synsets of honest)."""
     usable = [[s for s in sentences if s not in banned] for sentences in senses.values()]
     same = [pair for sentences in usable for pair in itertools.combinations(sentences, 2)]
     different = [(a, b) for first, second in itertools.combinations(usable, 2) for a in first for b in second]
-    same, different = ([p for p in pairs if p[0] != p[1] and frozenset(p) not in taken] for pairs in (same, different))
+    skip = taken | ({frozenset(pair) for pair in same} & {frozenset(pair) for pair in different})
+    same, different = ([p for p in pairs if p[0] != p[1] and frozenset(p) not in skip] for pairs in (same, different))
     count = min(PER_WORD, len(same), len(different))
     rows = [(*pair, "same") for pair in rng.sample(same, count)]
     rows += [(*pair, "different") for pair in rng.sample(different, count)]

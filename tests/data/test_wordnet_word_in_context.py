@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib.util
+import random
 from pathlib import Path
 
 from bertkit.tasks.realdata import Synset
@@ -54,3 +55,12 @@ def test_splits_are_full_balanced_and_share_no_word_or_sentence():
     inputs = [frozenset(row[:2]) for rows in splits.values() for row in rows]
     assert len(set(inputs)) == len(inputs)
     assert script.split_by_word(by_word, seed=0) == splits and script.split_by_word(by_word, seed=1) != splits
+
+
+def test_a_sentence_of_two_synsets_is_in_no_pair_of_the_word():
+    senses = {"a": ["gave honest answers", "an honest man", "an honest face"],
+              "b": ["gave honest answers", "honest work"]}  # WordNet's honest (adj) has such a sentence
+    rows = script.word_rows(senses, random.Random(0), banned=set(), taken=set())
+    assert sorted(label for _, _, label in rows) == ["different", "same"]  # one clean pair of each
+    assert {frozenset(row[:2]) for row in rows if row[2] == "same"} == {frozenset({"an honest man", "an honest face"})}
+    assert not any("gave honest answers" in row for row in rows)
