@@ -353,17 +353,29 @@ def _refuse_empty_texts(path: str, read: list, columns: tuple) -> None:
                 raise DataError(f"{path}: line {line} has an empty {column!r}; fill it in or remove the row")
 
 
+PAIR_COLUMN = "text_pair"  # a pair's second text, by its usual name (transformers, --task similarity)
+
+
+def unread_text_column(first: dict, columns: tuple) -> str | None:
+    """The column of a record, other than `columns` (text, pair, label), that is perhaps the second
+    text of a pair: one named PAIR_COLUMN (its first value may be two words: "honest reporting"), else
+    the first holding a sentence (three words or more); None when there is none."""
+    if PAIR_COLUMN in first and PAIR_COLUMN not in columns:
+        return PAIR_COLUMN
+    return next((name for name, value in first.items()
+                 if name not in columns and isinstance(value, str) and len(value.split()) >= 3), None)
+
+
 def _warn_unread_text(path: str, first: dict, columns: tuple) -> None:
     """A labelled set (read without a pair column) with another column of sentences beside its text,
     judged by its first record: perhaps the second text of a pair, which is read only when named
     (else the model learns from the first text alone)."""
     if columns[1] or columns[2] is None:
         return
-    unread = [name for name, value in first.items()
-              if name not in columns and isinstance(value, str) and len(value.split()) >= 3]
+    unread = unread_text_column(first, columns)
     if unread:
-        warnings.warn(f"{path}: column {unread[0]!r} holds text but is not read; if it is the second text of "
-                      f"a pair, pass --set data.pair_column={unread[0]}", stacklevel=3)
+        warnings.warn(f"{path}: column {unread!r} holds text but is not read; if it is the second text of "
+                      f"a pair, pass --set data.pair_column={unread}", stacklevel=3)
 
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")

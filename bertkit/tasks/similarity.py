@@ -40,12 +40,11 @@ from bertkit.errors import DataError
 from bertkit.models.sentence_embedding import SentenceEmbeddingModel
 from bertkit.tasks import embedding
 from bertkit.tasks.common import DataConfig, PredictionInput, TaskSpec, check_texts
-from bertkit.tasks.formats import TextExample, read_text_dataset
+from bertkit.tasks.formats import PAIR_COLUMN, TextExample, read_text_dataset
 from bertkit.tasks.metrics import order_correlations
 from bertkit.tasks.retrieval import words
 from bertkit.tasks.spec import Task
 
-PAIR_COLUMN = "text_pair"  # the second text's column when data.pair_column is empty (the default)
 METRIC_NAMES = ("spearman", "pearson")
 
 

@@ -40,6 +40,18 @@ def test_a_second_text_column_left_unread_is_named_with_the_setting_that_reads_i
         read_text_dataset(str(path))
 
 
+def test_a_text_pair_column_is_named_even_when_its_first_value_is_short(tmp_path):
+    """Walk AA: a Word-in-Context file whose first text_pair was "honest reporting" (two words) trained on
+    its first sentences alone without a word; `text_pair` is the usual name of a pair's second text."""
+    path = tmp_path / "wic.csv"
+    path.write_text("text,text_pair,label\ngave honest answers,honest reporting,same\n", encoding="utf-8")
+    with pytest.warns(UserWarning, match=r"column 'text_pair' holds text but is not read; .*pair_column=text_pair"):
+        read_text_dataset(str(path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert read_text_dataset(str(path), pair_column="text_pair")[0].text_pair == "honest reporting"
+
+
 def test_predict_takes_conll_words_without_tags_as_the_user_split_them(tmp_path):
     path = tmp_path / "words.conll"
     path.write_text("Gordon\nBrown\npaid\n£5m\n\nHi\nthere\n", encoding="utf-8")
