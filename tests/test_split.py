@@ -127,6 +127,21 @@ def test_split_writes_stratified_files_and_says_what_to_run_next(tmp_path, capsy
     assert code == 0 and snapshot(tmp_path / "again") == snapshot(out)  # deterministic, byte for byte
 
 
+def test_a_pair_files_next_finetune_line_reads_its_second_text(tmp_path, capsys):
+    """Walk AA: the printed finetune line, copied as it was, trained a cross-encoder on the first texts alone."""
+    rows = [(f"he sat on bank {i}", f"bank {i}", "same" if i % 2 else "different") for i in range(100)]
+    source = write_csv(tmp_path / "pairs.csv", ["text", "text_pair", "label"], rows)
+    code, said = split(["--input", source, "--out", tmp_path / "data"], capsys)
+    assert code == 0, said.err
+    line = next(line for line in said.out.splitlines() if "bertkit finetune" in line)
+    assert line.endswith("--out runs/mine --set data.pair_column=text_pair")
+    assert "the column 'text_pair' holds text: the --set reads it as each row's second text" in said.out
+    single = [(text, str(i), label) for i, (text, _, label) in enumerate(rows)]
+    source = write_csv(tmp_path / "single.csv", ["text", "id", "label"], single)
+    code, said = split(["--input", source, "--out", tmp_path / "single"], capsys)
+    assert code == 0 and "pair_column" not in said.out  # an id column is not a second text
+
+
 def test_a_csv_with_quoted_lines_blank_lines_and_a_bom_comes_back_row_for_row(tmp_path, capsys):
     rows = [(f'said "hi", then\nleft {i}' if i % 5 == 0 else f"plain {i}", "ab"[i % 2], str(i)) for i in range(60)]
     source = write_csv(tmp_path / "all.csv", ["text", "label", "id"], rows, bom=True)

@@ -36,7 +36,8 @@ from bertkit.errors import ConfigError, DataError
 from bertkit.io import (atomic_open, check_regular_file, csv_delimiter, is_json_array, iter_csv_rows, iter_jsonl,
                         iter_text_lines, json_lines_fix, loads_json, read_text, same_path)
 from bertkit.tasks.class_folders import is_class_folder, one_class_error, read_class_folder
-from bertkit.tasks.formats import no_input_error, parse_number, read_conll, read_squad, same_text, spreadsheet_fix
+from bertkit.tasks.formats import (no_input_error, parse_number, read_conll, read_squad, same_text, spreadsheet_fix,
+                                   unread_text_column)
 from bertkit.tasks.tables import is_table, iter_records
 
 __all__ = ["Table", "read_table", "split_file", "MAX_NUMBER_CLASSES"]
@@ -391,13 +392,27 @@ def _described(kind: str, label_column: str, labels: list | None) -> str:
             "questions": "SQuAD questions: a random split"}[kind]
 
 
-def _next_commands(kind: str, paths: dict[str, str]) -> list[str]:
+def _pair_note(table: Table, kind: str, label_column: str) -> tuple[str, str]:
+    """For a table with a second text column (`unread_text_column`: `text_pair`, or another column of
+    sentences), the --set that reads it as each row's second text and a line saying so; else ("", "").
+    finetune reads the `text` column alone unless told (walk AA: the next line trained on half of each pair)."""
+    texts = kind in ("classes", "sets", "numbers")
+    pair = unread_text_column(table.rows[0], ("text", None, label_column)) if texts else None
+    if pair is None:
+        return "", ""
+    return (f" --set data.pair_column={shlex.quote(pair)}",
+            f"  (the column {pair!r} holds text: the --set reads it as each row's second text, a pair; "
+            "without it the model reads 'text' alone)")
+
+
+def _next_commands(kind: str, paths: dict[str, str], pair: tuple[str, str] = ("", "")) -> list[str]:
     task = {"classes": "classification", "sets": "classification", "numbers": "regression",
             "sentences": "token-classification", "questions": "qa"}.get(kind, "TASK")
     lines = ["next: fine-tune on train (dev picks the checkpoint), then score the test split once:"]
     if "dev" in paths:
         lines.append(f"  bertkit finetune --task {task} --model MODEL --train {shlex.quote(paths['train'])} "
-                     f"--dev {shlex.quote(paths['dev'])} --out runs/mine")
+                     f"--dev {shlex.quote(paths['dev'])} --out runs/mine{pair[0]}")
+        lines += [pair[1]] if pair[1] else []
     else:
         lines.append("  (finetune needs --dev: split again with --dev above 0)")
     if "test" in paths:
@@ -414,7 +429,7 @@ def report(table: Table, kind: str, labels: list | None, assigned: list[str], pa
     order = sorted(sizes, key=lambda label: (-sizes[label], label))
     for name, path in paths.items():
         lines.append(f"{name}: {assigned.count(name)} rows{_counts_text(labels, assigned, name, order)} -> {path}")
-    return lines + _next_commands(kind, paths)
+    return lines + _next_commands(kind, paths, _pair_note(table, kind, columns[0]))
 
 
 def split_file(source: str, out: str, dev: float = 0.1, test: float = 0.1, seed: int = 0,
