@@ -142,6 +142,20 @@ def test_a_pair_files_next_finetune_line_reads_its_second_text(tmp_path, capsys)
     assert code == 0 and "pair_column" not in said.out  # an id column is not a second text
 
 
+def test_pairs_sharing_a_sentence_across_splits_are_counted_and_a_group_column_keeps_them_together(tmp_path):
+    """Walk AA: a sentence in many pairs (Word-in-Context) lands in train and test when rows are kept
+    together by their first text alone; split says how many held-out rows that is."""
+    rows = [(f"the {w} sense {i}", f"the {w} sense {(i + 1) % 4}", "same" if i % 2 else "different", f"w{w}")
+            for w in range(50) for i in range(4)]
+    source = write_csv(tmp_path / "pairs.csv", ["text", "text_pair", "label", "word"], rows)
+    with pytest.warns(UserWarning, match=r"of the 20 test rows .* hold a text that training rows hold too "
+                                         r"\(as 'text' or 'text_pair'\).*--group-column NAME"):
+        assert main(["split", "--input", source, "--out", str(tmp_path / "a")]) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # one word's pairs in one split: nothing shared, nothing to say
+        assert main(["split", "--input", source, "--out", str(tmp_path / "b"), "--group-column", "word"]) == 0
+
+
 def test_a_csv_with_quoted_lines_blank_lines_and_a_bom_comes_back_row_for_row(tmp_path, capsys):
     rows = [(f'said "hi", then\nleft {i}' if i % 5 == 0 else f"plain {i}", "ab"[i % 2], str(i)) for i in range(60)]
     source = write_csv(tmp_path / "all.csv", ["text", "label", "id"], rows, bom=True)

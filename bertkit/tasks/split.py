@@ -344,6 +344,28 @@ def warn_few_held_out(labels: list[str], assigned: list[str], held_out: list[str
                   "--dev/--test, more data)", stacklevel=3)
 
 
+def warn_pair_texts_in_train(table: Table, assigned: list[str], label_column: str) -> None:
+    """A file of text pairs (a second text column: `unread_text_column`) split by its first text alone: the
+    dev and test rows holding a text that a training row holds too (as either text) are counted and warned
+    about. Walk AA's Word-in-Context pairs, one sentence in many rows: 69% of the test rows."""
+    pair = unread_text_column(table.rows[0], ("text", None, label_column))
+    if pair is None:
+        return
+
+    def texts(row: dict) -> set[str]:
+        return {same_text(row[name]) for name in ("text", pair) if isinstance(row.get(name), str)}
+
+    train = set().union(*(texts(row) for row, name in zip(table.rows, assigned) if name == "train"))
+    shared = Counter(name for row, name in zip(table.rows, assigned) if name != "train" and texts(row) & train)
+    if shared:
+        sizes = Counter(assigned)
+        counts = " and ".join(f"{shared[name]} of the {sizes[name]} {name} rows" for name in HELD_OUT if shared[name])
+        warnings.warn(f"{counts} hold a text that training rows hold too (as 'text' or {pair!r}): rows are kept "
+                      "together by 'text' alone, and a score there reads high when a pair is judged by a sentence "
+                      "seen in training; to keep related pairs in one split, name a column they share with "
+                      "--group-column NAME (e.g. the word or topic a pair is about)", stacklevel=3)
+
+
 def write_splits(table: Table, assigned: list[str], paths: dict[str, str]) -> None:
     """Each split's rows, in the file's order, to its file; the files are renamed into place only
     once all are written (atomic_open each: a failed write leaves every target as it was)."""
@@ -459,6 +481,8 @@ def split_file(source: str, out: str, dev: float = 0.1, test: float = 0.1, seed:
     moved = tags_into_train(table, keys, assigned) if suffix == CONLL else None
     if labels is not None:
         warn_small_classes(labels, assigned, fractions)
+    if kind in ("classes", "sets", "numbers") and group_column is None:
+        warn_pair_texts_in_train(table, assigned, columns[0])
     for name in HELD_OUT:
         stale = os.path.join(out, name + suffix)
         if name not in paths and os.path.exists(stale):
