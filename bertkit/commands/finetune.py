@@ -195,8 +195,22 @@ def blend_line(summary: dict) -> str:
         return (f"TF-IDF blend: none kept, the model alone is best on dev {metric} {scores} among the weights "
                 f"{', '.join(f'{w:g}' for w in blend['weights'])}")
     return (f"TF-IDF blend (weight {blend['weight']:g}{threshold}, chosen on dev): {metric} "
-            f"{rounded(blend['dev'][metric])} {scores}; saved beside the model, predict and evaluate use it (docs/finetune.md, \"Blending with "
-            "TF-IDF\")")
+            f"{rounded(blend['dev'][metric])} {scores}{blend_losses(summary, alone)}; saved beside the model, "
+            "predict and evaluate use it (docs/finetune.md, \"Blending with TF-IDF\")")
+
+
+def blend_losses(summary: dict, alone: dict) -> str:
+    """The dev scores other than the chosen metric on which the kept blend is worse than the model alone: the blend
+    is chosen by one metric, and its lower threshold can cost another (walk AB, WordNet verb frames: micro-F1
+    0.599 -> 0.611 and exact match 0.368 -> 0.252, which the line did not show)."""
+    blend, task = summary["tfidf_blend"], TASKS[summary["spec"]["task"]]
+    worse = []
+    for name, value in blend["dev"].items():
+        if name == blend["select_metric"] or not isinstance(alone.get(name), float) or value == alone[name]:
+            continue
+        if (value > alone[name]) == (name in task.lower_is_better):
+            worse.append(f"{name} {rounded(value)} against {rounded(alone[name])}")
+    return f"; worse than the model alone on dev {', '.join(worse)}" if worse else ""
 
 
 ENDINGS = {"patience": "stopped early: no better dev score in train.patience evaluations",
