@@ -410,6 +410,10 @@ def multi_label_macro(summary: dict) -> str:
     """What lifts a multi-label model's small labels (MULTI_LABEL_LR), with the run's own lr when known."""
     lr = (summary.get("train_config") or {}).get("lr")
     now = f", now {lr:g}" if lr is not None else ""
+    if lr is not None and lr >= MULTI_LABEL_LR:  # walk AB: at lr 1e-4 the hint proposed the lr the run had
+        return (f"; small labels the model never puts in a set count 0 in macro_f1: a longer run (evaluate "
+                f"--per-class names them); train.lr is already {lr:g} ({MULTI_LABEL_LR:g} lifted them from 5e-05 "
+                "on GCIDE subject fields, a larger one is unmeasured)")
     return (f"; small labels the model never puts in a set count 0 in macro_f1: a larger lr (--set train.lr{now}; "
             f"{MULTI_LABEL_LR:g} lifted them from 5e-05 on GCIDE subject fields) or a longer run (evaluate "
             "--per-class names them)")

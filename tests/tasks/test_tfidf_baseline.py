@@ -296,6 +296,13 @@ def test_a_fine_tune_that_does_not_beat_tfidf_on_dev_says_what_to_try():
                                     "fields) or a longer run (evaluate --per-class names them)")
     multi["train_config"] = {"lr": 5e-05}
     assert "(--set train.lr, now 5e-05; 0.0001 lifted them" in baseline_hint(multi)
+    # walk AB: a run already at lr 1e-4 (WordNet verb frames, seed 1) was told to try a larger lr, "now 0.0001"
+    multi["train_config"] = {"lr": 1e-04}
+    hint = baseline_hint(multi)
+    assert "a larger lr" not in hint and "now 0.0001" not in hint
+    assert hint.endswith("small labels the model never puts in a set count 0 in macro_f1: a longer run (evaluate "
+                         "--per-class names them); train.lr is already 0.0001 (0.0001 lifted them from 5e-05 on "
+                         "GCIDE subject fields, a larger one is unmeasured)")
 
 
 def test_with_dev_texts_that_are_training_texts_the_hint_points_at_the_overlap_not_at_tuning(bbc_files, capsys):
