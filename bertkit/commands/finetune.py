@@ -176,8 +176,11 @@ def threshold_line(summary: dict) -> str:
     at_half = next(row for row in entry["grid"] if row["threshold"] == 0.5)
     if threshold == 0.5:
         return f"decision threshold: 0.5 kept, no lower one scored better on dev {metric}"
+    worse = scores_lost(summary, entry["dev"], at_half, metric)  # a lower threshold can cost exact match (walk AB)
+    worse = f"; worse than at 0.5 on {worse}" if worse else ""
     return (f"decision threshold {threshold:g}, chosen on dev: {metric} {rounded(entry['dev'][metric])} (at 0.5: "
-            f"{rounded(at_half[metric])}); a class is in a text's set at p >= {threshold:g} in predict and evaluate")
+            f"{rounded(at_half[metric])}{worse}); a class is in a text's set at p >= {threshold:g} in predict and "
+            "evaluate")
 
 
 def blend_line(summary: dict) -> str:
@@ -203,14 +206,19 @@ def blend_losses(summary: dict, alone: dict) -> str:
     """The dev scores other than the chosen metric on which the kept blend is worse than the model alone: the blend
     is chosen by one metric, and its lower threshold can cost another (walk AB, WordNet verb frames: micro-F1
     0.599 -> 0.611 and exact match 0.368 -> 0.252, which the line did not show)."""
-    blend, task = summary["tfidf_blend"], TASKS[summary["spec"]["task"]]
-    worse = []
-    for name, value in blend["dev"].items():
-        if name == blend["select_metric"] or not isinstance(alone.get(name), float) or value == alone[name]:
-            continue
-        if (value > alone[name]) == (name in task.lower_is_better):
-            worse.append(f"{name} {rounded(value)} against {rounded(alone[name])}")
-    return f"; worse than the model alone on dev {', '.join(worse)}" if worse else ""
+    blend = summary["tfidf_blend"]
+    worse = scores_lost(summary, blend["dev"], alone, blend["select_metric"])
+    return f"; worse than the model alone on dev {worse}" if worse else ""
+
+
+def scores_lost(summary: dict, chosen: dict, other: dict, metric: str) -> str:
+    """"name chosen against other, ..." for each dev score but `metric` (the one chosen by) on which `chosen`
+    is worse."""
+    lower = TASKS[summary["spec"]["task"]].lower_is_better
+    worse = [f"{name} {rounded(value)} against {rounded(other[name])}" for name, value in chosen.items()
+             if name != metric and isinstance(other.get(name), (int, float)) and value != other[name]
+             and (value > other[name]) == (name in lower)]
+    return ", ".join(worse)
 
 
 ENDINGS = {"patience": "stopped early: no better dev score in train.patience evaluations",

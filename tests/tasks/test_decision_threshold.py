@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from bertkit.commands.cli import main
+from bertkit.commands.finetune import threshold_line
 from bertkit.errors import CheckpointError
 from bertkit.recipes.decision import choose_threshold
 from bertkit.tasks import baseline, builtin_splits, load_for_inference, subsample
@@ -121,3 +122,16 @@ def test_a_summary_with_a_threshold_out_of_range_is_refused_by_predict(topic_fil
     json.dump(summary, open(path, "w"))
     with pytest.raises(CheckpointError, match="finetune_summary.json: spec.threshold 0 is not between 0 and 1; set it"):
         load_for_inference(out)
+
+
+def test_the_report_line_names_the_threshold_its_gain_and_the_scores_it_cost():
+    """GCIDE subject fields, seed 0 (docs/results.md): 0.3 won dev micro-F1 and cost exact match."""
+    half = {"threshold": 0.5, "micro_f1": 0.6544, "macro_f1": 0.2302, "exact_match": 0.464, "loss": 0.1292}
+    low = {"micro_f1": 0.6651, "macro_f1": 0.2518, "exact_match": 0.452, "loss": 0.1292}
+    summary = {"spec": {"task": "multi-label-classification"}, "decision_threshold": {
+        "threshold": 0.3, "select_metric": "micro_f1", "dev": low, "grid": [half, {"threshold": 0.3, **low}]}}
+    assert threshold_line(summary) == (
+        "decision threshold 0.3, chosen on dev: micro_f1 0.6651 (at 0.5: 0.6544; worse than at 0.5 on exact_match "
+        "0.452 against 0.464); a class is in a text's set at p >= 0.3 in predict and evaluate")
+    summary["decision_threshold"].update(threshold=0.5, dev=half)
+    assert threshold_line(summary) == "decision threshold: 0.5 kept, no lower one scored better on dev micro_f1"
