@@ -62,9 +62,10 @@ from bertkit.tasks import (BUILTIN_DATA, SUMMARY_FILE, TASKS, Collator, DataConf
                            get_task, load_examples, parse_source, subsample)
 from bertkit.tasks.baseline import (examples_hash, has_tfidf_baseline, summary_entry as tfidf_summary,
                                     training_data_record, trivial_entry)
-from bertkit.tasks.builtin import default_dev, source_name
+from bertkit.tasks.builtin import default_dev, resolve_source, source_name
 from bertkit.tasks.class_folders import is_class_folder, one_class_error
-from bertkit.tasks.formats import build_label_map, check_labels_known, count_shared, input_kind, text_key
+from bertkit.tasks.formats import (PAIR_COLUMN, build_label_map, check_labels_known, count_shared, input_kind,
+                                   names_a_pair_column, text_key)
 from bertkit.tasks.long_text import check_long_text_task
 from bertkit.tasks.tfidf_blend import remove_blend
 from bertkit.tokenizer import Tokenizer
@@ -407,6 +408,20 @@ def prepare_labels(task: Task, train_source: str, train: Sequence, dev: Sequence
     return [id2label[i] for i in range(len(id2label))]
 
 
+def read_pairs_by_name(task: Task, train_source: str, data: DataConfig) -> None:
+    """A training file with a column named "text_pair" (formats.PAIR_COLUMN: transformers' name for a pair's
+    second text, which --task similarity reads unasked) is read as pairs when data.pair_column is unset, and
+    said: walk AA's first run, from the README's line, trained on each pair's first text alone, with a warning
+    only. Set in the run's data settings, so the spec records it and evaluate and predict read pairs too."""
+    if data.pair_column or not task.pairs_by_name or parse_source(train_source)[0] in BUILTIN_DATA:
+        return
+    if names_a_pair_column(resolve_source(task, train_source, "train")):
+        data.pair_column = PAIR_COLUMN
+        print(f"{train_source}: column {PAIR_COLUMN!r} is read as each row's second text (a pair of texts); "
+              f"--set data.pair_column=NAME reads another column, and a file without it trains on single texts",
+              flush=True)
+
+
 def load_task_data(task: Task, train_source: str, dev_source: str | None, recipe: Recipe) -> TaskData:
     """Read train and dev, refine the task from the training labels, build the label set."""
     if dev_source is None:
@@ -414,6 +429,7 @@ def load_task_data(task: Task, train_source: str, dev_source: str | None, recipe
         if dev_source is None:
             raise ConfigError("--dev is required with your own training data (the dev set picks the best checkpoint); "
                               f"bertkit split --input {shlex.quote(train_source)} --out DIR makes train, dev and test from it")
+    read_pairs_by_name(task, train_source, recipe.data)
     train = load_examples(task, train_source, "train", recipe.data)
     dev = load_examples(task, dev_source, "dev", recipe.data)
     if not train:

@@ -366,6 +366,21 @@ def unread_text_column(first: dict, columns: tuple) -> str | None:
                  if name not in columns and isinstance(value, str) and len(value.split()) >= 3), None)
 
 
+def names_a_pair_column(path: str) -> bool:
+    """Whether the first record of a CSV, TSV, JSONL or table file has a column named PAIR_COLUMN."""
+    path = str(path)
+    suffix = Path(path).suffix.lower()
+    if is_class_folder(path) or not os.path.exists(path) and not is_table(path):
+        return False
+    if suffix in (".csv", ".tsv"):
+        rows = (row for _, row, _ in iter_csv_rows(path, "\t" if suffix == ".tsv" else ","))
+    elif suffix == ".jsonl" or is_table(path):
+        rows = (record for _, record in iter_records(path))
+    else:
+        return False
+    return PAIR_COLUMN in (next(rows, None) or {})
+
+
 def _warn_unread_text(path: str, first: dict, columns: tuple) -> None:
     """A labelled set (read without a pair column) with another column of sentences beside its text,
     judged by its first record: perhaps the second text of a pair, which is read only when named

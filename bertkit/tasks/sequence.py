@@ -395,7 +395,7 @@ MULTI_LABEL = Task(
     labels_of=lambda examples: [name for e in examples for name in label_list(e.label)],
     head_config=label_head_config("multi_label_classification"),
     blank_row=lambda example: {"labels": None, "probabilities": None}, export_outputs=LOGITS,
-    per_class=per_class_scores, init_head=start_at_the_prior, at_threshold=label_sets_at,
+    per_class=per_class_scores, init_head=start_at_the_prior, at_threshold=label_sets_at, pairs_by_name=True,
 )
 
 
@@ -415,7 +415,7 @@ CLASSIFICATION = Task(
     architectures=ARCHITECTURES, lower_is_better=frozenset({"loss"}), refine=_multi_label_if_lists,
     variants=(MULTI_LABEL,), class_weights=True, blank_row=lambda example: {"label": None, "probabilities": None},
     distiller=TaskDistiller, export_outputs=LOGITS,
-    per_class=per_class_scores,
+    per_class=per_class_scores, pairs_by_name=True,
 )
 
 REGRESSION = Task(
@@ -431,5 +431,5 @@ REGRESSION = Task(
     # kept by the least error, not the best correlation (which ignores scale and offset): on three WordNet
     # regressions x 2 seeds, mse kept the same checkpoint as Pearson or one with lower or equal test mse, and
     # higher test Pearson in 3 of the 4 that differed (docs/results.md, "train.select_metric on regression")
-    selected_by="mse",
+    selected_by="mse", pairs_by_name=True,
 )

@@ -82,6 +82,8 @@ class Task:
     at_threshold    (predictions, t) -> the same predictions deciding at p >= t: finetune chooses t on
                     dev after training (multi-label: a class is in the set at p >= t; recipes/decision.py)
                     and records it in the spec; None: the task decides without a threshold
+    pairs_by_name   the reader takes data.pair_column's second text, and finetune reads a training table's
+                    column named "text_pair" as it when data.pair_column is unset (classification, regression)
     baseline_reads  (tokenizer, examples, data) -> keyword arguments of `baseline` that hold its
                     scores to what the model reads of `examples`, so both are scored on the same
                     words (token classification: the words truncation leaves); None: it needs none
@@ -124,6 +126,7 @@ class Task:
     baseline_reads: Callable[[Any, Sequence, DataConfig], dict] | None = None
     selected_by: str = ""  # the dev metric that keeps a checkpoint unless train.select_metric names one ("": the first)
     at_threshold: Callable[[Sequence, float], list] | None = None
+    pairs_by_name: bool = False
 
     @property
     def default_metric(self) -> str:

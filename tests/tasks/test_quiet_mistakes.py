@@ -17,6 +17,8 @@ from bertkit.tasks import DataConfig, builtin_splits, get_task, load_examples
 from bertkit.tasks.formats import QAExample, read_text_dataset
 from bertkit.tasks.inference import read_prediction_input
 
+from .helpers import make_tiny_model
+
 
 def test_a_pair_model_refuses_single_texts_in_a_txt_file(tmp_path):
     path = tmp_path / "new.txt"
@@ -50,6 +52,30 @@ def test_a_text_pair_column_is_named_even_when_its_first_value_is_short(tmp_path
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert read_text_dataset(str(path), pair_column="text_pair")[0].text_pair == "honest reporting"
+
+
+def test_finetune_reads_a_column_named_text_pair_as_the_second_text_and_says_so(tmp_path, capsys):
+    """Walk AA: `text,text_pair,label` fine-tuned by the README's line trained on the first texts alone (dev
+    accuracy 0.497 on balanced pairs), the warning aside. A column named text_pair is now read as the pair's
+    second text, said on stdout and recorded, so that predict and evaluate read pairs too."""
+    rows = [("the bank of the river", "he sat on the bank", "same"), ("a bank account", "the river bank", "different"),
+            ("run a mile", "run the company", "different"), ("a long run", "run fast", "same")] * 4
+    for name in ("train", "dev"):
+        (tmp_path / f"{name}.csv").write_text("text,text_pair,label\n" + "".join(f"{a},{b},{c}\n" for a, b, c in rows),
+                                              encoding="utf-8")
+    model = make_tiny_model(tmp_path / "tiny", [f"{a} {b}" for a, b, _ in rows])
+    out = tmp_path / "run"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["finetune", "--task", "classification", "--model", model, "--train", str(tmp_path / "train.csv"),
+                     "--dev", str(tmp_path / "dev.csv"), "--out", str(out), "--no-progress", "--no-baseline",
+                     "--set", "train.max_steps=1"]) == 0
+    assert f"{tmp_path / 'train.csv'}: column 'text_pair' is read as each row's second text" in capsys.readouterr().out
+    assert json.load(open(out / "finetune_summary.json"))["spec"]["data"]["pair_column"] == "text_pair"
+    (tmp_path / "new.txt").write_text("the bank of the river\n", encoding="utf-8")
+    assert main(["predict", "--model", str(out), "--input", str(tmp_path / "new.txt"), "--output",
+                 str(tmp_path / "p.jsonl")]) == 2  # the model reads pairs: single texts are refused
+    assert "reads text pairs (columns 'text' and 'text_pair')" in capsys.readouterr().err
 
 
 def test_predict_takes_conll_words_without_tags_as_the_user_split_them(tmp_path):
