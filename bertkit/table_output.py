@@ -3,8 +3,9 @@ a spreadsheet opens it, where JSON lines (the default for any other name) would 
 text.
 
 A row becomes one table row: plain values as they are, a dict of plain values one column per key
-("probabilities.sport"), other lists and dicts their JSON text (a tagger's words, entities), and
-a null an empty cell. The columns are those of the rows up to the first with a prediction in it
+("probabilities.sport"), a multi-label row's set of labels joined by "|" ("Bot|Zool", the form a CSV
+label cell is read in, so a corrected table trains again), other lists and dicts their JSON text (a
+tagger's words, entities), and a null an empty cell. The columns are those of the rows up to the first with a prediction in it
 (a blank input's row has the task's keys, all null), so a file that starts with blank lines still
 gets every column.
 """
@@ -17,6 +18,7 @@ import os
 
 DELIMITERS = {".csv": ",", ".tsv": "\t"}
 POSITION = ("index", "line", "file")  # where a row's input is: not a prediction
+LABEL_SET = "labels"  # a multi-label row's classes (no name holds "|": the readers refuse one)
 
 
 def table_delimiter(path: str) -> str | None:
@@ -34,6 +36,8 @@ def flat_row(row: dict) -> dict:
     for key, value in row.items():
         if isinstance(value, dict) and all(_plain(v) for v in value.values()):
             cells.update({f"{key}.{inner}": v for inner, v in value.items() if v is not None})
+        elif key == LABEL_SET and isinstance(value, list) and all(isinstance(v, str) for v in value):
+            cells[key] = "|".join(value)
         elif isinstance(value, (list, dict)):
             cells[key] = json.dumps(value, ensure_ascii=False)
         elif value is not None:

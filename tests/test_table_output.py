@@ -7,6 +7,7 @@ import io
 
 from bertkit.commands.cli import main
 from bertkit.table_output import TableWriter, flat_row, table_delimiter
+from bertkit.tasks.formats import read_text_dataset
 
 
 def test_the_outputs_name_picks_the_table_format():
@@ -19,6 +20,19 @@ def test_a_row_flattens_to_cells_a_dict_of_values_one_column_each():
            "entities": [{"type": "PER", "start": 0}], "no_answer": False}
     assert flat_row(row) == {"index": 0, "label": "sport", "probabilities.sport": 0.9, "probabilities.tech": 0.1,
                              "entities": '[{"type": "PER", "start": 0}]', "no_answer": False}
+
+
+def test_a_label_set_is_one_cell_in_the_form_a_csv_label_is_read_in(tmp_path):
+    """A multi-label row's set was JSON text (["Bot", "Zool"]) in a spreadsheet; joined by "|" it reads back
+    as the same set, so a corrected table of predictions trains again."""
+    cells = flat_row({"index": 0, "text": "a fern", "labels": ["Bot", "Zool"], "probabilities": {"Bot": 0.9}})
+    assert cells["labels"] == "Bot|Zool" and flat_row({"labels": []})["labels"] == ""
+    out = tmp_path / "p.csv"
+    with open(out, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, ["text", "labels"], extrasaction="ignore")
+        writer.writeheader()
+        writer.writerow(cells)
+    assert read_text_dataset(str(out), label_column="labels", label_type="set")[0].label == ["Bot", "Zool"]
 
 
 def test_blank_rows_first_wait_for_the_columns_of_the_first_prediction():
