@@ -134,8 +134,14 @@ def test_a_pair_files_next_finetune_line_reads_its_second_text(tmp_path, capsys)
     code, said = split(["--input", source, "--out", tmp_path / "data"], capsys)
     assert code == 0, said.err
     line = next(line for line in said.out.splitlines() if "bertkit finetune" in line)
-    assert line.endswith("--out runs/mine --set data.pair_column=text_pair")
-    assert "the column 'text_pair' holds text: the --set reads it as each row's second text" in said.out
+    assert line.endswith("--out runs/mine")  # finetune reads a column named text_pair unasked
+    assert "(finetune reads the column 'text_pair' as each row's second text: the model reads pairs)" in said.out
+    other = write_csv(tmp_path / "other.csv", ["text", "example", "label"], [(a, f"he sat on the {b}", c)
+                                                                             for a, b, c in rows])
+    code, said = split(["--input", other, "--out", tmp_path / "other"], capsys)
+    line = next(line for line in said.out.splitlines() if "bertkit finetune" in line)
+    assert code == 0 and line.endswith("--out runs/mine --set data.pair_column=example")
+    assert "the column 'example' holds text: the --set reads it as each row's second text" in said.out
     single = [(text, str(i), label) for i, (text, _, label) in enumerate(rows)]
     source = write_csv(tmp_path / "single.csv", ["text", "id", "label"], single)
     code, said = split(["--input", source, "--out", tmp_path / "single"], capsys)

@@ -36,8 +36,8 @@ from bertkit.errors import ConfigError, DataError
 from bertkit.io import (atomic_open, check_regular_file, csv_delimiter, is_json_array, iter_csv_rows, iter_jsonl,
                         iter_text_lines, json_lines_fix, loads_json, read_text, same_path)
 from bertkit.tasks.class_folders import is_class_folder, one_class_error, read_class_folder
-from bertkit.tasks.formats import (no_input_error, parse_number, read_conll, read_squad, same_text, spreadsheet_fix,
-                                   unread_text_column)
+from bertkit.tasks.formats import (PAIR_COLUMN, no_input_error, parse_number, read_conll, read_squad, same_text,
+                                   spreadsheet_fix, unread_text_column)
 from bertkit.tasks.tables import is_table, iter_records
 
 __all__ = ["Table", "read_table", "split_file", "MAX_NUMBER_CLASSES"]
@@ -417,11 +417,14 @@ def _described(kind: str, label_column: str, labels: list | None) -> str:
 def _pair_note(table: Table, kind: str, label_column: str) -> tuple[str, str]:
     """For a table with a second text column (`unread_text_column`: `text_pair`, or another column of
     sentences), the --set that reads it as each row's second text and a line saying so; else ("", "").
-    finetune reads the `text` column alone unless told (walk AA: the next line trained on half of each pair)."""
+    finetune reads a column named `text_pair` unasked, another only when told (walk AA: the next line
+    trained on half of each pair)."""
     texts = kind in ("classes", "sets", "numbers")
     pair = unread_text_column(table.rows[0], ("text", None, label_column)) if texts else None
     if pair is None:
         return "", ""
+    if pair == PAIR_COLUMN:
+        return "", f"  (finetune reads the column {pair!r} as each row's second text: the model reads pairs)"
     return (f" --set data.pair_column={shlex.quote(pair)}",
             f"  (the column {pair!r} holds text: the --set reads it as each row's second text, a pair; "
             "without it the model reads 'text' alone)")
