@@ -34,12 +34,33 @@ from bertkit.tasks.tables import is_table
 from bertkit.tasks.unicode_text import word_spans
 
 
+# The prefixes entity_spans accepts under this scheme: its one conlleval rule reads IOB2 (B-, I-), IOB1 and
+# IOBES (E-, S-) tags alike, so a file in any of them is scored as written.
+TAG_SCHEME = "IOBES"
+_PREFIXES = ("B-", "I-", "E-", "S-")
+
+
 # ---------------------------------------------------------------------------- reading
+def check_tags(path: str, examples: Sequence[TokenExample]) -> None:
+    """Refuse, when the file is read, a tag that is neither O nor PREFIX-TYPE: entity scoring
+    would stop at the first evaluation, after training had begun (walk AC: IO or POS tags)."""
+    for example in examples:
+        for index, tag in enumerate(example.tags):
+            if tag != "O" and not (tag[:2] in _PREFIXES and len(tag) > 2):
+                where = f"line {example.line + index}" if example.line is not None else "a sentence"
+                raise DataError(
+                    f"{path}: {where} has the tag {tag!r}, not O or B-TYPE / I-TYPE: token classification "
+                    "scores entities from IOB2 tags (B- on an entity's first word, I- on the rest, O outside; "
+                    "IOB1 and BIOES are read too); write the tags so (a tag of one word each, as part of "
+                    f"speech: B-{tag})")
+
+
 def read(path: str, data: DataConfig) -> list[TokenExample]:
     examples = read_conll(path, data.token_col, data.tag_col)
     if not examples:
         raise DataError(f"{path}: no sentences; CoNLL needs one 'word ... tag' line per word and a "
                         "blank line between sentences")
+    check_tags(path, examples)
     return examples
 
 
@@ -228,7 +249,7 @@ def decode(model, tokenizer, examples: Sequence[TokenExample], spec: TaskSpec, n
 
 def tag_metrics(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]) -> dict:
     """Entity P/R/F1 (conlleval / seqeval default) and word-level tag accuracy."""
-    scores = entity_prf(gold, predicted)
+    scores = entity_prf(gold, predicted, TAG_SCHEME)
     total = sum(len(g) for g in gold)
     same = sum(a == b for g, p in zip(gold, predicted) for a, b in zip(g, p))
     return {"f1": scores["f1"], "precision": scores["precision"], "recall": scores["recall"],
@@ -262,7 +283,7 @@ def metrics(examples: Sequence[TokenExample], predictions: Sequence[TagPredictio
 def per_type_scores(examples: Sequence[TokenExample], predictions: Sequence[TagPrediction]) -> dict:
     """Each entity type's precision, recall, F1 and support (gold entities), as seqeval's
     classification_report counts them (`evaluate --per-class`)."""
-    return entity_prf([e.tags for e in examples], [p.tags for p in predictions])["per_type"]
+    return entity_prf([e.tags for e in examples], [p.tags for p in predictions], TAG_SCHEME)["per_type"]
 
 
 def words_read(tokenizer, examples: Sequence[TokenExample], data: DataConfig) -> dict:
@@ -314,7 +335,7 @@ def baseline(train: Sequence[TokenExample], examples: Sequence[TokenExample],
 # ---------------------------------------------------------------------------- rows
 def entities_with_spans(tags: Sequence[str], spans: Sequence[tuple[int, int]], text: str) -> list[dict]:
     out = []
-    for kind, first, last in entity_spans(tags):
+    for kind, first, last in entity_spans(tags, TAG_SCHEME):
         start, end = spans[first][0], spans[last][1]
         out.append({"type": kind, "start": start, "end": end, "text": text[start:end]})
     return out

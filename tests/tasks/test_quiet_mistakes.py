@@ -16,6 +16,7 @@ from bertkit.errors import DataError
 from bertkit.tasks import DataConfig, builtin_splits, get_task, load_examples
 from bertkit.tasks.formats import QAExample, read_text_dataset
 from bertkit.tasks.inference import read_prediction_input
+from bertkit.tasks.tagging import tag_metrics
 
 from .helpers import make_tiny_model
 
@@ -85,6 +86,24 @@ def test_predict_takes_conll_words_without_tags_as_the_user_split_them(tmp_path)
     assert [e.tokens for e in examples] == [["Gordon", "Brown", "paid", "£5m"], ["Hi", "there"]]
     with pytest.raises(DataError, match="need at least 2"):  # training data still needs its tags
         load_examples("token-classification", str(path), "train", DataConfig())
+
+
+def test_tags_without_a_prefix_are_refused_before_training_and_bioes_tags_are_scored(tmp_path, tiny_encoder, capsys):
+    """Walk AC: IO or part-of-speech tags ('PER', 'NN') trained, then stopped the run at its first
+    evaluation ("convert the tags to the scheme you pass", a scheme no option sets); BIOES tags too."""
+    from tests.cli_checks import assert_refused
+
+    train, dev = tmp_path / "train.conll", tmp_path / "dev.conll"
+    train.write_text("Alice PER\nlives O\n\nBob PER\nruns O\n", encoding="utf-8")
+    dev.write_text("Alice B-PER\nlives O\n", encoding="utf-8")
+    assert_refused(["finetune", "--task", "token-classification", "--model", tiny_encoder, "--train", train,
+                    "--dev", dev, "--out", tmp_path / "run"], capsys, tmp_path,
+                   f"{train}: line 1 has the tag 'PER', not O or B-TYPE / I-TYPE", "IOB1 and BIOES are read too",
+                   "as part of speech: B-PER")
+    train.write_text("New B-LOC\nYork E-LOC\nis O\n\nParis S-LOC\n", encoding="utf-8")
+    examples = load_examples("token-classification", str(train), "train", DataConfig())  # read, not refused
+    assert tag_metrics([e.tags for e in examples], [e.tags for e in examples])["f1"] == 1.0
+    assert tag_metrics([["B-LOC", "E-LOC", "O"]], [["S-LOC", "S-LOC", "O"]])["f1"] == 0.0  # two one-word LOCs
 
 
 def test_embed_reads_a_tables_text_column_and_a_pair_file_names_its_task(tmp_path, tiny_encoder, capsys):
