@@ -636,6 +636,16 @@ def _odd_space_hint(line: str, whose: str) -> str:
             "columns are separated by spaces or tabs, so write the word without it, or as two token lines)")
 
 
+def _comment_hint(path: str, first_number: int, first: str, number: int, line: str) -> str:
+    """The hint for a CoNLL-U file's '# sent_id = 1' comment lines, which read as token lines of
+    another column count (walk AC); '' for any other line."""
+    comment = first_number if first.lstrip().startswith("#") else number if line.lstrip().startswith("#") else None
+    if comment is None:
+        return ""
+    return (f" (line {comment} begins with '#', a CoNLL-U comment line, not a word: remove such lines, e.g. "
+            f"grep -v '^#' {path} > words.conll, and name the tag column with --set data.tag_col=N)")
+
+
 def read_conll(path: str | os.PathLike, token_col: int = 0, tag_col: int = -1,
                labelled: bool = True) -> list[TokenExample]:
     """Read a CoNLL file: one token per line with whitespace-separated columns, a blank line
@@ -663,7 +673,7 @@ def read_conll(path: str | os.PathLike, token_col: int = 0, tag_col: int = -1,
         if fields[0] == "-DOCSTART-":
             continue
         if n_columns is None:
-            n_columns, first_token_line = len(fields), line
+            n_columns, first_token_line, first_number = len(fields), line, line_number
             needed = max(token_col if token_col >= 0 else -token_col - 1,
                          tag_col if tag_col >= 0 else -tag_col - 1) + 1
             if labelled and (n_columns < needed or n_columns < 2):
@@ -675,7 +685,8 @@ def read_conll(path: str | os.PathLike, token_col: int = 0, tag_col: int = -1,
             raise DataError(
                 f"{path}: line {line_number} has {len(fields)} columns, expected {n_columns} "
                 "like the first token line; separate columns by whitespace and sentences by a blank line"
-                + (_odd_space_hint(line, "its") or _odd_space_hint(first_token_line, "the first token line's"))
+                + (_odd_space_hint(line, "its") or _odd_space_hint(first_token_line, "the first token line's")
+                   or _comment_hint(path, first_number, first_token_line, line_number, line))
             )
         if not tokens:
             first_line = line_number

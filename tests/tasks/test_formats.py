@@ -310,6 +310,19 @@ def test_conll_column_count_names_an_invisible_space_that_split_a_word(tmp_path)
         read_conll(path)
 
 
+def test_conll_u_comment_lines_are_named_in_the_column_count_error(tmp_path):
+    """Walk AC: a CoNLL-U file's '# sent_id = 1' is read as a 4-column token line, so the error blamed
+    line 2 ('# text = ...', 6 columns) and said nothing of comments."""
+    conllu = "# sent_id = 1\n# text = Alice lives here.\n1\tAlice\tAlice\tPROPN\n2\tlives\tlive\tVERB\n"
+    path = write(tmp_path, "ud.conllu", conllu)
+    with pytest.raises(DataError, match=r"line 2 has 6 columns, expected 4 .*\(line 1 begins with '#', a CoNLL-U "
+                                        r"comment line, not a word: remove such lines, e\.g\. grep -v '\^#' "):
+        read_conll(path)
+    path = write(tmp_path, "late.conll", "Alice B-PER\n# a comment here\n")
+    with pytest.raises(DataError, match=r"\(line 2 begins with '#'"):
+        read_conll(path)
+
+
 def test_conll_too_few_columns_for_request(tmp_path):
     path = write(tmp_path, "one.conll", "EU\nrejects\n")
     with pytest.raises(DataError, match="line 1 has 1 column"):
