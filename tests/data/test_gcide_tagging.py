@@ -22,6 +22,8 @@ RAW = """Indian \\In"di*an\\, a. [From India.]
 
    3. A white crystalline compound, {(CH2)}, of no use.
       [1913 Webster]
+
+   (d`mw`zl"), n. See {Damsel}.
 """
 
 
@@ -30,7 +32,7 @@ def tagged(raw):
 
 
 def test_braced_spans_are_tagged_as_the_dictionary_marked_them():
-    first, palm = tagged(RAW)  # the sub-entry head and the formula's sentence are left out
+    first, palm = tagged(RAW)  # the sub-entry head, the formula's sentence and a pronunciation's are left out
     assert list(zip(first.tokens, first.tags))[-3:] == [("See", "O"), ("Hindu", "B-XREF"), (".", "O")]
     pairs = dict(zip(palm.tokens, palm.tags))
     assert [t for w, t in zip(palm.tokens, palm.tags) if w in ("australis", "cerifera")] == ["I-TAXON"] * 2
