@@ -23,7 +23,7 @@ Both are real markup (the dictionary's, not a rule of ours guessing at the words
 the words and their context (Latin binomials, "See ..."). They are the dictionary's marks, not a
 complete annotation: a name its editors left unmarked is O ("({Anhinga anhinga} syn. Plotus
 anhinga)" and the reverse occur), and a genus marked inside a plain list is XREF ("Polytelis,
-{Platycercus}, Psephotus"); in a sample of 24 test spans, 2 had such a type. Paragraphs that begin with a braced
+{Platycercus}, Psephotus"); in 24 spans drawn from a test split, 2 had such a type. Paragraphs that begin with a braced
 sub-entry head ("{Indian club}, a wooden club ..."), synonym lists ("Syn: ..."), sentences holding
 a pronunciation left by a wrapped headword line ("(d`mw`zl\"), n. See Damsel.") and paragraphs
 longer than MAX_WORDS are left out. Sentences with no mark are kept at about a quarter of the set,
