@@ -241,7 +241,9 @@ def test_a_conll_file_splits_by_sentence_and_reads_back_as_the_same_sentences(tm
     source.write_text("-DOCSTART- -X- O O\n\n" + "\n".join(blocks), encoding="utf-8")  # no final blank line
     code, said = split(["--input", source, "--out", tmp_path / "out"], capsys)
     assert code == 0, said.err
-    assert "--task token-classification" in said.out and "CoNLL sentences: a random split" in said.out
+    assert "--task token-classification" in said.out
+    assert "60 sentences; CoNLL sentences: a random split, a sentence's repeats kept in one split" in said.out
+    assert "train: 48 sentences -> " in said.out  # not "rows", nor a 'text' value the file has none of (walk AC)
     parts = {name: read_conll(tmp_path / "out" / f"{name}.conll") for name in SPLITS}
     assert [len(parts[name]) for name in SPLITS] == [48, 6, 6]
     as_read = lambda examples: sorted((tuple(e.tokens), tuple(e.tags)) for e in examples)

@@ -448,12 +448,15 @@ def _next_commands(kind: str, paths: dict[str, str], pair: tuple[str, str] = (""
 def report(table: Table, kind: str, labels: list | None, assigned: list[str], paths: dict[str, str],
            columns: tuple[str, str], seed: int) -> list[str]:
     """What `bertkit split` prints: the file and how it was split, one line per split, the next commands."""
-    keys_note = f"rows sharing a {columns[1]!r} value kept in one split"
-    lines = [f"{table.path}: {len(table.rows)} rows; {_described(kind, columns[0], labels)}, {keys_note}, seed {seed}"]
+    unit = "sentences" if kind == "sentences" else "rows"  # a CoNLL row is a sentence, keyed by its words (walk AC)
+    keys_note = ("a sentence's repeats kept in one split" if kind == "sentences" else
+                 f"rows sharing a {columns[1]!r} value kept in one split")
+    lines = [f"{table.path}: {len(table.rows)} {unit}; {_described(kind, columns[0], labels)}, {keys_note}, "
+             f"seed {seed}"]
     sizes = Counter(labels or ())
     order = sorted(sizes, key=lambda label: (-sizes[label], label))
     for name, path in paths.items():
-        lines.append(f"{name}: {assigned.count(name)} rows{_counts_text(labels, assigned, name, order)} -> {path}")
+        lines.append(f"{name}: {assigned.count(name)} {unit}{_counts_text(labels, assigned, name, order)} -> {path}")
     return lines + _next_commands(kind, paths, _pair_note(table, kind, columns[0]))
 
 
