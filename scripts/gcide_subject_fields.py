@@ -32,6 +32,7 @@ import random
 import re
 
 from bertkit.data.gcide import GCIDE_DIR, entry_paragraphs, read_index
+from bertkit.data.splits import groups_in_turn
 
 SIZES = {"train": 2000, "dev": 500, "test": 1000}
 MULTI_SHARE = 0.3  # rows with 2+ labels are 7% of the entries: single-label headwords are thinned to this share
@@ -110,15 +111,10 @@ def split_by_headword(rows: list, seed: int) -> dict[str, list]:
     order = sorted(groups)
     rng.shuffle(order)
     order = [h for h in order if any(len(r[2]) >= 2 for r in groups[h]) or rng.random() < keep_single]
-    splits, names, at, placed = {name: [] for name in SIZES}, list(SIZES), 0, {}
-    for headword in order:
-        while at < len(names) and len(splits[names[at]]) >= SIZES[names[at]]:
-            at += 1
-        if at == len(names):
-            break
+    splits, placed = {name: [] for name in SIZES}, {}
+    for headword, name in groups_in_turn(order, SIZES, splits):
         # another headword's entry with the same text (a variant spelling) stays in the split it is in
-        rows = [row for row in groups[headword] if placed.setdefault(row[1], names[at]) == names[at]]
-        splits[names[at]].extend(rows)
+        splits[name].extend(row for row in groups[headword] if placed.setdefault(row[1], name) == name)
     return splits
 
 

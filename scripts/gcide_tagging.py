@@ -41,6 +41,7 @@ import random
 import re
 
 from bertkit.data.gcide import GCIDE_DIR, entry_paragraphs, read_index
+from bertkit.data.splits import groups_in_turn
 from bertkit.tasks.formats import TokenExample, write_conll
 from bertkit.tasks.realdata import tokenize_words
 
@@ -128,16 +129,12 @@ def split_by_headword(by_headword: dict[str, list[TokenExample]], seed: int) -> 
     rng = random.Random(seed)
     order = sorted(by_headword)
     rng.shuffle(order)
-    splits, names, at, placed = {name: [] for name in SIZES}, list(SIZES), 0, {}
-    for headword in order:
-        while at < len(names) and len(splits[names[at]]) >= SIZES[names[at]]:
-            at += 1
-        if at == len(names):
-            break
+    splits, placed = {name: [] for name in SIZES}, {}
+    for headword, name in groups_in_turn(order, SIZES, splits):
         for example in pick(by_headword[headword], rng):
             key = " ".join(example.tokens)
-            if placed.setdefault(key, names[at]) == names[at] and len(splits[names[at]]) < SIZES[names[at]]:
-                splits[names[at]].append(example)
+            if placed.setdefault(key, name) == name and len(splits[name]) < SIZES[name]:
+                splits[name].append(example)
     return splits
 
 

@@ -17,7 +17,7 @@ from collections import Counter
 import pytest
 
 from bertkit.commands.cli import main
-from bertkit.data.splits import assign_splits, rows_needed, write_tsv_splits
+from bertkit.data.splits import assign_splits, groups_in_turn, rows_needed, write_tsv_splits
 from bertkit.errors import DataError
 from bertkit.io import iter_csv_rows, iter_jsonl
 from tests.cli_checks import assert_refused, snapshot
@@ -523,3 +523,15 @@ def test_write_tsv_splits_writes_consecutive_slices_read_back_by_bertkit(tmp_pat
     with pytest.raises(DataError, match="holds a tab"):
         write_tsv_splits([("a\tb", "1")], {"train": 1}, str(tmp_path / "tabbed"))
     assert not (tmp_path / "tabbed").exists()
+
+
+def test_groups_in_turn_fills_each_split_in_order_with_whole_groups():
+    """The GCIDE scripts' headword loop: a split takes groups until it holds its size (the last group may
+    carry it over), then the next split; the order stops once every split is full."""
+    splits = {"train": [], "dev": []}
+    taken = []
+    for group, name in groups_in_turn(["a", "b", "c", "d", "e"], {"train": 3, "dev": 1}, splits):
+        splits[name].extend([group] * 2)  # two rows a group
+        taken.append((group, name))
+    assert taken == [("a", "train"), ("b", "train"), ("c", "dev")]  # d and e: every split full
+    assert splits == {"train": ["a", "a", "b", "b"], "dev": ["c", "c"]}

@@ -19,13 +19,14 @@ import math
 import os
 import random
 from collections import Counter
-from typing import Callable, Hashable, Sequence, TypeVar
+from typing import Callable, Hashable, Iterable, Iterator, Sequence, TypeVar
 
 from bertkit.errors import DataError
 
 __all__ = ["stratified_split", "assign_splits", "rows_needed", "write_tsv_splits", "SPLITS"]
 
 Example = TypeVar("Example")
+Group = TypeVar("Group")
 
 
 def _split_size(n: int, fraction: float) -> int:
@@ -182,6 +183,21 @@ def rows_needed(fractions: dict[str, float]) -> int:
         if all(takes) and n - sum(takes) >= 1:
             return n
         n += 1
+
+
+def groups_in_turn(groups: Iterable[Group], sizes: dict[str, int], splits: dict[str, list]
+                   ) -> Iterator[tuple[Group, str]]:
+    """Each of `groups` (e.g. headwords, in the caller's seeded order) with the split it goes to: the first
+    split, in `sizes` order, whose list in `splits` (filled by the caller as it goes) is still below its
+    size; stops when every split is full. A group may carry its split past its size: the caller decides
+    what of it to keep."""
+    names, at = list(sizes), 0
+    for group in groups:
+        while at < len(names) and len(splits[names[at]]) >= sizes[names[at]]:
+            at += 1
+        if at == len(names):
+            return
+        yield group, names[at]
 
 
 def write_tsv_splits(rows: Sequence[tuple[str, str]], sizes: dict[str, int], out: str,

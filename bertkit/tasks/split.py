@@ -42,6 +42,8 @@ from bertkit.tasks.tables import is_table, iter_records
 
 __all__ = ["Table", "read_table", "split_file", "MAX_NUMBER_CLASSES"]
 
+TEXT_KINDS = ("classes", "sets", "numbers")  # tables of texts, which a second text column can make pairs
+
 SUFFIXES = (".csv", ".tsv", ".jsonl", ".conll", ".json")
 CONLL = ".conll"  # a sentence (its token lines) is a row; its words, joined, its text
 SQUAD = ".json"  # a question is a row ("text", "context"); questions about one passage stay together
@@ -419,8 +421,7 @@ def _pair_note(table: Table, kind: str, label_column: str) -> tuple[str, str]:
     sentences), the --set that reads it as each row's second text and a line saying so; else ("", "").
     finetune reads a column named `text_pair` unasked, another only when told (walk AA: the next line
     trained on half of each pair)."""
-    texts = kind in ("classes", "sets", "numbers")
-    pair = unread_text_column(table.rows[0], ("text", None, label_column)) if texts else None
+    pair = unread_text_column(table.rows[0], ("text", None, label_column)) if kind in TEXT_KINDS else None
     if pair is None:
         return "", ""
     if pair == PAIR_COLUMN:
@@ -487,7 +488,7 @@ def split_file(source: str, out: str, dev: float = 0.1, test: float = 0.1, seed:
     moved = tags_into_train(table, keys, assigned) if suffix == CONLL else None
     if labels is not None:
         warn_small_classes(labels, assigned, fractions)
-    if kind in ("classes", "sets", "numbers") and group_column is None:
+    if kind in TEXT_KINDS and group_column is None:
         warn_pair_texts_in_train(table, assigned, columns[0])
     for name in HELD_OUT:
         stale = os.path.join(out, name + suffix)
