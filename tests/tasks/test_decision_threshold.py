@@ -100,6 +100,19 @@ def test_finetune_chooses_the_threshold_and_predict_and_evaluate_decide_at_it(to
     rows = [json.loads(line) for line in open(tmp_path / "p.jsonl")]
     decisions = [[name for name, p in row["probabilities"].items() if p >= threshold] for row in rows]
     assert [row["labels"] for row in rows] == decisions
+    # transformers' pipeline reads the same run: the same probabilities (a sigmoid per label), the threshold applied
+    # to them gives predict's sets (docs/finetune.md)
+    transformers = pytest.importorskip("transformers")
+    texts = [json.loads(line)["text"] for line in open(topic_files["test"])]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        classify = transformers.pipeline("text-classification", model=out, device="cpu", top_k=None,
+                                         function_to_apply="sigmoid")
+        theirs = classify(texts, truncation=True)
+    for row, scores in zip(rows, theirs):
+        probs = {item["label"]: item["score"] for item in scores}
+        assert probs == pytest.approx(row["probabilities"], abs=1e-5)
+        assert sorted(name for name, p in probs.items() if p >= threshold) == sorted(row["labels"])
     # evaluate on the dev file scores what finetune recorded for the saved model
     capsys.readouterr()
     with warnings.catch_warnings():
