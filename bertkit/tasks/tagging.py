@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections import Counter
-from typing import NamedTuple, Sequence
+from typing import Iterable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -40,19 +40,57 @@ TAG_SCHEME = "IOBES"
 _PREFIXES = ("B-", "I-", "E-", "S-")
 
 
+def has_prefix(tag: str) -> bool:
+    return tag[:2] in _PREFIXES and len(tag) > 2
+
+
+def plain_tag_reading(tags: Iterable[str]) -> str | None:
+    """How tags without a B-/I- prefix are read, from a set of tags: None when some tag has a prefix
+    (the file's scheme as written); "io" when O is among them (IO entity tags: a run of words with one
+    tag is one entity, as conlleval reads I- tags); "word" without O (per-word labels such as part of
+    speech: each word its own unit, so entity F1 is word accuracy)."""
+    tags = set(tags)
+    if any(has_prefix(tag) for tag in tags):
+        return None
+    return "io" if "O" in tags else "word"
+
+
+PLAIN_TAG_NOTES = {
+    "io": "tags without a B-/I- prefix and O: read as IO entity tags (a run of words with one tag is one "
+          "entity; write B-TYPE on the first word to keep two neighbours apart)",
+    "word": "tags without a B-/I- prefix and no O: read as per-word labels (part of speech and the like; "
+            "each word is scored on its own, so F1 is word accuracy)",
+}
+
+
+def scored_tags(tags: Sequence[str], reading: str | None) -> list[str]:
+    """`tags` as entity_spans reads them: prefixed tags as written, plain ones as I-TYPE ("io") or S-TYPE
+    ("word", one-word units)."""
+    if reading is None:
+        return list(tags)
+    prefix = "I-" if reading == "io" else "S-"
+    return [tag if tag == "O" else prefix + tag for tag in tags]
+
+
 # ---------------------------------------------------------------------------- reading
 def check_tags(path: str, examples: Sequence[TokenExample]) -> None:
-    """Refuse, when the file is read, a tag that is neither O nor PREFIX-TYPE: entity scoring
-    would stop at the first evaluation, after training had begun (walk AC: IO or POS tags)."""
+    """Refuse, when the file is read, a tag without a prefix in a file whose other tags have one (a typo,
+    or IO tags mixed into IOB2): entity scoring would read it wrongly. A file of plain tags only is read
+    as `plain_tag_reading` says (walk AC: IO or POS tags were refused)."""
+    prefixed = next(((example, index) for example in examples for index, tag in enumerate(example.tags)
+                     if has_prefix(tag)), None)
+    if prefixed is None:
+        return
     for example in examples:
         for index, tag in enumerate(example.tags):
-            if tag != "O" and not (tag[:2] in _PREFIXES and len(tag) > 2):
+            if tag != "O" and not has_prefix(tag):
                 where = f"line {example.line + index}" if example.line is not None else "a sentence"
                 raise DataError(
-                    f"{path}: {where} has the tag {tag!r}, not O or B-TYPE / I-TYPE: token classification "
-                    "scores entities from IOB2 tags (B- on an entity's first word, I- on the rest, O outside; "
-                    "IOB1 and BIOES are read too); write the tags so (a tag of one word each, as part of "
-                    f"speech: B-{tag})")
+                    f"{path}: {where} has the tag {tag!r} without a B-/I- prefix, but other tags have one "
+                    f"({prefixed[0].tags[prefixed[1]]!r}): token classification reads a file's tags one way, "
+                    "IOB2 (B- on an entity's first word, I- on the rest, O outside; IOB1 and BIOES are read too) "
+                    f"or plain tags throughout (IO entity tags, or per-word labels such as part of speech); "
+                    f"write it B-{tag} or I-{tag}")
 
 
 def read(path: str, data: DataConfig) -> list[TokenExample]:
@@ -61,6 +99,9 @@ def read(path: str, data: DataConfig) -> list[TokenExample]:
         raise DataError(f"{path}: no sentences; CoNLL needs one 'word ... tag' line per word and a "
                         "blank line between sentences")
     check_tags(path, examples)
+    reading = plain_tag_reading(tag for example in examples for tag in example.tags)
+    if reading is not None:
+        warnings.warn(f"{path}: {PLAIN_TAG_NOTES[reading]}", stacklevel=2)
     return examples
 
 
@@ -249,7 +290,9 @@ def decode(model, tokenizer, examples: Sequence[TokenExample], spec: TaskSpec, n
 
 def tag_metrics(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]) -> dict:
     """Entity P/R/F1 (conlleval / seqeval default) and word-level tag accuracy."""
-    scores = entity_prf(gold, predicted, TAG_SCHEME)
+    reading = plain_tag_reading(tag for tags in gold for tag in tags)
+    scores = entity_prf([scored_tags(tags, reading) for tags in gold],
+                        [scored_tags(tags, reading) for tags in predicted], TAG_SCHEME)
     total = sum(len(g) for g in gold)
     same = sum(a == b for g, p in zip(gold, predicted) for a, b in zip(g, p))
     return {"f1": scores["f1"], "precision": scores["precision"], "recall": scores["recall"],
@@ -283,7 +326,9 @@ def metrics(examples: Sequence[TokenExample], predictions: Sequence[TagPredictio
 def per_type_scores(examples: Sequence[TokenExample], predictions: Sequence[TagPrediction]) -> dict:
     """Each entity type's precision, recall, F1 and support (gold entities), as seqeval's
     classification_report counts them (`evaluate --per-class`)."""
-    return entity_prf([e.tags for e in examples], [p.tags for p in predictions], TAG_SCHEME)["per_type"]
+    reading = plain_tag_reading(tag for example in examples for tag in example.tags)
+    return entity_prf([scored_tags(e.tags, reading) for e in examples],
+                      [scored_tags(p.tags, reading) for p in predictions], TAG_SCHEME)["per_type"]
 
 
 def words_read(tokenizer, examples: Sequence[TokenExample], data: DataConfig) -> dict:
@@ -333,9 +378,11 @@ def baseline(train: Sequence[TokenExample], examples: Sequence[TokenExample],
 
 
 # ---------------------------------------------------------------------------- rows
-def entities_with_spans(tags: Sequence[str], spans: Sequence[tuple[int, int]], text: str) -> list[dict]:
+def entities_with_spans(tags: Sequence[str], spans: Sequence[tuple[int, int]], text: str,
+                        reading: str | None = None) -> list[dict]:
+    """The entities of one sentence's tags (`reading`: the model's plain_tag_reading) as character spans."""
     out = []
-    for kind, first, last in entity_spans(tags, TAG_SCHEME):
+    for kind, first, last in entity_spans(scored_tags(tags, reading), TAG_SCHEME):
         start, end = spans[first][0], spans[last][1]
         out.append({"type": kind, "start": start, "end": end, "text": text[start:end]})
     return out
@@ -344,13 +391,13 @@ def entities_with_spans(tags: Sequence[str], spans: Sequence[tuple[int, int]], t
 def rows(model, predictions: Sequence[TagPrediction], inputs: PredictionInput) -> list[dict]:
     """{"words", "tags", "entities": [{"type", "start", "end", "text"}]}, character offsets into
     the input text (by default the words joined by spaces)."""
-    out = []
+    out, reading = [], plain_tag_reading(model_labels(model))
     for i, (example, prediction) in enumerate(zip(inputs.examples, predictions)):
         tags = prediction.tags
         text, spans = word_char_spans(example.tokens)
         if inputs.texts is not None:
             text, spans = inputs.texts[i], inputs.spans[i]
-        out.append({"words": list(example.tokens), "tags": tags, "entities": entities_with_spans(tags, spans, text)})
+        out.append({"words": list(example.tokens), "tags": tags, "entities": entities_with_spans(tags, spans, text, reading)})
     return out
 
 

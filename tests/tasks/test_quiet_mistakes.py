@@ -88,22 +88,68 @@ def test_predict_takes_conll_words_without_tags_as_the_user_split_them(tmp_path)
         load_examples("token-classification", str(path), "train", DataConfig())
 
 
-def test_tags_without_a_prefix_are_refused_before_training_and_bioes_tags_are_scored(tmp_path, tiny_encoder, capsys):
-    """Walk AC: IO or part-of-speech tags ('PER', 'NN') trained, then stopped the run at its first
-    evaluation ("convert the tags to the scheme you pass", a scheme no option sets); BIOES tags too."""
+def test_a_tag_without_a_prefix_among_prefixed_ones_is_refused_before_training_and_bioes_tags_are_scored(
+        tmp_path, tiny_encoder, capsys):
+    """Walk AC: a file mixing 'PER' with B-/I- tags trained, then stopped at its first evaluation ("convert
+    the tags to the scheme you pass", a scheme no option sets); now refused when read. BIOES tags are scored."""
     from tests.cli_checks import assert_refused
 
     train, dev = tmp_path / "train.conll", tmp_path / "dev.conll"
-    train.write_text("Alice PER\nlives O\n\nBob PER\nruns O\n", encoding="utf-8")
+    train.write_text("Alice B-PER\nlives O\n\nBob PER\nruns O\n", encoding="utf-8")
     dev.write_text("Alice B-PER\nlives O\n", encoding="utf-8")
     assert_refused(["finetune", "--task", "token-classification", "--model", tiny_encoder, "--train", train,
                     "--dev", dev, "--out", tmp_path / "run"], capsys, tmp_path,
-                   f"{train}: line 1 has the tag 'PER', not O or B-TYPE / I-TYPE", "IOB1 and BIOES are read too",
-                   "as part of speech: B-PER")
+                   f"{train}: line 4 has the tag 'PER' without a B-/I- prefix, but other tags have one ('B-PER')",
+                   "IOB1 and BIOES are read too", "write it B-PER or I-PER")
     train.write_text("New B-LOC\nYork E-LOC\nis O\n\nParis S-LOC\n", encoding="utf-8")
     examples = load_examples("token-classification", str(train), "train", DataConfig())  # read, not refused
     assert tag_metrics([e.tags for e in examples], [e.tags for e in examples])["f1"] == 1.0
     assert tag_metrics([["B-LOC", "E-LOC", "O"]], [["S-LOC", "S-LOC", "O"]])["f1"] == 0.0  # two one-word LOCs
+
+
+def test_plain_tags_are_read_as_io_entities_with_o_and_as_per_word_labels_without(tmp_path):
+    """Walk AC refused IO ('PER' ... 'O') and part-of-speech ('NN') files. A file of plain tags with O reads
+    as IO entities (a run of one tag is one entity); without O as per-word labels, each word its own unit,
+    so F1 is word accuracy and two NNPs in a row are two units. Both are said when the file is read."""
+    from bertkit.tasks.tagging import TagPrediction, entities_with_spans, per_type_scores, plain_tag_reading
+
+    io, pos = tmp_path / "io.conll", tmp_path / "pos.conll"
+    io.write_text("New LOC\nYork LOC\nis O\nbig O\n", encoding="utf-8")
+    pos.write_text("New NNP\nYork NNP\nis VBZ\nbig JJ\n", encoding="utf-8")
+    with pytest.warns(UserWarning, match="read as IO entity tags"):
+        [io_example] = load_examples("token-classification", str(io), "train", DataConfig())
+    with pytest.warns(UserWarning, match="read as per-word labels"):
+        [pos_example] = load_examples("token-classification", str(pos), "train", DataConfig())
+    assert plain_tag_reading(io_example.tags) == "io" and plain_tag_reading(pos_example.tags) == "word"
+    assert plain_tag_reading(["B-LOC", "O"]) is None
+    assert tag_metrics([io_example.tags], [["LOC", "O", "O", "O"]])["f1"] == 0.0  # "New" alone is not "New York"
+    word = tag_metrics([pos_example.tags], [["NNP", "VBZ", "VBZ", "JJ"]])
+    assert word["f1"] == word["tag_accuracy"] == 0.75  # 3 of 4 one-word units right
+    spans = [(0, 3), (4, 8), (9, 11), (12, 15)]
+    assert [e["text"] for e in entities_with_spans(io_example.tags, spans, "New York is big", "io")] == ["New York"]
+    assert [e["text"] for e in entities_with_spans(pos_example.tags, spans, "New York is big", "word")] == [
+        "New", "York", "is", "big"]
+    assert per_type_scores([pos_example], [TagPrediction(pos_example.tags)])["NNP"]["support"] == 2
+
+
+def test_a_part_of_speech_file_fine_tunes_and_predicts_a_tag_per_word(tmp_path, tiny_encoder, capsys):
+    sentences = ["The/DT dog/NN runs/VBZ", "A/DT cat/NN sleeps/VBZ", "The/DT bird/NN sings/VBZ"]
+    conll = "\n\n".join("\n".join(pair.replace("/", " ") for pair in s.split()) for s in sentences) + "\n"
+    (tmp_path / "train.conll").write_text(conll, encoding="utf-8")
+    (tmp_path / "dev.conll").write_text(conll, encoding="utf-8")
+    out = tmp_path / "run"
+    with pytest.warns(UserWarning, match="per-word labels"):
+        assert main(["finetune", "--task", "token-classification", "--model", tiny_encoder, "--train",
+                     str(tmp_path / "train.conll"), "--dev", str(tmp_path / "dev.conll"), "--out", str(out),
+                     "--no-progress", "--set", "train.max_steps=2"]) == 0
+    best = json.loads((out / "finetune_summary.json").read_text())["best_dev"]
+    assert best["f1"] == pytest.approx(best["tag_accuracy"])  # no word is O: each word one unit
+    (tmp_path / "in.txt").write_text("The cat runs\n", encoding="utf-8")
+    assert main(["predict", "--model", str(out), "--input", str(tmp_path / "in.txt"),
+                 "--output", str(tmp_path / "p.jsonl")]) == 0
+    [row] = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
+    assert len(row["tags"]) == 3 and set(row["tags"]) <= {"DT", "NN", "VBZ"}
+    assert [e["text"] for e in row["entities"]] == ["The", "cat", "runs"]  # a unit per word, whatever the tags
 
 
 def test_embed_reads_a_tables_text_column_and_a_pair_file_names_its_task(tmp_path, tiny_encoder, capsys):
