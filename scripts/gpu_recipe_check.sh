@@ -169,7 +169,8 @@ case "$mode" in
         split_overrides cpu 'model.preset="tiny"' model.local_attention=16 tokenizer.vocab_size=800 \
             data.max_documents=60 data.general_max_documents=120 data.max_length=64 data.max_eval_examples=8 \
             train.max_steps=4 train.warmup_ratio=0.25 train.batch_size=4 train.eval_every=4 train.log_every=2 \
-            'train.precision="fp32"' -- train.max_steps=2 data.max_length=64 'train.precision="fp32"'
+            'train.precision="fp32"' -- train.max_steps=2 data.max_length=64 'train.precision="fp32"' \
+            data.max_train_examples=300 data.max_eval_examples=100
         LOADER_ARGS=--tiny  # the loader on 200 BBC articles
         THREADS=1  # the seeds side by side on this machine's few cores
         pretrain_step; finetune_step
