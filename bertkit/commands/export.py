@@ -14,7 +14,7 @@ from bertkit.commands.options import add_task_module, resolve_models
 from bertkit.errors import ConfigError
 from bertkit.models.checkpoint import WEIGHT_FILES
 from bertkit.runtime.run_dir import check_apart
-from bertkit.tasks.export import export_directory, export_names
+from bertkit.tasks.export import DECISION_FILE, export_directory, export_names
 from bertkit.tasks.tfidf_blend import BLEND_FILE
 
 
@@ -56,6 +56,9 @@ def run(args) -> int:
     if os.path.isfile(os.path.join(args.model, BLEND_FILE)):
         print(f"note: the graph is the encoder alone; {args.model}'s TF-IDF blend ({BLEND_FILE}) is not in it, so its "
               "scores are those of the encoder, not of bertkit predict (docs/finetune.md, \"Blending with TF-IDF\")")
+    if result.threshold is not None:
+        print(f"note: the graph gives logits; bertkit predict puts a label in the set at sigmoid(logit) >= "
+              f"{result.threshold:g} (chosen on dev), written beside the graph in {DECISION_FILE}: decide so too")
     if result.max_difference is not None:
         print(f"ONNX Runtime vs bertkit on three batch shapes: max |difference| {result.max_difference:.1e}")
     return 0

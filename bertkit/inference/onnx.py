@@ -138,6 +138,7 @@ class ExportResult:
     path: str  # the .onnx file
     task: str
     max_difference: float | None  # verify_onnx's largest |ONNX Runtime - bertkit|; None: not verified
+    threshold: float | None = None  # the decision threshold written beside the graph (tasks/export.py)
 
 
 def graph_of_directory(model_dir: str) -> Graph:

@@ -10,10 +10,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from bertkit.errors import ConfigError
 from bertkit.inference.onnx import GRAPHS, ExportResult, export_onnx, graph_of_directory
+from bertkit.io import atomic_write_json
 from bertkit.models.checkpoint import read_config
 from bertkit.tasks.common import SUMMARY_FILE
 from bertkit.tasks.inference import read_spec
@@ -69,5 +71,28 @@ def task_of_directory(model_dir: str) -> Task | None:
 
 def export_directory(model_dir: str, out_dir: str, task: str | Task | None = None,
                      verify: bool = True) -> ExportResult:
-    """`export_onnx` of `model_dir` for `export_target(model_dir, task)`."""
-    return export_onnx(model_dir, out_dir, export_target(model_dir, task), verify)
+    """`export_onnx` of `model_dir` for `export_target(model_dir, task)`, and the decision rule beside it
+    (`write_decision`)."""
+    target = export_target(model_dir, task)
+    result = export_onnx(model_dir, out_dir, target, verify)
+    return dataclasses.replace(result, threshold=write_decision(model_dir, out_dir, target))
+
+
+DECISION_FILE = "decision.json"
+
+
+def write_decision(model_dir: str, out_dir: str, target) -> float | None:
+    """The graph gives logits; a task that decides at a threshold (multi-label: a label is in the set at
+    sigmoid(logit) >= t, t chosen on dev: finetune_summary.json's spec.threshold) has it written beside the graph
+    as DECISION_FILE, for the runtime to apply as bertkit predict does. Returns t; None for a graph that decides
+    without one, whose out_dir keeps no DECISION_FILE from an earlier export."""
+    path = os.path.join(out_dir, DECISION_FILE)
+    at_threshold = isinstance(target, Task) and target.at_threshold is not None
+    if not at_threshold or not os.path.isfile(os.path.join(model_dir, SUMMARY_FILE)):
+        if os.path.isfile(path):
+            os.remove(path)
+        return None
+    threshold = read_spec(model_dir).threshold
+    atomic_write_json(path, {"task": target.name, "threshold": threshold, "rule": (
+        "a label is in the set when sigmoid(logit) >= threshold (bertkit predict's rule; chosen on dev)")})
+    return threshold

@@ -148,3 +148,41 @@ def test_the_report_line_names_the_threshold_its_gain_and_the_scores_it_cost():
         "0.452 against 0.464); a class is in a text's set at p >= 0.3 in predict and evaluate")
     summary["decision_threshold"].update(threshold=0.5, dev=half)
     assert threshold_line(summary) == "decision threshold: 0.5 kept, no lower one scored better on dev micro_f1"
+
+
+def test_an_onnx_export_carries_the_threshold_and_its_logits_decide_as_predict_does(topic_files, tmp_path, capsys):
+    """The graph gives logits; predict decides at the threshold chosen on dev. The export writes it beside the
+    graph (decision.json) and says so; applied to ONNX Runtime's logits it gives predict's sets. An export
+    without a threshold (the encoder alone) over it leaves no stale decision.json."""
+    pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    from bertkit.tokenizer import Tokenizer
+
+    out, onnx_dir = str(tmp_path / "ml"), str(tmp_path / "onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["finetune", "--task", "multi-label-classification", "--model", topic_files["model"],
+                     "--train", topic_files["train"], "--dev", topic_files["dev"], "--out", out, *FAST,
+                     "--no-baseline"]) == 0
+    path = os.path.join(out, "finetune_summary.json")
+    summary = json.load(open(path))
+    summary["spec"]["threshold"] = 0.3  # as if chosen on dev: a rule other than 0.5
+    json.dump(summary, open(path, "w"))
+    capsys.readouterr()
+    assert main(["export", "--model", out, "--out", onnx_dir]) == 0
+    assert "sigmoid(logit) >= 0.3 (chosen on dev), written beside the graph in decision.json" in capsys.readouterr().out
+    decision = json.load(open(os.path.join(onnx_dir, "decision.json")))
+    assert decision["threshold"] == 0.3 and decision["task"] == "multi-label-classification"
+    assert main(["predict", "--model", out, "--input", topic_files["test"], "--output", str(tmp_path / "p.jsonl"),
+                 "--no-progress"]) == 0
+    rows = [json.loads(line) for line in open(tmp_path / "p.jsonl")]
+    labels = json.load(open(os.path.join(onnx_dir, "config.json")))["id2label"]
+    tokenizer, session = Tokenizer.from_pretrained(onnx_dir), ort.InferenceSession(os.path.join(onnx_dir, "model.onnx"))
+    for line, row in zip(open(topic_files["test"]), rows):
+        enc = tokenizer([json.loads(line)["text"]], truncation=True, max_length=16, return_tensors="np")
+        feed = {i.name: np.asarray(enc[i.name], dtype=np.int64) for i in session.get_inputs()}
+        [logits] = session.run(None, feed)[0]
+        chosen = {labels[str(j)] for j, z in enumerate(logits) if 1 / (1 + np.exp(-z)) >= decision["threshold"]}
+        assert chosen == set(row["labels"])
+    assert main(["export", "--model", out, "--out", onnx_dir, "--task", "encoder", "--overwrite"]) == 0
+    assert not os.path.exists(os.path.join(onnx_dir, "decision.json"))
