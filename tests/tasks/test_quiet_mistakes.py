@@ -14,7 +14,7 @@ from bertkit.commands.cli import main
 from bertkit.commands.finetune import baseline_hint, training_hints
 from bertkit.errors import DataError
 from bertkit.tasks import DataConfig, builtin_splits, get_task, load_examples
-from bertkit.tasks.formats import QAExample, read_text_dataset
+from bertkit.tasks.formats import QAExample, TokenExample, read_text_dataset
 from bertkit.tasks.inference import read_prediction_input
 from bertkit.tasks.tagging import tag_metrics
 
@@ -130,6 +130,10 @@ def test_plain_tags_are_read_as_io_entities_with_o_and_as_per_word_labels_withou
     assert [e["text"] for e in entities_with_spans(pos_example.tags, spans, "New York is big", "word")] == [
         "New", "York", "is", "big"]
     assert per_type_scores([pos_example], [TagPrediction(pos_example.tags)])["NNP"]["support"] == 2
+    # the word lookup's unseen word gets the most frequent tag (NNP here), not O, which no word has
+    from bertkit.tasks.tagging import baseline
+    unseen = TokenExample(["Old", "Paris"], ["NNP", "NNP"])
+    assert baseline([pos_example], [unseen])["tag_accuracy"] == 1.0
 
 
 def test_a_part_of_speech_file_fine_tunes_and_predicts_a_tag_per_word(tmp_path, tiny_encoder, capsys):
