@@ -16,7 +16,8 @@ from bertkit.errors import DataError
 from bertkit.tasks import DataConfig, builtin_splits, get_task, load_examples
 from bertkit.tasks.formats import QAExample, TokenExample, read_text_dataset
 from bertkit.tasks.inference import read_prediction_input
-from bertkit.tasks.tagging import tag_metrics
+from bertkit.tasks.tagging import (TagPrediction, baseline, entities_with_spans, per_type_scores, plain_tag_reading,
+                                   tag_metrics)
 
 from .helpers import make_tiny_model
 
@@ -111,8 +112,6 @@ def test_plain_tags_are_read_as_io_entities_with_o_and_as_per_word_labels_withou
     """Walk AC refused IO ('PER' ... 'O') and part-of-speech ('NN') files. A file of plain tags with O reads
     as IO entities (a run of one tag is one entity); without O as per-word labels, each word its own unit,
     so F1 is word accuracy and two NNPs in a row are two units. Both are said when the file is read."""
-    from bertkit.tasks.tagging import TagPrediction, entities_with_spans, per_type_scores, plain_tag_reading
-
     io, pos = tmp_path / "io.conll", tmp_path / "pos.conll"
     io.write_text("New LOC\nYork LOC\nis O\nbig O\n", encoding="utf-8")
     pos.write_text("New NNP\nYork NNP\nis VBZ\nbig JJ\n", encoding="utf-8")
@@ -131,7 +130,6 @@ def test_plain_tags_are_read_as_io_entities_with_o_and_as_per_word_labels_withou
         "New", "York", "is", "big"]
     assert per_type_scores([pos_example], [TagPrediction(pos_example.tags)])["NNP"]["support"] == 2
     # the word lookup's unseen word gets the most frequent tag (NNP here), not O, which no word has
-    from bertkit.tasks.tagging import baseline
     unseen = TokenExample(["Old", "Paris"], ["NNP", "NNP"])
     assert baseline([pos_example], [unseen])["tag_accuracy"] == 1.0
 
