@@ -20,6 +20,7 @@ from bertkit.tasks.common import TaskSpec
 from bertkit.tasks.formats import TextExample
 from bertkit.tasks.registry import get_task
 from bertkit.tasks.sequence import label_set_predictions, label_sets_at
+from bertkit.tokenizer import Tokenizer
 
 from .helpers import make_tiny_model
 
@@ -122,8 +123,8 @@ def test_finetune_chooses_the_threshold_and_predict_and_evaluate_decide_at_it(to
     assert scores["micro_f1"] == pytest.approx(entry["dev"]["micro_f1"])
 
 
-def test_a_summary_with_a_threshold_out_of_range_is_refused_by_predict(topic_files, tmp_path):
-    out = str(tmp_path / "ml")
+def run_with_threshold(topic_files, out: str, threshold: float) -> str:
+    """A multi-label fine-tune (no baseline) whose summary then records `threshold` as if chosen on dev."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert main(["finetune", "--task", "multi-label-classification", "--model", topic_files["model"],
@@ -131,8 +132,13 @@ def test_a_summary_with_a_threshold_out_of_range_is_refused_by_predict(topic_fil
                      "--no-baseline"]) == 0
     path = os.path.join(out, "finetune_summary.json")
     summary = json.load(open(path))
-    summary["spec"]["threshold"] = 0
+    summary["spec"]["threshold"] = threshold
     json.dump(summary, open(path, "w"))
+    return out
+
+
+def test_a_summary_with_a_threshold_out_of_range_is_refused_by_predict(topic_files, tmp_path):
+    out = run_with_threshold(topic_files, str(tmp_path / "ml"), 0)
     with pytest.raises(CheckpointError, match="finetune_summary.json: spec.threshold 0 is not between 0 and 1; set it"):
         load_for_inference(out)
 
@@ -156,18 +162,8 @@ def test_an_onnx_export_carries_the_threshold_and_its_logits_decide_as_predict_d
     without a threshold (the encoder alone) over it leaves no stale decision.json."""
     pytest.importorskip("onnx")
     ort = pytest.importorskip("onnxruntime")
-    from bertkit.tokenizer import Tokenizer
 
-    out, onnx_dir = str(tmp_path / "ml"), str(tmp_path / "onnx")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        assert main(["finetune", "--task", "multi-label-classification", "--model", topic_files["model"],
-                     "--train", topic_files["train"], "--dev", topic_files["dev"], "--out", out, *FAST,
-                     "--no-baseline"]) == 0
-    path = os.path.join(out, "finetune_summary.json")
-    summary = json.load(open(path))
-    summary["spec"]["threshold"] = 0.3  # as if chosen on dev: a rule other than 0.5
-    json.dump(summary, open(path, "w"))
+    out, onnx_dir = run_with_threshold(topic_files, str(tmp_path / "ml"), 0.3), str(tmp_path / "onnx")
     capsys.readouterr()
     assert main(["export", "--model", out, "--out", onnx_dir]) == 0
     assert "sigmoid(logit) >= 0.3 (chosen on dev), written beside the graph in decision.json" in capsys.readouterr().out
