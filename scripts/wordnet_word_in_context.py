@@ -2,7 +2,7 @@
 for docs/results.md "Pair classification on one's own data" (a cross-encoder, `finetune --task
 classification --set data.pair_column=text_pair`).
 
-    python scripts/wordnet_word_in_context.py OUT_DIR [--seed 0]
+    python scripts/wordnet_word_in_context.py OUT_DIR [--seed 0] [--mark]
 
 writes OUT_DIR/{train,dev,test}.csv with the columns text, text_pair, label: 3,000 / 600 / 1,200 rows,
 half `same` and half `different` in each split.
@@ -14,7 +14,8 @@ when both exemplify the same synset ("he sat on the bank of the river" / "the ba
 raised its rates"). The word must occur in each sentence as a whole word (`realdata.lemma_occurrence`,
 case-insensitive), as it is written or with a regular ending (FORMS: -s, -es, -ed, -d, -ing, -er, -est,
 -ies/-ied for a final y, -ing for a final e dropped); multi-word lemmas are left out. The word is not
-marked: the model has to find the one word the sentences share.
+marked (the model has to find the one word the sentences share) unless --mark puts it between asterisks in
+both sentences ("the *bank* of the river"), as the original WiC gives the target word; the rows are the same.
 
 Only words with examples of two synsets or more take part, and each gives as many `different` rows as
 `same` ones (at most PER_WORD of each, drawn with the seed), so neither a word nor its sense count tells
@@ -82,9 +83,9 @@ def word_rows(senses: dict[str, list[str]], rng: random.Random, banned: set[str]
     return [(b, a, label) if rng.random() < 0.5 else (a, b, label) for a, b, label in rows]
 
 
-def split_by_word(by_word: dict, seed: int) -> dict[str, list[tuple[str, str, str]]]:
-    """SIZES rows per split, a word's rows all in one split (a word too big for what a split lacks goes to the
-    next); a sentence of one split is not used in another."""
+def split_by_word(by_word: dict, seed: int) -> dict[str, list[tuple[str, str, str, str]]]:
+    """SIZES rows (text, text_pair, label, the word) per split, a word's rows all in one split (a word too big for
+    what a split lacks goes to the next); a sentence of one split is not used in another."""
     rng = random.Random(seed)
     words = sorted({word for word, _ in by_word})
     rng.shuffle(words)
@@ -101,7 +102,8 @@ def split_by_word(by_word: dict, seed: int) -> dict[str, list[tuple[str, str, st
         rows = []
         for pos in ("noun", "verb", "adj", "adv"):
             if (word, pos) in by_word:
-                rows += word_rows(by_word[(word, pos)], rng, banned, pairs | {frozenset(row[:2]) for row in rows})
+                rows += [(*row, word) for row in word_rows(by_word[(word, pos)], rng, banned,
+                                                          pairs | {frozenset(row[:2]) for row in rows})]
         if len(splits[name]) + len(rows) > SIZES[name]:
             continue
         splits[name].extend(rows)
@@ -110,10 +112,18 @@ def split_by_word(by_word: dict, seed: int) -> dict[str, list[tuple[str, str, st
     return splits
 
 
+def marked(sentence: str, word: str) -> str:
+    """The sentence with its first use of `word` (as `forms` spells it) between asterisks: "the *bank* of the river"."""
+    start, end = lemma_occurrence(sentence, forms(word))
+    return f"{sentence[:start]}*{sentence[start:end]}*{sentence[end:]}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--mark", action="store_true",
+                        help="put the word the pair is about between asterisks in both sentences (the same rows)")
     args = parser.parse_args()
     by_word = senses_by_word(read_wordnet())
     splits = split_by_word(by_word, args.seed)
@@ -123,8 +133,9 @@ def main() -> None:
         with open(os.path.join(args.out, f"{name}.csv"), "w", encoding="utf-8", newline="") as f:
             writer = csv.writer(f)
             writer.writerow(["text", "text_pair", "label"])
-            writer.writerows(rows)
-        same = sum(label == "same" for _, _, label in rows)
+            writer.writerows((marked(a, word), marked(b, word), label) if args.mark else (a, b, label)
+                             for a, b, label, word in rows)
+        same = sum(row[2] == "same" for row in rows)
         print(f"{name}: {len(rows)} rows ({same} same, {len(rows) - same} different)")
 
 
