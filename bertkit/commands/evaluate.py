@@ -61,7 +61,8 @@ def add_arguments(parser) -> None:
                              "instead of refusing it")
     parser.add_argument("--per-class", action="store_true",
                         help="classification: also each class's precision, recall, F1 and support (token "
-                             "classification: each entity type's); a table, and \"per_class\" in the JSON line")
+                             "classification: each entity type's); a table with the TF-IDF baseline's F1 beside "
+                             "(a tagger: its word lookup's), and \"per_class\" in the JSON line")
     parser.add_argument("--no-baseline", action="store_true",
                         help="skip the baselines (classification, regression: the trivial one and TF-IDF + a "
                              "linear model, fitted again on the fine-tune's training data; other tasks: the "
@@ -86,10 +87,10 @@ def run(args) -> int:
         if note:
             print(note)
         line = clean_metrics({k: float(v) for k, v in metrics.items()})
-        line, theirs = with_baselines(args, spec, examples, predictions, line)
+        line, rival = with_baselines(args, spec, examples, predictions, line)
         if args.per_class:
-            rival = spec.task.per_class(examples, theirs) if theirs else None
-            line = {**line, "per_class": per_class_table(spec.task.per_class(examples, predictions), rival)}
+            theirs = (rival[0], spec.task.per_class(examples, rival[1])) if rival else None
+            line = {**line, "per_class": per_class_table(spec.task.per_class(examples, predictions), theirs)}
         print(model_line(args.data, spec.task, line, len(examples)))
         paired = ((line.get("baselines") or {}).get("tfidf") or {}).get("paired")
         if paired:
@@ -109,9 +110,10 @@ def blend_note(model_dir: str, spec) -> str:
     return ""
 
 
-def with_baselines(args, spec, examples, predictions, line: dict) -> tuple[dict, list | None]:
-    """(the metrics line with "baselines" added, TF-IDF's predictions or None), each baseline
-    printed on its way: TF-IDF and trivial refitted on the fine-tune's training data (with the
+def with_baselines(args, spec, examples, predictions, line: dict) -> tuple[dict, tuple[str, list] | None]:
+    """(the metrics line with "baselines" added, (name, predictions) of the baseline whose classes --per-class
+    shows: TF-IDF's, else the trivial one's where the task gives them (Task.baseline_predict), else None), each
+    baseline printed on its way: TF-IDF and trivial refitted on the fine-tune's training data (with the
     paired difference to TF-IDF), the task's reference method (BM25), or the trivial one alone."""
     if args.no_baseline:
         return line, None
@@ -123,16 +125,17 @@ def with_baselines(args, spec, examples, predictions, line: dict) -> tuple[dict,
         paired = theirs and paired_accuracy(examples, predictions, theirs, line, baselines["tfidf"])
         if paired:
             baselines["tfidf"]["paired"] = paired
-        return ({**line, "baselines": baselines} if baselines else line), theirs
+        return ({**line, "baselines": baselines} if baselines else line), theirs and ("TF-IDF", theirs)
     if spec.task.reference is not None:  # needs no training data
         baselines = {"trivial": clean_metrics(spec.task.baseline([], examples)),
                      "reference": clean_metrics(spec.task.reference(examples))}
         print(f"trivial baseline: {json.dumps(baselines['trivial'], ensure_ascii=False)}")
         print(describe_reference(baselines["reference"]))
         return {**line, "baselines": baselines}, None
-    baselines, note = score_trivial(args.model, spec.task.name, spec.data, examples)  # refitted on the training data
+    # refitted on the training data
+    baselines, note, theirs = score_trivial(args.model, spec.task.name, spec.data, examples)
     print(f"trivial baseline: {json.dumps(baselines['trivial'], ensure_ascii=False)}" if baselines else note)
-    return ({**line, "baselines": baselines} if baselines else line), None
+    return ({**line, "baselines": baselines} if baselines else line), theirs and ("trivial", theirs)
 
 
 # Metrics that are the share of examples scored right (QA's exact in percent): for these alone one
@@ -201,17 +204,20 @@ def paired_line(paired: dict, count: int) -> str:
             f"{paired['only_ours']}, TF-IDF on {paired['only_theirs']})")
 
 
-def per_class_table(report: dict, rival: dict | None = None) -> dict:
+def per_class_table(report: dict, rival: tuple[str, dict] | None = None) -> dict:
     """The task's per-class report (precision, recall, F1, support = gold count) printed as a
-    table, most frequent class first, with TF-IDF's F1 beside it when `rival` (its report) is
-    given, then the classes of the file the model never gets right; returned as JSON holds it."""
+    table, most frequent class first, with a baseline's F1 beside it when `rival` (its name, its
+    report) is given (TF-IDF, a tagger's word lookup), then the classes of the file the model never
+    gets right; returned as JSON holds it."""
     order = sorted(report, key=lambda label: (-report[label]["support"], str(label)))
     width = max(len(str(label)) for label in order)
-    print(f"{'class':<{width}}  precision  recall     f1  support" + ("  TF-IDF f1" if rival is not None else ""))
+    name, theirs = rival or ("", None)
+    header = f"  {name} f1" if theirs is not None else ""
+    print(f"{'class':<{width}}  precision  recall     f1  support{header}")
     for label in order:
         row = report[label]
         scores = f"{row['precision']:9.3f}  {row['recall']:6.3f}  {row['f1']:5.3f}"
-        beside = f"  {rival.get(label, {}).get('f1', 0.0):10.3f}" if rival is not None else ""
+        beside = f"  {theirs.get(label, {}).get('f1', 0.0):{len(header) - 2}.3f}" if theirs is not None else ""
         print(f"{label!s:<{width}}  {scores}  {row['support']:7d}{beside}")
     present = [label for label in order if report[label]["support"]]
     missed = [label for label in present if report[label]["recall"] == 0]

@@ -263,23 +263,34 @@ def _recorded_training(model_dir: str, key: str, task_name: str, data: DataConfi
         return record, None, f"baselines: not computed, {e}"
 
 
-def score_trivial(model_dir: str, task_name: str, data: DataConfig, examples: Sequence) -> tuple[dict, str]:
-    """For `evaluate` on a task without TF-IDF or reference: ({"trivial": metrics}, "") on
-    `examples`, refitted on the fine-tune's training examples (`trivial_entry`), or ({}, why not)."""
+def score_trivial(model_dir: str, task_name: str, data: DataConfig, examples: Sequence
+                  ) -> tuple[dict, str, list | None]:
+    """For `evaluate` on a task without TF-IDF or reference: ({"trivial": metrics}, "", its predictions of
+    `examples` where the task gives them (`Task.baseline_predict`), else None), refitted on the fine-tune's
+    training examples (`trivial_entry`); or ({}, why not, None)."""
     _, train, note = _recorded_training(model_dir, "trivial_baseline", task_name, data)
     if train is None:
-        return {}, note
+        return {}, note, None
     warn_if_trained_on(train, examples)
-    return {"trivial": trivial_scores(model_dir, task_name, data, train, examples)}, ""
+    task, scope = get_task(task_name), _baseline_scope(model_dir, task_name, data, examples)
+    predictions = task.baseline_predict(train, examples, **scope) if task.baseline_predict else None
+    return {"trivial": clean_metrics(task.baseline(train, examples, **scope))}, "", predictions
 
 
 def trivial_scores(model_dir: str, task_name: str, data: DataConfig, train: Sequence, examples: Sequence) -> dict:
-    """The task's trivial baseline on `examples`, held to what the model in `model_dir` reads of them where the
-    task says how (`Task.baseline_reads`: its tokenizer is loaded for that alone), as finetune scored it."""
-    task, scope = get_task(task_name), {}
-    if task.baseline_reads:
-        scope = task.baseline_reads(Tokenizer.from_pretrained(tokenizer_dir(model_dir)), examples, data)
-    return clean_metrics(task.baseline(train, examples, **scope))
+    """The task's trivial baseline on `examples`, held to what the model in `model_dir` reads of them
+    (`_baseline_scope`), as finetune scored it."""
+    return clean_metrics(get_task(task_name).baseline(train, examples,
+                                                      **_baseline_scope(model_dir, task_name, data, examples)))
+
+
+def _baseline_scope(model_dir: str, task_name: str, data: DataConfig, examples: Sequence) -> dict:
+    """The keyword arguments that hold a task's baseline to what the model in `model_dir` reads of `examples`,
+    where the task says how (`Task.baseline_reads`: its tokenizer is loaded for that alone); else {}."""
+    task = get_task(task_name)
+    if not task.baseline_reads:
+        return {}
+    return task.baseline_reads(Tokenizer.from_pretrained(tokenizer_dir(model_dir)), examples, data)
 
 
 def warn_if_trained_on(train: Sequence, examples: Sequence) -> None:

@@ -87,6 +87,10 @@ class Task:
     baseline_reads  (tokenizer, examples, data) -> keyword arguments of `baseline` that hold its
                     scores to what the model reads of `examples`, so both are scored on the same
                     words (token classification: the words truncation leaves); None: it needs none
+    baseline_predict (train examples, examples, **baseline_reads) -> the predictions `baseline` scores, where
+                    they are worth a per-class report: `evaluate --per-class` sets their F1 beside each class's
+                    when no TF-IDF baseline is fitted (token classification: the word lookup's per type);
+                    None: the trivial baseline's classes are not shown
     """
 
     name: str
@@ -124,6 +128,7 @@ class Task:
     init_head: Callable[[Any, Sequence], None] | None = None
     check_data: str = "check the labels"
     baseline_reads: Callable[[Any, Sequence, DataConfig], dict] | None = None
+    baseline_predict: Callable[..., list] | None = None
     selected_by: str = ""  # the dev metric that keeps a checkpoint unless train.select_metric names one ("": the first)
     at_threshold: Callable[[Sequence, float], list] | None = None
     pairs_by_name: bool = False

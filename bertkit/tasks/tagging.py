@@ -345,17 +345,17 @@ def words_read(tokenizer, examples: Sequence[TokenExample], data: DataConfig) ->
     return {"read": read}
 
 
-def baseline(train: Sequence[TokenExample], examples: Sequence[TokenExample],
-             read: Sequence[np.ndarray] | None = None) -> dict:
-    """Word lookup: each word gets its most frequent training tag (lowercased match; a tie goes to
-    O, then to the first tag in sorted order, not to whichever the file showed first), else O (per-word labels
-    without O, such as part of speech: the most frequent training tag, NN say, as the usual POS baseline). Its
-    loss reads the same counts as probabilities, p(tag | word) = (n(word, tag) + prior(tag)) /
-    (n(word) + 1), a word never seen getting the prior, the training tag frequencies add-one
-    smoothed: prior(tag) = (n(tag) + 1) / (N + K) over the K tags of training and of `examples`
-    (a model's inventory may name tags a small training set lacks). So a pairing training never
-    showed is unlikely rather than impossible. `read` (`words_read`): the words the model reads; the
-    others are left out of the loss, as the model's is (None: every word counts)."""
+def lookup_predictions(train: Sequence[TokenExample], examples: Sequence[TokenExample],
+                       read: Sequence[np.ndarray] | None = None) -> list[TagPrediction]:
+    """The word lookup's predictions (`baseline` scores them): each word gets its most frequent training tag
+    (lowercased match; a tie goes to O, then to the first tag in sorted order, not to whichever the file showed
+    first), else O (per-word labels without O, such as part of speech: the most frequent training tag, NN say,
+    as the usual POS baseline). Its probabilities read the same counts, p(tag | word) = (n(word, tag) + prior(tag)) /
+    (n(word) + 1), a word never seen getting the prior, the training tag frequencies add-one smoothed:
+    prior(tag) = (n(tag) + 1) / (N + K) over the K tags of training and of `examples` (a model's inventory may
+    name tags a small training set lacks). So a pairing training never showed is unlikely rather than
+    impossible. `read` (`words_read`): the words the model reads; the others get a NaN row, left out of the
+    loss as the model's are (None: every word counts)."""
     counts: dict[str, Counter] = {}
     for example in train:
         for word, tag in zip(example.tokens, example.tags):
@@ -376,8 +376,15 @@ def baseline(train: Sequence[TokenExample], examples: Sequence[TokenExample],
     # there; a NaN row leaves the same words out of the lookup's loss, else the two means were over different words.
     for prediction, mask in zip(predicted, read if read is not None else []):
         prediction.probs[~np.asarray(mask, dtype=bool)] = np.nan
+    return predicted
+
+
+def baseline(train: Sequence[TokenExample], examples: Sequence[TokenExample],
+             read: Sequence[np.ndarray] | None = None) -> dict:
+    """Word lookup (`lookup_predictions`): its tags and probabilities scored as the model's are."""
     # A looked-up I- tag after O still opens an entity under conlleval; that is fine for a baseline.
-    return {"method": "each word's most frequent training tag", **metrics(examples, predicted)}
+    return {"method": "each word's most frequent training tag",
+            **metrics(examples, lookup_predictions(train, examples, read))}
 
 
 # ---------------------------------------------------------------------------- rows
@@ -410,7 +417,7 @@ TOKEN_CLASSIFICATION = Task(
     model_class=BertForTokenClassification,
     read=read, read_inputs=read_inputs, encode=encode, decode=decode, metrics=metrics, baseline=baseline,
     rows=rows, metric_names=("f1", "precision", "recall", "tag_accuracy", "loss"), per_class=per_type_scores,
-    baseline_reads=words_read,
+    baseline_reads=words_read, baseline_predict=lookup_predictions,
     lower_is_better=frozenset({"loss"}),
     labels_of=lambda examples: [tag for e in examples for tag in e.tags],
     head_config=label_head_config(None),

@@ -14,8 +14,9 @@ import torch
 
 from bertkit.commands.cli import main
 from bertkit.models.heads import BertForSequenceClassification, BertForTokenClassification
-from bertkit.tasks import Collator, builtin_splits
-from bertkit.tasks.tagging import encode_words
+from bertkit.tasks import Collator, builtin_splits, inference_spec
+from bertkit.tasks.baseline import recorded_training_examples
+from bertkit.tasks.tagging import encode_words, lookup_predictions, per_type_scores
 from bertkit.tasks.formats import write_conll
 from bertkit.tasks.metrics import entity_spans
 from bertkit.tokenizer import Tokenizer
@@ -137,6 +138,27 @@ def test_per_class_gives_each_entity_type_of_a_tagger(tagger, capsys, tmp_path):
     assert {kind: row["support"] for kind, row in report.items() if row["support"]} == dict(gold)
     found = sum(row["recall"] * row["support"] for row in report.values())  # true positives, type by type
     assert found / sum(gold.values()) == pytest.approx(line["recall"])
+
+
+def test_per_class_of_a_tagger_sets_the_word_lookups_f1_beside_each_type(tagger, capsys, tmp_path):
+    """As classification's table shows TF-IDF's F1 per class, a tagger's shows its trivial baseline's (the
+    word lookup refitted on the fine-tune's training sentences) per entity type."""
+    test = builtin_splits("wordnet-tagging")["test"][:60]
+    write_conll(tmp_path / "test.conll", test)
+    code, out, _ = run_cli(["evaluate", "--model", tagger, "--data", str(tmp_path / "test.conll"), "--per-class"],
+                           capsys)
+    printed = out.strip().splitlines()
+    assert code == 0 and re.search(r"^class +precision +recall +f1 +support +trivial f1$", out, re.M)
+    with open(os.path.join(tagger, "finetune_summary.json")) as f:
+        summary = json.load(f)
+    train = recorded_training_examples(summary["trivial_baseline"], "token-classification", inference_spec(tagger).data)
+    theirs = per_type_scores(test, lookup_predictions(train, test))
+    assert any(row["f1"] for row in theirs.values())  # the lookup gets some types right: the column is not all 0
+    start = next(i for i, line in enumerate(printed) if line.startswith("class "))
+    rows = printed[start + 1:start + 1 + len(json.loads(printed[-1])["per_class"])]
+    for row in rows:
+        kind, *_, f1 = row.split()
+        assert float(f1) == pytest.approx(theirs.get(kind, {}).get("f1", 0.0), abs=5e-4)
 
 
 def test_evaluate_refuses_labels_the_model_never_saw(tagger, capsys, tmp_path):
