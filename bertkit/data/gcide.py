@@ -8,8 +8,9 @@ the 1913 Webster's definitions, usage notes and quotations from two centuries of
 An entry is turned into plain sentences: the Webster markup is dropped (`[1913 Webster]` source
 lines, the headword lines at column 0 with their pronunciations `\\A*buse"\\` and etymologies
 `[F. abus, ...]`,
-`{braces}` around cross-references, the `--Author.` of a quotation), wrapped lines are joined
-into paragraphs, and numbered senses become one paragraph each. One document per index entry
+`{braces}` around cross-references, the `--Author.` of a quotation, the next entries' headwords
+that dictd ends an entry with, after its last source tag: `   [1913 Webster] Parral`), wrapped
+lines are joined into paragraphs, and numbered senses become one paragraph each. One document per index entry
 (the entries of one headword are adjacent, so a word's senses stay together).
 """
 
@@ -26,7 +27,9 @@ GCIDE_DIR = Path("/usr/share/dictd")
 GCIDE_HINT = "install it with: apt-get install dict-gcide"
 _B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 
-_SOURCE = re.compile(r"^\s*\[(?:1913 Webster|WordNet 1\.5|PJC|Century Dict\.|RH|Webster 1913 Suppl\.)[^\]]*\]\s*$")
+# a source line, "   [1913 Webster]"; dictd sometimes puts the next entry's headword after it on its line
+_SOURCE = re.compile(r"^\s*\[(?:1913 Webster|WordNet 1\.5|PJC|Century Dict\.|RH|Webster 1913 Suppl\.)[^\]]*\]")
+_HEADWORD_WORDS = 5  # the headword lines an entry ends with: "hop, skip, and a jump"; a usage note's lines are longer
 _OPEN_ETYMOLOGY = re.compile(r"^[^\[\]]*\]\s*")  # the end of an etymology begun on the headword line
 _ETYMOLOGY = re.compile(r"\[(?:[^\[\]]|\[[^\]]*\])*\]")  # [F. abus, L. abusus ...], nested once
 _AUTHOR = re.compile(r"\s*--\s*[A-Z][\w.' ]{0,40}\.?\s*$")  # the quotation's "--Macaulay."
@@ -55,22 +58,8 @@ def read_index(path: Path) -> list[tuple[str, int, int]]:
 
 def entry_paragraphs(text: str) -> list[str]:
     """The plain paragraphs of one dictd entry (see the module docstring for what goes)."""
-    paragraphs: list[list[str]] = []
-    for line in text.splitlines():
-        if not line.strip() or _SOURCE.match(line):
-            paragraphs.append([])
-            continue
-        if not line[0].isspace():  # a headword line (word, pronunciation, part of speech, etymology)
-            paragraphs.append([])
-            continue
-        if _SENSE.match(line):
-            paragraphs.append([])
-            line = _SENSE.sub("", line)
-        if not paragraphs:
-            paragraphs.append([])
-        paragraphs[-1].append(line.strip())
     out = []
-    for words in paragraphs:
+    for words in _paragraph_lines(text):
         paragraph = _OPEN_ETYMOLOGY.sub("", " ".join(w for w in words if w))
         paragraph = _ETYMOLOGY.sub("", paragraph).replace("{", "").replace("}", "")
         paragraph = _AUTHOR.sub("", re.sub(r"\s+", " ", paragraph)).strip(" ,;")
@@ -79,6 +68,36 @@ def entry_paragraphs(text: str) -> list[str]:
         if len(paragraph.split()) >= 3 and not any(ch in paragraph for ch in "[]\\"):
             out.append(paragraph)
     return out
+
+
+def _paragraph_lines(text: str) -> list[list[str]]:
+    """The entry's text lines grouped into paragraphs: a blank line, a source line, a headword line and a
+    numbered sense each begin one. Text after a source tag on its line begins one too; where that runs
+    to the end of the entry in short lines it is the next entries' headwords, which dictd's entries end
+    with ("   [1913 Webster] Parral" before the entry "Parral \\Par"ral\\, ..."), and goes."""
+    paragraphs: list[list[str]] = []
+    after_source = -1  # the paragraph begun by text after a source tag
+    for line in text.splitlines():
+        source = _SOURCE.match(line)
+        rest = line[source.end():] if source else ""
+        if not line.strip() or source or not line[0].isspace():  # (a headword line: word, pronunciation, etymology)
+            paragraphs.append([])
+            if line.strip():  # a source or headword line: the text before it is no trailing headword list
+                after_source = len(paragraphs) - 1 if rest.strip() else -1
+            if not rest.strip():
+                continue
+            line = rest
+        if _SENSE.match(line):
+            paragraphs.append([])
+            line = _SENSE.sub("", line)
+        if not paragraphs:
+            paragraphs.append([])
+        paragraphs[-1].append(line.strip())
+    filled = [index for index, lines in enumerate(paragraphs) if any(lines)]
+    if filled and filled[-1] == after_source and all(len(line.split()) <= _HEADWORD_WORDS
+                                                     for line in paragraphs[after_source]):
+        del paragraphs[after_source]
+    return paragraphs
 
 
 def gcide_documents(directory: Path = GCIDE_DIR) -> Iterator[list[str]]:

@@ -35,6 +35,35 @@ def test_an_entry_becomes_plain_paragraphs():
                                        "Physical ill treatment; injury."]
 
 
+# Ends of real entries (dict-gcide 0.48). "Parrakeet": dictd writes the next entry's headword, "Parral", after
+# the last source tag. "Skillful": derived forms follow a source tag on its line, then a source tag ends them.
+NEXT_HEADWORD = ('   Note: The American parrakeets mostly belong to the\n'
+                 '         genus {Conurus}, as the Carolina parrakeet ({Conurus\n'
+                 '         Carolinensis}).\n'
+                 '         [1913 Webster] Parral\n'
+                 '\n')
+TEXT_AFTER_SOURCE = ('   Syn: Expert; skilled; dexterous; adept; masterly; adroit;\n'
+                     '        clever; cunning.\n'
+                     '        [1913 Webster] -- {Skill"ful*ly}, adv. --\n'
+                     '        {Skill"ful*ness}, n.\n'
+                     '        [1913 Webster]\n')
+
+
+def test_the_next_headword_after_the_last_source_tag_is_not_text():
+    assert entry_paragraphs(NEXT_HEADWORD) == ["Note: The American parrakeets mostly belong to the genus Conurus, as "
+                                               "the Carolina parrakeet (Conurus Carolinensis)."]
+    # several headwords, one a line, to the end of the entry ("Asiphonate", then "Asiphonata" and "Asiphonea")
+    entry = ("Asiphonate \\A*si\"phon*ate\\, a. (Zool.)\n   Destitute of a siphon or breathing tube.\n"
+             "   [1913 Webster] Asiphonata\n   Asiphonea\n")
+    assert entry_paragraphs(entry) == ["Destitute of a siphon or breathing tube."]
+
+
+def test_text_after_a_source_tag_within_an_entry_is_a_paragraph_of_its_own():
+    assert entry_paragraphs(TEXT_AFTER_SOURCE) == [
+        "Syn: Expert; skilled; dexterous; adept; masterly; adroit; clever; cunning.",
+        '-- Skill"ful*ly, adv. -- Skill"ful*ness, n.']
+
+
 def test_a_database_on_disk_is_read_entry_by_entry(tmp_path):
     second = 'Zebra \\Ze"bra\\, n. (Zool.)\n   Any of three species of African wild horses.\n'
     blob = (ENTRY + second).encode("utf-8")
