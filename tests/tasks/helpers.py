@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import csv
+import json
 import os
 import random
+
+import numpy as np
 
 from bertkit.models.config import BertConfig
 from bertkit.models.encoder import BertModel
@@ -37,6 +40,21 @@ def make_tiny_model(directory, corpus_texts) -> str:
     BertModel(config).save_pretrained(directory, tokenizer=tokenizer)
     os.remove(os.path.join(directory, "corpus.txt"))
     return directory
+
+
+TOPIC_WORDS = "market film vote match chip bank actor party goal phone".split()
+
+
+def topic_files(root, count: int, length: int, endings: tuple[str, str], train: int) -> str:
+    """`count` texts of `length` seeded random TOPIC_WORDS, labelled "sport" and "business" in turn, each
+    ending in its label's `endings` word(s), which alone decide it: root/train.jsonl (the first `train`)
+    and root/dev.jsonl. Returns a tiny model (`make_tiny_model`) whose tokenizer was trained on them."""
+    rng = np.random.default_rng(0)
+    rows = [{"text": " ".join(rng.choice(TOPIC_WORDS, length)) + " " + endings[i % 2],
+             "label": ("sport", "business")[i % 2]} for i in range(count)]
+    for name, part in (("train", rows[:train]), ("dev", rows[train:])):
+        (root / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in part), encoding="utf-8")
+    return make_tiny_model(root / "tiny", [r["text"] for r in rows])
 
 
 def write_csv(path, examples, label=lambda e: e.label) -> str:

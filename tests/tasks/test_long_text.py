@@ -4,10 +4,8 @@ in prediction."""
 
 from __future__ import annotations
 
-import json
 import warnings
 
-import numpy as np
 import pytest
 
 from bertkit.errors import ConfigError
@@ -18,9 +16,7 @@ from bertkit.tasks.long_text import chunk_windows, head_tail
 from bertkit.tasks.sequence import class_ids, encode_texts
 from bertkit.tokenizer import Tokenizer
 
-from .helpers import make_tiny_model
-
-WORDS = "market film vote match chip bank actor party goal phone".split()
+from .helpers import TOPIC_WORDS, topic_files
 
 
 def test_head_tail_keeps_the_first_and_last_tokens():
@@ -52,22 +48,14 @@ def test_bad_settings_are_refused_in_one_line():
 def long_files(tmp_path_factory):
     """Long two-class texts: the label is decided by words at the very end of each text."""
     root = tmp_path_factory.mktemp("long")
-    rng = np.random.default_rng(0)
-    rows = []
-    for i in range(40):
-        label = ("sport", "business")[i % 2]
-        ending = "goal match" if label == "sport" else "bank market"
-        rows.append({"text": " ".join(rng.choice(WORDS, 60)) + " " + ending, "label": label})
-    for name, part in (("train", rows[:32]), ("dev", rows[32:])):
-        (root / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in part), encoding="utf-8")
-    tiny = make_tiny_model(root / "tiny", [r["text"] for r in rows])
-    return root, tiny
+    return root, topic_files(root, 40, 60, ("goal match", "bank market"), train=32)
 
 
 def test_features_of_each_mode(long_files):
     _, tiny = long_files
     tokenizer = Tokenizer.from_pretrained(tiny)
-    examples = [TextExample(" ".join(WORDS * 6) + " goal", label="sport"), TextExample("film", label="business")]
+    examples = [TextExample(" ".join(TOPIC_WORDS * 6) + " goal", label="sport"),
+                TextExample("film", label="business")]
     chunked = encode_texts(tokenizer, examples, 24, class_ids, {"sport": 0, "business": 1},
                            long_text="chunks", stride=4)
     assert [f["example"] for f in chunked] == [0, 0, 0, 0, 1]

@@ -10,7 +10,6 @@ import os
 import signal
 import warnings
 
-import numpy as np
 import pytest
 
 from bertkit.commands.cli import main
@@ -21,9 +20,8 @@ from bertkit.recipes import search as search_recipe
 from bertkit.tasks import SUMMARY_FILE, load_model, read_spec
 from bertkit.train import trainer as trainer_module
 
-from .helpers import make_tiny_model
+from .helpers import topic_files
 
-WORDS = "market film vote match chip bank actor party goal phone".split()
 GRID = ["search.lr=[1e-3,3e-3]", "search.dropout=[0.1]", "search.pooling=[\"cls\",\"mean\"]", "search.epochs=1",
         "search.patience=0"]
 
@@ -31,15 +29,7 @@ GRID = ["search.lr=[1e-3,3e-3]", "search.dropout=[0.1]", "search.pooling=[\"cls\
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     root = tmp_path_factory.mktemp("search")
-    rng = np.random.default_rng(0)
-    rows = []
-    for i in range(36):
-        label = ("sport", "business")[i % 2]
-        rows.append({"text": " ".join(rng.choice(WORDS, 5)) + (" goal" if label == "sport" else " bank"),
-                     "label": label})
-    for name, part in (("train", rows[:28]), ("dev", rows[28:])):
-        (root / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in part), encoding="utf-8")
-    return root, make_tiny_model(root / "tiny", [r["text"] for r in rows])
+    return root, topic_files(root, 36, 5, ("goal", "bank"), train=28)
 
 
 def count_trials(monkeypatch) -> list[str]:
