@@ -45,8 +45,8 @@ def test_splits_are_full_balanced_and_share_no_word_or_sentence():
     splits = script.split_by_word(by_word, seed=0)
     assert {name: len(rows) for name, rows in splits.items()} == script.SIZES
     for rows in splits.values():
-        assert sum(label == "same" for _, _, label in rows) * 2 == len(rows)
-        assert all(a != b for a, b, _ in rows)
+        assert sum(label == "same" for _, _, label, _ in rows) * 2 == len(rows)
+        assert all(a != b for a, b, _, _ in rows) and {row[3] for row in rows} <= {w for w, _ in by_word}
     words = {name: {text.split()[0] for row in rows for text in row[:2] if text.startswith("w")}
              for name, rows in splits.items()}
     sentences = {name: {text for row in rows for text in row[:2]} for name, rows in splits.items()}
@@ -64,3 +64,8 @@ def test_a_sentence_of_two_synsets_is_in_no_pair_of_the_word():
     assert sorted(label for _, _, label in rows) == ["different", "same"]  # one clean pair of each
     assert {frozenset(row[:2]) for row in rows if row[2] == "same"} == {frozenset({"an honest man", "an honest face"})}
     assert not any("gave honest answers" in row for row in rows)
+
+
+def test_mark_puts_the_words_first_use_between_asterisks_as_it_is_spelled():
+    assert script.marked("the Banks of the river bank", "bank") == "the *Banks* of the river bank"
+    assert script.marked("she worried him", "worry") == "she *worried* him"
