@@ -20,6 +20,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from tokenizers import Tokenizer  # noqa: E402
+
+from bertkit.data.assets import minilm_dir  # noqa: E402
 from bertkit.data.corpus import NAMED_CORPORA, open_corpus  # noqa: E402
 from bertkit.io import atomic_write_text  # noqa: E402
 
@@ -32,10 +35,6 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0, help="seeds the shuffle of the documents")
     p.add_argument("--tokenizer", default="", help="a tokenizer directory (default: all-MiniLM-L6-v2's)")
     args = p.parse_args(argv)
-    from tokenizers import Tokenizer
-
-    from bertkit.data.assets import minilm_dir
-
     tokenizer = Tokenizer.from_file(os.path.join(args.tokenizer or str(minilm_dir()), "tokenizer.json"))
     tokenizer.no_padding()  # MiniLM's tokenizer.json pads and truncates to 128: count whole documents
     tokenizer.no_truncation()
