@@ -592,6 +592,10 @@ def _unseen_fix(unseen: set, label2id: dict, seen: int) -> str:
                 f"(composed, NFC, vs decomposed, NFD: {shown}): save both files with one form (NFC)")
         rest = unseen - {name for name, _ in formed}
         return note if not rest else f"{note}; for the others: " + _unseen_fix(rest, label2id, seen + len(formed))
+    if _tag_forms_differ(unseen, label2id):
+        example = sorted(unseen)[0]
+        return (f"the files write tags two ways (training has {known}, this split {example!r}): a tag with a B-/I- "
+                "prefix in one and without in the other; write both files in IOB2 (B-TYPE, I-TYPE, O) or both plain")
     as_numbers = {parse_number(name) for name in label2id} - {None}
     if all(parse_number(name) in as_numbers for name in unseen):
         return (f"they are training labels written another way (training has {known}): write the labels "
@@ -602,6 +606,23 @@ def _unseen_fix(unseen: set, label2id: dict, seen: int) -> str:
     if all(parse_number(name) is not None for name in [*unseen, *label2id]):
         return "the labels are numbers: for a numeric target use --task regression"
     return "add training examples for them or remove them from this split"
+
+
+_TAG_PREFIXES = ("B-", "I-", "E-", "S-")
+
+
+def _tag_forms_differ(unseen: set, label2id: dict) -> bool:
+    """Every unseen label is a training label with a tag prefix added or dropped, and the split writes them
+    the other way than training does throughout: IOB2 tags ('B-XREF') beside a training file of plain ones
+    ('XREF'), or the reverse. (An unseen 'I-LOC' beside a training 'B-LOC' is a missing class, not this.)"""
+    def prefixed(name) -> bool:
+        return isinstance(name, str) and name[:2] in _TAG_PREFIXES and len(name) > 2
+
+    bare = {name[2:] if prefixed(name) else name for name in label2id} - {"O"}
+    ours = {prefixed(name) for name in unseen}
+    theirs = {prefixed(name) for name in label2id if name != "O"}
+    return (len(ours) == 1 and len(theirs) == 1 and ours != theirs
+            and all((name[2:] if prefixed(name) else name) in bare for name in unseen))
 
 
 def _other_unicode_form(unseen: set, label2id: dict) -> list[tuple[str, str]]:

@@ -14,7 +14,7 @@ from bertkit.commands.cli import main
 from bertkit.commands.finetune import baseline_hint, training_hints
 from bertkit.errors import DataError
 from bertkit.tasks import DataConfig, builtin_splits, get_task, load_examples
-from bertkit.tasks.formats import QAExample, TokenExample, read_text_dataset
+from bertkit.tasks.formats import QAExample, TokenExample, check_labels_known, read_text_dataset
 from bertkit.tasks.inference import read_prediction_input
 from bertkit.tasks.tagging import (TagPrediction, baseline, entities_with_spans, per_type_scores, plain_tag_reading,
                                    tag_metrics)
@@ -132,6 +132,18 @@ def test_plain_tags_are_read_as_io_entities_with_o_and_as_per_word_labels_withou
     # the word lookup's unseen word gets the most frequent tag (NNP here), not O, which no word has
     unseen = TokenExample(["Old", "Paris"], ["NNP", "NNP"])
     assert baseline([pos_example], [unseen])["tag_accuracy"] == 1.0
+
+
+def test_a_dev_file_in_iob2_beside_a_plain_training_file_is_told_to_write_both_one_way():
+    """Walk AC's IO training file with its IOB2 dev file gave "4 label(s) never seen in training ...; add
+    training examples for them", which no training example can fix."""
+    with pytest.raises(DataError, match=r"the files write tags two ways \(training has 'O', 'XREF', this split "
+                                        r"'B-XREF'\).*write both files in IOB2"):
+        check_labels_known(["O", "B-XREF", "I-XREF"], {"O": 0, "XREF": 1}, "dev")
+    with pytest.raises(DataError, match="write both files in IOB2"):  # the reverse
+        check_labels_known(["O", "XREF"], {"O": 0, "B-XREF": 1, "I-XREF": 2}, "dev")
+    with pytest.raises(DataError, match="add training examples for them"):  # a class training lacks
+        check_labels_known(["O", "I-LOC"], {"O": 0, "B-LOC": 1}, "dev")
 
 
 def test_a_part_of_speech_file_fine_tunes_and_predicts_a_tag_per_word(tmp_path, tiny_encoder, capsys):
