@@ -84,7 +84,7 @@ from bertkit.models.heads import BertForMaskedLM as BertkitMaskedLM
 from bertkit.runtime.plotting import NO_MATPLOTLIB, can_plot, pyplot, save_png
 from bertkit.data.documents import CorpusDocuments
 from bertkit.recipes.pretrain import build_data, load_config, make_model, parse_config, tokenizer_and_config, vocab_size_of
-from bertkit.train.distributed import init_distributed
+from bertkit.runtime.process_group import init_distributed
 from bertkit.objectives.metrics import evaluate_pretraining
 from bertkit.runtime.run_dir import latest_checkpoint
 from bertkit.train.trainer import load_trainer_state

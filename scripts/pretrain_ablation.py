@@ -83,7 +83,7 @@ from bertkit.data.documents import CorpusDocuments
 from bertkit.recipes.pretrain import build_data, evaluation, make_model, parse_config
 from bertkit.settings.config_io import split_override
 from bertkit.tokenizer import Tokenizer
-from bertkit.train.distributed import DistContext
+from bertkit.runtime.process_group import DistContext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RECIPE = os.path.join(HERE, "..", "configs", "pretrain-mini.toml")

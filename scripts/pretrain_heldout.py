@@ -23,7 +23,7 @@ from bertkit.models.checkpoint import family_class
 from bertkit.models.heads import BertForMaskedLM
 from bertkit.data.documents import CorpusDocuments
 from bertkit.recipes.pretrain import build_data, evaluation, parse_config, tokenizer_and_config
-from bertkit.train.distributed import init_distributed
+from bertkit.runtime.process_group import init_distributed
 from bertkit.runtime.run_dir import latest_checkpoint
 
 KEYS = ("mlm_loss", "mlm_accuracy", "mlm_replaced_accuracy")

@@ -142,3 +142,15 @@ def test_peft_is_reachable_after_import_bertkit():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           cwd=ROOT.parent)
     assert done.returncode == 0 and done.stdout.split() == ["PeftModel", "LoraConfig"], done.stderr
+
+
+def test_commands_that_train_nothing_import_no_training_code():
+    """predict, embed and evaluate start without bertkit.train, whose FSDP imports (torch.distributed.tensor,
+    sympy) took about 0.7 s of evaluate's 2.7 s start: evaluate joins a torchrun job through
+    bertkit.runtime.process_group, not bertkit.train.distributed."""
+    code = ("import sys; import bertkit.commands.cli as c\n"
+            "for name in ('predict', 'embed', 'evaluate'): c.build_parser(only=name)\n"
+            "print(sorted(m for m in sys.modules if m.startswith('bertkit.train') or m == 'torch.distributed.fsdp'))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT.parent)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr

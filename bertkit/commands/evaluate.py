@@ -34,7 +34,7 @@ from bertkit.settings.config_io import split_override
 from bertkit.tasks.common import TruncationWarning
 from bertkit.tasks.tfidf_blend import BLEND_FILE
 from bertkit.tasks.metrics import paired_difference, proportion_standard_error
-from bertkit.train.distributed import init_distributed, leave
+from bertkit.runtime.process_group import init_distributed, leave
 
 from bertkit.commands.options import (add_device, add_int8, add_no_blend, add_precision, add_progress, add_seed,
                                       add_set, add_task_module, resolve_models, rounded, running_in)

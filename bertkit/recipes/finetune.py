@@ -72,7 +72,7 @@ from bertkit.tokenizer import Tokenizer
 from bertkit.tokenizer.coverage import UNKNOWN_SHARE, count_unknown
 from bertkit.train import LengthBucketedBatches, TrainConfig, Trainer
 from bertkit.settings.config_io import bertkit_names, check_keys, dataclass_from_dict
-from bertkit.train.distributed import DistContext, init_distributed, leave
+from bertkit.runtime.process_group import DistContext, init_distributed, leave
 from bertkit.train.early_stopping import BestKeeper
 from bertkit.models.variants import linformer
 

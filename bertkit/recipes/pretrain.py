@@ -77,7 +77,7 @@ from bertkit.tokenizer.extend import extended, words_to_add
 from bertkit.tokenizer.training import small_vocabulary
 from bertkit.train.batching import LengthBucketedBatches
 from bertkit.settings.config_io import apply_overrides, check_keys, dataclass_from_dict, load_toml, Override, split_override, suggest
-from bertkit.train.distributed import DistContext, init_distributed, shutdown
+from bertkit.runtime.process_group import DistContext, init_distributed, shutdown
 from bertkit.train.early_stopping import EarlyStoppingSection
 from bertkit.objectives.metrics import unigram_baseline
 from bertkit.data.streaming import streaming_batches, take_examples

@@ -46,7 +46,7 @@ from bertkit.io import atomic_write_json
 from bertkit.runtime.run_dir import run_lock
 from bertkit.models.families import family_for
 from bertkit.tokenizer import Tokenizer
-from bertkit.train.distributed import init_distributed
+from bertkit.runtime.process_group import init_distributed
 from bertkit.train.optim import build_optimizer
 from bertkit.recipes.pretrain import build_model, load_config, parse_config, run_pretraining, tokenizer_and_config
 

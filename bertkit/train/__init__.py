@@ -1,7 +1,7 @@
 """Training: one loop (`Trainer`), AdamW groups with LLRD, warmup schedules, DDP, batching."""
 
 from bertkit.train.batching import LengthBucketedBatches
-from bertkit.train.distributed import DistContext, init_distributed
+from bertkit.runtime.process_group import DistContext, init_distributed
 from bertkit.train.optim import build_optimizer, layer_index, param_groups
 from bertkit.train.schedule import WarmupDecay, build_scheduler
 from bertkit.runtime.run_dir import latest_checkpoint, list_checkpoints

@@ -87,7 +87,8 @@ from bertkit.runtime.progress import progress
 from bertkit.runtime.resume_check import check_resume_options
 from bertkit.runtime.run_dir import STATE_FILE, latest_checkpoint, list_checkpoints, refuse_unresumed, remove_leftovers
 from bertkit.train.config import TrainConfig, warn_if_warmup_fills_the_run
-from bertkit.train.distributed import DistContext, init_distributed, unwrap, wrap_model
+from bertkit.runtime.process_group import DistContext, init_distributed
+from bertkit.train.distributed import unwrap, wrap_model
 from bertkit.train.early_stopping import BestKeeper
 from bertkit.train.fsdp import ShardedTraining, check_model, check_strategy, local_gradients
 from bertkit.train.optim import build_optimizer, is_fused, load_optimizer_state, step_unless_non_finite

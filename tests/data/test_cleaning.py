@@ -11,7 +11,7 @@ from bertkit.data.cleaning import CleaningRules, clean_documents, sentence_passe
 from bertkit.data.documents import CorpusDocuments, split_documents
 from bertkit.errors import ConfigError
 from bertkit.recipes.pretrain import build_data, parse_config
-from bertkit.train.distributed import DistContext
+from bertkit.runtime.process_group import DistContext
 
 from .helpers import minilm_tokenizer
 

@@ -17,7 +17,7 @@ STEPS = 4
 
 
 def run_training(examples, vocab, out, ctx=None, grad_accum=1, **overrides):
-    from bertkit.train.distributed import init_distributed
+    from bertkit.runtime.process_group import init_distributed
 
     ctx = ctx or init_distributed("cpu")
     torch.manual_seed(0)
@@ -39,7 +39,7 @@ SCRIPT = textwrap.dedent("""
     torch.set_num_threads(1)
     sys.path.insert(0, {tests!r})
     from test_ddp import run_training
-    from bertkit.train.distributed import init_distributed, shutdown
+    from bertkit.runtime.process_group import init_distributed, shutdown
     examples = [{{"input_ids": np.array(x)}} for x in json.load(open({data!r}))]
     ctx = init_distributed("cpu")
     assert ctx.world_size == 2

@@ -25,7 +25,7 @@ SCRIPT = """
 import warnings
 warnings.simplefilter("ignore")
 from bertkit.commands.cli import main
-from bertkit.train.distributed import init_distributed, shutdown
+from bertkit.runtime.process_group import init_distributed, shutdown
 # one launch for both commands: the group joined here stays joined through them (they leave only
 # a group they joined themselves), which saves a second start of the processes
 assert init_distributed("cpu").world_size == 2

@@ -19,7 +19,7 @@ PREAMBLE = textwrap.dedent("""
     from test_ddp import run_training
     from bertkit.errors import RunInterrupted
     from bertkit.train import trainer as trainer_module
-    from bertkit.train.distributed import init_distributed, shutdown
+    from bertkit.runtime.process_group import init_distributed, shutdown
     examples = [{{"input_ids": np.array(x)}} for x in json.load(open({data!r}))]
     ctx = init_distributed("cpu")
 """)

@@ -39,7 +39,7 @@ SCRIPT = textwrap.dedent("""
     torch.set_num_threads(1)
     sys.path.insert(0, {tests!r})
     from test_fsdp import run_training
-    from bertkit.train.distributed import init_distributed, shutdown
+    from bertkit.runtime.process_group import init_distributed, shutdown
     examples = [{{"input_ids": np.array(x)}} for x in json.load(open({data!r}))]
     ctx = init_distributed("cpu")
     assert ctx.world_size == 2
@@ -71,7 +71,7 @@ def test_two_process_fsdp_equals_one_process_and_resumes_exactly(tmp_path, bbc_t
                                     vocab=tok.vocab_size))
     torchrun(script, timeout=300)
 
-    from bertkit.train.distributed import init_distributed
+    from bertkit.runtime.process_group import init_distributed
 
     # one process, the same 4 batches per step as the 2 ranks' 2 micro-batches each, rank 0's init
     run_training(examples, tok.vocab_size, str(tmp_path / "single"), init_distributed("cpu"), "ddp", grad_accum=4)

@@ -295,7 +295,7 @@ DDP_SCRIPT = textwrap.dedent("""
     from bertkit.models.config import BertConfig
     from bertkit.models.heads import BertForMaskedLM
     from bertkit.train import Trainer, TrainConfig
-    from bertkit.train.distributed import init_distributed, shutdown
+    from bertkit.runtime.process_group import init_distributed, shutdown
     ctx = init_distributed("cpu")
     assert ctx.world_size == 2
     torch.manual_seed(0)
