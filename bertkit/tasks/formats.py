@@ -608,21 +608,25 @@ def _unseen_fix(unseen: set, label2id: dict, seen: int) -> str:
     return "add training examples for them or remove them from this split"
 
 
-_TAG_PREFIXES = ("B-", "I-", "E-", "S-")
+TAG_PREFIXES = ("B-", "I-", "E-", "S-")  # a CoNLL tag's position in its entity: IOB2, IOB1 and IOBES
+
+
+def has_tag_prefix(tag) -> bool:
+    """'B-PER' and the like (a prefix, then a type); 'O' and plain tags ('PER', 'NN') have none."""
+    return isinstance(tag, str) and tag[:2] in TAG_PREFIXES and len(tag) > 2
 
 
 def _tag_forms_differ(unseen: set, label2id: dict) -> bool:
     """Every unseen label is a training label with a tag prefix added or dropped, and the split writes them
     the other way than training does throughout: IOB2 tags ('B-XREF') beside a training file of plain ones
     ('XREF'), or the reverse. (An unseen 'I-LOC' beside a training 'B-LOC' is a missing class, not this.)"""
-    def prefixed(name) -> bool:
-        return isinstance(name, str) and name[:2] in _TAG_PREFIXES and len(name) > 2
+    def bare(name):
+        return name[2:] if has_tag_prefix(name) else name
 
-    bare = {name[2:] if prefixed(name) else name for name in label2id} - {"O"}
-    ours = {prefixed(name) for name in unseen}
-    theirs = {prefixed(name) for name in label2id if name != "O"}
-    return (len(ours) == 1 and len(theirs) == 1 and ours != theirs
-            and all((name[2:] if prefixed(name) else name) in bare for name in unseen))
+    known = {bare(name) for name in label2id} - {"O"}
+    ours = {has_tag_prefix(name) for name in unseen}
+    theirs = {has_tag_prefix(name) for name in label2id if name != "O"}
+    return len(ours) == 1 and len(theirs) == 1 and ours != theirs and all(bare(name) in known for name in unseen)
 
 
 def _other_unicode_form(unseen: set, label2id: dict) -> list[tuple[str, str]]:

@@ -25,7 +25,7 @@ from bertkit.io import iter_jsonl
 from bertkit.tasks.alignment import IGNORE_INDEX, align_labels_to_tokens, word_classes, word_logits
 from bertkit.tasks.common import (DataConfig, PredictionInput, TaskSpec, forward_features, model_labels, softmax,
                                   truncation_warning)
-from bertkit.tasks.formats import TextExample, TokenExample, read_conll, read_text_dataset
+from bertkit.tasks.formats import TextExample, TokenExample, has_tag_prefix, read_conll, read_text_dataset
 from bertkit.tasks.long_text import window_starts
 from bertkit.tasks.metrics import entity_prf, entity_spans, mean_nll
 from bertkit.tasks.sequence import read_lines
@@ -37,11 +37,6 @@ from bertkit.tasks.unicode_text import word_spans
 # The prefixes entity_spans accepts under this scheme: its one conlleval rule reads IOB2 (B-, I-), IOB1 and
 # IOBES (E-, S-) tags alike, so a file in any of them is scored as written.
 TAG_SCHEME = "IOBES"
-_PREFIXES = ("B-", "I-", "E-", "S-")
-
-
-def has_prefix(tag: str) -> bool:
-    return tag[:2] in _PREFIXES and len(tag) > 2
 
 
 def plain_tag_reading(tags: Iterable[str]) -> str | None:
@@ -50,7 +45,7 @@ def plain_tag_reading(tags: Iterable[str]) -> str | None:
     tag is one entity, as conlleval reads I- tags); "word" without O (per-word labels such as part of
     speech: each word its own unit, so entity F1 is word accuracy)."""
     tags = set(tags)
-    if any(has_prefix(tag) for tag in tags):
+    if any(has_tag_prefix(tag) for tag in tags):
         return None
     return "io" if "O" in tags else "word"
 
@@ -78,12 +73,12 @@ def check_tags(path: str, examples: Sequence[TokenExample]) -> None:
     or IO tags mixed into IOB2): entity scoring would read it wrongly. A file of plain tags only is read
     as `plain_tag_reading` says (walk AC: IO or POS tags were refused)."""
     prefixed = next(((example, index) for example in examples for index, tag in enumerate(example.tags)
-                     if has_prefix(tag)), None)
+                     if has_tag_prefix(tag)), None)
     if prefixed is None:
         return
     for example in examples:
         for index, tag in enumerate(example.tags):
-            if tag != "O" and not has_prefix(tag):
+            if tag != "O" and not has_tag_prefix(tag):
                 where = f"line {example.line + index}" if example.line is not None else "a sentence"
                 raise DataError(
                     f"{path}: {where} has the tag {tag!r} without a B-/I- prefix, but other tags have one "
@@ -288,11 +283,16 @@ def decode(model, tokenizer, examples: Sequence[TokenExample], spec: TaskSpec, n
     return predictions
 
 
+def entity_scores(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]) -> dict:
+    """`entity_prf` of the tag sequences, plain tags read as the gold tags' `plain_tag_reading` says."""
+    reading = plain_tag_reading(tag for tags in gold for tag in tags)
+    return entity_prf([scored_tags(tags, reading) for tags in gold],
+                      [scored_tags(tags, reading) for tags in predicted], TAG_SCHEME)
+
+
 def tag_metrics(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]) -> dict:
     """Entity P/R/F1 (conlleval / seqeval default) and word-level tag accuracy."""
-    reading = plain_tag_reading(tag for tags in gold for tag in tags)
-    scores = entity_prf([scored_tags(tags, reading) for tags in gold],
-                        [scored_tags(tags, reading) for tags in predicted], TAG_SCHEME)
+    scores = entity_scores(gold, predicted)
     total = sum(len(g) for g in gold)
     same = sum(a == b for g, p in zip(gold, predicted) for a, b in zip(g, p))
     return {"f1": scores["f1"], "precision": scores["precision"], "recall": scores["recall"],
@@ -326,9 +326,7 @@ def metrics(examples: Sequence[TokenExample], predictions: Sequence[TagPredictio
 def per_type_scores(examples: Sequence[TokenExample], predictions: Sequence[TagPrediction]) -> dict:
     """Each entity type's precision, recall, F1 and support (gold entities), as seqeval's
     classification_report counts them (`evaluate --per-class`)."""
-    reading = plain_tag_reading(tag for example in examples for tag in example.tags)
-    return entity_prf([scored_tags(e.tags, reading) for e in examples],
-                      [scored_tags(p.tags, reading) for p in predictions], TAG_SCHEME)["per_type"]
+    return entity_scores([e.tags for e in examples], [p.tags for p in predictions])["per_type"]
 
 
 def words_read(tokenizer, examples: Sequence[TokenExample], data: DataConfig) -> dict:
@@ -407,7 +405,8 @@ def rows(model, predictions: Sequence[TagPrediction], inputs: PredictionInput) -
         text, spans = word_char_spans(example.tokens)
         if inputs.texts is not None:
             text, spans = inputs.texts[i], inputs.spans[i]
-        out.append({"words": list(example.tokens), "tags": tags, "entities": entities_with_spans(tags, spans, text, reading)})
+        out.append({"words": list(example.tokens), "tags": tags,
+                    "entities": entities_with_spans(tags, spans, text, reading)})
     return out
 
 
