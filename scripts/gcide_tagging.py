@@ -51,7 +51,7 @@ PLAIN_ODDS = 0.12  # a headword with no marked sentence gives a plain one with t
 PER_HEADWORD = 4
 OPEN, CLOSE = "\ue000", "\ue001"  # braces carried through entry_paragraphs (which deletes { and })
 _LIST_GAP = re.compile(r"^[\s,;]*(?:or|and|syn\.|also)?[\s,;]*$")  # between two names of one list
-# a wrapped headword line's pronunciation, "(d`mw`zl\")", which entry_paragraphs keeps: 1% of sentences
+# a pronunciation a wrapped headword line left inside a paragraph, "(d`mw`zl\")" (entry_paragraphs drops one at the start)
 _PRONUNCIATION = {"`", "*"}
 _NOT_WORDS = re.compile(r"[0-9()`\"*=+/]")
 RANKS = ("genus", "genera", "family", "subfamily", "order", "suborder", "class", "subclass", "tribe", "species")

@@ -7,10 +7,14 @@ the 1913 Webster's definitions, usage notes and quotations from two centuries of
 
 An entry is turned into plain sentences: the Webster markup is dropped (`[1913 Webster]` source
 lines, the headword lines at column 0 with their pronunciations `\\A*buse"\\` and etymologies
-`[F. abus, ...]`,
-`{braces}` around cross-references, the `--Author.` of a quotation, the next entries' headwords
-that dictd ends an entry with, after its last source tag: `   [1913 Webster] Parral`), wrapped
-lines are joined into paragraphs, and numbered senses become one paragraph each. One document per index entry
+`[F. abus, ...]`, what a headword line wrapped onto the next line leaves at a paragraph's start (a
+respelled pronunciation, a part of speech: `n. The act ...`; a paragraph that is only an inflection's
+pointer, `imp. & p. p. of Bend.`, goes whole), derived words run on at a paragraph's end in Webster's
+respelling (`-- Need"less*ly, adv.`), `{braces}` around cross-references, the `--Author.` of a
+quotation, the next entries' headwords that dictd ends an entry with, after its last source tag:
+`   [1913 Webster] Parral`), letters written as codes are letters (`co["o]peration` -> coöperation,
+`Carabid[ae]` -> Carabidae, `90[deg]` -> 90°), wrapped lines are joined into paragraphs, and numbered
+senses become one paragraph each. One document per index entry
 (the entries of one headword are adjacent, so a word's senses stay together).
 """
 
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import gzip
 import re
+import unicodedata
 from pathlib import Path
 from typing import Iterator
 
@@ -34,6 +39,24 @@ _OPEN_ETYMOLOGY = re.compile(r"^[^\[\]]*\]\s*")  # the end of an etymology begun
 _ETYMOLOGY = re.compile(r"\[(?:[^\[\]]|\[[^\]]*\])*\]")  # [F. abus, L. abusus ...], nested once
 _AUTHOR = re.compile(r"\s*--\s*[A-Z][\w.' ]{0,40}\.?\s*$")  # the quotation's "--Macaulay."
 _SENSE = re.compile(r"^\s*(?:\d+\.|\([a-z]\))\s+")
+# A part of speech left at a paragraph's start ("pl. Tiles laid at the eaves", "n. (Physics) An instrument ..."):
+# a sense's own label, or a headword line wrapped onto the next line ("Amperemeter ..., Amperometer ...,\n   n.").
+_POS = "n|a|adj|adv|v|pl|p|imp|prep|conj|interj|pron|superl|compar|comp|vb"
+_GRAMMAR = re.compile(rf"^(?:{_POS})\.(?:\s*[&,;]?\s*(?:{_POS}|t|i|pr|sing)\.)*\s+")
+_INFLECTION = re.compile(r"^(?:of|from)\s")  # "imp. & p. p. of Bend.", "pl. of Beau.": a pointer, no sentence
+# Webster's respelling marks syllables and stress inside a word: Re*ap`pli*ca"tion, Need"less*ly
+_RESPELLED = r"[^\s,()]*[^\W\d_][*`\"][^\W\d_][^\s,()]*"
+_LEADING_PRONUNCIATION = re.compile(r"^\(?[^()]*\)[,;.]?\s*")  # "(rē*ăp`plĭ*kā\"shŭn), n. The act of ..."
+# derived words run on at a paragraph's end: "Not passionate. -- Un*pas"sion*ate*ly, adv. -- Un*pas"sion*ate*ness, n."
+_RUN_ON = re.compile(rf"(?:\s*--\s*{_RESPELLED}(?:\s{_RESPELLED})?,\s*(?:{_POS})\.(?:\s*[&,]?\s*(?:{_POS}|t|i)\.)*)+$")
+# Letters GCIDE writes as bracketed codes: co["o]peration, Carabid[ae], 90[deg], [`a] cheval. Read as brackets, they
+# went with the etymologies and left "coperation", "Carabid". A mark before a letter is a combining accent.
+_CODE = re.compile(r"\[([`'\"^~=,.*-]?[A-Za-z]|[A-Za-z]{2,5}|=ae)\]")
+_MARKS = {"`": "\u0300", "'": "\u0301", '"': "\u0308", "^": "\u0302", "~": "\u0303", "=": "\u0304", ",": "\u0327",
+          "*": "\u030a", ".": "", "-": ""}  # (. and - mark Webster's pronunciation; the letter alone)
+_NAMED = {"ae": "ae", "AE": "Ae", "=ae": "ae", "oe": "oe", "OE": "Oe", "deg": "\u00b0", "sect": "\u00a7",
+          "eth": "\u00f0", "thorn": "\u00fe", "yogh": "\u021d", "imac": "\u012b", "aum": "\u00e4",
+          "alpha": "\u03b1", "beta": "\u03b2", "gamma": "\u03b3", "delta": "\u03b4", "pi": "\u03c0", "mu": "\u03bc"}
 
 
 def b64_number(digits: str) -> int:
@@ -60,14 +83,38 @@ def entry_paragraphs(text: str) -> list[str]:
     """The plain paragraphs of one dictd entry (see the module docstring for what goes)."""
     out = []
     for words in _paragraph_lines(text):
-        paragraph = _OPEN_ETYMOLOGY.sub("", " ".join(w for w in words if w))
+        paragraph = _OPEN_ETYMOLOGY.sub("", _CODE.sub(_letter, " ".join(w for w in words if w)))
         paragraph = _ETYMOLOGY.sub("", paragraph).replace("{", "").replace("}", "")
         paragraph = _AUTHOR.sub("", re.sub(r"\s+", " ", paragraph)).strip(" ,;")
+        paragraph = _RUN_ON.sub("", _without_pronunciation(paragraph))
+        label = _GRAMMAR.match(paragraph)
+        if label:
+            paragraph = paragraph[label.end():]
+            if _INFLECTION.match(paragraph):
+                continue
         # Stray fragments ("n.", "Syn:") carry no sentence; brackets left over are an etymology
         # the patterns above could not delimit (accents are written [e'] inside them): drop it.
         if len(paragraph.split()) >= 3 and not any(ch in paragraph for ch in "[]\\"):
             out.append(paragraph)
     return out
+
+
+def _without_pronunciation(paragraph: str) -> str:
+    """The paragraph without a respelled pronunciation at its start (a headword line wrapped onto the next)."""
+    leading = _LEADING_PRONUNCIATION.match(paragraph)
+    if leading and re.search(_RESPELLED, leading.group(0)):
+        return paragraph[leading.end():]
+    return paragraph
+
+
+def _letter(code: re.Match) -> str:
+    """The text a bracketed letter code stands for; a code that is not one ("[Obs.]", "[He]") stays as it was."""
+    name = code.group(1)
+    if name in _NAMED:
+        return _NAMED[name]
+    if len(name) == 2 and name[0] in _MARKS:
+        return unicodedata.normalize("NFC", name[1] + _MARKS[name[0]])
+    return code.group(0)
 
 
 def _paragraph_lines(text: str) -> list[list[str]]:

@@ -59,9 +59,45 @@ def test_the_next_headword_after_the_last_source_tag_is_not_text():
 
 
 def test_text_after_a_source_tag_within_an_entry_is_a_paragraph_of_its_own():
+    # Skillful's is its derived words in Webster's respelling, run on: no text, so that paragraph goes
     assert entry_paragraphs(TEXT_AFTER_SOURCE) == [
-        "Syn: Expert; skilled; dexterous; adept; masterly; adroit; clever; cunning.",
-        '-- Skill"ful*ly, adv. -- Skill"ful*ness, n.']
+        "Syn: Expert; skilled; dexterous; adept; masterly; adroit; clever; cunning."]
+    prose = "   Syn: Expert; adept.\n   [1913 Webster] Said of a hand that knows\n   its work.\n   [1913 Webster]\n"
+    assert entry_paragraphs(prose) == ["Syn: Expert; adept.", "Said of a hand that knows its work."]
+
+
+def test_derived_words_run_on_at_a_paragraphs_end_are_not_text():
+    entry = 'X \\x\\, a.\n   Not passionate; dispassionate. -- Un*pas"sion*ate*ly, adv. -- Un*pas"sion*ate*ness, n.\n'
+    assert entry_paragraphs(entry) == ["Not passionate; dispassionate."]
+
+
+# A headword line wrapped onto the next line leaves its part of speech at the definition's start (dict-gcide 0.48).
+WRAPPED_HEADWORD = ('Amperemeter \\Am`p[`e]re"me`ter\\, Amperometer \\Am`pe*rom"e*ter\\,\n'
+                    '   n. [Amp[`e]re + meter.] (Physics)\n'
+                    '   An instrument for measuring the strength of an electrical\n'
+                    '   current in amp[`e]res.\n'
+                    '   [1913 Webster]\n')
+
+
+def test_a_part_of_speech_at_a_paragraphs_start_is_not_text():
+    assert entry_paragraphs(WRAPPED_HEADWORD) == [
+        "(Physics) An instrument for measuring the strength of an electrical current in amp\u00e8res."]
+    senses = "Eave \\Eave\\, n.\n   1. pl. Tiles laid at the eaves of a house.\n   [1913 Webster]\n"
+    assert entry_paragraphs(senses) == ["Tiles laid at the eaves of a house."]
+    # an inflection's entry points at its word and says nothing else: no paragraph
+    assert entry_paragraphs("Slank \\Slank\\,\n   imp. & p. p. of {Slink}.\n   [1913 Webster]\n") == []
+    # a pronunciation left at the start by a wrapped headword line goes too
+    wrapped = 'Reapplication \\Re*ap`pli*ca"tion\\\n   (r[=e]*[a^]p`pl[i^]*k[=a]"sh[u^]n), n. The act of reapplying.\n'
+    assert entry_paragraphs(wrapped) == ["The act of reapplying."]
+    # a sentence that begins with a word, not a label, keeps it
+    assert entry_paragraphs("Pa \\Pa\\, n.\n   A child's word for father.\n") == ["A child's word for father."]
+
+
+def test_letters_written_as_codes_are_letters():
+    entry = ('X \\x\\, n.\n   Without co["o]peration; of the family {Carabid[ae]}; an angle of 90[deg];'
+             ' [`a] cheval. [Obs.]\n')
+    assert entry_paragraphs(entry) == ["Without co\u00f6peration; of the family Carabidae; an angle of 90\u00b0;"
+                                       " \u00e0 cheval."]
 
 
 def test_a_database_on_disk_is_read_entry_by_entry(tmp_path):
