@@ -13,9 +13,9 @@ pointer, `imp. & p. p. of Bend.`, goes whole), derived words run on at a paragra
 respelling (`-- Need"less*ly, adv.`), `{braces}` around cross-references, the `--Author.` of a
 quotation, the next entries' headwords that dictd ends an entry with, after its last source tag:
 `   [1913 Webster] Parral`), letters written as codes are letters (`co["o]peration` -> coöperation,
-`Carabid[ae]` -> Carabidae, `90[deg]` -> 90°), wrapped lines are joined into paragraphs, and numbered
-senses become one paragraph each. One document per index entry
-(the entries of one headword are adjacent, so a word's senses stay together).
+`Carabid[ae]` -> Carabidae, `90[deg]` -> 90°), an editor's words opening a quotation lose their brackets
+(`[He] throws ...`), wrapped lines are joined into paragraphs, and numbered senses become one paragraph each.
+One document per index entry (the entries of one headword are adjacent, so a word's senses stay together).
 """
 
 from __future__ import annotations
@@ -52,6 +52,9 @@ _RUN_ON = re.compile(rf"(?:\s*--\s*{_RESPELLED}(?:\s{_RESPELLED})?,\s*(?:{_POS})
 # Letters GCIDE writes as bracketed codes: co["o]peration, Carabid[ae], 90[deg], [`a] cheval. Read as brackets, they
 # went with the etymologies and left "coperation", "Carabid". A mark before a letter is a combining accent.
 _CODE = re.compile(r"\[([`'\"^~=,.*-]?[A-Za-z]|[A-Za-z]{2,5}|=ae)\]")
+# An editor's words opening a quotation, for the words it left out: "[He] throws his stone". (Within a quotation
+# they are as often a gloss, "his [Carlyle's] pen", and go with the brackets.)
+_INSERTION = re.compile(r"^\[([A-Za-z][A-Za-z']*(?: [A-Za-z']+){0,3})\](?=\s+[a-z])")
 _MARKS = {"`": "\u0300", "'": "\u0301", '"': "\u0308", "^": "\u0302", "~": "\u0303", "=": "\u0304", ",": "\u0327",
           "*": "\u030a", ".": "", "-": ""}  # (. and - mark Webster's pronunciation; the letter alone)
 _NAMED = {"ae": "ae", "AE": "Ae", "=ae": "ae", "oe": "oe", "OE": "Oe", "deg": "\u00b0", "sect": "\u00a7",
@@ -83,7 +86,8 @@ def entry_paragraphs(text: str) -> list[str]:
     """The plain paragraphs of one dictd entry (see the module docstring for what goes)."""
     out = []
     for words in _paragraph_lines(text):
-        paragraph = _OPEN_ETYMOLOGY.sub("", _CODE.sub(_letter, " ".join(w for w in words if w)))
+        paragraph = _INSERTION.sub(r"\1", _CODE.sub(_letter, " ".join(w for w in words if w)))
+        paragraph = _OPEN_ETYMOLOGY.sub("", paragraph)
         paragraph = _ETYMOLOGY.sub("", paragraph).replace("{", "").replace("}", "")
         paragraph = _AUTHOR.sub("", re.sub(r"\s+", " ", paragraph)).strip(" ,;")
         paragraph = _RUN_ON.sub("", _without_pronunciation(paragraph))

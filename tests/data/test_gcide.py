@@ -98,6 +98,9 @@ def test_letters_written_as_codes_are_letters():
              ' [`a] cheval. [Obs.]\n')
     assert entry_paragraphs(entry) == ["Without co\u00f6peration; of the family Carabidae; an angle of 90\u00b0;"
                                        " \u00e0 cheval."]
+    # an editor's words opening a quotation stand for the words it left out; within it they are a gloss
+    quotation = "X \\x\\, v. t.\n   1. To throw.\n   [1913 Webster]\n\n         [He] throws his [the boy's] stone.\n"
+    assert entry_paragraphs(quotation) == ["He throws his stone."]
 
 
 def test_a_database_on_disk_is_read_entry_by_entry(tmp_path):
