@@ -39,6 +39,7 @@ from bertkit.tasks.common import SUMMARY_FILE, DataConfig, clean_metrics, subsam
 from bertkit.tasks.formats import TextExample, count_shared, input_kind
 from bertkit.tasks.registry import get_task
 from bertkit.tasks.sequence import class_predictions, label_list, label_set_predictions
+from bertkit.tasks.tfidf import INSTALL, sklearn_available, tfidf_vectorizer
 from bertkit.tokenizer import Tokenizer
 
 C_GRID = (0.1, 1.0, 10.0, 100.0)  # logistic regression: larger C = weaker L2 penalty
@@ -55,20 +56,12 @@ THRESHOLDS = (0.5, 0.45, 0.4, 0.35, 0.3, 0.25, 0.2, 0.15, 0.1, 0.05)
 LINEAR_MODELS = {"classification": ("logistic_regression", "C", C_GRID),
                  "multi-label-classification": ("one_vs_rest_logistic_regression", "C", C_GRID),
                  "regression": ("ridge", "alpha", ALPHA_GRID)}
-INSTALL_HINT = "TF-IDF baseline: not computed, scikit-learn is missing; pip install 'bertkit[baseline]' to see it"
+INSTALL_HINT = f"TF-IDF baseline: not computed, scikit-learn is missing; {INSTALL} to see it"
 
 
 def has_tfidf_baseline(task_name: str) -> bool:
     """Tasks the TF-IDF baseline serves: a class, a set of classes or a number per text (or pair)."""
     return task_name in LINEAR_MODELS
-
-
-def sklearn_available() -> bool:
-    try:
-        import sklearn  # noqa: F401  (an optional dependency: bertkit[baseline])
-    except ImportError:
-        return False
-    return True
 
 
 def baseline_text(example) -> str:
@@ -118,9 +111,7 @@ def fit_tfidf(task_name: str, train: Sequence, strength: float, threshold: float
 
 def vectorize(train: Sequence) -> tuple[object, object]:
     """(the TF-IDF vectorizer fitted on `train`, train's feature matrix): one per grid, not per point."""
-    from sklearn.feature_extraction.text import TfidfVectorizer  # optional: bertkit[baseline]
-
-    vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)
+    vectorizer = tfidf_vectorizer()
     return vectorizer, vectorizer.fit_transform([baseline_text(e) for e in train])
 
 
