@@ -186,7 +186,7 @@ def metrics(examples: Sequence[TextExample], predictions: Sequence[str]) -> dict
 
 
 BASELINE_CHOICE_EXAMPLES = 2_000  # training examples the baseline is chosen on (spread over the set)
-RETRIEVAL = "the target of the most similar training source (TF-IDF cosine)"
+RETRIEVAL = "the target of the training source nearest by TF-IDF cosine"
 RETRIEVAL_HINT = f"retrieval predictor: not tried, scikit-learn is missing; {INSTALL} to see it"
 # Similarities held at once while retrieving: queries per block x training sources (32 MB of float64)
 RETRIEVAL_BLOCK = 4_000_000

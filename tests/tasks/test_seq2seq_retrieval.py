@@ -4,10 +4,16 @@ its twins, and left out with one line saying so when scikit-learn is missing."""
 
 from __future__ import annotations
 
+import json
+import warnings
+
 import pytest
 
+from bertkit.commands.cli import main
 from bertkit.tasks import seq2seq
 from bertkit.tasks.formats import TextExample
+
+from .helpers import make_tiny_model
 
 pytest.importorskip("sklearn")
 
@@ -72,3 +78,31 @@ def test_without_scikit_learn_the_two_other_predictors_and_a_note(monkeypatch):
     # with it, the same data chooses retrieval and carries no note
     monkeypatch.undo()
     assert "note" not in seq2seq.baseline(topic_examples(40), topic_examples(8, offset=100))
+
+
+def test_the_reports_name_retrieval_or_say_why_it_was_not_tried(tmp_path, capsys, monkeypatch):
+    def write(name, examples):
+        (tmp_path / name).write_text("".join(json.dumps({"source": e.text, "target": e.label}) + "\n"
+                                             for e in examples), encoding="utf-8")
+        return str(tmp_path / name)
+
+    train, dev = write("train.jsonl", topic_examples(40)), write("dev.jsonl", topic_examples(8, offset=100))
+    tiny = make_tiny_model(tmp_path / "tiny", [e.text + " " + e.label for e in topic_examples(12)])
+    for available in (True, False):
+        monkeypatch.setattr(seq2seq, "sklearn_available", lambda: available)
+        out = str(tmp_path / f"run-{available}")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert main(["finetune", "--task", "seq2seq", "--model", tiny, "--train", train, "--dev", dev, "--out", out,
+                         "--no-progress", "--set", "train.max_steps=1", "data.max_length=16",
+                         "data.max_target_length=4"]) == 0
+            printed = capsys.readouterr().out
+            assert main(["evaluate", "--model", out, "--data", dev]) == 0
+        model_line = capsys.readouterr().out.strip().splitlines()[-2]
+        if available:
+            assert f"trivial baseline: method={seq2seq.RETRIEVAL}, rouge_l=1, exact_match=1" in printed
+            assert model_line.endswith(f"baselines' rouge_l: trivial ({seq2seq.RETRIEVAL}) 1")
+        else:  # the note in finetune's line and in evaluate's JSON, as the TF-IDF baseline's install hint
+            assert f"trivial baseline: method=the most frequent target, rouge_l=0.375, exact_match=0.25, " \
+                   f"note={seq2seq.RETRIEVAL_HINT}" in printed
+            assert json.load(open(f"{out}/finetune_summary.json"))["dev_baseline"]["note"] == seq2seq.RETRIEVAL_HINT
