@@ -11,8 +11,9 @@ one of the k candidate words the context's questions ask about at random (1/k: 1
 that knows the set's construction, 5 questions per context, which chance does not); for
 wordnet-qa also a lookup heuristic (the text after "<lemma>: " up to the next ". ", or no answer
 when the lemma is not in the context), which shows how much of that task is string matching; for
-the seq2seq sets (wordnet-reverse-dictionary, wordnet-definitions) the most frequent training
-target and copying the source; for wordnet-definitions also two nearest-neighbour lookups: the
+the seq2seq sets (wordnet-reverse-dictionary, wordnet-definitions) the task's own baseline (the best on
+training examples of the most frequent training target, the source's lead and word TF-IDF retrieval)
+and copying the source; for wordnet-definitions also two nearest-neighbour lookups: the
 definition of the training word with the most similar spelling (cosine of character 2-4-gram
 TF-IDF vectors) and of the one with the most similar all-MiniLM-L6-v2 sentence embedding (cosine
 of mean-pooled vectors).
