@@ -40,7 +40,7 @@ import pytest
 from bertkit.commands.cli import build_parser
 from bertkit.errors import ConfigError
 from bertkit.recipes.finetune import section_keys
-from bertkit.recipes.pretrain import _sections as pretrain_sections  # the keys parse_config checks --set against
+from bertkit.recipes.pretrain import pretrain_sections  # the keys parse_config checks --set against
 from bertkit.recipes.search import SEARCH_KEYS
 from bertkit.settings.config_io import apply_overrides, find_config
 

@@ -198,7 +198,7 @@ class PretrainConfig:
 
 
 # ---------------------------------------------------------------------------- the config
-def _sections() -> dict[str, list[str]]:
+def pretrain_sections() -> dict[str, list[str]]:
     """Every section and its keys; objectives with settings add a section named as themselves."""
     # every family's config fields (the model_type's family checks its own in config_from_recipe)
     model_keys = ["preset", *INIT_KEYS] + sorted({key for family in families() for key in family.recipe_keys})
@@ -253,7 +253,7 @@ FINETUNE_DATA_KEYS = frozenset({"label_column", "text_column", "pair_column", "e
 def parse_config(raw: dict, overrides: Sequence[Override] = ()) -> PretrainConfig:
     """Validate a raw TOML dict (plus `--set` strings and typed (key, value) overrides) into a PretrainConfig."""
     import_objective_module(_objective_module(raw, overrides))
-    sections = _sections()
+    sections = pretrain_sections()
     finetuning = sorted(FINETUNE_DATA_KEYS & set(raw.get("data", {})))
     if finetuning:  # `pretrain --config configs/finetune-bbc.toml`: say which recipe this is
         raise ConfigError(f"the recipe sets data.{finetuning[0]}, a fine-tuning setting: it is a fine-tuning "
