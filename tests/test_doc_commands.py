@@ -322,7 +322,7 @@ def test_the_reader_finds_every_form():
     ("bertkit finetune --task qa --model M --train t --out o --set train.lerning_rate=1", "unknown key train.lerning"),
     ("bertkit finetune --task qa --model M --train t", "the following arguments are required: --out"),
     ("bertkit pretrain --config configs/no-such-recipe.toml --out o", "does not exist"),
-    ("bertkit pretrain --config configs/pretrain-tiny.toml --out o --set train.epochs=3", "unknown key train.epochs"),
+    ("bertkit pretrain --config configs/pretrain-tiny.toml --out o --set train.epochs=3", "train.epochs is not a key of this recipe"),
     ("bertkit scale sweep --sizes 1x64 --tokens 1e6 --time-budget 60 --out o --set train.num_train_epochs=1",
      "use train.max_steps"),  # transformers' name, pre-training's keys
     ("bertkit evaluate --model m --data d --set train.lr=1", "unknown section [train]"),

@@ -61,7 +61,20 @@ def unknown_key_message(key: str, valid: set, section: str) -> str:
             instead = hf_names.INSTEAD.get(target)
             return (f"train.{key} is transformers' name for train.{target}, which this recipe does not take; "
                     + (f"use {instead}" if instead else suggest(target, valid, section + ".")))
+        if key in hf_names.INSTEAD:  # a bertkit key of other recipes (train.epochs when pre-training)
+            return f"train.{key} is not a key of this recipe; use {hf_names.INSTEAD[key]}"
+        return f"unknown key {section}.{key}; {suggest_train_key(key, valid)}"
     return f"unknown key {section}.{key}; {suggest(key, valid, section + '.')}"
+
+
+def suggest_train_key(key: str, valid: set) -> str:
+    """`suggest` over the [train] keys and transformers' names for them: train.lerning_rate is nearest
+    train.learning_rate (train.lr), not train.min_steps."""
+    aliases = {alias: target for alias, target in hf_names.ALIASES.items() if target in valid}
+    close = difflib.get_close_matches(key, sorted({*valid, *aliases}), n=1, cutoff=0.0)
+    if close and close[0] in aliases:
+        return f"did you mean train.{close[0]} (transformers' name for train.{aliases[close[0]]})?"
+    return suggest(key, valid, "train.")
 
 
 def bertkit_names(values: dict, valid: Iterable[str], section: str) -> dict:

@@ -69,6 +69,9 @@ def test_pretraining_takes_the_aliases_its_train_section_has():
     with pytest.raises(ConfigError, match=r"transformers' name for train.epochs, which this recipe does not "
                                           r"take; use train.max_steps"):
         load_config(CONFIG, ["train.num_train_epochs=3"])
+    # and so does fine-tuning's own name for it (the nearest key was train.adam_eps)
+    with pytest.raises(ConfigError, match=r"^train.epochs is not a key of this recipe; use train.max_steps"):
+        load_config(CONFIG, ["train.epochs=3"])
 
 
 @pytest.mark.parametrize("name, right", [("bf16", 'train.precision = "bf16"'),
@@ -88,3 +91,11 @@ def test_an_unknown_key_gets_the_nearest_key_not_the_list(tmp_path, capsys):
     with pytest.raises(ConfigError) as info:
         finetune_recipe(["train.qqqqqqq=1"])
     assert str(info.value).count("train.") == 2 and "did you mean train." in str(info.value)
+
+
+def test_a_misspelt_transformers_name_is_nearest_that_name():
+    # difflib over bertkit's keys alone said "did you mean train.min_steps?"
+    with pytest.raises(ConfigError, match=r"did you mean train.learning_rate \(transformers' name for train.lr\)\?"):
+        finetune_recipe(["train.lerning_rate=1e-4"])
+    with pytest.raises(ConfigError, match=r"did you mean train.lr\?"):
+        finetune_recipe(["train.lrr=1e-4"])
