@@ -19,6 +19,7 @@ from bertkit.models.modern import (ModernBertConfig, ModernBertForMaskedLM, Mode
                      ModernBertForQuestionAnswering, ModernBertForSequenceClassification,
                      ModernBertForTokenClassification, ModernBertModel)
 from bertkit.tokenizer import BatchEncoding, Tokenizer
+from bertkit.tasks.predictor import Predictor
 from bertkit.distill import Distiller, distillation_loss, student_from_teacher
 from bertkit.objectives.electra import ElectraForPreTraining, ElectraPretrainer, generator_config
 from bertkit import peft  # bertkit.peft.PeftModel after `import bertkit`, as bertkit.data.assets

@@ -145,7 +145,7 @@ def test_readme_own_data_commands_run(minilm_dir, tmp_path, monkeypatch, capsys)
     assert not (tmp_path / "-").exists()
     # the Python section's classifier on that run gives predict's labels and probabilities, a text
     # longer than the run's data.max_length included (walk N #6: Python read 512 tokens, predict 8)
-    (block,) = [block for block in python_blocks() if FINE_TUNED in block]
+    block, predictor_block = [block for block in python_blocks() if FINE_TUNED in block]
     namespace: dict = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the tokenizer's "truncated to max_length=8"
@@ -158,6 +158,11 @@ def test_readme_own_data_commands_run(minilm_dir, tmp_path, monkeypatch, capsys)
     names = namespace["clf"].config.id2label
     for probs, row in zip(namespace["probs"].tolist(), rows):
         assert {names[i]: p for i, p in enumerate(probs)} == pytest.approx(row["probabilities"], abs=2e-6)
+    # bertkit.Predictor gives predict's rows on new.txt's texts (without the file's line numbers)
+    exec(compile(predictor_block, str(README), "exec"), namespace)
+    assert main(["predict", "--model", "runs/mine", "--input", "new.txt", "--output", "-"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert namespace["rows"] == [{k: v for k, v in row.items() if k != "line"} for row in rows]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert main(["evaluate", "--model", "runs/mine", "--data", "dev.csv", "--set", "data.max_length=9"]) == 0

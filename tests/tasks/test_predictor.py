@@ -1,0 +1,75 @@
+"""bertkit.Predictor: a fine-tuned run predicts from Python with the rows `bertkit predict` writes,
+the same reader's checks and one row per input."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+
+import bertkit
+from bertkit.commands.cli import main
+from bertkit.errors import ConfigError, DataError
+
+from .helpers import make_tiny_model
+
+TEXTS = ["the match ended 2 nil", "", "shares fell 3 percent\nthe bank cut rates"]
+
+
+def finetune(argv) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["finetune", *argv, "--no-progress", "--no-baseline", "--set", "train.max_steps=4",
+                     "train.batch_size=8", "data.max_length=16"]) == 0
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A classifier and a tagger fine-tuned for 4 steps from a tiny random BERT."""
+    root = tmp_path_factory.mktemp("predictor")
+    rows = [(f"the match ended {i} nil", "sport") for i in range(8)] + [(f"shares fell {i} percent", "business")
+                                                                        for i in range(8)]
+    model = make_tiny_model(root / "tiny", [text for text, _ in rows] + ["the bank cut rates"])
+    (root / "train.jsonl").write_text("".join(json.dumps({"text": t, "label": y}) + "\n" for t, y in rows))
+    (root / "tags.conll").write_text("".join("the O\nbank B-ORG\ncut O\nrates O\n\nshares O\nfell O\n\n"
+                                             for _ in range(4)))
+    finetune(["--task", "classification", "--model", model, "--train", str(root / "train.jsonl"),
+              "--dev", str(root / "train.jsonl"), "--out", str(root / "clf")])
+    finetune(["--task", "token-classification", "--model", model, "--train", str(root / "tags.conll"),
+              "--dev", str(root / "tags.conll"), "--out", str(root / "tagger")])
+    return root
+
+
+def test_rows_are_predicts_rows_without_the_line(runs, tmp_path):
+    (tmp_path / "in.txt").write_text("the match ended 2 nil\n\nshares fell 3 percent the bank cut rates\n")
+    assert main(["predict", "--model", str(runs / "clf"), "--input", str(tmp_path / "in.txt"), "--output",
+                 str(tmp_path / "p.jsonl"), "--no-progress"]) == 0
+    written = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
+    rows = bertkit.Predictor.from_pretrained(str(runs / "clf")).predict(TEXTS)
+    assert rows == [{key: value for key, value in row.items() if key != "line"} for row in written]
+    assert rows[1]["label"] is None and rows[0]["label"] in ("sport", "business")  # a blank input: its null row
+
+
+def test_a_tagger_gives_entity_offsets_into_each_string(runs):
+    predictor = bertkit.Predictor.from_pretrained(str(runs / "tagger"), device="cpu")
+    rows = predictor.predict(TEXTS)
+    assert len(rows) == 3 and rows[1]["words"] == []
+    text = TEXTS[2]  # its newline became a space, one character for one: the offsets point into the string
+    assert rows[2]["words"] == text.split()
+    for entity in rows[2]["entities"]:
+        assert text[entity["start"]:entity["end"]] == entity["text"]
+    assert predictor.predict(TEXTS[2]) == [{**rows[2], "index": 0}]  # one string: a list of one row
+
+
+def test_bad_inputs_are_named_by_position_not_by_a_temporary_file(runs):
+    predictor = bertkit.Predictor.from_pretrained(str(runs / "clf"))
+    with pytest.raises(DataError, match=r"^input 2 has no key 'text' \(keys: body\)") as info:
+        predictor.predict([{"text": "the bank cut rates"}, {"body": "shares fell"}])
+    assert "bertkit-predict-" not in str(info.value)
+    with pytest.raises(ConfigError, match="a list of strings or a list of dicts"):
+        predictor.predict(["the bank", {"text": "shares"}])
+    with pytest.raises(ConfigError, match="no inputs"):
+        predictor.predict([])
+    with pytest.raises(ConfigError, match="is not a directory"):
+        bertkit.Predictor.from_pretrained(str(runs / "missing"))
