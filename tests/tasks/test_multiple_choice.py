@@ -94,6 +94,17 @@ def test_batches_are_batch_by_choice_by_token_and_the_head_scores_each_choice(ti
     assert out.logits.shape == (3, 4) and torch.isfinite(out.loss)
 
 
+def test_cut_contexts_are_counted_and_the_warning_says_what_to_raise(tiny):
+    tokenizer = Tokenizer.from_pretrained(tiny)
+    long = ChoiceExample("0", " ".join(["the car is red"] * 10), ["yes a red car", "no a blue car"], 0)
+    with pytest.warns(UserWarning, match=r"data: 1 of 2 examples \(some choice\) were cut to data.max_length=16 "
+                                         r"tokens; each row's longer text loses its end first .*raise data.max_length"):
+        features = get_task("multiple-choice").encode(tokenizer, [long, colour_examples(1)[0]],
+                                                      DataConfig(max_length=16), None, False, "data")
+    assert all(len(row) == 16 for row in features[0]["input_ids"])
+    assert features[0]["input_ids"][0][-5:-1].tolist() == tokenizer("yes a red car")["input_ids"][0][1:-1].tolist()
+
+
 def test_wordnet_gloss_choice_is_real_and_balanced():
     examples = wordnet_gloss_choice(limit=400, seed=0)
     assert len(examples) == 400 and all(len(e.choices) == 4 for e in examples)
