@@ -13,7 +13,7 @@ import torch
 from bertkit.commands.cli import main
 from bertkit.errors import DataError
 from bertkit.models.heads import BertForMultipleChoice
-from bertkit.tasks import Collator, DataConfig, TaskSpec, evaluate_examples, get_task
+from bertkit.tasks import Collator, DataConfig, TaskSpec, evaluate_examples, get_task, multiple_choice
 from bertkit.tasks.formats import ChoiceExample, read_choices
 from bertkit.tasks.realdata import wordnet_gloss_choice
 from bertkit.tokenizer import Tokenizer
@@ -124,20 +124,22 @@ def test_finetune_evaluate_predict_through_the_cli(tiny, tmp_path, capsys):
                      "train.batch_size=4", "data.max_length=16"]) == 0
         summary = json.load(open(f"{out}/finetune_summary.json"))
         assert summary["spec"]["task"] == "multiple-choice" and summary["select_metric"] == "accuracy"
-        assert set(summary["dev_baseline"]) == {"accuracy", "loss"} and summary["tie_metric"] == "loss"
+        assert set(summary["dev_baseline"]) == {"method", "accuracy", "loss", "chance"}
+        assert summary["tie_metric"] == "loss"
         capsys.readouterr()
         assert main(["evaluate", "--model", out, "--data", dev]) == 0
         printed = capsys.readouterr().out.strip().splitlines()
-        # the trivial baseline (the most frequent training answer position), refitted on the recorded
-        # training data: on the dev file, what finetune reported
+        # the simple baseline (TF-IDF cosine or the most frequent training answer position), refitted on the
+        # recorded training data: on the dev file, what finetune reported
         assert json.loads(printed[-1])["baselines"] == {"trivial": summary["dev_baseline"]}
         assert printed[-3] == f"trivial baseline: {json.dumps(summary['dev_baseline'])}"
         assert set(json.loads(printed[-1])) == {"accuracy", "loss", "baselines"}
-        accuracy, trivial = json.loads(printed[-1])["accuracy"], summary["dev_baseline"]["accuracy"]
+        accuracy, trivial = json.loads(printed[-1])["accuracy"], summary["dev_baseline"]
         loss = json.loads(printed[-1])["loss"]
-        assert printed[-2] == (f"model on {dev}: accuracy={accuracy:.4g} (± {(accuracy * (1 - accuracy) / 8) ** 0.5:.2g}, "
+        error = (accuracy * (1 - accuracy) / 8) ** 0.5
+        assert printed[-2] == (f"model on {dev}: accuracy={accuracy:.4g} (± {error:.2g}, "
                                f"one standard error over 8 examples), loss={loss:.4g}; baselines' accuracy: trivial "
-                               f"{trivial:.4g}")
+                               f"({trivial['method']}) {trivial['accuracy']:.4g}, chance (a random choice of 4) 0.25")
         inputs = write_jsonl(tmp_path / "in.jsonl", colour_examples(5), labelled=False)
         assert main(["predict", "--model", out, "--input", inputs, "--output", str(tmp_path / "p.jsonl")]) == 0
     rows = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
@@ -145,6 +147,46 @@ def test_finetune_evaluate_predict_through_the_cli(tiny, tmp_path, capsys):
     for row, example in zip(rows, colour_examples(5)):
         assert row["text"] == example.choices[row["choice"]]
         assert sum(row["probabilities"]) == pytest.approx(1.0, abs=1e-4)
+
+
+def word_choice(context: str, right: str, position: int) -> ChoiceExample:
+    """Three choices sharing no word with the context and the right one, which repeats one, at `position`."""
+    choices = ["pale blue sky", "loud brass band", "cold north wind"]
+    choices.insert(position, right)
+    return ChoiceExample(None, context, choices, position)
+
+
+WORD_TRAIN = [word_choice("the harbour crane lifted steel", "crane and steel", 0),
+              word_choice("farmers planted barley early", "barley planted", 0),
+              word_choice("the orchestra tuned violins", "violins tuned", 1),
+              word_choice("miners found copper ore", "copper ore", 2)]
+WORD_TEST = [word_choice("the crane dropped its steel", "steel crane", 1),
+             word_choice("barley farmers sold grain", "barley farmers", 3)]
+
+
+def test_baseline_takes_the_tfidf_choice_where_it_beats_the_answer_position():
+    # the position prior (0, the most frequent in training) is wrong on both test examples; the right
+    # choice shares the context's words: TF-IDF cosine is right on all, in training too, so it is chosen
+    scores = multiple_choice.baseline(WORD_TRAIN, WORD_TEST)
+    assert scores["method"] == multiple_choice.TFIDF and scores["accuracy"] == 1.0
+    assert scores["loss"] < np.log(4) and scores["chance"] == {"method": "a random choice of 4", "accuracy": 0.25,
+                                                               "loss": pytest.approx(np.log(4))}
+    # where no choice shares a word with its context (endings, not summaries), the cosines are all 0 and the
+    # position seen most often in training (1) is chosen on the training examples
+    unrelated = [ChoiceExample(None, "alpha beta", ["gamma", "delta", "epsilon", "zeta"], label)
+                 for label in (1, 1, 1, 0)]
+    scores = multiple_choice.baseline(unrelated, unrelated[:2])
+    assert scores["method"] == multiple_choice.POSITION and scores["accuracy"] == 1.0
+
+
+def test_baseline_without_scikit_learn_is_the_answer_position_and_says_so(monkeypatch):
+    monkeypatch.setattr(multiple_choice, "sklearn_available", lambda: False)
+    scores = multiple_choice.baseline(WORD_TRAIN, WORD_TEST)
+    assert scores["method"].startswith(multiple_choice.POSITION)
+    assert "pip install 'bertkit[baseline]'" in scores["method"]
+    assert scores["accuracy"] == 0.0  # the position prior, 0, is wrong on both
+    prior = (np.array([2, 1, 1, 0]) + 1) / 8  # add-one smoothed training positions
+    assert scores["loss"] == pytest.approx(-np.mean(np.log(prior[[1, 3]])))
 
 
 def test_a_tiny_model_learns_its_training_examples(tiny, tmp_path):

@@ -138,7 +138,9 @@ def test_the_multiple_choice_loss_is_the_cross_entropy_of_the_right_choice():
     # the baseline's: the training positions' frequencies, add-one smoothed over the 3 positions
     train = [ChoiceExample(str(i), "ctx", ["x", "y", "z"], label) for i, label in enumerate([1, 1, 2])]
     prior = [(0 + 1) / 6, (2 + 1) / 6, (1 + 1) / 6]
-    assert multiple_choice.baseline(train, examples) == pytest.approx(
+    scores = multiple_choice.baseline(train, examples)  # "x", "y", "z": no word for TF-IDF (two letters or more)
+    assert scores["method"] == multiple_choice.POSITION
+    assert {k: scores[k] for k in ("accuracy", "loss")} == pytest.approx(
         {"accuracy": 0.5, "loss": -(math.log(prior[1]) + math.log(prior[0])) / 2})
     assert tie_metric(get_task("multiple-choice"), "accuracy") == "loss"
 
