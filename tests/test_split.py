@@ -20,6 +20,7 @@ from bertkit.commands.cli import main
 from bertkit.data.splits import assign_splits, groups_in_turn, rows_needed, write_tsv_splits
 from bertkit.errors import DataError
 from bertkit.io import iter_csv_rows, iter_jsonl
+from bertkit.tasks.formats import read_choices
 from tests.cli_checks import assert_refused, snapshot
 
 SPLITS = ("train", "dev", "test")
@@ -286,6 +287,25 @@ def test_qa_like_jsonl_keeps_questions_of_one_context_together(tmp_path, capsys)
         for _, record in iter_jsonl(str(tmp_path / "out" / f"{name}.jsonl")):
             where.setdefault(record["context"], set()).add(name)
     assert len(where) == 50 and all(len(splits) == 1 for splits in where.values())
+
+
+def test_a_multiple_choice_file_splits_by_context_and_says_to_finetune_multiple_choice(tmp_path, capsys):
+    # walk AD: refused for want of 'text', then (--group-column context) told to run --task classification
+    # with data.pair_column=context; a context asked twice (two questions on one passage) stays in one split
+    source = tmp_path / "mc.jsonl"
+    source.write_text("".join(json.dumps({"context": f"passage {i // 2}", "choices": [f"a{i}", f"b{i}", f"c{i}"],
+                                          "label": i % 3}) + "\n" for i in range(120)), encoding="utf-8")
+    code, said = split(["--input", source, "--out", tmp_path / "out"], capsys)
+    assert code == 0, said.err
+    assert ("120 rows; multiple choice, stratified by 'label' (the right choice's position), rows sharing a "
+            "'context' value kept in one split") in said.out
+    assert "bertkit finetune --task multiple-choice --model MODEL" in said.out and "pair_column" not in said.out
+    where = {}
+    for name in SPLITS:
+        examples = read_choices(str(tmp_path / "out" / f"{name}.jsonl"))  # what finetune reads
+        for example in examples:
+            where.setdefault(example.context, set()).add(name)
+    assert len(where) == 60 and all(len(splits) == 1 for splits in where.values())
 
 
 def test_a_squad_file_splits_by_passage_and_each_part_reads_back_as_squad(tmp_path, capsys):

@@ -29,7 +29,8 @@ def add_arguments(parser) -> None:
                              "without one)")
     parser.add_argument("--group-column", default=None,
                         help="rows with the same value here (stripped) stay in one split (default: text; a "
-                             "SQuAD file's context; e.g. context for a QA .jsonl's questions that share a passage)")
+                             "SQuAD file's or a multiple-choice .jsonl's context; e.g. context for a QA .jsonl's "
+                             "questions that share a passage)")
     parser.add_argument("--overwrite", action="store_true", help="replace train, dev and test files in --out")
 
 

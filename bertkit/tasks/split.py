@@ -8,6 +8,7 @@ by `data.splits.assign_splits` and written back: a CSV or TSV through the csv mo
 delimiter it was read with (its header and its byte-order mark kept), a JSONL record as the line it
 was. Each row goes to one split, in the file's order within it; rows whose group column (the text,
 up to spacing and line ends) is the same go to one split, so no dev or test text is a training text.
+A multiple-choice JSONL file (a context and a list of choices per row) is grouped by its context.
 
 The label column decides the stratification: one class per row (names, or whole numbers with few
 values, such as 0/1 or star ratings) is stratified; other numbers (a regression target), label
@@ -47,6 +48,10 @@ TEXT_KINDS = ("classes", "sets", "numbers")  # tables of texts, which a second t
 SUFFIXES = (".csv", ".tsv", ".jsonl", ".conll", ".json")
 CONLL = ".conll"  # a sentence (its token lines) is a row; its words, joined, its text
 SQUAD = ".json"  # a question is a row ("text", "context"); questions about one passage stay together
+# A multiple-choice row ({"context", "choices": [...], "label"}) has no "text": it is grouped by its context and
+# stratified by its answer's position. Walk AD: split refused it for want of 'text', and with --group-column
+# context printed `finetune --task classification ... --set data.pair_column=context` as the next step.
+CHOICES_KIND = "choices"
 # Labels that are all whole numbers with at most this many values are classes (0/1, 1-5 stars) and
 # are stratified; more values, or fractions, are a regression target.
 MAX_NUMBER_CLASSES = 20
@@ -187,6 +192,13 @@ def _squad_part(document: dict, kept: set[tuple]) -> dict:
         if paragraphs:
             data.append({**article, "paragraphs": paragraphs})
     return {**document, "data": data}
+
+
+def is_choice_table(table: Table) -> bool:
+    """Whether the rows are multiple-choice examples: a context and a list of choices (bertkit/tasks/formats.py
+    `read_choices`)."""
+    return table.suffix == ".jsonl" and all("context" in row and isinstance(row.get("choices"), list)
+                                            for row in table.rows)
 
 
 def _cells(table: Table, column: str, option: str, required: bool) -> list | None:
@@ -413,7 +425,8 @@ def _described(kind: str, label_column: str, labels: list | None) -> str:
             "sets": f"{label_column!r} holds label sets (multi-label): a random split",
             "none": f"no {label_column!r} column: a random split (--label-column NAME stratifies by one)",
             "sentences": "CoNLL sentences: a random split",
-            "questions": "SQuAD questions: a random split"}[kind]
+            "questions": "SQuAD questions: a random split",
+            CHOICES_KIND: f"multiple choice, stratified by {label_column!r} (the right choice's position)"}[kind]
 
 
 def _pair_note(table: Table, kind: str, label_column: str) -> tuple[str, str]:
@@ -433,7 +446,7 @@ def _pair_note(table: Table, kind: str, label_column: str) -> tuple[str, str]:
 
 def _next_commands(kind: str, paths: dict[str, str], pair: tuple[str, str] = ("", "")) -> list[str]:
     task = {"classes": "classification", "sets": "classification", "numbers": "regression",
-            "sentences": "token-classification", "questions": "qa"}.get(kind, "TASK")
+            "sentences": "token-classification", "questions": "qa", CHOICES_KIND: "multiple-choice"}.get(kind, "TASK")
     lines = ["next: fine-tune on train (dev picks the checkpoint), then score the test split once:"]
     if "dev" in paths:
         lines.append(f"  bertkit finetune --task {task} --model MODEL --train {shlex.quote(paths['train'])} "
@@ -479,10 +492,12 @@ def split_file(source: str, out: str, dev: float = 0.1, test: float = 0.1, seed:
     paths = output_paths(out, suffix, fractions)
     check_outputs(paths, out, source, overwrite)
     table = read_table(source)
-    columns = (label_column or "label", group_column or ("context" if suffix == SQUAD else "text"))
+    choices = is_choice_table(table)
+    columns = (label_column or "label", group_column or ("context" if suffix == SQUAD or choices else "text"))
     keys = group_keys(table, columns[1], group_column is not None)
     kind, labels = (("sentences", None) if suffix == CONLL else ("questions", None) if suffix == SQUAD else
                     label_kind(table, columns[0], label_column is not None))
+    kind = CHOICES_KIND if choices and kind == "classes" else kind
     assigned = assign_splits(keys, fractions, seed, labels)
     check_no_split_empty(table, keys, assigned, fractions, columns[1])
     moved = tags_into_train(table, keys, assigned) if suffix == CONLL else None
