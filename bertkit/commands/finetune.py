@@ -291,7 +291,8 @@ def off_scale_hint(summary: dict, shared: str, trivial: float | None) -> str | N
 
 def strongest_trivial(summary: dict, metric: str) -> tuple[float | None, str]:
     """The trivial baseline's dev `metric` where it is strongest: its row's, or the chance row's it
-    carries (QA: the expected score of a random span), then named (", chance: a random 1-word span").
+    carries (QA: the expected score of a random span), then named (", chance: a random 1-word span"; the row's
+    own by its "method", where the task chose one: ", TF-IDF cosine of the context and each choice").
     Walk W: wordnet-usage-qa's row, the first sentence, scored exact 0, chance 3.4."""
     scores = summary.get("dev_baseline") or {}
     theirs, chance = scores.get(metric), scores.get("chance") or {}
@@ -299,7 +300,8 @@ def strongest_trivial(summary: dict, metric: str) -> tuple[float | None, str]:
     level = chance.get(metric)
     if level is not None and (theirs is None or (level < theirs if lower else level > theirs)):
         return level, f", chance: {chance['method']}"
-    return theirs, ""
+    # the method where the task chose one (walk AD: multiple choice's TF-IDF cosine, not a trivial guess)
+    return theirs, f", {scores['method']}" if scores.get("method") else ""
 
 
 def patience_off(summary: dict) -> str:

@@ -179,4 +179,5 @@ MULTIPLE_CHOICE = Task(
     head_config=lambda labels: {"num_labels": 2, "id2label": None, "label2id": None, "problem_type": None},
     architectures=architectures_for(BertForMultipleChoice),
     blank_row=lambda example: {"id": None, "choice": None, "text": None, "probabilities": None},
+    check_data="check that each label is the index (from 0) of its line's right choice",
 )
