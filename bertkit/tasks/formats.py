@@ -867,6 +867,15 @@ def _choice_fields(labelled: bool) -> str:
                                                                      'choice)' if labelled else "")
 
 
+def _label_as_text(label, choices: list[str]) -> str:
+    """Where a multiple-choice label is a choice's own text (or its index as a string), the index to give instead."""
+    if isinstance(label, str) and label in choices:
+        return f", the text of choice {choices.index(label)}: write the index, {choices.index(label)}, instead"
+    if isinstance(label, str) and label.strip().isdigit() and int(label) < len(choices):
+        return f": write it as a number, {int(label)}, without quotes"
+    return ""
+
+
 def read_choices(path: str, labelled: bool = True) -> list[ChoiceExample]:
     """ChoiceExamples from a JSON-lines file (or Parquet / a saved dataset with the same fields:
     tables.py); refuses a line with a missing or bad field."""
@@ -893,7 +902,7 @@ def read_choices(path: str, labelled: bool = True) -> list[ChoiceExample]:
                             f"{len(first.choices)}; every example needs the same number")
         if labelled and (not isinstance(label, int) or isinstance(label, bool) or not 0 <= label < len(choices)):
             raise DataError(f"{path}: line {line} needs 'label': the integer index (0..{len(choices) - 1}) of the "
-                            f"right choice, got {label!r}")
+                            f"right choice, got {label!r}{_label_as_text(label, choices)}")
         examples.append(ChoiceExample(str(record.get("id", len(examples))), context, choices,
                                       label if labelled else None, line))
     if first is None:

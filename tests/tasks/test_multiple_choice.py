@@ -62,6 +62,13 @@ def test_reader_refuses_bad_lines_with_the_line_number(tmp_path):
     with pytest.raises(DataError, match=r"line 1 needs 'label': the integer index \(0..1\)"):
         read_choices(str(path))
     assert read_choices(str(path), labelled=False)[0].label is None
+    # a label that is the right choice's text, or its index in quotes: the index to write (walk AD)
+    path.write_text('{"context": "a", "choices": ["x", "y"], "label": "y"}\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"got 'y', the text of choice 1: write the index, 1, instead$"):
+        read_choices(str(path))
+    path.write_text('{"context": "a", "choices": ["x", "y"], "label": "1"}\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"got '1': write it as a number, 1, without quotes$"):
+        read_choices(str(path))
 
 
 
