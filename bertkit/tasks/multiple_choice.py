@@ -13,7 +13,6 @@ without "label" and writes {"id", "choice", "text", "probabilities"}.
 
 from __future__ import annotations
 
-import importlib.util
 import warnings
 from collections import Counter
 from typing import Sequence
@@ -27,6 +26,7 @@ from bertkit.tasks.common import (DataConfig, PredictionInput, TaskSpec, check_t
 from bertkit.tasks.formats import ChoiceExample, read_choices
 from bertkit.tasks.metrics import accuracy, mean_nll
 from bertkit.tasks.spec import Task
+from bertkit.tasks.tfidf import INSTALL, sklearn_available, tfidf_vectorizer
 
 
 def read(path: str, data: DataConfig) -> list[ChoiceExample]:
@@ -42,6 +42,8 @@ def read_inputs(path: str, data: DataConfig) -> PredictionInput:
 # tokens, and the warning said no more; the tokenizer cuts the longer text of a pair first, so the headline stayed.
 CUT_HINT = ("; each row's longer text loses its end first (the context, beside a short choice): if that end matters, "
             "raise data.max_length (up to the model's position limit; a step costs more; compare on dev)")
+
+
 def encode_choices(tokenizer, examples: Sequence[ChoiceExample], max_length: int, training: bool = False,
                    name: str = "data") -> list[dict]:
     """One feature per example: `input_ids`/`token_type_ids` as C rows of ([CLS] context [SEP]
@@ -101,12 +103,7 @@ BASELINE_CHOICE_EXAMPLES = 2_000  # training examples the baseline is chosen on 
 TEMPERATURES = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 POSITION = "the most frequent answer position"
 TFIDF = "TF-IDF cosine of the context and each choice"
-NO_SKLEARN = " (TF-IDF not computed: scikit-learn is missing; pip install 'bertkit[baseline]' to see it)"
-
-
-def sklearn_available() -> bool:
-    """Whether scikit-learn, an optional dependency (bertkit[baseline]), is installed."""
-    return importlib.util.find_spec("sklearn") is not None
+NO_SKLEARN = f" (TF-IDF not computed: scikit-learn is missing; {INSTALL} to see it)"
 
 
 def position_predictor(train: Sequence[ChoiceExample], choices: int):
@@ -131,9 +128,7 @@ def tfidf_predictor(train: Sequence[ChoiceExample], sample: Sequence[ChoiceExamp
     fitted on the training contexts and choices, T the temperature of TEMPERATURES with the lowest loss on
     `sample` (training examples: the vectorizer never sees a label, T is its one fitted number); None when the
     training texts hold no word for it."""
-    from sklearn.feature_extraction.text import TfidfVectorizer  # optional: bertkit[baseline]
-
-    vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)
+    vectorizer = tfidf_vectorizer()
     try:
         vectorizer.fit([e.context for e in train] + [c for e in train for c in e.choices])
     except ValueError:  # "empty vocabulary": no word of two letters or more in any training text
