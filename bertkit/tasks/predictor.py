@@ -35,6 +35,8 @@ from bertkit.tasks.inference import inference_spec, load_inference_model, predic
 from bertkit.tasks.spec import TaskSpec
 from bertkit.tokenizer import Tokenizer
 
+STRINGS_READ = ("strings are read as a .txt file, one text each; a task whose file holds several fields a line "
+                "takes dicts of them: {\"question\": ..., \"context\": ...}, {\"text\": ..., \"text_pair\": ...}")
 _LINE_BREAKS = re.compile(r"[\r\n]")  # one character each, so a space in their place keeps the offsets
 
 
@@ -71,6 +73,8 @@ class Predictor:
                 examples = read_prediction_input(self.spec.task, path, self.spec.data)
             except BertkitError as error:  # name the inputs, not a temporary file the caller never saw
                 said = str(error).replace(f"{path}: line ", "input ").replace(path, "the inputs")
+                if path.endswith(".txt"):
+                    said += f" ({STRINGS_READ})"
                 kind = next(kind for kind in (DataError, ConfigError, BertkitError) if isinstance(error, kind))
                 raise kind(said) from None
         with autocast(self.precision, self.device), summing_truncations():

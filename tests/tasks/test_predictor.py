@@ -67,6 +67,11 @@ def test_bad_inputs_are_named_by_position_not_by_a_temporary_file(runs):
     with pytest.raises(DataError, match=r"^input 2 has no key 'text' \(keys: body\)") as info:
         predictor.predict([{"text": "the bank cut rates"}, {"body": "shares fell"}])
     assert "bertkit-predict-" not in str(info.value)
+    pairs = bertkit.Predictor.from_pretrained(str(runs / "clf"), settings=["data.pair_column=text_pair"])
+    with pytest.raises(DataError, match=r"this model reads text pairs.*\(strings are read as a \.txt file, one text "
+                                        r"each; a task whose file holds several fields a line takes dicts of them"):
+        pairs.predict(["the bank cut rates"])
+    assert len(pairs.predict([{"text": "the bank", "text_pair": "cut rates"}])) == 1
     with pytest.raises(ConfigError, match="a list of strings or a list of dicts"):
         predictor.predict(["the bank", {"text": "shares"}])
     with pytest.raises(ConfigError, match="no inputs"):
