@@ -38,11 +38,13 @@ from pathlib import Path
 import pytest
 
 from bertkit.commands.cli import build_parser
+from bertkit.commands.probe import PROBE_KEYS
 from bertkit.errors import ConfigError
 from bertkit.recipes.finetune import section_keys
 from bertkit.recipes.pretrain import pretrain_sections  # the keys parse_config checks --set against
 from bertkit.recipes.search import SEARCH_KEYS
 from bertkit.settings.config_io import apply_overrides, find_config
+from bertkit.tasks.inference import INFERENCE_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -240,10 +242,10 @@ def set_keys(args: argparse.Namespace) -> dict:
         return {**section_keys(), "search": SEARCH_KEYS}
     if args.command == "distill" and getattr(args, "stage", None) != "pretrain":
         return section_keys()
-    if args.command in ("evaluate", "predict"):  # tasks/inference.py: only [data] applies to a trained model
-        return {"data": section_keys()["data"]}
-    if args.command == "probe":  # commands/probe.py: a table's columns
-        return {"data": ("text_column", "label_column")}
+    if args.command in ("evaluate", "predict"):
+        return INFERENCE_KEYS
+    if args.command == "probe":
+        return PROBE_KEYS
     return pretrain_sections()  # pretrain, scale sweep, distill --stage pretrain
 
 

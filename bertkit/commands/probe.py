@@ -51,9 +51,12 @@ def add_arguments(parser) -> None:
     add_device(parser)
 
 
+PROBE_KEYS = {"data": ("text_column", "label_column")}  # what --set takes: a table's columns
+
+
 def run(args) -> int:
     resolve_models(args)  # ORG/NAME: its snapshot in the local Hugging Face cache
-    columns = apply_overrides({}, args.set, {"data": ("text_column", "label_column")}).get("data", {})
+    columns = apply_overrides({}, args.set, PROBE_KEYS).get("data", {})
     settings = ProbeSettings(**columns, level=args.level, limit=args.limit, control=args.control, random_init=args.random_init,
                              pooling=args.pooling, test_fraction=args.test_fraction, weight_decay=args.weight_decay,
                              max_length=args.max_length, batch_size=args.batch_size, seed=args.seed,

@@ -124,12 +124,15 @@ def load_for_inference(model_dir: str, task: str | None = None, assignments: Seq
     return (*load_inference_model(model_dir, spec), spec)
 
 
+# What `--set` takes where a trained model runs (evaluate, predict, Predictor): its [data] settings only
+INFERENCE_KEYS = {"data": tuple(f.name for f in dataclasses.fields(DataConfig))}
+
+
 def inference_spec(model_dir: str, task: str | None = None, assignments: Sequence[str] = ()) -> TaskSpec:
     """The spec of a fine-tuned directory with `--set data.key=value` applied, checked against the
     model's config without loading its weights: a command reads its input with it first."""
     spec = read_spec(model_dir, task)
-    keys = [f.name for f in dataclasses.fields(DataConfig)]
-    overrides = apply_overrides({}, assignments, {"data": keys}).get("data", {})
+    overrides = apply_overrides({}, assignments, INFERENCE_KEYS).get("data", {})
     for key in TRAINING_ONLY_DATA_KEYS.intersection(overrides):  # read by finetune only: would pass unread
         raise ConfigError(f"data.{key} limits a fine-tune's own data; here it would change nothing: "
                           "to score or predict on fewer rows, give a smaller file (evaluate: --limit N)")
