@@ -4,7 +4,9 @@ the same reader's checks and one row per input."""
 from __future__ import annotations
 
 import json
+import re
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -78,3 +80,22 @@ def test_bad_inputs_are_named_by_position_not_by_a_temporary_file(runs):
         predictor.predict([])
     with pytest.raises(ConfigError, match="is not a directory"):
         bertkit.Predictor.from_pretrained(str(runs / "missing"))
+
+
+def test_finetune_md_python_block_runs(runs, tmp_path, monkeypatch):
+    """docs/finetune.md "From Python": fine-tune, read the summary, predict; the tiny model, 3 steps."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "finetune.md").read_text(encoding="utf-8")
+    block = re.search(r"## From Python\n.*?```python\n(.*?)```", text, flags=re.S).group(1)
+    assert "bertkit.data.assets.minilm_dir()" in block and '"max_steps": 150' in block
+    block = (block.replace("bertkit.data.assets.minilm_dir()", repr(str(runs / "tiny")))
+             .replace('"max_steps": 150', '"max_steps": 3').replace('"max_length": 256', '"max_length": 16'))
+    lines = "".join(f"the match ended {i} nil,sport\nshares fell {i} percent,business\n" for i in range(6))
+    for name in ("train.csv", "dev.csv"):
+        (tmp_path / name).write_text("text,label\n" + lines, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(compile(block, "docs/finetune.md", "exec"), namespace)
+    assert set(namespace["summary"]["best_dev"]) >= {"accuracy", "loss"}
+    assert len(namespace["rows"]) == 1 and namespace["rows"][0]["label"] in ("sport", "business")
