@@ -265,6 +265,15 @@ def subsample(examples: list, limit: int, seed: int) -> list:
     return [examples[i] for i in keep]
 
 
+BASELINE_CHOICE_EXAMPLES = 2_000  # training examples a task's baseline chooses its predictor on
+
+
+def baseline_choice_rows(count: int) -> range:
+    """The positions, spread evenly over `count` training examples, of the up to ~BASELINE_CHOICE_EXAMPLES
+    a task's baseline chooses among its predictors on (seq2seq, multiple choice)."""
+    return range(0, count, max(1, count // BASELINE_CHOICE_EXAMPLES))
+
+
 # ---------------------------------------------------------------------------- inference
 class InputsBar:
     """One bar over a command's `total` inputs, run in parts (`bertkit predict`'s chunks): the

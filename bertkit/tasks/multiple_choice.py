@@ -21,8 +21,8 @@ import numpy as np
 
 from bertkit.models.families import architectures_for
 from bertkit.models.heads import BertForMultipleChoice
-from bertkit.tasks.common import (DataConfig, PredictionInput, TaskSpec, check_texts, forward_features,
-                                  softmax, truncation_warning)
+from bertkit.tasks.common import (DataConfig, PredictionInput, TaskSpec, baseline_choice_rows, check_texts,
+                                  forward_features, softmax, truncation_warning)
 from bertkit.tasks.formats import ChoiceExample, read_choices
 from bertkit.tasks.metrics import accuracy, mean_nll
 from bertkit.tasks.spec import Task
@@ -97,7 +97,6 @@ def metrics(examples: Sequence[ChoiceExample], predictions: Sequence[np.ndarray]
             "loss": choice_loss(examples, predictions)}
 
 
-BASELINE_CHOICE_EXAMPLES = 2_000  # training examples the baseline is chosen on (spread over the set)
 # Softmax temperatures of the TF-IDF cosines (in [0, 1]), the one with the lowest loss on training examples kept.
 # Walk AD's headlines chose 0.01 (training loss 0.100, 0.121 at 0.005, 0.172 at 0.02; dev 0.190, 0.183 at 0.02).
 TEMPERATURES = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
@@ -149,13 +148,14 @@ def baseline(train: Sequence[ChoiceExample], examples: Sequence[ChoiceExample]) 
     chance = {"method": f"a random choice of {choices}", "accuracy": 1 / choices, "loss": float(np.log(choices))}
     if not train or not examples:
         return {"method": POSITION, "accuracy": float("nan"), "loss": float("nan"), "chance": chance}
-    sample = list(train)[:: max(1, len(train) // BASELINE_CHOICE_EXAMPLES)]
+    sample = [train[i] for i in baseline_choice_rows(len(train))]
     predictors = {POSITION: position_predictor(train, choices)}
-    tfidf = tfidf_predictor(train, sample) if sklearn_available() else None
+    available = sklearn_available()
+    tfidf = tfidf_predictor(train, sample) if available else None
     if tfidf is not None:
         predictors[TFIDF] = tfidf
     chosen = max(predictors, key=lambda name: metrics(sample, predictors[name](sample))["accuracy"])
-    method = chosen if sklearn_available() else POSITION + NO_SKLEARN
+    method = chosen if available else POSITION + NO_SKLEARN
     return {"method": method, **metrics(examples, predictors[chosen](examples)), "chance": chance}
 
 

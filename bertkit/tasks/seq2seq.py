@@ -32,8 +32,8 @@ from bertkit.models.checkpoint import read_config
 from bertkit.models.encoder_decoder import EncoderDecoderConfig, EncoderDecoderModel
 from bertkit.errors import ConfigError, DataError
 from bertkit.io import iter_jsonl
-from bertkit.tasks.common import (Collator, DataConfig, PredictionInput, TaskSpec, check_texts, eval_order,
-                                  truncation_warning)
+from bertkit.tasks.common import (Collator, DataConfig, PredictionInput, TaskSpec, baseline_choice_rows, check_texts,
+                                  eval_order, truncation_warning)
 from bertkit.tasks.formats import TextExample, same_text
 from bertkit.tasks.metrics import rouge_l, text_exact_match
 from bertkit.tasks.sequence import read_lines
@@ -185,7 +185,6 @@ def metrics(examples: Sequence[TextExample], predictions: Sequence[str]) -> dict
             "exact_match": text_exact_match(predictions, references)}
 
 
-BASELINE_CHOICE_EXAMPLES = 2_000  # training examples the baseline is chosen on (spread over the set)
 RETRIEVAL = "the target of the training source nearest by TF-IDF cosine"
 RETRIEVAL_HINT = f"retrieval predictor: not tried, scikit-learn is missing; {INSTALL} to see it"
 # Similarities held at once while retrieving: queries per block x training sources (32 MB of float64)
@@ -203,7 +202,7 @@ def baseline(train: Sequence[TextExample], examples: Sequence[TextExample]) -> d
     two are chosen from and "note" says so in one line. "method" says which one it is, as a reference
     baseline's does: the choice depends on the data."""
     train = list(train)
-    picked = range(0, len(train), max(1, len(train) // BASELINE_CHOICE_EXAMPLES))
+    picked = baseline_choice_rows(len(train))
     sample = [train[i] for i in picked]
     frequent = Counter(e.label for e in train).most_common(1)[0][0]
     k = max(1, int(np.median([len(e.label.split()) for e in train])))
