@@ -27,8 +27,9 @@ from bertkit.settings.config_io import apply_overrides, load_toml
 from bertkit.tasks import SUMMARY_FILE, load_examples, read_spec
 from bertkit.tasks.baseline import describe, recorded_result
 
-from bertkit.commands.options import (add_device, add_progress, add_seed, add_set, longer_run, metrics_text, not_ahead,
-                                      resolve_models, rounded, standing, stopped_by, typed_settings)
+from bertkit.commands.options import (add_device, add_progress, add_seed, add_set, baseline_text, longer_run,
+                                      metrics_text, not_ahead, resolve_models, rounded, standing, stopped_by,
+                                      typed_settings)
 
 # --stage pretrain options and the [distil] keys they set
 PRETRAIN_WEIGHTS = {"alpha_ce": "distil.alpha_ce", "alpha_mlm": "distil.alpha_mlm", "alpha_cos": "distil.alpha_cos"}
@@ -140,7 +141,7 @@ def report_student(summary: dict, out: str) -> None:
     print(f"student: teacher layers {info['layer_map']} of {info['teacher_layers']}, "
           f"{info['student_parameters'] / 1e6:.1f}M of the teacher's {info['teacher_parameters'] / 1e6:.1f}M "
           f"parameters; best dev {metric} = {rounded(ours)} at step {summary['best_step']} "
-          f"({summary['wall_time_s']} s)" + (f"; trivial baseline: {metrics_text(summary['dev_baseline'])}"
+          f"({summary['wall_time_s']} s)" + (f"; {baseline_text(summary['dev_baseline'])}"
                                               if summary.get("dev_baseline") else ""))
     tfidf = summary.get("tfidf_baseline")
     if tfidf is not None:

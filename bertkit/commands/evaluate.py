@@ -6,8 +6,8 @@ them. The last line of stdout is one JSON object of metrics, e.g. {"accuracy": 0
 classification and regression it also holds "baselines": the trivial one and the TF-IDF one,
 fitted again on the fine-tune's training data with the C chosen on its dev split
 (bertkit/tasks/baseline.py; `--no-baseline` skips them); for embedding, chance and BM25 on the same
-queries and corpus; for the other tasks (multiple choice, seq2seq, tagging, QA) the trivial one,
-refitted on the fine-tune's recorded training data. The line before it says the same in words, e.g.
+queries and corpus; for the other tasks (multiple choice, seq2seq, tagging, QA) the task's own, named
+by its method and refitted on the fine-tune's recorded training data. The line before it says the same in words, e.g.
 `model on test.csv: accuracy=0.9686 (± 0.011, one standard error over 223 examples), macro_f1=...;
 baselines' accuracy: TF-IDF 0.9641, trivial 0.2287`. `--task embedding --model DIR` scores any encoder (the one you would start from,
 too) as a sentence-embedding model.
@@ -37,7 +37,7 @@ from bertkit.tasks.metrics import paired_difference, proportion_standard_error
 from bertkit.runtime.process_group import init_distributed, leave
 
 from bertkit.commands.options import (add_device, add_int8, add_no_blend, add_precision, add_progress, add_seed,
-                                      add_set, add_task_module, resolve_models, rounded, running_in)
+                                      add_set, add_task_module, baseline_text, resolve_models, rounded, running_in)
 
 
 def add_arguments(parser) -> None:
@@ -110,6 +110,11 @@ def blend_note(model_dir: str, spec) -> str:
     return ""
 
 
+def baseline_json(scores: dict) -> str:
+    """A task's baseline row as evaluate prints it: its label (`baseline_label`), then JSON with every digit."""
+    return baseline_text(scores, lambda rest: json.dumps(rest, ensure_ascii=False))
+
+
 def with_baselines(args, spec, examples, predictions, line: dict) -> tuple[dict, tuple[str, list] | None]:
     """(the metrics line with "baselines" added, (name, predictions) of the baseline whose classes --per-class
     shows: TF-IDF's, else the trivial one's where the task gives them (Task.baseline_predict), else None), each
@@ -120,7 +125,7 @@ def with_baselines(args, spec, examples, predictions, line: dict) -> tuple[dict,
     if has_tfidf_baseline(spec.task.name):
         baselines, note, theirs = score_like_finetune(args.model, spec.task.name, spec.data, examples)
         if "trivial" in baselines:
-            print(f"trivial baseline: {json.dumps(baselines['trivial'], ensure_ascii=False)}")
+            print(baseline_json(baselines["trivial"]))
         print(note or describe(baselines["tfidf"]))
         paired = theirs and paired_accuracy(examples, predictions, theirs, line, baselines["tfidf"])
         if paired:
@@ -129,12 +134,12 @@ def with_baselines(args, spec, examples, predictions, line: dict) -> tuple[dict,
     if spec.task.reference is not None:  # needs no training data
         baselines = {"trivial": clean_metrics(spec.task.baseline([], examples)),
                      "reference": clean_metrics(spec.task.reference(examples))}
-        print(f"trivial baseline: {json.dumps(baselines['trivial'], ensure_ascii=False)}")
+        print(baseline_json(baselines["trivial"]))
         print(describe_reference(baselines["reference"]))
         return {**line, "baselines": baselines}, None
     # refitted on the training data
     baselines, note, theirs = score_trivial(args.model, spec.task.name, spec.data, examples)
-    print(f"trivial baseline: {json.dumps(baselines['trivial'], ensure_ascii=False)}" if baselines else note)
+    print(baseline_json(baselines["trivial"]) if baselines else note)
     return ({**line, "baselines": baselines} if baselines else line), theirs and ("trivial", theirs)
 
 
@@ -142,12 +147,13 @@ def with_baselines(args, spec, examples, predictions, line: dict) -> tuple[dict,
 # standard error, sqrt(p(1-p)/n), says how far the score is from noise; F1, correlations and losses
 # have no such simple formula.
 PROPORTIONS = {"accuracy": 1.0, "exact_match": 1.0, "exact": 100.0}
-BASELINE_NAMES = {"tfidf": "TF-IDF", "reference": None, "trivial": "trivial"}  # None: its "method" names it
+# None: its "method" names it (the task's own baseline is a TF-IDF cosine for multiple choice, no trivial guess)
+BASELINE_NAMES = {"tfidf": "TF-IDF", "reference": None, "trivial": None}
 
 
 def _baseline_name(key: str, scores: dict) -> str:
-    """A baseline's name in the model line: its key's, with its "method" beside (the trivial
-    baseline of a tagger is a word lookup, of QA the sliding window...), or the method alone."""
+    """A baseline's name in the model line: its key's, with its "method" beside, or the method alone
+    (a task's own baseline: a tagger's word lookup, QA's sliding window; "trivial" where it names none)."""
     method = scores.get("method")
     if BASELINE_NAMES[key] is None:
         return method or key

@@ -27,9 +27,10 @@ from bertkit.tasks import BUILTIN_DATA, TASKS
 from bertkit.tasks.baseline import describe, describe_reference, recorded_result
 from bertkit.settings.config_io import apply_overrides, load_toml
 
-from bertkit.commands.options import (add_device, add_progress, add_seed, add_set, add_task_module, longer_run,
-                                      metrics_text, not_ahead, refuse_disagreeing, resolve_models, rounded, say,
-                                      standing, stopped_by, typed_settings)
+from bertkit.commands.options import (add_device, add_progress, add_seed, add_set, add_task_module,
+                                      baseline_label, baseline_text, longer_run, metrics_text, not_ahead,
+                                      refuse_disagreeing, resolve_models, rounded, say, standing, stopped_by,
+                                      typed_settings)
 
 
 def add_arguments(parser) -> None:
@@ -120,8 +121,8 @@ def report(summary: dict, out: str) -> None:
     steps = f"{summary['steps']} step{'s' * (summary['steps'] != 1)}"
     print(f"best dev {summary['select_metric']} = {rounded(kept.get(summary['select_metric']))} at step "
           f"{summary['best_step']}{start}, kept; the run trained {steps} ({summary['epochs_run']:.2f} "
-          f"epochs{stretch_note(summary)}, {ended}; {time_note(summary)}); trivial baseline: "
-          f"{metrics_text(summary['dev_baseline'])}")
+          f"epochs{stretch_note(summary)}, {ended}; {time_note(summary)}); "
+          f"{baseline_text(summary['dev_baseline'])}")
     if summary.get("decision_threshold"):
         print(threshold_line(summary))
     tfidf, reference = summary.get("tfidf_baseline"), summary.get("reference_baseline")
@@ -228,7 +229,7 @@ ENDINGS = {"patience": "stopped early: no better dev score in train.patience eva
 def training_hints(summary: dict) -> list[str]:
     """What the dev history says to try: more epochs (or minutes) when the best score came at the
     last evaluation of a run that patience did not stop; a look at the data when the model is not
-    above the trivial baseline; the imbalance settings when small classes are missed; more when the
+    above the task's baseline; the imbalance settings when small classes are missed; more when the
     task's reference method (BM25) is level or ahead."""
     metric = summary["select_metric"]
     history, hints = summary.get("dev_history") or [], []
@@ -255,8 +256,8 @@ def training_hints(summary: dict) -> list[str]:
         # macro_f1 only where the task scores it (token classification's entity f1 is its own)
         select = " train.select_metric=macro_f1" if "macro_f1" in task.metric_names else ""
         ours = rounded(summary["best_dev"][shared])
-        hints.append(f"the model is not above the trivial baseline on dev ({shared} {ours} against {rounded(trivial)}"
-                     f"{named}): {task.check_data}, and "
+        hints.append(f"the model is not above {named} on dev ({shared} {ours} against {rounded(trivial)}): "
+                     f"{task.check_data}, and "
                      f"try {patience_off(summary)}{longer_run(summary)} or a larger lr"
                      + (f"; if one class is most of the data, also --set train.class_weights=balanced{select}"
                         if weighted else ""))
@@ -290,18 +291,18 @@ def off_scale_hint(summary: dict, shared: str, trivial: float | None) -> str | N
 
 
 def strongest_trivial(summary: dict, metric: str) -> tuple[float | None, str]:
-    """The trivial baseline's dev `metric` where it is strongest: its row's, or the chance row's it
-    carries (QA: the expected score of a random span), then named (", chance: a random 1-word span"; the row's
-    own by its "method", where the task chose one: ", TF-IDF cosine of the context and each choice").
-    Walk W: wordnet-usage-qa's row, the first sentence, scored exact 0, chance 3.4."""
+    """The task baseline's dev `metric` where it is strongest: its row's, or the chance row's it carries
+    (QA: the expected score of a random span), then its name: "chance (a random 1-word span)", or the row's
+    label (`baseline_label`: "the baseline (TF-IDF cosine of context and choice)" where the task chose a
+    method, "the trivial baseline" where it did not). Walk W: wordnet-usage-qa's row, the first sentence,
+    scored exact 0, chance 3.4."""
     scores = summary.get("dev_baseline") or {}
     theirs, chance = scores.get(metric), scores.get("chance") or {}
     lower = metric in TASKS[summary["spec"]["task"]].lower_is_better
     level = chance.get(metric)
     if level is not None and (theirs is None or (level < theirs if lower else level > theirs)):
-        return level, f", chance: {chance['method']}"
-    # the method where the task chose one (walk AD: multiple choice's TF-IDF cosine, not a trivial guess)
-    return theirs, f", {scores['method']}" if scores.get("method") else ""
+        return level, f"chance ({chance['method']})"
+    return theirs, f"the {baseline_label(scores)}"
 
 
 def patience_off(summary: dict) -> str:

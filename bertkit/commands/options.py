@@ -162,6 +162,22 @@ def metrics_text(metrics: dict) -> str:
                      if isinstance(value, dict) else f"{name}={rounded(value)}" for name, value in metrics.items())
 
 
+def baseline_label(scores: dict) -> str:
+    """The name a task's own baseline row is printed under: "baseline (METHOD)" where the task chose its
+    predictor and says which ("method": multiple choice's TF-IDF cosine, seq2seq's retrieval, QA's sliding
+    window), else "trivial baseline" (the majority class, the training mean). Walk AC and session 35: a
+    TF-IDF cosine that picked 95% of the headlines was printed as "trivial baseline: method=TF-IDF ..."."""
+    method = scores.get("method")
+    return f"baseline ({method})" if method else "trivial baseline"
+
+
+def baseline_text(scores: dict, form=None) -> str:
+    """`LABEL: name=value, ...` for a task's baseline row (`baseline_label`), its method in the label only;
+    `form` writes the rest (json.dumps for evaluate's exact digits; `metrics_text` by default)."""
+    rest = {k: v for k, v in scores.items() if k != "method"}
+    return f"{baseline_label(scores)}: {(form or metrics_text)(rest)}"
+
+
 STDOUT = "-"  # `--output -`: a command whose output is a stream writes it to stdout
 
 

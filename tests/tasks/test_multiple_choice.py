@@ -139,14 +139,15 @@ def test_finetune_evaluate_predict_through_the_cli(tiny, tmp_path, capsys):
         # the simple baseline (TF-IDF cosine or the most frequent training answer position), refitted on the
         # recorded training data: on the dev file, what finetune reported
         assert json.loads(printed[-1])["baselines"] == {"trivial": summary["dev_baseline"]}
-        assert printed[-3] == f"trivial baseline: {json.dumps(summary['dev_baseline'])}"
+        rest = {k: v for k, v in summary["dev_baseline"].items() if k != "method"}  # the method in the label
+        assert printed[-3] == f"baseline ({summary['dev_baseline']['method']}): {json.dumps(rest)}"
         assert set(json.loads(printed[-1])) == {"accuracy", "loss", "baselines"}
         accuracy, trivial = json.loads(printed[-1])["accuracy"], summary["dev_baseline"]
         loss = json.loads(printed[-1])["loss"]
         error = (accuracy * (1 - accuracy) / 8) ** 0.5
         assert printed[-2] == (f"model on {dev}: accuracy={accuracy:.4g} (± {error:.2g}, "
-                               f"one standard error over 8 examples), loss={loss:.4g}; baselines' accuracy: trivial "
-                               f"({trivial['method']}) {trivial['accuracy']:.4g}, chance (a random choice of 4) 0.25")
+                               f"one standard error over 8 examples), loss={loss:.4g}; baselines' accuracy: "
+                               f"{trivial['method']} {trivial['accuracy']:.4g}, chance (a random choice of 4) 0.25")
         inputs = write_jsonl(tmp_path / "in.jsonl", colour_examples(5), labelled=False)
         assert main(["predict", "--model", out, "--input", inputs, "--output", str(tmp_path / "p.jsonl")]) == 0
     rows = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]

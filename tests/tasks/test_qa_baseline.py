@@ -142,9 +142,9 @@ def test_the_report_stands_beside_chance_and_compares_with_the_strongest_row():
                                "spec": {"task": "qa"}, "options": {"epochs": 6.0, "min_steps": 300},
                                "stretched_to_min_steps": True, "train_config": {"max_steps": 60}})
     (hint,) = hints("exact", 2.0)  # above the first sentence's exact 0, below chance's
-    assert "not above the trivial baseline on dev (exact 2 against 3.4, chance: a random 1-word span)" in hint
+    assert "not above chance (a random 1-word span) on dev (exact 2 against 3.4)" in hint
     (hint,) = hints("f1", 6.0)  # above chance's F1, below the first sentence's: that one
-    assert "(f1 6 against 8.85, first sentence): check that each answer" in hint  # the row named by its method
+    assert "not above the baseline (first sentence) on dev (f1 6 against 8.85): check that each answer" in hint
     assert hints("exact", 13.0) == []
     line = model_line("dev.json", get_task("qa"), {"f1": 20.0, "exact": 13.0, "baselines": {"trivial": first}}, 500)
-    assert line.endswith("baselines' f1: trivial (first sentence) 8.85, chance (a random 1-word span) 3.7")
+    assert line.endswith("baselines' f1: first sentence 8.85, chance (a random 1-word span) 3.7")

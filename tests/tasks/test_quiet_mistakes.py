@@ -267,9 +267,9 @@ def test_the_report_says_when_the_best_score_came_last_or_is_not_above_the_trivi
     assert "(rouge_l 0.09 against 0.16): check that each target (data.target_column) is the text to generate" in hint
     headlines = summary([{"step": 63, "accuracy": 0.77}], task="multiple-choice", trivial=0.953)  # walk AD
     headlines["dev_baseline"]["method"] = "TF-IDF cosine of the context and each choice"  # the baseline it chose
-    (hint,) = [hint for hint in training_hints(headlines) if "trivial" in hint]
-    assert ("(accuracy 0.77 against 0.953, TF-IDF cosine of the context and each choice): check that each label is "
-            "the index (from 0) of its line's right choice") in hint
+    (hint,) = [hint for hint in training_hints(headlines) if "not above" in hint]  # named by its method, not trivial
+    assert ("not above the baseline (TF-IDF cosine of the context and each choice) on dev (accuracy 0.77 against "
+            "0.953): check that each label is the index (from 0) of its line's right choice") in hint
     behind_bm25 = {**summary(peaked, trivial=0.1), "reference_baseline": {"method": "BM25", "accuracy": 0.6}}
     (hint,) = training_hints(behind_bm25)
     assert hint.startswith("BM25 is ahead of the model on dev (accuracy 0.6 against 0.45)")

@@ -148,12 +148,13 @@ def test_finetune_evaluate_predict_through_the_cli(tiny, tmp_path, capsys):
         assert summary["spec"]["task"] == "seq2seq" and summary["select_metric"] == "rouge_l"
         assert summary["dev_baseline"]["exact_match"] == pytest.approx(1 / 6)
         assert summary["dev_baseline"]["method"] == "the most frequent target"
-        assert "trivial baseline: method=the most frequent target, rouge_l=" in capsys.readouterr().out
+        assert "baseline (the most frequent target): rouge_l=" in capsys.readouterr().out
         assert main(["evaluate", "--model", out, "--data", dev]) == 0
         printed = capsys.readouterr().out.strip().splitlines()
         # the most frequent training target, refitted on the recorded training data: on dev, finetune's number
         assert json.loads(printed[-1])["baselines"] == {"trivial": summary["dev_baseline"]}
-        assert printed[-3] == f"trivial baseline: {json.dumps(summary['dev_baseline'])}"
+        assert printed[-3] == f"baseline (the most frequent target): " \
+            f"{json.dumps({k: v for k, v in summary['dev_baseline'].items() if k != 'method'})}"
         assert printed[-2].startswith(f"model on {dev}: rouge_l=") and ", exact_match=" in printed[-2]
         assert main(["evaluate", "--model", out, "--data", dev, "--int8"]) == 2  # (was an AttributeError)
         assert "a seq2seq (encoder-decoder) model also generates with its decoder" in capsys.readouterr().err

@@ -100,9 +100,9 @@ def test_the_reports_name_retrieval_or_say_why_it_was_not_tried(tmp_path, capsys
             assert main(["evaluate", "--model", out, "--data", dev]) == 0
         model_line = capsys.readouterr().out.strip().splitlines()[-2]
         if available:
-            assert f"trivial baseline: method={seq2seq.RETRIEVAL}, rouge_l=1, exact_match=1" in printed
-            assert model_line.endswith(f"baselines' rouge_l: trivial ({seq2seq.RETRIEVAL}) 1")
+            assert f"baseline ({seq2seq.RETRIEVAL}): rouge_l=1, exact_match=1" in printed
+            assert model_line.endswith(f"baselines' rouge_l: {seq2seq.RETRIEVAL} 1")
         else:  # the note in finetune's line and in evaluate's JSON, as the TF-IDF baseline's install hint
-            assert f"trivial baseline: method=the most frequent target, rouge_l=0.375, exact_match=0.25, " \
+            assert f"baseline (the most frequent target): rouge_l=0.375, exact_match=0.25, " \
                    f"note={seq2seq.RETRIEVAL_HINT}" in printed
             assert json.load(open(f"{out}/finetune_summary.json"))["dev_baseline"]["note"] == seq2seq.RETRIEVAL_HINT
