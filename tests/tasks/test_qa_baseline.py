@@ -5,6 +5,7 @@ definition questions, where the sliding window scored 18.75: a baseline that wea
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -31,12 +32,23 @@ def test_the_sliding_window_picks_the_word_beside_the_question_words():
 
 
 def test_the_answer_is_as_long_as_the_median_training_answer():
-    train = [QAExample(str(i), "q", "two words here", [{"text": "two words", "answer_start": 0}]) for i in range(3)]
     question = QAExample("x", "Who tuned it before the concert?", CONTEXT,
                          [{"text": "her violin", "answer_start": CONTEXT.index("her violin")}])
+    train = [replace(question, id=str(i)) for i in range(3)]  # two-word answers
     assert baseline(train, [question])["exact"] == pytest.approx(100.0)  # "her violin": two words
     assert baseline(train, [question])["method"] == "sliding window"
     assert baseline([], [question])["f1"] == pytest.approx(200 / 3)  # "her" alone: F1 2/3
+
+
+def test_the_method_is_chosen_on_training_questions_not_on_the_scored_ones():
+    """Session 36: the best of the three was picked on the questions it was scored on (dev, test)."""
+    lead = QAExample("1", "What is said?", "Tea is hot. Tea is hot.", [{"text": "Tea is hot.", "answer_start": 0}])
+    beside = QAExample("x", "Who tuned it before the concert?", CONTEXT,
+                       [{"text": "her", "answer_start": CONTEXT.index("her violin")}])
+    train = [replace(lead, id=str(i)) for i in range(3)]  # the first sentence answers the training questions
+    scored = baseline(train, [beside])
+    assert scored["method"] == "first sentence" and scored["f1"] == 0.0  # though the sliding window gets 'her'
+    assert baseline([], [beside])["method"] == "sliding window"  # no training questions: chosen on these
 
 
 def test_the_first_sentence_still_counts_where_it_is_better():
