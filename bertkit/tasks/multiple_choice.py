@@ -26,7 +26,7 @@ from bertkit.tasks.common import (DataConfig, PredictionInput, TaskSpec, baselin
 from bertkit.tasks.formats import ChoiceExample, read_choices
 from bertkit.tasks.metrics import accuracy, mean_nll
 from bertkit.tasks.spec import Task
-from bertkit.tasks.tfidf import INSTALL, sklearn_available, tfidf_vectorizer
+from bertkit.tasks.tfidf import not_tried, sklearn_available, tfidf_vectorizer
 
 
 def read(path: str, data: DataConfig) -> list[ChoiceExample]:
@@ -102,7 +102,7 @@ def metrics(examples: Sequence[ChoiceExample], predictions: Sequence[np.ndarray]
 TEMPERATURES = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 POSITION = "the most frequent answer position"
 TFIDF = "TF-IDF cosine of the context and each choice"
-NO_SKLEARN = f" (TF-IDF not computed: scikit-learn is missing; {INSTALL} to see it)"
+TFIDF_HINT = not_tried("TF-IDF cosine predictor")
 
 
 def position_predictor(train: Sequence[ChoiceExample], choices: int):
@@ -141,7 +141,7 @@ def baseline(train: Sequence[ChoiceExample], examples: Sequence[ChoiceExample]) 
     """The better by accuracy on the training examples (up to 2,000 of them) of two predictors without a
     model (the first where they tie): the answer position seen most often in training, its loss from the
     training positions' frequencies; and the choice most like the context, TF-IDF cosine (`tfidf_predictor`;
-    without scikit-learn the position alone, and "method" says so). "method" names the one chosen; "chance":
+    without scikit-learn the position alone, and "note" says so, as seq2seq's retrieval does). "method" names the one chosen; "chance":
     a random choice, accuracy 1/C and loss ln C. Walk AD (an article's headline among three of its topic's):
     TF-IDF 0.953 on dev and test, the position 0.240 and 0.277."""
     choices = len(examples[0].choices) if examples else len(train[0].choices) if train else 2
@@ -155,8 +155,8 @@ def baseline(train: Sequence[ChoiceExample], examples: Sequence[ChoiceExample]) 
     if tfidf is not None:
         predictors[TFIDF] = tfidf
     chosen = max(predictors, key=lambda name: metrics(sample, predictors[name](sample))["accuracy"])
-    method = chosen if available else POSITION + NO_SKLEARN
-    return {"method": method, **metrics(examples, predictors[chosen](examples)), "chance": chance}
+    note = {} if available else {"note": TFIDF_HINT}
+    return {"method": chosen, **metrics(examples, predictors[chosen](examples)), "chance": chance, **note}
 
 
 def rows(model, predictions: Sequence[np.ndarray], inputs: PredictionInput) -> list[dict]:

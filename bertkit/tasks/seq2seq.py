@@ -38,7 +38,7 @@ from bertkit.tasks.formats import TextExample, same_text
 from bertkit.tasks.metrics import rouge_l, text_exact_match
 from bertkit.tasks.sequence import read_lines
 from bertkit.tasks.spec import Task
-from bertkit.tasks.tfidf import INSTALL, sklearn_available, tfidf_vectorizer
+from bertkit.tasks.tfidf import not_tried, sklearn_available, tfidf_vectorizer
 from bertkit.tokenizer import Tokenizer
 
 
@@ -186,7 +186,7 @@ def metrics(examples: Sequence[TextExample], predictions: Sequence[str]) -> dict
 
 
 RETRIEVAL = "the target of the training source nearest by TF-IDF cosine"
-RETRIEVAL_HINT = f"retrieval predictor: not tried, scikit-learn is missing; {INSTALL} to see it"
+RETRIEVAL_HINT = not_tried("retrieval predictor")
 # Similarities held at once while retrieving: queries per block x training sources (32 MB of float64)
 RETRIEVAL_BLOCK = 4_000_000
 

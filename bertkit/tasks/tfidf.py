@@ -12,6 +12,13 @@ from __future__ import annotations
 INSTALL = "pip install 'bertkit[baseline]'"
 
 
+def not_tried(predictor: str) -> str:
+    """A task baseline's "note" where one of its predictors needs scikit-learn and it is missing (seq2seq's
+    retrieval, multiple choice's TF-IDF cosine): the row's "method" then names the predictor it chose
+    without it, and this says what was left out and how to get it."""
+    return f"{predictor}: not tried, scikit-learn is missing; {INSTALL} to see it"
+
+
 def sklearn_available() -> bool:
     try:
         import sklearn  # noqa: F401  (an optional dependency: bertkit[baseline])

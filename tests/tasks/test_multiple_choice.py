@@ -190,8 +190,8 @@ def test_baseline_takes_the_tfidf_choice_where_it_beats_the_answer_position():
 def test_baseline_without_scikit_learn_is_the_answer_position_and_says_so(monkeypatch):
     monkeypatch.setattr(multiple_choice, "sklearn_available", lambda: False)
     scores = multiple_choice.baseline(WORD_TRAIN, WORD_TEST)
-    assert scores["method"].startswith(multiple_choice.POSITION)
-    assert "pip install 'bertkit[baseline]'" in scores["method"]
+    assert scores["method"] == multiple_choice.POSITION  # the note says what was left out, as seq2seq's does
+    assert scores["note"] == multiple_choice.TFIDF_HINT and "pip install 'bertkit[baseline]'" in scores["note"]
     assert scores["accuracy"] == 0.0  # the position prior, 0, is wrong on both
     prior = (np.array([2, 1, 1, 0]) + 1) / 8  # add-one smoothed training positions
     assert scores["loss"] == pytest.approx(-np.mean(np.log(prior[[1, 3]])))
