@@ -73,6 +73,7 @@ from bertkit.objectives import BUILT_IN, OBJECTIVES, Objective, get_objective, i
 from bertkit.runtime.run_dir import (check_apart, check_saved_options, latest_checkpoint, refuse_nothing_to_resume,
                                      refuse_unresumed, run_lock, warn_resuming_from_scratch)
 from bertkit.tokenizer import Tokenizer
+from bertkit.tokenizer.display import display_tokens
 from bertkit.tokenizer.extend import extended, words_to_add
 from bertkit.tokenizer.training import small_vocabulary
 from bertkit.train.batching import LengthBucketedBatches
@@ -102,8 +103,8 @@ class TokenizerSection:
     vocab_size: int = 8000
     min_frequency: int = 2
     lowercase: bool | None = None  # WordPiece: None = True (uncased); byte-level BPE keeps case
-    # With model.init: add up to this many words of data.corpus that the checkpoint's WordPiece
-    # vocabulary splits (those saving the most tokens), their rows the mean of their old pieces'
+    # With model.init: add up to this many words of data.corpus that the checkpoint's WordPiece or
+    # byte-level BPE vocabulary splits (those saving the most tokens), their rows the mean of their old pieces'
     # (tokenizer/extend.py). 0 keeps the checkpoint's vocabulary as it is.
     extend_vocab: int = 0
 
@@ -453,10 +454,15 @@ def extend_tokenizer(init: str, section: TokenizerSection, corpus: CorpusDocumen
               flush=True)
         return extended(tokenizer, [])
     saved = 1 - extension.tokens_after / extension.tokens_before
-    print(f"pretrain: {len(extension.words)} words of data.corpus added to the {len(tokenizer)} pieces of {init} "
-          f"(e.g. {', '.join(w.word for w in extension.words[:5])}): the corpus's words take {saved:.1%} fewer "
-          f"tokens ({extension.tokens_before} -> {extension.tokens_after})", flush=True)
-    return extended(tokenizer, extension.words)
+    grown = extended(tokenizer, extension.words)
+    # byte-level BPE: a word is spelt "Ġkmalloc" and adds up to pieces - 1 ids, the merges that build it
+    examples = ", ".join(grown.decode(grown.convert_tokens_to_ids([w.word])).strip() for w in extension.words[:5])
+    ids = f" as {len(grown) - len(tokenizer)} new tokens (the merges that build them)" \
+        if len(grown) - len(tokenizer) != len(extension.words) else ""
+    print(f"pretrain: {len(extension.words)} words of data.corpus added to the {len(tokenizer)} pieces of {init}"
+          f"{ids} (e.g. {examples}): the corpus's words take {saved:.1%} fewer tokens ({extension.tokens_before} -> "
+          f"{extension.tokens_after})", flush=True)
+    return grown
 
 
 def drop_stale_tokenizer(directory: str, origin: dict) -> None:
@@ -768,8 +774,9 @@ def write_baseline(data: PretrainData, tokenizer, out_dir: str) -> None:
         return
     baseline["most_frequent_token"] = tokenizer.convert_ids_to_tokens(baseline["most_frequent_token_id"])
     atomic_write_json(os.path.join(out_dir, "baseline.json"), baseline)
+    shown = display_tokens(tokenizer, [baseline["most_frequent_token_id"]])[0]  # byte-level BPE: '▁the', not 'Ġthe'
     print(f"pretrain: held-out baseline without context: most frequent token "
-          f"{baseline['most_frequent_token']!r} is {baseline['most_frequent_token_accuracy']:.1%} "
+          f"{shown!r} is {baseline['most_frequent_token_accuracy']:.1%} "
           f"of the masks; unigram loss {baseline['unigram_loss']:.2f}", flush=True)
 
 
