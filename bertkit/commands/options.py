@@ -23,8 +23,7 @@ from bertkit.errors import CheckpointError, ConfigError
 from bertkit.io import atomic_open
 from bertkit.runtime.devices import DEVICES, resolve_device
 from bertkit.runtime.precision import PRECISIONS, autocast, describe
-from bertkit.models.hub_cache import missing_local_path, resolve_model_dir
-from bertkit.runtime.run_dir import refuse_run_folder
+from bertkit.models.hub_cache import existing_model_dir
 from bertkit.runtime.user_modules import TASK_MODULE
 from bertkit.settings.config_io import split_override
 
@@ -138,12 +137,8 @@ def resolve_models(args) -> None:
         args.model = args.model_dir
     for name in MODEL_OPTIONS:
         value = getattr(args, name, None)
-        if isinstance(value, str):
-            setattr(args, name, resolve_model_dir(value))
-            if not os.path.exists(getattr(args, name)):  # runs/A/checkpoint-999 is no hub name: it failed later,
-                raise missing_local_path(value) or CheckpointError(  # named a "tokenizer path"
-                    f"{value} does not exist; pass --{name.replace('_', '-')} a model directory that exists")
-            refuse_run_folder(getattr(args, name), name)
+        if isinstance(value, str):  # runs/A/checkpoint-999 is no hub name: it failed later, as a "tokenizer path"
+            setattr(args, name, existing_model_dir(value, name))
             if name != "tokenizer" and os.path.isfile(getattr(args, name)):  # a tokenizer may be one file
                 raise CheckpointError(f"{value} is a file; --{name.replace('_', '-')} takes the model's directory "
                                       f"({os.path.dirname(value) or '.'})")

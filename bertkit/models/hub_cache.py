@@ -20,6 +20,7 @@ import re
 
 from bertkit.errors import CheckpointError
 from bertkit.io import nearest_sibling
+from bertkit.runtime.run_dir import refuse_run_folder
 
 # A hub repository id: NAME or ORG/NAME, letters, digits, "-", "_", "." (not leading, no "--" or "..").
 _REPO_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*$")
@@ -91,3 +92,17 @@ def resolve_model_dir(name: str | os.PathLike) -> str:
                               f"network (`hf download {path}`, or any transformers from_pretrained), set "
                               "HF_HOME / HF_HUB_CACHE to the cache that holds it, or pass a model directory")
     return snapshot
+
+
+def existing_model_dir(value: str | os.PathLike, option: str = "model") -> str:
+    """`value` (given to `--OPTION`, or to `finetune` from Python) as a model directory that exists:
+    ORG/NAME becomes its snapshot in the local Hugging Face cache; a path that is not there (a typo
+    says the name beside it) or a run folder is one CheckpointError before any work. `finetune()`
+    called from Python read the training data first and then said "tokenizer path ... does not
+    exist" for a model path mistyped (walk AE)."""
+    path = resolve_model_dir(value)
+    if not os.path.exists(path):
+        raise missing_local_path(os.fspath(value)) or CheckpointError(
+            f"{os.fspath(value)} does not exist; pass --{option.replace('_', '-')} a model directory that exists")
+    refuse_run_folder(path, option)
+    return path

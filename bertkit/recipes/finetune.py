@@ -49,14 +49,15 @@ from bertkit.models.families import families, family_of
 from bertkit.data.masking import IGNORE_INDEX
 from bertkit.errors import BertkitError, ConfigError, DataError
 from bertkit.models.heads import BertForMultipleChoice, BertForSequenceClassification
+from bertkit.models.hub_cache import existing_model_dir
 from bertkit.io import atomic_write_json, loads_json, read_text
 from bertkit.peft import DEFAULT_LR as PEFT_DEFAULT_LR
 from bertkit.peft import PEFT_KEYS, get_peft_model, make_config
 from bertkit.recipes.blend import blend_entry, check_blend
 from bertkit.recipes.decision import threshold_entry
-from bertkit.runtime.run_dir import (check_apart, check_saved_options, list_checkpoints, not_a_model, publish_best,
-                                     refuse_nothing_to_resume, remove_leftovers, replacing, run_lock,
-                                     warn_resuming_from_scratch)
+from bertkit.runtime.run_dir import (check_apart, check_saved_options, list_checkpoints, not_a_model,
+                                     publish_best, refuse_nothing_to_resume, remove_leftovers, replacing,
+                                     run_lock, warn_resuming_from_scratch)
 from bertkit.tasks import (BUILTIN_DATA, SUMMARY_FILE, TASKS, Collator, DataConfig, Task, TaskSpec,
                            baseline_metrics, batching_length, builtin_labels, clean_metrics, evaluate_examples,
                            get_task, load_examples, parse_source, subsample)
@@ -343,8 +344,10 @@ def check_out_dir(out_dir: str, overwrite: bool, resume: bool = False, record: d
     if taken and not overwrite:
         unfinished = all(n.startswith("checkpoint-") for n in taken)  # stopped before its summary was written
         hint = "pass --resume to continue it, " if any(n.startswith("checkpoint-") for n in taken) else ""
+        python = "resume=True or overwrite=True" if hint else "overwrite=True"  # a notebook's rerun (walk AE)
         raise BertkitError(f"{out_dir} already holds {'an unfinished run' if unfinished else 'a model'} "
-                           f"({', '.join(taken[:3])}); {hint}choose a new --out directory or pass --overwrite")
+                           f"({', '.join(taken[:3])}); {hint}choose a new --out directory or pass --overwrite "
+                           f"(from Python: finetune(..., {python}))")
     return False
 
 
@@ -674,6 +677,7 @@ def _finetune(task_name: Task | str, model_dir: str, train_source: str, dev_sour
     started = time.time()
     task = get_task(task_name)  # the one look-up: the entry travels from here
     refuse_head_only(task, recipe)
+    model_dir = existing_model_dir(model_dir)  # before the data is read (Python callers skip the CLI's check)
     check_apart(model_dir, out_dir)
     fit_max_length(recipe, model_dir)  # before the run's record, which holds the length
     for option, source in (("--train", train_source), ("--dev", dev_source)):

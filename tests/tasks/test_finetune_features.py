@@ -221,7 +221,8 @@ def test_lower_is_better_for_mse_and_unknown_metrics_fail_before_training(tmp_pa
     train = tmp_path / "t.csv"
     train.write_text("text,label\na,x\nb,y\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="select_metric='f1' is not a dev metric of classification"):
-        finetune("classification", str(tmp_path / "no-model"), str(train), str(train), str(tmp_path / "o"),
+        (tmp_path / "model").mkdir()  # there (a missing model is refused first), though refused before it loads
+        finetune("classification", str(tmp_path / "model"), str(train), str(train), str(tmp_path / "o"),
                  {"train": {"select_metric": "f1"}}, progress=False)
 
 
