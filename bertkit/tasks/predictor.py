@@ -14,6 +14,9 @@ deleted after reading; a newline inside a string becomes a space, which keeps ev
 offset), so a bad input gets predict's one-line error, "input N" for its position (1-based), and a
 blank input its row of nulls. The rows are predict's without "line": one per input, in order, the
 TF-IDF blend saved with the model included unless `blend=False`.
+
+`predictor.evaluate("test.csv")` (or labelled dicts) gives the metrics `bertkit evaluate` prints, without its
+baselines.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import json
 import os
 import re
 import tempfile
+import warnings
 from typing import Sequence
 
 import torch
@@ -30,18 +34,21 @@ from bertkit.errors import BertkitError, ConfigError, DataError
 from bertkit.inference.quantize import inference_copy
 from bertkit.runtime.devices import resolve_device
 from bertkit.runtime.precision import autocast, resolve_precision
-from bertkit.tasks.common import summing_truncations
-from bertkit.tasks.inference import inference_spec, load_inference_model, prediction_rows, read_prediction_input
+from bertkit.tasks.builtin import load_examples
+from bertkit.tasks.common import clean_metrics, summing_truncations
+from bertkit.tasks.inference import (check_model_labels, evaluate_examples, inference_spec, load_inference_model,
+                                    prediction_rows, read_prediction_input)
 from bertkit.tasks.spec import TaskSpec
 from bertkit.tokenizer import Tokenizer
 
 STRINGS_READ = ("strings are read as a .txt file, one text each; a task whose file holds several fields a line "
                 "takes dicts of them: {\"question\": ..., \"context\": ...}, {\"text\": ..., \"text_pair\": ...}")
+_SET_OPTION = re.compile(r"--set (\S+=\w+)")
 _LINE_BREAKS = re.compile(r"[\r\n]")  # one character each, so a space in their place keeps the offsets
 
 
 class Predictor:
-    """A fine-tuned model directory loaded once for `predict` (see the module docstring)."""
+    """A fine-tuned model directory loaded once for `predict` and `evaluate` (see the module docstring)."""
 
     def __init__(self, model, tokenizer: Tokenizer, spec: TaskSpec, device: torch.device, precision: str):
         self.model, self.tokenizer, self.spec = model, tokenizer, spec
@@ -50,7 +57,7 @@ class Predictor:
     @classmethod
     def from_pretrained(cls, model_dir: str, task: str | None = None, device: str = "auto",
                         precision: str = "auto", blend: bool = True, int8: bool = False,
-                        settings: Sequence[str] = ()) -> "Predictor":
+                        settings: Sequence[str] | str = ()) -> "Predictor":
         """The model in `model_dir` (a `bertkit finetune` output) for its task (or `task`), on `device`
         ("auto": the GPU when CUDA is available), as `bertkit predict --device --precision --int8` run
         it; `settings` are predict's `--set data.key=value` strings; `blend=False` is `--no-blend`."""
@@ -58,7 +65,7 @@ class Predictor:
             raise ConfigError(f"{model_dir} is not a directory; give the folder bertkit finetune wrote (--out)")
         where = resolve_device(device)
         resolve_precision(precision, where)  # an impossible one refused before the model loads
-        spec = inference_spec(model_dir, task, settings)
+        spec = inference_spec(model_dir, task, _setting_list(settings))
         if not blend:
             spec.blend = None
         model, tokenizer = load_inference_model(model_dir, spec)
@@ -67,36 +74,98 @@ class Predictor:
     def predict(self, inputs: Sequence[str | dict] | str | dict) -> list[dict]:
         """One row per input, in order (a single input: a list of one row)."""
         inputs = [inputs] if isinstance(inputs, (str, dict)) else list(inputs)
-        with tempfile.TemporaryDirectory(prefix="bertkit-predict-") as folder:
-            path = _input_file(inputs, folder)
-            try:
-                examples = read_prediction_input(self.spec.task, path, self.spec.data)
-            except BertkitError as error:  # name the inputs, not a temporary file the caller never saw
-                said = str(error).replace(f"{path}: line ", "input ").replace(path, "the inputs")
-                if path.endswith(".txt"):
-                    said += f" ({STRINGS_READ})"
-                kind = next(kind for kind in (DataError, ConfigError, BertkitError) if isinstance(error, kind))
-                raise kind(said) from None
+        examples = self._read(inputs, lambda path: read_prediction_input(self.spec.task, path, self.spec.data))
         with autocast(self.precision, self.device), summing_truncations():
             rows = prediction_rows(self.model, self.tokenizer, self.spec, examples, name="inputs")
         return [{key: value for key, value in row.items() if key != "line"} for row in rows]
+
+    def evaluate(self, data: str | os.PathLike | Sequence[dict], allow_unseen_labels: bool = False) -> dict:
+        """The task's metrics on labelled `data`: a file or built-in set as `bertkit evaluate --data` reads it
+        ("test.csv", "bbc:test"), or dicts of a line's fields with its label (csv.DictReader's rows). The
+        metrics of evaluate's last JSON line without its baselines; a label the model never saw is refused,
+        as there, unless `allow_unseen_labels` (then counted as errors). Only the command could score a run
+        before (walk AE): a notebook re-implemented the metrics."""
+        if isinstance(data, (str, os.PathLike)):
+            name = os.fspath(data)
+            examples = load_examples(self.spec.task, name, "test", self.spec.data)
+        else:
+            name, rows = "evaluate()'s data", [data] if isinstance(data, dict) else list(data)
+            if not rows or not all(isinstance(row, dict) for row in rows):
+                raise ConfigError("evaluate() takes a file (or a built-in set's name) or a non-empty list of dicts "
+                                  "holding each input's fields and its label; strings carry no label")
+            examples = self._read(rows, lambda path: load_examples(self.spec.task, path, "test", self.spec.data))
+        if not examples:
+            raise DataError(f"{name}: no examples to evaluate")
+        try:
+            check_model_labels(self.model, self.spec, examples, name, allow=allow_unseen_labels)
+        except DataError as error:
+            raise DataError(_python_dialect(str(error))) from None
+        with autocast(self.precision, self.device), summing_truncations():
+            metrics = evaluate_examples(self.model, self.tokenizer, self.spec, examples, name=name)
+        return clean_metrics({key: float(value) for key, value in metrics.items()})
+
+    def _read(self, inputs: list, read) -> list:
+        """`read(path)` of the inputs written as the file predict would read, in a temporary folder; its
+        errors and warnings name the inputs ("input N"), not a temporary file the caller never saw."""
+        with tempfile.TemporaryDirectory(prefix="bertkit-predict-") as folder:
+            path = _input_file(inputs, folder)
+            try:
+                with warnings.catch_warnings(record=True) as said:
+                    warnings.simplefilter("always")
+                    examples = read(path)
+            except BertkitError as error:
+                text = _python_dialect(str(error).replace(f"{path}: line ", "input ").replace(path, "the inputs"))
+                if path.endswith(".txt"):
+                    text += f" ({STRINGS_READ})"
+                kind = next(kind for kind in (DataError, ConfigError, BertkitError) if isinstance(error, kind))
+                raise kind(text) from None
+        for warning in said:
+            warnings.warn(_python_dialect(str(warning.message).replace(path, "the inputs")), warning.category,
+                          stacklevel=3)
+        return examples
+
+
+def _python_dialect(text: str) -> str:
+    """A message of the commands as a Predictor's caller acts on it: `--set data.key=value` is
+    from_pretrained's settings=["data.key=value"], `--allow-unseen-labels` evaluate's argument."""
+    text = _SET_OPTION.sub(r'settings=["\1"]', text)
+    return text.replace("--allow-unseen-labels", "allow_unseen_labels=True")
+
+
+def _setting_list(settings: Sequence[str] | str) -> list[str]:
+    """`settings` as a list of "data.key=value" strings: one string is one setting, not its characters
+    (settings="data.max_length=64" was refused as "got 'd'", walk AE); finetune's tables are refused by name."""
+    if isinstance(settings, str):
+        return [settings]
+    if isinstance(settings, dict):
+        raise ConfigError("settings are predict's --set strings, e.g. settings=[\"data.max_length=256\"], not a "
+                          "dict of sections (finetune's `sections`)")
+    return list(settings)
 
 
 def _input_file(inputs: list, folder: str) -> str:
     """The inputs as the file predict would read: strings one a line (.txt), dicts as JSON lines."""
     if not inputs:
         raise ConfigError("predict() was given no inputs; pass a list of texts (or of dicts of the task's fields)")
-    kinds = {type(item) for item in inputs}
-    if kinds == {str}:
+    if all(isinstance(item, str) for item in inputs):  # str's subclasses too: numpy's str_ (np.array of texts)
         path = os.path.join(folder, "inputs.txt")
-        lines = [_LINE_BREAKS.sub(" ", text) + "\n" for text in inputs]
-    elif kinds == {dict}:
+        lines = [_LINE_BREAKS.sub(" ", str(text)) + "\n" for text in inputs]
+    elif all(isinstance(item, dict) for item in inputs):
         path = os.path.join(folder, "inputs.jsonl")
         lines = [json.dumps(record, ensure_ascii=False) + "\n" for record in inputs]
     else:
-        names = ", ".join(sorted(kind.__name__ for kind in kinds))
-        raise ConfigError(f"predict() takes a list of strings or a list of dicts (one kind per call), not {names}; "
-                          "a text pair is a dict of the columns the model was fine-tuned with")
+        raise ConfigError(_kinds_refused(inputs))
     with open(path, "w", encoding="utf-8") as handle:
         handle.writelines(lines)
     return path
+
+
+def _kinds_refused(inputs: list) -> str:
+    """Why a list of inputs is refused: the first that is neither a string nor a dict, by position and value
+    (a pandas column's missing text is a float nan: "not float, str" said neither), else the mix."""
+    odd = next(((i, item) for i, item in enumerate(inputs, 1) if not isinstance(item, (str, dict))), None)
+    if odd is not None:
+        return (f"input {odd[0]} is {type(odd[1]).__name__} {odd[1]!r:.40}, not a string; predict() takes a list of "
+                "strings or a list of dicts; a missing text can be \"\" (its row is nulls)")
+    return ("predict() takes a list of strings or a list of dicts (one kind per call), not both; a text pair is a "
+            "dict of the columns the model was fine-tuned with")

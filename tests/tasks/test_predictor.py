@@ -99,3 +99,47 @@ def test_finetune_md_python_block_runs(runs, tmp_path, monkeypatch):
         exec(compile(block, "docs/finetune.md", "exec"), namespace)
     assert set(namespace["summary"]["best_dev"]) >= {"accuracy", "loss"}
     assert len(namespace["rows"]) == 1 and namespace["rows"][0]["label"] in ("sport", "business")
+
+
+def test_numpy_strings_settings_as_one_string_and_missing_texts(runs):
+    """Walk AE: np.array of texts (numpy's str_) was refused as "not str_"; settings="data.max_length=16"
+    was read letter by letter ("got 'd'"); a pandas column's missing text (nan) was "not float, str"."""
+    np = pytest.importorskip("numpy")
+    predictor = bertkit.Predictor.from_pretrained(str(runs / "clf"), settings="data.max_length=16")
+    assert predictor.spec.data.max_length == 16
+    assert predictor.predict(np.array(TEXTS[:1] + TEXTS[2:])) == [predictor.predict(TEXTS)[i] | {"index": j}
+                                                                   for j, i in enumerate((0, 2))]
+    for missing, shown in ((None, "NoneType None"), (float("nan"), "float nan")):
+        with pytest.raises(ConfigError, match=rf'^input 2 is {shown}, not a string; .*a missing text can be ""'):
+            predictor.predict(["the bank", missing])
+    with pytest.raises(ConfigError, match=r"settings are predict's --set strings, e\.g\. settings=\["):
+        bertkit.Predictor.from_pretrained(str(runs / "clf"), settings={"data": {"max_length": 16}})
+
+
+def test_evaluate_from_python_gives_the_commands_metrics(runs, tmp_path, capsys):
+    """Walk AE: a run was scored only by `bertkit evaluate`; `Predictor.evaluate` gives its metrics from a
+    file or from labelled dicts, and the errors speak Python (settings=, allow_unseen_labels=)."""
+    rows = [{"text": "the match ended 3 nil", "label": "sport"}, {"text": "shares fell 5 percent", "label": "business"},
+            {"text": "the bank cut rates", "label": "business"}]
+    (tmp_path / "test.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert main(["evaluate", "--model", str(runs / "clf"), "--data", str(tmp_path / "test.jsonl"), "--no-baseline",
+                 "--no-progress"]) == 0
+    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    predictor = bertkit.Predictor.from_pretrained(str(runs / "clf"))
+    metrics = predictor.evaluate(str(tmp_path / "test.jsonl"))
+    assert metrics == pytest.approx(printed) and set(metrics) >= {"accuracy", "loss"}
+    assert predictor.evaluate(rows) == pytest.approx(metrics)
+    unseen = rows + [{"text": "rain at noon", "label": "weather"}]
+    with pytest.raises(DataError, match="label\\(s\\) the model never saw: 'weather'.*allow_unseen_labels=True"):
+        predictor.evaluate(unseen)
+    assert predictor.evaluate(unseen, allow_unseen_labels=True)["accuracy"] <= 0.75
+    with pytest.raises(DataError, match=r'^input 1 has no key \'label\'.*settings=\["data.label_column=NAME"\]'):
+        predictor.evaluate([{"text": "the bank"}])
+    with pytest.raises(ConfigError, match="strings carry no label"):
+        predictor.evaluate(["the bank"])
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        predictor.evaluate([{**row, "source": "a newspaper article about it"} for row in rows])
+    shown = [str(w.message) for w in said]
+    assert not any("bertkit-predict-" in text for text in shown), shown
+    assert any(text.startswith("the inputs: column 'source'") for text in shown), shown
