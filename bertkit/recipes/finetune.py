@@ -640,7 +640,8 @@ def length_line(recipe: Recipe, rows: int, steps_per_epoch: int, train_config: T
             f"train.min_steps={options.min_steps} as well: that many steps in as many evaluations)")
 
 
-def finetune(task: Task | str, model_dir: str, train_source: str, dev_source: str | None, out_dir: str,
+def finetune(task: Task | str, model_dir: str | os.PathLike, train_source: str | os.PathLike,
+             dev_source: str | os.PathLike | None, out_dir: str | os.PathLike,
              sections: dict | None = None, overwrite: bool = False, progress: bool = True,
              model_fn=None, train_wrapper=None, resume: bool = False) -> dict:
     """Fine-tune `model_dir` on `train_source` for `task`; returns the summary dict.
@@ -658,6 +659,7 @@ def finetune(task: Task | str, model_dir: str, train_source: str, dev_source: st
     gradients), so an epoch takes 1/W of the steps; rank 0 evaluates, keeps the best model and
     returns the summary (the others return {}). A process group joined here is left at the end.
     """
+    model_dir, train_source, dev_source, out_dir = as_strings(model_dir, train_source, dev_source, out_dir)
     recipe = build_recipe(sections)
     ctx = init_distributed(recipe.train.device)
     recipe.train.precision_on(ctx.device)  # fp16 without a GPU: refused before the data is read
@@ -669,6 +671,12 @@ def finetune(task: Task | str, model_dir: str, train_source: str, dev_source: st
         raise
     leave(ctx)
     return summary
+
+
+def as_strings(*paths) -> list:
+    """Paths as the strings the recipe reads (a built-in name is a string too): a notebook's pathlib.Path
+    failed deep inside as "'PosixPath' object has no attribute 'partition'" (walk AE); None stays None."""
+    return [os.fspath(path) if isinstance(path, os.PathLike) else path for path in paths]
 
 
 def _finetune(task_name: Task | str, model_dir: str, train_source: str, dev_source: str | None, out_dir: str,

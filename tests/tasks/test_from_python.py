@@ -39,7 +39,8 @@ def test_a_missing_model_is_refused_before_the_data_is_read(files, tmp_path):
 
 def test_a_rerun_into_the_same_out_names_the_python_argument(files, tmp_path):
     """A notebook cell run twice: the second run is refused (the first model is kept) with the argument a
-    Python caller passes, not only the command's --overwrite; overwrite=True then replaces the run."""
+    Python caller passes, not only the command's --overwrite; overwrite=True then replaces the run (its
+    paths given as pathlib.Path)."""
     out = str(tmp_path / "run")
     sections = {"train": {"max_steps": 2, "batch_size": 4}, "data": {"max_length": 16}}
     train = str(files / "train.jsonl")
@@ -49,8 +50,9 @@ def test_a_rerun_into_the_same_out_names_the_python_argument(files, tmp_path):
         with pytest.raises(BertkitError, match=r"already holds a model .*--overwrite \(from Python: "
                                                r"finetune\(\.\.\., overwrite=True\)\)$"):
             finetune("classification", str(files / "tiny"), train, train, out, sections, progress=False)
-        summary = finetune("classification", str(files / "tiny"), train, train, out, sections, progress=False,
-                           overwrite=True)
+        # pathlib.Path, as a notebook writes paths: was "'PosixPath' object has no attribute 'partition'"
+        summary = finetune("classification", files / "tiny", files / "train.jsonl", files / "train.jsonl",
+                           tmp_path / "run", sections, progress=False, overwrite=True)
     assert summary["steps"] == 2
 
 
