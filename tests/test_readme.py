@@ -163,6 +163,7 @@ def test_readme_own_data_commands_run(minilm_dir, tmp_path, monkeypatch, capsys)
     assert main(["predict", "--model", "runs/mine", "--input", "new.txt", "--output", "-"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert namespace["rows"] == [{k: v for k, v in row.items() if k != "line"} for row in rows]
+    assert set(namespace["metrics"]) >= {"accuracy", "loss"}  # Predictor.evaluate on test.csv (walk AE)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert main(["evaluate", "--model", "runs/mine", "--data", "dev.csv", "--set", "data.max_length=9"]) == 0

@@ -83,14 +83,14 @@ def test_bad_inputs_are_named_by_position_not_by_a_temporary_file(runs):
 
 
 def test_finetune_md_python_block_runs(runs, tmp_path, monkeypatch):
-    """docs/finetune.md "From Python": fine-tune, read the summary, predict; the tiny model, 3 steps."""
+    """docs/finetune.md "From Python": fine-tune, read the summary, predict, evaluate; the tiny model, 3 steps."""
     text = (Path(__file__).resolve().parents[2] / "docs" / "finetune.md").read_text(encoding="utf-8")
     block = re.search(r"## From Python\n.*?```python\n(.*?)```", text, flags=re.S).group(1)
     assert "bertkit.data.assets.minilm_dir()" in block and '"max_steps": 150' in block
     block = (block.replace("bertkit.data.assets.minilm_dir()", repr(str(runs / "tiny")))
              .replace('"max_steps": 150', '"max_steps": 3').replace('"max_length": 256', '"max_length": 16'))
     lines = "".join(f"the match ended {i} nil,sport\nshares fell {i} percent,business\n" for i in range(6))
-    for name in ("train.csv", "dev.csv"):
+    for name in ("train.csv", "dev.csv", "test.csv"):
         (tmp_path / name).write_text("text,label\n" + lines, encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
@@ -99,6 +99,7 @@ def test_finetune_md_python_block_runs(runs, tmp_path, monkeypatch):
         exec(compile(block, "docs/finetune.md", "exec"), namespace)
     assert set(namespace["summary"]["best_dev"]) >= {"accuracy", "loss"}
     assert len(namespace["rows"]) == 1 and namespace["rows"][0]["label"] in ("sport", "business")
+    assert set(namespace["metrics"]) >= {"accuracy", "macro_f1", "loss"}  # Predictor.evaluate (walk AE)
 
 
 def test_numpy_strings_settings_as_one_string_and_missing_texts(runs):
