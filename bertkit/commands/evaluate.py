@@ -22,18 +22,15 @@ import os
 import sys
 import warnings
 
-import numpy as np
-
 from bertkit.errors import ConfigError, DataError
 from bertkit.inference.quantize import inference_copy
-from bertkit.tasks.baseline import (describe, describe_reference, has_tfidf_baseline, score_like_finetune,
-                                   score_trivial)
+from bertkit.tasks.baseline import describe, describe_reference, evaluation_baselines
 from bertkit.tasks import (TASKS, check_model_labels, clean_metrics, inference_spec, load_examples,
                            load_inference_model, predict_examples, showing_progress, subsample)
 from bertkit.settings.config_io import split_override
 from bertkit.tasks.common import TruncationWarning
 from bertkit.tasks.tfidf_blend import BLEND_FILE
-from bertkit.tasks.metrics import paired_difference, proportion_standard_error
+from bertkit.tasks.metrics import proportion_standard_error
 from bertkit.runtime.process_group import init_distributed, leave
 
 from bertkit.commands.options import (add_device, add_int8, add_no_blend, add_precision, add_progress, add_seed,
@@ -117,30 +114,20 @@ def baseline_json(scores: dict) -> str:
 
 def with_baselines(args, spec, examples, predictions, line: dict) -> tuple[dict, tuple[str, list] | None]:
     """(the metrics line with "baselines" added, (name, predictions) of the baseline whose classes --per-class
-    shows: TF-IDF's, else the trivial one's where the task gives them (Task.baseline_predict), else None), each
-    baseline printed on its way: TF-IDF and trivial refitted on the fine-tune's training data (with the
-    paired difference to TF-IDF), the task's reference method (BM25), or the trivial one alone."""
+    shows: TF-IDF's, else the task's own where it gives them (Task.baseline_predict), else None), each
+    baseline printed (tasks/baseline.py `evaluation_baselines` fits them), or why it is missing."""
     if args.no_baseline:
         return line, None
-    if has_tfidf_baseline(spec.task.name):
-        baselines, note, theirs = score_like_finetune(args.model, spec.task.name, spec.data, examples)
-        if "trivial" in baselines:
-            print(baseline_json(baselines["trivial"]))
-        print(note or describe(baselines["tfidf"]))
-        paired = theirs and paired_accuracy(examples, predictions, theirs, line, baselines["tfidf"])
-        if paired:
-            baselines["tfidf"]["paired"] = paired
-        return ({**line, "baselines": baselines} if baselines else line), theirs and ("TF-IDF", theirs)
-    if spec.task.reference is not None:  # needs no training data
-        baselines = {"trivial": clean_metrics(spec.task.baseline([], examples)),
-                     "reference": clean_metrics(spec.task.reference(examples))}
-        print(baseline_json(baselines["trivial"]))
-        print(describe_reference(baselines["reference"]))
-        return {**line, "baselines": baselines}, None
-    # refitted on the training data
-    baselines, note, theirs = score_trivial(args.model, spec.task.name, spec.data, examples)
-    print(baseline_json(baselines["trivial"]) if baselines else note)
-    return ({**line, "baselines": baselines} if baselines else line), theirs and ("trivial", theirs)
+    found = evaluation_baselines(args.model, spec, examples, predictions, line)
+    if "trivial" in found.scores:
+        print(baseline_json(found.scores["trivial"]))
+    if "tfidf" in found.scores:
+        print(describe({k: v for k, v in found.scores["tfidf"].items() if k != "paired"}))
+    if "reference" in found.scores:
+        print(describe_reference(found.scores["reference"]))
+    if found.note:
+        print(found.note)
+    return ({**line, "baselines": found.scores} if found.scores else line), found.rival
 
 
 # Metrics that are the share of examples scored right (QA's exact in percent): for these alone one
@@ -183,24 +170,6 @@ def model_line(data: str, task, line: dict, count: int) -> str:
     if chance.get(first) is not None:
         shown.append(f"chance ({chance['method']}) {rounded(chance[first])}")
     return f"model on {data}: {', '.join(parts)}" + (f"; baselines' {first}: {', '.join(shown)}" if shown else "")
-
-
-def paired_accuracy(examples, predictions, theirs, ours_scores: dict, their_scores: dict) -> dict | None:
-    """The model's accuracy minus TF-IDF's on the same examples, with the paired standard error
-    (metrics.paired_difference), for a task whose prediction is (label, probabilities) and whose
-    accuracy is the share of labels equal to the gold one; None where that does not reproduce both
-    accuracies (a multi-label set's, say), so a number is never paired from the wrong rule."""
-    def right(predicted) -> list[bool] | None:
-        if not all(isinstance(p, tuple) and len(p) == 2 for p in predicted):
-            return None
-        return [p[0] == e.label for p, e in zip(predicted, examples)]
-
-    ours, rivals = right(predictions), right(theirs)
-    if ours is None or rivals is None or "accuracy" not in ours_scores:
-        return None
-    if abs(np.mean(ours) - ours_scores["accuracy"]) > 1e-9 or abs(np.mean(rivals) - their_scores["accuracy"]) > 1e-9:
-        return None
-    return paired_difference(ours, rivals)
 
 
 def paired_line(paired: dict, count: int) -> str:

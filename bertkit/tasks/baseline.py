@@ -32,11 +32,14 @@ import warnings
 from dataclasses import dataclass
 from typing import Sequence
 
+import numpy as np
+
 from bertkit.errors import DataError
 from bertkit.peft import tokenizer_dir
 from bertkit.tasks.builtin import load_examples
 from bertkit.tasks.common import SUMMARY_FILE, DataConfig, clean_metrics, subsample
 from bertkit.tasks.formats import TextExample, count_shared, input_kind
+from bertkit.tasks.metrics import paired_difference
 from bertkit.tasks.registry import get_task
 from bertkit.tasks.sequence import class_predictions, label_list, label_set_predictions
 from bertkit.tasks.tfidf import INSTALL, sklearn_available, tfidf_vectorizer
@@ -329,3 +332,49 @@ def describe(result: dict) -> str:
     scores = dict(scores)
     threshold = f", threshold {scores.pop('threshold'):g}" if "threshold" in scores else ""
     return f"TF-IDF baseline ({param}={value:g}{threshold}, chosen on dev): {json.dumps(scores, ensure_ascii=False)}"
+
+
+@dataclass
+class EvaluationBaselines:
+    """The baselines `evaluate` (the command, and Predictor.evaluate) sets beside a model's scores."""
+
+    scores: dict  # {"trivial": ..., "tfidf": {..., "paired": ...}, "reference": ...}: those that could be fitted
+    note: str  # why TF-IDF (or every baseline) is missing, one line; "" when nothing is
+    rival: tuple[str, list] | None  # (name, predictions) of the baseline whose classes --per-class shows
+
+
+def evaluation_baselines(model_dir: str, spec, examples: Sequence, predictions: Sequence,
+                         metrics: dict) -> EvaluationBaselines:
+    """The baselines of a model's `metrics` on `examples`: TF-IDF and trivial refitted on the fine-tune's
+    training data (with the paired difference to TF-IDF), the task's reference method (BM25) and its own
+    baseline (no training data needed), or the task's own baseline alone, refitted the same way."""
+    task = spec.task
+    if has_tfidf_baseline(task.name):
+        scores, note, theirs = score_like_finetune(model_dir, task.name, spec.data, examples)
+        paired = theirs and paired_accuracy(examples, predictions, theirs, metrics, scores["tfidf"])
+        if paired:
+            scores["tfidf"]["paired"] = paired
+        return EvaluationBaselines(scores, note, theirs and ("TF-IDF", theirs))
+    if task.reference is not None:
+        return EvaluationBaselines({"trivial": clean_metrics(task.baseline([], examples)),
+                                    "reference": clean_metrics(task.reference(examples))}, "", None)
+    scores, note, theirs = score_trivial(model_dir, task.name, spec.data, examples)
+    return EvaluationBaselines(scores, note, theirs and ("trivial", theirs))
+
+
+def paired_accuracy(examples, predictions, theirs, ours_scores: dict, their_scores: dict) -> dict | None:
+    """The model's accuracy minus TF-IDF's on the same examples, with the paired standard error
+    (metrics.paired_difference), for a task whose prediction is (label, probabilities) and whose
+    accuracy is the share of labels equal to the gold one; None where that does not reproduce both
+    accuracies (a multi-label set's, say), so a number is never paired from the wrong rule."""
+    def right(predicted) -> list[bool] | None:
+        if not all(isinstance(p, tuple) and len(p) == 2 for p in predicted):
+            return None
+        return [p[0] == e.label for p, e in zip(predicted, examples)]
+
+    ours, rivals = right(predictions), right(theirs)
+    if ours is None or rivals is None or "accuracy" not in ours_scores:
+        return None
+    if abs(np.mean(ours) - ours_scores["accuracy"]) > 1e-9 or abs(np.mean(rivals) - their_scores["accuracy"]) > 1e-9:
+        return None
+    return paired_difference(ours, rivals)

@@ -15,7 +15,7 @@ offset), so a bad input gets predict's one-line error, "input N" for its positio
 blank input its row of nulls. The rows are predict's without "line": one per input, in order, the
 TF-IDF blend saved with the model included unless `blend=False`.
 
-`predictor.evaluate("test.csv")` (or labelled dicts) gives the metrics `bertkit evaluate` prints, without its
+`predictor.evaluate("test.csv")` (or labelled dicts) gives the metrics `bertkit evaluate` prints, with its
 baselines.
 """
 
@@ -36,7 +36,8 @@ from bertkit.runtime.devices import resolve_device
 from bertkit.runtime.precision import autocast, resolve_precision
 from bertkit.tasks.builtin import load_examples
 from bertkit.tasks.common import clean_metrics, summing_truncations
-from bertkit.tasks.inference import (check_model_labels, evaluate_examples, inference_spec, load_inference_model,
+from bertkit.tasks.baseline import evaluation_baselines
+from bertkit.tasks.inference import (check_model_labels, inference_spec, load_inference_model, predict_examples,
                                     prediction_rows, read_prediction_input)
 from bertkit.tasks.spec import TaskSpec
 from bertkit.tokenizer import Tokenizer
@@ -50,9 +51,11 @@ _LINE_BREAKS = re.compile(r"[\r\n]")  # one character each, so a space in their 
 class Predictor:
     """A fine-tuned model directory loaded once for `predict` and `evaluate` (see the module docstring)."""
 
-    def __init__(self, model, tokenizer: Tokenizer, spec: TaskSpec, device: torch.device, precision: str):
+    def __init__(self, model, tokenizer: Tokenizer, spec: TaskSpec, device: torch.device, precision: str,
+                 model_dir: str | None = None):
         self.model, self.tokenizer, self.spec = model, tokenizer, spec
         self.device, self.precision = device, precision
+        self.model_dir = model_dir  # the run folder, whose record of its training data the baselines refit on
 
     @classmethod
     def from_pretrained(cls, model_dir: str, task: str | None = None, device: str = "auto",
@@ -69,7 +72,8 @@ class Predictor:
         if not blend:
             spec.blend = None
         model, tokenizer = load_inference_model(model_dir, spec)
-        return cls(inference_copy(model, tokenizer, int8, where, precision), tokenizer, spec, where, precision)
+        return cls(inference_copy(model, tokenizer, int8, where, precision), tokenizer, spec, where, precision,
+                   os.fspath(model_dir))
 
     def predict(self, inputs: Sequence[str | dict] | str | dict) -> list[dict]:
         """One row per input, in order (a single input: a list of one row)."""
@@ -79,12 +83,15 @@ class Predictor:
             rows = prediction_rows(self.model, self.tokenizer, self.spec, examples, name="inputs")
         return [{key: value for key, value in row.items() if key != "line"} for row in rows]
 
-    def evaluate(self, data: str | os.PathLike | Sequence[dict], allow_unseen_labels: bool = False) -> dict:
+    def evaluate(self, data: str | os.PathLike | Sequence[dict], allow_unseen_labels: bool = False,
+                 baselines: bool = True) -> dict:
         """The task's metrics on labelled `data`: a file or built-in set as `bertkit evaluate --data` reads it
-        ("test.csv", "bbc:test"), or dicts of a line's fields with its label (csv.DictReader's rows). The
-        metrics of evaluate's last JSON line without its baselines; a label the model never saw is refused,
-        as there, unless `allow_unseen_labels` (then counted as errors). Only the command could score a run
-        before (walk AE): a notebook re-implemented the metrics."""
+        ("test.csv", "bbc:test"), or dicts of a line's fields with its label (csv.DictReader's rows): evaluate's
+        last JSON line, "baselines" included (TF-IDF and trivial refitted on the fine-tune's recorded training
+        data, the paired difference to TF-IDF; a warning says why one is missing; `baselines=False` is
+        `--no-baseline`). A label the model never saw is refused, as there, unless `allow_unseen_labels` (then
+        counted as errors). Only the command could score a run before (walk AE): a notebook re-implemented
+        the metrics, without the baselines a score needs beside it."""
         if isinstance(data, (str, os.PathLike)):
             name = os.fspath(data)
             examples = load_examples(self.spec.task, name, "test", self.spec.data)
@@ -101,8 +108,15 @@ class Predictor:
         except DataError as error:
             raise DataError(_python_dialect(str(error))) from None
         with autocast(self.precision, self.device), summing_truncations():
-            metrics = evaluate_examples(self.model, self.tokenizer, self.spec, examples, name=name)
-        return clean_metrics({key: float(value) for key, value in metrics.items()})
+            predictions = predict_examples(self.model, self.tokenizer, self.spec, examples, name=name)
+        metrics = self.spec.task.metrics(examples, predictions)
+        metrics = clean_metrics({key: float(value) for key, value in metrics.items()})
+        if not baselines or self.model_dir is None:
+            return metrics
+        found = evaluation_baselines(self.model_dir, self.spec, examples, predictions, metrics)
+        if found.note:
+            warnings.warn(found.note, stacklevel=2)
+        return {**metrics, "baselines": found.scores} if found.scores else metrics
 
     def _read(self, inputs: list, read) -> list:
         """`read(path)` of the inputs written as the file predict would read, in a temporary folder; its

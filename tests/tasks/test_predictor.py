@@ -22,7 +22,7 @@ TEXTS = ["the match ended 2 nil", "", "shares fell 3 percent\nthe bank cut rates
 def finetune(argv) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        assert main(["finetune", *argv, "--no-progress", "--no-baseline", "--set", "train.max_steps=4",
+        assert main(["finetune", *argv, "--no-progress", "--set", "train.max_steps=4",
                      "train.batch_size=8", "data.max_length=16"]) == 0
 
 
@@ -123,13 +123,17 @@ def test_evaluate_from_python_gives_the_commands_metrics(runs, tmp_path, capsys)
     rows = [{"text": "the match ended 3 nil", "label": "sport"}, {"text": "shares fell 5 percent", "label": "business"},
             {"text": "the bank cut rates", "label": "business"}]
     (tmp_path / "test.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
-    assert main(["evaluate", "--model", str(runs / "clf"), "--data", str(tmp_path / "test.jsonl"), "--no-baseline",
+    assert main(["evaluate", "--model", str(runs / "clf"), "--data", str(tmp_path / "test.jsonl"),
                  "--no-progress"]) == 0
     printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     predictor = bertkit.Predictor.from_pretrained(str(runs / "clf"))
-    metrics = predictor.evaluate(str(tmp_path / "test.jsonl"))
-    assert metrics == pytest.approx(printed) and set(metrics) >= {"accuracy", "loss"}
-    assert predictor.evaluate(rows) == pytest.approx(metrics)
+    found = predictor.evaluate(str(tmp_path / "test.jsonl"))  # the baselines too, refitted as the command does
+    assert json.dumps(found, sort_keys=True) == json.dumps(printed, sort_keys=True)
+    assert set(found["baselines"]) == {"trivial", "tfidf"} and "paired" in found["baselines"]["tfidf"]
+    metrics = predictor.evaluate(str(tmp_path / "test.jsonl"), baselines=False)  # --no-baseline
+    assert metrics == pytest.approx({k: v for k, v in printed.items() if k != "baselines"})
+    assert set(metrics) >= {"accuracy", "loss"}
+    assert predictor.evaluate(rows, baselines=False) == pytest.approx(metrics)
     unseen = rows + [{"text": "rain at noon", "label": "weather"}]
     with pytest.raises(DataError, match="label\\(s\\) the model never saw: 'weather'.*allow_unseen_labels=True"):
         predictor.evaluate(unseen)
