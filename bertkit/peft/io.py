@@ -40,8 +40,9 @@ from safetensors.torch import save
 from torch import nn
 
 from bertkit.models import heads
-from bertkit.models.checkpoint import load_into, read_state_dict
+from bertkit.models.checkpoint import load_into, read_config, read_state_dict
 from bertkit.models.config import BertConfig
+from bertkit.models.encoder_decoder import EncoderDecoderConfig, EncoderDecoderModel
 from bertkit.errors import CheckpointError, ConfigError
 from bertkit.io import atomic_open, atomic_write_json, make_output_dir, read_json_object, same_path
 from bertkit.models.encoder import BertModel
@@ -49,6 +50,7 @@ from bertkit.peft.base import CONFIG_CLASSES, PeftConfig, base_shape, encoder_of
 from bertkit.peft.lora import LoraConfig
 from bertkit.peft.prefix import PrefixConfig
 from bertkit.runtime import run_dir
+from bertkit.tokenizer import Tokenizer
 
 # PEFT's names (LoRA), bertkit's own (bottleneck adapters, prefixes): defined with the run folders,
 # whose "not a model" hint also names an adapter directory
@@ -60,7 +62,8 @@ FORMAT_VERSION = 2
 PEFT_PREFIX = "base_model.model."  # PEFT's prefix of every saved key
 # bertkit task class <-> PEFT task_type (which PeftModelFor... class PEFT builds).
 TASK_TYPES = {"BertForSequenceClassification": "SEQ_CLS", "BertForTokenClassification": "TOKEN_CLS",
-              "BertForQuestionAnswering": "QUESTION_ANS", "BertModel": "FEATURE_EXTRACTION"}
+              "BertForQuestionAnswering": "QUESTION_ANS", "BertModel": "FEATURE_EXTRACTION",
+              "EncoderDecoderModel": "SEQ_2_SEQ_LM"}
 # PEFT LoraConfig fields whose non-default values change the maths; bertkit refuses them.
 UNSUPPORTED_LORA = {"use_dora": False, "use_rslora": False, "bias": "none", "fan_in_fan_out": False,
                     "lora_bias": False, "rank_pattern": {}, "alpha_pattern": {},
@@ -508,7 +511,7 @@ def copy_adapter_weights(peft, weights: dict[str, torch.Tensor], name: str, sour
 
 # ---------------------------------------------------------------------------- the base model
 def task_class(name: str) -> type:
-    cls = BertModel if name == "BertModel" else getattr(heads, name, None)
+    cls = {"BertModel": BertModel, "EncoderDecoderModel": EncoderDecoderModel}.get(name) or getattr(heads, name, None)
     if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
         raise CheckpointError(f"adapter was saved from model class {name!r}, which bertkit does not have")
     return cls
@@ -536,6 +539,8 @@ def base_directory(saved: SavedAdapter) -> str:
 def build_task_model(saved: SavedAdapter, base_path: str) -> nn.Module:
     """The adapter's task model with the base's weights (the head from the adapter comes later)."""
     cls = task_class(saved.meta["task_class"])
+    if cls is EncoderDecoderModel:
+        return _encoder_decoder(saved, base_path)
     base_config = BertConfig.from_pretrained(base_path)
     check_shape(saved.meta, base_config, base_path, saved.directory)
     model = cls(_task_config(saved, base_config))
@@ -565,6 +570,47 @@ def build_task_model(saved: SavedAdapter, base_path: str) -> nn.Module:
     return model
 
 
+def _encoder_decoder(saved: SavedAdapter, base_path: str) -> EncoderDecoderModel:
+    """An encoder-decoder adapter's model from its base: a saved encoder-decoder as it is, or a BERT
+    checkpoint warm-started as `finetune --task seq2seq` does (both halves from it, new cross-attention
+    and LM head, which the adapter holds in full). The adapter's config.json (bertkit writes it) says
+    the decoder's depth (model.decoder_layers), dropout and special ids; PEFT's directories have none:
+    a full-depth warm start with the ids of the base's tokenizer."""
+    base_config = read_config(base_path)
+    own = os.path.isfile(os.path.join(saved.directory, "config.json"))
+    config = read_config(saved.directory) if own else None
+    if config is not None and not isinstance(config, EncoderDecoderConfig):
+        raise CheckpointError(f"{saved.directory}/config.json is not an encoder-decoder's, but the adapter is an "
+                              "EncoderDecoderModel's; restore the config.json it was saved with")
+    if isinstance(base_config, EncoderDecoderConfig):
+        model = EncoderDecoderModel.from_pretrained(base_path, config=config or base_config)
+    else:
+        model = EncoderDecoderModel(config or _warm_start_config(base_config, base_path))
+        state = read_state_dict(base_path)
+        hint = f"{base_path} is not the base adapter {saved.directory} was trained on: {_GIVE_BASE}"
+        reports = {"encoder.": load_into(model.encoder, state, "bert", mismatch_hint=hint),
+                   "decoder.": load_into(model.decoder, state, "bert", mismatch_hint=hint)}
+        missing = [part + k for part, report in reports.items() for k in report.missing_keys
+                   if not model.is_head_parameter(part + k) and k not in ("pooler.dense.weight", "pooler.dense.bias")]
+        if missing:
+            raise CheckpointError(f"base {base_path} lacks {len(missing)} weights of the encoder-decoder "
+                                  f"({', '.join(missing[:3])}); it is not the model this adapter was trained on")
+    check_shape(saved.meta, model.config, base_path, saved.directory)
+    return model
+
+
+def _warm_start_config(base: BertConfig, base_path: str) -> EncoderDecoderConfig:
+    """BERT2BERT's config from one BERT (seq2seq's warm start): [CLS] starts the decoder, [SEP] ends
+    it, [PAD] pads, read off the base's tokenizer when it has one."""
+    ids: dict[str, int | None] = {}
+    if any(os.path.isfile(os.path.join(base_path, f)) for f in TOKENIZER_FILES):
+        tokenizer = Tokenizer.from_pretrained(base_path)
+        ids = {"decoder_start_token_id": tokenizer.cls_token_id, "pad_token_id": tokenizer.pad_token_id,
+               "eos_token_id": tokenizer.sep_token_id}
+    return EncoderDecoderConfig(base.replace(is_decoder=False, add_cross_attention=False),
+                                base.replace(is_decoder=True, add_cross_attention=True), **ids)
+
+
 def _task_config(saved: SavedAdapter, base_config: BertConfig) -> BertConfig:
     """The task config (labels, problem type): the adapter's config.json when it has one (bertkit
     writes it), else the base's with num_labels read off the saved classifier (PEFT's dirs)."""
@@ -589,7 +635,10 @@ def adapter_task_config(directory) -> BertConfig:
     `evaluate`/`predict` read from config.json (which PEFT's own directories lack)."""
     saved = read_adapter(directory)
     if os.path.isfile(os.path.join(saved.directory, "config.json")):
-        config = BertConfig.from_pretrained(saved.directory)
+        config = read_config(saved.directory)  # (an encoder-decoder's has a class of its own)
+    elif saved.meta["task_class"] == "EncoderDecoderModel":  # PEFT's directory: the warm start's
+        base = base_directory(saved)
+        config = _warm_start_config(read_config(base), base)
     else:
         config = _task_config(saved, BertConfig.from_pretrained(base_directory(saved)))
     return config.replace(architectures=[saved.meta["task_class"]])

@@ -44,9 +44,16 @@ from bertkit.models.hf_compat import count_parameters
 from bertkit.models.encoder import BertSelfAttention
 from bertkit.peft import io
 from bertkit.peft.adapters import ADAPTER_PLACES, AdapterConfig, Bottleneck
-from bertkit.peft.base import CONFIG_CLASSES, PeftConfig, base_fingerprint, encoder_of
+from bertkit.peft.base import (CONFIG_CLASSES, PeftConfig, base_fingerprint, body_paths, encoder_of,
+                                is_encoder_decoder, warm_start_modules)
 from bertkit.peft.lora import LoraUpdate
 from bertkit.peft.prefix import PrefixConfig, PrefixEncoder, PrefixHook, PrefixTuning, vocab_init_ids
+
+# Bottleneck adapters and prefixes place themselves in one encoder's layers; an encoder-decoder has two
+# stacks and cross-attention, which only LoRA (any nn.Linear by name) reaches as it is.
+ENCODER_DECODER_LORA_ONLY = ("{method} is not available on an encoder-decoder (BERT2BERT): only LoRA is; use "
+                             "LoraConfig (--peft lora)")
+
 
 # ---------------------------------------------------------------------------- modules
 class PeftLinear(nn.Module):
@@ -221,6 +228,8 @@ class PeftModel(nn.Module):
             raise ConfigError(f"an adapter named {name!r} exists already; pick another name or "
                               "delete_adapter() it first")
         config = _bertkit_config(config)
+        if is_encoder_decoder(self.model) and config.method != "lora":
+            raise ConfigError(ENCODER_DECODER_LORA_ONLY.format(method=config.method))
         saved = self._resolve_modules_to_save(config.modules_to_save)
         if config.method == "lora":
             targets = self._resolve_lora_targets(config.target_modules, saved)
@@ -542,6 +551,8 @@ class PeftModel(nn.Module):
     def _resolve_modules_to_save(self, names: list[str] | str | None) -> list[str]:
         _, encoder_path = encoder_of(self.model)
         paths = [p for p, _ in self._walk() if p]
+        if names is None and is_encoder_decoder(self.model):  # what the warm start added (base.py says why)
+            return warm_start_modules(self.model)
         if names is None:  # the task head: top-level modules with parameters besides the encoder
             if not encoder_path:  # a bare encoder has no head (as PEFT's FEATURE_EXTRACTION on AutoModel)
                 return []
@@ -553,8 +564,9 @@ class PeftModel(nn.Module):
         return [p for p in chosen if any(True for _ in self.model.get_submodule(p).parameters())]
 
     def _resolve_lora_targets(self, targets: list[str] | str, saved: list[str]) -> list[str]:
-        encoder, encoder_path = encoder_of(self.model)
-        inside = (encoder_path + ".") if encoder_path else ""
+        """The linear layers `targets` names inside the pre-trained body (`body_paths`: both halves
+        of an encoder-decoder), leaving out those inside modules trained in full."""
+        inside = tuple((path + ".") if path else "" for path in body_paths(self.model))
         linears = [p for p, m in self._walk()
                    if isinstance(m, (nn.Linear, PeftLinear)) and p.startswith(inside)
                    and not any(p == s or p.startswith(s + ".") for s in saved)]
