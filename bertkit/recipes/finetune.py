@@ -556,9 +556,21 @@ def refuse_head_only(task: Task, recipe: Recipe) -> None:
     encoder-decoder failed with an AttributeError traceback (walk X)."""
     if recipe.peft and not task.peft:
         raise ConfigError(f"--peft is not available for --task {task.name}: its model trains whole; drop --peft")
+    method = recipe.peft.get("method") if recipe.peft else None
+    if method and isinstance(task.peft, tuple) and method not in task.peft:
+        raise ConfigError(f"--peft {method} is not available for --task {task.name} (an encoder-decoder); use "
+                          f"--peft {' or --peft '.join(task.peft)}")
     if recipe.freeze_encoder and not task.freeze_encoder:
         raise ConfigError(f"model.freeze_encoder is not available for --task {task.name}: its model trains whole "
                           "(no head apart from the encoder); drop model.freeze_encoder")
+
+
+def encoder_to_freeze(model: nn.Module) -> nn.Module:
+    """What model.freeze_encoder freezes: the encoder under `base_model_prefix`; an encoder-decoder's
+    encoder half, so its decoder (cross-attention, LM head) learns to read the frozen states."""
+    if getattr(model, "is_encoder_decoder", False):
+        return model.encoder
+    return getattr(model, model.base_model_prefix)
 
 
 def build_model(model_dir: str, data: TaskData, recipe: Recipe, model_fn=None, progress: bool = True) -> nn.Module:
@@ -583,7 +595,7 @@ def build_model(model_dir: str, data: TaskData, recipe: Recipe, model_fn=None, p
         # new projections on a dense checkpoint: start from its attention, not random token mixtures
         linformer.init_segment_means(model, recipe.data.max_length)
     if recipe.freeze_encoder:
-        getattr(model, model.base_model_prefix).requires_grad_(False)
+        encoder_to_freeze(model).requires_grad_(False)
     if recipe.peft:  # frozen base + adapter; OUT then holds the adapter directory (bertkit.peft)
         model = get_peft_model(model, make_config(**recipe.peft), base_model_path=model_dir)
         if progress:

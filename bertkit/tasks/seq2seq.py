@@ -294,7 +294,9 @@ SEQ2SEQ = Task(
     architectures=("EncoderDecoderModel",), build_model=build_model,
     model_keys=("decoder_layers", "cross_attention_init"),  # read by build_model, not config fields
     blank_row=lambda example: {"source": example.text, "generated": None}, file_only=True,
-    peft=False,  # PEFT's wrappers take one encoder with a head; an encoder-decoder trains whole
-    freeze_encoder=False,  # not yet for encoder-decoders (docs/decoder.md): it failed deep inside
+    # LoRA on both halves, the warm start's new cross-attention and LM transform trained in full
+    # (bertkit/peft/base.py, warm_start_modules); adapters and prefixes sit in one encoder's layers
+    peft=("lora",),
+    freeze_encoder=True,  # the encoder half: the decoder, its cross-attention and LM head train
     check_data="check that each target (data.target_column) is the text to generate from its source",
 )

@@ -68,10 +68,11 @@ class Task:
                     the score by finetune and evaluate. None: the task has none (classification's
                     TF-IDF baseline is fitted: bertkit/tasks/baseline.py)
     peft            whether `--peft` applies: an adapter file names its head class for PEFT (an
-                    embedding model has none: it trains whole)
+                    embedding model has none: it trains whole); or the methods that do, by name
+                    (an encoder-decoder: ("lora",))
     freeze_encoder  whether `model.freeze_encoder` applies: the model has a head apart from its
                     encoder to train alone (a sentence model is its encoder: frozen, nothing trains;
-                    an encoder-decoder has two encoders and cross-attention in between)
+                    an encoder-decoder freezes its encoder half, and its decoder trains)
     starts_trained  the checkpoint is already a model of this task (an embedding model): fine-tuning
                     scores it on dev before the first step (train.eval_at_start), and keeps it when
                     no later evaluation beats it
@@ -120,7 +121,7 @@ class Task:
     distiller: Callable[..., Any] | None = None
     export_outputs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     reference: Callable[[Sequence], dict] | None = None
-    peft: bool = True
+    peft: bool | tuple[str, ...] = True
     freeze_encoder: bool = True
     starts_trained: bool = False
     per_class: Callable[[Sequence, Sequence], dict] | None = None

@@ -159,8 +159,9 @@ def test_finetune_evaluate_predict_through_the_cli(tiny, tmp_path, capsys):
         assert main(["evaluate", "--model", out, "--data", dev, "--int8"]) == 2  # (was an AttributeError)
         assert "a seq2seq (encoder-decoder) model also generates with its decoder" in capsys.readouterr().err
         assert main(["finetune", "--task", "seq2seq", "--model", tiny, "--train", train, "--dev", dev, "--out",
-                     str(tmp_path / "peft"), "--peft", "lora"]) == 2  # (was "EncoderDecoderModel is not a bertkit model")
-        assert "--peft is not available for --task seq2seq" in capsys.readouterr().err
+                     str(tmp_path / "peft"), "--peft", "prefix"]) == 2  # LoRA only (tests/tasks/test_seq2seq_peft.py)
+        assert "--peft prefix is not available for --task seq2seq (an encoder-decoder); use --peft lora" in \
+            capsys.readouterr().err
         (tmp_path / "train.jsonl").write_text("", encoding="utf-8")  # the training data changed since
         assert main(["evaluate", "--model", out, "--data", dev]) == 0
         printed = capsys.readouterr().out.strip().splitlines()
