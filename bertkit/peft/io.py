@@ -599,6 +599,12 @@ def _encoder_decoder(saved: SavedAdapter, base_path: str) -> EncoderDecoderModel
     return model
 
 
+def _base_encoder_decoder_config(base_path: str) -> EncoderDecoderConfig:
+    """The encoder-decoder config of an adapter's base: a saved encoder-decoder's own, or a BERT's warm start."""
+    config = read_config(base_path)
+    return config if isinstance(config, EncoderDecoderConfig) else _warm_start_config(config, base_path)
+
+
 def _warm_start_config(base: BertConfig, base_path: str) -> EncoderDecoderConfig:
     """BERT2BERT's config from one BERT (seq2seq's warm start): [CLS] starts the decoder, [SEP] ends
     it, [PAD] pads, read off the base's tokenizer when it has one."""
@@ -636,9 +642,8 @@ def adapter_task_config(directory) -> BertConfig:
     saved = read_adapter(directory)
     if os.path.isfile(os.path.join(saved.directory, "config.json")):
         config = read_config(saved.directory)  # (an encoder-decoder's has a class of its own)
-    elif saved.meta["task_class"] == "EncoderDecoderModel":  # PEFT's directory: the warm start's
-        base = base_directory(saved)
-        config = _warm_start_config(read_config(base), base)
+    elif saved.meta["task_class"] == "EncoderDecoderModel":  # PEFT's directory: its base's
+        config = _base_encoder_decoder_config(base_directory(saved))
     else:
         config = _task_config(saved, BertConfig.from_pretrained(base_directory(saved)))
     return config.replace(architectures=[saved.meta["task_class"]])

@@ -16,7 +16,7 @@ import torch
 
 import bertkit
 from bertkit.errors import CheckpointError, ConfigError
-from bertkit.peft import AdapterConfig, LoraConfig, PeftModel, PrefixConfig, get_peft_model
+from bertkit.peft import AdapterConfig, LoraConfig, PeftModel, PrefixConfig, adapter_task_config, get_peft_model
 
 from .conftest import padded_batch, tiny_config
 
@@ -137,6 +137,9 @@ def test_peft_saved_seq2seq_lora_finds_a_saved_encoder_decoder_base(tmp_path, be
     theirs, adapter = _peft_saved(tmp_path, hf.eval())
     ours = PeftModel.from_pretrained(adapter)
     assert (_logits(ours) - _logits(theirs)).abs().max() < 1e-5
+    config = adapter_task_config(adapter)  # what evaluate / predict read: the base's encoder-decoder config
+    assert config.architectures == ["EncoderDecoderModel"] and config.decoder.add_cross_attention
+    assert config.decoder_start_token_id == IDS["decoder_start_token_id"]
 
 
 def test_only_lora_goes_on_an_encoder_decoder(bert_base):
