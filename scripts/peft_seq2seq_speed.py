@@ -49,4 +49,5 @@ full = sorted(times["full"])[len(times["full"]) // 2]
 for name, seconds in times.items():
     median = sorted(seconds)[len(seconds) // 2]
     total = sum(p.numel() for p in runs[name][0].parameters())
-    print(f"{name:5s} median {median:.2f} s/step ({median / full:.2f} x full); trainable {runs[name][2]:,} of {total:,}")
+    print(f"{name:5s} median {median:.2f} s/step ({median / full:.2f} x full); "
+          f"trainable {runs[name][2]:,} of {total:,}")
