@@ -214,6 +214,13 @@ class PeftModel(nn.Module):
         return count_parameters(self, only_trainable if trainable_only is None else trainable_only,
                                 exclude_embeddings)
 
+    def is_head_parameter(self, name: str) -> bool:
+        """What `train.head_lr` trains at its rate: the modules to save (the task head; an encoder-decoder's
+        cross-attention and LM transform), each adapter's copy under `.copies.<adapter>.`; LoRA, adapters and
+        prefixes live in the body and train at train.lr. (The wrapped model's own rule read these names
+        wrongly: every name starts with "model.", so a classifier's LoRA counted as head.)"""
+        return re.search(r"\.copies\.[A-Za-z0-9_\-]+\.", name) is not None
+
     # ------------------------------------------------------------------ adapters
     @property
     def adapter_names(self) -> list[str]:

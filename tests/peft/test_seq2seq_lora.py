@@ -148,3 +148,18 @@ def test_only_lora_goes_on_an_encoder_decoder(bert_base):
         with pytest.raises(ConfigError, match=f"{config.method} is not available on an encoder-decoder.*use "
                                               r"LoraConfig \(--peft lora\)"):
             get_peft_model(model, config)
+
+
+def test_head_lr_reaches_the_modules_trained_in_full_not_lora(bert_base):
+    """train.head_lr under PEFT: the modules to save (an encoder-decoder's cross-attention and LM transform,
+    a classifier's head) at the head's rate, LoRA at train.lr. (LoRA counted as head on a classifier, and
+    the LM transform did not on an encoder-decoder: the wrapped names start with "model.".)"""
+    from bertkit.train.optim import param_groups
+
+    seq2seq = bertkit.EncoderDecoderModel.from_encoder_decoder_pretrained(str(bert_base), str(bert_base), **IDS)
+    classifier = bertkit.BertForSequenceClassification(tiny_config())
+    for model, head in ((seq2seq, (".crossattention.", ".transform.")), (classifier, ("classifier.",))):
+        wrapped = get_peft_model(model, LoraConfig())
+        for group in param_groups(wrapped, 1e-3, head_lr=5e-2):
+            for name in group["names"]:
+                assert group["lr"] == (5e-2 if any(part in name for part in head) else 1e-3), name
