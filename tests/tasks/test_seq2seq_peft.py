@@ -87,3 +87,40 @@ def test_freeze_encoder_trains_the_decoder_alone(tiny, data, tmp_path):
     assert encoder and all(torch.equal(saved[k], base[k.removeprefix("encoder.")]) for k in encoder)
     decoder = "decoder.bert.encoder.layer.0.attention.self.query.weight"
     assert not torch.equal(saved[decoder], base["encoder.layer.0.attention.self.query.weight"])
+
+
+def test_an_adapter_peft_saved_is_evaluated_and_predicted_by_the_commands(tiny, data, tmp_path, capsys):
+    """PEFT's own SEQ_2_SEQ_LM adapter of transformers' EncoderDecoderModel, loaded from a saved encoder-decoder
+    (bertkit's fine-tune, so the base directory is recorded and holds the tokenizer): `bertkit evaluate` and
+    `predict` read it (task, base, tokenizer from the base) and generate what PEFT's model does."""
+    peft = pytest.importorskip("peft")
+    transformers = pytest.importorskip("transformers")
+    base = str(tmp_path / "s2s")
+    assert _finetune(tiny, data, base) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = transformers.EncoderDecoderModel.from_pretrained(base)
+    config = peft.LoraConfig(task_type="SEQ_2_SEQ_LM", r=4, lora_alpha=8, target_modules=["query", "value"])
+    wrapped = peft.get_peft_model(model, config)
+    with torch.no_grad():  # a trained-looking adapter, not the identity
+        generator = torch.Generator().manual_seed(0)
+        for name, p in wrapped.named_parameters():
+            if "lora_B" in name:
+                p.copy_(torch.randn(p.shape, generator=generator) * 0.5)
+    wrapped.save_pretrained(str(tmp_path / "peft-lora"))
+    capsys.readouterr()
+    assert main(["evaluate", "--model", str(tmp_path / "peft-lora"), "--data", data[1]]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rouge_l"] >= 0
+    inputs = tmp_path / "in.txt"
+    inputs.write_text("the car is red and fast\nthe car is blue and fast\n", encoding="utf-8")
+    generated = _predict(str(tmp_path / "peft-lora"), inputs, tmp_path / "p.jsonl")
+    assert main(["peft", "merge", "--model", str(tmp_path / "peft-lora"), "--out", str(tmp_path / "merged")]) == 0
+    assert _predict(str(tmp_path / "merged"), inputs, tmp_path / "m.jsonl") == generated
+    ids = transformers.AutoTokenizer.from_pretrained(base)(["the car is red and fast"], return_tensors="pt")
+    merged = wrapped.merge_and_unload().eval()
+    with torch.no_grad():
+        theirs = merged.generate(**ids, max_new_tokens=32, num_beams=1, do_sample=False,  # predict's defaults
+                                 decoder_start_token_id=model.config.decoder_start_token_id,
+                                 eos_token_id=model.config.eos_token_id, pad_token_id=model.config.pad_token_id)
+    text = transformers.AutoTokenizer.from_pretrained(base).decode(theirs[0], skip_special_tokens=True)
+    assert text == generated[0]  # PEFT's merged model generates what bertkit's predict wrote
