@@ -457,8 +457,8 @@ def extend_tokenizer(init: str, section: TokenizerSection, corpus: CorpusDocumen
     grown = extended(tokenizer, extension.words)
     # byte-level BPE: a word is spelt "Ġkmalloc" and adds up to pieces - 1 ids, the merges that build it
     examples = ", ".join(grown.decode(grown.convert_tokens_to_ids([w.word])).strip() for w in extension.words[:5])
-    ids = f" as {len(grown) - len(tokenizer)} new tokens (the merges that build them)" \
-        if len(grown) - len(tokenizer) != len(extension.words) else ""
+    added = len(grown) - len(tokenizer)
+    ids = f" as {added} new tokens (the merges that build them)" if added != len(extension.words) else ""
     print(f"pretrain: {len(extension.words)} words of data.corpus added to the {len(tokenizer)} pieces of {init}"
           f"{ids} (e.g. {examples}): the corpus's words take {saved:.1%} fewer tokens ({extension.tokens_before} -> "
           f"{extension.tokens_after})", flush=True)

@@ -50,9 +50,10 @@ def check_keys(values: dict, valid: Iterable[str], section: str) -> None:
             raise ConfigError(unknown_key_message(key, valid, section))
 
 
-# Keys a user tries in any section that are no recipe setting: what sets them instead.
-NOT_SETTINGS = {"threads": "--threads N on the command line; from Python, torch.set_num_threads(N) before the call",
-                "num_threads": "--threads N on the command line; from Python, torch.set_num_threads(N) before the call"}
+# Keys a user tries in any section that are no recipe setting: why, and what sets them instead.
+_THREADS = ("threads are the process's; use --threads N on the command line; from Python, "
+            "torch.set_num_threads(N) before the call")
+NOT_SETTINGS = {"threads": _THREADS, "num_threads": _THREADS}
 
 
 def unknown_key_message(key: str, valid: set, section: str) -> str:
@@ -60,7 +61,7 @@ def unknown_key_message(key: str, valid: set, section: str) -> str:
     train.threads was "did you mean train.head_lr?", walk AE), transformers' name for a key
     (hf_names.py), else the nearest valid key."""
     if key in NOT_SETTINGS and key not in valid:
-        return f"{section}.{key} is not a recipe setting: threads are the process's; use {NOT_SETTINGS[key]}"
+        return f"{section}.{key} is not a recipe setting: {NOT_SETTINGS[key]}"
     if section == hf_names.SECTION:
         target, refused = hf_names.alias_of(key), hf_names.refusal(key)
         if refused:

@@ -141,8 +141,8 @@ def baseline(train: Sequence[ChoiceExample], examples: Sequence[ChoiceExample]) 
     """The better by accuracy on the training examples (up to 2,000 of them) of two predictors without a
     model (the first where they tie): the answer position seen most often in training, its loss from the
     training positions' frequencies; and the choice most like the context, TF-IDF cosine (`tfidf_predictor`;
-    without scikit-learn the position alone, and "note" says so, as seq2seq's retrieval does). "method" names the one chosen; "chance":
-    a random choice, accuracy 1/C and loss ln C. Walk AD (an article's headline among three of its topic's):
+    without scikit-learn the position alone, and "note" says so, as seq2seq's retrieval does). "method"
+    names the one chosen; "chance": a random choice, accuracy 1/C and loss ln C. Walk AD (an article's headline among three of its topic's):
     TF-IDF 0.953 on dev and test, the position 0.240 and 0.277."""
     choices = len(examples[0].choices) if examples else len(train[0].choices) if train else 2
     chance = {"method": f"a random choice of {choices}", "accuracy": 1 / choices, "loss": float(np.log(choices))}
