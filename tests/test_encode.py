@@ -13,7 +13,7 @@ from bertkit import BertConfig, BertModel
 from bertkit.inference.encode import SentenceEncoder
 from bertkit.models.heads import mean_pool
 from bertkit.errors import CheckpointError, DataError
-from bertkit.data.batches import length_batches
+from bertkit.data.batches import fixed_batches, inference_batches, length_batches
 from bertkit.tokenizer import Tokenizer
 
 
@@ -123,6 +123,16 @@ def test_length_batches_cut_only_where_padding_costs_more_than_a_call():
     lengths = [200] * 3 + [20] * 29  # one fixed batch would pad 29 rows by 180
     assert sorted(len(b) for b in length_batches(lengths, 32)) == [3, 29]
     assert [len(b) for b in length_batches(lengths, 32, overhead=1e9)] == [32]
+
+
+def test_inference_batches_are_cut_on_a_cpu_only():
+    """A GPU runs the real tokens only and pays per call: fixed batches there, whatever `cut` says
+    (72 cut calls where 8 fixed ones do made encoding 0.37x a transformers loop on an H200)."""
+    lengths = [200] * 3 + [20] * 29
+    assert inference_batches(lengths, 32, "cpu") == length_batches(lengths, 32)
+    assert inference_batches(lengths, 32, torch.device("cpu"), cut=False) == fixed_batches(lengths, 32)
+    for device in ("cuda", torch.device("cuda", 0), "mps"):
+        assert inference_batches(lengths, 32, device) == fixed_batches(lengths, 32) == [list(range(32))]
 
 
 def test_cut_batches_give_the_same_vectors(encoder, bbc_dir):

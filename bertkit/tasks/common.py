@@ -26,7 +26,7 @@ import torch
 
 from bertkit.data.masking import IGNORE_INDEX
 from bertkit.errors import ConfigError, DataError
-from bertkit.data.batches import fixed_batches, length_batches, pad_rows
+from bertkit.data.batches import inference_batches, pad_rows
 from bertkit.inference.overlap import HostCopy, run_one_ahead
 from bertkit.runtime.devices import copy_without_wait
 from bertkit.runtime.progress import progress
@@ -61,7 +61,8 @@ class DataConfig:
     max_eval_examples: int = 0  # 0 = all; the same for the dev / evaluation data
     eval_batch_size: int = 64
     # inference batches of length-sorted inputs: "length" cuts them where the padding saved is
-    # worth more than a forward call (at most eval_batch_size rows); "fixed": eval_batch_size each
+    # worth more than a forward call (at most eval_batch_size rows; on a CPU: a GPU runs fixed
+    # batches, data/batches.py `inference_batches`); "fixed": eval_batch_size each
     eval_batching: str = "length"
     source_column: str = "source"  # seq2seq: JSONL field of the input text
     target_column: str = "target"  # seq2seq: JSONL field of the text to generate
@@ -245,15 +246,15 @@ class Collator:
         return batch
 
 
-def eval_order(features: Sequence[dict], batch_size: int, cut: bool = True) -> list[np.ndarray]:
+def eval_order(features: Sequence[dict], batch_size: int, cut: bool = True, device: torch.device | str = "cpu"
+               ) -> list[np.ndarray]:
     """Indices of `features` in batches of near-equal length (longest first, so a memory
     problem shows at once), for inference where order does not matter: at most `batch_size`
-    each, cut where the padding saved is worth more than a forward call (`length_batches`,
-    measured 1.2-1.4x on predict, docs/inference.md). `cut=False`: batches of exactly `batch_size`
-    sorted features."""
+    each, on a CPU cut where the padding saved is worth more than a forward call (`length_batches`,
+    measured 1.2-1.4x on predict, docs/inference.md). `cut=False`, and on a GPU: batches of exactly
+    `batch_size` sorted features (`data.batches.inference_batches` says why)."""
     lengths = [feature_length(f) for f in features]
-    return [np.asarray(rows, dtype=np.int64)
-            for rows in (length_batches if cut else fixed_batches)(lengths, batch_size)]
+    return [np.asarray(rows, dtype=np.int64) for rows in inference_batches(lengths, batch_size, device, cut)]
 
 
 def subsample(examples: list, limit: int, seed: int) -> list:
@@ -387,7 +388,7 @@ def forward_features(model, features: Sequence[dict], batch_size: int, pad_token
         for row, i in enumerate(index):
             outputs[i] = logits[row, :len(features[i]["input_ids"])] if token_level else logits[row]
 
-    batches = eval_order(features, batch_size, cut=batching == "length")
+    batches = eval_order(features, batch_size, cut=batching == "length", device=device)
     shown = _shown(batches)
     try:
         run_one_ahead(shown, launch, collect)

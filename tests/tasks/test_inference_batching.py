@@ -77,6 +77,8 @@ def test_the_cut_batches_differ_from_the_fixed_ones(tokenizer):
     assert len(cut) > len(fixed) == 4
     assert sorted(np.concatenate(cut).tolist()) == list(range(len(features)))  # every input once
     assert max(len(b) for b in cut) <= BATCH
+    on_gpu = eval_order(features, BATCH, device="cuda")  # a GPU pays per call, not per padded slot
+    assert [b.tolist() for b in on_gpu] == [b.tolist() for b in fixed]
 
 
 @pytest.mark.parametrize("task, head", [
