@@ -534,6 +534,7 @@ def main(argv=None) -> int:
         except Exception as e:  # keep going: the other rows still report (the error is in the table)
             result["rows"].append({"workload": name, "error": repr(e)})
             print(f"{name}: {e!r}", file=sys.stderr, flush=True)
+        torch._dynamo.reset()  # a row's compiled layers leave dynamo's cache: the next row's compile starts fresh
         if DEVICE.type == "cuda":
             torch.cuda.empty_cache()
         with open(os.path.join(args.out, "gpu-bench.json"), "w") as f:

@@ -30,6 +30,7 @@ from bertkit.models.variants.relative import RELATIVE_TYPES, relative_position_s
 from bertkit.models.variants.sinusoidal import sinusoidal_table
 from bertkit.models.variants.switches import build_switches, needs_every_query
 from bertkit.models.variants.t5_bias import T5_BIAS, RelativePositionBias
+from bertkit.runtime.compiling import compile_each
 
 
 # ---------------------------------------------------------------------------- outputs
@@ -545,8 +546,7 @@ class BertModel(PretrainedMixin, nn.Module):
         dropouts and residual adds around the matmuls run fused. Embeddings, input checks and
         heads stay eager: they branch on data and see varying shapes (labelled positions).
         Same numbers; the first calls pay the compilation (about a minute on a CPU)."""
-        for layer in self.encoder.layer:
-            layer.compile(**options)
+        compile_each(self.encoder.layer, **options)
 
 
 def gather_positions(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:

@@ -62,6 +62,7 @@ from bertkit.errors import BertkitError
 from bertkit.models.encoder import EncoderOutput, activation, check_tensors, check_token_ids
 from bertkit.models.variants.sinusoidal import sinusoidal_table
 from bertkit.models.modern.config import SLIDING, ModernBertConfig
+from bertkit.runtime.compiling import compile_each
 
 
 # ---------------------------------------------------------------------------- unpadding
@@ -509,8 +510,7 @@ class ModernBertModel(PretrainedMixin, nn.Module):
         """`torch.compile` each encoder layer (options go to it): the norms, GeGLU, dropouts and
         residual adds around the matmuls run fused (2.31x transformers on packed ModernBERT-base
         rows on an H100, 1.22x uncompiled: docs/benchmarks.md). Same numbers and state-dict keys."""
-        for layer in self.layers:
-            layer.compile(**options)
+        compile_each(self.layers, **options)
 
 
 def refuse_head_mask(head_mask) -> None:
