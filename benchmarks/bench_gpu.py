@@ -13,7 +13,8 @@ as benchmarks/harness.py does on the CPU; one CUDA synchronize ends every call):
                             variants: bertkit unpadded, bertkit padded, transformers
     modern_base_mlm_packed  the same, full (packed) rows: bertkit, bertkit compiled layers, transformers
     bert_base_finetune_varied  sequence classification step, BERT-base, batch 32, lengths 16..256:
-                            bertkit unpadded, bertkit padded, bertkit unpadded with attention
+                            bertkit (its default: padded, as attention dropout keeps it off the
+                            flash kernel), bertkit packed, bertkit padded, bertkit packed with attention
                             dropout inside SDPA on jagged tensors (bertkit_jagged_dropout), transformers
     bert_base_encode_varied    inference forward, BERT-base, batch 128, lengths 8..256: the same three
     modern_base_encode_varied  the same for ModernBERT-base
@@ -374,7 +375,8 @@ def bert_finetune(args) -> dict:
     inputs = mlm_batch(lengths, length, bk.config.vocab_size)
     batch = {"input_ids": inputs["input_ids"], "attention_mask": inputs["attention_mask"],
              "labels": torch.arange(batch_size, device=DEVICE) % 4}
-    calls = {"bertkit": with_unpad(bk.bert, True, lambda: train_step(bk, batch)),
+    calls = {"bertkit": with_unpad(bk.bert, None, lambda: train_step(bk, batch)),  # the default: padded here
+             "bertkit_packed": with_unpad(bk.bert, True, lambda: train_step(bk, batch)),
              "bertkit_padded": with_unpad(bk.bert, False, lambda: train_step(bk, batch)),
              "bertkit_jagged_dropout": switched(attention.SETTINGS, "jagged_dropout", True,
                                                 lambda: with_unpad(bk.bert, True, lambda: train_step(bk, batch))),

@@ -7,6 +7,7 @@ import torch
 
 from bertkit.models import attention
 from bertkit.models.config import BertConfig
+from bertkit.models.encoder import BertModel
 from bertkit.models.heads import BertForMaskedLM
 from bertkit.models.modern import ModernBertConfig, ModernBertForMaskedLM
 
@@ -76,6 +77,10 @@ def test_bert_packed_equals_padded_in_fp32_and_bf16(monkeypatch):
 
 def test_bert_unpads_by_default_on_cuda():
     assert attention.flash_varlen_available(torch.device("cuda")) == (attention.FLASH_VARLEN is not None)
+    model = BertModel(BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                 intermediate_size=64, attention_probs_dropout_prob=0.1)).cuda()
+    assert model.eval().unpadding_pays() == (attention.FLASH_VARLEN is not None)
+    assert not model.train().unpadding_pays()  # attention dropout: the padded step, which measured faster
 
 
 def test_modern_packed_equals_padded(monkeypatch):
