@@ -56,6 +56,7 @@ Rows for the GPU recipe (the model rows and length-phases above are the mini rec
     batch-32, batch-128 half and twice its batch (for --steps: the same tokens)
     seq-128       128-token rows, batch 256: the recipe's 32,768 tokens a step
     linear        linear decay instead of warmup-stable-decay
+    compile       train.compile: the layers compiled, the compilation inside the row's budget
 
 The cleaning rows use the shards given (cleaning acts after the split, on token ids), so they hold
 out and score the same documents as base. The length-phases row reads the same shards too (packing
@@ -125,6 +126,7 @@ ROWS = {
     "batch-128": {"train": {"batch_size": 128, "steps_factor": 0.5}},
     "seq-128": {"data": {"max_length": 128}, "train": {"batch_size": 256}},
     "linear": {"train": {"schedule": "linear"}},
+    "compile": {"train": {"compile": True}},
 }
 PHASE_1_SHARE = 0.9  # BERT: 90% of the steps at 128 tokens, the rest at 512
 LONG_LENGTH = 512
