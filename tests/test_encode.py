@@ -63,7 +63,8 @@ def test_order_batch_size_and_normalize(encoder):
     assert np.allclose(encoder.encode(texts[::-1], batch_size=3)[::-1], full, atol=1e-5)
     raw = encoder.encode(texts, normalize=False)
     assert np.allclose(raw / np.linalg.norm(raw, axis=1, keepdims=True), full, atol=1e-5)
-    assert encoder.encode("one text").shape == (1, 384)
+    one = encoder.encode("one text")  # a (dim,) vector, as sentence-transformers gives for one string
+    assert one.shape == (384,) and np.allclose(one, encoder.encode(["one text"])[0], atol=1e-6)
 
 
 def test_truncation_warns_once(encoder):

@@ -115,6 +115,9 @@ def test_minilm_layout_matches_sentence_transformers(minilm_dir):
         reference = st.SentenceTransformer(minilm_dir, device="cpu")
     expected = reference.encode(TEXTS, convert_to_numpy=True)
     assert np.abs(encoder.encode(TEXTS) - expected).max() < 1e-5
+    one = reference.encode(TEXTS[0], convert_to_numpy=True)  # one string: one (dim,) vector in both
+    assert encoder.encode(TEXTS[0]).shape == one.shape == (384,)
+    assert np.abs(encoder.encode(TEXTS[0]) - one).max() < 1e-5
 
 
 def test_modules_bertkit_does_not_run_are_refused(tiny_dir, tmp_path):

@@ -116,7 +116,8 @@ class SentenceEncoder:
     def encode(self, texts: Sequence[str] | str, batch_size: int = 32, max_length: int | None = None,
                normalize: bool | None = None, show_progress: bool | None = None,
                prompt: str | None = None, prompt_name: str | None = None) -> np.ndarray:
-        """Embed `texts` as an (n, dim) float32 array, row i for texts[i].
+        """Embed `texts` as an (n, dim) float32 array, row i for texts[i]; one string (not in a
+        list) gives one (dim,) vector, as sentence-transformers' `encode` does.
 
         Texts longer than `max_length` tokens are truncated (the tokenizer warns once); None: the
         layout's max_seq_length (else the tokenizer's model_max_length). `max_length` is at least 3
@@ -125,6 +126,8 @@ class SentenceEncoder:
         layout's default prompt) is put in front of every text. `show_progress=None` shows a bar
         when there are many batches.
         """
+        if isinstance(texts, str):  # one text, one vector: (dim,), so two of them give a cosine by `a @ b`
+            return self.encode([texts], batch_size, max_length, normalize, show_progress, prompt, prompt_name)[0]
         texts = _text_list(texts)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
             raise DataError(f"batch_size must be a positive integer, got {batch_size!r}")
