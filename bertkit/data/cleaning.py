@@ -201,7 +201,7 @@ def _filter_sentences(docs, indices: list[int], rules: CleaningRules, decode) ->
         pending.clear()
 
     for i in indices:
-        pending.extend((i, np.asarray(ids).tolist()) for ids in docs[i])
+        pending.extend((i, np.asarray(ids)) for ids in docs[i])  # arrays: the decoder lists each in C
         if len(pending) >= DECODE_BATCH:
             flush()
     if pending:
