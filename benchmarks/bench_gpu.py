@@ -10,7 +10,7 @@ as benchmarks/harness.py does on the CPU; one CUDA synchronize ends every call):
                             variants: bertkit, bertkit compiled layers, bertkit without dropout
                             (bertkit_no_dropout: what dropout costs), transformers
     modern_base_mlm_varied  MLM training step, ModernBERT-base, seq 512, batch 32, lengths 32..512
-                            variants: bertkit unpadded, bertkit padded, transformers
+                            variants: bertkit unpadded, bertkit padded, bertkit compiled layers, transformers
     modern_base_mlm_packed  the same, full (packed) rows: bertkit, bertkit compiled layers, transformers
     bert_base_finetune_varied  sequence classification step, BERT-base, batch 32, lengths 16..256:
                             bertkit (its default: padded, as attention dropout keeps it off the
@@ -277,7 +277,7 @@ def modern_mlm_train(args, packed: bool) -> dict:
     lengths = lengths_for(batch_size, length, None if packed else shortest)
     batch = mlm_batch(lengths, length, bk.config.vocab_size)
     calls = {"bertkit": train_step(bk, batch), "transformers": train_step(hf, batch)}
-    if packed and args.compile:
+    if args.compile:  # on varied lengths too: the unpadded step is launch-bound as much as the packed one
         compiled = modern_pair(args.tiny, ModernBertForMaskedLM, "ModernBertForMaskedLM")[0]
         compiled_layers(compiled)
         calls["bertkit_compiled"] = train_step(compiled, batch)
