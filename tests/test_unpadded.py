@@ -285,3 +285,44 @@ def test_an_older_varlen_attn_without_scale_or_windows_is_called_within_its_keyw
     monkeypatch.setattr(attention, "VARLEN_KEYWORDS", frozenset({"scale", "window_size"}))
     attention.flash_varlen(q, q, q, packing, packing, 0.25, window=4)
     assert seen == [{}, {"scale": 0.25, "window_size": (4, 4)}]
+
+
+@torch.library.custom_op("bertkit_tests::varlen_reference", mutates_args=())
+def _varlen_reference_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_q: torch.Tensor, cu_k: torch.Tensor,
+                         max_q: int, max_k: int, window: int) -> torch.Tensor:
+    return reference_varlen([])(q, k, v, cu_q, cu_k, max_q, max_k, window_size=(window, window)).contiguous()
+
+
+@_varlen_reference_op.register_fake
+def _(q, k, v, cu_q, cu_k, max_q, max_k, window):
+    return torch.empty_like(q)
+
+
+def test_compiled_modern_layers_trace_the_flash_path_whole(monkeypatch):
+    """On a GPU a varied-length batch runs torch's varlen kernel inside compiled layers: no host read or
+    data-dependent branch may split a layer's graph there (an opaque op stands for the kernel, as the
+    real one does for the compiler). Three batches of other lengths: one recompile, no graph break."""
+    from torch._dynamo.utils import counters
+
+    from bertkit.models.modern import ModernBertConfig, ModernBertForMaskedLM
+
+    calls = []
+
+    def kernel(q, k, v, cu_q, cu_k, max_q, max_k, window_size=(-1, -1)):
+        calls.append(max_q)
+        return _varlen_reference_op(q, k, v, cu_q, cu_k, max_q, max_k, window_size[0])
+
+    monkeypatch.setattr(attention, "FLASH_VARLEN", kernel)
+    monkeypatch.setattr(attention, "flash_varlen_runs", lambda q, call, window=-1: True)
+    torch._dynamo.reset()
+    counters.clear()
+    model = ModernBertForMaskedLM(ModernBertConfig.preset("tiny", vocab_size=120, local_attention=8,
+                                                          max_position_embeddings=64)).eval()
+    model.compile_layers(backend="eager")
+    with torch.no_grad():
+        for longest in (14, 16, 18):
+            ids, mask, labels = batch()
+            mask[0, longest:] = 0
+            model(input_ids=ids, attention_mask=mask, labels=labels)
+    assert calls and not counters["graph_break"]
+    torch._dynamo.reset()
