@@ -92,19 +92,25 @@ def profile_call(call, steps: int, warmup: int) -> dict:
 
 def workloads(tiny: bool) -> dict:
     """name -> {variant: call}: the BERT-base MLM step (the farthest from issue 28's targets) and
-    the GPU recipe's step, each bertkit's and transformers'."""
-    batch_size, length, _ = bench_gpu.shape("bert_mlm", tiny)
-    bk, hf = bench_gpu.bert_pair(tiny, bertkit.BertForMaskedLM, "BertForMaskedLM")
-    batch = bench_gpu.mlm_batch(bench_gpu.lengths_for(batch_size, length, None), length, bk.config.vocab_size)
-    out = {"bert_base_mlm_train": {"bertkit": bench_gpu.train_step(bk, batch),
-                                   "transformers": bench_gpu.train_step(hf, batch)}}
-    batch_size, length, _ = bench_gpu.shape("gpu_recipe", tiny)
+    the GPU recipe's step, each bertkit's and transformers', and on a GPU bertkit's with compiled
+    layers (what is left once the elementwise work is fused; the warm-up steps pay the compilation)."""
+    def pair(make, shape_name):
+        batch_size, length, _ = bench_gpu.shape(shape_name, tiny)
+        bk, hf = make()
+        batch = bench_gpu.mlm_batch(bench_gpu.lengths_for(batch_size, length, None), length, bk.config.vocab_size)
+        calls = {"bertkit": bench_gpu.train_step(bk, batch), "transformers": bench_gpu.train_step(hf, batch)}
+        if bench_gpu.DEVICE.type == "cuda":  # compiling takes minutes on a CPU
+            compiled = make()[0]
+            bench_gpu.compiled_layers(compiled)
+            calls["bertkit_compiled"] = bench_gpu.train_step(compiled, batch)
+        return calls
+
     preset, fields = bench_gpu.RECIPES["gpu_recipe"]
-    bk, hf = bench_gpu.modern_pair(tiny, ModernBertForMaskedLM, "ModernBertForMaskedLM", preset, **fields)
-    batch = bench_gpu.mlm_batch(bench_gpu.lengths_for(batch_size, length, None), length, bk.config.vocab_size)
-    out["gpu_recipe_mlm_train"] = {"bertkit": bench_gpu.train_step(bk, batch),
-                                   "transformers": bench_gpu.train_step(hf, batch)}
-    return out
+    return {"bert_base_mlm_train": pair(lambda: bench_gpu.bert_pair(tiny, bertkit.BertForMaskedLM, "BertForMaskedLM"),
+                                        "bert_mlm"),
+            "gpu_recipe_mlm_train": pair(lambda: bench_gpu.modern_pair(tiny, ModernBertForMaskedLM,
+                                                                       "ModernBertForMaskedLM", preset, **fields),
+                                         "gpu_recipe")}
 
 
 def markdown(result: dict) -> str:

@@ -5,7 +5,7 @@
 #   bash benchmarks/gpu/run.sh tests    tests/gpu only
 #   bash benchmarks/gpu/run.sh profile  where the time of a step goes: benchmarks/profile_gpu.py (about a minute)
 #   bash benchmarks/gpu/run.sh lease    all three inside one 10-minute call (timeout_s 600 of a 15-minute lease):
-#                                       bench (<= 300 s), profile (<= 90 s), then tests/gpu (<= 150 s), each cut
+#                                       bench (<= 300 s), profile (<= 120 s), then tests/gpu (<= 150 s), each cut
 #                                       at its bound; every part writes to $OUT as it goes, so a cut part still reports
 # A machine without a package registry needs .gpu/site from benchmarks/gpu/prepare.sh (BBC corpus, pytest).
 # Results land in $OUT (default /tmp/gpu-out): gpu-bench.json, gpu-bench.md, tests.log, bench.log, timeline.txt
@@ -25,7 +25,7 @@ stamp begin; nvidia-smi --query-gpu=name,memory.total,driver_version --format=cs
 if [ "$part" = lease ]; then  # the numbers first: a cut-short later part loses less
   stamp bench; timeout 300 $PY benchmarks/bench_gpu.py --out "$OUT" --rounds 3 --steps 4 --warmup 2 > "$OUT/bench.log" 2>&1
   stamp "bench rc $?"; cat "$OUT/gpu-bench.md" 2>/dev/null || tail -20 "$OUT/bench.log"
-  stamp profile; timeout 90 $PY benchmarks/profile_gpu.py --out "$OUT" > "$OUT/profile.log" 2>&1
+  stamp profile; timeout 120 $PY benchmarks/profile_gpu.py --out "$OUT" > "$OUT/profile.log" 2>&1
   stamp "profile rc $?"; cat "$OUT/gpu-profile.md" 2>/dev/null || tail -20 "$OUT/profile.log"
   stamp tests; timeout 150 $PY -m pytest -q -p no:cacheprovider --durations=0 tests/gpu > "$OUT/tests.log" 2>&1
   stamp "tests rc $?"; tail -25 "$OUT/tests.log"
