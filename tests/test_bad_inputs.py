@@ -434,6 +434,7 @@ def test_predict_warns_about_texts_that_are_all_unknown_tokens(models, tmp_path,
     assert len(_rows(tmp_path / "o.jsonl")) == 3
 
 
+@pytest.mark.slow
 def test_a_multiple_choice_model_predicts_in_int8(models, tmp_path, capsys):
     """int8 calibration fed (batch, length) ids to a head that reads (batch, choices, length)."""
     path = tmp_path / "in.jsonl"

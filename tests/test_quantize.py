@@ -22,6 +22,7 @@ from bertkit.inference.quantize import Int8Linear, Int8Map, Int8QKV, Int8Residua
 from bertkit.models.sentence_embedding import SentenceEmbeddingModel
 
 
+@pytest.mark.slow
 def test_int8_linear_is_the_stated_math_and_close_to_fp32():
     linear = nn.Linear(48, 40)
     with torch.no_grad():

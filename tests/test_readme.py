@@ -102,6 +102,7 @@ def readme_commands() -> list[list[str]]:
     return [shlex.split(line)[1:] for line in lines]
 
 
+@pytest.mark.slow
 def test_readme_own_data_commands_run(minilm_dir, tmp_path, monkeypatch, capsys):
     from bertkit.commands.cli import main
 

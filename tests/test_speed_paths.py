@@ -92,6 +92,7 @@ def test_labelled_positions_order():
     assert labelled_positions(torch.full((2, 3), -100)) is None
 
 
+@pytest.mark.slow
 def test_compiled_layers_give_the_same_loss_and_gradients():
     model = bertkit.BertForMaskedLM(bertkit.BertConfig(**CFG)).train()
     compiled = bertkit.BertForMaskedLM(model.config).train()

@@ -90,6 +90,7 @@ def test_classifier_reloads_in_transformers_auto_class(bbc_run):
     assert hf_tokens["input_ids"] == batch["input_ids"][0][batch["attention_mask"][0] == 1].tolist()
 
 
+@pytest.mark.slow
 def test_qa_learns_on_wordnet_glosses(tmp_path, minilm2_dir):
     out = str(tmp_path / "qa")
     sections = {"data": {"max_length": 96, "doc_stride": 24, "max_answer_length": 64,

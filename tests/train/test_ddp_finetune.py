@@ -78,6 +78,7 @@ def test_embedding_trains_under_ddp_and_evaluate_ranks_against_the_whole_corpus(
     assert {k: split[k] for k in scores} == pytest.approx(scores, abs=1e-6) and split["baselines"] == alone["baselines"]
 
 
+@pytest.mark.slow
 def test_two_processes_take_half_the_steps_and_evaluate_splits_the_examples(setup, capsys):
     root, model, train, dev = setup
     single = str(root / "single")

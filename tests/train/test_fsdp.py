@@ -61,6 +61,7 @@ def losses(run_dir):
     return [row["loss"] for row in map(json.loads, open(os.path.join(run_dir, "metrics.jsonl")))]
 
 
+@pytest.mark.slow
 def test_two_process_fsdp_equals_one_process_and_resumes_exactly(tmp_path, bbc_tok_examples):
     tok, _, examples = bbc_tok_examples
     examples = examples[:96]

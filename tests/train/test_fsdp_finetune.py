@@ -30,6 +30,7 @@ def finetune_args(model, train, dev, out, *settings):
             "model.attention_probs_dropout_prob=0", "model.classifier_dropout=0", *settings]
 
 
+@pytest.mark.slow
 def test_two_fsdp_processes_train_the_one_process_classifier(setup):
     root, model, train, dev = setup
     single, fsdp = str(root / "single"), str(root / "fsdp")

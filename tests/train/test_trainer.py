@@ -179,6 +179,7 @@ KILL_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_resume_after_sigkill(tmp_path, bbc_tok_examples):
     tok, _, examples = bbc_tok_examples
     examples = examples[:200]
