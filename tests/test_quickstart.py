@@ -3,8 +3,19 @@
 import json
 import os
 
+import pytest
+
 from bertkit.commands import cli
-def test_quickstart_runs_every_stage(tmp_path, capsys):
+from bertkit.tasks import baseline
+
+
+@pytest.mark.slow
+def test_quickstart_runs_every_stage(tmp_path, capsys, monkeypatch):
+    # The TF-IDF baseline beside the fine-tune and the evaluation still runs, on one C of its grid:
+    # the four-point grid's fits were half of this test's time, and the grid search is
+    # tests/tasks/test_tfidf_baseline.py's to check.
+    name, param, _ = baseline.LINEAR_MODELS["classification"]
+    monkeypatch.setitem(baseline.LINEAR_MODELS, "classification", (name, param, (1.0,)))
     out = str(tmp_path / "qs")
     code = cli.main(["quickstart", "--out", out, "--pretrain-steps", "3", "--finetune-epochs", "0.05",
                      "--max-length", "32"])
