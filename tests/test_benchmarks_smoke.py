@@ -186,8 +186,8 @@ def test_gpu_bench_tiny(tmp_path):
     for name in ("modern_base_mlm_varied", "bert_base_encode_varied", "modern_base_encode_varied",
                  "bert_base_predict_varied", "modern_base_predict_varied"):
         assert variants[name] == {"bertkit", "bertkit_padded", "transformers"}, name
-    assert variants["bert_base_finetune_varied"] == {"bertkit", "bertkit_padded", "bertkit_jagged_dropout",
-                                                     "transformers"}
+    assert variants["bert_base_finetune_varied"] == {"bertkit", "bertkit_packed", "bertkit_padded",
+                                                     "bertkit_jagged_dropout", "transformers"}
     assert variants["bert_base_encode_texts"] == {"bertkit", "transformers"}
     assert variants["gpu_recipe_trainer_loop"] == {"bertkit_step", "bertkit_trainer", "bertkit_trainer_read_each_step",
                                                    "transformers"}
