@@ -22,8 +22,15 @@ def losses(out):
 
 
 @pytest.mark.slow
-def test_compiled_layers_train_the_same_steps(tmp_path, bbc_tok_examples):
+def test_compiled_layers_train_the_same_steps(tmp_path, bbc_tok_examples, monkeypatch):
     tok, _, examples = bbc_tok_examples
+    # The graphs captured and differentiated ahead of time, run without inductor's code generation:
+    # this test checks the Trainer's train.compile (the layers compiled, trained, saved alike);
+    # tests/test_speed_paths.py checks inductor's compiled layers give the same loss and gradients.
+    # Generating C++ for each layer took most of this test's minute on 2 CPU cores.
+    compile_with = torch.nn.Module.compile
+    monkeypatch.setattr(torch.nn.Module, "compile",
+                        lambda self, *args, **options: compile_with(self, *args, **{"backend": "aot_eager", **options}))
     # Rows of one length, two full batches of 16: both steps have the same sequence length, so only
     # the labelled positions' count differs (one recompile of the last layer); a third step and varied
     # lengths added recompiles of every layer, not checks. Step 2's loss still follows step 1's
